@@ -1,0 +1,47 @@
+# Two commands on a fresh clone: `make demo` and `make test` (see README).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+.PHONY: setup demo test lint types contracts pytest test-real bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip uv
+
+# Re-install when the project metadata changes. rfc3987-syntax (pulled in by
+# jupyter-events) slows `import ray` by ~7 s and makes ray.init() time out on a
+# loaded 2-core box (ray-project/ray#65983); removing it is the last setup step,
+# and tests/test_environment.py guards it.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]'
+	$(BIN)/uv pip uninstall -q --python $(BIN)/python rfc3987-syntax || true
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/agentlab demo
+
+lint: setup
+	$(BIN)/ruff check agentlab tests benchmarks notebooks
+	$(BIN)/ruff format --check agentlab tests benchmarks
+
+types: setup
+	$(BIN)/mypy agentlab
+
+contracts: setup
+	$(BIN)/lint-imports
+
+pytest: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test: lint types contracts pytest
+
+test-real: setup
+	bash scripts/test_real.sh
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,49 @@
+"""agentlab — simulate societies of LLM agents and measure the traffic they generate.
+
+The top level is deliberately light: ``import agentlab`` loads no litellm, Ray, DuckDB,
+plotly or Jupyter machinery. Each public name below is imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (imported lazily on first attribute access)
+_EXPORTS: dict[str, str] = {
+    "LLMClient": "agentlab.llm",
+    "VirtualClock": "agentlab.core.clock",
+    "RealClock": "agentlab.core.clock",
+    "CallRecord": "agentlab.core.records",
+    "open_run": "agentlab.store",
+    "Society": "agentlab.runtime",
+    "AgentBase": "agentlab.agents",
+    "register_agent": "agentlab.agents",
+    "EnvBase": "agentlab.env",
+    "tool": "agentlab.env",
+    "Msg": "agentlab.messaging",
+    "MsgHub": "agentlab.messaging",
+    "sequential": "agentlab.messaging",
+    "fanout": "agentlab.messaging",
+    "Experiment": "agentlab.topology",
+    "sweep": "agentlab.sweep",
+    "record": "agentlab.sweep",
+    "AgentSystem": "agentlab.runtime",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentlab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # cache: the next access skips __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

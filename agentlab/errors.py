@@ -1,0 +1,132 @@
+"""Error hierarchy for agentlab.
+
+Every error raised on purpose by agentlab derives from :class:`AgentlabError`, so a
+notebook can catch the whole family with one ``except``. Messages name the bad value and
+what would have been valid.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentError",
+    "AgentlabError",
+    "BadResponseError",
+    "ConfigError",
+    "CorruptRecordError",
+    "InvalidAgentIdError",
+    "LLMError",
+    "LLMTimeoutError",
+    "ProviderError",
+    "RateLimitError",
+    "StoreError",
+    "StructuredOutputError",
+    "SweepError",
+    "ToolError",
+    "UnknownNameError",
+    "UnsafeCodeError",
+]
+
+
+class AgentlabError(Exception):
+    """Base class of every error agentlab raises on purpose."""
+
+
+class ConfigError(AgentlabError, ValueError):
+    """A configuration value is invalid (bad type, out of range, unknown key)."""
+
+
+class UnknownNameError(ConfigError, KeyError):
+    """A registry lookup failed; the message lists the registered names."""
+
+    def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...]) -> None:
+        self.kind, self.name, self.known = kind, name, sorted(known)
+        super().__init__(
+            f"unknown {kind} {name!r}; registered: {', '.join(self.known) or '(none)'}"
+        )
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+# --- LLM layer -------------------------------------------------------------------------
+
+
+class LLMError(AgentlabError):
+    """A language-model call failed. ``retryable`` tells the retry policy what to do."""
+
+    retryable: bool = False
+    #: short class name stored in call records (``outcome``/``error_class``)
+    code: str = "llm_error"
+
+
+class RateLimitError(LLMError):
+    """The provider refused the request for capacity reasons (HTTP 429)."""
+
+    retryable = True
+    code = "rate_limited"
+
+
+class LLMTimeoutError(LLMError, TimeoutError):
+    """The call did not finish within its timeout."""
+
+    retryable = True
+    code = "timeout"
+
+
+class BadResponseError(LLMError):
+    """The provider answered, but the answer is unusable (malformed JSON, bad tool call)."""
+
+    retryable = False
+    code = "bad_response"
+
+
+class ProviderError(LLMError):
+    """Any other provider-side failure (5xx, connection reset, unknown model)."""
+
+    retryable = True
+    code = "provider_error"
+
+
+class StructuredOutputError(BadResponseError):
+    """A reply could not be validated against the requested schema, even after repair."""
+
+    code = "structured_output"
+
+    def __init__(self, message: str, *, raw: str | None = None, errors: object = None) -> None:
+        super().__init__(message)
+        self.raw = raw
+        self.errors = errors
+
+
+# --- storage ---------------------------------------------------------------------------
+
+
+class StoreError(AgentlabError):
+    """A run directory, workspace or log could not be read or written."""
+
+
+class CorruptRecordError(StoreError):
+    """A stored record is unreadable (torn line, bad JSON, wrong schema version)."""
+
+
+# --- agents, env, tools --------------------------------------------------------------
+
+
+class AgentError(AgentlabError):
+    """An agent could not be created, rebuilt or stepped."""
+
+
+class InvalidAgentIdError(AgentError, ValueError):
+    """An agent id is empty, too long, or could escape the run directory."""
+
+
+class ToolError(AgentlabError):
+    """A tool call failed or was refused."""
+
+
+class UnsafeCodeError(ToolError):
+    """Generated code was rejected by the sandbox (disallowed syntax, name or budget)."""
+
+
+class SweepError(AgentlabError):
+    """A sweep could not be planned or collected."""
