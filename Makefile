@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: setup demo test lint types contracts pytest test-real bench clean
+.PHONY: setup browser demo test lint types contracts pytest test-real bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP)
 
+# Debian's Chromium for the real-browser widget tests (never `playwright install`).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium missing: run 'sudo apt-get install -y chromium' (browser tests will be skipped)"; fi; }
+
 demo: setup
 	$(BIN)/agentlab demo
 
@@ -35,8 +41,8 @@ types: setup
 contracts: setup
 	$(BIN)/lint-imports
 
-pytest: setup
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+pytest: setup browser
+	$(BIN)/python -m pytest -q tests notebooks --nbmake $(PYTEST_ARGS)
 
 test: lint types contracts pytest
 

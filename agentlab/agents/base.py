@@ -1,0 +1,225 @@
+"""``AgentBase``: an agent is a workspace on disk plus a ``step(tick)`` coroutine.
+
+The runtime rebuilds an agent for every step (``from_workspace``), awaits ``step``, then
+persists it (``to_workspace``); nothing lives only in memory between ticks. Subclasses
+keep their persistent data in ``self.state`` (a JSON-able dict) or override
+:meth:`get_state` / :meth:`set_state`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import orjson
+
+from agentlab.agents.registry import get_agent_class
+from agentlab.agents.workspace import (
+    Workspace,
+    decode_versioned,
+    encode_versioned,
+    workspace_of,
+)
+from agentlab.core.ids import validate_agent_id
+from agentlab.errors import AgentError, ConfigError
+from agentlab.store.agent_store import AgentStore, DirectoryStore
+
+__all__ = ["AGENT_SCHEMA_VERSION", "AgentBase", "AgentServices"]
+
+AGENT_SCHEMA_VERSION = 1
+STATE_KEY = "state/state.json"
+
+T = TypeVar("T", bound="AgentBase")
+
+
+class AgentServices(Protocol):
+    """What the runtime hands an agent for one step (see ``agentlab.runtime.ServiceProxy``).
+
+    Attributes:
+        llm: ``await llm.complete(messages, tools=..., labels=...)`` -> ``LLMResponse``;
+            ``agent_id`` and ``tick`` are filled in and every call lands in ``llm_calls``.
+        env: ``await env.call(name, arguments)``, ``await env.observe()``, ``env.tools()``
+            (OpenAI tool schemas), ``env.describe()`` (world text); ``None`` without env.
+        rng: a ``random.Random`` seeded from ``(seed, agent_id, tick)``.
+        tick: the tick being stepped.
+    """
+
+    llm: Any
+    env: Any
+    rng: random.Random
+    tick: int
+
+    def now(self) -> float:
+        """The run clock's time."""
+        ...
+
+
+def _store_of(run: Any) -> AgentStore:
+    if isinstance(run, str | os.PathLike):
+        return DirectoryStore(os.path.join(os.fspath(run), "agents"))
+    store = getattr(run, "store", run)  # a Society or a store
+    if hasattr(store, "write_many") and hasattr(store, "read"):
+        return store  # type: ignore[no-any-return]
+    raise ConfigError(f"create() expects a run directory or an AgentStore, got {run!r}")
+
+
+class AgentBase:
+    """Base class of every agent type; register subclasses with ``@register_agent``.
+
+    Args:
+        agent_id: validated id (one path component).
+        config: JSON-able configuration, stored in ``config.json``.
+        workspace: where the agent persists (``None`` for a detached agent).
+        services: runtime services for :meth:`step` (``None`` outside a run).
+    """
+
+    #: registry key (set by ``register_agent``)
+    type_name: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        agent_id: str,
+        config: dict[str, Any] | None = None,
+        *,
+        workspace: Workspace | None = None,
+        services: AgentServices | None = None,
+    ) -> None:
+        self.agent_id = validate_agent_id(agent_id)
+        self.config: dict[str, Any] = dict(config or {})
+        self.workspace = workspace
+        self.services = services
+        self.state: dict[str, Any] = self.initial_state()
+        #: tick of the loaded state version; ``to_workspace`` writes ``tick`` on top of it
+        self.base_tick = 0
+        self._base_bytes: Any = None  # the loaded value, kept as the envelope's ``prev``
+        self.rng = random.Random(0)
+
+    # --- overridables ------------------------------------------------------------------
+
+    def initial_state(self) -> dict[str, Any]:
+        """The state of a freshly created agent (from ``self.config``)."""
+        return {}
+
+    def get_state(self) -> Any:
+        """The JSON-able value persisted in ``state/state.json``."""
+        return self.state
+
+    def set_state(self, value: Any) -> None:
+        """Install a value read back from ``state/state.json``."""
+        self.state = value
+
+    async def step(self, tick: int) -> None:
+        """Advance the agent by one tick (override)."""
+        raise NotImplementedError(f"{type(self).__name__}.step")
+
+    def summary(self) -> dict[str, Any]:
+        """A small JSON-able dict written per tick to the ``agent_states`` dataset."""
+        return {}
+
+    # --- workspace ---------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls: type[T], run: Any, agent_id: str, config: dict[str, Any] | None = None
+    ) -> T:
+        """Write a new workspace and return the agent.
+
+        Args:
+            run: the run directory (workspaces go under ``<run>/agents``), an
+                ``AgentStore``, or an object with a ``.store``.
+            agent_id: the new agent's id (validated; must not exist yet).
+            config: JSON-able configuration.
+
+        Raises:
+            AgentError: the workspace already exists.
+        """
+        if cls is AgentBase or not cls.type_name:
+            raise ConfigError(
+                f"{cls.__name__} is not a registered agent type; decorate it with "
+                "@register_agent"
+            )
+        ws = Workspace(_store_of(run), validate_agent_id(agent_id))
+        if ws.exists():
+            raise AgentError(f"agent {agent_id!r} already exists in {ws.store!r}")
+        agent = cls(agent_id, config, workspace=ws)
+        ident = {
+            "schema_version": AGENT_SCHEMA_VERSION,
+            "agent_id": agent_id,
+            "type": cls.type_name,
+            "class": f"{cls.__module__}:{cls.__qualname__}",
+        }
+        # AGENT.json goes last: its presence means the workspace is complete.
+        ws.write_json({"config.json": agent.config})
+        ws.store.write_many(
+            agent_id, {STATE_KEY: encode_versioned(0, agent.get_state(), None, None)}
+        )
+        ws.write_json({"AGENT.json": ident})
+        agent._base_bytes = agent.get_state()
+        return agent
+
+    @classmethod
+    def from_workspace(
+        cls,
+        target: Workspace | str | os.PathLike[str] | tuple[AgentStore, str],
+        services: AgentServices | None = None,
+        *,
+        committed_tick: int | None = None,
+        agent_class: type[AgentBase] | None = None,
+    ) -> AgentBase:
+        """Rebuild an agent from its workspace.
+
+        Args:
+            target: the workspace directory, a ``(store, agent_id)`` pair or a handle.
+            services: runtime services for ``step``.
+            committed_tick: load the newest state not after this tick (resume); ``None``
+                loads the newest.
+            agent_class: skip the registry lookup (the runtime passes it).
+        """
+        ws = workspace_of(target)
+        ident = ws.read_json("AGENT.json")
+        if ident is None:
+            raise AgentError(f"no agent workspace for {ws.agent_id!r} in {ws.store!r}")
+        klass = agent_class or get_agent_class(ident["type"], ident.get("class"))
+        if cls is not AgentBase and not issubclass(klass, cls):
+            raise AgentError(
+                f"agent {ws.agent_id!r} has type {ident['type']!r} ({klass.__name__}), "
+                f"not a {cls.__name__}"
+            )
+        agent = klass(ws.agent_id, ws.read_json("config.json") or {}, workspace=ws,
+                      services=services)
+        raw = ws.store.read(ws.agent_id, STATE_KEY)
+        if raw is not None:
+            tick, value = decode_versioned(raw, committed_tick, where=f"of {ws.agent_id!r}")
+            agent.base_tick = tick
+            agent._base_bytes = value
+            agent.set_state(orjson.loads(orjson.dumps(value)) if value is not None else value)
+        return agent
+
+    def to_workspace(self, tick: int | None = None) -> None:
+        """Persist the state as the version of ``tick`` (default: the loaded tick).
+
+        Writing tick ``t`` keeps the loaded version as the envelope's ``prev``, so an
+        uncommitted tick never destroys the committed state (see ``workspace.py``).
+        """
+        if self.workspace is None:
+            raise AgentError(f"agent {self.agent_id!r} has no workspace to persist to")
+        t = self.base_tick if tick is None else tick
+        if t == self.base_tick:
+            data = encode_versioned(t, self.get_state(), None, None)
+        else:
+            data = encode_versioned(t, self.get_state(), self.base_tick, self._base_bytes)
+        self.workspace.store.write_many(self.agent_id, {STATE_KEY: data})
+
+    def log(self, name: str, record: dict[str, Any]) -> None:
+        """Append a diagnostic JSON line to ``.runtime/logs/<name>.jsonl`` (best effort)."""
+        path = self.workspace.path if self.workspace else None
+        if path is None:
+            return
+        logs = path / ".runtime" / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / f"{name}.jsonl", "ab") as f:
+            f.write(orjson.dumps(record) + b"\n")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.agent_id!r} tick={self.base_tick}>"

@@ -1,0 +1,133 @@
+"""``LLMAgent``: a persona, a memory of recent observations and a bounded ReAct tool loop.
+
+Each step the agent observes the environment, asks the LLM what to do with the env's
+tools offered, runs the tool calls it gets back (through ``services.env``, i.e. the
+router), feeds the results back, and stops when the model answers in text or after
+``max_iterations`` LLM calls. What happened goes into its memory, which is part of the
+next prompt — so with the simulated backend a society of these agents produces a
+visible, measurable stream of posts, likes and follows on the social feed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentlab.agents.base import AgentBase
+from agentlab.agents.registry import register_agent
+from agentlab.errors import AgentlabError, ConfigError
+
+__all__ = ["LLMAgent"]
+
+_DEFAULT_SYSTEM = (
+    "You are {name}, {description} You live in a small online community. Act in "
+    "character: use the tools to read, post, reply, like and follow; keep posts short."
+)
+
+
+def _persona_text(persona: dict[str, Any]) -> tuple[str, str]:
+    name = str(persona.get("name") or persona.get("id") or "an agent")
+    parts = [
+        str(persona[k])
+        for k in ("bio", "description", "occupation", "traits", "interests", "style")
+        if persona.get(k)
+    ]
+    return name, (" ".join(parts) or "an ordinary person.")
+
+
+@register_agent("llm")
+class LLMAgent(AgentBase):
+    """A persona-driven agent with memory and a ReAct loop over the env's tools.
+
+    Config keys:
+        persona: dict (``name``, ``bio``/``description``, ``traits``, ``interests`` ...).
+        memory_size: observations kept (default 8).
+        max_iterations: LLM calls per step at most (default 3; ``1`` = one call, tools
+            called but their results not fed back).
+        use_tools: offer the env's tools (default true).
+        system: a system-prompt template with ``{name}`` and ``{description}``.
+        llm: extra keyword arguments for ``complete`` (e.g. ``max_tokens``).
+    """
+
+    def initial_state(self) -> dict[str, Any]:
+        for key in ("memory_size", "max_iterations"):
+            v = self.config.get(key, 1)
+            if not isinstance(v, int) or v < 1:
+                raise ConfigError(f"LLMAgent {key} must be a positive int, got {v!r}")
+        return {"memory": [], "steps": 0, "llm_calls": 0, "actions": {}, "last": ""}
+
+    def _messages(self, tick: int, observation: str) -> list[dict[str, Any]]:
+        name, desc = _persona_text(self.config.get("persona") or {})
+        system = str(self.config.get("system") or _DEFAULT_SYSTEM).format(
+            name=name, description=desc
+        )
+        env = self.services.env if self.services is not None else None
+        if env is not None:
+            world = env.describe()
+            if world:
+                system += "\n\nWorld: " + world
+        memory = "\n".join(f"- {m}" for m in self.state["memory"]) or "- (nothing yet)"
+        user = (
+            f"Tick {tick}. You are {self.agent_id}.\nWhat you remember:\n{memory}\n"
+            f"What you see now:\n{observation or '(nothing new)'}\nWhat do you do?"
+        )
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def _remember(self, item: str) -> None:
+        mem = self.state["memory"]
+        mem.append(item[:200])
+        del mem[: max(0, len(mem) - int(self.config.get("memory_size", 8)))]
+
+    async def step(self, tick: int) -> None:
+        svc = self.services
+        if svc is None:
+            raise AgentlabError(f"agent {self.agent_id!r} stepped without services")
+        env = svc.env
+        observation = ""
+        tools: list[dict[str, Any]] | None = None
+        if env is not None:
+            obs = await env.observe()
+            observation = obs if isinstance(obs, str) else json.dumps(obs, default=str)[:1500]
+            if self.config.get("use_tools", True):
+                tools = env.tools() or None
+        messages = self._messages(tick, observation)
+        extra = dict(self.config.get("llm") or {})
+        actions: dict[str, int] = self.state["actions"]
+        reply = ""
+        for iteration in range(int(self.config.get("max_iterations", 3))):
+            resp = await svc.llm.complete(
+                messages, tools=tools, labels={"stage": "react", "iteration": iteration}, **extra
+            )
+            self.state["llm_calls"] += 1
+            if not resp.tool_calls or env is None:
+                reply = resp.text
+                break
+            messages.append(resp.to_message())
+            for call in resp.tool_calls:
+                try:
+                    result = await env.call(call.name, call.arguments)
+                    ok = True
+                except AgentlabError as exc:  # a refused tool call is an observation
+                    result, ok = f"error: {exc}", False
+                actions[call.name] = actions.get(call.name, 0) + 1
+                text = result if isinstance(result, str) else json.dumps(result, default=str)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": text[:1000]})
+                self._remember(f"t{tick} {call.name}({_short(call.arguments)}) -> "
+                               f"{'ok' if ok else 'refused'}")  # fmt: skip
+        if reply:
+            self._remember(f"t{tick} thought: {reply[:80]}")
+        self.state["last"] = reply[:200]
+        self.state["steps"] += 1
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "steps": self.state["steps"],
+            "llm_calls": self.state["llm_calls"],
+            "actions": sum(self.state["actions"].values()),
+            "memory": len(self.state["memory"]),
+        }
+
+
+def _short(args: dict[str, Any]) -> str:
+    s = json.dumps(args, default=str, sort_keys=True)
+    return s if len(s) <= 60 else s[:57] + "..."

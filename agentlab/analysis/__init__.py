@@ -1,0 +1,89 @@
+"""Pure analysis of LLM traffic: DataFrames in, DataFrames and plotly figures out.
+
+No Ray, no LLM, no IO: every function takes the ``llm_calls`` / ``messages`` / metrics
+DataFrames of a run (or of many runs) and returns a new DataFrame or a figure. plotly is
+imported only inside the figure functions.
+"""
+
+from agentlab.analysis._frame import DEFAULT_EPS, DEFAULT_ZEROS, positive_values
+from agentlab.analysis.figures import (
+    STAGES,
+    iat_cdf_figure,
+    iat_histogram_figure,
+    inflight_figure,
+    stage_latency_figure,
+)
+from agentlab.analysis.fits import (
+    DEFAULT_DISTS,
+    FAMILIES,
+    fit_iat,
+    fit_params,
+    fits_df,
+    frozen_dist,
+    ks_exact,
+)
+from agentlab.analysis.gof import bootstrap_ks_df, subsample_ks_df, vuong_df, vuong_test
+from agentlab.analysis.iat import (
+    DEFAULT_BY,
+    DEFAULT_STAGE,
+    DEFAULT_THRESHOLD,
+    burst_sizes_df,
+    burst_summary_df,
+    call_rate_df,
+    iat_df,
+    log_histogram_df,
+    on_off_df,
+)
+from agentlab.analysis.inflight import inflight_summary_df, inflight_timeline_df, sweep_inflight
+from agentlab.analysis.metrics import (
+    backend_summary_df,
+    latency_df,
+    message_bytes_df,
+    process_summary_df,
+    tokens_per_run_df,
+)
+from agentlab.analysis.mixture import LogMixture, fit_log_mixture, mixture_df
+from agentlab.analysis.summary import traffic_summary_df
+
+__all__ = [
+    "DEFAULT_BY",
+    "DEFAULT_DISTS",
+    "DEFAULT_EPS",
+    "DEFAULT_STAGE",
+    "DEFAULT_THRESHOLD",
+    "DEFAULT_ZEROS",
+    "FAMILIES",
+    "STAGES",
+    "LogMixture",
+    "backend_summary_df",
+    "bootstrap_ks_df",
+    "burst_sizes_df",
+    "burst_summary_df",
+    "call_rate_df",
+    "fit_iat",
+    "fit_log_mixture",
+    "fit_params",
+    "fits_df",
+    "frozen_dist",
+    "iat_cdf_figure",
+    "iat_df",
+    "iat_histogram_figure",
+    "inflight_figure",
+    "inflight_summary_df",
+    "inflight_timeline_df",
+    "ks_exact",
+    "latency_df",
+    "log_histogram_df",
+    "message_bytes_df",
+    "mixture_df",
+    "on_off_df",
+    "positive_values",
+    "process_summary_df",
+    "stage_latency_figure",
+    "subsample_ks_df",
+    "sweep_inflight",
+    "tokens_per_run_df",
+    "traffic_summary_df",
+    "vuong_df",
+    "vuong_test",
+]

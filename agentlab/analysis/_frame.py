@@ -1,0 +1,111 @@
+"""Small helpers shared by the analysis modules: column checks, grouping, zero handling."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from agentlab.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_EPS",
+    "DEFAULT_ZEROS",
+    "ZerosPolicy",
+    "as_by",
+    "iter_groups",
+    "percentile",
+    "positive_values",
+    "require_columns",
+    "select_key",
+]
+
+ZerosPolicy = Literal["floor", "drop", "error"]
+ZEROS_CHOICES: tuple[str, ...] = ("floor", "drop", "error")
+#: Default treatment of IATs that are exactly zero (ties): floor them at ``DEFAULT_EPS``.
+DEFAULT_ZEROS: ZerosPolicy = "floor"
+#: Timing resolution in seconds used to floor zero IATs (1 µs, below any real clock jitter).
+DEFAULT_EPS = 1e-6
+
+By = str | Sequence[str] | None
+
+
+def as_by(by: By) -> list[str]:
+    """Normalise a ``by`` argument (``None``, one name or several) to a list of names."""
+    if by is None:
+        return []
+    if isinstance(by, str):
+        return [by]
+    return list(by)
+
+
+def require_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    """Raise :class:`ConfigError` naming every column of ``columns`` missing from ``df``."""
+    if not isinstance(df, pd.DataFrame):
+        raise ConfigError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ConfigError(
+            f"{what}: missing column(s) {missing}; available: {sorted(map(str, df.columns))}"
+        )
+
+
+def iter_groups(df: pd.DataFrame, by: list[str]) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
+    """Yield ``({key column: value}, sub-frame)`` per group; one group when ``by`` is empty.
+
+    Missing key values (NaN) form their own group rather than being silently dropped.
+    """
+    if not by:
+        yield {}, df
+        return
+    for key, sub in df.groupby(by, sort=True, dropna=False):
+        values = key if isinstance(key, tuple) else (key,)
+        yield dict(zip(by, values, strict=True)), sub
+
+
+def select_key(df: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:
+    """Rows of ``df`` matching every ``column == value`` of ``key`` (NaN matches NaN)."""
+    mask = np.ones(len(df), dtype=bool)
+    for col, val in key.items():
+        mask &= (df[col].isna() if pd.isna(val) else df[col] == val).to_numpy()
+    return df[mask]
+
+
+def percentile(x: np.ndarray, q: float) -> float:
+    """The ``q``-th percentile of the finite values of ``x`` (NaN when there are none)."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if len(x) else math.nan
+
+
+def positive_values(
+    x: Any, *, zeros: ZerosPolicy = DEFAULT_ZEROS, eps: float = DEFAULT_EPS, what: str = "IATs"
+) -> np.ndarray:
+    """Finite values of ``x`` made strictly positive, as the log-scale fits need.
+
+    NaNs are dropped. Negative values are an error (IATs from sorted start times never are).
+    Zeros — ties, e.g. fan-out calls that start at the same virtual instant — follow
+    ``zeros``: ``"floor"`` replaces them by ``eps`` (keeps the sample size, so the fan-out
+    mode still counts), ``"drop"`` removes them (describes only the positive part),
+    ``"error"`` raises.
+    """
+    if zeros not in ZEROS_CHOICES:
+        raise ConfigError(f"zeros={zeros!r} is not valid; choose one of {list(ZEROS_CHOICES)}")
+    if not eps > 0:
+        raise ConfigError(f"eps must be > 0 seconds, got {eps!r}")
+    arr = np.asarray(x, dtype=float).ravel()
+    arr = arr[np.isfinite(arr)]
+    if (arr < 0).any():
+        raise ConfigError(f"{what} must be >= 0; found minimum {arr.min()!r}")
+    small = arr < eps
+    if small.any():
+        if zeros == "error":
+            raise ConfigError(
+                f"{int(small.sum())} {what} are below eps={eps!r} (zeros/ties); "
+                "pass zeros='floor' or zeros='drop'"
+            )
+        arr = np.maximum(arr, eps) if zeros == "floor" else arr[~small]
+    return arr

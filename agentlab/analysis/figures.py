@@ -1,0 +1,315 @@
+"""Plotly figures over the analysis DataFrames. plotly is imported inside each function,
+so importing :mod:`agentlab.analysis` stays free of it.
+
+Each figure draws one colour per group (topology by default); fitted curves reuse their
+group's colour with a dashed line. Histograms are drawn as step lines rather than bars
+because bar widths on a log axis are awkward; the y quantity is "density per decade"
+so a fitted density ``pdf(x) * x * ln 10`` overlays it directly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from agentlab.analysis._frame import (
+    DEFAULT_EPS,
+    DEFAULT_ZEROS,
+    By,
+    ZerosPolicy,
+    as_by,
+    iter_groups,
+    positive_values,
+    require_columns,
+)
+from agentlab.analysis.fits import FAMILIES, frozen_dist, resolve_dists
+from agentlab.analysis.iat import DEFAULT_BY, DEFAULT_THRESHOLD, log_histogram_df
+from agentlab.analysis.inflight import inflight_timeline_df
+
+__all__ = [
+    "STAGES",
+    "iat_cdf_figure",
+    "iat_histogram_figure",
+    "inflight_figure",
+    "stage_latency_figure",
+]
+
+#: Stage order of the topology workflow (unknown stages are appended alphabetically).
+STAGES: tuple[str, ...] = (
+    "recruitment",
+    "discussion",
+    "synthesis",
+    "execution",
+    "evaluation",
+    "final",
+)
+_DASHES = ("dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def _label(key: dict[str, Any]) -> str:
+    return " / ".join(str(v) for v in key.values()) or "all"
+
+
+def _colors() -> list[str]:
+    import plotly.colors
+
+    return list(plotly.colors.qualitative.Plotly)
+
+
+def _fit_curves(x: np.ndarray, dists: Sequence[str]) -> dict[str, Any]:
+    """Frozen fitted laws for ``x`` (families that cannot be fitted are skipped)."""
+    if not dists or len(x) < 2 or np.ptp(x) == 0:
+        return {}
+    return {name: frozen_dist(name, FAMILIES[name].fit(x)) for name in resolve_dists(dists)}
+
+
+def iat_histogram_figure(
+    iats: pd.DataFrame,
+    by: By = "topology",
+    *,
+    value: str = "iat",
+    threshold: float | None = DEFAULT_THRESHOLD,
+    bins_per_decade: int = 8,
+    dists: Sequence[str] | None = None,
+    zeros: ZerosPolicy = DEFAULT_ZEROS,
+    eps: float = DEFAULT_EPS,
+    title: str = "IAT distribution",
+) -> Any:
+    """Log-binned IAT histogram per group on a log x axis.
+
+    Args:
+        iats: output of :func:`~agentlab.analysis.iat.iat_df`.
+        by: grouping columns (one step-line trace each).
+        value: IAT column.
+        threshold: burst threshold drawn as a vertical dotted line (``None`` to omit).
+        bins_per_decade: log bins per factor of ten.
+        dists: families whose fitted densities are overlaid per group (``None``: none).
+        zeros, eps: zero/tie policy, as for the fits.
+        title: figure title.
+
+    Returns:
+        A ``plotly.graph_objects.Figure`` with one histogram trace per group, one
+        trace per (group, family) and one threshold trace.
+    """
+    import plotly.graph_objects as go
+
+    keys = as_by(by)
+    require_columns(iats, [*keys, value], "iats")
+    hist = log_histogram_df(
+        iats, keys, value=value, bins_per_decade=bins_per_decade, zeros=zeros, eps=eps
+    )
+    colors = _colors()
+    fig = go.Figure()
+    ymax = 0.0
+    for i, (key, sub) in enumerate(iter_groups(iats, keys)):
+        h = hist
+        for col, val in key.items():
+            h = h[h[col] == val]
+        if h.empty:
+            continue
+        color, name = colors[i % len(colors)], _label(key)
+        y = h["density_per_decade"].to_numpy()
+        fig.add_trace(
+            go.Scatter(
+                x=np.append(h["left"].to_numpy(), h["right"].iloc[-1]),
+                y=np.append(y, y[-1]),
+                mode="lines",
+                line={"shape": "hv", "color": color},
+                name=name,
+                legendgroup=name,
+            )
+        )
+        ymax = max(ymax, float(y.max()))
+        if dists:
+            x = positive_values(sub[value], zeros=zeros, eps=eps)
+            grid = np.geomspace(h["left"].iloc[0], h["right"].iloc[-1], 200)
+            for j, (dname, dist) in enumerate(_fit_curves(x, dists).items()):
+                fig.add_trace(
+                    go.Scatter(
+                        x=grid,
+                        y=dist.pdf(grid) * grid * math.log(10),
+                        mode="lines",
+                        line={"color": color, "dash": _DASHES[j % len(_DASHES)], "width": 1},
+                        name=f"{name} {dname}",
+                        legendgroup=name,
+                    )
+                )
+    if threshold is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=[threshold, threshold],
+                y=[0, ymax * 1.05 or 1.0],
+                mode="lines",
+                line={"color": "black", "dash": "dot"},
+                name=f"threshold {threshold * 1000:g} ms",
+            )
+        )
+    fig.update_xaxes(type="log", title_text="inter-arrival time (s)")
+    fig.update_yaxes(title_text="density per decade")
+    fig.update_layout(title_text=title, template="plotly_white")
+    return fig
+
+
+def iat_cdf_figure(
+    iats: pd.DataFrame,
+    by: By = "topology",
+    *,
+    value: str = "iat",
+    dists: Sequence[str] | None = ("lognorm", "expon", "weibull_min", "gamma"),
+    max_points: int = 2000,
+    zeros: ZerosPolicy = DEFAULT_ZEROS,
+    eps: float = DEFAULT_EPS,
+    title: str = "IAT empirical CDF and fits",
+) -> Any:
+    """Empirical CDF per group (log x) with the fitted CDFs of ``dists`` overlaid.
+
+    The ECDF is thinned to at most ``max_points`` evenly spaced order statistics so that
+    large pooled samples stay light in a notebook.
+
+    Returns:
+        A figure with ``groups * (1 + len(dists))`` traces.
+    """
+    import plotly.graph_objects as go
+
+    keys = as_by(by)
+    require_columns(iats, [*keys, value], "iats")
+    colors = _colors()
+    fig = go.Figure()
+    for i, (key, sub) in enumerate(iter_groups(iats, keys)):
+        x = np.sort(positive_values(sub[value], zeros=zeros, eps=eps))
+        if not len(x):
+            continue
+        color, name = colors[i % len(colors)], _label(key)
+        n = len(x)
+        idx = np.unique(np.linspace(0, n - 1, min(n, max_points)).round().astype(int))
+        fig.add_trace(
+            go.Scatter(
+                x=x[idx],
+                y=(idx + 1) / n,
+                mode="lines",
+                line={"shape": "hv", "color": color},
+                name=f"{name} empirical",
+                legendgroup=name,
+            )
+        )
+        grid = np.geomspace(x[0], x[-1], 200)
+        for j, (dname, dist) in enumerate(_fit_curves(x, dists or ()).items()):
+            fig.add_trace(
+                go.Scatter(
+                    x=grid,
+                    y=dist.cdf(grid),
+                    mode="lines",
+                    line={"color": color, "dash": _DASHES[j % len(_DASHES)], "width": 1},
+                    name=f"{name} {dname}",
+                    legendgroup=name,
+                )
+            )
+    fig.update_xaxes(type="log", title_text="inter-arrival time (s)")
+    fig.update_yaxes(title_text="P(IAT <= x)", range=[0, 1.02])
+    fig.update_layout(title_text=title, template="plotly_white")
+    return fig
+
+
+def inflight_figure(
+    calls: pd.DataFrame,
+    by: By = DEFAULT_BY,
+    *,
+    max_runs: int = 3,
+    start: str = "start",
+    end: str = "end",
+    title: str = "In-flight LLM requests",
+) -> Any:
+    """In-flight requests over time (seconds since each run's first call), step lines.
+
+    The first ``by`` column (topology) picks the colour; at most ``max_runs`` runs per
+    colour are drawn, in sorted order, so the figure stays readable.
+
+    Returns:
+        A figure with one trace per drawn run.
+    """
+    import plotly.graph_objects as go
+
+    keys = as_by(by)
+    tl = inflight_timeline_df(calls, keys, start=start, end=end)
+    colors = _colors()
+    fig = go.Figure()
+    shown: dict[Any, int] = {}
+    palette: dict[Any, str] = {}
+    for key, sub in iter_groups(tl, keys):
+        head = next(iter(key.values()), None)
+        if shown.get(head, 0) >= max_runs:
+            continue
+        shown[head] = shown.get(head, 0) + 1
+        color = palette.setdefault(head, colors[len(palette) % len(colors)])
+        fig.add_trace(
+            go.Scatter(
+                x=sub["t_rel"],
+                y=sub["in_flight"],
+                mode="lines",
+                line={"shape": "hv", "color": color},
+                name=_label(key),
+                legendgroup=str(head),
+            )
+        )
+    fig.update_xaxes(title_text="time since run start (s)")
+    fig.update_yaxes(title_text="requests in flight", rangemode="tozero")
+    fig.update_layout(title_text=title, template="plotly_white")
+    return fig
+
+
+def stage_latency_figure(
+    calls: pd.DataFrame,
+    by: By = "topology",
+    *,
+    kind: str = "box",
+    stage_col: str = "stage",
+    start: str = "start",
+    end: str = "end",
+    log_y: bool = False,
+    title: str = "Latency per stage",
+) -> Any:
+    """Latency (end - start) per workflow stage, one box/violin trace per group.
+
+    Args:
+        calls: the ``llm_calls`` DataFrame.
+        by: grouping columns (one trace each, grouped side by side per stage).
+        kind: ``"box"`` or ``"violin"``.
+        stage_col, start, end: column names.
+        log_y: log latency axis.
+        title: figure title.
+
+    Returns:
+        A figure with one trace per group, stages in workflow order.
+    """
+    import plotly.graph_objects as go
+
+    from agentlab.errors import ConfigError
+
+    if kind not in ("box", "violin"):
+        raise ConfigError(f"kind={kind!r} is not valid; choose 'box' or 'violin'")
+    keys = as_by(by)
+    require_columns(calls, [*keys, stage_col, start, end], "calls")
+    present = [str(s) for s in calls[stage_col].dropna().unique()]
+    order = [s for s in STAGES if s in present] + sorted(set(present) - set(STAGES))
+    colors = _colors()
+    fig = go.Figure()
+    trace = go.Box if kind == "box" else go.Violin
+    for i, (key, sub) in enumerate(iter_groups(calls, keys)):
+        fig.add_trace(
+            trace(
+                x=sub[stage_col].astype(str),
+                y=sub[end] - sub[start],
+                name=_label(key),
+                marker_color=colors[i % len(colors)],
+            )
+        )
+    fig.update_xaxes(title_text="stage", categoryorder="array", categoryarray=order)
+    fig.update_yaxes(title_text="latency (s)", type="log" if log_y else "linear")
+    layout: dict[str, Any] = {"title_text": title, "template": "plotly_white"}
+    layout["boxmode" if kind == "box" else "violinmode"] = "group"
+    fig.update_layout(**layout)
+    return fig

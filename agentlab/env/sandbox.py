@@ -1,0 +1,648 @@
+"""A bounded interpreter for LLM-generated tool code.
+
+Generated code is hostile. It is never handed to ``exec``: it is parsed, checked against
+an AST allow-list, then *interpreted* node by node by :class:`Sandbox`, which
+
+- knows only plain data (None/bool/int/float/str/list/tuple/dict), the exposed tools and a
+  few pure builtins; names with a leading underscore, imports, ``def``/``lambda``/``class``,
+  ``with``/``try``/``global``, ``yield``/``await``, ``*``-unpacking do not exist;
+- allows attribute syntax only as a call of an allow-listed method on a plain ``str``,
+  ``list``, ``dict`` or ``tuple`` (``s.lower()``, ``d.get("k")``) — no attribute ever yields
+  a value, so there is no path to ``__class__``/``__globals__``/``__subclasses__``, and
+  ``str.format``/``format_map`` (which do attribute lookups) are not on the list;
+- never lets a function be a value (no ``f = post``, ``sorted(xs, key=post)``);
+- counts every evaluated node (and the size of builtin inputs) against a step budget, so
+  ``while True: pass`` stops deterministically; a wall-clock deadline is a second guard;
+- checks sizes *before* allocating (``'a' * 10**9``, ``[0] * 10**9``, ``10**10**10``,
+  ``range(10**12)``) and keeps a running allocation budget across the whole program;
+- bounds nesting depth statically, so deep expressions cannot exhaust the C stack.
+
+Anything outside these rules raises :class:`~agentlab.errors.UnsafeCodeError` with a
+message saying what was refused and what is allowed.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentlab.errors import ToolError, UnsafeCodeError
+
+__all__ = ["SAFE_BUILTINS", "Limits", "Sandbox", "SandboxResult", "check_code"]
+
+ToolFn = Callable[[list[Any], dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Budgets for one program. Defaults suit 'call a few tools' snippets."""
+
+    max_code_chars: int = 4000
+    max_nodes: int = 600
+    max_depth: int = 40
+    max_steps: int = 20_000
+    max_seconds: float = 1.0
+    max_len: int = 10_000  # longest str/list/dict/range
+    max_alloc: int = 200_000  # total items/chars created by one program
+    max_int_bits: int = 4096
+    max_tool_calls: int = 16
+    max_printed: int = 4000
+
+
+_ALLOWED_NODES: tuple[type[ast.AST], ...] = (
+    ast.Module, ast.Expr, ast.Assign, ast.AugAssign, ast.Name, ast.Load, ast.Store,
+    ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.BinOp, ast.UnaryOp, ast.BoolOp,
+    ast.Compare, ast.IfExp, ast.If, ast.For, ast.While, ast.Break, ast.Continue, ast.Pass,
+    ast.Call, ast.keyword, ast.Subscript, ast.Slice, ast.Attribute, ast.ListComp,
+    ast.DictComp, ast.GeneratorExp, ast.comprehension, ast.JoinedStr, ast.FormattedValue,
+    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
+    ast.Not, ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In,
+    ast.NotIn, ast.Is, ast.IsNot,
+)  # fmt: skip
+
+_METHODS: dict[type, frozenset[str]] = {
+    str: frozenset({"lower", "upper", "strip", "lstrip", "rstrip", "split", "startswith",
+                    "endswith", "join", "title", "capitalize", "count", "find", "isdigit",
+                    "isalpha"}),
+    list: frozenset({"append", "extend", "pop", "index", "count", "insert", "reverse"}),
+    dict: frozenset({"get", "keys", "values", "items", "pop", "update", "setdefault"}),
+    tuple: frozenset({"count", "index"}),
+}  # fmt: skip
+_ALL_METHODS = frozenset().union(*_METHODS.values())
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}  # fmt: skip
+_CMPOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+}  # fmt: skip
+_PLAIN = (type(None), bool, int, float, str, list, tuple, dict)
+
+#: builtins generated code may call (pure; sizes checked by the interpreter)
+SAFE_BUILTINS = frozenset({
+    "len", "min", "max", "sum", "abs", "round", "sorted", "reversed", "enumerate", "zip",
+    "range", "str", "int", "float", "bool", "list", "dict", "tuple", "any", "all", "print",
+})  # fmt: skip
+
+
+def _bad_name(name: str) -> bool:
+    return name.startswith("_") and name != "_"
+
+
+def check_code(
+    code: str, callables: frozenset[str] | set[str], limits: Limits = Limits()
+) -> ast.Module:
+    """Parse ``code`` and enforce the static allow-list.
+
+    Args:
+        code: the generated program.
+        callables: names that may be called (tools and safe builtins).
+        limits: size budgets.
+
+    Returns:
+        The parsed module.
+
+    Raises:
+        UnsafeCodeError: the first rule broken, with line number and the allowed set.
+    """
+    if not isinstance(code, str):
+        raise UnsafeCodeError(f"code must be a string, got {type(code).__name__}")
+    if len(code) > limits.max_code_chars:
+        raise UnsafeCodeError(
+            f"code is {len(code)} characters; the limit is {limits.max_code_chars}"
+        )
+    try:
+        tree = ast.parse(code, mode="exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise UnsafeCodeError(f"code is not valid Python: {type(exc).__name__}: {exc}") from None
+    assigned: set[str] = set()
+    count = 0
+
+    def fail(node: ast.AST, why: str) -> UnsafeCodeError:
+        return UnsafeCodeError(f"line {getattr(node, 'lineno', '?')}: {why}")
+
+    def visit(node: ast.AST, depth: int, parent: ast.AST | None) -> None:
+        nonlocal count
+        count += 1
+        if count > limits.max_nodes:
+            raise fail(node, f"program too large (more than {limits.max_nodes} syntax nodes)")
+        if depth > limits.max_depth:
+            raise fail(node, f"nesting deeper than {limits.max_depth} levels")
+        if not isinstance(node, _ALLOWED_NODES):
+            raise fail(
+                node,
+                f"{type(node).__name__} is not allowed; generated code may only assign "
+                "variables, use if/for/while, plain data and call the exposed tools",
+            )
+        if isinstance(node, ast.Name):
+            if _bad_name(node.id):
+                raise fail(node, f"name {node.id!r} is not allowed (no underscore names)")
+            if isinstance(node.ctx, ast.Store):
+                if node.id in callables:
+                    raise fail(node, f"cannot assign to the function name {node.id!r}")
+                assigned.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            if not (isinstance(parent, ast.Call) and parent.func is node):
+                raise fail(
+                    node, f"attribute access '.{node.attr}' is only allowed as a method call"
+                )
+            if node.attr not in _ALL_METHODS:
+                raise fail(
+                    node,
+                    f"method '.{node.attr}()' is not allowed; allowed: {', '.join(sorted(_ALL_METHODS))}",
+                )
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, (ast.Name, ast.Attribute)):
+                raise fail(node, "only named functions and allow-listed methods can be called")
+            if isinstance(node.func, ast.Name) and node.func.id not in callables:
+                raise fail(
+                    node,
+                    f"function {node.func.id!r} is not available; callable: "
+                    f"{', '.join(sorted(callables))}",
+                )
+            if any(k.arg is None for k in node.keywords):
+                raise fail(node, "'**' arguments are not allowed")
+        elif isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, (bytes, complex)) or v is Ellipsis:
+                raise fail(node, f"{type(v).__name__} literals are not allowed")
+            if isinstance(v, str) and len(v) > limits.max_len:
+                raise fail(node, f"string literal of {len(v)} characters (limit {limits.max_len})")
+            if isinstance(v, int) and v.bit_length() > limits.max_int_bits:
+                raise fail(node, "integer literal too large")
+        elif isinstance(node, ast.FormattedValue):
+            if node.format_spec is not None:
+                raise fail(node, "format specs in f-strings are not allowed")
+        elif isinstance(node, ast.comprehension) and node.is_async:
+            raise fail(node, "async comprehensions are not allowed")
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            pass
+        for child in ast.iter_child_nodes(node):
+            visit(child, depth + 1, node)
+
+    visit(tree, 0, None)
+    return tree
+
+
+@dataclass
+class SandboxResult:
+    """Outcome of one program: the last expression's value, printed lines, steps used."""
+
+    value: Any
+    printed: list[str] = field(default_factory=list)
+    steps: int = 0
+    tool_calls: int = 0
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class Sandbox:
+    """Run checked code with the given tools.
+
+    Args:
+        tools: name -> ``async fn(args, kwargs)``; results should be plain data (they are
+            checked; anything else is refused).
+        limits: budgets.
+    """
+
+    def __init__(self, tools: Mapping[str, ToolFn], limits: Limits | None = None) -> None:
+        bad = [n for n in tools if _bad_name(n) or n in SAFE_BUILTINS]
+        if bad:
+            raise ToolError(f"tool names {bad} clash with builtins or start with '_'")
+        self.tools = dict(tools)
+        self.limits = limits or Limits()
+        self.callables = frozenset(self.tools) | SAFE_BUILTINS
+
+    async def run(self, code: str) -> SandboxResult:
+        """Check and interpret ``code``.
+
+        Raises:
+            UnsafeCodeError: disallowed syntax or a budget exceeded.
+            ToolError: the program failed at run time (e.g. ``KeyError``) or a tool refused.
+        """
+        tree = check_code(code, self.callables, self.limits)
+        run = _Run(self)
+        try:
+            value = await run.block(tree.body)
+        except (_Break, _Continue):
+            raise UnsafeCodeError("'break'/'continue' outside a loop") from None
+        except (UnsafeCodeError, ToolError):
+            raise
+        except RecursionError:
+            raise UnsafeCodeError("evaluation nested too deeply") from None
+        except MemoryError:
+            raise UnsafeCodeError("memory budget exceeded") from None
+        except Exception as exc:  # the program's own bug: report it, do not crash the host
+            raise ToolError(f"generated code failed: {type(exc).__name__}: {exc}") from None
+        return SandboxResult(value, run.printed, run.steps, run.tool_calls)
+
+
+class _Run:
+    """State of one program run (kept apart from :class:`Sandbox` so runs never share)."""
+
+    def __init__(self, box: Sandbox) -> None:
+        self.box = box
+        self.lim = box.limits
+        self.vars: dict[str, Any] = {}
+        self.steps = 0
+        self.alloc = 0
+        self.tool_calls = 0
+        self.tool_time = 0.0
+        self.printed: list[str] = []
+        self.printed_chars = 0
+        self.start = time.monotonic()
+        self.next_clock_check = 256
+
+    # --- budgets -------------------------------------------------------------------------
+
+    def tick(self, cost: int = 1) -> None:
+        self.steps += cost
+        if self.steps > self.lim.max_steps:
+            raise UnsafeCodeError(
+                f"step budget of {self.lim.max_steps} exceeded (an endless loop?)"
+            )
+        if self.steps >= self.next_clock_check:
+            self.next_clock_check = self.steps + 256
+            if time.monotonic() - self.start - self.tool_time > self.lim.max_seconds:
+                raise UnsafeCodeError(f"time budget of {self.lim.max_seconds} s exceeded")
+
+    def size(self, n: int, what: str = "value") -> None:
+        if n > self.lim.max_len:
+            raise UnsafeCodeError(f"{what} of size {n} exceeds the limit of {self.lim.max_len}")
+
+    def charge(self, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value.bit_length() > self.lim.max_int_bits:
+                raise UnsafeCodeError(f"integer larger than {self.lim.max_int_bits} bits")
+        elif isinstance(value, (str, list, tuple, dict)):
+            self.size(len(value))
+            self.alloc += len(value)
+            if self.alloc > self.lim.max_alloc:
+                raise UnsafeCodeError(
+                    f"memory budget of {self.lim.max_alloc} items/characters exceeded"
+                )
+        elif not isinstance(value, _PLAIN):
+            raise UnsafeCodeError(f"values of type {type(value).__name__} are not allowed")
+        return value
+
+    # --- statements ----------------------------------------------------------------------
+
+    async def block(self, body: list[ast.stmt]) -> Any:
+        value = None
+        for stmt in body:
+            value = await self.stmt(stmt)
+        return value
+
+    async def stmt(self, node: ast.stmt) -> Any:
+        self.tick()
+        if isinstance(node, ast.Expr):
+            return await self.expr(node.value)
+        if isinstance(node, ast.Assign):
+            value = await self.expr(node.value)
+            for target in node.targets:
+                await self.assign(target, value)
+            return None
+        if isinstance(node, ast.AugAssign):
+            current = await self.expr(_as_load(node.target))
+            value = self.binop(type(node.op), current, await self.expr(node.value))
+            await self.assign(node.target, value)
+            return None
+        if isinstance(node, ast.If):
+            branch = node.body if await self.expr(node.test) else node.orelse
+            return await self.block(branch)
+        if isinstance(node, ast.While):
+            while await self.expr(node.test):
+                try:
+                    await self.block(node.body)
+                except _Break:
+                    return None
+                except _Continue:
+                    continue
+            return await self.block(node.orelse)
+        if isinstance(node, ast.For):
+            for item in self.iterable(await self.expr(node.iter)):
+                await self.assign(node.target, item)
+                try:
+                    await self.block(node.body)
+                except _Break:
+                    return None
+                except _Continue:
+                    continue
+            return await self.block(node.orelse)
+        if isinstance(node, ast.Break):
+            raise _Break
+        if isinstance(node, ast.Continue):
+            raise _Continue
+        if isinstance(node, ast.Pass):
+            return None
+        raise UnsafeCodeError(f"{type(node).__name__} is not allowed")
+
+    async def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            self.vars[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = list(self.iterable(value))
+            if len(items) != len(target.elts):
+                raise ToolError(f"cannot unpack {len(items)} values into {len(target.elts)}")
+            for t, v in zip(target.elts, items, strict=True):
+                await self.assign(t, v)
+        elif isinstance(target, ast.Subscript):
+            container = await self.expr(target.value)
+            if not isinstance(container, (list, dict)):
+                raise UnsafeCodeError(f"cannot assign into {type(container).__name__}")
+            container[await self.expr(target.slice)] = value
+            self.charge(container)
+        else:
+            raise UnsafeCodeError(f"cannot assign to {type(target).__name__}")
+
+    def iterable(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return list(value)
+        if not isinstance(value, (list, tuple, str)):
+            raise ToolError(f"cannot iterate over {type(value).__name__}")
+        return value
+
+    # --- expressions ---------------------------------------------------------------------
+
+    async def expr(self, node: ast.expr) -> Any:
+        self.tick()
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in self.vars:
+                return self.vars[node.id]
+            if node.id in self.box.callables:
+                raise UnsafeCodeError(
+                    f"function {node.id!r} can only be called, not used as a value"
+                )
+            raise ToolError(f"name {node.id!r} is not defined")
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = [await self.expr(e) for e in node.elts]
+            return self.charge(items if isinstance(node, ast.List) else tuple(items))
+        if isinstance(node, ast.Dict):
+            out: dict[Any, Any] = {}
+            for k, v in zip(node.keys, node.values, strict=True):
+                if k is None:
+                    raise UnsafeCodeError("'**' in dict literals is not allowed")
+                out[await self.expr(k)] = await self.expr(v)
+            return self.charge(out)
+        if isinstance(node, ast.BinOp):
+            left = await self.expr(node.left)
+            return self.binop(type(node.op), left, await self.expr(node.right))
+        if isinstance(node, ast.UnaryOp):
+            v = await self.expr(node.operand)
+            if isinstance(node.op, ast.Not):
+                return not v
+            return self.charge(-v if isinstance(node.op, ast.USub) else +v)
+        if isinstance(node, ast.BoolOp):
+            is_and = isinstance(node.op, ast.And)
+            v = None
+            for e in node.values:
+                v = await self.expr(e)
+                if (not v) if is_and else v:
+                    return v
+            return v
+        if isinstance(node, ast.Compare):
+            left = await self.expr(node.left)
+            for op, comp in zip(node.ops, node.comparators, strict=True):
+                right = await self.expr(comp)
+                if not _CMPOPS[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.IfExp):
+            return await self.expr(node.body if await self.expr(node.test) else node.orelse)
+        if isinstance(node, ast.Subscript):
+            container = await self.expr(node.value)
+            if not isinstance(container, (list, tuple, dict, str)):
+                raise ToolError(f"{type(container).__name__} is not subscriptable")
+            return self.charge(container[await self.expr(node.slice)])
+        if isinstance(node, ast.Slice):
+            parts = [
+                None if p is None else await self.expr(p)
+                for p in (node.lower, node.upper, node.step)
+            ]
+            return slice(*parts)
+        if isinstance(node, ast.JoinedStr):
+            pieces = []
+            for v in node.values:
+                if isinstance(v, ast.Constant):
+                    pieces.append(str(v.value))
+                elif isinstance(v, ast.FormattedValue):
+                    x = await self.expr(v.value)
+                    pieces.append(repr(x) if v.conversion == ord("r") else str(x))
+                    self.tick(len(pieces[-1]) // 64)
+            return self.charge("".join(pieces))
+        if isinstance(node, ast.Call):
+            return await self.call(node)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            results: list[Any] = []
+            await self.comprehension(node.generators, 0, lambda: self.expr(node.elt), results)
+            return self.charge(results)
+        if isinstance(node, ast.DictComp):
+            pairs: list[Any] = []
+
+            async def pair() -> Any:
+                return (await self.expr(node.key), await self.expr(node.value))
+
+            await self.comprehension(node.generators, 0, pair, pairs)
+            return self.charge(dict(pairs))
+        raise UnsafeCodeError(f"{type(node).__name__} is not allowed")
+
+    async def comprehension(
+        self,
+        gens: list[ast.comprehension],
+        i: int,
+        elt: Callable[[], Awaitable[Any]],
+        out: list[Any],
+    ) -> None:
+        gen = gens[i]
+        for item in self.iterable(await self.expr(gen.iter)):
+            await self.assign(gen.target, item)
+            if all([await self.expr(c) for c in gen.ifs]):
+                if i + 1 < len(gens):
+                    await self.comprehension(gens, i + 1, elt, out)
+                else:
+                    out.append(await elt())
+                    self.size(len(out), "comprehension")
+                    self.alloc += 1
+                    if self.alloc > self.lim.max_alloc:
+                        raise UnsafeCodeError(
+                            f"memory budget of {self.lim.max_alloc} items/characters exceeded"
+                        )
+
+    def binop(self, op: type, a: Any, b: Any) -> Any:
+        lim = self.lim
+        if op is ast.Mult:
+            for seq, n in ((a, b), (b, a)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(n, int):
+                    self.size(len(seq) * max(n, 0), "repeated sequence")
+            if (
+                isinstance(a, int)
+                and isinstance(b, int)
+                and a.bit_length() + b.bit_length() > lim.max_int_bits
+            ):
+                raise UnsafeCodeError(f"integer product larger than {lim.max_int_bits} bits")
+        elif op is ast.Pow and isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
+            if b * a.bit_length() > lim.max_int_bits or b > lim.max_int_bits:
+                raise UnsafeCodeError(f"power larger than {lim.max_int_bits} bits")
+        elif (
+            op is ast.Add
+            and isinstance(a, (str, list, tuple))
+            and isinstance(b, (str, list, tuple))
+        ):
+            self.size(len(a) + len(b), "concatenation")
+        elif op is ast.Mod and isinstance(a, str):
+            raise UnsafeCodeError("'%' string formatting is not allowed; use f-strings")
+        if isinstance(a, (str, list, tuple)) or isinstance(b, (str, list, tuple)):
+            self.tick(
+                max(len(a) if hasattr(a, "__len__") else 0, len(b) if hasattr(b, "__len__") else 0)
+                // 64
+            )
+        return self.charge(_BINOPS[op](a, b))
+
+    async def call(self, node: ast.Call) -> Any:
+        args = [await self.expr(a) for a in node.args]
+        kwargs = {k.arg: await self.expr(k.value) for k in node.keywords if k.arg is not None}
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            obj = await self.expr(func.value)
+            allowed = _METHODS.get(type(obj), frozenset())
+            if func.attr not in allowed:
+                raise UnsafeCodeError(
+                    f"method '.{func.attr}()' is not allowed on {type(obj).__name__}"
+                )
+            self.tick(
+                1
+                + sum(len(x) for x in (obj, *args) if isinstance(x, (str, list, tuple, dict))) // 64
+            )
+            if func.attr in {"append", "insert"} or func.attr in {"extend", "update"}:
+                extra = (
+                    1
+                    if func.attr in {"append", "insert"}
+                    else len(args[0])
+                    if args and hasattr(args[0], "__len__")
+                    else 0
+                )
+                self.size(len(obj) + extra, type(obj).__name__)
+            if func.attr == "join" and args and isinstance(args[0], (list, tuple)):
+                parts = args[0]
+                total = len(obj) * len(parts) + sum(len(x) for x in parts if isinstance(x, str))
+                self.size(total, "joined string")
+            result = getattr(obj, func.attr)(*args, **kwargs)
+            if func.attr in {"keys", "values", "items"}:
+                result = list(result)
+            if func.attr in {"append", "extend", "insert", "update", "setdefault"}:
+                self.charge(obj)
+            return self.charge(result)
+        name = func.id  # type: ignore[union-attr]
+        if name in self.box.tools:
+            self.tool_calls += 1
+            if self.tool_calls > self.lim.max_tool_calls:
+                raise UnsafeCodeError(
+                    f"more than {self.lim.max_tool_calls} tool calls in one program"
+                )
+            t0 = time.monotonic()
+            try:
+                result = await self.box.tools[name](args, kwargs)
+            finally:
+                self.tool_time += time.monotonic() - t0
+            return _check_plain(result, name)
+        return self.builtin(name, args, kwargs)
+
+    def builtin(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        cost = sum(len(a) for a in args if isinstance(a, (str, list, tuple, dict)))
+        self.tick(1 + cost // 8)
+        if name in {"print", "str"}:
+            for a in args:
+                self.render_size(a)
+        if name == "round" and len(args) > 1 and (type(args[1]) is not int or abs(args[1]) > 30):
+            raise UnsafeCodeError("round() ndigits must be an integer between -30 and 30")
+        if name == "print":
+            text = " ".join(str(a) for a in args)
+            self.printed_chars += len(text)
+            if self.printed_chars > self.lim.max_printed:
+                raise UnsafeCodeError(f"printed more than {self.lim.max_printed} characters")
+            self.printed.append(text)
+            return None
+        if name == "range":
+            if kwargs or not 1 <= len(args) <= 3 or not all(type(a) is int for a in args):
+                raise ToolError("range() takes 1-3 integer arguments")
+            r = range(*args)
+            self.size(len(r), "range")
+            return self.charge(list(r))
+        if name in {"sorted", "min", "max"} and "key" in kwargs:
+            raise UnsafeCodeError(f"{name}(key=...) is not allowed")
+        if (
+            name == "sum"
+            and (len(args) > 1 or kwargs)
+            and not isinstance((args[1:] or [kwargs.get("start", 0)])[0], (int, float))
+        ):
+            raise UnsafeCodeError("sum() start must be a number")
+        if (
+            name in {"int", "float", "str"}
+            and args
+            and isinstance(args[0], str)
+            and len(args[0]) > 1000
+            and name != "str"
+        ):
+            raise UnsafeCodeError(f"{name}() of a string longer than 1000 characters")
+        fn = _BUILTIN_FNS[name]
+        result = fn(*args, **kwargs)
+        if name in {"reversed", "enumerate", "zip"}:
+            result = [tuple(x) if isinstance(x, tuple) else x for x in result]
+        return self.charge(result)
+
+
+_BUILTIN_FNS: dict[str, Callable[..., Any]] = {
+    "len": len, "min": min, "max": max, "sum": sum, "abs": abs, "round": round,
+    "sorted": sorted, "reversed": reversed, "enumerate": enumerate, "zip": zip,
+    "str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict,
+    "tuple": tuple, "any": any, "all": all,
+}  # fmt: skip
+
+
+def _as_load(target: ast.expr) -> ast.expr:
+    node = ast.fix_missing_locations(ast.copy_location(_copy_with_load(target), target))
+    return node
+
+
+def _copy_with_load(target: ast.expr) -> ast.expr:
+    if isinstance(target, ast.Name):
+        return ast.Name(id=target.id, ctx=ast.Load())
+    if isinstance(target, ast.Subscript):
+        return ast.Subscript(value=target.value, slice=target.slice, ctx=ast.Load())
+    raise UnsafeCodeError(f"cannot augment-assign to {type(target).__name__}")
+
+
+def _check_plain(value: Any, tool: str, depth: int = 0) -> Any:
+    # tools are trusted, but their results enter the sandbox: only plain data may pass
+    if depth > 20:
+        raise ToolError(f"result of tool {tool!r} is nested too deeply")
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            _check_plain(v, tool, depth + 1)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_plain(k, tool, depth + 1)
+            _check_plain(v, tool, depth + 1)
+    elif not isinstance(value, _PLAIN):
+        raise ToolError(
+            f"tool {tool!r} returned {type(value).__name__}; tools used from generated code "
+            "must return plain data (dict/list/str/number/bool/None)"
+        )
+    return value

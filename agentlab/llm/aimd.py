@@ -1,0 +1,204 @@
+"""Adaptive concurrency: an AIMD limiter and the per-event-loop gate that enforces it.
+
+The limiter is plain state (no asyncio objects), so one instance lives per client config per
+process and keeps what it learned across event loops and across successive Ray tasks in the
+same worker. The :class:`ConcurrencyGate` holds the asyncio waiters and is per event loop.
+
+Policy (TCP-like, no tuning needed):
+
+- start at ``initial`` (16); until the first congestion signal, +1 per healthy completion
+  ("slow start": doubles per round trip), afterwards +1/limit per healthy completion
+  (additive: about +1 per round trip);
+- grow only while the limit is actually used (in flight >= half the limit), so a quiet
+  client does not drift to a limit it never tested;
+- on a rate-limit error, or a healthy completion slower than ``latency_factor`` × the recent
+  baseline (or than ``slow_s``), multiply by ``backoff`` (0.5 when leaving slow start,
+  which overshoots by up to 2x) — at most once per "epoch", i.e. the requests already in
+  flight when the limit dropped do not cut it again;
+- the baseline is the windowed minimum of latency per (completion token + 8), so long
+  answers are not mistaken for congestion while queueing (which adds time to every
+  answer) is caught.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+
+__all__ = ["AIMDLimiter", "ConcurrencyGate"]
+
+_TOKEN_PAD = 8.0  # fixed per-call cost in token units, so tiny answers are not "slow"
+
+
+class AIMDLimiter:
+    """Additive-increase / multiplicative-decrease concurrency limit (see module docs).
+
+    Args:
+        initial: starting limit.
+        latency_factor: a completion slower than this × baseline is a congestion signal.
+        slow_s: optional absolute latency (seconds) above which a completion is "slow".
+        backoff: multiplicative decrease after slow start.
+        floor: lowest limit (1).
+        ceiling: highest limit (a sanity bound, not a tuning knob).
+        window: number of healthy samples over which the baseline minimum is kept.
+        adaptive: False keeps the limit fixed at ``initial`` (for comparisons).
+    """
+
+    __slots__ = (
+        "_cur_min",
+        "_cur_n",
+        "_limit",
+        "_prev_min",
+        "adaptive",
+        "backoff",
+        "ceiling",
+        "decreases",
+        "epoch",
+        "floor",
+        "latency_factor",
+        "rate_limited",
+        "samples",
+        "slow_s",
+        "slow_signals",
+        "slow_start",
+        "window",
+    )
+
+    def __init__(
+        self,
+        initial: float = 16,
+        *,
+        latency_factor: float = 4.0,
+        slow_s: float | None = None,
+        backoff: float = 0.8,
+        floor: float = 1,
+        ceiling: float = 4096,
+        window: int = 256,
+        adaptive: bool = True,
+    ) -> None:
+        self._limit = float(initial)
+        self.adaptive = adaptive
+        self.latency_factor = latency_factor
+        self.slow_s = slow_s
+        self.backoff = backoff
+        self.floor = floor
+        self.ceiling = ceiling
+        self.window = max(2, window)
+        self.epoch = 0
+        self.slow_start = True
+        self.samples = 0
+        self.decreases = 0
+        self.rate_limited = 0
+        self.slow_signals = 0
+        self._cur_min = math.inf
+        self._prev_min = math.inf
+        self._cur_n = 0
+
+    @property
+    def limit(self) -> int:
+        """Current concurrency limit (integer, >= 1)."""
+        return max(1, int(self._limit))
+
+    @property
+    def baseline(self) -> float | None:
+        """Recent healthy latency per (completion token + 8), or None before any sample."""
+        b = min(self._cur_min, self._prev_min)
+        return None if b == math.inf else b
+
+    def on_success(self, latency: float, completion_tokens: int, in_flight: int, epoch: int) -> None:
+        """Feed one successful completion; may raise or (if slow) lower the limit."""
+        cost = latency / (completion_tokens + _TOKEN_PAD)
+        base = self.baseline
+        slow = (self.slow_s is not None and latency > self.slow_s) or (
+            base is not None and self.samples >= 8 and cost > self.latency_factor * base
+        )
+        if slow:
+            self.slow_signals += 1
+            self._decrease(epoch)
+            return
+        self.samples += 1
+        # Two half-window buckets give a sliding minimum in O(1).
+        if cost < self._cur_min:
+            self._cur_min = cost
+        self._cur_n += 1
+        if self._cur_n >= self.window // 2:
+            self._prev_min, self._cur_min, self._cur_n = self._cur_min, math.inf, 0
+        if self.adaptive and in_flight * 2 >= self._limit:
+            step = 1.0 if self.slow_start else 1.0 / self._limit
+            self._limit = min(self.ceiling, self._limit + step)
+
+    def on_rate_limit(self, epoch: int) -> None:
+        """Feed one rate-limit (429) answer."""
+        self.rate_limited += 1
+        self._decrease(epoch)
+
+    def on_timeout(self, epoch: int) -> None:
+        """Feed one timed-out attempt (the slowest possible completion)."""
+        self.slow_signals += 1
+        self._decrease(epoch)
+
+    def _decrease(self, epoch: int) -> None:
+        if epoch != self.epoch or not self.adaptive:
+            return  # this request started before the last cut; it carries stale news
+        factor = 0.5 if self.slow_start else self.backoff
+        self.slow_start = False
+        self._limit = max(self.floor, self._limit * factor)
+        self.epoch += 1
+        self.decreases += 1
+
+    def snapshot(self) -> dict[str, float | int | None]:
+        """Observable state for dashboards and tests."""
+        return {
+            "limit": self.limit,
+            "epoch": self.epoch,
+            "slow_start": int(self.slow_start),
+            "decreases": self.decreases,
+            "rate_limited": self.rate_limited,
+            "slow_signals": self.slow_signals,
+            "baseline": self.baseline,
+        }
+
+    def __repr__(self) -> str:
+        return f"AIMDLimiter(limit={self.limit}, epoch={self.epoch})"
+
+
+class ConcurrencyGate:
+    """Admits at most ``limiter.limit`` concurrent calls in one event loop (FIFO)."""
+
+    __slots__ = ("in_flight", "limiter", "waiters")
+
+    def __init__(self, limiter: AIMDLimiter) -> None:
+        self.limiter = limiter
+        self.in_flight = 0
+        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def acquire(self) -> int:
+        """Wait for a slot; returns the limiter epoch the call starts in."""
+        if self.in_flight < self.limiter.limit and not self.waiters:
+            self.in_flight += 1
+            return self.limiter.epoch
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # granted, then cancelled: hand the slot on
+            else:
+                try:
+                    self.waiters.remove(fut)
+                except ValueError:
+                    pass
+            raise
+        return self.limiter.epoch
+
+    def release(self) -> None:
+        """Free a slot and admit waiters while the (possibly changed) limit allows."""
+        self.in_flight -= 1
+        waiters = self.waiters
+        while waiters and self.in_flight < self.limiter.limit:
+            fut = waiters.popleft()
+            if not fut.done():
+                self.in_flight += 1
+                fut.set_result(None)

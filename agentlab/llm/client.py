@@ -1,0 +1,510 @@
+"""``LLMClient``: a small serialisable config with ``complete``/``stream`` for any backend.
+
+The client holds configuration only; its limiter, simulated server and usage live in the
+per-process registry of :mod:`agentlab.llm._live`, so a client pickled into a Ray task finds
+the state its worker already learned. ``sim/<profile>`` models are served in-process by
+:mod:`agentlab.llm.sim_backend` (microseconds per call); anything else goes through litellm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentlab.core.clock import Clock, RealClock
+from agentlab.core.records import CallRecord, LLMResponse, ToolCall, Usage
+from agentlab.errors import BadResponseError, ConfigError, LLMError
+from agentlab.llm._live import REAL_CLOCK, Live, get_live
+from agentlab.llm.sim_backend import SimResult, check_sim_overrides
+from agentlab.llm.sim_content import Rng
+from agentlab.llm.sim_profiles import SimProfile, get_profile, profile_field_names
+from agentlab.llm.structured import OutputSpec, output_spec
+
+__all__ = ["LLMClient", "LLMStream"]
+
+SCHEMA_VERSION = 1
+# client defaults that configure the limiter rather than the request
+_LIMITER_KEYS = {
+    "aimd_initial": "initial",
+    "aimd_latency_factor": "latency_factor",
+    "aimd_slow_s": "slow_s",
+    "aimd_backoff": "backoff",
+}
+_BACKOFF_BASE_S = 0.5
+_BACKOFF_CAP_S = 30.0
+
+
+class LLMClient:
+    """Configuration of an LLM endpoint plus the calls that use it.
+
+    Args:
+        model: ``"sim/<profile>"`` (simulated, see ``agentlab.llm.PROFILES``) or any litellm
+            model string (``"openai/gpt-4o-mini"``, ``"hosted_vllm/name"``...).
+        base_url: API base for OpenAI-compatible servers (vLLM, llama.cpp, ``sim-serve``).
+        api_key_env: name of the environment variable holding the API key (the key itself
+            is never stored, so configs can be logged and pickled safely).
+        seed: seed of the simulator (and passed to providers that accept one).
+        timeout: seconds per attempt (clock time: virtual under a ``VirtualClock``).
+        max_retries: retries of retryable errors (rate limit, timeout, provider error).
+        **defaults: default request parameters (``temperature``, ``max_tokens``, ``sim_*``
+            overrides), simulator profile parameters (``slots=4``...), limiter options
+            (``aimd_initial``, ``aimd_latency_factor``, ``aimd_slow_s``, ``aimd_backoff``)
+            or ``concurrency=N`` for a fixed limit instead of AIMD.
+
+    Raises:
+        UnknownNameError: unknown ``sim/`` profile (the message lists the profiles).
+        ConfigError: a default is not JSON-serialisable or a profile parameter is invalid.
+    """
+
+    __slots__ = (
+        "_clock",
+        "_defaults",
+        "_key",
+        "_limiter_opts",
+        "_live",
+        "_profile",
+        "_req_defaults",
+        "api_key_env",
+        "base_url",
+        "max_retries",
+        "model",
+        "seed",
+        "timeout",
+    )
+
+    model: str
+    base_url: str | None
+    api_key_env: str | None
+    seed: int | None
+    timeout: float
+    max_retries: int
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        seed: int | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        **defaults: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"model must be a non-empty string, got {model!r}")
+        if timeout <= 0 or max_retries < 0:
+            raise ConfigError(f"need timeout > 0 and max_retries >= 0, got {timeout}, {max_retries}")
+        s = object.__setattr__
+        s(self, "model", model)
+        s(self, "base_url", base_url)
+        s(self, "api_key_env", api_key_env)
+        s(self, "seed", None if seed is None else int(seed))
+        s(self, "timeout", float(timeout))
+        s(self, "max_retries", int(max_retries))
+        s(self, "_defaults", dict(defaults))
+        try:
+            key = json.dumps(self.to_dict(), sort_keys=True)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"LLMClient defaults must be JSON-serialisable: {exc}") from None
+        s(self, "_key", key)
+        limiter: dict[str, Any] = {}
+        profile_params: dict[str, Any] = {}
+        req: dict[str, Any] = {}
+        sim_fields = profile_field_names() if model.startswith("sim/") else frozenset()
+        for k, v in defaults.items():
+            if k in _LIMITER_KEYS:
+                limiter[_LIMITER_KEYS[k]] = v
+            elif k == "concurrency":
+                limiter.update(initial=int(v), adaptive=False)
+            elif k in sim_fields:
+                profile_params[k] = v
+            else:
+                req[k] = v
+        check_sim_overrides(req)
+        profile = get_profile(model[4:], **profile_params) if model.startswith("sim/") else None
+        s(self, "_profile", profile)
+        s(self, "_limiter_opts", limiter)
+        s(self, "_req_defaults", req)
+        s(self, "_clock", REAL_CLOCK)
+        s(self, "_live", None)
+
+    # --- config ----------------------------------------------------------------------
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"LLMClient is frozen; use with_clock() or a new client ({name})")
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """A copy of the default parameters given at construction."""
+        return dict(self._defaults)
+
+    @property
+    def clock(self) -> Clock:
+        """The clock that times this client's calls."""
+        return self._clock
+
+    @property
+    def profile(self) -> SimProfile | None:
+        """The simulator profile (with overrides applied), or None for real providers."""
+        return self._profile
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable config (the clock is not part of it)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "seed": self.seed,
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+            "defaults": dict(self._defaults),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LLMClient:
+        """Rebuild a client from :meth:`to_dict` output."""
+        return cls(
+            d["model"],
+            base_url=d.get("base_url"),
+            api_key_env=d.get("api_key_env"),
+            seed=d.get("seed"),
+            timeout=d.get("timeout", 120.0),
+            max_retries=d.get("max_retries", 3),
+            **d.get("defaults", {}),
+        )
+
+    def with_clock(self, clock: Clock) -> LLMClient:
+        """The same config timed by ``clock`` (e.g. a ``VirtualClock``)."""
+        other = LLMClient.from_dict(self.to_dict())
+        object.__setattr__(other, "_clock", REAL_CLOCK if isinstance(clock, RealClock) else clock)
+        return other
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Virtual clocks hold asyncio futures and cannot travel: fall back to real time.
+        return (_rebuild, (self.to_dict(),))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LLMClient) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={v!r}" for k, v in self._defaults.items())
+        seed = f", seed={self.seed}" if self.seed is not None else ""
+        return f"LLMClient({self.model!r}{seed}{extra})"
+
+    # --- live state ------------------------------------------------------------------
+
+    def _get_live(self) -> Live:
+        live = self._live
+        if live is None:
+            sim = (self._profile, self.seed or 0) if self._profile is not None else None
+            live = get_live(self._key, self._clock, limiter_opts=self._limiter_opts, sim=sim)
+            object.__setattr__(self, "_live", live)
+        return live
+
+    @property
+    def limit(self) -> int:
+        """Current AIMD concurrency limit in this process."""
+        return self._get_live().limiter.limit
+
+    @property
+    def limiter(self) -> Any:
+        """This process's :class:`~agentlab.llm.aimd.AIMDLimiter` for this config."""
+        return self._get_live().limiter
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens and calls of this config in this process (a copy; merge with ``+``)."""
+        u = self._get_live().usage
+        return Usage(u.prompt_tokens, u.completion_tokens, u.calls, u.errors)
+
+    def in_flight(self) -> int:
+        """Calls of this config currently in flight in this process."""
+        return self._get_live().in_flight()
+
+    def server_metrics(self) -> dict[str, Any]:
+        """Simulated server metrics (running, waiting, tokens/s, totals) plus client side.
+
+        For real providers only the client-side figures (limit, in flight, usage) appear.
+        """
+        live = self._get_live()
+        out: dict[str, Any] = live.server.metrics() if live.server is not None else {}
+        out.update(
+            aimd_limit=live.limiter.limit, in_flight=live.in_flight(), **live.usage.to_dict()
+        )
+        return out
+
+    # --- calls -----------------------------------------------------------------------
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        response_format: Any = None,
+        tools: list[dict[str, Any]] | None = None,
+        stream: bool = False,
+        agent_id: str | None = None,
+        labels: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> LLMResponse:
+        """One chat completion with limiter, retries, timeout and a call record.
+
+        Returns:
+            An :class:`~agentlab.core.records.LLMResponse` whose ``record`` is filled in.
+
+        Raises:
+            LLMError: a subclass (``RateLimitError``, ``LLMTimeoutError``,
+                ``BadResponseError``, ``StructuredOutputError``, ``ProviderError``) after
+                the retries are spent; its ``record`` attribute holds the failed call.
+        """
+        if stream:
+            s = self.stream(
+                messages, response_format=response_format, tools=tools,
+                agent_id=agent_id, labels=labels, **overrides,
+            )  # fmt: skip
+            return await s.collect()
+        live = self._live or self._get_live()
+        params = {**self._req_defaults, **overrides} if overrides else self._req_defaults
+        if overrides:
+            check_sim_overrides(overrides)
+        spec = output_spec(response_format) if response_format is not None else None
+        clock = self._clock
+        gate = live.gate()
+        limiter = live.limiter
+        server = live.server
+        rec = CallRecord(live.next_id(), self.model, clock.now(), agent_id=agent_id,
+                         labels=labels if labels is not None else {})  # fmt: skip
+        attempt = 0
+        while True:
+            epoch = await gate.acquire()
+            t0 = clock.now()
+            try:
+                if server is not None:
+                    res = server.plan(messages, attempt=attempt, spec=spec, tools=tools,
+                                      params=params, timeout=self.timeout)  # fmt: skip
+                    if res.fault is not None or res.end > t0:
+                        res = await server.wait(res, self.model)
+                else:
+                    from agentlab.llm.litellm_backend import acall
+
+                    res = await acall(clock, **self._lkw(messages, spec, tools, params))
+            except LLMError as exc:
+                gate.release()
+                attempt = await self._after_error(exc, rec, attempt, epoch, limiter, live)
+                continue
+            except BaseException:
+                gate.release()
+                raise
+            in_flight = gate.in_flight
+            gate.release()
+            limiter.on_success(clock.now() - t0, res.completion_tokens, in_flight, epoch)
+            rec.attempts = attempt + 1
+            resp = self._finish(rec, res, spec, live)
+            if server is None:
+                rec.first_token = None  # not observable without streaming
+            return resp
+
+    def _lkw(
+        self,
+        messages: list[dict[str, Any]],
+        spec: OutputSpec | None,
+        tools: list[dict[str, Any]] | None,
+        params: dict[str, Any],
+    ) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "messages": messages,
+            "spec": spec,
+            "tools": tools,
+            "params": params,
+            "seed": self.seed,
+            "timeout": self.timeout,
+        }
+
+    async def _after_error(
+        self, exc: LLMError, rec: CallRecord, attempt: int, epoch: int, limiter: Any, live: Live
+    ) -> int:
+        """Feed the limiter, then either back off (returns next attempt) or re-raise."""
+        from agentlab.errors import RateLimitError
+
+        if isinstance(exc, RateLimitError):
+            limiter.on_rate_limit(epoch)
+        elif exc.code == "timeout":
+            limiter.on_timeout(epoch)
+        if not exc.retryable or attempt >= self.max_retries:
+            self._fail(rec, exc, attempt, live)
+        # Exponential backoff with jitter, drawn from a seeded stream so virtual runs repeat.
+        u = Rng(hash(rec.request_id) if not self._clock.is_virtual else attempt * 7919).random()
+        delay = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt) * (0.5 + 0.5 * u)
+        await self._clock.sleep(delay)
+        return attempt + 1
+
+    def _fail(self, rec: CallRecord, exc: LLMError, attempt: int, live: Live) -> None:
+        rec.end = self._clock.now()
+        rec.outcome = exc.code
+        rec.error = str(exc)
+        rec.attempts = attempt + 1
+        live.usage.calls += 1
+        live.usage.errors += 1
+        exc.record = rec  # type: ignore[attr-defined]
+        raise exc
+
+    def _finish(
+        self, rec: CallRecord, res: SimResult, spec: OutputSpec | None, live: Live
+    ) -> LLMResponse:
+        rec.end = self._clock.now()
+        rec.first_token = res.first_token
+        rec.queue_wait = res.queue_wait
+        rec.prompt_tokens = res.prompt_tokens
+        rec.completion_tokens = res.completion_tokens
+        usage = live.usage
+        usage.prompt_tokens += res.prompt_tokens
+        usage.completion_tokens += res.completion_tokens
+        resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)
+        try:
+            if res.tool_calls:
+                resp.tool_calls = [_tool_call(*tc) for tc in res.tool_calls]
+            elif spec is not None:
+                resp.parsed = spec.parse(res.text)
+            elif not res.text:
+                raise BadResponseError(f"{self.model}: empty completion (no text, no tool call)")
+        except LLMError as exc:
+            self._fail(rec, exc, rec.attempts - 1, live)
+        usage.calls += 1
+        return resp
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        response_format: Any = None,
+        tools: list[dict[str, Any]] | None = None,
+        agent_id: str | None = None,
+        labels: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> LLMStream:
+        """Start a streamed completion: ``async for delta in client.stream(msgs)``.
+
+        After iteration ``stream.response`` holds the :class:`LLMResponse` (its record has
+        ``stream=True`` and ``first_token`` = arrival of the first non-empty chunk).
+        """
+        if overrides:
+            check_sim_overrides(overrides)
+        return LLMStream(self, messages, response_format, tools, agent_id, labels, overrides)
+
+    def complete_sync(self, messages: list[dict[str, Any]], **kwargs: Any) -> LLMResponse:
+        """Blocking :meth:`complete` for scripts.
+
+        Raises:
+            ConfigError: called while an event loop is running (e.g. in Jupyter) — there,
+                write ``await client.complete(...)`` instead.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.complete(messages, **kwargs))
+        raise ConfigError(
+            "complete_sync() cannot run inside a running event loop (Jupyter, async code); "
+            "use `await client.complete(...)` instead"
+        )
+
+
+def _rebuild(d: dict[str, Any]) -> LLMClient:
+    return LLMClient.from_dict(d)
+
+
+def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
+    try:
+        args = json.loads(raw) if raw else {}
+    except ValueError:
+        raise BadResponseError(
+            f"tool call {name!r} has malformed JSON arguments: {raw[:200]!r}"
+        ) from None
+    if not isinstance(args, dict):
+        raise BadResponseError(f"tool call {name!r} arguments are not a JSON object: {raw[:200]!r}")
+    return ToolCall(call_id, name, args)
+
+
+class LLMStream:
+    """An in-progress streamed completion (see :meth:`LLMClient.stream`)."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        messages: list[dict[str, Any]],
+        response_format: Any,
+        tools: list[dict[str, Any]] | None,
+        agent_id: str | None,
+        labels: dict[str, Any] | None,
+        overrides: dict[str, Any],
+    ) -> None:
+        self._client = client
+        self._args = (messages, output_spec(response_format), tools, agent_id, labels, overrides)
+        self.response: LLMResponse | None = None
+        self.chunks = 0
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._run()
+
+    async def collect(self) -> LLMResponse:
+        """Drain the stream and return the final response."""
+        async for _ in self._run():
+            pass
+        assert self.response is not None
+        return self.response
+
+    async def _run(self) -> AsyncIterator[str]:
+        c = self._client
+        messages, spec, tools, agent_id, labels, overrides = self._args
+        live = c._get_live()
+        params = {**c._req_defaults, **overrides}
+        clock = c._clock
+        gate = live.gate()
+        rec = CallRecord(live.next_id(), c.model, clock.now(), agent_id=agent_id,
+                         labels=labels or {}, stream=True)  # fmt: skip
+        attempt = 0
+        while True:
+            epoch = await gate.acquire()
+            t0 = clock.now()
+            first: float | None = None
+            holder: list[SimResult] = []
+            try:
+                if live.server is not None:
+                    res = live.server.plan(messages, attempt=attempt, spec=spec, tools=tools,
+                                           params=params, timeout=c.timeout)  # fmt: skip
+                    holder.append(res)
+                    deltas = live.server.chunks(res, c.model)
+                else:
+                    from agentlab.llm.litellm_backend import astream
+
+                    deltas = astream(clock, holder, **c._lkw(messages, spec, tools, params))
+                async for d in deltas:
+                    if d and first is None:
+                        first = clock.now()
+                    self.chunks += 1
+                    yield d
+            except LLMError as exc:
+                gate.release()
+                if first is not None:  # output already delivered: a retry would duplicate it
+                    c._fail(rec, exc, attempt, live)
+                attempt = await c._after_error(exc, rec, attempt, epoch, live.limiter, live)
+                continue
+            except BaseException:
+                gate.release()
+                raise
+            in_flight = gate.in_flight
+            gate.release()
+            res = holder[-1]
+            res.first_token = first if first is not None else clock.now()
+            live.limiter.on_success(clock.now() - t0, res.completion_tokens, in_flight, epoch)
+            rec.attempts = attempt + 1
+            self.response = c._finish(rec, res, spec, live)
+            return
+

@@ -1,0 +1,170 @@
+"""Real providers through litellm (``openai/...``, ``hosted_vllm/...``, any litellm model).
+
+litellm is imported lazily (5-7 s CPU) with its network price-list fetch, telemetry and
+verbose logging switched off. We call ``litellm.acompletion`` directly rather than a
+``Router``: our limiter and retry loop replace the Router's, and the Router costs twice
+the CPU per call and sleeps its backoff in real time (invisible to a virtual clock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentlab.errors import LLMError, LLMTimeoutError, ProviderError, RateLimitError
+from agentlab.llm.sim_backend import SimResult
+from agentlab.llm.structured import OutputSpec
+
+__all__ = ["acall", "astream", "import_litellm", "map_exception"]
+
+_litellm: Any = None
+
+
+def import_litellm() -> Any:
+    """Import litellm once, offline and quiet."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+        os.environ.setdefault("LITELLM_LOG", "ERROR")
+        import litellm
+
+        litellm.telemetry = False
+        litellm.suppress_debug_info = True
+        litellm.set_verbose = False
+        litellm.drop_params = True  # e.g. `seed` for providers that do not take it
+        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+        _litellm = litellm
+    return _litellm
+
+
+def map_exception(exc: BaseException, model: str) -> LLMError:
+    """Translate a litellm/openai/asyncio exception into an ``agentlab.errors`` class."""
+    if isinstance(exc, LLMError):
+        return exc
+    lm = import_litellm()
+    status = getattr(exc, "status_code", None)
+    msg = f"{model}: {type(exc).__name__}: {str(exc)[:300]}"
+    if isinstance(exc, lm.RateLimitError) or status == 429:
+        return RateLimitError(msg)
+    if isinstance(exc, (lm.Timeout, asyncio.TimeoutError, TimeoutError)) or status == 408:
+        return LLMTimeoutError(msg)
+    err = ProviderError(msg)
+    if isinstance(status, int) and 400 <= status < 500:
+        err.retryable = False  # bad request, auth, unknown model: retrying cannot help
+    return err
+
+
+def _kwargs(
+    model: str,
+    base_url: str | None,
+    api_key_env: str | None,
+    messages: list[dict[str, Any]],
+    spec: OutputSpec | None,
+    tools: list[dict[str, Any]] | None,
+    params: dict[str, Any],
+    seed: int | None,
+    timeout: float,
+) -> dict[str, Any]:
+    kw: dict[str, Any] = {k: v for k, v in params.items() if not k.startswith("sim_")}
+    kw.update(model=model, messages=messages, timeout=timeout, num_retries=0, max_retries=0)
+    if base_url:
+        kw["api_base"] = base_url
+    key = os.environ.get(api_key_env) if api_key_env else None
+    if key:
+        kw["api_key"] = key
+    elif base_url:
+        kw["api_key"] = "sk-none"  # local OpenAI-compatible servers ignore the key
+    if seed is not None and "seed" not in kw:
+        kw["seed"] = seed
+    if spec is not None:
+        kw["response_format"] = spec.to_openai()
+    if tools:
+        kw["tools"] = tools
+    return kw
+
+
+def _usage(obj: Any) -> tuple[int, int]:
+    u = getattr(obj, "usage", None)
+    if not u:
+        return 0, 0
+    return int(getattr(u, "prompt_tokens", 0) or 0), int(getattr(u, "completion_tokens", 0) or 0)
+
+
+async def acall(clock: Any, **kw: Any) -> SimResult:
+    """One non-streaming attempt; returns the reply in the simulator's result shape."""
+    lm = import_litellm()
+    t0 = clock.now()
+    try:
+        async with asyncio.timeout(kw["timeout"]):
+            resp = await lm.acompletion(**_kwargs(**kw))
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        raise map_exception(exc, kw["model"]) from exc
+    t1 = clock.now()
+    choice = resp.choices[0]
+    msg = choice.message
+    calls = [
+        (tc.id or f"call_{i}", tc.function.name, tc.function.arguments or "{}")
+        for i, tc in enumerate(getattr(msg, "tool_calls", None) or [])
+    ]
+    p_tok, c_tok = _usage(resp)
+    return SimResult(
+        msg.content or "", p_tok, c_tok, t0, None, t1, t1,
+        finish_reason=choice.finish_reason or "stop", tool_calls=calls,
+    )  # fmt: skip
+
+
+async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterator[str]:
+    """Stream text deltas; the final result is appended to ``holder``.
+
+    Time to first token = the first chunk with non-empty ``delta.content``.
+    """
+    lm = import_litellm()
+    kw2 = _kwargs(**kw)
+    kw2.update(stream=True, stream_options={"include_usage": True})
+    t0 = clock.now()
+    first: float | None = None
+    parts: list[str] = []
+    calls: dict[int, list[str]] = {}
+    p_tok = c_tok = 0
+    finish = "stop"
+    try:
+        async with asyncio.timeout(kw["timeout"]):
+            resp = await lm.acompletion(**kw2)
+            async for chunk in resp:
+                pt, ct = _usage(chunk)
+                if pt or ct:
+                    p_tok, c_tok = pt, ct
+                if not chunk.choices:
+                    continue
+                ch = chunk.choices[0]
+                finish = ch.finish_reason or finish
+                delta = ch.delta
+                for tc in getattr(delta, "tool_calls", None) or []:
+                    slot = calls.setdefault(tc.index or 0, ["", "", ""])
+                    slot[0] = tc.id or slot[0]
+                    if tc.function is not None:
+                        slot[1] = tc.function.name or slot[1]
+                        slot[2] += tc.function.arguments or ""
+                text = getattr(delta, "content", None)
+                if text:
+                    if first is None:
+                        first = clock.now()
+                    parts.append(text)
+                    yield text
+    except BaseException as exc:
+        if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+            raise
+        raise map_exception(exc, kw["model"]) from exc
+    t1 = clock.now()
+    res = SimResult("".join(parts), p_tok, c_tok, t0, None, first or t1, t1, finish_reason=finish)
+    res.tool_calls = [(c[0] or f"call_{i}", c[1], c[2] or "{}") for i, c in sorted(calls.items())]
+    if not res.completion_tokens:
+        res.completion_tokens = max(1, len(res.text) // 4) if res.text else 0
+    holder.append(res)

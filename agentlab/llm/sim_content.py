@@ -1,0 +1,213 @@
+"""Deterministic content for the simulator: text, JSON for a schema, tool calls.
+
+Everything is drawn from :class:`Rng`, a tiny 64-bit LCG seeded from a hash of the
+request, so the same seed and request give the same output in every process (Python's
+``hash`` of strings is salted per process; ``zlib.crc32`` is not).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any
+
+__all__ = ["Rng", "gen_text", "gen_tool_call", "gen_value", "request_hash"]
+
+_MASK = (1 << 64) - 1
+_MUL = 6364136223846793005
+_INC = 1442695040888963407
+
+# Short words: about four characters with the space, i.e. about one token each under the
+# ~4 chars/token estimate used for prompts.
+_WORDS = (
+    "the a of to and in is it we you that for on are with as be at this have from or "
+    "one had by but not what all were when can said there use an each which she do how "
+    "their if will up other about out many then them these so some her would make like "
+    "him into time has look two more go see way could no than first been call who its now "
+    "find long down day did get come made may part plan vote agree yes ok idea share post "
+    "task data note move next good best fair team rule goal step test"
+).split()
+_NW = len(_WORDS)
+
+
+def request_hash(seed: int, messages: list[dict[str, Any]], extra: str = "") -> int:
+    """A stable 32-bit hash of the seed, the conversation and ``extra`` (tools, schema)."""
+    parts = [str(seed), extra]
+    for m in messages:
+        c = m.get("content")
+        parts.append(m.get("role", ""))
+        parts.append(c if isinstance(c, str) else repr(c))
+    return zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
+
+
+class Rng:
+    """A 64-bit linear congruential generator: fast, seedable, identical everywhere."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, seed: int) -> None:
+        self.s = (seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _MASK
+
+    def random(self) -> float:
+        """Uniform in [0, 1)."""
+        self.s = (self.s * _MUL + _INC) & _MASK
+        return (self.s >> 11) * (1.0 / 9007199254740992.0)
+
+    def randint(self, n: int) -> int:
+        """Uniform integer in [0, n)."""
+        self.s = (self.s * _MUL + _INC) & _MASK
+        return (self.s >> 33) % n
+
+    def normal(self) -> float:
+        """Standard normal (Box–Muller)."""
+        u = self.random() or 1e-12
+        return math.sqrt(-2.0 * math.log(u)) * math.cos(6.283185307179586 * self.random())
+
+
+def _build_corpus(n_words: int = 16384) -> tuple[str, list[int]]:
+    # A fixed pseudo-random word sequence; a completion is a slice of it at a seeded
+    # offset, so producing text costs one string slice instead of a Python loop per word.
+    rng = Rng(12345)
+    words = [_WORDS[rng.randint(_NW)] for _ in range(n_words)]
+    starts, pos = [], 0
+    for w in words:
+        starts.append(pos)
+        pos += len(w) + 1
+    starts.append(pos)
+    return " ".join(words) + " ", starts
+
+
+_CORPUS, _STARTS = _build_corpus()
+_CORPUS_WORDS = len(_STARTS) - 1
+
+
+def gen_text(rng: Rng, n_tokens: int) -> str:
+    """``n_tokens`` words of deterministic filler, sentence-cased, ending with a period."""
+    if n_tokens <= 0:
+        return ""
+    parts = []
+    while n_tokens > 0:
+        k = min(n_tokens, _CORPUS_WORDS // 2)
+        off = rng.randint(_CORPUS_WORDS - k)
+        parts.append(_CORPUS[_STARTS[off] : _STARTS[off + k] - 1])
+        n_tokens -= k
+    text = " ".join(parts)
+    return text[:1].upper() + text[1:] + "."
+
+
+# --- JSON for a schema -------------------------------------------------------------------
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    while isinstance(ref, str) and ref.startswith("#/"):
+        node: Any = root
+        for part in ref[2:].split("/"):
+            node = node[part]
+        schema = node
+        ref = schema.get("$ref")
+    return schema
+
+
+def gen_value(
+    schema: dict[str, Any],
+    rng: Rng,
+    *,
+    bool_p: float = 0.5,
+    root: dict[str, Any] | None = None,
+    depth: int = 0,
+) -> Any:
+    """A value valid under ``schema`` (the subset pydantic emits; see the module README).
+
+    Handles ``$ref``/``$defs``, ``anyOf``/``oneOf`` (``Optional``), ``enum``/``const``
+    (``Literal``), objects with ``required``, arrays with ``minItems``/``maxItems``,
+    integers/numbers with bounds, strings with length bounds, booleans (true with
+    probability ``bool_p``) and null.
+    """
+    root = schema if root is None else root
+    schema = _resolve(schema, root)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        opts = schema["enum"]
+        return opts[rng.randint(len(opts))]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            opts = [_resolve(o, root) for o in schema[key]]
+            non_null = [o for o in opts if o.get("type") != "null"]
+            # Optional[X]: mostly X, so structured outputs carry content.
+            pick = non_null if non_null and rng.random() < 0.9 else opts
+            return gen_value(pick[rng.randint(len(pick))], rng, bool_p=bool_p, root=root,
+                             depth=depth + 1)  # fmt: skip
+    if "allOf" in schema and schema["allOf"]:
+        return gen_value(schema["allOf"][0], rng, bool_p=bool_p, root=root, depth=depth + 1)
+    typ = schema.get("type")
+    if isinstance(typ, list):
+        typ = next((t for t in typ if t != "null"), "null")
+    if typ is None:
+        typ = "object" if "properties" in schema else "string"
+    if typ == "object":
+        props: dict[str, Any] = schema.get("properties", {})
+        required = set(schema.get("required", props))
+        out: dict[str, Any] = {}
+        for name, sub in props.items():
+            if name in required or rng.random() < 0.5:
+                out[name] = gen_value(sub, rng, bool_p=bool_p, root=root, depth=depth + 1)
+        return out
+    if typ == "array":
+        lo = int(schema.get("minItems", 1 if depth < 3 else 0))
+        hi = int(schema.get("maxItems", max(lo, 3 if depth < 3 else lo)))
+        n = lo + rng.randint(hi - lo + 1)
+        items = schema.get("items", {"type": "string"})
+        return [gen_value(items, rng, bool_p=bool_p, root=root, depth=depth + 1) for _ in range(n)]
+    if typ == "boolean":
+        return rng.random() < bool_p
+    if typ == "integer":
+        lo_i, hi_i = _bounds(schema, integer=True)
+        return int(lo_i + rng.randint(int(hi_i - lo_i) + 1))
+    if typ == "number":
+        lo_f, hi_f = _bounds(schema, integer=False)
+        return round(lo_f + rng.random() * (hi_f - lo_f), 4)
+    if typ == "null":
+        return None
+    # string
+    lo_s = int(schema.get("minLength", 0))
+    hi_s = int(schema.get("maxLength", max(lo_s, 60)))
+    text = gen_text(rng, 3 + rng.randint(6))
+    while len(text) < lo_s:
+        text += " " + gen_text(rng, 4)
+    return text[:hi_s]
+
+
+def _bounds(schema: dict[str, Any], *, integer: bool) -> tuple[float, float]:
+    lo = schema.get("minimum")
+    hi = schema.get("maximum")
+    if "exclusiveMinimum" in schema:
+        lo = schema["exclusiveMinimum"] + (1 if integer else 1e-6)
+    if "exclusiveMaximum" in schema:
+        hi = schema["exclusiveMaximum"] - (1 if integer else 1e-6)
+    if lo is None and hi is None:
+        lo, hi = 0, 10
+    elif lo is None:
+        lo = hi - 10
+    elif hi is None:
+        hi = lo + 10
+    if integer:
+        return math.ceil(lo), math.floor(hi)
+    return float(lo), float(hi)
+
+
+# --- tool calls --------------------------------------------------------------------------
+
+
+def gen_tool_call(
+    tools: list[dict[str, Any]], rng: Rng, *, bool_p: float = 0.5, name: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Pick one offered tool (or the named one) and arguments valid for its parameters."""
+    fns = [t.get("function", t) for t in tools]
+    if name is not None:
+        fns = [f for f in fns if f.get("name") == name] or fns
+    fn = fns[rng.randint(len(fns))]
+    params = fn.get("parameters") or {"type": "object", "properties": {}}
+    args = gen_value(params, rng, bool_p=bool_p)
+    return str(fn.get("name", "tool")), args if isinstance(args, dict) else {}

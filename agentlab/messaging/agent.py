@@ -1,0 +1,213 @@
+"""The minimal agent protocol hubs and pipelines need, and an LLM-backed agent.
+
+``HubAgent`` is the contract: a ``name``, an ``observe(msg)`` that stores what the agent
+saw, and ``await agent(msg) -> Msg`` which produces a reply and, while the agent sits in an
+open :class:`~agentlab.messaging.hub.MsgHub`, hands the reply to the hub for broadcast.
+``LLMAgent`` implements ``reply`` with an :class:`~agentlab.llm.LLMClient` (anything with
+its ``complete`` shape), optionally returning structured output under a failure policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentlab.core.clock import Clock
+from agentlab.messaging.msg import Msg
+from agentlab.messaging.structured import (
+    CompletionClient,
+    FailurePolicy,
+    StructuredResult,
+    complete_structured,
+)
+
+__all__ = ["HubAgent", "LLMAgent", "Memory"]
+
+
+class Memory:
+    """An append-only list of the messages an agent has seen (its own included).
+
+    ``add`` is O(1) and stores the shared message object. ``to_chat`` renders the last
+    ``window`` messages as OpenAI chat messages from the owner's point of view.
+    """
+
+    def __init__(self, window: int | None = None) -> None:
+        self.window = window
+        self._items: list[Msg] = []
+
+    def add(self, msg: Msg | Iterable[Msg] | None) -> None:
+        """Append one message or several (``None`` is ignored)."""
+        if msg is None:
+            return
+        if isinstance(msg, Msg):
+            self._items.append(msg)
+        else:
+            self._items.extend(msg)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Msg]:
+        return iter(self._items)
+
+    def __getitem__(self, i: int) -> Msg:
+        return self._items[i]
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._items.clear()
+
+    def to_chat(self, owner: str, sys_prompt: str | None = None) -> list[dict[str, Any]]:
+        """Chat messages: the owner's messages as ``assistant``, others prefixed by sender."""
+        items = self._items if self.window is None else self._items[-self.window :]
+        out: list[dict[str, Any]] = []
+        if sys_prompt:
+            out.append({"role": "system", "content": sys_prompt})
+        for m in items:
+            if m.sender == owner and m.role == "assistant":
+                out.append({"role": "assistant", "content": m.content})
+            else:
+                out.append({"role": "user", "content": f"{m.sender}: {m.content}"})
+        return out
+
+
+class HubAgent:
+    """Base class: subclasses implement ``reply``; ``__call__`` adds hub broadcasting.
+
+    Args:
+        name: unique name within a hub.
+        role: free-form role label (``"expert"``, ``"wolf"``) used in call labels.
+        memory: where observed messages go (a fresh :class:`Memory` by default).
+    """
+
+    def __init__(self, name: str, role: str = "", memory: Memory | None = None) -> None:
+        self.name = name
+        self.role = role
+        self.memory = memory if memory is not None else Memory()
+        self._hubs: list[Any] = []
+
+    def observe(self, msg: Msg | Iterable[Msg] | None) -> None:
+        """Store a message this agent saw."""
+        self.memory.add(msg)
+
+    async def reply(self, msg: Msg | None = None, **kwargs: Any) -> Msg:
+        """Produce a reply; subclasses override."""
+        raise NotImplementedError
+
+    async def __call__(self, msg: Msg | None = None, **kwargs: Any) -> Msg:
+        """Reply to ``msg`` and let every open hub this agent is in broadcast the reply."""
+        out = await self.reply(msg, **kwargs)
+        for hub in list(self._hubs):
+            await hub._on_reply(self, out)
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, role={self.role!r})"
+
+
+class LLMAgent(HubAgent):
+    """An agent whose replies come from an LLM.
+
+    Args:
+        name: agent name (also the ``agent_id`` of its calls).
+        sys_prompt: system prompt.
+        client: an ``LLMClient`` or anything with its ``complete`` signature.
+        role: role label, added to call labels as ``sender_role``.
+        memory: conversation memory (default unbounded; pass ``Memory(window=k)``).
+        labels: labels added to every call (``stage`` etc. may be overridden per call).
+        policy: default failure policy for structured replies.
+        clock: used to stamp replies when a response has no record.
+        overrides: default ``complete`` overrides (``sim_bool_p``, ``max_tokens``...).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        sys_prompt: str,
+        client: CompletionClient,
+        *,
+        role: str = "",
+        memory: Memory | None = None,
+        labels: dict[str, Any] | None = None,
+        policy: FailurePolicy | str = "raise",
+        clock: Clock | None = None,
+        overrides: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(name, role, memory)
+        self.sys_prompt = sys_prompt
+        self.client = client
+        self.labels = dict(labels or {})
+        self.policy = FailurePolicy.coerce(policy)
+        self.clock = clock
+        self.overrides = dict(overrides or {})
+        #: the last structured result (status, attempts, error) for inspection
+        self.last_result: StructuredResult[Any] | None = None
+
+    async def reply(
+        self,
+        msg: Msg | None = None,
+        *,
+        instruction: str | None = None,
+        response_format: type[BaseModel] | None = None,
+        policy: FailurePolicy | str | None = None,
+        labels: dict[str, Any] | None = None,
+        remember: bool = True,
+        **overrides: Any,
+    ) -> Msg:
+        """Observe ``msg``, call the LLM, remember and return the reply.
+
+        Args:
+            msg: input message (observed first), or ``None``.
+            instruction: a user turn appended for this call only (not remembered).
+            response_format: a pydantic model → structured reply under ``policy``.
+            policy: overrides the agent's failure policy for this call.
+            labels: extra call labels for this call.
+            remember: store the reply in this agent's memory.
+            **overrides: passed to ``client.complete``.
+        """
+        self.observe(msg)
+        chat = self.memory.to_chat(self.name, self.sys_prompt)
+        if instruction:
+            chat.append({"role": "user", "content": instruction})
+        call_labels = {"sender": self.name, "sender_role": self.role, **self.labels}
+        call_labels.update(labels or {})
+        kw = {**self.overrides, **overrides}
+        if response_format is None:
+            resp = await self.client.complete(chat, labels=call_labels, agent_id=self.name, **kw)
+            out = Msg(self.name, resp.text, ts=resp.record.end, usage=resp.usage)
+        else:
+            res = await complete_structured(
+                self.client,
+                chat,
+                response_format,
+                policy=policy if policy is not None else self.policy,
+                labels=call_labels,
+                agent_id=self.name,
+                **kw,
+            )
+            self.last_result = res
+            out = _structured_msg(self.name, res, self.clock)
+        if remember:
+            self.memory.add(out)
+        return out
+
+
+def _structured_msg(name: str, res: StructuredResult[Any], clock: Clock | None) -> Msg:
+    value = res.value
+    if res.response is not None and res.ok:
+        text, ts, usage = res.response.text, res.response.record.end, res.response.usage
+    else:
+        # Defaults and abstentions are explicit in the transcript, never an empty reply.
+        text = value.model_dump_json() if isinstance(value, BaseModel) else f"[{res.status}]"
+        ts = clock.now() if clock is not None else 0.0
+        usage = None
+    return Msg(
+        name,
+        text,
+        ts=ts,
+        usage=usage,
+        structured=value,
+        metadata={"structured_status": res.status, "attempts": res.attempts},
+    )

@@ -1,0 +1,173 @@
+"""Hosting env modules for a society: in-process, or inside one Ray actor.
+
+``EnvHost`` owns the modules of a run (``EnvBase`` instances), routes an agent's tool call
+to the module that offers the tool, and takes per-tick checkpoints. Agents reach it
+through an env *handle*: :class:`LocalEnvHandle` (same process; the local executor) or
+:class:`RayEnvHandle` (a pickled actor handle; the Ray executor). Both cache the static
+parts (tool schemas, world description) so only ``call``/``observe`` cross the wire.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from agentlab.errors import ConfigError, UnknownNameError
+
+__all__ = ["EnvHost", "LocalEnvHandle", "RayEnvHandle", "build_env_modules"]
+
+ENV_CKPT_DIR = "env/ticks"
+
+
+def build_env_modules(specs: list[Any], seed: int) -> list[Any]:
+    """Instantiate env modules from names, ``{"type": ..., **config}`` dicts or instances."""
+    from agentlab.env import EnvBase, create_env
+
+    modules: list[Any] = []
+    for i, spec in enumerate(specs):
+        if isinstance(spec, EnvBase):
+            spec.init(seed + i)
+            modules.append(spec)
+            continue
+        if isinstance(spec, str):
+            name, config = spec, {}
+        elif isinstance(spec, dict) and "type" in spec:
+            config = {k: v for k, v in spec.items() if k != "type"}
+            name = spec["type"]
+        else:
+            raise ConfigError(f"env spec {spec!r}: use a name, {{'type': name, ...}} or EnvBase")
+        modules.append(create_env(name, seed=seed + i, **config))
+    return modules
+
+
+def env_spec_of(module: Any) -> dict[str, Any]:
+    """The JSON spec that rebuilds ``module`` (type + config)."""
+    return {"type": module.env_type or type(module).__qualname__, **module.config}
+
+
+class EnvHost:
+    """The env modules of one run plus a tool → module routing table."""
+
+    def __init__(self, modules: list[Any]) -> None:
+        self.modules = modules
+        self._by_tool: dict[str, Any] = {}
+        for m in modules:
+            for name in m.tool_specs():
+                if name in self._by_tool:
+                    raise ConfigError(
+                        f"tool {name!r} is offered by two env modules "
+                        f"({type(self._by_tool[name]).__name__}, {type(m).__name__})"
+                    )
+                self._by_tool[name] = m
+        self._schemas = [s for m in modules for s in m.tool_schemas()]
+        self.calls = 0
+        self.errors = 0
+
+    # --- what agents use ---------------------------------------------------------------
+
+    def tools(self) -> list[dict[str, Any]]:
+        return self._schemas
+
+    def describe(self) -> str:
+        return " ".join(m.describe() for m in self.modules)
+
+    async def call(self, agent_id: str, name: str, arguments: dict[str, Any], tick: int) -> Any:
+        module = self._by_tool.get(name)
+        self.calls += 1
+        if module is None:
+            self.errors += 1
+            raise UnknownNameError("tool", name, list(self._by_tool))
+        try:
+            return await module.call_tool(name, arguments, agent_id=agent_id)
+        except Exception:
+            self.errors += 1
+            raise
+
+    async def observe(self, agent_id: str, tick: int) -> str:
+        parts: list[str] = []
+        for m in self.modules:
+            fn = getattr(m, "observe", None)
+            if fn is None:
+                continue
+            out = fn(agent_id)
+            if inspect.isawaitable(out):
+                out = await out
+            if out:
+                parts.append(out if isinstance(out, str) else str(out))
+        return "\n".join(parts)
+
+    # --- what the driver uses ----------------------------------------------------------
+
+    async def step(self, tick: int) -> list[dict[str, Any]]:
+        """Step every module after ``tick`` and return the drained events."""
+        events: list[dict[str, Any]] = []
+        for m in self.modules:
+            out = m.step(tick)
+            if inspect.isawaitable(out):
+                await out
+            events.extend(m.drain_events())
+        return events
+
+    def checkpoint(self, run_dir: str, tick: int) -> list[str]:
+        """Write each module's state for ``tick`` under ``env/ticks/<tick>/``."""
+        paths = []
+        for i, m in enumerate(self.modules):
+            rel = f"{ENV_CKPT_DIR}/{tick}/{i}.json"
+            m.to_workspace(run_dir, path=rel, fsync=False)
+            paths.append(rel)
+        return paths
+
+    def restore(self, run_dir: str, paths: list[str]) -> None:
+        """Load the checkpoint files written by :meth:`checkpoint`."""
+        for m, rel in zip(self.modules, paths, strict=True):
+            if not m.restore(run_dir, path=rel):
+                raise ConfigError(f"env checkpoint {Path(run_dir) / rel} is missing")
+
+    def publish(self, run_dir: str) -> None:
+        """Also write each module's default state file (human-readable current state)."""
+        for m in self.modules:
+            m.to_workspace(run_dir, fsync=False)
+
+    def ping(self) -> bool:
+        return True
+
+
+class LocalEnvHandle:
+    """An in-process env handle (not picklable across processes on purpose)."""
+
+    def __init__(self, host: EnvHost) -> None:
+        self.host = host
+
+    def tools(self) -> list[dict[str, Any]]:
+        return self.host.tools()
+
+    def describe(self) -> str:
+        return self.host.describe()
+
+    async def call(self, agent_id: str, name: str, arguments: dict[str, Any], tick: int) -> Any:
+        return await self.host.call(agent_id, name, arguments, tick)
+
+    async def observe(self, agent_id: str, tick: int) -> str:
+        return await self.host.observe(agent_id, tick)
+
+
+class RayEnvHandle:
+    """A picklable handle on an ``EnvHost`` living in a Ray actor."""
+
+    def __init__(self, actor: Any, tools: list[dict[str, Any]], description: str) -> None:
+        self.actor = actor
+        self._tools = tools
+        self._description = description
+
+    def tools(self) -> list[dict[str, Any]]:
+        return self._tools
+
+    def describe(self) -> str:
+        return self._description
+
+    async def call(self, agent_id: str, name: str, arguments: dict[str, Any], tick: int) -> Any:
+        return await self.actor.call.remote(agent_id, name, arguments, tick)
+
+    async def observe(self, agent_id: str, tick: int) -> str:
+        return await self.actor.observe.remote(agent_id, tick)  # type: ignore[no-any-return]

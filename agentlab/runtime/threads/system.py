@@ -1,0 +1,441 @@
+"""``AgentSystem``: a pool of suspendable agent threads sharing a store, tools and a model.
+
+Every resumption is a :class:`Delivery` in the store's queue. A *slice* consumes one
+delivery: load the thread (state + history), apply the delivery, run at most one model
+completion, persist state + history and acknowledge the delivery in one commit, then
+dispatch at most one tool call. A slice never waits on a tool.
+
+Two modes run the same slice code:
+
+- **local** (``async with system:``): ``send`` also puts the delivery in an in-memory inbox
+  and starts a driver task for the thread if it has none; the driver runs the thread's
+  slices in order and exits when the inbox is empty. An idle thread has no task and no
+  inbox — only bytes in the store.
+- **step** (``await system.step()``): claims one batch of queued deliveries (optionally one
+  partition of threads), runs their slices (threads concurrently, each thread in order),
+  and returns. Nothing is kept in memory between calls.
+
+Crash safety: the commit makes "state advanced" and "delivery consumed" one atomic step;
+a delivery redelivered after a crash is dropped by its dedup id; a tool call persisted but
+never started (crash between commit and dispatch) is started again by :meth:`recover`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from agentlab.core.clock import Clock, RealClock
+from agentlab.core.ids import validate_agent_id
+from agentlab.core.records import ToolCall
+from agentlab.errors import AgentError, ConfigError
+from agentlab.runtime.threads.model import Model
+from agentlab.runtime.threads.records import Delivery, ThreadState
+from agentlab.runtime.threads.runlog import ThreadLog
+from agentlab.runtime.threads.runtime_tools import dispatch_runtime_tool, note_runtime_call
+from agentlab.runtime.threads.shapes import RUNTIME_TOOLS
+from agentlab.runtime.threads.slice import (
+    COMPLETE,
+    apply_delivery,
+    compact_messages,
+    finish_turn,
+)
+from agentlab.runtime.threads.tools import Tool, ToolContext
+from agentlab.store.thread_codec import decode_history, decode_state, encode_history, encode_state
+from agentlab.store.thread_codec import raw_history as _raw
+from agentlab.store.thread_store import MemoryThreadStore, ThreadStore
+
+__all__ = ["AgentSystem", "SimulatedCrash", "StepResult"]
+
+FAULT_POINTS = ("before_persist", "after_persist", "after_dispatch")
+
+
+class SimulatedCrash(AgentError):
+    """Raised by a fault hook to simulate a process crash at an injection point."""
+
+
+@dataclass(slots=True)
+class StepResult:
+    """What one :meth:`AgentSystem.step` call did."""
+
+    deliveries: int = 0
+    slices: int = 0
+    completions: int = 0
+    dropped: int = 0
+    remaining: int = 0
+
+
+class AgentSystem:
+    """A pool of agent threads; see the module docstring.
+
+    Args:
+        model: streams assistant turns (:class:`~agentlab.runtime.threads.model.Model`).
+        store: a :class:`~agentlab.store.thread_store.ThreadStore` (default: in-memory).
+        tools: asynchronous tools offered to every thread.
+        system_prompt: first message of every new thread.
+        agent_tools: also offer the runtime tools (``receive_event``, ``send_message``,
+            ``spawn_agent``, ``report``, ``close_agent``).
+        run_dir: record ``thread_events`` in this run's log.
+        clock: timestamps and timers.
+        token_budget: compact a history whose size exceeds this many tokens (bytes / 4).
+        summarize: ``summarize(covered_messages) -> str`` for compaction.
+        seen_window: dedup ids remembered per thread.
+        fault: ``fault(point, thread_id)`` called at each of ``FAULT_POINTS`` (tests raise
+            :class:`SimulatedCrash` there).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        store: ThreadStore | None = None,
+        tools: Iterable[Tool] = (),
+        *,
+        system_prompt: str | None = None,
+        agent_tools: bool = True,
+        run_dir: Any = None,
+        clock: Clock | None = None,
+        token_budget: int | None = None,
+        summarize: Callable[[list[dict[str, Any]]], str] | None = None,
+        seen_window: int = 128,
+        fault: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.model = model
+        self.store: ThreadStore = store if store is not None else MemoryThreadStore()
+        self.tools: dict[str, Tool] = {}
+        for t in tools:
+            if t.name in RUNTIME_TOOLS:
+                raise ConfigError(f"tool name {t.name!r} is reserved by the runtime")
+            self.tools[t.name] = t
+        self.agent_tools = agent_tools
+        self._schemas = [t.schema() for t in self.tools.values()]
+        if agent_tools:
+            self._schemas += list(RUNTIME_TOOLS.values())
+        self.system_prompt = system_prompt
+        self.clock = clock or RealClock()
+        self.token_budget = token_budget
+        self.summarize = summarize
+        self.seen_window = seen_window
+        self.fault = fault
+        self.log = ThreadLog(run_dir, self.clock, "local")
+        # local-mode only (empty between slices of an idle thread)
+        self._local = False
+        self._inbox: dict[str, deque[tuple[int, Delivery]]] = {}
+        self._drivers: dict[str, asyncio.Task[None]] = {}
+        self._completing: dict[str, asyncio.Task[Any]] = {}
+        self._interrupts: set[str] = set()
+        self._tool_tasks: set[asyncio.Task[Any]] = set()
+        self._idle: asyncio.Event | None = None
+        self.errors: list[BaseException] = []
+        self.completions = 0
+
+    # --- sending -------------------------------------------------------------------------
+    def send(self, d: Delivery) -> int:
+        """Queue a delivery (durably, in the store); in local mode also start its thread.
+
+        Safe to call from tools, callbacks and other threads' slices. New user input for a
+        thread whose completion is streaming cancels that completion (the partial turn is
+        kept).
+        """
+        tid = validate_agent_id(d.thread_id)
+        seq = self.store.enqueue(tid, d.encode())
+        if self._local:
+            self._route(seq, d)
+        return seq
+
+    def send_user(self, thread_id: str, text: str, dedup_id: str) -> int:
+        """Shortcut for ``send(Delivery(thread_id, "user", text, dedup_id))``."""
+        return self.send(Delivery(thread_id, "user", text, dedup_id))
+
+    def _route(self, seq: int, d: Delivery) -> None:
+        tid = d.thread_id
+        box = self._inbox.get(tid)
+        if box is None:
+            box = self._inbox[tid] = deque()
+        box.append((seq, d))
+        if tid not in self._drivers:
+            if self._idle is not None:
+                self._idle.clear()
+            self._drivers[tid] = asyncio.get_running_loop().create_task(self._drive(tid))
+        elif d.kind == "user" and tid in self._completing:
+            self._interrupts.add(tid)
+            self._completing[tid].cancel()
+
+    # --- reading ---------------------------------------------------------------------------
+    def state(self, thread_id: str) -> ThreadState | None:
+        """The stored state of a thread (``None`` if it never received anything)."""
+        d = decode_state(self.store.read(thread_id, "state"))
+        return None if d is None else ThreadState.from_dict(d)
+
+    def history(self, thread_id: str) -> list[dict[str, Any]]:
+        """The stored history of a thread (OpenAI message dicts)."""
+        return decode_history(self.store.read(thread_id, "history"))
+
+    def threads(self) -> list[str]:
+        """Ids of every stored thread."""
+        return self.store.agents()
+
+    # --- the slice ---------------------------------------------------------------------------
+    def _fault_at(self, point: str, tid: str) -> None:
+        if self.fault is not None:
+            self.fault(point, tid)
+
+    async def _slice(self, seq: int, d: Delivery) -> str:
+        tid = d.thread_id
+        raw_state = self.store.read(tid, "state")
+        st = ThreadState(tid) if raw_state is None else ThreadState.from_dict(decode_state(raw_state))  # type: ignore[arg-type]
+        blob = _raw(self.store.read(tid, "history"))
+        new: list[dict[str, Any]] = []
+        if raw_state is None and self.system_prompt is not None:
+            new.append({"role": "system", "content": self.system_prompt})
+        action = apply_delivery(st, d, new, seen_window=self.seen_window)
+        log = self.log
+        if action.startswith("drop"):
+            self.store.ack((seq,))
+            log.emit("drop", tid, kind=d.kind, dedup_id=d.dedup_id, call_id=d.call_id, reason=action[5:])
+            return action
+        log.emit("delivery", tid, kind=d.kind, dedup_id=d.dedup_id, call_id=d.call_id, action=action)
+        call: ToolCall | None = None
+        if action == COMPLETE:
+            msgs = decode_history(blob) if blob else []
+            msgs.extend(new)
+            if self.token_budget is not None and (len(blob) + 200 * len(new)) // 4 > self.token_budget:
+                compacted, covered = compact_messages(msgs, self.token_budget * 2, self.summarize)
+                if covered:
+                    before = len(blob)
+                    msgs, blob, new = compacted, b"", compacted
+                    st.compactions += 1
+                    log.emit("compaction", tid, covered=covered, bytes_before=before)
+            t0 = time.perf_counter()
+            text, calls, partial = await self._complete(tid, st, msgs)
+            msg, call = finish_turn(st, text, calls, partial=partial)
+            if call is not None:
+                note_runtime_call(st, call)
+            new.append(msg)
+            self.completions += 1
+            if partial:
+                log.emit("interrupt", tid, chars=len(text))
+            log.emit("slice", tid, kind=d.kind, wall_s=time.perf_counter() - t0, partial=partial)
+        blob += encode_history(new)
+        st.n_messages += len(new) if blob.count(b"\n") != len(new) else len(new) - st.n_messages
+        st.history_bytes = len(blob)
+        st.slices += 1
+        self._fault_at("before_persist", tid)
+        self.store.commit(tid, {"state": encode_state(st.to_dict()), "history": blob}, (seq,))
+        self._fault_at("after_persist", tid)
+        if call is not None:
+            self._dispatch(tid, call)
+            log.emit("suspend", tid, call_id=call.id, tool=call.name)
+        self._fault_at("after_dispatch", tid)
+        return action
+
+    async def _complete(
+        self, tid: str, st: ThreadState, msgs: list[dict[str, Any]]
+    ) -> tuple[str, list[ToolCall], bool]:
+        parts: list[str] = []
+        calls: list[ToolCall] = []
+        stream = self.model.stream(msgs, self._schemas, thread_id=tid, turn=st.completions)
+        local = self._local
+        if local:
+            task = asyncio.current_task()
+            assert task is not None
+            self._completing[tid] = task
+        try:
+            async for x in stream:
+                if isinstance(x, str):
+                    parts.append(x)
+                else:
+                    calls.append(x)
+        except asyncio.CancelledError:
+            if tid not in self._interrupts:
+                raise
+            self._interrupts.discard(tid)
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return "".join(parts), calls, True
+        finally:
+            if local:
+                self._completing.pop(tid, None)
+        return "".join(parts), calls, False
+
+    # --- tools ----------------------------------------------------------------------------------
+    def _dispatch(self, tid: str, call: ToolCall) -> None:
+        self.log.emit("dispatch", tid, call_id=call.id, tool=call.name)
+        if call.name in RUNTIME_TOOLS:
+            dispatch_runtime_tool(self, tid, call)
+            return
+        ctx = ToolContext(self.send, tid, call.id, call.name)
+        tool = self.tools.get(call.name)
+        if tool is None:
+            ctx.result(f"error: unknown tool {call.name!r}; available: {sorted(self.tools)}")
+            return
+        try:
+            r = tool.start(ctx, call.arguments)
+        except Exception as exc:  # a failing tool is a result the model sees, not a crash
+            ctx.result(f"error: {type(exc).__name__}: {exc}")
+            return
+        if inspect.isawaitable(r):
+            task = asyncio.ensure_future(self._await_tool(ctx, r))
+            self._tool_tasks.add(task)
+            task.add_done_callback(self._tool_tasks.discard)
+        elif r is not None:
+            ctx.result(r)
+
+    async def _await_tool(self, ctx: ToolContext, aw: Any) -> None:
+        try:
+            r = await aw
+        except Exception as exc:
+            r = f"error: {type(exc).__name__}: {exc}"
+        if r is not None:
+            ctx.result(r)
+
+    async def set_timer(self, thread_id: str, delay_s: float, payload: Any, dedup_id: str) -> None:
+        """Deliver a ``timer`` to ``thread_id`` after ``delay_s`` clock seconds (local mode)."""
+
+        async def fire() -> None:
+            await self.clock.sleep(delay_s)
+            self.send(Delivery(thread_id, "timer", payload, dedup_id))
+
+        task = asyncio.ensure_future(fire())
+        self._tool_tasks.add(task)
+        task.add_done_callback(self._tool_tasks.discard)
+
+    # --- local mode ------------------------------------------------------------------------------
+    async def _drive(self, tid: str) -> None:
+        box = self._inbox[tid]
+        try:
+            while box:
+                seq, d = box.popleft()
+                await self._slice(seq, d)
+        except Exception as exc:
+            # Like a crash of this thread: the delivery stays queued in the store.
+            self.errors.append(exc)
+            self.log.emit("error", tid, error=f"{type(exc).__name__}: {exc}")
+            box.clear()
+        finally:
+            del self._drivers[tid]
+            if not box:
+                self._inbox.pop(tid, None)
+            if not self._drivers and self._idle is not None:
+                self._idle.set()
+
+    async def start(self) -> None:
+        """Enter local mode: recover queued deliveries and unanswered tool calls."""
+        self._local = True
+        self.log.mode = "local"
+        self._idle = asyncio.Event()
+        self._idle.set()
+        await self.recover()
+
+    async def recover(self) -> int:
+        """Re-start tool calls that were persisted but maybe never dispatched, and (in local
+        mode) re-route queued deliveries. Returns the number of calls re-dispatched."""
+        n = 0
+        for tid in self.store.agents():
+            st = self.state(tid)
+            if st is None or st.status == "closed":
+                continue
+            for cid, p in list(st.pending.items()):
+                if p["name"] == "receive_event":
+                    continue
+                self.log.emit("redispatch", tid, call_id=cid, tool=p["name"])
+                self._dispatch(tid, ToolCall(cid, p["name"], p.get("arguments") or {}))
+                n += 1
+        if self._local:
+            for seq, tid, body in self.store.claim(limit=10**9):
+                if not any(s == seq for s, _ in self._inbox.get(tid, ())):
+                    self._route(seq, Delivery.decode(body))
+        return n
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait (local mode) until no thread has work and no tool task is running.
+
+        Raises:
+            AgentError: a slice failed (the first error; all are in ``errors``).
+        """
+        if not self._local or self._idle is None:
+            raise AgentError("drain() needs local mode: use 'async with system:' or start()")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._drivers or self._tool_tasks:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if left == 0.0:
+                raise TimeoutError(f"threads still busy after {timeout}s: {len(self._drivers)}")
+            if self._drivers:
+                await asyncio.wait_for(self._idle.wait(), left)
+            else:
+                await asyncio.wait(set(self._tool_tasks), timeout=left)
+            await asyncio.sleep(0)
+        self.log.flush()
+        if self.errors:
+            raise AgentError(f"{len(self.errors)} slice(s) failed; first: {self.errors[0]!r}")
+
+    async def close(self) -> None:
+        """Leave local mode (cancels running tool tasks; queued deliveries stay stored)."""
+        for t in list(self._tool_tasks) + list(self._drivers.values()):
+            t.cancel()
+        await asyncio.gather(*self._tool_tasks, *self._drivers.values(), return_exceptions=True)
+        self._local = False
+        self.log.flush()
+
+    async def __aenter__(self) -> AgentSystem:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- step mode ----------------------------------------------------------------------------------
+    async def step(
+        self,
+        batch: list[tuple[int, Delivery]] | None = None,
+        *,
+        partition: int = 0,
+        partitions: int = 1,
+        limit: int = 1000,
+    ) -> StepResult:
+        """Process one batch of queued deliveries and return (step mode).
+
+        Args:
+            batch: ``(queue seq, delivery)`` pairs; default: claim up to ``limit`` oldest
+                deliveries of ``partition`` (of ``partitions``) from the store's queue.
+                Workers that each own one partition keep every thread's order.
+        """
+        if self._local:
+            raise AgentError("step() cannot run while local mode is active; close() first")
+        self.log.mode = "step"
+        if batch is None:
+            batch = [(s, Delivery.decode(b)) for s, _, b in self.store.claim(partition, partitions, limit)]
+        per_thread: dict[str, list[tuple[int, Delivery]]] = {}
+        for seq, d in batch:
+            per_thread.setdefault(d.thread_id, []).append((seq, d))
+        res = StepResult(deliveries=len(batch))
+        before = self.completions
+
+        async def run(items: list[tuple[int, Delivery]]) -> None:
+            for seq, d in items:
+                action = await self._slice(seq, d)
+                res.slices += 1
+                res.dropped += action.startswith("drop")
+
+        await asyncio.gather(*(run(v) for v in per_thread.values()))
+        # Tools started in this step finish before it returns: nothing outlives the call.
+        while self._tool_tasks:
+            await asyncio.gather(*list(self._tool_tasks), return_exceptions=True)
+        res.completions = self.completions - before
+        res.remaining = self.store.queued()
+        self.log.flush()
+        return res
+
+    async def run_steps(self, *, partitions: int = 1, limit: int = 1000, max_steps: int = 10**6) -> int:
+        """Call :meth:`step` over every partition until the queue is empty; returns steps."""
+        n = 0
+        while self.store.queued() and n < max_steps:
+            for p in range(partitions):
+                await self.step(partition=p, partitions=partitions, limit=limit)
+                n += 1
+        return n

@@ -1,0 +1,373 @@
+"""Human-in-the-loop requests and answers, kept in the run log.
+
+An agent asks a person through ``await ask_user(run_dir, question, schema)``: the request
+is appended to the ``human_requests`` dataset, and the coroutine waits by tailing
+``human_answers`` until a row with its ``request_id`` appears. Anything that can append a
+row answers it: the :class:`agentlab.viz.HumanInput` widget (same kernel), a CLI, another
+process. Because both sides live in the log, a pending request survives a browser reload,
+a kernel restart of the viewer, and (with a stable ``request_id``) a resumed run.
+
+Rows (``schema_version`` 1)::
+
+    human_requests: request_id, agent_id, question, schema (JSON text), ts, tick
+    human_answers:  request_id, answer (JSON text), answered_by, ts
+
+This module also holds :func:`tail_rows`, the cursor reader both sides use: it prefers the
+store's ``open_run(path).tail`` and falls back to reading the documented JSONL layout
+``<run>/replay/<dataset>/<shard>.jsonl`` by byte offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from agentlab.core.ids import new_id
+from agentlab.errors import ConfigError, StoreError
+
+__all__ = [
+    "ANSWERS",
+    "REQUESTS",
+    "answer_request",
+    "ask_user",
+    "pending_requests",
+    "post_request",
+    "tail_rows",
+    "validate_answer",
+]
+
+REQUESTS = "human_requests"
+ANSWERS = "human_answers"
+SCHEMA_VERSION = 1
+
+_REQUEST_COLUMNS = {
+    "request_id": "str",
+    "agent_id": "str",
+    "question": "str",
+    "schema": "json",
+    "ts": "float",
+    "tick": "int",
+    "schema_version": "int",
+}
+_ANSWER_COLUMNS = {
+    "request_id": "str",
+    "answer": "json",
+    "answered_by": "str",
+    "ts": "float",
+    "schema_version": "int",
+}
+
+# --- reading: cursors over the replay log ------------------------------------------------
+
+
+def _store_run(run_dir: Path) -> Any:
+    """The store's ``Run`` if the store provides ``open_run`` with ``tail``; else None."""
+    try:
+        from agentlab import store as _store
+
+        opener = getattr(_store, "open_run", None)
+        if opener is None:
+            return None
+        run = opener(run_dir)
+        return run if hasattr(run, "tail") else None
+    except Exception:  # a half-initialised run dir: fall back to plain files
+        return None
+
+
+def _tail_jsonl(run_dir: Path, dataset: str, cursor: Any) -> tuple[list[dict[str, Any]], Any]:
+    """Read new whole lines of ``<run>/replay/<dataset>/*.jsonl`` after ``cursor``.
+
+    The cursor maps shard file name -> byte offset. A torn last line (no newline yet) is
+    left for the next call, so a reader never sees half a record.
+    """
+    offsets: dict[str, int] = dict(cursor or {})
+    rows: list[dict[str, Any]] = []
+    folder = run_dir / "replay" / dataset
+    try:
+        entries = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".jsonl"))
+    except FileNotFoundError:
+        return rows, offsets
+    for name in entries:
+        start = offsets.get(name, 0)
+        try:
+            with open(folder / name, "rb") as f:
+                f.seek(start)
+                data = f.read()
+        except FileNotFoundError:
+            continue
+        end = data.rfind(b"\n")
+        if end < 0:
+            continue
+        for line in data[: end + 1].splitlines():
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError:  # a corrupt line in the middle: skip it, keep following
+                continue
+        offsets[name] = start + end + 1
+    return rows, offsets
+
+
+def tail_rows(
+    run: Any, dataset: str, cursor: Any = None
+) -> tuple[list[dict[str, Any]], Any]:
+    """Rows of ``dataset`` appended after ``cursor``, and the cursor to pass next time.
+
+    Args:
+        run: a run directory path, or a store ``Run`` object that has ``tail``.
+        dataset: dataset name (``timeline``, ``messages``, ...). A dataset that does not
+            exist yet yields no rows.
+        cursor: ``None`` for "from the beginning", else a value returned earlier.
+
+    Returns:
+        ``(rows, new_cursor)``; rows are dicts as written.
+    """
+    if hasattr(run, "tail"):
+        rows, new = run.tail(dataset, cursor)
+        return [dict(r) for r in rows], new
+    return _tail_jsonl(Path(run), dataset, cursor)
+
+
+# --- writing -----------------------------------------------------------------------------
+
+_fallback_lock = threading.Lock()
+_fallback_seq: dict[tuple[str, str], int] = {}
+
+
+def _append(run_dir: Path, dataset: str, columns: dict[str, str], row: dict[str, Any]) -> None:
+    """Append one row durably, through the store's replay sink when it exists."""
+    try:
+        from agentlab.store import get_replay_sink  # type: ignore[attr-defined]
+    except ImportError:
+        get_replay_sink = None
+    if get_replay_sink is not None:
+        sink = get_replay_sink(run_dir)
+        sink.register(dataset, columns=columns, description=f"human-in-the-loop {dataset}")
+        sink.append(dataset, row)
+        sink.flush()
+        return
+    # Fallback writer: the documented layout, one shard per process, whole-line appends.
+    shard = f"human-{os.getpid()}"
+    folder = run_dir / "replay" / dataset
+    folder.mkdir(parents=True, exist_ok=True)
+    with _fallback_lock:
+        key = (str(folder), shard)
+        seq = _fallback_seq.get(key, 0)
+        _fallback_seq[key] = seq + 1
+        line = json.dumps({**row, "_shard": shard, "_seq": seq}, default=str) + "\n"
+        with open(folder / f"{shard}.jsonl", "ab") as f:
+            f.write(line.encode())
+            f.flush()
+
+
+def _schema_dict(schema: Any) -> dict[str, Any] | None:
+    if schema is None:
+        return None
+    if isinstance(schema, dict):
+        return schema
+    to_schema = getattr(schema, "model_json_schema", None)
+    if to_schema is not None:
+        return dict(to_schema())
+    raise ConfigError(
+        f"unsupported answer schema {schema!r}; valid: None, a JSON-schema dict, "
+        "or a pydantic model class"
+    )
+
+
+def post_request(
+    run_dir: str | os.PathLike[str],
+    question: str,
+    schema: Any = None,
+    *,
+    agent_id: str | None = None,
+    tick: int | None = None,
+    ts: float | None = None,
+    request_id: str | None = None,
+) -> str:
+    """Append a request to ``human_requests`` and return its id (no waiting)."""
+    import time
+
+    rid = request_id or new_id("hq-")
+    row = {
+        "request_id": rid,
+        "agent_id": agent_id,
+        "question": str(question),
+        "schema": json.dumps(_schema_dict(schema)),
+        "ts": time.time() if ts is None else ts,
+        "tick": tick,
+        "schema_version": SCHEMA_VERSION,
+    }
+    _append(Path(run_dir), REQUESTS, _REQUEST_COLUMNS, row)
+    return rid
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
+}
+
+
+def validate_answer(answer: Any, schema: dict[str, Any] | None) -> Any:
+    """Check ``answer`` against a small JSON-schema subset and return it.
+
+    Supported: ``type`` (one or a list), ``enum``, ``properties``/``required`` of objects,
+    ``items`` of arrays, ``minimum``/``maximum``. Raises :class:`ConfigError` naming the
+    offending value and the expected shape.
+    """
+    if not schema:
+        return answer
+    if "enum" in schema and answer not in schema["enum"]:
+        raise ConfigError(f"answer {answer!r} is not one of {schema['enum']!r}")
+    typ = schema.get("type")
+    if typ is not None:
+        names = typ if isinstance(typ, list) else [typ]
+        ok = False
+        for n in names:
+            kinds = _TYPES.get(n)
+            if kinds is None:
+                continue
+            # bool is an int subclass; a checkbox must not satisfy "integer"
+            if isinstance(answer, bool) and n in ("integer", "number"):
+                continue
+            ok = ok or isinstance(answer, kinds)
+        if not ok:
+            raise ConfigError(f"answer {answer!r} has the wrong type; expected {typ!r}")
+    if isinstance(answer, dict):
+        for req in schema.get("required", []):
+            if req not in answer:
+                raise ConfigError(f"answer {answer!r} lacks required field {req!r}")
+        for k, sub in (schema.get("properties") or {}).items():
+            if k in answer:
+                validate_answer(answer[k], sub)
+    if isinstance(answer, list) and isinstance(schema.get("items"), dict):
+        for item in answer:
+            validate_answer(item, schema["items"])
+    if isinstance(answer, int | float) and not isinstance(answer, bool):
+        if "minimum" in schema and answer < schema["minimum"]:
+            raise ConfigError(f"answer {answer!r} is below minimum {schema['minimum']!r}")
+        if "maximum" in schema and answer > schema["maximum"]:
+            raise ConfigError(f"answer {answer!r} is above maximum {schema['maximum']!r}")
+    return answer
+
+
+def answer_request(
+    run_dir: str | os.PathLike[str],
+    request_id: str,
+    answer: Any,
+    *,
+    answered_by: str = "human",
+    schema: Any = None,
+    ts: float | None = None,
+) -> None:
+    """Append the answer to ``request_id`` (validated against ``schema`` when given)."""
+    import time
+
+    if not isinstance(request_id, str) or not request_id:
+        raise ConfigError(f"invalid request id {request_id!r}; expected a non-empty string")
+    validate_answer(answer, _schema_dict(schema))
+    row = {
+        "request_id": request_id,
+        "answer": json.dumps(answer),
+        "answered_by": str(answered_by),
+        "ts": time.time() if ts is None else ts,
+        "schema_version": SCHEMA_VERSION,
+    }
+    _append(Path(run_dir), ANSWERS, _ANSWER_COLUMNS, row)
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def pending_requests(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Requests with no answer yet, oldest first (``schema`` decoded to a dict)."""
+    src = _store_run(Path(run_dir)) or Path(run_dir)
+    reqs, _ = tail_rows(src, REQUESTS)
+    answers, _ = tail_rows(src, ANSWERS)
+    done = {a.get("request_id") for a in answers}
+    out = []
+    for r in reqs:
+        if r.get("request_id") not in done:
+            out.append({**r, "schema": _decode(r.get("schema"))})
+    return out
+
+
+async def ask_user(
+    run_dir: str | os.PathLike[str],
+    question: str,
+    schema: Any = None,
+    clock: Any = None,
+    *,
+    agent_id: str | None = None,
+    tick: int | None = None,
+    request_id: str | None = None,
+    timeout: float | None = None,
+    poll_interval: float = 0.1,
+) -> Any:
+    """Ask a person and wait for the answer; returns the decoded answer.
+
+    Args:
+        run_dir: the run directory whose log carries the request.
+        question: the text shown to the person (rendered as text, never HTML).
+        schema: ``None`` (free text), a JSON-schema dict or a pydantic model class; the
+            answer is validated against it, and a pydantic model is returned as an instance.
+        clock: the run's clock, used for the request timestamp (waiting is in real time:
+            a person is not simulated).
+        agent_id: who asks (shown in the widget).
+        tick: the society tick, if any.
+        request_id: a stable id makes the call idempotent: re-asking after a resume does
+            not post twice, and an answer already in the log is returned at once.
+        timeout: seconds of real time to wait before ``TimeoutError``; ``None`` waits.
+        poll_interval: seconds between looks at the log.
+
+    Raises:
+        TimeoutError: no answer within ``timeout``.
+    """
+    rd = Path(run_dir)
+    src = _store_run(rd) or rd
+    rid = request_id
+    existing: set[str] = set()
+    if rid is not None:
+        reqs, _ = tail_rows(src, REQUESTS)
+        existing = {r.get("request_id") for r in reqs}
+    if rid is None or rid not in existing:
+        ts = clock.now() if clock is not None else None
+        rid = post_request(
+            rd, question, schema, agent_id=agent_id, tick=tick, ts=ts, request_id=rid
+        )
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    cursor: Any = None
+    while True:
+        rows, cursor = tail_rows(src, ANSWERS, cursor)
+        for row in rows:
+            if row.get("request_id") == rid:
+                return _convert(_decode(row.get("answer")), schema)
+        if deadline is not None and loop.time() >= deadline:
+            raise TimeoutError(f"no answer to human request {rid!r} within {timeout} s")
+        await asyncio.sleep(poll_interval)
+
+
+def _convert(answer: Any, schema: Any) -> Any:
+    validator = getattr(schema, "model_validate", None)
+    if validator is not None:
+        try:
+            return validator(answer)
+        except Exception as e:
+            raise StoreError(f"answer {answer!r} does not fit {schema!r}: {e}") from e
+    return answer

@@ -1,0 +1,285 @@
+"""Spans: ``Tracer`` writes finished spans to ``trace/<shard>.jsonl``.
+
+```python
+tracer = get_tracer(run_dir, clock=clock)
+with tracer.trace_span("tick", tick=3) as span:      # or: async with / @tracer.trace_span(...)
+    child = tracer.start_span("llm.call", model="sim/vllm-3b")   # parent = current span
+    tracer.record_event("retry", attempt=2)                      # on the current span
+    tracer.end_span(child, status="ok", tokens=42)
+```
+
+A span row: ``trace_id`` (32 hex), ``span_id`` (16 hex), ``parent`` (16 hex or null),
+``name``, ``kind``, ``start``/``end`` (seconds from the tracer's clock), ``status``
+(``ok``/``error``/``unset``), ``status_message``, ``attributes`` (object), ``events``
+(list of ``{name, ts, attributes}``), plus ``_shard``/``_seq``. Spans are written when they
+end; the current span travels in a ``contextvars`` variable (so it follows asyncio tasks).
+To continue a trace in another process pass ``span.context`` (a small dict) as ``parent``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from agentlab.core.clock import Clock, RealClock
+from agentlab.errors import ConfigError
+from agentlab.store._writer import _LogWriter, encode_row, get_writer
+from agentlab.store.layout import TRACE_DIR
+
+__all__ = ["Span", "Tracer", "get_tracer"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_STATUSES = ("ok", "error", "unset")
+_CURRENT: contextvars.ContextVar[Span | None] = contextvars.ContextVar(
+    "agentlab_span", default=None
+)
+
+
+class Span:
+    """One unit of work. Mutable until it ends; then it is written and frozen."""
+
+    __slots__ = (
+        "attributes",
+        "end",
+        "events",
+        "kind",
+        "name",
+        "parent",
+        "span_id",
+        "start",
+        "status",
+        "status_message",
+        "trace_id",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        trace_id: str,
+        span_id: str,
+        parent: str | None,
+        start: float,
+        attributes: dict[str, Any],
+        kind: str = "internal",
+    ) -> None:
+        self.name, self.trace_id, self.span_id, self.parent = name, trace_id, span_id, parent
+        self.start, self.end = start, None
+        self.kind = kind
+        self.attributes = attributes
+        self.events: list[dict[str, Any]] = []
+        self.status, self.status_message = "unset", None
+
+    @property
+    def context(self) -> dict[str, str]:
+        """``{"trace_id", "span_id"}``: pass it as ``parent`` in another process."""
+        return {"trace_id": self.trace_id, "span_id": self.span_id}
+
+    @property
+    def ended(self) -> bool:
+        return self.end is not None
+
+    def set_attributes(self, **attrs: Any) -> None:
+        """Add or replace attributes."""
+        self.attributes.update(attrs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row written to the trace shard (without ``_shard``/``_seq``)."""
+        return {
+            "trace_id": self.trace_id,
+            "span_id": self.span_id,
+            "parent": self.parent,
+            "name": self.name,
+            "kind": self.kind,
+            "start": self.start,
+            "end": self.end,
+            "status": self.status,
+            "status_message": self.status_message,
+            "attributes": self.attributes,
+            "events": self.events,
+        }
+
+    def __repr__(self) -> str:
+        return f"Span({self.name!r}, span_id={self.span_id!r}, status={self.status!r})"
+
+
+def _parent_ids(parent: Any) -> tuple[str | None, str | None]:
+    if parent is None:
+        return None, None
+    if isinstance(parent, Span):
+        return parent.trace_id, parent.span_id
+    if isinstance(parent, Mapping):
+        return str(parent["trace_id"]), str(parent["span_id"])
+    if isinstance(parent, tuple) and len(parent) == 2:
+        return str(parent[0]), str(parent[1])
+    raise ConfigError(
+        f"invalid span parent {parent!r}; pass a Span, span.context dict, or (trace_id, span_id)"
+    )
+
+
+class Tracer:
+    """Creates spans and writes them through the process's run-log writer.
+
+    Args:
+        run_dir: the run directory.
+        clock: source of timestamps (default :class:`~agentlab.core.clock.RealClock`).
+        shard: shard file stem (default ``<hostname>-<pid>``, shared with the replay sink).
+        **settings: writer settings on first creation (``flush_interval``, ``fsync``...).
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        shard: str | None = None,
+        **settings: Any,
+    ) -> None:
+        self._writer: _LogWriter = get_writer(run_dir, shard, **settings)
+        self.clock: Clock = clock or RealClock()
+        self._open: dict[str, Span] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def run_dir(self) -> Path:
+        return self._writer.run_dir
+
+    @staticmethod
+    def current_span() -> Span | None:
+        """The span of the enclosing ``trace_span`` block in this context, if any."""
+        return _CURRENT.get()
+
+    def start_span(
+        self, name: str, parent: Any = None, *, kind: str = "internal", **attrs: Any
+    ) -> Span:
+        """Open a span. ``parent`` defaults to the current span; else a new trace starts."""
+        trace_id, parent_id = _parent_ids(parent if parent is not None else _CURRENT.get())
+        span = Span(
+            name,
+            trace_id or os.urandom(16).hex(),
+            os.urandom(8).hex(),
+            parent_id,
+            self.clock.now(),
+            attrs,
+            kind,
+        )
+        with self._lock:
+            self._open[span.span_id] = span
+        return span
+
+    def end_span(
+        self, span: Span, status: str = "ok", message: str | None = None, **attrs: Any
+    ) -> None:
+        """Close ``span`` (idempotent), add ``attrs``, and queue it for writing."""
+        if status not in _STATUSES:
+            raise ConfigError(f"unknown span status {status!r}; valid: {', '.join(_STATUSES)}")
+        with self._lock:
+            if span.end is not None:
+                return
+            self._open.pop(span.span_id, None)
+            span.end = self.clock.now()
+        span.status, span.status_message = status, message
+        if attrs:
+            span.attributes.update(attrs)
+        self._writer.add(f"{TRACE_DIR}/{self._writer.shard}.jsonl", (encode_row(span.to_dict()),))
+
+    def record_event(self, name: str, span: Span | None = None, **attrs: Any) -> None:
+        """Attach an event to ``span`` (default: the current one).
+
+        Without any span, the event is written as a zero-length span of kind ``event``.
+        """
+        target = span or _CURRENT.get()
+        ts = self.clock.now()
+        if target is not None and target.end is None:
+            target.events.append({"name": name, "ts": ts, "attributes": attrs})
+            return
+        s = self.start_span(name, parent=target, kind="event", **attrs)
+        s.start = ts
+        self.end_span(s)
+
+    def trace_span(self, name: str, **attrs: Any) -> _SpanScope:
+        """A span around a block or function: ``with``, ``async with`` or ``@decorator``.
+
+        An exception marks the span ``error`` (message = ``repr(exc)``) and propagates.
+        """
+        return _SpanScope(self, name, attrs)
+
+    def flush(self) -> None:
+        """Write every buffered span (and replay row) of this process now."""
+        self._writer.flush()
+
+    def close(self) -> None:
+        """End still-open spans with status ``unset``, flush and release files."""
+        with self._lock:
+            still_open = list(self._open.values())
+        for span in still_open:
+            self.end_span(span, status="unset", message="never ended")
+        self._writer.close()
+
+
+class _SpanScope:
+    """Context manager and decorator returned by :meth:`Tracer.trace_span`."""
+
+    def __init__(self, tracer: Tracer, name: str, attrs: dict[str, Any]) -> None:
+        self._tracer, self._name, self._attrs = tracer, name, attrs
+        self._stack: list[tuple[Span, contextvars.Token[Span | None]]] = []
+
+    def __enter__(self) -> Span:
+        span = self._tracer.start_span(self._name, **dict(self._attrs))
+        self._stack.append((span, _CURRENT.set(span)))
+        return span
+
+    def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> None:
+        span, token = self._stack.pop()
+        _CURRENT.reset(token)
+        if exc is None:
+            self._tracer.end_span(span, status="ok")
+        else:
+            self._tracer.end_span(span, status="error", message=repr(exc))
+
+    async def __aenter__(self) -> Span:
+        return self.__enter__()
+
+    async def __aexit__(self, et: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(et, exc, tb)
+
+    def __call__(self, fn: F) -> F:
+        tracer, name, attrs = self._tracer, self._name, self._attrs
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                async with _SpanScope(tracer, name, attrs):
+                    return await fn(*args, **kwargs)
+
+            return awrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with _SpanScope(tracer, name, attrs):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+_TRACERS: dict[tuple[str, str | None, int, int], Tracer] = {}
+
+
+def get_tracer(
+    run_dir: str | os.PathLike[str],
+    *,
+    clock: Clock | None = None,
+    shard: str | None = None,
+    **settings: Any,
+) -> Tracer:
+    """The process-wide :class:`Tracer` for ``run_dir`` (one per clock object)."""
+    key = (str(Path(run_dir).resolve()), shard, os.getpid(), id(clock) if clock else 0)
+    tracer = _TRACERS.get(key)
+    if tracer is None:
+        tracer = _TRACERS[key] = Tracer(run_dir, clock=clock, shard=shard, **settings)
+    return tracer

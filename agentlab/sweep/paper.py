@@ -1,0 +1,75 @@
+"""``agentlab paper``: execute a notebook fresh and export it to HTML next to its manifest.
+
+The artefact a reader can check: ``OUT/<name>.ipynb`` (executed), ``OUT/<name>.html``
+(figures included), ``OUT/manifest.json`` (versions, git revision, parameters, timings),
+``OUT/results.jsonl`` and whatever run directories the notebook wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from agentlab.errors import ConfigError, SweepError
+from agentlab.sweep.grid import parse_param_args
+from agentlab.sweep.runner import run_point
+
+__all__ = ["export_html", "main", "make_paper"]
+
+
+def export_html(executed: Path, html_path: Path) -> Path:
+    """Convert an executed notebook to standalone HTML (plotly figures embedded as data)."""
+    import nbconvert
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    body, _ = nbconvert.HTMLExporter(embed_images=True).from_notebook_node(nb)
+    html_path.write_text(body)
+    return html_path
+
+
+def make_paper(
+    notebook: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    params: dict[str, Any] | None = None,
+    *,
+    timeout: float | None = None,
+) -> Path:
+    """Execute ``notebook`` fresh into ``out`` and export HTML; returns the HTML path."""
+    from agentlab.store import write_manifest
+
+    nb = Path(notebook)
+    if not nb.is_file():
+        raise ConfigError(f"notebook {str(nb)!r} does not exist")
+    outp = Path(out)
+    outp.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    status = run_point(nb, params or {}, outp, point_id=nb.stem, timeout=timeout)
+    write_manifest(
+        outp,
+        kind="paper",
+        config={
+            "notebook": str(nb.resolve()),
+            "status": status["status"],
+            "duration_s": status["duration_s"],
+            "started": started,
+        },
+        seed=(params or {}).get("seed"),
+        params=params or {},
+    )
+    executed = outp / "notebook.ipynb"
+    if status["status"] != "ok":
+        raise SweepError(f"{nb.name} failed ({status['status']}): {status['error']}")
+    final = outp / f"{nb.stem}.ipynb"
+    executed.replace(final)
+    return export_html(final, outp / f"{nb.stem}.html")
+
+
+def main(args: argparse.Namespace) -> int:
+    """CLI: ``agentlab paper NOTEBOOK --out DIR [-p NAME=VALUE ...]``."""
+    html = make_paper(args.notebook, args.out, parse_param_args(args.param, multi=False))
+    print(f"paper written: {html}\nmanifest: {Path(args.out) / 'run.json'}")
+    return 0

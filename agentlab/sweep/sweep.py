@@ -1,0 +1,268 @@
+"""``sweep``: run a parameterised notebook over a grid, locally or on Ray, resumably."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import logging
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from agentlab.errors import ConfigError, SweepError
+from agentlab.store.atomic import atomic_write_json, read_json
+from agentlab.sweep.grid import Grid, expand_grid, point_id
+from agentlab.sweep.results import read_results
+from agentlab.sweep.runner import kill_running, read_status, run_point
+
+__all__ = ["Sweep", "sweep"]
+
+SCHEMA_VERSION = 1
+
+
+class Sweep:
+    """The points of a sweep on disk: ``out/sweep.json`` plus one directory per point."""
+
+    def __init__(self, out: str | os.PathLike[str]) -> None:
+        self.out = Path(out)
+        meta = read_json(self.out / "sweep.json")
+        if meta is None:
+            raise SweepError(f"{self.out} is not a sweep directory (no sweep.json)")
+        self.meta: dict[str, Any] = meta
+
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        """``[{"point_id": ..., "params": {...}}, ...]`` in grid order."""
+        return list(self.meta["points"])
+
+    def point_dir(self, pid: str) -> Path:
+        """Where one point's notebook, status and run directories live."""
+        return self.out / pid
+
+    def df(self) -> Any:
+        """One row per point: parameters, status, duration, error, recorded values."""
+        import pandas as pd
+
+        rows = []
+        for p in self.points:
+            st = read_status(self.point_dir(p["point_id"])) or {}
+            row: dict[str, Any] = {"point_id": p["point_id"], **p["params"]}
+            row["status"] = st.get("status", "pending")
+            row["duration_s"] = st.get("duration_s")
+            row["error"] = (st.get("error") or "").strip().splitlines()[-1:] or None
+            if isinstance(row["error"], list):
+                row["error"] = row["error"][0]
+            for k, v in read_results(self.point_dir(p["point_id"])).items():
+                row[k] = v
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def run_dirs(self) -> dict[str, Path]:
+        """Every run directory (a folder holding ``replay/``) inside each point."""
+        found: dict[str, Path] = {}
+        for p in self.points:
+            base = self.point_dir(p["point_id"])
+            for schema in sorted(base.glob("**/replay/_schema.json")):
+                run = schema.parent.parent
+                rel = run.relative_to(base).as_posix()
+                found[p["point_id"] if rel == "." else f"{p['point_id']}/{rel}"] = run
+        return found
+
+    def sql(self, query: str) -> Any:
+        """DuckDB SQL over all points' run logs; each dataset is a view with a ``point`` column."""
+        from agentlab.store import sql_over_runs
+
+        return sql_over_runs(self.run_dirs(), query)
+
+    def __repr__(self) -> str:
+        return f"Sweep({str(self.out)!r}, points={len(self.points)})"
+
+
+def _nb_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def sweep(
+    notebook: str | os.PathLike[str],
+    grid: Grid,
+    *,
+    out: str | os.PathLike[str],
+    executor: str = "ray",
+    max_parallel: int | None = None,
+    cpus_per_run: float = 1,
+    timeout: float | None = None,
+    resume: bool = True,
+    progress: bool = True,
+    address: str | None = None,
+    kernel_name: str | None = None,
+) -> Sweep:
+    """Execute ``notebook`` once per grid point with papermill; return the :class:`Sweep`.
+
+    Args:
+        notebook: a notebook with a cell tagged ``parameters``.
+        grid: dict of lists (cartesian product) or list of dicts.
+        out: sweep directory; each point lands in ``out/<point-id>/``.
+        executor: ``"ray"`` (a Ray task per point; ``address=`` joins a cluster) or
+            ``"local"`` (a pool of child processes).
+        max_parallel: points at once (default: CPUs / cpus_per_run).
+        cpus_per_run: Ray CPUs reserved per point.
+        timeout: seconds per point; a point past it is killed and marked ``timeout``.
+        resume: skip points whose status is ``ok`` (failed/missing ones run again).
+        progress: show a progress bar.
+
+    A failing point never stops the others. Ctrl-C kills running points, marks nothing as
+    done that is not, and re-raises ``KeyboardInterrupt`` after saving the sweep file.
+    """
+    nb = Path(notebook)
+    if not nb.is_file():
+        raise ConfigError(f"notebook {str(nb)!r} does not exist")
+    if executor not in {"ray", "local"}:
+        raise ConfigError(f"unknown executor {executor!r}; valid: 'local', 'ray'")
+    points = expand_grid(grid)
+    outp = Path(out)
+    outp.mkdir(parents=True, exist_ok=True)
+    entries: list[dict[str, Any]] = [{"point_id": point_id(p), "params": p} for p in points]
+    previous = read_json(outp / "sweep.json")
+    meta = {
+        "schema_version": SCHEMA_VERSION,
+        "notebook": str(nb.resolve()),
+        "notebook_sha256": _nb_hash(nb),
+        "executor": executor,
+        "points": entries,
+        "created": (previous or {}).get("created", time.time()),
+        "updated": time.time(),
+    }
+    if previous and previous.get("notebook_sha256") != meta["notebook_sha256"] and resume:
+        warnings.warn(
+            "the notebook changed since this sweep last ran; finished points are "
+            "kept (pass resume=False to re-run them)",
+            stacklevel=2,
+        )
+    atomic_write_json(outp / "sweep.json", meta)
+    todo = [
+        e
+        for e in entries
+        if not (resume and (read_status(outp / e["point_id"]) or {}).get("status") == "ok")
+    ]
+    result = Sweep(outp)
+    if not todo:
+        return result
+    bar = _progress(len(entries), len(entries) - len(todo), progress)
+    try:
+        if executor == "local":
+            _run_local(
+                nb, todo, outp, max_parallel or os.cpu_count() or 1, timeout, kernel_name, bar
+            )
+        else:
+            _run_ray(nb, todo, outp, max_parallel, cpus_per_run, timeout, kernel_name, address, bar)
+    finally:
+        bar.close()
+    return result
+
+
+def _progress(total: int, done: int, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, desc="sweep", unit="pt", disable=not enabled)
+
+
+def _tick(bar: Any, status: dict[str, Any]) -> None:
+    bar.update(1)
+    bar.set_postfix_str(f"last={status['point_id'][:28]} {status['status']}")
+
+
+def _run_local(
+    nb: Path,
+    todo: list[dict[str, Any]],
+    outp: Path,
+    parallel: int,
+    timeout: float | None,
+    kernel_name: str | None,
+    bar: Any,
+) -> None:
+    pool = cf.ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="agentlab-sweep")
+    futures: dict[cf.Future[dict[str, Any]], str] = {}
+    for e in todo:
+        fut = pool.submit(
+            run_point,
+            nb,
+            e["params"],
+            outp / e["point_id"],
+            point_id=e["point_id"],
+            timeout=timeout,
+            kernel_name=kernel_name,
+        )
+        futures[fut] = e["point_id"]
+    try:
+        for fut in cf.as_completed(futures):
+            _tick(bar, fut.result())
+    except KeyboardInterrupt:
+        for f in futures:
+            f.cancel()
+        kill_running()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _run_ray(
+    nb: Path,
+    todo: list[dict[str, Any]],
+    outp: Path,
+    max_parallel: int | None,
+    cpus_per_run: float,
+    timeout: float | None,
+    kernel_name: str | None,
+    address: str | None,
+    bar: Any,
+) -> None:
+    import ray
+
+    from agentlab.sweep._ray import remote_point, unpack_into
+
+    if not ray.is_initialized():
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+            configure_logging=False,
+        )
+    task = remote_point(cpus_per_run)
+    nb_bytes = nb.read_bytes()
+    nb_ref = ray.put(nb_bytes)
+    limit = max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1) // cpus_per_run))
+    pending = list(todo)
+    inflight: dict[Any, str] = {}
+
+    def submit() -> None:
+        while pending and len(inflight) < limit:
+            e = pending.pop(0)
+            ref = task.remote(nb.name, nb_ref, e["params"], e["point_id"], timeout, kernel_name)
+            inflight[ref] = e["point_id"]
+
+    try:
+        submit()
+        while inflight:
+            done, _ = ray.wait(list(inflight), num_returns=1)
+            ref = done[0]
+            pid = inflight.pop(ref)
+            try:
+                status, archive = ray.get(ref)
+                unpack_into(archive, outp / pid)
+            except ray.exceptions.RayError as exc:  # the worker died: record, go on
+                status = {
+                    "point_id": pid,
+                    "status": "failed",
+                    "error": str(exc)[-2000:],
+                    "params": next(e["params"] for e in todo if e["point_id"] == pid),
+                }
+                atomic_write_json(outp / pid / "status.json", status)
+            _tick(bar, status)
+            submit()
+    except KeyboardInterrupt:
+        for ref in inflight:
+            ray.cancel(ref, force=True)
+        raise

@@ -1,0 +1,138 @@
+"""The base class of the live widgets: locating the ES modules and wiring a Follower.
+
+A subclass declares the datasets it follows, folds rows into its model in ``_ingest`` and
+returns the traits of one frame from ``_frame``. Frames are sent from the follower thread
+inside ``hold_sync`` so one frame is one comm message.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anywidget
+import traitlets as t
+
+from agentlab.viz._follow import Follower, make_source, run_path
+
+__all__ = ["LiveWidget", "load_css", "load_esm", "widgets_dir"]
+
+
+@cache
+def widgets_dir() -> Path:
+    """The folder with the ES modules: the repo's ``widgets/`` (editable install) or the
+    wheel's ``agentlab/_widgets`` (force-included by pyproject)."""
+    here = Path(__file__).resolve().parent.parent  # .../agentlab
+    for cand in (here.parent / "widgets", here / "_widgets"):
+        if (cand / "_common.js").is_file():
+            return cand
+    from agentlab.errors import StoreError
+
+    raise StoreError(f"widget front-end files not found next to {here}; reinstall agentlab")
+
+
+def load_esm(name: str) -> str:
+    """The ES module ``name`` with the shared helpers prepended (one self-contained module:
+    anywidget loads modules from blobs, so relative imports between them cannot work)."""
+    d = widgets_dir()
+    return (d / "_common.js").read_text() + "\n" + (d / name).read_text()
+
+
+def load_css() -> str:
+    """The shared stylesheet."""
+    return (widgets_dir() / "agentlab.css").read_text()
+
+
+class LiveWidget(anywidget.AnyWidget):  # type: ignore[misc]
+    """Follows datasets of one run and pushes coalesced frames (≤ ``max_fps``).
+
+    Args:
+        run: run directory, store ``Run`` or ``Society``.
+        follow: keep following in a background thread; ``False`` loads the current history
+            once (a static view of a finished run).
+        max_fps: frame cap.
+        poll_interval: seconds between looks at the log.
+    """
+
+    run_dir = t.Unicode("").tag(sync=True)
+    following = t.Bool(False).tag(sync=True)
+    frame = t.Int(0).tag(sync=True)
+    rows_seen = t.Int(0).tag(sync=True)
+
+    datasets: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        run: Any,
+        *,
+        follow: bool = True,
+        max_fps: float = 20.0,
+        poll_interval: float = 0.05,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._run = run
+        self.run_dir = os.fspath(run_path(run))
+        self._follower = Follower(
+            make_source(run),
+            self.datasets,
+            self._ingest,
+            self._emit_frame,
+            max_fps=max_fps,
+            poll_interval=poll_interval,
+        )
+        self.on_msg(self._dispatch_msg)
+        if follow:
+            self.start()
+        else:
+            self.refresh()
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Follow the log in a background thread (history first, then live rows)."""
+        self._follower.start()
+        self.following = True
+
+    def stop(self) -> None:
+        """Stop following (the last frame stays on screen and in the saved notebook)."""
+        self._follower.stop()
+        self.refresh()
+        self.following = False
+
+    def refresh(self) -> None:
+        """Read what is new and send a frame now (also usable without the thread)."""
+        self._follower.step(force=True)
+
+    def close(self) -> None:
+        """Stop the thread and close the comm."""
+        self._follower.stop()
+        super().close()
+
+    # --- subclass hooks ----------------------------------------------------------------
+
+    def _ingest(self, dataset: str, rows: list[dict[str, Any]]) -> bool:
+        raise NotImplementedError
+
+    def _frame(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _on_front_msg(self, msg: dict[str, Any]) -> None:
+        """Handle a custom message from the browser (buttons, answers, span lookups)."""
+
+    # --- plumbing ----------------------------------------------------------------------
+
+    def _emit_frame(self) -> None:
+        traits = self._frame()
+        with self.hold_sync():
+            for k, v in traits.items():
+                self.set_trait(k, v)
+            self.rows_seen = self._follower.rows_seen
+            self.frame = self.frame + 1
+
+    def _dispatch_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict):
+            with self._follower.lock:
+                self._on_front_msg(content)

@@ -1,0 +1,220 @@
+"""ConversationView: messages as they happen, grouped by hub, with filters and span links.
+
+Follows the ``messages`` dataset. Messages are normalised to small JSON dicts (content
+capped, structured blocks and tool calls summarised) and synced as snapshot + delta lists.
+Filtering by hub, agent and role and text search happen in the browser over what is loaded.
+Clicking a message's span link asks Python for the trace span, which is read from
+``<run>/trace/*.jsonl`` and shown in a details panel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import traitlets as t
+
+from agentlab.viz._base import LiveWidget, load_css, load_esm
+from agentlab.viz._follow import Journal
+
+__all__ = ["ConversationModel", "ConversationView", "find_span"]
+
+MAX_CONTENT = 4000
+MAX_BLOCK = 300
+
+
+def _loads(value: Any) -> Any:
+    if isinstance(value, str | bytes):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _short(value: Any, limit: int = MAX_BLOCK) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _blocks(raw: Any) -> list[dict[str, str]]:
+    """Compact view of structured blocks: ``{kind, name, text}`` each (never rendered as HTML)."""
+    blocks = _loads(raw)
+    if blocks is None or blocks == "":
+        return []
+    if not isinstance(blocks, list):
+        blocks = [blocks]
+    out = []
+    for b in blocks[:20]:
+        if not isinstance(b, dict):
+            out.append({"kind": "data", "name": "", "text": _short(b)})
+            continue
+        kind = str(b.get("type") or b.get("kind") or "data")
+        if kind == "text":
+            continue  # already in content
+        name = str(b.get("name") or b.get("tool") or "")
+        body = {k: v for k, v in b.items() if k not in ("type", "kind", "name", "tool", "id")}
+        if set(body) == {"input"} or set(body) == {"arguments"} or set(body) == {"output"}:
+            body = next(iter(body.values()))
+        out.append({"kind": kind, "name": name, "text": _short(body)})
+    return out
+
+
+def _text(content: Any) -> str:
+    content = _loads(content) if isinstance(content, bytes) else content
+    if content is None:
+        return ""
+    if isinstance(content, list):  # list of blocks: join their text parts
+        parts = [str(b.get("text", "")) for b in content if isinstance(b, dict)]
+        content = "\n".join(p for p in parts if p)
+    text = content if isinstance(content, str) else json.dumps(content, default=str)
+    return text if len(text) <= MAX_CONTENT else text[: MAX_CONTENT - 1] + "…"
+
+
+class ConversationModel:
+    """Normalises ``messages`` rows and keeps facets (hubs, senders, roles) for filters.
+
+    Args:
+        max_messages: messages kept (older ones drop out of the view, never out of the log).
+        snapshot_interval: seconds between full snapshots.
+    """
+
+    def __init__(self, max_messages: int = 1000, snapshot_interval: float = 2.0) -> None:
+        self.journal: Journal[dict[str, Any]] = Journal(
+            max_messages, snapshot_interval, max_delta=300
+        )
+        self.hubs: Counter[str] = Counter()
+        self.senders: Counter[str] = Counter()
+        self.roles: Counter[str] = Counter()
+
+    def normalise(self, row: dict[str, Any], key: int) -> dict[str, Any]:
+        """One message row → the JSON dict the browser renders (all values plain text)."""
+        receivers = _loads(row.get("receivers"))
+        if receivers is None:
+            receivers = []
+        elif not isinstance(receivers, list):
+            receivers = [receivers]
+        blocks = _blocks(row.get("blocks"))
+        for tc in _loads(row.get("tool_calls")) or []:
+            if isinstance(tc, dict):
+                fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+                blocks.append(
+                    {
+                        "kind": "tool_call",
+                        "name": str(fn.get("name", "")),
+                        "text": _short(_loads(fn.get("arguments", ""))),
+                    }
+                )
+        return {
+            "k": key,
+            "msg_id": str(row.get("msg_id") or ""),
+            "sender": str(row.get("sender") or ""),
+            "receivers": [str(r) for r in receivers][:20],
+            "hub": str(row.get("hub") or row.get("thread") or "(direct)"),
+            "role": str(row.get("role") or ""),
+            "content": _text(row.get("content")),
+            "blocks": blocks,
+            "tick": row.get("tick"),
+            "ts": row.get("ts"),
+            "span_id": str(row.get("span_id") or ""),
+            "trace_id": str(row.get("trace_id") or ""),
+        }
+
+    def ingest(self, rows: list[dict[str, Any]]) -> bool:
+        """Add message rows; returns whether anything changed."""
+        msgs = [self.normalise(r, self.journal.count + i) for i, r in enumerate(rows)]
+        for m in msgs:
+            self.hubs[m["hub"]] += 1
+            self.senders[m["sender"]] += 1
+            self.roles[m["role"]] += 1
+        return self.journal.extend(msgs) > 0
+
+    def facets(self) -> dict[str, Any]:
+        """Counts per hub, sender and role (for the filter controls)."""
+        return {
+            "hubs": dict(self.hubs.most_common(200)),
+            "senders": sorted(self.senders)[:500],
+            "roles": sorted(self.roles),
+        }
+
+    def frame(self, force_snapshot: bool = False) -> dict[str, Any]:
+        """Trait values of one frame."""
+        base, delta = self.journal.frame(force_snapshot)
+        traits: dict[str, Any] = {
+            "msgs_delta": delta,
+            "facets": self.facets(),
+            "total": self.journal.count,
+        }
+        if base is not None:
+            traits["msgs_base"] = base
+        return traits
+
+
+def find_span(run_dir: str | os.PathLike[str], span_id: str = "", msg_id: str = "") -> dict:
+    """The trace span with ``span_id`` (or whose attributes name ``msg_id``), else ``{}``."""
+    folder = Path(run_dir) / "trace"
+    try:
+        names = sorted(p for p in folder.iterdir() if p.suffix == ".jsonl")
+    except FileNotFoundError:
+        return {}
+    for path in names:
+        with open(path, "rb") as f:
+            for line in f:
+                if (span_id and span_id.encode() not in line) and (
+                    not msg_id or msg_id.encode() not in line
+                ):
+                    continue  # cheap byte test before parsing
+                try:
+                    span = json.loads(line)
+                except ValueError:
+                    continue
+                attrs = span.get("attrs") or {}
+                if (span_id and span.get("span_id") == span_id) or (
+                    msg_id and isinstance(attrs, dict) and attrs.get("msg_id") == msg_id
+                ):
+                    return span
+    return {}
+
+
+class ConversationView(LiveWidget):
+    """Messages grouped by hub/thread; filter by agent or role; search; span details.
+
+    Args:
+        run: run directory, store ``Run`` or ``Society``.
+        max_messages: messages kept in the view.
+        **kwargs: see :class:`~agentlab.viz._base.LiveWidget`.
+    """
+
+    _esm = load_esm("conversation_view.js")
+    _css = load_css()
+
+    datasets = ("messages",)
+    msgs_base = t.List().tag(sync=True)
+    msgs_delta = t.List().tag(sync=True)
+    facets = t.Dict().tag(sync=True)
+    total = t.Int(0).tag(sync=True)
+    span_detail = t.Dict().tag(sync=True)
+
+    def __init__(self, run: Any, *, max_messages: int = 1000, **kwargs: Any) -> None:
+        self._model = ConversationModel(max_messages)
+        super().__init__(run, **kwargs)
+
+    def _ingest(self, dataset: str, rows: list[dict[str, Any]]) -> bool:
+        return self._model.ingest(rows)
+
+    def _frame(self) -> dict[str, Any]:
+        return self._model.frame()
+
+    def _on_front_msg(self, msg: dict[str, Any]) -> None:
+        if msg.get("type") != "span":
+            return
+        span_id, msg_id = str(msg.get("span_id") or ""), str(msg.get("msg_id") or "")
+        span = find_span(self.run_dir, span_id, msg_id)
+        self.span_detail = {
+            "query": span_id or msg_id,
+            "found": bool(span),
+            "text": json.dumps(span, indent=1, default=str, sort_keys=True)[:20000],
+        }

@@ -1,0 +1,62 @@
+"""End-to-end sweeps with real papermill kernels (each kernel start costs seconds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentlab.sweep import Sweep, sweep
+
+pytestmark = pytest.mark.slow
+
+
+def test_sweep_failure_timeout_and_resume(tiny_notebook: Path, tmp_path: Path) -> None:
+    out = tmp_path / "sw"
+    grid = [
+        {"x": 1},
+        {"x": 2},
+        {"x": 3, "fail": True},
+        {"x": 4, "sleep": 60.0},
+    ]
+    s = sweep(
+        tiny_notebook, grid, out=out, executor="local", max_parallel=2, timeout=25, progress=False
+    )
+    df = s.df().set_index("x")
+    assert df.loc[1, "status"] == "ok" and df.loc[1, "y"] == 2
+    assert df.loc[2, "status"] == "ok" and df.loc[2, "y"] == 4
+    # the failing point is reported with its error and keeps its partial notebook/results
+    assert df.loc[3, "status"] == "failed"
+    assert "boom at x=3" in df.loc[3, "error"]
+    assert df.loc[3, "y"] == 6  # recorded before the failing cell
+    pid3 = df.loc[3, "point_id"]
+    assert (out / pid3 / "notebook.ipynb").exists()
+    # the timed-out point was killed, only that one
+    assert df.loc[4, "status"] == "timeout"
+    assert "timeout" in df.loc[4, "error"]
+    meta = json.loads((out / "sweep.json").read_text())
+    assert len(meta["points"]) == 4 and meta["schema_version"] == 1
+
+    # resume: finished points are skipped (their status files are untouched)
+    ok_status = (out / df.loc[1, "point_id"] / "status.json").read_text()
+    grid[2] = {"x": 3}  # a new point replaces the failing one
+    grid[3] = {"x": 4}  # same params? no: differs from the timed-out one -> new point id
+    s2 = sweep(tiny_notebook, grid, out=out, executor="local", max_parallel=2, progress=False)
+    assert (out / df.loc[1, "point_id"] / "status.json").read_text() == ok_status
+    df2 = s2.df()
+    assert list(df2["status"]) == ["ok", "ok", "ok", "ok"]
+    assert sorted(df2["y"]) == [2, 4, 6, 8]
+    assert isinstance(Sweep(out).df(), type(df2))
+
+
+def test_resume_reruns_failed_point(tiny_notebook: Path, tmp_path: Path) -> None:
+    out = tmp_path / "sw2"
+    grid = {"x": [5], "fail": [True]}
+    s = sweep(tiny_notebook, grid, out=out, executor="local", progress=False)
+    first = s.df().iloc[0]
+    assert first["status"] == "failed"
+    status_path = out / first["point_id"] / "status.json"
+    t0 = json.loads(status_path.read_text())["ended"]
+    s = sweep(tiny_notebook, grid, out=out, executor="local", progress=False)
+    assert json.loads(status_path.read_text())["ended"] > t0  # ran again

@@ -1,0 +1,110 @@
+// Shared helpers, prepended to every agentlab widget module by agentlab.viz._base.load_esm
+// (anywidget loads each module from a blob, so modules cannot import each other).
+// Agent text is untrusted: everything here builds DOM with createElement + textContent.
+
+/**
+ * Create an element with an optional class and text (set via textContent, never HTML).
+ * @param {string} tag
+ * @param {string} [cls]
+ * @param {unknown} [text]
+ * @returns {HTMLElement}
+ */
+function h(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+/**
+ * Decode a little-endian float64 buffer (a DataView from the widget state) into rows.
+ * The copy avoids alignment errors when the buffer's byteOffset is not a multiple of 8.
+ * @param {DataView | ArrayBuffer | null | undefined} dv
+ * @param {number} ncols
+ * @returns {Float64Array[]}
+ */
+function f64rows(dv, ncols) {
+  if (!dv || !ncols) return [];
+  /** @type {ArrayBuffer} */
+  let buf;
+  if (dv instanceof ArrayBuffer) buf = dv;
+  else buf = dv.buffer.slice(dv.byteOffset, dv.byteOffset + dv.byteLength);
+  const all = new Float64Array(buf);
+  const out = [];
+  for (let i = 0; i + ncols <= all.length; i += ncols) out.push(all.subarray(i, i + ncols));
+  return out;
+}
+
+/**
+ * Snapshot + delta merge: items of `delta` whose key is beyond the snapshot's last key.
+ * @template T
+ * @param {T[]} base
+ * @param {T[]} delta
+ * @param {(item: T) => number} key
+ * @returns {T[]}
+ */
+function mergeJournal(base, delta, key) {
+  const last = base.length ? key(base[base.length - 1]) : -1;
+  const extra = (delta || []).filter((d) => key(d) > last);
+  return extra.length ? base.concat(extra) : base;
+}
+
+/**
+ * Human-friendly number.
+ * @param {unknown} v
+ * @param {number} [digits]
+ * @returns {string}
+ */
+function fmt(v, digits = 1) {
+  if (v === null || v === undefined || typeof v !== "number" || Number.isNaN(v)) return "–";
+  const a = Math.abs(v);
+  if (a >= 1e9) return (v / 1e9).toFixed(digits) + "G";
+  if (a >= 1e6) return (v / 1e6).toFixed(digits) + "M";
+  if (a >= 1e4) return (v / 1e3).toFixed(digits) + "k";
+  if (Number.isInteger(v)) return String(v);
+  return v.toFixed(a < 10 ? 2 : digits);
+}
+
+/**
+ * Draw a sparkline of `values` on a canvas.
+ * @param {HTMLCanvasElement} canvas
+ * @param {number[]} values
+ * @param {string} color
+ */
+function sparkline(canvas, values, color) {
+  const ctx = canvas.getContext("2d");
+  if (!ctx) return;
+  const w = canvas.width;
+  const hgt = canvas.height;
+  ctx.clearRect(0, 0, w, hgt);
+  const vals = values.filter((v) => Number.isFinite(v));
+  if (vals.length < 2) return;
+  let lo = Math.min(...vals);
+  let hi = Math.max(...vals);
+  if (hi === lo) { hi += 1; lo -= 1; }
+  ctx.strokeStyle = color;
+  ctx.lineWidth = 1.5;
+  ctx.beginPath();
+  let started = false;
+  values.forEach((v, i) => {
+    if (!Number.isFinite(v)) return;
+    const x = (i / (values.length - 1)) * (w - 2) + 1;
+    const y = hgt - 1 - ((v - lo) / (hi - lo)) * (hgt - 2);
+    if (!started) { ctx.moveTo(x, y); started = true; } else ctx.lineTo(x, y);
+  });
+  ctx.stroke();
+}
+
+/**
+ * Subscribe to several traits; returns the unsubscribe function.
+ * @param {any} model
+ * @param {string[]} names
+ * @param {() => void} cb
+ * @returns {() => void}
+ */
+function onTraits(model, names, cb) {
+  for (const n of names) model.on("change:" + n, cb);
+  return () => { for (const n of names) model.off("change:" + n, cb); };
+}
+
+const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];

@@ -1,0 +1,97 @@
+// SocietyView front end: stat tiles, sparklines, start/pause/stop.
+
+const STATS = [
+  ["tick", "tick", 0],
+  ["agents", "agents", 0],
+  ["steps_per_s", "agent-steps/s", 1],
+  ["calls_per_s", "LLM calls/s", 1],
+  ["total_tokens", "tokens", 1],
+  ["total_errors", "errors", 0],
+  ["aimd_limit", "AIMD limit", 0],
+  ["in_flight", "in flight", 0],
+];
+const SPARKS = [
+  ["steps_per_s", "agent-steps/s"],
+  ["calls_per_s", "LLM calls/s"],
+  ["tokens", "tokens/tick"],
+  ["aimd_limit", "AIMD limit"],
+  ["in_flight", "in flight"],
+];
+
+/** @param {{model: any, el: HTMLElement}} ctx */
+function render({ model, el }) {
+  const root = h("div", "al-root al-society");
+  root.dataset.agentlab = "society";
+  const head = h("div", "al-head");
+  const title = h("span", "al-title", "Society");
+  const status = h("span", "al-status");
+  const buttons = h("span", "al-buttons");
+  head.append(title, status, buttons);
+  /** @type {Record<string, HTMLButtonElement>} */
+  const btn = {};
+  for (const action of ["start", "pause", "stop"]) {
+    const b = /** @type {HTMLButtonElement} */ (h("button", "al-btn", action));
+    b.dataset.action = action;
+    b.addEventListener("click", () => model.send({ type: "control", action }));
+    btn[action] = b;
+    buttons.append(b);
+  }
+  const tiles = h("div", "al-tiles");
+  /** @type {Record<string, HTMLElement>} */
+  const val = {};
+  for (const [key, label] of STATS) {
+    const tile = h("div", "al-tile");
+    const v = h("div", "al-value", "–");
+    v.dataset.stat = String(key);
+    val[key] = v;
+    tile.append(v, h("div", "al-label", label));
+    tiles.append(tile);
+  }
+  const sparks = h("div", "al-sparks");
+  /** @type {Record<string, HTMLCanvasElement>} */
+  const canv = {};
+  SPARKS.forEach(([key, label], i) => {
+    const box = h("div", "al-spark");
+    const c = /** @type {HTMLCanvasElement} */ (h("canvas"));
+    c.width = 160; c.height = 36;
+    c.dataset.series = key;
+    canv[key] = c;
+    box.append(c, h("div", "al-label", label));
+    sparks.append(box);
+  });
+  root.append(head, tiles, sparks);
+  el.append(root);
+
+  const update = () => {
+    const cols = model.get("series_columns") || [];
+    const ncol = cols.length;
+    const kIdx = cols.indexOf("k");
+    const rows = mergeJournal(
+      f64rows(model.get("series_base"), ncol),
+      f64rows(model.get("series_delta"), ncol),
+      (r) => r[kIdx],
+    );
+    const s = model.get("summary") || {};
+    for (const [key, , digits] of STATS) val[key].textContent = fmt(s[key], Number(digits));
+    status.textContent = String(model.get("status") || "");
+    status.dataset.status = String(model.get("status") || "");
+    const controls = !!model.get("controls");
+    for (const b of Object.values(btn)) b.disabled = !controls;
+    root.dataset.points = String(rows.length);
+    root.dataset.tick = String(s.tick ?? "");
+    const tail = rows.slice(-300);
+    SPARKS.forEach(([key], i) => {
+      const ci = cols.indexOf(key);
+      sparkline(canv[key], tail.map((r) => r[ci]), PALETTE[i % PALETTE.length]);
+    });
+  };
+  const off = onTraits(
+    model,
+    ["summary", "series_base", "series_delta", "status", "controls"],
+    update,
+  );
+  update();
+  return () => { off(); root.remove(); };
+}
+
+export default { render };
