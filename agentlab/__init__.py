@@ -31,6 +31,12 @@ _EXPORTS: dict[str, str] = {
     "sweep": "agentlab.sweep",
     "record": "agentlab.sweep",
     "AgentSystem": "agentlab.runtime",
+    "show": "agentlab.viz",
+    "live": "agentlab.viz",
+    "LLMAgent": "agentlab.messaging",
+    "FailurePolicy": "agentlab.messaging",
+    "play_werewolf": "agentlab.games",
+    "fit_iat": "agentlab.analysis",
 }
 
 __all__ = ["__version__", *_EXPORTS]

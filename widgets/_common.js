@@ -62,6 +62,7 @@ function fmt(v, digits = 1) {
   if (a >= 1e6) return (v / 1e6).toFixed(digits) + "M";
   if (a >= 1e4) return (v / 1e3).toFixed(digits) + "k";
   if (Number.isInteger(v)) return String(v);
+  if (a < 0.01) return v.toPrecision(2);
   return v.toFixed(a < 10 ? 2 : digits);
 }
 

@@ -107,6 +107,8 @@ function render({ model, el }) {
   };
 
   const append = (/** @type {Message[]} */ items) => {
+    // follow the newest message only if the reader is already at the bottom
+    const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 30;
     for (const m of items) {
       lastShownK = Math.max(lastShownK, m.k);
       if (!passes(m)) continue;
@@ -114,6 +116,7 @@ function render({ model, el }) {
       shown += 1;
     }
     while (list.childElementCount > MAX_DOM && list.firstChild) list.firstChild.remove();
+    if (atEnd) list.scrollTop = list.scrollHeight;
     root.dataset.shown = String(shown);
   };
 

@@ -16,19 +16,20 @@ import orjson
 
 from agentlab.agents.registry import get_agent_class
 from agentlab.agents.workspace import (
+    SLOT_KEYS,
     Workspace,
-    decode_versioned,
-    encode_versioned,
+    decode_slot,
+    encode_slot,
+    pick_version,
     workspace_of,
 )
 from agentlab.core.ids import validate_agent_id
-from agentlab.errors import AgentError, ConfigError
+from agentlab.errors import AgentError, ConfigError, CorruptRecordError
 from agentlab.store.agent_store import AgentStore, DirectoryStore
 
 __all__ = ["AGENT_SCHEMA_VERSION", "AgentBase", "AgentServices"]
 
 AGENT_SCHEMA_VERSION = 1
-STATE_KEY = "state/state.json"
 
 T = TypeVar("T", bound="AgentBase")
 
@@ -64,6 +65,25 @@ def _store_of(run: Any) -> AgentStore:
     raise ConfigError(f"create() expects a run directory or an AgentStore, got {run!r}")
 
 
+def _read_committed(ws: Workspace, committed: int | None) -> tuple[int, int, Any] | None:
+    # Slots alternate, so in steady state version C sits in slot C % 2: if that slot holds
+    # exactly C nothing newer can qualify and the second read is skipped.
+    if committed is not None:
+        guess = committed % 2
+        raw = ws.read_bytes(SLOT_KEYS[guess])
+        if raw is not None:
+            try:
+                tick, value = decode_slot(raw)
+            except CorruptRecordError:
+                tick = -1
+            if tick == committed:
+                return guess, tick, value
+    slots = [ws.read_bytes(k) for k in SLOT_KEYS]
+    if all(x is None for x in slots):
+        return None
+    return pick_version(slots, committed, where=f"of {ws.agent_id!r}")
+
+
 class AgentBase:
     """Base class of every agent type; register subclasses with ``@register_agent``.
 
@@ -92,8 +112,10 @@ class AgentBase:
         self.state: dict[str, Any] = self.initial_state()
         #: tick of the loaded state version; ``to_workspace`` writes ``tick`` on top of it
         self.base_tick = 0
-        self._base_bytes: Any = None  # the loaded value, kept as the envelope's ``prev``
-        self.rng = random.Random(0)
+        self._base_slot = 0  # the slot holding the loaded version (never overwritten)
+        # The runtime's per-(seed, agent, tick) generator; a fixed seed when detached.
+        rng = getattr(services, "rng", None)
+        self.rng: random.Random = rng if rng is not None else random.Random(0)
 
     # --- overridables ------------------------------------------------------------------
 
@@ -120,9 +142,7 @@ class AgentBase:
     # --- workspace ---------------------------------------------------------------------
 
     @classmethod
-    def create(
-        cls: type[T], run: Any, agent_id: str, config: dict[str, Any] | None = None
-    ) -> T:
+    def create(cls: type[T], run: Any, agent_id: str, config: dict[str, Any] | None = None) -> T:
         """Write a new workspace and return the agent.
 
         Args:
@@ -136,8 +156,7 @@ class AgentBase:
         """
         if cls is AgentBase or not cls.type_name:
             raise ConfigError(
-                f"{cls.__name__} is not a registered agent type; decorate it with "
-                "@register_agent"
+                f"{cls.__name__} is not a registered agent type; decorate it with @register_agent"
             )
         ws = Workspace(_store_of(run), validate_agent_id(agent_id))
         if ws.exists():
@@ -151,11 +170,8 @@ class AgentBase:
         }
         # AGENT.json goes last: its presence means the workspace is complete.
         ws.write_json({"config.json": agent.config})
-        ws.store.write_many(
-            agent_id, {STATE_KEY: encode_versioned(0, agent.get_state(), None, None)}
-        )
+        ws.write_bytes(SLOT_KEYS[0], encode_slot(0, agent.get_state()))
         ws.write_json({"AGENT.json": ident})
-        agent._base_bytes = agent.get_state()
         return agent
 
     @classmethod
@@ -177,39 +193,45 @@ class AgentBase:
             agent_class: skip the registry lookup (the runtime passes it).
         """
         ws = workspace_of(target)
-        ident = ws.read_json("AGENT.json")
-        if ident is None:
-            raise AgentError(f"no agent workspace for {ws.agent_id!r} in {ws.store!r}")
-        klass = agent_class or get_agent_class(ident["type"], ident.get("class"))
+        if agent_class is not None and cls is AgentBase:
+            klass = agent_class  # the runtime knows the type: skip reading AGENT.json
+        else:
+            ident = ws.read_json("AGENT.json")
+            if ident is None:
+                raise AgentError(f"no agent workspace for {ws.agent_id!r} in {ws.store!r}")
+            klass = agent_class or get_agent_class(ident["type"], ident.get("class"))
         if cls is not AgentBase and not issubclass(klass, cls):
             raise AgentError(
-                f"agent {ws.agent_id!r} has type {ident['type']!r} ({klass.__name__}), "
+                f"agent {ws.agent_id!r} has type {klass.type_name!r} ({klass.__name__}), "
                 f"not a {cls.__name__}"
             )
-        agent = klass(ws.agent_id, ws.read_json("config.json") or {}, workspace=ws,
-                      services=services)
-        raw = ws.store.read(ws.agent_id, STATE_KEY)
-        if raw is not None:
-            tick, value = decode_versioned(raw, committed_tick, where=f"of {ws.agent_id!r}")
-            agent.base_tick = tick
-            agent._base_bytes = value
-            agent.set_state(orjson.loads(orjson.dumps(value)) if value is not None else value)
+        config = ws.read_json("config.json")
+        if config is None:
+            raise AgentError(f"no agent workspace for {ws.agent_id!r} in {ws.store!r}")
+        agent = klass(ws.agent_id, config, workspace=ws, services=services)
+        found = _read_committed(ws, committed_tick)
+        if found is not None:
+            agent._base_slot, agent.base_tick, value = found
+            agent.set_state(value)
         return agent
 
     def to_workspace(self, tick: int | None = None) -> None:
         """Persist the state as the version of ``tick`` (default: the loaded tick).
 
-        Writing tick ``t`` keeps the loaded version as the envelope's ``prev``, so an
-        uncommitted tick never destroys the committed state (see ``workspace.py``).
+        A new tick goes into the slot *not* holding the loaded version, so an uncommitted
+        tick never destroys the committed state (see ``workspace.py``); rewriting the
+        loaded tick itself replaces its slot atomically.
         """
         if self.workspace is None:
             raise AgentError(f"agent {self.agent_id!r} has no workspace to persist to")
-        t = self.base_tick if tick is None else tick
+        t = self.base_tick if tick is None else int(tick)
+        data = encode_slot(t, self.get_state())
         if t == self.base_tick:
-            data = encode_versioned(t, self.get_state(), None, None)
+            self.workspace.write_bytes(SLOT_KEYS[self._base_slot], data)
         else:
-            data = encode_versioned(t, self.get_state(), self.base_tick, self._base_bytes)
-        self.workspace.store.write_many(self.agent_id, {STATE_KEY: data})
+            slot = 1 - self._base_slot
+            self.workspace.overwrite_bytes(SLOT_KEYS[slot], data)
+            self.base_tick, self._base_slot = t, slot
 
     def log(self, name: str, record: dict[str, Any]) -> None:
         """Append a diagnostic JSON line to ``.runtime/logs/<name>.jsonl`` (best effort)."""

@@ -112,8 +112,9 @@ class LLMAgent(AgentBase):
                 actions[call.name] = actions.get(call.name, 0) + 1
                 text = result if isinstance(result, str) else json.dumps(result, default=str)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": text[:1000]})
-                self._remember(f"t{tick} {call.name}({_short(call.arguments)}) -> "
-                               f"{'ok' if ok else 'refused'}")  # fmt: skip
+                self._remember(
+                    f"t{tick} {call.name}({_short(call.arguments)}) -> {'ok' if ok else 'refused'}"
+                )
         if reply:
             self._remember(f"t{tick} thought: {reply[:80]}")
         self.state["last"] = reply[:200]

@@ -35,17 +35,13 @@ from agentlab.analysis.iat import (
     on_off_df,
 )
 from agentlab.analysis.inflight import inflight_summary_df, inflight_timeline_df, sweep_inflight
-from agentlab.analysis.metrics import (
-    backend_summary_df,
-    latency_df,
-    message_bytes_df,
-    process_summary_df,
-    tokens_per_run_df,
-)
+from agentlab.analysis.layers import BACKEND_METRICS, backend_summary_df, process_summary_df
+from agentlab.analysis.metrics import latency_df, message_bytes_df, tokens_per_run_df
 from agentlab.analysis.mixture import LogMixture, fit_log_mixture, mixture_df
 from agentlab.analysis.summary import traffic_summary_df
 
 __all__ = [
+    "BACKEND_METRICS",
     "DEFAULT_BY",
     "DEFAULT_DISTS",
     "DEFAULT_EPS",

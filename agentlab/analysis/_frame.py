@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_ZEROS",
     "ZerosPolicy",
     "as_by",
+    "group_ids",
     "iter_groups",
     "percentile",
     "positive_values",
@@ -64,6 +65,19 @@ def iter_groups(df: pd.DataFrame, by: list[str]) -> Iterator[tuple[dict[str, Any
     for key, sub in df.groupby(by, sort=True, dropna=False):
         values = key if isinstance(key, tuple) else (key,)
         yield dict(zip(by, values, strict=True)), sub
+
+
+def group_ids(df: pd.DataFrame, by: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
+    """Integer group id per row (groups in sorted key order) and the key table.
+
+    Row ``i`` of the key table holds the ``by`` values of group ``i``. Vectorised
+    alternative to :func:`iter_groups` for per-run work over hundreds of runs.
+    """
+    if not by:
+        return np.zeros(len(df), dtype=np.int64), pd.DataFrame(index=range(1 if len(df) else 0))
+    g = df.groupby(by, sort=True, dropna=False)
+    keys = g.size().reset_index()[by]
+    return g.ngroup().to_numpy(dtype=np.int64), keys
 
 
 def select_key(df: pd.DataFrame, key: dict[str, Any]) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from agentlab.analysis._frame import (
     positive_values,
     require_columns,
 )
-from agentlab.analysis.fits import FAMILIES, frozen_dist, resolve_dists
+from agentlab.analysis.fits import _fitted, resolve_dists
 from agentlab.analysis.iat import DEFAULT_BY, DEFAULT_THRESHOLD, log_histogram_df
 from agentlab.analysis.inflight import inflight_timeline_df
 
@@ -64,7 +64,7 @@ def _fit_curves(x: np.ndarray, dists: Sequence[str]) -> dict[str, Any]:
     """Frozen fitted laws for ``x`` (families that cannot be fitted are skipped)."""
     if not dists or len(x) < 2 or np.ptp(x) == 0:
         return {}
-    return {name: frozen_dist(name, FAMILIES[name].fit(x)) for name in resolve_dists(dists)}
+    return {name: _fitted(name, x) for name in resolve_dists(dists)}
 
 
 def iat_histogram_figure(

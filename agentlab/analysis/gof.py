@@ -29,7 +29,14 @@ import pandas as pd
 from scipy import stats
 
 from agentlab.analysis._frame import DEFAULT_EPS, DEFAULT_ZEROS, ZerosPolicy, positive_values
-from agentlab.analysis.fits import FAMILIES, _check_spread, frozen_dist, ks_exact, resolve_dists
+from agentlab.analysis.fits import (
+    FAMILIES,
+    _check_spread,
+    _fitted,
+    _ks_distance,
+    ks_exact,
+    resolve_dists,
+)
 from agentlab.errors import ConfigError
 
 __all__ = ["bootstrap_ks_df", "subsample_ks_df", "vuong_df", "vuong_test"]
@@ -73,8 +80,8 @@ def vuong_test(
     arr = np.asarray(x, dtype=float)
     _check_spread(arr)
     na, nb = resolve_dists(a)[0], resolve_dists(b)[0]
-    la = frozen_dist(na, FAMILIES[na].fit(arr)).logpdf(arr)
-    lb = frozen_dist(nb, FAMILIES[nb].fit(arr)).logpdf(arr)
+    la = _fitted(na, arr).logpdf(arr)
+    lb = _fitted(nb, arr).logpdf(arr)
     lr_i = la - lb
     n = len(arr)
     lr = float(lr_i.sum())
@@ -105,10 +112,7 @@ def vuong_test(
 
 def _wilks(arr: np.ndarray, small: str, large: str, alpha: float, first: str) -> dict[str, Any]:
     """Nested LR test: 2 (LL_large - LL_small) ~ chi2(k_large - k_small) under the small model."""
-    ll = {
-        name: float(frozen_dist(name, FAMILIES[name].fit(arr)).logpdf(arr).sum())
-        for name in (small, large)
-    }
+    ll = {name: float(_fitted(name, arr).logpdf(arr).sum()) for name in (small, large)}
     df = FAMILIES[large].k - FAMILIES[small].k
     stat = max(0.0, 2 * (ll[large] - ll[small]))  # >= 0 up to optimiser rounding
     p = float(stats.chi2.sf(stat, df))
@@ -195,16 +199,14 @@ def bootstrap_ks_df(
     tiny = np.finfo(float).tiny
     rows = []
     for name in names:
-        fam = FAMILIES[name]
-        dist = frozen_dist(name, fam.fit(arr))
+        dist = _fitted(name, arr)
         d_obs, p_exact = ks_exact(arr, dist.cdf)
         rng = _family_rng(seed, name)
         d_boot = np.empty(B)
         for i in range(B):
             # a draw can underflow to 0 for small gamma shapes; the fits need x > 0
             sample = np.maximum(dist.rvs(size=n, random_state=rng), tiny)
-            refit = frozen_dist(name, fam.fit(sample))
-            d_boot[i] = ks_exact(sample, refit.cdf)[0]
+            d_boot[i] = _ks_distance(sample, _fitted(name, sample).cdf)
         rows.append(
             {
                 "dist": name,
@@ -257,12 +259,11 @@ def subsample_ks_df(
             raise ConfigError(f"subsample sizes must be >= 2, got {size!r}")
         draws = [rng.choice(arr, size=size, replace=False) for _ in range(repeats)]
         for name in names:
-            fam = FAMILIES[name]
             ps, ds = [], []
             for sample in draws:
                 if np.ptp(sample) == 0:
                     continue  # all ties (e.g. all floored zeros): no fit possible
-                d, p = ks_exact(sample, frozen_dist(name, fam.fit(sample)).cdf)
+                d, p = ks_exact(sample, _fitted(name, sample).cdf)
                 ps.append(p)
                 ds.append(d)
             p_arr = np.asarray(ps)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from agentlab.analysis._frame import (
     By,
     ZerosPolicy,
     as_by,
+    group_ids,
     iter_groups,
     positive_values,
     require_columns,
@@ -97,34 +99,73 @@ def iat_df(
     keys = as_by(by)
     require_columns(calls, [*keys, start], "calls")
     sel = _select_stage(calls, stage, stage_col)
+    sel = sel[np.isfinite(sel[start].to_numpy(dtype=float))]
     keep_id = id_col is not None and id_col in sel.columns
-    frames: list[pd.DataFrame] = []
-    for key, sub in iter_groups(sel, keys):
-        # mergesort is stable: ties keep their recorded order, so output is deterministic
-        sub = sub.sort_values(start, kind="mergesort")
-        t = sub[start].to_numpy(dtype=float)
-        if len(t) < 2:
-            continue
-        out = pd.DataFrame(key, index=range(len(t) - 1))
-        out["index"] = np.arange(1, len(t))
-        out["start"] = t[1:]
-        out["prev_start"] = t[:-1]
-        out["iat"] = np.diff(t)
-        if keep_id:
-            out["request_id"] = sub[id_col].to_numpy()[1:]
-        frames.append(out)
-    if not frames:
-        cols = [*keys, "index", "start", "prev_start", "iat"] + (["request_id"] if keep_id else [])
-        return pd.DataFrame({c: pd.Series(dtype=float) for c in cols})
-    return pd.concat(frames, ignore_index=True)
+    gid, _ = group_ids(sel, keys)
+    t = sel[start].to_numpy(dtype=float)
+    # primary key: run; secondary: start. np.lexsort is stable, so ties keep recorded order
+    order = np.lexsort((t, gid))
+    g, ts = gid[order], t[order]
+    pos = np.arange(len(g))
+    if len(g):
+        first = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
+        pos = pos - np.repeat(first, np.diff(np.r_[first, len(g)]))
+    later = np.flatnonzero(pos > 0)  # every call but the first of its run
+    out = sel.iloc[order[later]][keys].reset_index(drop=True)
+    out["index"] = pos[later]
+    out["start"] = ts[later]
+    out["prev_start"] = ts[later - 1]
+    out["iat"] = ts[later] - ts[later - 1]
+    if keep_id:
+        out["request_id"] = sel[id_col].to_numpy()[order[later]]
+    return out
 
 
-def _clusters(iat: np.ndarray, threshold: float) -> np.ndarray:
-    """Cluster sizes of one run (calls per cluster) from its IAT sequence."""
-    # a new cluster starts at call 0 and after every IAT >= threshold
-    breaks = np.flatnonzero(iat >= threshold) + 1
-    bounds = np.concatenate(([0], breaks, [len(iat) + 1]))
-    return np.diff(bounds)
+@dataclass
+class _Clusters:
+    """Per-call view of an IAT table, all runs at once (vectorised over hundreds of runs)."""
+
+    keys: pd.DataFrame  # row g = the key values of run g
+    run: np.ndarray  # run id of each cluster
+    size: np.ndarray  # calls in each cluster
+    t0: np.ndarray | None  # first / last arrival of each cluster (when times are known)
+    t1: np.ndarray | None
+
+
+def _clusters(
+    iats: pd.DataFrame,
+    keys: list[str],
+    threshold: float,
+    iat: str,
+    times: tuple[str, str] | None = None,
+) -> _Clusters:
+    gid, key_table = group_ids(iats, keys)
+    order = np.argsort(gid, kind="stable")  # runs together, arrival order kept inside
+    g = gid[order]
+    gaps = iats[iat].to_numpy(dtype=float)[order]
+    first_rows = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1] if len(g) else np.array([], int)
+    # one entry per call: a run's first call (inserted before its first IAT row) opens a
+    # cluster, and so does every call whose IAT is at or above the threshold
+    opens = np.insert(gaps >= threshold, first_rows, True)
+    call_run = np.insert(g, first_rows, g[first_rows])
+    cid = np.cumsum(opens) - 1
+    size = np.bincount(cid, minlength=int(opens.sum()))
+    run = call_run[opens]
+    t0 = t1 = None
+    if times is not None:
+        start = iats[times[0]].to_numpy(dtype=float)[order]
+        prev = iats[times[1]].to_numpy(dtype=float)[order]
+        t = np.insert(start, first_rows, prev[first_rows])
+        t0 = t[opens]
+        last = np.r_[np.flatnonzero(opens)[1:], len(t)] - 1
+        t1 = t[last]
+    return _Clusters(key_table, run, size, t0, t1)
+
+
+def _with_keys(cl: _Clusters, runs: np.ndarray, keys: list[str]) -> pd.DataFrame:
+    if keys:
+        return cl.keys.iloc[runs].reset_index(drop=True)
+    return pd.DataFrame(index=range(len(runs)))
 
 
 def burst_sizes_df(
@@ -148,12 +189,15 @@ def burst_sizes_df(
     _check_threshold(threshold)
     keys = as_by(by)
     require_columns(iats, [*keys, iat], "iats")
-    rows: list[dict[str, Any]] = []
-    for key, sub in iter_groups(iats, keys):
-        sizes = _clusters(sub[iat].to_numpy(dtype=float), threshold)
-        for i, s in enumerate(sizes[sizes >= 2]):
-            rows.append({**key, "burst": i, "size": int(s)})
-    return pd.DataFrame(rows, columns=[*keys, "burst", "size"])
+    cl = _clusters(iats, keys, threshold, iat)
+    burst = cl.size >= 2
+    runs = cl.run[burst]
+    out = _with_keys(cl, runs, keys)
+    # 0-based rank of each burst inside its run (runs are contiguous and in order)
+    firsts = np.r_[0, np.flatnonzero(runs[1:] != runs[:-1]) + 1] if len(runs) else runs
+    out["burst"] = np.arange(len(runs)) - np.repeat(firsts, np.diff(np.r_[firsts, len(runs)]))
+    out["size"] = cl.size[burst].astype(int)
+    return out
 
 
 def on_off_df(
@@ -169,31 +213,26 @@ def on_off_df(
 
     Returns:
         One row per period: the ``by`` columns, ``period`` (``"on"``/``"off"``), ``t0``,
-        ``t1``, ``duration`` and ``calls`` (arrivals inside an ON period; 0 for OFF).
+        ``t1``, ``calls`` (arrivals inside an ON period; 0 for OFF) and ``duration``.
     """
     _check_threshold(threshold)
     keys = as_by(by)
     require_columns(iats, [*keys, iat, start, prev_start], "iats")
-    rows: list[dict[str, Any]] = []
-    for key, sub in iter_groups(iats, keys):
-        gaps = sub[iat].to_numpy(dtype=float)
-        times = np.concatenate((sub[prev_start].to_numpy(dtype=float)[:1], sub[start].to_numpy()))
-        on_start = 0  # index into times of the first arrival of the current ON period
-        for i, g in enumerate(gaps):
-            if g >= threshold:
-                rows.append(_on_row(key, times, on_start, i))
-                rows.append(
-                    {**key, "period": "off", "t0": times[i], "t1": times[i + 1], "calls": 0}
-                )
-                on_start = i + 1
-        rows.append(_on_row(key, times, on_start, len(times) - 1))
-    out = pd.DataFrame(rows, columns=[*keys, "period", "t0", "t1", "calls"])
+    cl = _clusters(iats, keys, threshold, iat, times=(start, prev_start))
+    assert cl.t0 is not None and cl.t1 is not None
+    on = _with_keys(cl, cl.run, keys)
+    on["period"], on["t0"], on["t1"], on["calls"] = "on", cl.t0, cl.t1, cl.size
+    on["_run"], on["_kind"], on["_seq"] = cl.run, 0, np.arange(len(cl.run))
+    # an OFF period runs from the end of one cluster to the start of the next in its run
+    nxt = np.flatnonzero(cl.run[1:] == cl.run[:-1])
+    off = _with_keys(cl, cl.run[nxt], keys)
+    off["period"], off["t0"], off["t1"], off["calls"] = "off", cl.t1[nxt], cl.t0[nxt + 1], 0
+    off["_run"], off["_kind"], off["_seq"] = cl.run[nxt], 1, nxt
+    both = pd.concat([on, off], ignore_index=True)
+    both = both.sort_values(["_run", "_seq", "_kind"], kind="mergesort")
+    out = both.drop(columns=["_run", "_kind", "_seq"]).reset_index(drop=True)
     out["duration"] = out["t1"] - out["t0"]
     return out
-
-
-def _on_row(key: dict[str, Any], times: np.ndarray, first: int, last: int) -> dict[str, Any]:
-    return {**key, "period": "on", "t0": times[first], "t1": times[last], "calls": last - first + 1}
 
 
 def burst_summary_df(
@@ -323,15 +362,17 @@ def call_rate_df(
     keys = as_by(by)
     require_columns(calls, [*keys, start, end], "calls")
     sel = _select_stage(calls, stage, stage_col)
-    rows = []
-    for key, sub in iter_groups(sel, keys):
-        dur = float(sub[end].max() - sub[start].min())
-        rows.append(
-            {
-                **key,
-                "calls": len(sub),
-                "duration_s": dur,
-                "call_rate": len(sub) / dur if dur > 0 else math.nan,
-            }
-        )
-    return pd.DataFrame(rows, columns=[*keys, "calls", "duration_s", "call_rate"])
+    if sel.empty:
+        return pd.DataFrame(columns=[*keys, "calls", "duration_s", "call_rate"])
+    agg = (
+        sel.assign(_s=sel[start].astype(float), _e=sel[end].astype(float))
+        .groupby(keys or (lambda _: 0), sort=True, dropna=False)
+        .agg(calls=("_s", "size"), t0=("_s", "min"), t1=("_e", "max"))
+    )
+    out = agg.reset_index(drop=not keys)
+    out["duration_s"] = out["t1"] - out["t0"]
+    dur = out["duration_s"].to_numpy(dtype=float)
+    out["call_rate"] = np.divide(
+        out["calls"].to_numpy(dtype=float), dur, out=np.full(len(dur), np.nan), where=dur > 0
+    )
+    return out[[*keys, "calls", "duration_s", "call_rate"]]

@@ -8,16 +8,38 @@ The timeline is a step function: each row ``(t, in_flight)`` holds on ``[t, next
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from agentlab.analysis._frame import By, as_by, iter_groups, require_columns
+from agentlab.analysis._frame import By, as_by, group_ids, require_columns
 from agentlab.analysis.iat import DEFAULT_BY
 
 __all__ = ["inflight_summary_df", "inflight_timeline_df", "sweep_inflight"]
+
+
+def _sweep(
+    starts: np.ndarray, ends: np.ndarray, gid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sweep many groups at once: (group id, change time, level) sorted by group then time."""
+    s = np.asarray(starts, dtype=float)
+    e = np.asarray(ends, dtype=float)
+    ok = np.isfinite(s) & np.isfinite(e) & (e >= s)
+    s, e, g = s[ok], e[ok], gid[ok]
+    times = np.concatenate((s, e))
+    deltas = np.concatenate((np.ones(len(s)), -np.ones(len(e))))
+    groups = np.concatenate((g, g))
+    order = np.lexsort((times, groups))
+    times, deltas, groups = times[order], deltas[order], groups[order]
+    if not len(times):
+        return groups, times, deltas.astype(int)
+    new = np.r_[True, (groups[1:] != groups[:-1]) | (times[1:] != times[:-1])]
+    first = np.flatnonzero(new)
+    # Summing the deltas per distinct instant is what makes the interval half-open: at t the
+    # ends and starts cancel before the level is read, and start == end adds nothing. Every
+    # group's deltas sum to 0, so one running sum over all groups restarts at 0 per group.
+    net = np.add.reduceat(deltas, first)
+    level = np.cumsum(net).round().astype(int)
+    return groups[first], times[first], level
 
 
 def sweep_inflight(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -32,16 +54,7 @@ def sweep_inflight(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np
         ``[t[i], t[i+1])``; the last level is always 0.
     """
     s = np.asarray(starts, dtype=float)
-    e = np.asarray(ends, dtype=float)
-    ok = np.isfinite(s) & np.isfinite(e) & (e >= s)
-    s, e = s[ok], e[ok]
-    times = np.concatenate((s, e))
-    deltas = np.concatenate((np.ones(len(s)), -np.ones(len(e))))
-    # Summing the deltas per distinct instant is what makes the interval half-open: at t the
-    # ends and starts cancel before the level is read, and start == end adds nothing.
-    t, inv = np.unique(times, return_inverse=True)
-    net = np.bincount(inv, weights=deltas, minlength=len(t))
-    level = np.cumsum(net).round().astype(int)
+    _, t, level = _sweep(s, np.asarray(ends, dtype=float), np.zeros(len(s), dtype=np.int64))
     return t, level
 
 
@@ -57,39 +70,14 @@ def inflight_timeline_df(
     """
     keys = as_by(by)
     require_columns(calls, [*keys, start, end], "calls")
-    frames = []
-    for key, sub in iter_groups(calls, keys):
-        t, level = sweep_inflight(sub[start].to_numpy(), sub[end].to_numpy())
-        if not len(t):
-            continue
-        out = pd.DataFrame(key, index=range(len(t)))
-        out["t"] = t
-        out["t_rel"] = t - t[0]
-        out["in_flight"] = level
-        frames.append(out)
-    if not frames:
-        return pd.DataFrame(columns=[*keys, "t", "t_rel", "in_flight"])
-    return pd.concat(frames, ignore_index=True)
-
-
-def _summary(t: np.ndarray, level: np.ndarray) -> dict[str, Any]:
-    if len(t) < 2:
-        return {
-            "span_s": 0.0,
-            "mean_in_flight": math.nan,
-            "peak_in_flight": 0,
-            "busy_fraction": math.nan,
-        }
-    dt = np.diff(t)
-    span = float(t[-1] - t[0])
-    lv = level[:-1]
-    return {
-        "span_s": span,
-        # time-weighted mean over [first start, last end] = sum of latencies / span
-        "mean_in_flight": float(np.dot(lv, dt) / span),
-        "peak_in_flight": int(level.max()),
-        "busy_fraction": float(dt[lv > 0].sum() / span),
-    }
+    gid, key_table = group_ids(calls, keys)
+    g, t, level = _sweep(calls[start].to_numpy(), calls[end].to_numpy(), gid)
+    out = key_table.iloc[g].reset_index(drop=True) if keys else pd.DataFrame(index=range(len(t)))
+    out["t"] = t
+    first = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1] if len(g) else np.array([], int)
+    out["t_rel"] = t - np.repeat(t[first], np.diff(np.r_[first, len(g)])) if len(g) else t
+    out["in_flight"] = level
+    return out
 
 
 def inflight_summary_df(
@@ -105,9 +93,25 @@ def inflight_summary_df(
     """
     keys = as_by(by)
     require_columns(calls, [*keys, start, end], "calls")
-    rows = []
-    for key, sub in iter_groups(calls, keys):
-        t, level = sweep_inflight(sub[start].to_numpy(), sub[end].to_numpy())
-        rows.append({**key, "calls": len(sub), **_summary(t, level)})
-    cols = [*keys, "calls", "span_s", "mean_in_flight", "peak_in_flight", "busy_fraction"]
-    return pd.DataFrame(rows, columns=cols)
+    gid, key_table = group_ids(calls, keys)
+    n_groups = len(key_table)
+    g, t, level = _sweep(calls[start].to_numpy(), calls[end].to_numpy(), gid)
+    same = g[1:] == g[:-1]
+    dt = np.where(same, np.diff(t), 0.0)  # a level never carries over into the next run
+    lv = level[:-1]
+    gs = g[:-1]
+    weighted = np.bincount(gs, weights=lv * dt, minlength=n_groups)
+    busy = np.bincount(gs, weights=np.where(lv > 0, dt, 0.0), minlength=n_groups)
+    span = np.bincount(gs, weights=dt, minlength=n_groups)
+    peak = np.zeros(n_groups, dtype=int)
+    np.maximum.at(peak, g, level)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(span > 0, weighted / span, np.nan)
+        busy_fraction = np.where(span > 0, busy / span, np.nan)
+    out = key_table.reset_index(drop=True) if keys else pd.DataFrame(index=range(n_groups))
+    out["calls"] = np.bincount(gid, minlength=n_groups)
+    out["span_s"] = span
+    out["mean_in_flight"] = mean
+    out["peak_in_flight"] = peak
+    out["busy_fraction"] = busy_fraction
+    return out

@@ -1,6 +1,4 @@
-"""Per-call, per-run and per-layer traffic metrics: latency, TTFT, tokens, message bytes,
-backend (LLM server) and process (CPU, RSS) samples.
-"""
+"""Per-call and per-run traffic metrics: latency, TTFT, queue wait, tokens, message bytes."""
 
 from __future__ import annotations
 
@@ -15,13 +13,7 @@ import pandas as pd
 from agentlab.analysis._frame import By, as_by, iter_groups, percentile, require_columns
 from agentlab.analysis.iat import DEFAULT_BY
 
-__all__ = [
-    "backend_summary_df",
-    "latency_df",
-    "message_bytes_df",
-    "process_summary_df",
-    "tokens_per_run_df",
-]
+__all__ = ["latency_df", "message_bytes_df", "tokens_per_run_df"]
 
 
 def latency_df(
@@ -128,24 +120,47 @@ def message_bytes_df(
     messages: pd.DataFrame,
     by: By = "topology",
     *,
+    runs: pd.DataFrame | None = None,
+    run: str = "run_id",
     sender: str = "sender",
     receivers: str = "receivers",
     content: str = "content",
+    nbytes: str = "bytes",
 ) -> pd.DataFrame:
     """Messages and UTF-8 content bytes per directed (sender → receiver) pair.
 
     A message to k receivers counts once for each of the k pairs (each receiver is sent a
     copy on the wire, which is what the traffic question cares about).
 
+    Args:
+        messages: the ``messages`` dataset.
+        by: grouping columns.
+        runs: optional table mapping ``run`` to the ``by`` columns (e.g. the calls or runs
+            DataFrame) for message rows that carry only a run id.
+        run: run id column used to join ``runs``.
+        sender, receivers: column names; receivers may be lists, arrays or JSON text.
+        content: message text; its UTF-8 length is the size. When the column is absent a
+            precomputed ``nbytes`` column is used instead.
+        nbytes: precomputed size column.
+
     Returns:
         One row per (group, sender, receiver): ``messages`` and ``bytes``, sorted by bytes
         descending within the group.
     """
     keys = as_by(by)
-    require_columns(messages, [*keys, sender, receivers, content], "messages")
+    if runs is not None and any(k not in messages.columns for k in keys):
+        require_columns(runs, [run, *keys], "runs")
+        require_columns(messages, [run], "messages")
+        lookup = runs[[run, *keys]].drop_duplicates(subset=[run])
+        messages = messages.merge(lookup, on=run, how="left")
+    size_col = content if content in messages.columns or nbytes not in messages.columns else nbytes
+    require_columns(messages, [*keys, sender, receivers, size_col], "messages")
     df = messages[[*keys, sender]].copy()
     df["receiver"] = [_receivers(v) for v in messages[receivers]]
-    df["bytes"] = [_nbytes(v) for v in messages[content]]
+    if size_col == content:
+        df["bytes"] = [_nbytes(v) for v in messages[content]]
+    else:
+        df["bytes"] = messages[nbytes].fillna(0).astype(int).to_numpy()
     df = df.explode("receiver").dropna(subset=["receiver"])
     df = df.rename(columns={sender: "sender"})
     gk = [*keys, "sender", "receiver"]
@@ -155,78 +170,7 @@ def message_bytes_df(
         messages=("bytes", "size"), bytes=("bytes", "sum")
     )
     out = out.reset_index()
-    return out.sort_values(
-        [*keys, "bytes"], ascending=[True] * len(keys) + [False], kind="mergesort"
-    ).reset_index(drop=True)
-
-
-def _describe(sub: pd.DataFrame, col: str, out: dict[str, Any], name: str) -> None:
-    x = sub[col].to_numpy(dtype=float) if col in sub else np.array([])
-    x = x[np.isfinite(x)]
-    out[f"{name}_mean"] = float(x.mean()) if len(x) else math.nan
-    out[f"{name}_peak"] = float(x.max()) if len(x) else math.nan
-
-
-def backend_summary_df(
-    server: pd.DataFrame,
-    by: By = "topology",
-    *,
-    ts: str = "ts",
-    columns: Sequence[str] = (
-        "requests_running",
-        "requests_waiting",
-        "prompt_tokens_per_s",
-        "generation_tokens_per_s",
-    ),
-) -> pd.DataFrame:
-    """Backend layer: mean and peak of sampled LLM-server metrics per group.
-
-    Samples are averaged with equal weight (the sampler's interval is regular).
-
-    Returns:
-        One row per group: ``samples``, ``duration_s`` and ``<metric>_mean`` /
-        ``<metric>_peak`` for each of ``columns``.
-    """
-    keys = as_by(by)
-    require_columns(server, [*keys, ts, *columns], "server metrics")
-    rows = []
-    for key, sub in iter_groups(server, keys):
-        row: dict[str, Any] = {
-            **key,
-            "samples": len(sub),
-            "duration_s": float(sub[ts].max() - sub[ts].min()) if len(sub) else 0.0,
-        }
-        for col in columns:
-            _describe(sub, col, row, col)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def process_summary_df(
-    process: pd.DataFrame,
-    by: By = None,
-    *,
-    ts: str = "ts",
-    cpu: str = "cpu_percent",
-    rss: str = "rss_bytes",
-) -> pd.DataFrame:
-    """Process layer: CPU percent and resident memory of the experiment process.
-
-    Returns:
-        One row per group (one row overall by default): ``samples``, ``duration_s``,
-        ``cpu_percent_mean``/``_peak`` and ``rss_mb_mean``/``_peak`` (MiB).
-    """
-    keys = as_by(by)
-    require_columns(process, [*keys, ts, cpu, rss], "process metrics")
-    rows = []
-    for key, sub in iter_groups(process, keys):
-        row: dict[str, Any] = {
-            **key,
-            "samples": len(sub),
-            "duration_s": float(sub[ts].max() - sub[ts].min()) if len(sub) else 0.0,
-        }
-        _describe(sub, cpu, row, "cpu_percent")
-        mb = sub[[rss]].astype(float) / 2**20
-        _describe(mb, rss, row, "rss_mb")
-        rows.append(row)
-    return pd.DataFrame(rows)
+    order = [True] * len(keys) + [False]
+    return out.sort_values([*keys, "bytes"], ascending=order, kind="mergesort").reset_index(
+        drop=True
+    )

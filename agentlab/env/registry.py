@@ -8,7 +8,8 @@ router) turns back into the same module::
 
 Classes that cannot be imported by name — defined in a notebook cell (``__main__``) or
 inside a function — travel by value: ``{"pickle": "<base64 cloudpickle>"}``. cloudpickle
-is taken from the standalone package if installed, else from Ray (imported lazily).
+is taken from the standalone package if installed, else from Ray's vendored copy (loaded
+without importing Ray, see ``_cloudpickle``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from agentlab.env.base import EnvBase
 from agentlab.errors import ConfigError, UnknownNameError
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "class_ref",
     "create_env",
     "env_from_spec",
@@ -34,6 +36,8 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, type[EnvBase]] = {}
+#: entry-point group through which other packages register env types
+ENTRY_POINT_GROUP = "agentlab.envs"
 E = TypeVar("E", bound=type[EnvBase])
 
 
@@ -66,10 +70,26 @@ def get_env_class(name: str) -> type[EnvBase]:
     Raises:
         UnknownNameError: listing the registered names.
     """
-    cls = _REGISTRY.get(name)
+    cls = _REGISTRY.get(name) or _from_entry_point(name)
     if cls is None:
         raise UnknownNameError("env type", name, list(_REGISTRY))
     return cls
+
+
+def _from_entry_point(name: str) -> type[EnvBase] | None:
+    # other packages add env types under [project.entry-points."agentlab.envs"]
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            cls = ep.load()
+            if isinstance(cls, type) and issubclass(cls, EnvBase):
+                register_env(name)(cls)
+                return cls
+            raise ConfigError(
+                f"entry point {ep.value!r} for env {name!r} is not an EnvBase subclass"
+            )
+    return None
 
 
 def create_env(kind: str | type[EnvBase], *, seed: int = 0, **config: Any) -> EnvBase:
@@ -86,9 +106,9 @@ def _cloudpickle() -> Any:
 
         return cloudpickle
     except ImportError:
-        import ray.cloudpickle as cp  # Ray bundles it; slow import, hence lazy
+        from agentlab.env import _cloudpickle  # Ray's vendored copy, without import ray
 
-        return cp
+        return _cloudpickle
 
 
 def _importable(cls: type) -> bool:
@@ -137,7 +157,9 @@ def env_spec(env: EnvBase) -> dict[str, Any]:
     try:
         json.dumps(env.config)
     except TypeError as exc:
-        raise ConfigError(f"env config of {type(env).__name__} is not JSON-serialisable: {exc}")
+        raise ConfigError(
+            f"env config of {type(env).__name__} is not JSON-serialisable: {exc}"
+        ) from None
     return {
         "type": env.env_type or type(env).__qualname__,
         "class": class_ref(type(env)),

@@ -30,49 +30,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentlab.env.codecheck import (
+    ALLOWED_METHODS,
+    PLAIN_TYPES,
+    SAFE_BUILTINS,
+    Limits,
+    check_code,
+    is_private_name,
+)
 from agentlab.errors import ToolError, UnsafeCodeError
 
 __all__ = ["SAFE_BUILTINS", "Limits", "Sandbox", "SandboxResult", "check_code"]
 
 ToolFn = Callable[[list[Any], dict[str, Any]], Awaitable[Any]]
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Budgets for one program. Defaults suit 'call a few tools' snippets."""
-
-    max_code_chars: int = 4000
-    max_nodes: int = 600
-    max_depth: int = 40
-    max_steps: int = 20_000
-    max_seconds: float = 1.0
-    max_len: int = 10_000  # longest str/list/dict/range
-    max_alloc: int = 200_000  # total items/chars created by one program
-    max_int_bits: int = 4096
-    max_tool_calls: int = 16
-    max_printed: int = 4000
-
-
-_ALLOWED_NODES: tuple[type[ast.AST], ...] = (
-    ast.Module, ast.Expr, ast.Assign, ast.AugAssign, ast.Name, ast.Load, ast.Store,
-    ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.BinOp, ast.UnaryOp, ast.BoolOp,
-    ast.Compare, ast.IfExp, ast.If, ast.For, ast.While, ast.Break, ast.Continue, ast.Pass,
-    ast.Call, ast.keyword, ast.Subscript, ast.Slice, ast.Attribute, ast.ListComp,
-    ast.DictComp, ast.GeneratorExp, ast.comprehension, ast.JoinedStr, ast.FormattedValue,
-    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
-    ast.Not, ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In,
-    ast.NotIn, ast.Is, ast.IsNot,
-)  # fmt: skip
-
-_METHODS: dict[type, frozenset[str]] = {
-    str: frozenset({"lower", "upper", "strip", "lstrip", "rstrip", "split", "startswith",
-                    "endswith", "join", "title", "capitalize", "count", "find", "isdigit",
-                    "isalpha"}),
-    list: frozenset({"append", "extend", "pop", "index", "count", "insert", "reverse"}),
-    dict: frozenset({"get", "keys", "values", "items", "pop", "update", "setdefault"}),
-    tuple: frozenset({"count", "index"}),
-}  # fmt: skip
-_ALL_METHODS = frozenset().union(*_METHODS.values())
+_PLAIN = PLAIN_TYPES
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -84,112 +55,6 @@ _CMPOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
     ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
 }  # fmt: skip
-_PLAIN = (type(None), bool, int, float, str, list, tuple, dict)
-
-#: builtins generated code may call (pure; sizes checked by the interpreter)
-SAFE_BUILTINS = frozenset({
-    "len", "min", "max", "sum", "abs", "round", "sorted", "reversed", "enumerate", "zip",
-    "range", "str", "int", "float", "bool", "list", "dict", "tuple", "any", "all", "print",
-})  # fmt: skip
-
-
-def _bad_name(name: str) -> bool:
-    return name.startswith("_") and name != "_"
-
-
-def check_code(
-    code: str, callables: frozenset[str] | set[str], limits: Limits = Limits()
-) -> ast.Module:
-    """Parse ``code`` and enforce the static allow-list.
-
-    Args:
-        code: the generated program.
-        callables: names that may be called (tools and safe builtins).
-        limits: size budgets.
-
-    Returns:
-        The parsed module.
-
-    Raises:
-        UnsafeCodeError: the first rule broken, with line number and the allowed set.
-    """
-    if not isinstance(code, str):
-        raise UnsafeCodeError(f"code must be a string, got {type(code).__name__}")
-    if len(code) > limits.max_code_chars:
-        raise UnsafeCodeError(
-            f"code is {len(code)} characters; the limit is {limits.max_code_chars}"
-        )
-    try:
-        tree = ast.parse(code, mode="exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise UnsafeCodeError(f"code is not valid Python: {type(exc).__name__}: {exc}") from None
-    assigned: set[str] = set()
-    count = 0
-
-    def fail(node: ast.AST, why: str) -> UnsafeCodeError:
-        return UnsafeCodeError(f"line {getattr(node, 'lineno', '?')}: {why}")
-
-    def visit(node: ast.AST, depth: int, parent: ast.AST | None) -> None:
-        nonlocal count
-        count += 1
-        if count > limits.max_nodes:
-            raise fail(node, f"program too large (more than {limits.max_nodes} syntax nodes)")
-        if depth > limits.max_depth:
-            raise fail(node, f"nesting deeper than {limits.max_depth} levels")
-        if not isinstance(node, _ALLOWED_NODES):
-            raise fail(
-                node,
-                f"{type(node).__name__} is not allowed; generated code may only assign "
-                "variables, use if/for/while, plain data and call the exposed tools",
-            )
-        if isinstance(node, ast.Name):
-            if _bad_name(node.id):
-                raise fail(node, f"name {node.id!r} is not allowed (no underscore names)")
-            if isinstance(node.ctx, ast.Store):
-                if node.id in callables:
-                    raise fail(node, f"cannot assign to the function name {node.id!r}")
-                assigned.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            if not (isinstance(parent, ast.Call) and parent.func is node):
-                raise fail(
-                    node, f"attribute access '.{node.attr}' is only allowed as a method call"
-                )
-            if node.attr not in _ALL_METHODS:
-                raise fail(
-                    node,
-                    f"method '.{node.attr}()' is not allowed; allowed: {', '.join(sorted(_ALL_METHODS))}",
-                )
-        elif isinstance(node, ast.Call):
-            if not isinstance(node.func, (ast.Name, ast.Attribute)):
-                raise fail(node, "only named functions and allow-listed methods can be called")
-            if isinstance(node.func, ast.Name) and node.func.id not in callables:
-                raise fail(
-                    node,
-                    f"function {node.func.id!r} is not available; callable: "
-                    f"{', '.join(sorted(callables))}",
-                )
-            if any(k.arg is None for k in node.keywords):
-                raise fail(node, "'**' arguments are not allowed")
-        elif isinstance(node, ast.Constant):
-            v = node.value
-            if isinstance(v, (bytes, complex)) or v is Ellipsis:
-                raise fail(node, f"{type(v).__name__} literals are not allowed")
-            if isinstance(v, str) and len(v) > limits.max_len:
-                raise fail(node, f"string literal of {len(v)} characters (limit {limits.max_len})")
-            if isinstance(v, int) and v.bit_length() > limits.max_int_bits:
-                raise fail(node, "integer literal too large")
-        elif isinstance(node, ast.FormattedValue):
-            if node.format_spec is not None:
-                raise fail(node, "format specs in f-strings are not allowed")
-        elif isinstance(node, ast.comprehension) and node.is_async:
-            raise fail(node, "async comprehensions are not allowed")
-        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-            pass
-        for child in ast.iter_child_nodes(node):
-            visit(child, depth + 1, node)
-
-    visit(tree, 0, None)
-    return tree
 
 
 @dataclass
@@ -220,7 +85,7 @@ class Sandbox:
     """
 
     def __init__(self, tools: Mapping[str, ToolFn], limits: Limits | None = None) -> None:
-        bad = [n for n in tools if _bad_name(n) or n in SAFE_BUILTINS]
+        bad = [n for n in tools if is_private_name(n) or n in SAFE_BUILTINS]
         if bad:
             raise ToolError(f"tool names {bad} clash with builtins or start with '_'")
         self.tools = dict(tools)
@@ -283,6 +148,27 @@ class _Run:
     def size(self, n: int, what: str = "value") -> None:
         if n > self.lim.max_len:
             raise UnsafeCodeError(f"{what} of size {n} exceeds the limit of {self.lim.max_len}")
+
+    def render_size(self, value: Any) -> None:
+        """Refuse to render (``str``/f-string/print) a value whose text would be too big."""
+        stack = [(value, 0)]
+        total = 0
+        while stack:
+            v, depth = stack.pop()
+            total += len(v) + 2 if isinstance(v, (str, list, tuple, dict)) else 8
+            if total > self.lim.max_len * 4 or depth > 30:
+                raise UnsafeCodeError("value too large to convert to text")
+            if isinstance(v, (list, tuple)):
+                stack.extend((x, depth + 1) for x in v)
+            elif isinstance(v, dict):
+                stack.extend((x, depth + 1) for kv in v.items() for x in kv)
+
+    def check(self, value: Any) -> Any:
+        if isinstance(value, int) and value.bit_length() > self.lim.max_int_bits:
+            raise UnsafeCodeError(f"integer larger than {self.lim.max_int_bits} bits")
+        if not isinstance(value, _PLAIN):
+            raise UnsafeCodeError(f"values of type {type(value).__name__} are not allowed")
+        return value
 
     def charge(self, value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
@@ -410,12 +296,12 @@ class _Run:
             return self.charge(-v if isinstance(node.op, ast.USub) else +v)
         if isinstance(node, ast.BoolOp):
             is_and = isinstance(node.op, ast.And)
-            v = None
+            result: Any = None
             for e in node.values:
-                v = await self.expr(e)
-                if (not v) if is_and else v:
-                    return v
-            return v
+                result = await self.expr(e)
+                if (not result) if is_and else result:
+                    return result
+            return result
         if isinstance(node, ast.Compare):
             left = await self.expr(node.left)
             for op, comp in zip(node.ops, node.comparators, strict=True):
@@ -430,7 +316,9 @@ class _Run:
             container = await self.expr(node.value)
             if not isinstance(container, (list, tuple, dict, str)):
                 raise ToolError(f"{type(container).__name__} is not subscriptable")
-            return self.charge(container[await self.expr(node.slice)])
+            key = await self.expr(node.slice)
+            value = container[key]
+            return self.charge(value) if isinstance(key, slice) else self.check(value)
         if isinstance(node, ast.Slice):
             parts = [
                 None if p is None else await self.expr(p)
@@ -444,6 +332,7 @@ class _Run:
                     pieces.append(str(v.value))
                 elif isinstance(v, ast.FormattedValue):
                     x = await self.expr(v.value)
+                    self.render_size(x)
                     pieces.append(repr(x) if v.conversion == ord("r") else str(x))
                     self.tick(len(pieces[-1]) // 64)
             return self.charge("".join(pieces))
@@ -521,7 +410,7 @@ class _Run:
         func = node.func
         if isinstance(func, ast.Attribute):
             obj = await self.expr(func.value)
-            allowed = _METHODS.get(type(obj), frozenset())
+            allowed = ALLOWED_METHODS.get(type(obj), frozenset())
             if func.attr not in allowed:
                 raise UnsafeCodeError(
                     f"method '.{func.attr}()' is not allowed on {type(obj).__name__}"
@@ -549,7 +438,8 @@ class _Run:
             if func.attr in {"append", "extend", "insert", "update", "setdefault"}:
                 self.charge(obj)
             return self.charge(result)
-        name = func.id  # type: ignore[union-attr]
+        assert isinstance(func, ast.Name)  # guaranteed by check_code
+        name = func.id
         if name in self.box.tools:
             self.tool_calls += 1
             if self.tool_calls > self.lim.max_tool_calls:
@@ -561,7 +451,7 @@ class _Run:
                 result = await self.box.tools[name](args, kwargs)
             finally:
                 self.tool_time += time.monotonic() - t0
-            return _check_plain(result, name)
+            return _plain_copy(result, name)
         return self.builtin(name, args, kwargs)
 
     def builtin(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -629,18 +519,21 @@ def _copy_with_load(target: ast.expr) -> ast.expr:
     raise UnsafeCodeError(f"cannot augment-assign to {type(target).__name__}")
 
 
-def _check_plain(value: Any, tool: str, depth: int = 0) -> Any:
-    # tools are trusted, but their results enter the sandbox: only plain data may pass
+def _plain_copy(value: Any, tool: str, depth: int = 0) -> Any:
+    # Tools are trusted, but their results enter the sandbox: only plain data may pass, and
+    # as a copy, so generated code can never mutate the env's own lists and dicts.
     if depth > 20:
         raise ToolError(f"result of tool {tool!r} is nested too deeply")
-    if isinstance(value, (list, tuple)):
-        for v in value:
-            _check_plain(v, tool, depth + 1)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_plain(k, tool, depth + 1)
-            _check_plain(v, tool, depth + 1)
-    elif not isinstance(value, _PLAIN):
+    if isinstance(value, list):
+        return [_plain_copy(v, tool, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain_copy(v, tool, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return {
+            _plain_copy(k, tool, depth + 1): _plain_copy(v, tool, depth + 1)
+            for k, v in value.items()
+        }
+    if not isinstance(value, _PLAIN):
         raise ToolError(
             f"tool {tool!r} returned {type(value).__name__}; tools used from generated code "
             "must return plain data (dict/list/str/number/bool/None)"

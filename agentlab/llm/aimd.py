@@ -38,6 +38,8 @@ class AIMDLimiter:
         initial: starting limit.
         latency_factor: a completion slower than this × baseline is a congestion signal.
         slow_s: optional absolute latency (seconds) above which a completion is "slow".
+        min_slow_s: completions faster than this are never "slow" (microsecond jitter of
+            an instant backend is not congestion).
         backoff: multiplicative decrease after slow start.
         floor: lowest limit (1).
         ceiling: highest limit (a sanity bound, not a tuning knob).
@@ -48,8 +50,10 @@ class AIMDLimiter:
     __slots__ = (
         "_cur_min",
         "_cur_n",
+        "_cut_t",
         "_limit",
         "_prev_min",
+        "_wmax",
         "adaptive",
         "backoff",
         "ceiling",
@@ -57,11 +61,13 @@ class AIMDLimiter:
         "epoch",
         "floor",
         "latency_factor",
+        "min_slow_s",
         "rate_limited",
         "samples",
         "slow_s",
         "slow_signals",
         "slow_start",
+        "srtt",
         "window",
     )
 
@@ -76,7 +82,9 @@ class AIMDLimiter:
         ceiling: float = 4096,
         window: int = 256,
         adaptive: bool = True,
+        min_slow_s: float = 0.05,
     ) -> None:
+        self.min_slow_s = min_slow_s
         self._limit = float(initial)
         self.adaptive = adaptive
         self.latency_factor = latency_factor
@@ -94,6 +102,9 @@ class AIMDLimiter:
         self._cur_min = math.inf
         self._prev_min = math.inf
         self._cur_n = 0
+        self._wmax = math.inf  # limit at the last cut: where congestion was last seen
+        self._cut_t = -math.inf
+        self.srtt = 0.0  # smoothed healthy latency: at most one cut per round trip
 
     @property
     def limit(self) -> int:
@@ -106,18 +117,32 @@ class AIMDLimiter:
         b = min(self._cur_min, self._prev_min)
         return None if b == math.inf else b
 
-    def on_success(self, latency: float, completion_tokens: int, in_flight: int, epoch: int) -> None:
-        """Feed one successful completion; may raise or (if slow) lower the limit."""
+    def on_success(
+        self,
+        latency: float,
+        completion_tokens: int,
+        in_flight: int,
+        epoch: int,
+        now: float | None = None,
+    ) -> None:
+        """Feed one successful completion; may raise or (if slow) lower the limit.
+
+        ``now`` (clock time) enables the one-cut-per-round-trip rule.
+        """
         cost = latency / (completion_tokens + _TOKEN_PAD)
         base = self.baseline
         slow = (self.slow_s is not None and latency > self.slow_s) or (
-            base is not None and self.samples >= 8 and cost > self.latency_factor * base
+            base is not None
+            and self.samples >= 8
+            and latency > self.min_slow_s
+            and cost > self.latency_factor * base
         )
         if slow:
             self.slow_signals += 1
-            self._decrease(epoch)
+            self._decrease(epoch, now)
             return
         self.samples += 1
+        self.srtt = latency if self.samples == 1 else 0.9 * self.srtt + 0.1 * latency
         # Two half-window buckets give a sliding minimum in O(1).
         if cost < self._cur_min:
             self._cur_min = cost
@@ -125,23 +150,36 @@ class AIMDLimiter:
         if self._cur_n >= self.window // 2:
             self._prev_min, self._cur_min, self._cur_n = self._cur_min, math.inf, 0
         if self.adaptive and in_flight * 2 >= self._limit:
-            step = 1.0 if self.slow_start else 1.0 / self._limit
+            if self.slow_start:
+                step = 1.0
+            elif 0.9 * self._wmax <= self._limit <= 1.05 * self._wmax:
+                step = 0.125 / self._limit  # plateau near the last congestion point
+            else:
+                step = 1.0 / self._limit
             self._limit = min(self.ceiling, self._limit + step)
 
-    def on_rate_limit(self, epoch: int) -> None:
+    def on_rate_limit(self, epoch: int, now: float | None = None) -> None:
         """Feed one rate-limit (429) answer."""
         self.rate_limited += 1
-        self._decrease(epoch)
+        self._decrease(epoch, now)
 
-    def on_timeout(self, epoch: int) -> None:
+    def on_timeout(self, epoch: int, now: float | None = None) -> None:
         """Feed one timed-out attempt (the slowest possible completion)."""
         self.slow_signals += 1
-        self._decrease(epoch)
+        self._decrease(epoch, now)
 
-    def _decrease(self, epoch: int) -> None:
+    def _decrease(self, epoch: int, now: float | None) -> None:
         if epoch != self.epoch or not self.adaptive:
             return  # this request started before the last cut; it carries stale news
+        if now is not None:
+            # A rate-limited server stays saturated for about one round trip after a cut
+            # (the requests already in flight drain slowly, the bucket is empty): signals in
+            # that window are echoes of the same congestion, not new news.
+            if now - self._cut_t < self.srtt:
+                return
+            self._cut_t = now
         factor = 0.5 if self.slow_start else self.backoff
+        self._wmax = self._limit
         self.slow_start = False
         self._limit = max(self.floor, self._limit * factor)
         self.epoch += 1

@@ -80,6 +80,13 @@ class LLMClient:
     seed: int | None
     timeout: float
     max_retries: int
+    _clock: Clock
+    _defaults: dict[str, Any]
+    _key: str
+    _limiter_opts: dict[str, Any]
+    _live: Live | None
+    _profile: SimProfile | None
+    _req_defaults: dict[str, Any]
 
     def __init__(
         self,
@@ -95,7 +102,9 @@ class LLMClient:
         if not isinstance(model, str) or not model:
             raise ConfigError(f"model must be a non-empty string, got {model!r}")
         if timeout <= 0 or max_retries < 0:
-            raise ConfigError(f"need timeout > 0 and max_retries >= 0, got {timeout}, {max_retries}")
+            raise ConfigError(
+                f"need timeout > 0 and max_retries >= 0, got {timeout}, {max_retries}"
+            )
         s = object.__setattr__
         s(self, "model", model)
         s(self, "base_url", base_url)
@@ -264,9 +273,13 @@ class LLMClient:
         """
         if stream:
             s = self.stream(
-                messages, response_format=response_format, tools=tools,
-                agent_id=agent_id, labels=labels, **overrides,
-            )  # fmt: skip
+                messages,
+                response_format=response_format,
+                tools=tools,
+                agent_id=agent_id,
+                labels=labels,
+                **overrides,
+            )
             return await s.collect()
         live = self._live or self._get_live()
         params = {**self._req_defaults, **overrides} if overrides else self._req_defaults
@@ -277,16 +290,29 @@ class LLMClient:
         gate = live.gate()
         limiter = live.limiter
         server = live.server
-        rec = CallRecord(live.next_id(), self.model, clock.now(), agent_id=agent_id,
-                         labels=labels if labels is not None else {})  # fmt: skip
+        if server is not None and server.profile.client_overhead_s > 0:
+            await server.dispatch()
+        rec = CallRecord(
+            live.next_id(),
+            self.model,
+            clock.now(),
+            agent_id=agent_id,
+            labels=dict(labels) if labels else {},
+        )
         attempt = 0
         while True:
             epoch = await gate.acquire()
             t0 = clock.now()
             try:
                 if server is not None:
-                    res = server.plan(messages, attempt=attempt, spec=spec, tools=tools,
-                                      params=params, timeout=self.timeout)  # fmt: skip
+                    res = server.plan(
+                        messages,
+                        attempt=attempt,
+                        spec=spec,
+                        tools=tools,
+                        params=params,
+                        timeout=self.timeout,
+                    )
                     if res.fault is not None or res.end > t0:
                         res = await server.wait(res, self.model)
                 else:
@@ -302,7 +328,8 @@ class LLMClient:
                 raise
             in_flight = gate.in_flight
             gate.release()
-            limiter.on_success(clock.now() - t0, res.completion_tokens, in_flight, epoch)
+            t1 = clock.now()
+            limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1)
             rec.attempts = attempt + 1
             resp = self._finish(rec, res, spec, live)
             if server is None:
@@ -335,9 +362,9 @@ class LLMClient:
         from agentlab.errors import RateLimitError
 
         if isinstance(exc, RateLimitError):
-            limiter.on_rate_limit(epoch)
+            limiter.on_rate_limit(epoch, self._clock.now())
         elif exc.code == "timeout":
-            limiter.on_timeout(epoch)
+            limiter.on_timeout(epoch, self._clock.now())
         if not exc.retryable or attempt >= self.max_retries:
             self._fail(rec, exc, attempt, live)
         # Exponential backoff with jitter, drawn from a seeded stream so virtual runs repeat.
@@ -467,8 +494,16 @@ class LLMStream:
         params = {**c._req_defaults, **overrides}
         clock = c._clock
         gate = live.gate()
-        rec = CallRecord(live.next_id(), c.model, clock.now(), agent_id=agent_id,
-                         labels=labels or {}, stream=True)  # fmt: skip
+        if live.server is not None and live.server.profile.client_overhead_s > 0:
+            await live.server.dispatch()
+        rec = CallRecord(
+            live.next_id(),
+            c.model,
+            clock.now(),
+            agent_id=agent_id,
+            labels=labels or {},
+            stream=True,
+        )
         attempt = 0
         while True:
             epoch = await gate.acquire()
@@ -477,8 +512,14 @@ class LLMStream:
             holder: list[SimResult] = []
             try:
                 if live.server is not None:
-                    res = live.server.plan(messages, attempt=attempt, spec=spec, tools=tools,
-                                           params=params, timeout=c.timeout)  # fmt: skip
+                    res = live.server.plan(
+                        messages,
+                        attempt=attempt,
+                        spec=spec,
+                        tools=tools,
+                        params=params,
+                        timeout=c.timeout,
+                    )
                     holder.append(res)
                     deltas = live.server.chunks(res, c.model)
                 else:
@@ -503,8 +544,8 @@ class LLMStream:
             gate.release()
             res = holder[-1]
             res.first_token = first if first is not None else clock.now()
-            live.limiter.on_success(clock.now() - t0, res.completion_tokens, in_flight, epoch)
+            t1 = clock.now()
+            live.limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1)
             rec.attempts = attempt + 1
             self.response = c._finish(rec, res, spec, live)
             return
-

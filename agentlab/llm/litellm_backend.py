@@ -115,9 +115,16 @@ async def acall(clock: Any, **kw: Any) -> SimResult:
     ]
     p_tok, c_tok = _usage(resp)
     return SimResult(
-        msg.content or "", p_tok, c_tok, t0, None, t1, t1,
-        finish_reason=choice.finish_reason or "stop", tool_calls=calls,
-    )  # fmt: skip
+        msg.content or "",
+        p_tok,
+        c_tok,
+        t0,
+        None,
+        t1,
+        t1,
+        finish_reason=choice.finish_reason or "stop",
+        tool_calls=calls,
+    )
 
 
 async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterator[str]:

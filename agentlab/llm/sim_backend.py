@@ -25,6 +25,7 @@ import json
 import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 from agentlab.core.clock import Clock
@@ -94,6 +95,27 @@ class SimServer:
         self._scheduled_tokens = 0
         self._rate_t = clock.now()
         self._rate_tokens = 0
+        self._client_free = -math.inf  # when the calling process's CPU is next free
+        self._client_draws = 0
+
+    async def dispatch(self) -> None:
+        """Spend the client-side CPU of one request (``client_overhead_s``), serially.
+
+        Requests issued together (a fan-out) are sent one after another, each costing a
+        log-normally jittered share of CPU (deterministic per seed), so their start times
+        differ by milliseconds as they do with a real client, never by exactly zero.
+        """
+        mean = self.profile.client_overhead_s
+        if mean <= 0:
+            return
+        self._client_draws += 1
+        u = Rng(self.seed * 1_000_003 + self._client_draws).random()
+        # log-normal with sigma 0.5 via the inverse normal CDF of u (mean-preserving)
+        cost = mean * math.exp(0.5 * NormalDist().inv_cdf(min(max(u, 1e-9), 1 - 1e-9)) - 0.125)
+        now = self.clock.now()
+        ready = max(now, self._client_free) + cost
+        self._client_free = ready
+        await self.clock.sleep(ready - now)
 
     # --- planning --------------------------------------------------------------------
 

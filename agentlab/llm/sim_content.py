@@ -19,13 +19,13 @@ _INC = 1442695040888963407
 
 # Short words: about four characters with the space, i.e. about one token each under the
 # ~4 chars/token estimate used for prompts.
-_WORDS = (
-    "the a of to and in is it we you that for on are with as be at this have from or "
-    "one had by but not what all were when can said there use an each which she do how "
-    "their if will up other about out many then them these so some her would make like "
-    "him into time has look two more go see way could no than first been call who its now "
-    "find long down day did get come made may part plan vote agree yes ok idea share post "
-    "task data note move next good best fair team rule goal step test"
+_WORDS = (  # noqa: SIM905 - a paragraph reads better than 110 quoted words
+    "the a of to and in is it we you that for on are with as be at this have from or one "
+    "had by but not what all were when can said there use an each which she do how their "
+    "if will up other about out many then them these so some her would make like him "
+    "into time has look two more go see way could no than first been call who its now "
+    "find long down day did get come made may part plan vote agree yes ok idea share "
+    "post task data note move next good best fair team rule goal step test"
 ).split()
 _NW = len(_WORDS)
 
@@ -137,9 +137,10 @@ def gen_value(
             non_null = [o for o in opts if o.get("type") != "null"]
             # Optional[X]: mostly X, so structured outputs carry content.
             pick = non_null if non_null and rng.random() < 0.9 else opts
-            return gen_value(pick[rng.randint(len(pick))], rng, bool_p=bool_p, root=root,
-                             depth=depth + 1)  # fmt: skip
-    if "allOf" in schema and schema["allOf"]:
+            return gen_value(
+                pick[rng.randint(len(pick))], rng, bool_p=bool_p, root=root, depth=depth + 1
+            )
+    if schema.get("allOf"):
         return gen_value(schema["allOf"][0], rng, bool_p=bool_p, root=root, depth=depth + 1)
     typ = schema.get("type")
     if isinstance(typ, list):
@@ -186,11 +187,9 @@ def _bounds(schema: dict[str, Any], *, integer: bool) -> tuple[float, float]:
         lo = schema["exclusiveMinimum"] + (1 if integer else 1e-6)
     if "exclusiveMaximum" in schema:
         hi = schema["exclusiveMaximum"] - (1 if integer else 1e-6)
-    if lo is None and hi is None:
-        lo, hi = 0, 10
-    elif lo is None:
-        lo = hi - 10
-    elif hi is None:
+    if lo is None:
+        lo = 0 if hi is None else hi - 10
+    if hi is None:
         hi = lo + 10
     if integer:
         return math.ceil(lo), math.floor(hi)

@@ -31,6 +31,10 @@ class SimProfile:
     decode_tps: float = 0.0  # tokens per second for ONE sequence decoding alone
     decode_degrade: float = 0.0  # per extra running sequence: rate / (1 + d * (running - 1))
     overhead_s: float = 0.0  # fixed network + scheduling time before the first token
+    # Client-side CPU per request (building, serialising and sending it), spent serially by
+    # the calling process before the request starts: litellm costs ~5-20 ms here. It is what
+    # spaces out a fan-out of N "simultaneous" calls by a few milliseconds instead of 0.
+    client_overhead_s: float = 0.0
     completion_median: float = 32.0  # log-normal completion length: median tokens
     completion_sigma: float = 0.5  # ... and sigma of log(tokens)
     max_completion: int = 1024  # hard cap (like max_tokens)
@@ -100,6 +104,7 @@ PROFILES: dict[str, SimProfile] = {
         decode_tps=60.0,
         decode_degrade=0.04,
         overhead_s=0.01,
+        client_overhead_s=0.004,
         completion_median=120.0,
         completion_sigma=0.6,
         max_completion=1024,
@@ -110,6 +115,7 @@ PROFILES: dict[str, SimProfile] = {
         prefill_tps=20000.0,
         decode_tps=80.0,
         overhead_s=0.3,
+        client_overhead_s=0.006,
         completion_median=120.0,
         completion_sigma=0.6,
         max_completion=1024,

@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Any
 
+from aiohttp import web
+
 from agentlab.core.clock import RealClock
 from agentlab.llm.sim_backend import SimResult, SimServer
 from agentlab.llm.sim_profiles import get_profile
@@ -33,18 +35,19 @@ from agentlab.llm.structured import output_spec
 
 __all__ = ["SimServeHandle", "build_app", "main", "start_sim_server"]
 
+# Created at import: aiohttp's AppKey looks for a module frame, absent in worker threads.
+SIM_KEY = web.AppKey("sim", SimServer)
+
 _MAX_HANG_S = 3600.0
 
 
 def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> Any:
     """The aiohttp application serving ``sim/<profile>`` (profile parameters overridable)."""
-    from aiohttp import web
-
     name = profile.removeprefix("sim/")
     server = SimServer(get_profile(name, **params), seed, RealClock())
     model_id = f"sim/{name}"
     app = web.Application()
-    app["sim"] = server
+    app[SIM_KEY] = server
 
     async def models(_: web.Request) -> web.Response:
         data = [{"id": m, "object": "model", "owned_by": "agentlab"} for m in (model_id, name)]
@@ -79,8 +82,9 @@ def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> Any:
         for k in ("max_tokens", "max_completion_tokens", "tool_choice"):
             if body.get(k) is not None:
                 params[k] = body[k]
-        res = server.plan(messages, spec=spec, tools=body.get("tools"), params=params,
-                          timeout=_MAX_HANG_S)  # fmt: skip
+        res = server.plan(
+            messages, spec=spec, tools=body.get("tools"), params=params, timeout=_MAX_HANG_S
+        )
         rid = f"chatcmpl-{server.requests_total}"
         created = int(time.time())
         if res.fault == "rate_limited":
@@ -98,16 +102,19 @@ def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> Any:
         async def send(obj: Any) -> None:
             await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
 
-        base = {"id": rid, "object": "chat.completion.chunk", "created": created,
-                "model": model_id}  # fmt: skip
+        base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model_id}
         try:
             if res.tool_calls:
                 await asyncio.sleep(max(0.0, res.first_token - time.time()))
                 calls = [
-                    {"index": i, "id": c[0], "type": "function",
-                     "function": {"name": c[1], "arguments": c[2]}}
+                    {
+                        "index": i,
+                        "id": c[0],
+                        "type": "function",
+                        "function": {"name": c[1], "arguments": c[2]},
+                    }
                     for i, c in enumerate(res.tool_calls)
-                ]  # fmt: skip
+                ]
                 delta: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
                 await send({**base, "choices": [{"index": 0, "delta": delta}]})
             else:
@@ -134,10 +141,9 @@ def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> Any:
 
 
 def _error(status: int, message: str, kind: str) -> Any:
-    from aiohttp import web
-
-    return web.json_response({"error": {"message": message, "type": kind, "code": status}},
-                             status=status)  # fmt: skip
+    return web.json_response(
+        {"error": {"message": message, "type": kind, "code": status}}, status=status
+    )
 
 
 def _usage(res: SimResult) -> dict[str, int]:
@@ -170,8 +176,14 @@ def _completion(res: SimResult, rid: str, created: int, model: str) -> dict[str,
 class SimServeHandle:
     """A sim-serve instance running in a background thread (see :func:`start_sim_server`)."""
 
-    def __init__(self, host: str, port: int, loop: asyncio.AbstractEventLoop,
-                 thread: threading.Thread, stop: asyncio.Event) -> None:  # fmt: skip
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        loop: asyncio.AbstractEventLoop,
+        thread: threading.Thread,
+        stop: asyncio.Event,
+    ) -> None:
         self.host, self.port = host, port
         self._loop, self._thread, self._stop = loop, thread, stop
 
@@ -194,9 +206,13 @@ class SimServeHandle:
 
 
 def start_sim_server(
-    profile: str = "instant", *, seed: int = 0, host: str = "127.0.0.1", port: int = 0,
+    profile: str = "instant",
+    *,
+    seed: int = 0,
+    host: str = "127.0.0.1",
+    port: int = 0,
     **params: Any,
-) -> SimServeHandle:  # fmt: skip
+) -> SimServeHandle:
     """Run sim-serve in a daemon thread on a free port; returns once it is listening."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -206,8 +222,6 @@ def start_sim_server(
 
     def run() -> None:
         async def serve() -> None:
-            from aiohttp import web
-
             runner = web.AppRunner(build_app(profile, seed=seed, **params), access_log=None)
             await runner.setup()
             await web.SockSite(runner, sock).start()
@@ -232,13 +246,14 @@ def start_sim_server(
 
 def main(args: argparse.Namespace) -> int:
     """CLI entry (``agentlab sim-serve``): serve until interrupted; returns an exit code."""
-    from aiohttp import web
-
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"sim-serve: warning: listening on {args.host}, not loopback", file=sys.stderr)
     app = build_app(args.profile, seed=args.seed)
-    print(f"sim-serve: sim/{args.profile.removeprefix('sim/')} on "
-          f"http://{args.host}:{args.port}/v1 (metrics at /metrics)", flush=True)  # fmt: skip
+    print(
+        f"sim-serve: sim/{args.profile.removeprefix('sim/')} on "
+        f"http://{args.host}:{args.port}/v1 (metrics at /metrics)",
+        flush=True,
+    )
     web.run_app(app, host=args.host, port=args.port, access_log=None, print=None)
     return 0
 

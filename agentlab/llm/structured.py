@@ -155,9 +155,10 @@ def validate_schema(
             errors.append(f"{path}: {value} < minimum {schema['minimum']}")
         if "maximum" in schema and value > schema["maximum"]:
             errors.append(f"{path}: {value} > maximum {schema['maximum']}")
-    elif isinstance(value, str):
-        if len(value) < schema.get("minLength", 0) or len(value) > schema.get("maxLength", 1e18):
-            errors.append(f"{path}: string length {len(value)} outside bounds")
+    elif isinstance(value, str) and not (
+        schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", 1e18)
+    ):
+        errors.append(f"{path}: string length {len(value)} outside bounds")
     return errors
 
 

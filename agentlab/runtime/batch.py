@@ -104,7 +104,6 @@ async def _step_one(spec: AgentSpec, batch: BatchSpec, proxy: Any, result: Batch
             agent = cls.from_workspace(
                 (store, spec.agent_id), ctx, committed_tick=batch.committed, agent_class=cls
             )
-            agent.rng = ctx.rng
             if policy.timeout_s is None:
                 await agent.step(tick)
             else:
@@ -135,8 +134,14 @@ async def _step_one(spec: AgentSpec, batch: BatchSpec, proxy: Any, result: Batch
                 result.failed.append(spec.agent_id)
                 replay.append(
                     "agent_states",
-                    {"agent_id": spec.agent_id, "type": spec.type, "tick": tick, "ok": False,
-                     "attempts": attempt, "summary": {}},  # fmt: skip
+                    {
+                        "agent_id": spec.agent_id,
+                        "type": spec.type,
+                        "tick": tick,
+                        "ok": False,
+                        "attempts": attempt,
+                        "summary": {},
+                    },
                 )
                 return
             if policy.backoff_s:
@@ -146,8 +151,14 @@ async def _step_one(spec: AgentSpec, batch: BatchSpec, proxy: Any, result: Batch
         result.steps += 1
         replay.append(
             "agent_states",
-            {"agent_id": spec.agent_id, "type": spec.type, "tick": tick, "ok": True,
-             "attempts": attempt, "summary": agent.summary()},  # fmt: skip
+            {
+                "agent_id": spec.agent_id,
+                "type": spec.type,
+                "tick": tick,
+                "ok": True,
+                "attempts": attempt,
+                "summary": agent.summary(),
+            },
         )
         return
 
@@ -163,7 +174,12 @@ async def step_agent_batch(batch: BatchSpec, proxy: Any) -> BatchResult:
         await asyncio.gather(*(_step_one(s, batch, proxy, result) for s in batch.agents))
     finally:
         result.wall_s = time.perf_counter() - t0
-        tracer.end_span(span, status="ok" if not result.failed else "partial")
+        tracer.end_span(
+            span,
+            status="ok" if not result.failed else "error",
+            message=f"{len(result.failed)} agents failed" if result.failed else None,
+            steps=result.steps,
+        )
         proxy.flush()
     return result
 

@@ -9,40 +9,90 @@ __all__ = ["SOCIETY_DATASETS", "register_society_datasets"]
 SOCIETY_DATASETS: dict[str, tuple[str, dict[str, str]]] = {
     "agent_profiles": (
         "one row per agent at creation: id, type, persona name, config",
-        {"agent_id": "VARCHAR", "type": "VARCHAR", "name": "VARCHAR", "config": "JSON",
-         "schema_version": "BIGINT"},  # fmt: skip
+        {
+            "agent_id": "VARCHAR",
+            "type": "VARCHAR",
+            "name": "VARCHAR",
+            "config": "JSON",
+            "schema_version": "BIGINT",
+        },
     ),
     "agent_states": (
         "one row per agent per committed tick: outcome, attempts, the agent's summary()",
-        {"agent_id": "VARCHAR", "type": "VARCHAR", "tick": "BIGINT", "ok": "BOOLEAN",
-         "attempts": "BIGINT", "summary": "JSON"},  # fmt: skip
+        {
+            "agent_id": "VARCHAR",
+            "type": "VARCHAR",
+            "tick": "BIGINT",
+            "ok": "BOOLEAN",
+            "attempts": "BIGINT",
+            "summary": "JSON",
+        },
     ),
     "agent_errors": (
         "one row per failed agent-step attempt (retried or final)",
-        {"agent_id": "VARCHAR", "type": "VARCHAR", "tick": "BIGINT", "attempt": "BIGINT",
-         "final": "BOOLEAN", "error_class": "VARCHAR", "error": "VARCHAR"},  # fmt: skip
+        {
+            "agent_id": "VARCHAR",
+            "type": "VARCHAR",
+            "tick": "BIGINT",
+            "attempt": "BIGINT",
+            "final": "BOOLEAN",
+            "error_class": "VARCHAR",
+            "error": "VARCHAR",
+        },
     ),
     "timeline": (
         "one row per committed tick: counts, tokens, errors, wall time, limiter state",
-        {"tick": "BIGINT", "ts": "DOUBLE", "agents": "BIGINT", "steps": "BIGINT",
-         "llm_calls": "BIGINT", "tokens": "BIGINT", "errors": "BIGINT", "wall_s": "DOUBLE",
-         "aimd_limit": "BIGINT", "in_flight": "BIGINT", "env_events": "BIGINT",
-         "schema_version": "BIGINT"},  # fmt: skip
+        {
+            "tick": "BIGINT",
+            "ts": "DOUBLE",
+            "agents": "BIGINT",
+            "steps": "BIGINT",
+            "llm_calls": "BIGINT",
+            "tokens": "BIGINT",
+            "errors": "BIGINT",
+            "wall_s": "DOUBLE",
+            "aimd_limit": "BIGINT",
+            "in_flight": "BIGINT",
+            "env_events": "BIGINT",
+            "schema_version": "BIGINT",
+        },
     ),
     "llm_calls": (
         "every LLM call (CallRecord fields, labels flattened), with run_id and tick",
-        {"request_id": "VARCHAR", "model": "VARCHAR", "start": "DOUBLE", "end": "DOUBLE",
-         "first_token": "DOUBLE", "queue_wait": "DOUBLE", "agent_id": "VARCHAR",
-         "labels": "JSON", "prompt_tokens": "BIGINT", "completion_tokens": "BIGINT",
-         "outcome": "VARCHAR", "error": "VARCHAR", "attempts": "BIGINT", "stream": "BOOLEAN",
-         "schema_version": "BIGINT", "stage": "VARCHAR", "iteration": "BIGINT",
-         "round": "BIGINT", "sender": "VARCHAR", "receiver_role": "VARCHAR",
-         "run_id": "VARCHAR", "tick": "BIGINT"},  # fmt: skip
+        {
+            "request_id": "VARCHAR",
+            "model": "VARCHAR",
+            "start": "DOUBLE",
+            "end": "DOUBLE",
+            "first_token": "DOUBLE",
+            "queue_wait": "DOUBLE",
+            "agent_id": "VARCHAR",
+            "labels": "JSON",
+            "prompt_tokens": "BIGINT",
+            "completion_tokens": "BIGINT",
+            "outcome": "VARCHAR",
+            "error": "VARCHAR",
+            "attempts": "BIGINT",
+            "stream": "BOOLEAN",
+            "schema_version": "BIGINT",
+            "stage": "VARCHAR",
+            "iteration": "BIGINT",
+            "round": "BIGINT",
+            "sender": "VARCHAR",
+            "receiver_role": "VARCHAR",
+            "run_id": "VARCHAR",
+            "tick": "BIGINT",
+        },
     ),
     "env_events": (
         "events emitted by env modules (drained after every tick)",
-        {"env": "VARCHAR", "event": "VARCHAR", "tick": "BIGINT", "seq": "BIGINT",
-         "schema_version": "BIGINT"},  # fmt: skip
+        {
+            "env": "VARCHAR",
+            "event": "VARCHAR",
+            "tick": "BIGINT",
+            "seq": "BIGINT",
+            "schema_version": "BIGINT",
+        },
     ),
 }
 

@@ -15,14 +15,24 @@ from typing import Any
 
 from agentlab.errors import ConfigError, UnknownNameError
 
-__all__ = ["EnvHost", "LocalEnvHandle", "RayEnvHandle", "build_env_modules"]
+__all__ = [
+    "EnvHost",
+    "LocalEnvHandle",
+    "RayEnvHandle",
+    "build_env_modules",
+    "env_spec_of",
+    "modules_from_specs",
+]
 
 ENV_CKPT_DIR = "env/ticks"
 
 
 def build_env_modules(specs: list[Any], seed: int) -> list[Any]:
     """Instantiate env modules from names, ``{"type": ..., **config}`` dicts or instances."""
-    from agentlab.env import EnvBase, create_env
+    if not specs:
+        return []
+    from agentlab.env.base import EnvBase
+    from agentlab.env.registry import create_env
 
     modules: list[Any] = []
     for i, spec in enumerate(specs):
@@ -42,16 +52,31 @@ def build_env_modules(specs: list[Any], seed: int) -> list[Any]:
 
 
 def env_spec_of(module: Any) -> dict[str, Any]:
-    """The JSON spec that rebuilds ``module`` (type + config)."""
-    return {"type": module.env_type or type(module).__qualname__, **module.config}
+    """The JSON spec that rebuilds ``module`` (type, class reference, config, seed)."""
+    from agentlab.env.registry import env_spec
+
+    return env_spec(module)
+
+
+def modules_from_specs(specs: list[dict[str, Any]]) -> list[Any]:
+    """Rebuild modules from :func:`env_spec_of` specs (``init(seed)`` done, not restored)."""
+    if not specs:
+        return []
+    from agentlab.env.registry import env_from_spec
+
+    return [env_from_spec(s) for s in specs]
 
 
 class EnvHost:
     """The env modules of one run plus a tool → module routing table."""
 
     def __init__(self, modules: list[Any]) -> None:
+        from agentlab.env.routers import DirectRouter
+
         self.modules = modules
         self._by_tool: dict[str, Any] = {}
+        # One direct router per module: validation, refusals and counters live there.
+        self._routers = {id(m): DirectRouter(m) for m in modules}
         for m in modules:
             for name in m.tool_specs():
                 if name in self._by_tool:
@@ -78,11 +103,21 @@ class EnvHost:
         if module is None:
             self.errors += 1
             raise UnknownNameError("tool", name, list(self._by_tool))
-        try:
-            return await module.call_tool(name, arguments, agent_id=agent_id)
-        except Exception:
+        result = await self._routers[id(module)].route(
+            {"tool": name, "arguments": arguments}, agent_id=agent_id
+        )
+        if not result.ok:
             self.errors += 1
-            raise
+            result.raise_for_error()
+        return result.value
+
+    def router_stats(self) -> dict[str, int]:
+        """Summed router counters (calls, tool_calls, rejections, errors...)."""
+        total: dict[str, int] = {}
+        for r in self._routers.values():
+            for k, v in r.stats.to_dict().items():
+                total[k] = total.get(k, 0) + v
+        return total
 
     async def observe(self, agent_id: str, tick: int) -> str:
         parts: list[str] = []

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.runtime.batch import BatchResult, BatchSpec, run_batch_blocking, step_agent_batch
-from agentlab.runtime.envhost import EnvHost, LocalEnvHandle, RayEnvHandle, build_env_modules
+from agentlab.runtime.envhost import EnvHost, LocalEnvHandle, RayEnvHandle, modules_from_specs
 
 __all__ = ["EXECUTORS", "Executor", "LocalExecutor", "RayExecutor", "make_executor"]
 
@@ -71,7 +71,7 @@ class LocalExecutor:
     ) -> LocalEnvHandle | None:
         if not specs:
             return None
-        self.host = EnvHost(build_env_modules(specs, seed))
+        self.host = EnvHost(modules_from_specs(specs))
         if restore:
             self.host.restore(run_dir, restore)
         return LocalEnvHandle(self.host)
@@ -104,7 +104,7 @@ class _EnvActor:
     """Body of the Ray env actor: an :class:`EnvHost` built inside the actor."""
 
     def __init__(self, specs: list[Any], seed: int, run_dir: str, restore: list[str] | None):
-        self.host = EnvHost(build_env_modules(specs, seed))
+        self.host = EnvHost(modules_from_specs(specs))
         if restore:
             self.host.restore(run_dir, restore)
 

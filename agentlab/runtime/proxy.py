@@ -98,10 +98,23 @@ class RecordingLLM:
                 tracer.end_span(span, status="error")
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _record_fields(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        import dataclasses
+
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def llm_call_row(record: Any, run_id: str, tick: int | None) -> dict[str, Any]:
     """The ``llm_calls`` row of a ``CallRecord`` (labels flattened + ``labels`` JSON)."""
-    row = record.to_dict()
-    labels = row.get("labels") or {}
+    # Not CallRecord.to_dict(): dataclasses.asdict deep-copies and was ~1/3 of a step.
+    row = {name: getattr(record, name) for name in _record_fields(type(record))}
+    labels = row["labels"] = dict(row.get("labels") or {})
     for key in _LABEL_COLUMNS:
         row[key] = labels.get(key)
     row["run_id"] = run_id
@@ -200,7 +213,10 @@ class ServiceProxy:
     @property
     def store(self) -> DirectoryStore:
         """The agent store (``<run>/agents``)."""
-        return DirectoryStore(Path(self.run_dir) / "agents")
+        store = self._live.get("store")
+        if store is None:
+            store = self._live["store"] = DirectoryStore(Path(self.run_dir) / "agents")
+        return store  # type: ignore[no-any-return]
 
     def flush(self) -> None:
         """Make this process's rows and spans durable (before a batch returns)."""

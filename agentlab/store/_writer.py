@@ -1,10 +1,15 @@
 """The per-process JSONL writer shared by ``ReplaySink`` and ``Tracer``.
 
-One ``_LogWriter`` per (run directory, shard) per process. Callers encode rows on their own
-thread (cheap, and it snapshots mutable rows) and append the bytes to an in-memory buffer;
-a daemon thread writes each file's buffered lines with one ``O_APPEND`` ``write`` per batch.
-So the event loop never waits on disk, a crash loses at most the unflushed tail, and lines
-written earlier are never touched.
+One ``_LogWriter`` per (run directory, shard) per process, with one ``_Stream`` per file
+(``replay/<dataset>/<shard>.jsonl``, ``trace/<shard>.jsonl``). The hot path is cheap:
+``append`` takes one lock, gives the row its ``_seq`` and buffers a shallow copy of it. Serialisation happens at flush time, on the daemon
+thread, with one ``orjson.dumps`` per few thousand rows (see :func:`encode_rows`) and one
+``O_APPEND`` ``write`` per file and batch. So the event loop never waits on disk, a crash
+loses at most the unflushed tail, and lines written earlier are never touched.
+
+Because rows are serialised later, the *top level* of a row is snapshotted at append time
+but nested lists and dicts are read at the next flush (at most ``flush_interval`` later):
+do not mutate them after appending.
 
 Fork safety: ``os.register_at_fork`` resets every live writer in the child (new shard name
 when the default one was in use, empty buffers, no inherited file descriptors), so a child
@@ -14,11 +19,12 @@ never duplicates its parent's pending rows or writes into the parent's shard.
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import threading
 import warnings
 import weakref
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +33,15 @@ import orjson
 from agentlab.errors import StoreError
 from agentlab.store.layout import default_shard_name, validate_shard
 
-__all__ = ["encode_row", "get_writer", "last_complete_line", "reset_writers"]
+__all__ = ["encode_rows", "get_writer", "last_complete_line", "reset_writers"]
 
 _OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-_RESERVED = ("_shard", "_seq")
+RESERVED = frozenset(("_shard", "_seq"))
+#: rows per ``orjson.dumps`` call when encoding a batch (bounds the GIL hold and memory)
+_CHUNK = 2048
+#: rows per lock hold in ``extend`` (other threads may append in between)
+_EXTEND_CHUNK = 8192
+_GENERATION = itertools.count(1)
 
 
 def _default(obj: Any) -> Any:
@@ -45,13 +56,63 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
-def encode_row(row: dict[str, Any]) -> bytes:
-    """JSON-encode ``row`` without the reserved ``_shard``/``_seq`` keys (closing brace cut)."""
-    if "_seq" in row or "_shard" in row:
-        row = {k: v for k, v in row.items() if k not in _RESERVED}
-    body = orjson.dumps(row, default=_default, option=_OPTS)
-    # The writer splices ``"_shard":..,"_seq":N}`` onto this, so no dict copy is needed.
-    return body[:-1] + b"," if len(body) > 2 else b"{"
+def _safe_value(v: Any) -> Any:
+    try:
+        orjson.dumps(v, default=_default, option=_OPTS)
+        return v
+    except (orjson.JSONEncodeError, TypeError):
+        return str(v) if isinstance(v, int) else repr(v)
+
+
+def _encode_one(row: Mapping[Any, Any], bad: list[str]) -> bytes:
+    """``row`` as JSON without its closing brace (``{"a":1`` or ``{`` when empty)."""
+    try:
+        body = orjson.dumps(row, default=_default, option=_OPTS)
+    except (orjson.JSONEncodeError, TypeError) as exc:
+        # Never lose a row over one odd value (an int over 64 bits, a cycle...): write the
+        # offending values as strings and report it.
+        bad.append(str(exc))
+        body = orjson.dumps({str(k): _safe_value(v) for k, v in row.items()}, option=_OPTS)
+    return body[:-1]
+
+
+def encode_rows(
+    rows: Sequence[Mapping[Any, Any]], first_seq: int, shard: str, bad: list[str]
+) -> bytes:
+    """Encode buffered rows as JSONL lines ``{"_shard":..,<row>,"_seq":n}``.
+
+    Rows get ``_seq`` = ``first_seq``, ``first_seq + 1``, ... One ``orjson.dumps`` per chunk
+    of rows saves a call and a short-lived bytes object per row.
+    The array ``[{..},{..}]`` is cut at ``},{``: a chunk of ``n`` non-empty rows has exactly
+    ``n - 1`` such boundaries, so when the pattern occurs more often (inside a string or a
+    nested value) the chunk is encoded row by row instead. Then one ``%`` format adds the
+    shard and sequence numbers. Rows that cannot be encoded are appended to ``bad``.
+    """
+    head = b'{"_shard":' + orjson.dumps(shard)
+    line = head + b',%b,"_seq":%d}\n'
+    parts: list[bytes] = []
+    for i in range(0, len(rows), _CHUNK):
+        chunk = rows[i : i + _CHUNK]
+        seq0 = first_seq + i
+        n = len(chunk)
+        try:
+            blob: bytes | None = orjson.dumps(chunk, default=_default)
+        except (orjson.JSONEncodeError, TypeError):  # e.g. non-str keys: the slow path
+            blob = None
+        bodies = blob[2:-2].split(b"},{") if blob is not None else []
+        if len(bodies) == n and all(chunk):
+            args = tuple(
+                itertools.chain.from_iterable(zip(bodies, range(seq0, seq0 + n), strict=True))
+            )
+            parts.append((line * n) % args)
+            continue
+        for seq, row in enumerate(chunk, seq0):
+            body = _encode_one(row, bad)
+            if len(body) > 1:
+                parts.append(b'%b,%b,"_seq":%d}\n' % (head, body[1:], seq))
+            else:
+                parts.append(b'%b,"_seq":%d}\n' % (head, seq))
+    return b"".join(parts)
 
 
 def last_complete_line(path: Path, size: int | None = None) -> tuple[int, bytes | None]:
@@ -83,6 +144,18 @@ def last_complete_line(path: Path, size: int | None = None) -> tuple[int, bytes 
         return 0, None
 
 
+class _Stream:
+    """Buffered rows and the next ``_seq`` of one file."""
+
+    __slots__ = ("gen", "relpath", "rows", "seq")
+
+    def __init__(self, relpath: str, seq: int, gen: int) -> None:
+        self.relpath = relpath
+        self.seq = seq
+        self.gen = gen
+        self.rows: list[dict[str, Any]] = []
+
+
 class _LogWriter:
     """Buffered appender for every JSONL file one process writes in one run directory."""
 
@@ -107,45 +180,74 @@ class _LogWriter:
     def _init_state(self) -> None:
         self.pid = os.getpid()
         self.shard = self._explicit_shard or default_shard_name()
-        self._suffix = b'"_shard":' + orjson.dumps(self.shard) + b',"_seq":'
-        self._buf: dict[str, list[bytes]] = {}
+        #: changes whenever streams are dropped (fork, reset): holders of a stream re-fetch
+        self.gen = next(_GENERATION)
+        self._streams: dict[str, _Stream] = {}
         self._pending = 0
-        self._seq: dict[str, int] = {}
         self._fds: dict[str, tuple[int, int]] = {}  # relpath -> (fd, inode)
-        self._buf_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._io_lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._stop = False
         self._error: BaseException | None = None
+        self._bad: list[str] = []
 
     # --- appending -------------------------------------------------------------------
 
-    def add(self, relpath: str, encoded: Iterable[bytes]) -> int:
-        """Append pre-encoded rows (from :func:`encode_row`); returns the last ``_seq``."""
-        with self._buf_lock:
-            seq = self._seq.get(relpath)
-            if seq is None:
-                seq = self._recover_seq(relpath)
-            lines = self._buf.get(relpath)
-            if lines is None:
-                lines = self._buf[relpath] = []
-            suffix, n = self._suffix, 0
-            for body in encoded:
-                lines.append(b"%s%s%d}\n" % (body, suffix, seq))
-                seq += 1
-                n += 1
-            self._seq[relpath] = seq
-            self._pending += n
-            pending = self._pending
-            if self._thread is None:
-                self._start_thread()
-        if pending >= self.max_pending:
-            self._wake.set()
-            if pending >= 8 * self.max_pending:
-                # Backpressure: the disk thread fell far behind; write on this thread.
-                self.flush()
-        return seq - 1
+    def stream(self, relpath: str) -> _Stream:
+        """The stream of one file (created on first use; a reused file continues its seq)."""
+        s = self._streams.get(relpath)
+        if s is not None and s.gen == self.gen:
+            return s
+        seq = self._recover_seq(relpath)  # disk IO: once per file, outside the lock
+        with self._lock:
+            s = self._streams.get(relpath)
+            if s is None:
+                s = self._streams[relpath] = _Stream(relpath, seq, self.gen)
+        if self._thread is None:
+            self._start_thread()
+        return s
+
+    def append(self, stream: _Stream, row: Mapping[str, Any]) -> int:
+        """Buffer a copy of one row (without reserved keys) on ``stream``; returns its ``_seq``."""
+        copy = row.copy() if type(row) is dict else dict(row)
+        with self._lock:
+            seq = stream.seq
+            stream.seq = seq + 1
+            stream.rows.append(copy)
+            self._pending += 1
+            n = self._pending
+        if n >= self.max_pending:
+            self._backlog(n)
+        return seq
+
+    def extend(self, stream: _Stream, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Buffer copies of many rows on ``stream``; returns the last ``_seq``."""
+        for i in range(0, len(rows), _EXTEND_CHUNK):
+            chunk = rows[i : i + _EXTEND_CHUNK]
+            try:
+                copies = list(map(dict.copy, chunk))  # type: ignore[arg-type]
+            except TypeError:  # some rows are other Mappings
+                copies = [dict(r) for r in chunk]
+            with self._lock:
+                stream.rows += copies
+                stream.seq += len(copies)
+                self._pending += len(copies)
+                n = self._pending
+            if n >= self.max_pending:
+                self._backlog(n)
+        return stream.seq - 1
+
+    def add(self, relpath: str, row: Mapping[str, Any]) -> int:
+        """``append`` by file path (for infrequent writers such as the tracer)."""
+        return self.append(self.stream(relpath), row)
+
+    def _backlog(self, n: int) -> None:
+        self._wake.set()
+        if n >= 8 * self.max_pending:
+            # Backpressure: the disk thread fell far behind; write on this thread.
+            self.flush()
 
     def _recover_seq(self, relpath: str) -> int:
         # A reused shard name (explicit shard, resume) continues its sequence.
@@ -158,9 +260,12 @@ class _LogWriter:
             return 0
 
     def _start_thread(self) -> None:
-        self._stop = False
-        t = threading.Thread(target=self._loop, name=f"agentlab-log-{self.shard}", daemon=True)
-        self._thread = t
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._stop = False
+            t = threading.Thread(target=self._loop, name=f"agentlab-log-{self.shard}", daemon=True)
+            self._thread = t
         t.start()
 
     def _loop(self) -> None:
@@ -175,16 +280,30 @@ class _LogWriter:
     # --- writing ---------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write every buffered line (whole lines, one ``write`` per file)."""
+        """Encode and write every buffered row (whole lines, one ``write`` per file)."""
         if os.getpid() != self.pid:
             self._after_fork()
             return
         with self._io_lock:
-            with self._buf_lock:
-                buf, self._buf, self._pending = self._buf, {}, 0
-            for relpath, lines in buf.items():
-                if lines:
-                    self._write(relpath, b"".join(lines))
+            with self._lock:
+                batches = [
+                    (s.relpath, s.rows, s.seq - len(s.rows))
+                    for s in self._streams.values()
+                    if s.rows
+                ]
+                for s in self._streams.values():
+                    if s.rows:
+                        s.rows = []
+                self._pending = 0
+            bad: list[str] = []
+            for relpath, rows, first in batches:
+                self._write(relpath, encode_rows(rows, first, self.shard, bad))
+            if bad:
+                warnings.warn(
+                    f"agentlab: {len(bad)} row(s) in {self.run_dir} had values JSON cannot "
+                    f"hold; they were written as strings (first: {bad[0]})",
+                    stacklevel=2,
+                )
         err, self._error = self._error, None
         if err is not None:
             raise StoreError(f"writing the run log in {self.run_dir} failed: {err}") from err
@@ -217,8 +336,7 @@ class _LogWriter:
             if end != st.st_size:  # torn tail from a crashed earlier writer of this shard
                 os.ftruncate(fd, end)
                 warnings.warn(
-                    f"{path}: dropped a torn last line ({st.st_size - end} bytes) before "
-                    "appending",
+                    f"{path}: dropped a torn last line ({st.st_size - end} bytes) before appending",
                     stacklevel=2,
                 )
         self._fds[relpath] = (fd, st.st_ino)
@@ -241,9 +359,10 @@ class _LogWriter:
 
     def reset(self) -> None:
         """Drop unflushed rows, forget sequence numbers and file handles (after truncation)."""
-        with self._io_lock, self._buf_lock:
-            self._buf, self._pending = {}, 0
-            self._seq.clear()
+        with self._io_lock, self._lock:
+            self._streams = {}
+            self._pending = 0
+            self.gen = next(_GENERATION)
             for fd, _ in self._fds.values():
                 os.close(fd)
             self._fds.clear()
@@ -265,7 +384,9 @@ _WRITERS: dict[tuple[str, str | None], _LogWriter] = {}
 _REG_LOCK = threading.Lock()
 
 
-def get_writer(run_dir: str | os.PathLike[str], shard: str | None = None, **settings: Any) -> _LogWriter:
+def get_writer(
+    run_dir: str | os.PathLike[str], shard: str | None = None, **settings: Any
+) -> _LogWriter:
     """The process-wide writer for ``(run_dir, shard)``; ``settings`` apply on creation."""
     root = Path(run_dir).resolve()
     key = (str(root), shard)

@@ -12,9 +12,9 @@ Rows (``schema_version`` 1)::
     human_requests: request_id, agent_id, question, schema (JSON text), ts, tick
     human_answers:  request_id, answer (JSON text), answered_by, ts
 
-This module also holds :func:`tail_rows`, the cursor reader both sides use: it prefers the
-store's ``open_run(path).tail`` and falls back to reading the documented JSONL layout
-``<run>/replay/<dataset>/<shard>.jsonl`` by byte offsets.
+This module also holds :func:`tail_rows`, the cursor reader both sides (and the widgets)
+use: byte-offset cursors over ``<run>/replay/<dataset>/<shard>.jsonl`` through the store's
+``read_tail``, where a dataset that does not exist yet is just empty.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,38 +43,26 @@ REQUESTS = "human_requests"
 ANSWERS = "human_answers"
 SCHEMA_VERSION = 1
 
+# ``schema`` and ``answer`` hold JSON *text*: an answer may be any JSON value, and text
+# keeps the column one type for DuckDB.
 _REQUEST_COLUMNS = {
-    "request_id": "str",
-    "agent_id": "str",
-    "question": "str",
-    "schema": "json",
-    "ts": "float",
-    "tick": "int",
-    "schema_version": "int",
+    "request_id": "VARCHAR",
+    "agent_id": "VARCHAR",
+    "question": "VARCHAR",
+    "schema": "VARCHAR",
+    "ts": "DOUBLE",
+    "tick": "BIGINT",
+    "schema_version": "BIGINT",
 }
 _ANSWER_COLUMNS = {
-    "request_id": "str",
-    "answer": "json",
-    "answered_by": "str",
-    "ts": "float",
-    "schema_version": "int",
+    "request_id": "VARCHAR",
+    "answer": "VARCHAR",
+    "answered_by": "VARCHAR",
+    "ts": "DOUBLE",
+    "schema_version": "BIGINT",
 }
 
 # --- reading: cursors over the replay log ------------------------------------------------
-
-
-def _store_run(run_dir: Path) -> Any:
-    """The store's ``Run`` if the store provides ``open_run`` with ``tail``; else None."""
-    try:
-        from agentlab import store as _store
-
-        opener = getattr(_store, "open_run", None)
-        if opener is None:
-            return None
-        run = opener(run_dir)
-        return run if hasattr(run, "tail") else None
-    except Exception:  # a half-initialised run dir: fall back to plain files
-        return None
 
 
 def _tail_jsonl(run_dir: Path, dataset: str, cursor: Any) -> tuple[list[dict[str, Any]], Any]:
@@ -84,9 +71,16 @@ def _tail_jsonl(run_dir: Path, dataset: str, cursor: Any) -> tuple[list[dict[str
     The cursor maps shard file name -> byte offset. A torn last line (no newline yet) is
     left for the next call, so a reader never sees half a record.
     """
+    folder = run_dir / "replay" / dataset
+    try:  # the store's reader (orjson, torn-line reporting) when it is there
+        from agentlab.store.tail import read_tail
+    except ImportError:
+        pass
+    else:
+        res = read_tail(folder, cursor)
+        return res.rows, res.cursor
     offsets: dict[str, int] = dict(cursor or {})
     rows: list[dict[str, Any]] = []
-    folder = run_dir / "replay" / dataset
     try:
         entries = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".jsonl"))
     except FileNotFoundError:
@@ -113,13 +107,11 @@ def _tail_jsonl(run_dir: Path, dataset: str, cursor: Any) -> tuple[list[dict[str
     return rows, offsets
 
 
-def tail_rows(
-    run: Any, dataset: str, cursor: Any = None
-) -> tuple[list[dict[str, Any]], Any]:
+def tail_rows(run: Any, dataset: str, cursor: Any = None) -> tuple[list[dict[str, Any]], Any]:
     """Rows of ``dataset`` appended after ``cursor``, and the cursor to pass next time.
 
     Args:
-        run: a run directory path, or a store ``Run`` object that has ``tail``.
+        run: a run directory path, or a store ``Run`` (its ``path`` is used).
         dataset: dataset name (``timeline``, ``messages``, ...). A dataset that does not
             exist yet yields no rows.
         cursor: ``None`` for "from the beginning", else a value returned earlier.
@@ -127,42 +119,24 @@ def tail_rows(
     Returns:
         ``(rows, new_cursor)``; rows are dicts as written.
     """
-    if hasattr(run, "tail"):
-        rows, new = run.tail(dataset, cursor)
-        return [dict(r) for r in rows], new
-    return _tail_jsonl(Path(run), dataset, cursor)
+    # Read the shards directly rather than through ``Run.tail``: same reader, no DataFrame,
+    # and a dataset nobody has written yet is simply empty instead of an error.
+    path = getattr(run, "path", run)
+    return _tail_jsonl(Path(path), dataset, cursor)
 
 
 # --- writing -----------------------------------------------------------------------------
 
-_fallback_lock = threading.Lock()
-_fallback_seq: dict[tuple[str, str], int] = {}
-
 
 def _append(run_dir: Path, dataset: str, columns: dict[str, str], row: dict[str, Any]) -> None:
-    """Append one row durably, through the store's replay sink when it exists."""
-    try:
-        from agentlab.store import get_replay_sink  # type: ignore[attr-defined]
-    except ImportError:
-        get_replay_sink = None
-    if get_replay_sink is not None:
-        sink = get_replay_sink(run_dir)
-        sink.register(dataset, columns=columns, description=f"human-in-the-loop {dataset}")
-        sink.append(dataset, row)
-        sink.flush()
-        return
-    # Fallback writer: the documented layout, one shard per process, whole-line appends.
-    shard = f"human-{os.getpid()}"
-    folder = run_dir / "replay" / dataset
-    folder.mkdir(parents=True, exist_ok=True)
-    with _fallback_lock:
-        key = (str(folder), shard)
-        seq = _fallback_seq.get(key, 0)
-        _fallback_seq[key] = seq + 1
-        line = json.dumps({**row, "_shard": shard, "_seq": seq}, default=str) + "\n"
-        with open(folder / f"{shard}.jsonl", "ab") as f:
-            f.write(line.encode())
-            f.flush()
+    """Append one row through this process's replay sink and make it durable now (the
+    other side is waiting for it)."""
+    from agentlab.store.replay import get_replay_sink
+
+    sink = get_replay_sink(run_dir)
+    sink.register(dataset, columns=columns, description=f"human-in-the-loop {dataset}")
+    sink.append(dataset, row)
+    sink.flush()
 
 
 def _schema_dict(schema: Any) -> dict[str, Any] | None:
@@ -296,7 +270,7 @@ def _decode(value: Any) -> Any:
 
 def pending_requests(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Requests with no answer yet, oldest first (``schema`` decoded to a dict)."""
-    src = _store_run(Path(run_dir)) or Path(run_dir)
+    src = Path(run_dir)
     reqs, _ = tail_rows(src, REQUESTS)
     answers, _ = tail_rows(src, ANSWERS)
     done = {a.get("request_id") for a in answers}
@@ -338,13 +312,12 @@ async def ask_user(
     Raises:
         TimeoutError: no answer within ``timeout``.
     """
-    rd = Path(run_dir)
-    src = _store_run(rd) or rd
+    rd = src = Path(run_dir)
     rid = request_id
-    existing: set[str] = set()
+    existing: set[str] = set()  # ids already in the log
     if rid is not None:
         reqs, _ = tail_rows(src, REQUESTS)
-        existing = {r.get("request_id") for r in reqs}
+        existing = {str(r.get("request_id")) for r in reqs}
     if rid is None or rid not in existing:
         ts = clock.now() if clock is not None else None
         rid = post_request(

@@ -21,7 +21,13 @@ from typing import Any
 
 from agentlab.store.atomic import atomic_write_json, read_json
 
-__all__ = ["MANIFEST_NAME", "MANIFEST_SCHEMA_VERSION", "finish_manifest", "read_manifest", "write_manifest"]
+__all__ = [
+    "MANIFEST_NAME",
+    "MANIFEST_SCHEMA_VERSION",
+    "finish_manifest",
+    "read_manifest",
+    "write_manifest",
+]
 
 MANIFEST_NAME = "run.json"
 MANIFEST_SCHEMA_VERSION = 1

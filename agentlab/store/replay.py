@@ -8,9 +8,9 @@ sink.append("votes", {"agent_id": "a1", "tick": 3, "yes": True})
 sink.flush()  # durable against a process crash: whole lines, one write per file
 ```
 
-``append``/``extend`` only encode and buffer (no disk IO once a dataset is known), so they
-are safe to call from coroutines; a background thread writes every ``flush_interval``
-seconds. Rows get ``_shard`` and ``_seq`` (monotonic per shard and dataset). Appending to an
+``append``/``extend`` only copy the row's top level into a buffer (no encoding, no disk IO
+once a dataset is known), so they are safe to call from coroutines; a background thread
+encodes and writes every ``flush_interval`` seconds. Rows get ``_shard`` and ``_seq`` (monotonic per shard and dataset). Appending to an
 unregistered dataset, or a row with a new key, registers the missing columns with types
 inferred from the values (register up front to choose types yourself).
 """
@@ -18,17 +18,29 @@ inferred from the values (register up front to choose types yourself).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentlab.store._writer import _LogWriter, encode_row, get_writer
+from agentlab.store._writer import RESERVED, _LogWriter, _Stream, get_writer
 from agentlab.store.layout import REPLAY_DIR, validate_dataset
 from agentlab.store.schema import infer_type, register_dataset
 
 __all__ = ["ReplaySink", "get_replay_sink"]
+
+
+class _Dataset:
+    """What the hot path needs about one dataset: accepted keys and the file stream."""
+
+    __slots__ = ("gen", "ok", "stream")
+
+    def __init__(self, ok: frozenset[str], stream: _Stream, gen: int) -> None:
+        self.ok = ok  # registered columns plus other ``_``-keys seen; never _shard/_seq
+        self.stream = stream
+        self.gen = gen  # the writer generation ``stream`` belongs to
 
 
 class ReplaySink:
@@ -56,6 +68,7 @@ class ReplaySink:
             run_dir, shard, flush_interval=flush_interval, max_pending=max_pending, fsync=fsync
         )
         self._known: dict[str, frozenset[str]] = {}  # dataset -> registered column names
+        self._ds: dict[str, _Dataset] = {}
         self._lock = threading.Lock()
 
     @property
@@ -92,42 +105,71 @@ class ReplaySink:
         )
         with self._lock:
             self._known[dataset] = frozenset(merged)
+            self._ds.pop(dataset, None)
 
-    def _learn(self, dataset: str, rows: Iterable[Mapping[str, Any]]) -> None:
+    def _prepare(self, dataset: str, rows: list[Mapping[str, Any]]) -> _Dataset:
+        """Slow path: register new keys, (re)build the dataset entry; strips reserved keys."""
         known = self._known.get(dataset)
         if known is None:
             validate_dataset(dataset)
             known = frozenset()
         new: dict[str, str] = {}
-        for row in rows:
+        private: set[str] = set()
+        for i, row in enumerate(rows):
+            if not RESERVED.isdisjoint(row):  # the writer sets these; never take them
+                row = rows[i] = {k: v for k, v in row.items() if k not in RESERVED}
             for k, v in row.items():
-                if k not in known and k not in new and k[:1] != "_":
+                if k in known or k in new:
+                    continue
+                if k[:1] == "_":
+                    private.add(k)
+                else:
                     t = infer_type(v)
                     if t is not None:
                         new[k] = t
         if new or dataset not in self._known:
             merged = register_dataset(self.run_dir, dataset, new, strict=False)
             with self._lock:
-                self._known[dataset] = frozenset(merged)
+                self._known[dataset] = known = frozenset(merged)
+        w = self._writer
+        with self._lock:
+            old = self._ds.get(dataset)
+            ok = known | private
+            if old is not None and old.gen == w.gen:
+                ok |= old.ok  # keep the _-keys seen before
+            gen = w.gen
+        d = _Dataset(ok, w.stream(f"{REPLAY_DIR}/{dataset}/{w.shard}.jsonl"), gen)
+        self._ds[dataset] = d
+        return d
 
     def append(self, dataset: str, row: Mapping[str, Any]) -> int:
-        """Buffer one row; returns its ``_seq``."""
-        known = self._known.get(dataset)
-        if known is None or not known.issuperset(row.keys()):
-            self._learn(dataset, (row,))
-        body = encode_row(row if isinstance(row, dict) else dict(row))
-        return self._writer.add(f"{REPLAY_DIR}/{dataset}/{self._writer.shard}.jsonl", (body,))
+        """Buffer one row; returns its ``_seq``.
+
+        The row's top level is copied now; nested values are serialised at the next flush
+        (within ``flush_interval``), so do not mutate them after appending.
+        """
+        d = self._ds.get(dataset)
+        w = self._writer
+        if d is None or d.gen != w.gen or not d.ok.issuperset(row):
+            rows = [row]
+            d = self._prepare(dataset, rows)
+            row = rows[0]
+        return w.append(d.stream, row)
 
     def extend(self, dataset: str, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Buffer many rows at once (cheaper than ``append`` in a loop); returns the last seq."""
-        rows = list(rows)
-        if not rows:
+        """Buffer many rows at once (cheaper than ``append`` in a loop); returns the last seq.
+
+        Returns -1 when ``rows`` is empty.
+        """
+        batch = rows if type(rows) is list else list(rows)
+        if not batch:
             return -1
-        known = self._known.get(dataset)
-        if known is None or any(not known.issuperset(r.keys()) for r in rows):
-            self._learn(dataset, rows)
-        bodies = [encode_row(r if isinstance(r, dict) else dict(r)) for r in rows]
-        return self._writer.add(f"{REPLAY_DIR}/{dataset}/{self._writer.shard}.jsonl", bodies)
+        d = self._ds.get(dataset)
+        w = self._writer
+        if d is None or d.gen != w.gen or not d.ok.issuperset(itertools.chain.from_iterable(batch)):
+            batch = list(batch)  # _prepare may replace rows; never touch the caller's list
+            d = self._prepare(dataset, batch)
+        return w.extend(d.stream, batch)
 
     def flush(self) -> None:
         """Write every buffered row of this process (replay and trace) to disk now."""

@@ -16,8 +16,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from agentlab.errors import ConfigError
-from agentlab.store.atomic import atomic_write_json, read_json
+from agentlab.store.atomic import atomic_write_bytes, read_json
 from agentlab.store.layout import REPLAY_DIR, SCHEMA_NAME, validate_dataset
 
 __all__ = [
@@ -167,5 +169,6 @@ def register_dataset(
         entry.setdefault("module", None)
         if changed or dataset not in doc["datasets"]:
             doc["datasets"][dataset] = entry
-            atomic_write_json(path, doc, fsync=False)
+            # orjson keeps column order (atomic_write_json would sort the keys)
+            atomic_write_bytes(path, orjson.dumps(doc, option=orjson.OPT_INDENT_2), fsync=False)
     return merged

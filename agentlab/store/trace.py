@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from agentlab.core.clock import Clock, RealClock
 from agentlab.errors import ConfigError
-from agentlab.store._writer import _LogWriter, encode_row, get_writer
+from agentlab.store._writer import _LogWriter, get_writer
 from agentlab.store.layout import TRACE_DIR
 
 __all__ = ["Span", "Tracer", "get_tracer"]
@@ -69,11 +69,13 @@ class Span:
         kind: str = "internal",
     ) -> None:
         self.name, self.trace_id, self.span_id, self.parent = name, trace_id, span_id, parent
-        self.start, self.end = start, None
+        self.start = start
+        self.end: float | None = None
         self.kind = kind
         self.attributes = attributes
         self.events: list[dict[str, Any]] = []
-        self.status, self.status_message = "unset", None
+        self.status = "unset"
+        self.status_message: str | None = None
 
     @property
     def context(self) -> dict[str, str]:
@@ -186,7 +188,7 @@ class Tracer:
         span.status, span.status_message = status, message
         if attrs:
             span.attributes.update(attrs)
-        self._writer.add(f"{TRACE_DIR}/{self._writer.shard}.jsonl", (encode_row(span.to_dict()),))
+        self._writer.add(f"{TRACE_DIR}/{self._writer.shard}.jsonl", span.to_dict())
 
     def record_event(self, name: str, span: Span | None = None, **attrs: Any) -> None:
         """Attach an event to ``span`` (default: the current one).

@@ -48,12 +48,9 @@ def run_path(run: Any) -> Path:
 def make_source(run: Any) -> Tail:
     """A ``tail(dataset, cursor) -> (rows, cursor)`` function for ``run``.
 
-    A store ``Run`` (anything with ``tail``) is used as is; a path or a society is read
-    through :func:`agentlab.store.human.tail_rows` (byte-offset cursors over the JSONL
-    shards, so each poll costs only the new bytes).
+    Reads through :func:`agentlab.store.human.tail_rows` (byte-offset cursors over the
+    JSONL shards, so each poll costs only the new bytes, and works from any process).
     """
-    if hasattr(run, "tail") and not isinstance(run, str | os.PathLike):
-        return lambda ds, cur: tail_rows(run, ds, cur)
     path = run_path(run)
     return lambda ds, cur: tail_rows(path, ds, cur)
 

@@ -100,7 +100,7 @@ class ConversationModel:
         blocks = _blocks(row.get("blocks"))
         for tc in _loads(row.get("tool_calls")) or []:
             if isinstance(tc, dict):
-                fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+                fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else tc
                 blocks.append(
                     {
                         "kind": "tool_call",
@@ -192,8 +192,8 @@ class ConversationView(LiveWidget):
     _css = load_css()
 
     datasets = ("messages",)
-    msgs_base = t.List().tag(sync=True)
-    msgs_delta = t.List().tag(sync=True)
+    msgs_base: t.List[Any] = t.List().tag(sync=True)
+    msgs_delta: t.List[Any] = t.List().tag(sync=True)
     facets = t.Dict().tag(sync=True)
     total = t.Int(0).tag(sync=True)
     span_detail = t.Dict().tag(sync=True)

@@ -87,8 +87,8 @@ class HumanInput(LiveWidget):
     _css = load_css()
 
     datasets = (REQUESTS, ANSWERS)
-    pending = t.List().tag(sync=True)
-    answered = t.List().tag(sync=True)
+    pending: t.List[Any] = t.List().tag(sync=True)
+    answered: t.List[Any] = t.List().tag(sync=True)
     error = t.Unicode("").tag(sync=True)
 
     def __init__(self, run: Any, *, answered_by: str = "human", **kwargs: Any) -> None:

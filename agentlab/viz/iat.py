@@ -185,7 +185,7 @@ class IATHistogram(LiveWidget):
     groups = t.List(t.Unicode()).tag(sync=True)
     totals = t.List(t.Int()).tag(sync=True)
     counts = t.Bytes(b"").tag(sync=True)
-    thresholds = t.List().tag(sync=True)
+    thresholds: t.List[Any] = t.List().tag(sync=True)
     fit_names = t.List(t.Unicode()).tag(sync=True)
     fit_counts = t.Bytes(b"").tag(sync=True)
     calls = t.Int(0).tag(sync=True)

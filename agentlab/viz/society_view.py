@@ -63,7 +63,7 @@ class SocietyModel:
 
     def ingest(self, rows: list[dict[str, Any]]) -> bool:
         """Add timeline rows; returns whether anything changed."""
-        out = []
+        out: list[list[float]] = []
         for r in rows:
             vals = {c: _num(r.get(c)) for c in SERIES_COLUMNS[1:11]}
             wall = vals["wall_s"]
@@ -74,7 +74,9 @@ class SocietyModel:
                 if not math.isnan(vals[c]):
                     self.totals[c] += vals[c]
             self.last = vals
-            out.append([float(self.journal.count + len(out))] + [vals[c] for c in SERIES_COLUMNS[1:]])
+            out.append(
+                [float(self.journal.count + len(out))] + [vals[c] for c in SERIES_COLUMNS[1:]]
+            )
             self.ticks += 1
         self.journal.extend(out)
         return bool(out)
@@ -165,7 +167,10 @@ class SocietyView(LiveWidget):
         if getattr(soc, "paused", False) is True:
             return "paused"
         if self._task is not None:
-            return "finished" if self._task.done() else "running"
+            if not self._task.done():
+                return "stopping" if self.last_action in ("pause", "stop") else "running"
+            # Society.pause()/stop() both end run() after the current tick
+            return {"pause": "paused", "stop": "stopped"}.get(self.last_action, "finished")
         return "ready"
 
     def attach_task(self, task: asyncio.Future[Any]) -> None:
@@ -185,6 +190,7 @@ class SocietyView(LiveWidget):
             if getattr(soc, "paused", False) and hasattr(soc, "resume"):
                 soc.resume()
             elif (self._task is None or self._task.done()) and self._ticks:
+                # a paused/stopped Society continues where it stopped when run again
                 self._task = asyncio.ensure_future(soc.run(ticks=self._ticks))
             elif hasattr(soc, "resume"):
                 soc.resume()

@@ -35,9 +35,15 @@ class ScriptedClient:
         if isinstance(reply, Exception):
             raise reply
         rec = CallRecord(
-            request_id=f"r{len(self.calls)}", model="scripted", start=start, end=end,
-            first_token=end, labels=dict(kw.get("labels") or {}), agent_id=kw.get("agent_id"),
-            prompt_tokens=10, completion_tokens=5,
+            request_id=f"r{len(self.calls)}",
+            model="scripted",
+            start=start,
+            end=end,
+            first_token=end,
+            labels=dict(kw.get("labels") or {}),
+            agent_id=kw.get("agent_id"),
+            prompt_tokens=10,
+            completion_tokens=5,
         )
         return LLMResponse(text=reply, record=rec)
 

@@ -27,7 +27,9 @@ class Echo(HubAgent):
 
     async def reply(self, msg: Msg | None = None, **kw: object) -> Msg:
         self.observe(msg)
-        out = Msg(self.name, [ThinkingBlock(f"{self.name} thinks"), TextBlock(f"hi from {self.name}")])
+        out = Msg(
+            self.name, [ThinkingBlock(f"{self.name} thinks"), TextBlock(f"hi from {self.name}")]
+        )
         self.observe(out)
         return out
 
@@ -60,7 +62,7 @@ def test_msg_is_immutable_and_round_trips() -> None:
 
 
 def test_msg_rejects_bad_role() -> None:
-    with pytest.raises(ConfigError, match="'robot'.*user, assistant, system"):
+    with pytest.raises(ConfigError, match=r"'robot'.*user, assistant, system"):
         Msg("a", "x", role="robot")  # type: ignore[arg-type]
 
 

@@ -26,7 +26,10 @@ def test_ties_are_broken_by_seed_independent_of_order() -> None:
     assert winners == {"x", "y", "z"}  # every tied candidate can win
     for s in range(10):
         assert majority_vote(votes, seed=s) == majority_vote(rev, seed=s)
-        assert majority_vote(votes, seed=random.Random(s)).winner == majority_vote(votes, seed=s).winner
+        assert (
+            majority_vote(votes, seed=random.Random(s)).winner
+            == majority_vote(votes, seed=s).winner
+        )
 
 
 class Opinion(BaseModel):
@@ -47,9 +50,17 @@ async def test_llm_agent_in_a_hub(scripted) -> None:
     # bob saw the announcement and ann's proposal; the instruction was for one call only
     chat = c2.calls[0]["messages"]
     assert chat[0] == {"role": "system", "content": "you are bob"}
-    assert [m["content"] for m in chat[1:]] == ["system: task: pick", "ann: I propose A", "do you agree?"]
+    assert [m["content"] for m in chat[1:]] == [
+        "system: task: pick",
+        "ann: I propose A",
+        "do you agree?",
+    ]
     assert [m.content for m in b.memory][-1] == m2.content
-    assert c1.calls[0]["labels"] == {"sender": "ann", "sender_role": "expert", "stage": "discussion"}
+    assert c1.calls[0]["labels"] == {
+        "sender": "ann",
+        "sender_role": "expert",
+        "stage": "discussion",
+    }
     assert c1.calls[0]["agent_id"] == "ann"
     assert a.memory[-1] is m2 or a.memory[-1].content == m2.content
     assert len(hub.history) == 3
@@ -62,3 +73,20 @@ async def test_llm_agent_abstention_is_visible_in_the_transcript(scripted) -> No
     assert m.metadata == {"structured_status": "abstained", "attempts": 2}
     assert a.last_result is not None and a.last_result.abstained
     assert isinstance(Msg("x", "y"), Msg)
+
+
+def test_every_exported_name_resolves_and_imports_stay_light() -> None:
+    import importlib
+    import subprocess
+    import sys
+
+    for mod in ("agentlab.messaging", "agentlab.topology", "agentlab.games"):
+        m = importlib.import_module(mod)
+        assert all(hasattr(m, n) for n in m.__all__), mod
+    code = (
+        "import sys, agentlab.messaging, agentlab.topology, agentlab.games;"
+        "print(sorted(m for m in ('litellm','ray','duckdb','pandas','plotly','scipy') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -25,7 +25,12 @@ class Model(Protocol):
     name: str
 
     def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, thread_id: str, turn: int
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        thread_id: str,
+        turn: int,
     ) -> AsyncIterator[str | ToolCall]:
         """Yield text deltas and tool calls. ``turn`` counts the thread's completions."""
         ...
@@ -93,7 +98,12 @@ class ScriptedModel:
         return {"query": str(last.get("content") or "")[:40]}
 
     async def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, thread_id: str, turn: int
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        thread_id: str,
+        turn: int,
     ) -> AsyncIterator[str | ToolCall]:
         self.calls += 1
         h = zlib.crc32(f"{self.seed}:{thread_id}:{turn}".encode())
@@ -103,8 +113,10 @@ class ScriptedModel:
                 await self.clock.sleep(self.delay_s)
             yield pool[(h + i * 2654435761) % n]
         last = messages[-1] if messages else {}
-        if self.tool and last.get("role") in {"user"} and any(
-            t["function"]["name"] == self.tool for t in tools
+        if (
+            self.tool
+            and last.get("role") in {"user"}
+            and any(t["function"]["name"] == self.tool for t in tools)
         ):
             yield ToolCall(id=f"call_{turn}", name=self.tool, arguments=self._args(last))
 
@@ -123,7 +135,12 @@ class LLMClientModel:
         self.name = str(getattr(client, "model", "llm"))
 
     async def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, thread_id: str, turn: int
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        thread_id: str,
+        turn: int,
     ) -> AsyncIterator[str | ToolCall]:
         labels = {"stage": "thread_slice", "turn": turn}
         resp = await self.client.complete(

@@ -71,9 +71,7 @@ RUNTIME_TOOLS: dict[str, dict[str, Any]] = {
         {"text": {"type": "string"}},
         ["text"],
     ),
-    "close_agent": _fn(
-        "close_agent", "Close a child thread.", {"id": {"type": "string"}}, ["id"]
-    ),
+    "close_agent": _fn("close_agent", "Close a child thread.", {"id": {"type": "string"}}, ["id"]),
 }
 
 

@@ -187,7 +187,8 @@ class AgentSystem:
     async def _slice(self, seq: int, d: Delivery) -> str:
         tid = d.thread_id
         raw_state = self.store.read(tid, "state")
-        st = ThreadState(tid) if raw_state is None else ThreadState.from_dict(decode_state(raw_state))  # type: ignore[arg-type]
+        saved = decode_state(raw_state)
+        st = ThreadState(tid) if saved is None else ThreadState.from_dict(saved)
         blob = _raw(self.store.read(tid, "history"))
         new: list[dict[str, Any]] = []
         if raw_state is None and self.system_prompt is not None:
@@ -196,19 +197,28 @@ class AgentSystem:
         log = self.log
         if action.startswith("drop"):
             self.store.ack((seq,))
-            log.emit("drop", tid, kind=d.kind, dedup_id=d.dedup_id, call_id=d.call_id, reason=action[5:])
+            log.emit(
+                "drop", tid, kind=d.kind, dedup_id=d.dedup_id, call_id=d.call_id, reason=action[5:]
+            )
             return action
-        log.emit("delivery", tid, kind=d.kind, dedup_id=d.dedup_id, call_id=d.call_id, action=action)
+        log.emit(
+            "delivery", tid, kind=d.kind, dedup_id=d.dedup_id, call_id=d.call_id, action=action
+        )
         call: ToolCall | None = None
+        compacted_now = False
         if action == COMPLETE:
             msgs = decode_history(blob) if blob else []
             msgs.extend(new)
-            if self.token_budget is not None and (len(blob) + 200 * len(new)) // 4 > self.token_budget:
+            if (
+                self.token_budget is not None
+                and (len(blob) + 200 * len(new)) // 4 > self.token_budget
+            ):
                 compacted, covered = compact_messages(msgs, self.token_budget * 2, self.summarize)
                 if covered:
                     before = len(blob)
                     msgs, blob, new = compacted, b"", compacted
                     st.compactions += 1
+                    compacted_now = True
                     log.emit("compaction", tid, covered=covered, bytes_before=before)
             t0 = time.perf_counter()
             text, calls, partial = await self._complete(tid, st, msgs)
@@ -221,7 +231,7 @@ class AgentSystem:
                 log.emit("interrupt", tid, chars=len(text))
             log.emit("slice", tid, kind=d.kind, wall_s=time.perf_counter() - t0, partial=partial)
         blob += encode_history(new)
-        st.n_messages += len(new) if blob.count(b"\n") != len(new) else len(new) - st.n_messages
+        st.n_messages = len(new) if compacted_now else st.n_messages + len(new)
         st.history_bytes = len(blob)
         st.slices += 1
         self._fault_at("before_persist", tid)
@@ -409,7 +419,10 @@ class AgentSystem:
             raise AgentError("step() cannot run while local mode is active; close() first")
         self.log.mode = "step"
         if batch is None:
-            batch = [(s, Delivery.decode(b)) for s, _, b in self.store.claim(partition, partitions, limit)]
+            batch = [
+                (s, Delivery.decode(b))
+                for s, _, b in self.store.claim(partition, partitions, limit)
+            ]
         per_thread: dict[str, list[tuple[int, Delivery]]] = {}
         for seq, d in batch:
             per_thread.setdefault(d.thread_id, []).append((seq, d))
@@ -431,7 +444,9 @@ class AgentSystem:
         self.log.flush()
         return res
 
-    async def run_steps(self, *, partitions: int = 1, limit: int = 1000, max_steps: int = 10**6) -> int:
+    async def run_steps(
+        self, *, partitions: int = 1, limit: int = 1000, max_steps: int = 10**6
+    ) -> int:
         """Call :meth:`step` over every partition until the queue is empty; returns steps."""
         n = 0
         while self.store.queued() and n < max_steps:

@@ -65,9 +65,7 @@ class Tool:
     name: str
     start: Callable[[ToolContext, dict[str, Any]], Any]
     description: str = ""
-    parameters: dict[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry."""

@@ -1,0 +1,249 @@
+"""Paper helpers: conclusions written from the result tables, and the sweep summary figure.
+
+Notebooks that read as papers must not carry hand-typed numbers: every number quoted in a
+sentence is formatted here from the DataFrames the notebook just computed, so re-running
+the notebook with other parameters rewrites its conclusions too.
+
+```python
+summary = traffic_summary_df(calls)
+fits = fits_df(iat_df(calls))
+best_fits_df(fits)                   # one row per topology: best family, runner-up, ΔAIC, KS
+conclusions_markdown(topology_conclusions(summary, fits))
+sweep_summary_figure(Sweep(out).df(), x="agents", y="burst_fraction", color="topology")
+```
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from agentlab.analysis._frame import iter_groups, require_columns
+from agentlab.analysis.iat import DEFAULT_THRESHOLD
+from agentlab.errors import ConfigError
+
+__all__ = [
+    "best_fits_df",
+    "conclusions_markdown",
+    "format_seconds",
+    "sweep_summary_figure",
+    "topology_conclusions",
+]
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def format_seconds(x: Any) -> str:
+    """A duration with a readable unit: ``0.0123`` → ``"12.3 ms"``; NaN → ``"n/a"``."""
+    if not _finite(x):
+        return "n/a"
+    v = float(x)
+    if v == 0:
+        return "0 s"
+    if abs(v) < 1e-3:
+        return f"{v * 1e6:.3g} µs"
+    if abs(v) < 1:
+        return f"{v * 1e3:.3g} ms"
+    return f"{v:.3g} s"
+
+
+def _pct(x: Any) -> str:
+    return f"{float(x):.0%}" if _finite(x) else "n/a"
+
+
+def best_fits_df(fits: pd.DataFrame, by: str = "topology", *, alpha: float = 0.05) -> pd.DataFrame:
+    """One row per group of a :func:`~agentlab.analysis.fits.fits_df` table: the best family.
+
+    Args:
+        fits: the fit table (columns ``dist``, ``n``, ``aic``, ``ks_pvalue`` and ``by``).
+        by: the grouping column (``None``-free; one row per value).
+        alpha: significance level for ``ks_rejects``.
+
+    Returns:
+        ``by``, ``best``, ``n``, ``runner_up`` (missing with a single family), ``delta_aic``
+        (runner-up AIC minus best AIC), ``ks_pvalue`` of the best family and ``ks_rejects``.
+    """
+    require_columns(fits, [by, "dist", "n", "aic", "ks_pvalue"], "fits")
+    rows = []
+    for key, sub in iter_groups(fits, [by]):
+        ranked = sub.sort_values(["aic", "dist"], kind="mergesort")
+        best = ranked.iloc[0]
+        second = ranked.iloc[1] if len(ranked) > 1 else None
+        rows.append({
+            **key,
+            "best": best["dist"],
+            "n": int(best["n"]),
+            "runner_up": None if second is None else second["dist"],
+            "delta_aic": math.nan if second is None else float(second["aic"] - best["aic"]),
+            "ks_pvalue": float(best["ks_pvalue"]),
+            "ks_rejects": bool(float(best["ks_pvalue"]) < alpha),
+        })  # fmt: skip
+    cols = [by, "best", "n", "runner_up", "delta_aic", "ks_pvalue", "ks_rejects"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _ranked(summary: pd.DataFrame, col: str, by: str) -> pd.DataFrame:
+    """Rows with a finite ``col``, largest first; ties broken by group name (stable text)."""
+    ok = summary[[_finite(v) for v in summary[col]]]
+    return ok.assign(_name=ok[by].astype(str)).sort_values(
+        [col, "_name"], ascending=[False, True], kind="mergesort"
+    )
+
+
+def _extremes_sentence(
+    summary: pd.DataFrame, col: str, by: str, fmt: Any, most: str, single: str
+) -> str | None:
+    r = _ranked(summary, col, by)
+    if r.empty:
+        return None
+    hi, lo = r.iloc[0], r.iloc[-1]
+    if len(r) == 1:
+        return single.format(g=hi[by], v=fmt(hi[col]))
+    if hi[col] == lo[col]:
+        return f"All groups have the same {col.replace('_', ' ')} ({fmt(hi[col])})."
+    ratio = f", a ratio of {float(hi[col]) / float(lo[col]):.1f}" if float(lo[col]) > 0 else ""
+    return most.format(g=hi[by], v=fmt(hi[col]), lo=lo[by], lv=fmt(lo[col]), ratio=ratio)
+
+
+def topology_conclusions(
+    summary: pd.DataFrame,
+    fits: pd.DataFrame | None = None,
+    *,
+    by: str = "topology",
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = 0.05,
+    stage: str = "discussion",
+) -> list[str]:
+    """Sentences stating what the tables show, every number formatted from them.
+
+    Args:
+        summary: :func:`~agentlab.analysis.summary.traffic_summary_df` output.
+        fits: optional :func:`~agentlab.analysis.fits.fits_df` output (adds one sentence
+            per group about the best-fitting family and its KS test).
+        by: the grouping column of both tables.
+        threshold: the burst threshold ``summary`` was computed with (seconds).
+        alpha: significance level quoted for the KS test.
+        stage: the stage the IATs were computed over (wording only).
+
+    Returns:
+        Plain-text sentences (use :func:`conclusions_markdown` to display them).
+    """
+    require_columns(summary, [by, "runs", "calls_per_run", "burst_fraction", "iat_median"],
+                    "summary")  # fmt: skip
+    out: list[str] = []
+    runs = summary["runs"].astype(int)
+    n_runs = f"{runs.min()}" if runs.min() == runs.max() else f"{runs.min()}–{runs.max()}"
+    groups = ", ".join(str(g) for g in summary[by])
+    out.append(f"{n_runs} runs per {by} were analysed ({groups}).")
+    one = lambda v: f"{float(v):.1f}"  # noqa: E731 - tiny formatter
+    out.append(_extremes_sentence(
+        summary, "calls_per_run", by, one,
+        "{g} makes the most LLM calls per run ({v}), {lo} the fewest ({lv}){ratio}.",
+        "{g} makes {v} LLM calls per run.",
+    ) or "")  # fmt: skip
+    out.append(_extremes_sentence(
+        summary, "burst_fraction", by, _pct,
+        f"{stage.capitalize()}-stage arrivals are burstiest under {{g}}: {{v}} of inter-arrival "
+        f"times are shorter than {format_seconds(threshold)}, against {{lv}} under {{lo}}.",
+        f"{{v}} of {stage}-stage inter-arrival times are shorter than "
+        f"{format_seconds(threshold)} under {{g}}.",
+    ) or "")  # fmt: skip
+    med = _ranked(summary, "iat_median", by).iloc[::-1]
+    if len(med):
+        order = ", ".join(f"{r[by]} ({format_seconds(r['iat_median'])})" for _, r in med.iterrows())
+        out.append(f"Median {stage} inter-arrival time, shortest first: {order}.")
+    if {"mean_in_flight", "peak_in_flight"} <= set(summary.columns):
+        r = _ranked(summary, "mean_in_flight", by)
+        if len(r):
+            top = r.iloc[0]
+            out.append(
+                f"Concurrency is highest under {top[by]}: {float(top['mean_in_flight']):.2f} "
+                f"calls in flight on average, peaking at {float(top['peak_in_flight']):.1f} "
+                "per run."
+            )
+    if "tokens_per_run" in summary.columns:
+        out.append(_extremes_sentence(
+            summary, "tokens_per_run", by, lambda v: f"{float(v):,.0f}",
+            "{g} spends the most tokens per run ({v}), {lo} the fewest ({lv}){ratio}.",
+            "{g} spends {v} tokens per run.",
+        ) or "")  # fmt: skip
+    if fits is not None and len(fits):
+        for _, b in best_fits_df(fits, by, alpha=alpha).iterrows():
+            verdict = "rejects" if b["ks_rejects"] else "does not reject"
+            nxt = (
+                f"; next {b['runner_up']}, ΔAIC = {b['delta_aic']:.1f}"
+                if pd.notna(b["runner_up"])
+                else ""
+            )
+            out.append(
+                f"{b[by]}: {b['best']} fits the {stage} IATs best by AIC (n = {b['n']}{nxt}); "
+                f"the exact KS test {verdict} it at α = {alpha:g} (p = {b['ks_pvalue']:.2g})."
+            )
+    return [s for s in out if s]
+
+
+def conclusions_markdown(sentences: list[str]) -> str:
+    """Sentences as a Markdown bullet list (``IPython.display.Markdown(...)`` renders it)."""
+    return "\n".join(f"- {s}" for s in sentences)
+
+
+def sweep_summary_figure(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    color: str | None = None,
+    *,
+    status: str = "status",
+    title: str | None = None,
+) -> Any:
+    """One line per ``color`` value of ``y`` against ``x`` over the finished sweep points.
+
+    Points whose ``status`` is not ``"ok"`` are left out; several points at one
+    ``(color, x)`` (e.g. different seeds) are averaged.
+
+    Args:
+        df: ``Sweep.df()`` (or any table with the columns).
+        x, y: column names (numeric ``x`` gives a numeric axis).
+        color: optional grouping column, one trace per value.
+        status: the status column (ignored when absent).
+        title: figure title (default ``"<y> by <x>"``).
+
+    Returns:
+        A ``plotly.graph_objects.Figure``.
+    """
+    import plotly.graph_objects as go
+
+    require_columns(df, [x, *([color] if color else [])], "sweep table")
+    if y not in df.columns:
+        raise ConfigError(
+            f"sweep table has no column {y!r} (did every point fail before recording it?); "
+            f"columns: {sorted(map(str, df.columns))}"
+        )
+    ok = df[df[status] == "ok"] if status in df.columns else df
+    keys = [color] if color else []
+    fig = go.Figure()
+    for key, sub in iter_groups(ok, keys):
+        agg = sub.groupby(x, sort=True)[y].mean(numeric_only=False).reset_index()
+        fig.add_trace(
+            go.Scatter(
+                x=agg[x].tolist(),
+                y=agg[y].tolist(),
+                mode="lines+markers",
+                name=str(key[color]) if color else y,
+            )
+        )
+    fig.update_layout(
+        title_text=title or f"{y} by {x}",
+        xaxis_title=x,
+        yaxis_title=y,
+        legend_title_text=color or "",
+        template="plotly_white",
+    )
+    return fig

@@ -1,0 +1,97 @@
+"""``agentlab run CONFIG [--resume] [--executor local|ray] [--batch-size N] [--ticks N]``.
+
+The config is TOML (``tomllib``) or YAML with the arguments of ``Society.create``::
+
+    out = "runs/feed"          # run directory (or --out)
+    ticks = 5                  # total ticks to reach
+    seed = 0
+    llm = "sim/vllm-3b"
+    executor = "local"
+    batch_size = 256
+    clock = "real"
+    env = ["social_feed"]
+    [agents]                   # or agents = 200
+    llm = 200
+
+``--resume`` continues the run in ``out`` from its last committed tick up to ``ticks``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from agentlab.errors import ConfigError
+
+__all__ = ["load_config", "main"]
+
+_CREATE_KEYS = {
+    "agents",
+    "env",
+    "llm",
+    "seed",
+    "executor",
+    "batch_size",
+    "clock",
+    "tick_seconds",
+    "executor_options",
+}
+_ALL_KEYS = _CREATE_KEYS | {"out", "ticks", "progress", "retry"}
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) society config."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    if p.suffix == ".toml":
+        with open(p, "rb") as f:
+            cfg = tomllib.load(f)
+    elif p.suffix in (".yaml", ".yml"):
+        import yaml
+
+        cfg = yaml.safe_load(p.read_text()) or {}
+    else:
+        raise ConfigError(f"config {str(p)!r}: use a .toml, .yaml or .yml file")
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"config {str(p)!r} must be a table/mapping at the top level")
+    unknown = sorted(set(cfg) - _ALL_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown config keys {unknown}; valid: {sorted(_ALL_KEYS)}")
+    return cfg
+
+
+def main(args: argparse.Namespace) -> int:
+    """Create (or ``--resume``) a society from ``args.config`` and run it; prints a summary."""
+    from agentlab.runtime.batch import RetryPolicy
+    from agentlab.runtime.society import Society
+
+    cfg = load_config(args.config)
+    out = getattr(args, "out", None) or cfg.get("out")
+    if not out:
+        raise ConfigError("no run directory: set 'out' in the config or pass --out")
+    ticks = getattr(args, "ticks", None) or int(cfg.get("ticks", 1))
+    executor = getattr(args, "executor", None) or cfg.get("executor", "local")
+    batch_size = getattr(args, "batch_size", None) or cfg.get("batch_size")
+    progress = bool(cfg.get("progress", True))
+    if getattr(args, "resume", False):
+        society = Society.open(out, executor=executor, batch_size=batch_size, progress=progress)
+        print(f"resuming {out} at tick {society.tick} -> {ticks}")
+    else:
+        kwargs = {k: v for k, v in cfg.items() if k in _CREATE_KEYS}
+        kwargs.update(executor=executor, batch_size=batch_size)
+        if "retry" in cfg:
+            kwargs["retry"] = RetryPolicy(**cfg["retry"])
+        society = Society.create(out, progress=progress, **kwargs)
+    try:
+        stats = society.run_sync(until=ticks)
+    finally:
+        society.close()
+    print(
+        f"{out}: tick {stats['tick']}, {stats['steps']} agent-steps, "
+        f"{stats['llm_calls']} LLM calls, {stats['errors']} errors in {stats['wall_s']:.1f} s "
+        f"({stats['steps_per_s']:.0f} steps/s)"
+    )
+    return 0

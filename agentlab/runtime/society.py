@@ -1,0 +1,461 @@
+"""``Society``: agents in workspaces advancing in atomic ticks, local or on Ray.
+
+The walk of one tick ``t`` (``committed = t - 1``)::
+
+    split agent ids into batches -> executor runs step_agent_batch per batch
+        (each agent: load state <= committed, step, write the version of t; rows flushed)
+    -> env.step(t), drain events -> clock advances -> env checkpoint env/ticks/<t>/
+    -> timeline row, flush -> offsets = log_offsets(run)
+    -> SOCIETY_STEP.json {tick: t, ts, offsets, env checkpoint}  (atomic rename = commit)
+
+Resume (``Society.open``) truncates the log to the committed offsets, restores the env
+from the committed checkpoint, and agents read their committed version (see
+``agentlab/agents/workspace.py``). A kill -9 anywhere therefore replays the interrupted
+tick from scratch: no duplicate rows, no gaps, no agent stepped twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import shutil
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from agentlab.agents.base import AgentBase
+from agentlab.agents.registry import get_agent_class, portable_classes
+from agentlab.core.clock import Clock, RealClock, VirtualClock
+from agentlab.errors import ConfigError, StoreError
+from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy
+from agentlab.runtime.datasets import register_society_datasets
+from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_of
+from agentlab.runtime.executors import Executor, check_clock, make_executor
+from agentlab.runtime.population import expand_agents
+from agentlab.runtime.progress import TickProgress
+from agentlab.runtime.proxy import ServiceProxy
+from agentlab.store.agent_store import DirectoryStore
+from agentlab.store.atomic import atomic_write_json, read_json
+
+__all__ = ["SOCIETY_SCHEMA_VERSION", "Society"]
+
+SOCIETY_SCHEMA_VERSION = 1
+SOCIETY_FILE = "SOCIETY.json"
+STEP_FILE = "SOCIETY_STEP.json"
+DEFAULT_BATCH_SIZE = 256
+
+
+def _batch_size(value: int | None) -> int:
+    size = value or int(os.environ.get("AGENTLAB_BATCH_SIZE", DEFAULT_BATCH_SIZE))
+    if size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {size}")
+    return size
+
+
+class Society:
+    """A run directory holding a society; build with :meth:`create` or :meth:`open`."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        meta: dict[str, Any],
+        step_state: dict[str, Any],
+        *,
+        executor: str | Executor | None = None,
+        batch_size: int | None = None,
+        progress: bool = True,
+        executor_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.meta = meta
+        self.seed = int(meta["seed"])
+        self.agent_specs = [AgentSpec(a, t) for a, t in meta["agents"]]
+        self.batch_size = _batch_size(batch_size or meta.get("batch_size"))
+        self.retry = RetryPolicy(**meta.get("retry", {}))
+        self.tick_seconds = float(meta.get("tick_seconds", 0.0))
+        self.progress = progress and os.environ.get("AGENTLAB_PROGRESS", "1") != "0"
+        self.clock: Clock = (
+            VirtualClock(start=float(step_state["ts"]))
+            if meta.get("clock") == "virtual"
+            else RealClock()
+        )
+        chosen = executor or meta.get("executor", "local")
+        if isinstance(chosen, str) and meta.get("clock") == "virtual" and chosen != "local":
+            raise ConfigError(
+                f"clock 'virtual' needs executor 'local', got {chosen!r}; use clock='real'"
+            )
+        self.executor = make_executor(chosen, **(executor_options or {}))
+        check_clock(self.executor, meta.get("clock", "real"))
+        self._step = step_state
+        self._stop = False
+        self.last: dict[str, Any] = {}
+        self._started_env = False
+        self.proxy = ServiceProxy(
+            run_dir,
+            meta["llm"],
+            None,
+            seed=self.seed,
+            run_id=meta.get("run_id", ""),
+            clock=meta.get("clock", "real"),
+        )
+        self.proxy.bind_clock(self.clock)
+
+    # --- building ----------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        agents: Any = 10,
+        env: list[Any] | tuple[Any, ...] = (),
+        llm: str | dict[str, Any] | Any = "sim/instant",
+        seed: int = 0,
+        executor: str | Executor = "local",
+        batch_size: int | None = None,
+        clock: str = "real",
+        retry: RetryPolicy | None = None,
+        tick_seconds: float = 0.0,
+        progress: bool = True,
+        executor_options: dict[str, Any] | None = None,
+    ) -> Society:
+        """Write a new society into ``path`` and return it (tick 0 committed).
+
+        Args:
+            path: the run directory (must not hold a society yet).
+            agents: an int (that many ``llm`` persona agents), ``{type: n}``, or a list of
+                ``{"type", "id"?, "n"?, "config"?}`` dicts / ``(type, id, config)`` tuples.
+            env: env modules: names (``"social_feed"``), ``{"type": ..., **config}`` or
+                ``EnvBase`` instances.
+            llm: a model string (``"sim/instant"``), an ``LLMClient`` or its ``to_dict()``;
+                an unseeded simulator gets ``seed``.
+            seed: root seed (per-agent RNGs derive from ``(seed, agent_id, tick)``).
+            executor: ``"local"`` (default), ``"ray"`` or an executor object.
+            batch_size: agents per batch task (default 256 or ``AGENTLAB_BATCH_SIZE``).
+            clock: ``"real"`` or ``"virtual"`` (local executor only).
+            retry: the failed-step retry policy.
+            tick_seconds: clock time that passes at the end of every tick.
+            progress: show a per-tick progress bar.
+            executor_options: e.g. ``{"address": "ray://..."}`` or ``{"max_workers": 4}``.
+        """
+        from agentlab.llm import LLMClient
+        from agentlab.store.manifest import write_manifest
+        from agentlab.store.offsets import log_offsets
+        from agentlab.store.replay import get_replay_sink
+
+        run_dir = Path(path)
+        if (run_dir / STEP_FILE).exists():
+            raise ConfigError(f"{run_dir} already holds a society; use Society.open({str(path)!r})")
+        _clear_interrupted_create(run_dir)
+        if clock not in ("real", "virtual"):
+            raise ConfigError(f"unknown clock {clock!r}; valid: 'real', 'virtual'")
+        client = (
+            llm
+            if isinstance(llm, LLMClient)
+            else (LLMClient(llm, seed=seed) if isinstance(llm, str) else LLMClient.from_dict(llm))
+        )
+        if client.seed is None and client.model.startswith("sim/"):
+            client = LLMClient.from_dict({**client.to_dict(), "seed": seed})
+        population = expand_agents(agents, seed)
+        env_modules = build_env_modules(list(env), seed)
+        meta: dict[str, Any] = {
+            "schema_version": SOCIETY_SCHEMA_VERSION,
+            "run_id": run_dir.name,
+            "seed": int(seed),
+            "llm": client.to_dict(),
+            "env": [env_spec_of(m) for m in env_modules],
+            "executor": executor if isinstance(executor, str) else executor.name,
+            "batch_size": batch_size,
+            "clock": clock,
+            "retry": {
+                "max_attempts": (retry or RetryPolicy()).max_attempts,
+                "backoff_s": (retry or RetryPolicy()).backoff_s,
+                "timeout_s": (retry or RetryPolicy()).timeout_s,
+            },
+            "tick_seconds": tick_seconds,
+            "agents": [[a, t] for t, a, _ in population],
+        }
+        write_manifest(
+            run_dir,
+            kind="society",
+            config={k: v for k, v in meta.items() if k != "agents"} | {"n_agents": len(population)},
+            seed=seed,
+        )
+        sink = get_replay_sink(run_dir)
+        register_society_datasets(sink)
+        store = DirectoryStore(run_dir / "agents")
+        for type_name, agent_id, config in population:
+            klass = get_agent_class(type_name)
+            agent = klass.create(store, agent_id, config)
+            persona = agent.config.get("persona") or {}
+            sink.append(
+                "agent_profiles",
+                {
+                    "agent_id": agent_id,
+                    "type": type_name,
+                    "name": persona.get("name"),
+                    "config": agent.config,
+                    "schema_version": SOCIETY_SCHEMA_VERSION,
+                },
+            )
+        ckpt: list[str] = []
+        for i, m in enumerate(env_modules):
+            rel = f"{ENV_CKPT_DIR}/0/{i}.json"
+            m.to_workspace(run_dir, path=rel, fsync=False)
+            m.to_workspace(run_dir, fsync=False)
+            ckpt.append(rel)
+        atomic_write_json(run_dir / SOCIETY_FILE, meta)
+        sink.flush()
+        start = VirtualClock().now() if clock == "virtual" else time.time()
+        step = {
+            "schema_version": SOCIETY_SCHEMA_VERSION,
+            "tick": 0,
+            "ts": start,
+            "offsets": log_offsets(run_dir),
+            "env": ckpt,
+            "totals": {},
+        }
+        atomic_write_json(run_dir / STEP_FILE, step)
+        return cls(
+            run_dir,
+            meta,
+            step,
+            executor=executor,
+            batch_size=batch_size,
+            progress=progress,
+            executor_options=executor_options,
+        )
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        executor: str | Executor | None = None,
+        batch_size: int | None = None,
+        progress: bool = True,
+        executor_options: dict[str, Any] | None = None,
+    ) -> Society:
+        """Reopen a society at its last committed tick (this is also *resume*).
+
+        Log rows written after the committed tick are cut off, the env is restored from
+        the committed checkpoint, and agents load their committed state version.
+        """
+        from agentlab.store.offsets import truncate_log
+
+        run_dir = Path(path)
+        meta = read_json(run_dir / SOCIETY_FILE)
+        step = read_json(run_dir / STEP_FILE)
+        if meta is None:
+            raise StoreError(f"no society in {run_dir} ({SOCIETY_FILE} missing)")
+        if step is None:
+            raise StoreError(f"society in {run_dir} never committed tick 0; create it again")
+        for key, doc in ((SOCIETY_FILE, meta), (STEP_FILE, step)):
+            if doc.get("schema_version") != SOCIETY_SCHEMA_VERSION:
+                raise StoreError(
+                    f"{run_dir / key} has schema_version "
+                    f"{doc.get('schema_version')!r}; expected {SOCIETY_SCHEMA_VERSION}"
+                )
+        truncate_log(run_dir, step["offsets"])
+        _drop_stale_checkpoints(run_dir, int(step["tick"]))
+        return cls(
+            run_dir,
+            meta,
+            step,
+            executor=executor,
+            batch_size=batch_size,
+            progress=progress,
+            executor_options=executor_options,
+        )
+
+    # --- state -------------------------------------------------------------------------
+
+    @property
+    def tick(self) -> int:
+        """The last committed tick (0 right after create)."""
+        return int(self._step["tick"])
+
+    @property
+    def agent_ids(self) -> list[str]:
+        """Ids of every agent, in batch order."""
+        return [s.agent_id for s in self.agent_specs]
+
+    @property
+    def store(self) -> DirectoryStore:
+        """The agent store of the run (``<run>/agents``)."""
+        return DirectoryStore(self.run_dir / "agents")
+
+    def agent(self, agent_id: str) -> AgentBase:
+        """The agent as of the committed tick (a detached copy; stepping it has no effect)."""
+        return AgentBase.from_workspace((self.store, agent_id), committed_tick=self.tick)
+
+    def agent_states(self) -> dict[str, Any]:
+        """``{agent_id: state}`` as of the committed tick."""
+        return {a: self.agent(a).get_state() for a in self.agent_ids}
+
+    def _ensure_env(self) -> None:
+        if self._started_env:
+            return
+        self.proxy.env = self.executor.start_env(
+            self.meta.get("env", []), self.seed, str(self.run_dir), self._step.get("env") or None
+        )
+        self._started_env = True
+
+    def env_state(self) -> list[dict[str, Any]]:
+        """The committed env checkpoint documents (one per module)."""
+        return [read_json(self.run_dir / rel) for rel in self._step.get("env", [])]
+
+    # --- running -----------------------------------------------------------------------
+
+    def _batches(self, tick: int) -> list[BatchSpec]:
+        classes = portable_classes({s.type for s in self.agent_specs})
+        size = self.batch_size
+        specs = self.agent_specs
+        return [
+            BatchSpec(tick, tick - 1, specs[i : i + size], classes, self.retry)
+            for i in range(0, len(specs), size)
+        ]
+
+    async def step(self, *, publish: bool = True) -> dict[str, Any]:
+        """Run and commit one tick; returns its ``timeline`` row."""
+        from agentlab.store.offsets import log_offsets
+
+        self._ensure_env()
+        tick = self.tick + 1
+        t0 = time.perf_counter()
+        tracer = self.proxy.trace
+        span = tracer.start_span("society.tick", tick=tick, agents=len(self.agent_specs))
+        total = BatchResult()
+        for r in await self.executor.run_batches(self._batches(tick), self.proxy):
+            total += r
+        events = await self.executor.env_step(tick)
+        sink = self.proxy.replay
+        if events:
+            sink.extend("env_events", [{**e, "tick": e.get("tick", tick)} for e in events])
+        if self.tick_seconds:
+            await self.clock.sleep(self.tick_seconds)
+        ckpt = self.executor.env_checkpoint(str(self.run_dir), tick, publish)
+        metrics = _client_metrics(self.proxy)
+        row = {
+            "schema_version": SOCIETY_SCHEMA_VERSION,
+            "tick": tick,
+            "ts": self.clock.now(),
+            "agents": len(self.agent_specs),
+            "steps": total.steps,
+            "llm_calls": total.llm_calls,
+            "tokens": total.tokens,
+            "errors": total.errors,
+            "wall_s": time.perf_counter() - t0,
+            "aimd_limit": metrics.get("aimd_limit"),
+            "in_flight": metrics.get("in_flight"),
+            "env_events": len(events),
+        }
+        sink.append("timeline", row)
+        tracer.end_span(span, status="ok", steps=total.steps, errors=total.errors)
+        self.proxy.flush()
+        totals = dict(self._step.get("totals", {}))
+        for k in ("steps", "llm_calls", "tokens", "errors"):
+            totals[k] = totals.get(k, 0) + row[k]
+        step = {
+            "schema_version": SOCIETY_SCHEMA_VERSION,
+            "tick": tick,
+            "ts": row["ts"],
+            "offsets": log_offsets(self.run_dir),
+            "env": ckpt,
+            "totals": totals,
+        }
+        atomic_write_json(self.run_dir / STEP_FILE, step)  # the commit point
+        old = self._step.get("env") or []
+        self._step = step
+        if old and old != ckpt:
+            shutil.rmtree(self.run_dir / Path(old[0]).parent, ignore_errors=True)
+        self.last = row
+        return row
+
+    async def run(self, ticks: int | None = None, *, until: int | None = None) -> dict[str, Any]:
+        """Run ``ticks`` more ticks (or until tick ``until`` is committed).
+
+        ``stop()``/``pause()`` from another task or a callback end the loop after the
+        current tick; calling ``run`` again continues. Returns totals of this call.
+        """
+        if (ticks is None) == (until is None):
+            raise ConfigError("give exactly one of ticks=N or until=T")
+        target = self.tick + int(ticks) if ticks is not None else int(until)  # type: ignore[arg-type]
+        self._stop = False
+        bar = TickProgress(max(0, target - self.tick), enabled=self.progress)
+        out = {"ticks": 0, "steps": 0, "llm_calls": 0, "errors": 0, "tokens": 0}
+        t0 = time.perf_counter()
+        try:
+            while self.tick < target and not self._stop:
+                row = await self.step(publish=self.tick + 1 == target)
+                for k in ("steps", "llm_calls", "errors", "tokens"):
+                    out[k] += row[k]
+                out["ticks"] += 1
+                bar.update(row)
+        finally:
+            bar.close()
+        out["wall_s"] = time.perf_counter() - t0
+        out["tick"] = self.tick
+        out["steps_per_s"] = out["steps"] / out["wall_s"] if out["wall_s"] else 0.0
+        return out
+
+    def run_sync(self, ticks: int | None = None, *, until: int | None = None) -> dict[str, Any]:
+        """:meth:`run` for scripts; inside a running loop (Jupyter) it uses a worker thread."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(ticks, until=until))
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, self.run(ticks, until=until)).result()
+
+    def pause(self) -> None:
+        """Stop after the tick in progress; ``run`` again continues from there."""
+        self._stop = True
+
+    def stop(self) -> None:
+        """Stop after the tick in progress (the run stays resumable)."""
+        self._stop = True
+
+    def close(self) -> None:
+        """Flush the log and release the executor's resources (the env actor)."""
+        self.proxy.flush()
+        self.executor.close()
+        self._started_env = False
+
+    def __repr__(self) -> str:
+        return (
+            f"Society({str(self.run_dir)!r}, agents={len(self.agent_specs)}, "
+            f"tick={self.tick}, executor={self.executor.name!r})"
+        )
+
+
+def _client_metrics(proxy: ServiceProxy) -> dict[str, Any]:
+    try:
+        client = proxy.llm.client
+        return {"aimd_limit": client.limit, "in_flight": client.in_flight()}
+    except Exception:  # metrics are best effort; never fail a tick for them
+        return {}
+
+
+def _clear_interrupted_create(run_dir: Path) -> None:
+    # Without SOCIETY_STEP.json nothing was ever committed: leftovers of a create that was
+    # killed half-way are removed so create() can start over.
+    leftovers = [run_dir / n for n in ("agents", "replay", "trace", "env", SOCIETY_FILE)]
+    if not any(p.exists() for p in leftovers):
+        return
+    warnings.warn(f"{run_dir}: removing leftovers of an interrupted Society.create", stacklevel=3)
+    for p in leftovers:
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+def _drop_stale_checkpoints(run_dir: Path, committed: int) -> None:
+    root = run_dir / ENV_CKPT_DIR
+    if not root.is_dir():
+        return
+    for d in root.iterdir():
+        if d.name.isdigit() and int(d.name) != committed:
+            shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,63 @@
+"""``AgentView``: one agent's workspace and rows, as returned by ``Run.agent(agent_id)``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentlab.core.ids import validate_agent_id
+from agentlab.store.agent_store import DirectoryStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from agentlab.store.run import Run
+
+__all__ = ["AgentView"]
+
+
+class AgentView:
+    """Read-only view of one agent in a run.
+
+    Attributes:
+        agent_id: the agent.
+        path: its workspace directory ``<run>/agents/<agent_id>`` (may not exist).
+    """
+
+    def __init__(self, run: Run, agent_id: str) -> None:
+        self.agent_id = validate_agent_id(agent_id)
+        self._run = run
+        self._store = DirectoryStore(run.path / "agents")
+        self.path: Path = self._store.path(agent_id)
+
+    @property
+    def files(self) -> list[str]:
+        """Workspace keys (relative paths), sorted."""
+        return self._store.keys(self.agent_id)
+
+    def read(self, key: str) -> bytes | None:
+        """Bytes of one workspace file (``None`` if absent)."""
+        return self._store.read(self.agent_id, key)
+
+    def json(self, key: str) -> Any:
+        """One workspace file parsed as JSON (``None`` if absent)."""
+        data = self.read(key)
+        return None if data is None else json.loads(data)
+
+    @property
+    def datasets(self) -> list[str]:
+        """Datasets that have an ``agent_id`` column."""
+        catalog = self._run._catalog()
+        return [n for n in sorted(catalog) if "agent_id" in catalog[n].get("columns", {})]
+
+    def df(self, dataset: str) -> pd.DataFrame:
+        """This agent's rows of ``dataset``."""
+        return self._run.df(dataset, where={"agent_id": self.agent_id})
+
+    def rows(self) -> dict[str, pd.DataFrame]:
+        """This agent's rows in every dataset with an ``agent_id`` column."""
+        return {name: self.df(name) for name in self.datasets}
+
+    def __repr__(self) -> str:
+        return f"AgentView({self.agent_id!r}, files={len(self.files)})"

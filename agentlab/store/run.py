@@ -1,0 +1,326 @@
+"""``open_run(path) -> Run``: read-only access to a run directory (no Ray, no LLM).
+
+```python
+run = open_run("runs/demo")
+run.datasets                                   # catalog as a DataFrame
+run.df("llm_calls", where={"agent_id": "a1"}, columns=["start", "end"], limit=100)
+run.sql("select agent_id, count(*) n from llm_calls group by 1 order by n desc")
+rows, cursor = run.tail("messages", cursor)    # new rows since cursor, for live views
+run.compact()                                  # Parquet per dataset; reads stay transparent
+run.export_otlp("trace.otlp.json")             # for Jaeger / any OpenTelemetry tool
+```
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import threading
+import warnings
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentlab.errors import StoreError, UnknownNameError
+from agentlab.store._tables import DatasetState, TableCache, q
+from agentlab.store.agent_view import AgentView
+from agentlab.store.layout import COMPACT_NAME, REPLAY_DIR, SPANS, TRACE_DIR, shard_files
+from agentlab.store.manifest import read_manifest
+from agentlab.store.schema import ROW_COLUMNS, SPAN_COLUMNS, load_schema, schema_path
+from agentlab.store.tail import read_tail
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["STANDARD_COLUMNS", "Run", "open_run"]
+
+#: columns the empty frames of the standard helpers carry when a dataset is missing
+STANDARD_COLUMNS: dict[str, list[str]] = {
+    "llm_calls": ["request_id", "model", "agent_id", "tick", "start", "end", "first_token",
+                  "queue_wait", "prompt_tokens", "completion_tokens", "outcome", "error"],
+    "messages": ["msg_id", "sender", "receivers", "hub", "role", "content", "blocks", "tick",
+                 "ts"],
+    "timeline": ["tick", "ts", "agents", "steps", "llm_calls", "tokens", "errors", "wall_s",
+                 "aimd_limit", "in_flight"],
+}  # fmt: skip
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def open_run(path: str | Any) -> Run:
+    """Open a run directory for reading.
+
+    Raises:
+        StoreError: ``path`` is not a directory.
+    """
+    return Run(path)
+
+
+class Run:
+    """A run directory, read-only. See the module docstring for a tour.
+
+    Attributes:
+        path: the run directory.
+        problems: messages about torn lines, stale compactions and other oddities met so far.
+    """
+
+    def __init__(self, path: str | Any) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise StoreError(f"run directory {str(self.path)!r} does not exist")
+        self.problems: list[str] = []
+        self._seen: set[str] = set()
+        self._lock = threading.RLock()
+        self._con: Any = None
+        self._cache: TableCache | None = None
+        self._schema: dict[str, Any] = {}
+        self._schema_sig: tuple[int, int] | None = None
+        self._tmp = Path(tempfile.mkdtemp(prefix="agentlab-run-"))
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self._tmp, True)
+
+    # --- catalog ---------------------------------------------------------------------
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """``run.json`` (empty dict if missing)."""
+        return read_manifest(self.path)
+
+    def _catalog(self) -> dict[str, Any]:
+        p = schema_path(self.path)
+        try:
+            s = p.stat()
+            sig: tuple[int, int] | None = (s.st_mtime_ns, s.st_size)
+        except FileNotFoundError:
+            sig = None
+        if sig != self._schema_sig or not self._schema:
+            self._schema = load_schema(self.path).get("datasets", {})
+            self._schema_sig = sig
+        return self._schema
+
+    def dataset_names(self) -> list[str]:
+        """Registered dataset names (plus ``spans`` when the run has a trace)."""
+        names = sorted(self._catalog())
+        if shard_files(self.path / TRACE_DIR):
+            names.append(SPANS)
+        return names
+
+    def _dir_and_columns(self, dataset: str) -> tuple[Path, dict[str, str]]:
+        if dataset == SPANS:
+            return self.path / TRACE_DIR, {**SPAN_COLUMNS, **ROW_COLUMNS}
+        entry = self._catalog().get(dataset)
+        if entry is None:
+            raise UnknownNameError("dataset", dataset, [*self._catalog(), SPANS])
+        return self.path / REPLAY_DIR / dataset, {**entry.get("columns", {}), **ROW_COLUMNS}
+
+    @property
+    def datasets(self) -> pd.DataFrame:
+        """One row per dataset: name, description, module, columns, shards, bytes, compacted."""
+        import pandas as pd
+
+        rows = []
+        catalog = self._catalog()
+        for name in self.dataset_names():
+            d, cols = self._dir_and_columns(name)
+            files = shard_files(d)
+            entry = catalog.get(name, {"description": "finished trace spans", "module": None})
+            rows.append({
+                "name": name,
+                "description": entry.get("description", ""),
+                "module": entry.get("module"),
+                "columns": {c: t for c, t in cols.items() if c not in ROW_COLUMNS},
+                "shards": len(files),
+                "bytes": sum(f.stat().st_size for f in files),
+                "compacted": (d / COMPACT_NAME).exists(),
+            })  # fmt: skip
+        names = ["name", "description", "module", "columns", "shards", "bytes", "compacted"]
+        return pd.DataFrame(rows, columns=names)
+
+    # --- queries ---------------------------------------------------------------------
+
+    @property
+    def con(self) -> Any:
+        """The DuckDB connection (in memory; views refresh on ``df``/``sql``)."""
+        if self._con is None:
+            import duckdb
+
+            self._con = duckdb.connect(":memory:")
+            self._cache = TableCache(self._con, self._tmp)
+        return self._con
+
+    def _refresh(self, names: Sequence[str]) -> None:
+        con = self.con
+        assert self._cache is not None
+        for name in names:
+            d, cols = self._dir_and_columns(name)
+            self._cache.refresh(self._cache.state(name, d, cols))
+        del con
+        self._report(self._cache.problems)
+        self._cache.problems = []
+
+    def _report(self, problems: Sequence[tuple[str, bool]]) -> None:
+        for msg, warn in problems:
+            if msg in self._seen:
+                continue
+            self._seen.add(msg)
+            self.problems.append(msg)
+            if warn:
+                warnings.warn(msg, stacklevel=4)
+
+    def sql(self, query: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+        """Run SQL over the dataset views (each dataset is a view of the same name)."""
+        with self._lock:
+            known = set(self.dataset_names())
+            self._refresh([w for w in dict.fromkeys(_WORD.findall(query)) if w in known])
+            return self.con.execute(query, list(params or [])).df()
+
+    def df(
+        self,
+        dataset: str,
+        where: str | Mapping[str, Any] | None = None,
+        columns: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> pd.DataFrame:
+        """Rows of one dataset.
+
+        Args:
+            dataset: a name from :attr:`datasets` (``spans`` for the trace).
+            where: a SQL condition, or ``{column: value}`` equality filters.
+            columns: columns to return (default all, including ``_shard``/``_seq``).
+            limit: at most this many rows.
+        """
+        with self._lock:
+            _, cols = self._dir_and_columns(dataset)
+            self._refresh([dataset])
+            sel = ", ".join(q(c) for c in columns) if columns else "*"
+            query, params = f"SELECT {sel} FROM {q(dataset)}", []
+            if isinstance(where, Mapping):
+                for c in where:
+                    if c not in cols:
+                        raise UnknownNameError(f"column of {dataset!r}", c, list(cols))
+                conds = [
+                    f"{q(c)} IS NULL" if v is None else f"{q(c)} = ?" for c, v in where.items()
+                ]
+                params = [v for v in where.values() if v is not None]
+                if conds:
+                    query += " WHERE " + " AND ".join(conds)
+            elif where:
+                query += f" WHERE {where}"
+            if limit is not None:
+                query += f" LIMIT {int(limit)}"
+            return self.con.execute(query, params).df()
+
+    def _std(self, dataset: str) -> pd.DataFrame:
+        import pandas as pd
+
+        if dataset not in self.dataset_names():
+            return pd.DataFrame(columns=STANDARD_COLUMNS.get(dataset, []))
+        return self.df(dataset)
+
+    def spans_df(self) -> pd.DataFrame:
+        """Finished spans with a ``duration`` column (seconds)."""
+        import pandas as pd
+
+        if SPANS not in self.dataset_names():
+            return pd.DataFrame(columns=[*SPAN_COLUMNS, "duration"])
+        out = self.df(SPANS)
+        out["duration"] = out["end"] - out["start"]
+        return out
+
+    def llm_calls_df(self) -> pd.DataFrame:
+        """The ``llm_calls`` dataset plus ``latency`` and ``ttft`` (seconds)."""
+        out = self._std("llm_calls")
+        if "start" in out and "end" in out:
+            out["latency"] = out["end"] - out["start"]
+        if "first_token" in out and "start" in out:
+            out["ttft"] = out["first_token"] - out["start"]
+        return out
+
+    def messages_df(self) -> pd.DataFrame:
+        """The ``messages`` dataset (empty frame with the standard columns if absent)."""
+        return self._std("messages")
+
+    def timeline_df(self) -> pd.DataFrame:
+        """The ``timeline`` dataset, one row per committed tick."""
+        out = self._std("timeline")
+        return out.sort_values("tick", kind="stable").reset_index(drop=True) if len(out) else out
+
+    def agent(self, agent_id: str) -> AgentView:
+        """One agent's workspace files and its rows in every dataset with ``agent_id``."""
+        return AgentView(self, agent_id)
+
+    # --- live reading ----------------------------------------------------------------
+
+    def tail(
+        self,
+        dataset: str,
+        cursor: dict[str, int] | None = None,
+        *,
+        limit: int | None = None,
+        as_frame: bool = True,
+    ) -> tuple[Any, dict[str, int]]:
+        """New rows of ``dataset`` since ``cursor`` → ``(rows, new_cursor)``.
+
+        Start with ``cursor=None``. Only complete lines are returned, so calling this in a
+        loop while writers append never skips and never repeats a row (see
+        :mod:`agentlab.store.tail`). ``rows`` is a DataFrame, or a list of dicts with
+        ``as_frame=False``.
+        """
+        d, cols = self._dir_and_columns(dataset)
+        res = read_tail(d, cursor, limit=limit)
+        self._report(res.problems)
+        if not as_frame:
+            return res.rows, res.cursor
+        import pandas as pd
+
+        frame = pd.DataFrame(res.rows)
+        for c in cols:
+            if c not in frame:
+                frame[c] = None
+        return frame, res.cursor
+
+    # --- derived files ---------------------------------------------------------------
+
+    def compact(self, datasets: Sequence[str] | None = None) -> dict[str, int]:
+        """Write ``_compact.parquet`` per dataset; returns rows written per dataset.
+
+        The file records the shard offsets it covers, so readers (in any process) read the
+        Parquet plus only the JSONL appended since. This is the one method that writes into
+        the run directory (atomically, derived data only).
+        """
+        from agentlab.store.compact import compact_dataset
+
+        with self._lock:
+            out = {}
+            for name in datasets or self.dataset_names():
+                self._refresh([name])
+                assert self._cache is not None
+                st: DatasetState = self._cache.states[name]
+                out[name] = compact_dataset(self.con, st)
+                self._cache._reset(st)
+            return out
+
+    def export_otlp(self, path: str | Any) -> int:
+        """Write the spans as OTLP/JSON (``ExportTraceServiceRequest``); returns the count."""
+        from agentlab.store.otlp import write_otlp
+
+        res = read_tail(self.path / TRACE_DIR, None)
+        self._report(res.problems)
+        return write_otlp(res.rows, Path(path), manifest=self.manifest)
+
+    def close(self) -> None:
+        """Release the DuckDB connection and temp files."""
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con, self._cache = None, None
+            self._finalizer()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r})"

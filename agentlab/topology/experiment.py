@@ -1,0 +1,255 @@
+"""``Experiment``: topologies × runs of the AgentVerse workflow, recorded to a run directory.
+
+```python
+exp = Experiment(topologies=["sequential", "star", "full_mesh"], agents=4, runs=200,
+                 llm="sim/vllm-3b", seed=0, clock="virtual")
+res = await exp.run()          # or exp.run_sync() in a script
+res.calls_df(); res.runs_df(); res.messages_df(); res.server_metrics_df()
+```
+Runs execute one after another (``parallel_runs=1``) so each run's calls form one arrival
+process, as in the paper. Under the virtual clock with a ``sim/`` model a study with
+multi-second latencies finishes in seconds, and the same seed gives the same records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentlab.core.clock import Clock, clock_from_name
+from agentlab.errors import ConfigError, UnknownNameError
+from agentlab.messaging import gather_limited
+from agentlab.topology.protocols import PROTOCOLS
+from agentlab.topology.recorder import Recorder, RecordingClient, sample_metrics
+from agentlab.topology.tasks import load_tasks
+from agentlab.topology.workflow import RunContext, WorkflowConfig, run_workflow
+
+__all__ = ["Experiment", "ExperimentResults"]
+
+
+@dataclass
+class ExperimentResults:
+    """Rows of an experiment as DataFrames (pandas is imported on first use)."""
+
+    recorder: Recorder
+    runs: list[dict[str, Any]]
+    run_dir: Path | None
+    status: str
+
+    def _df(self, rows: list[dict[str, Any]]) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame(rows)
+
+    def calls_df(self) -> Any:
+        """One row per LLM call: record fields, flattened labels, latency, ttft."""
+        return self._df(self.recorder.calls)
+
+    def messages_df(self) -> Any:
+        """One row per delivered message (sender, receivers, hub, tick, run_id, bytes)."""
+        return self._df(self.recorder.messages)
+
+    def runs_df(self) -> Any:
+        """One row per run: topology, task, iterations, rounds, score, calls, tokens."""
+        df = self._df(self.runs)
+        calls = self.calls_df()
+        if len(df) and len(calls):
+            agg = calls.groupby("run_id").agg(
+                calls=("request_id", "size"),
+                prompt_tokens=("prompt_tokens", "sum"),
+                completion_tokens=("completion_tokens", "sum"),
+            )
+            df = df.join(agg, on="run_id")
+        return df
+
+    def server_metrics_df(self) -> Any:
+        """Backend metrics sampled in clock time (running, waiting, tokens/s...)."""
+        return self._df(self.recorder.server)
+
+    def process_metrics_df(self) -> Any:
+        """Process CPU and RSS sampled during the experiment."""
+        return self._df(self.recorder.process)
+
+
+class Experiment:
+    """A coordination-topology traffic study.
+
+    Args:
+        topologies: names from ``agentlab.topology.PROTOCOLS``.
+        agents: experts per run (N).
+        runs: runs per topology.
+        tasks: task dicts (``id``, ``prompt``, optional ``category``); default the
+            ``topology_tasks`` dataset.
+        llm: a model string (``"sim/vllm-3b"``, any litellm model) or an ``LLMClient``.
+        seed: root seed (simulator seed and task order).
+        clock: ``"virtual"`` (simulated backends only) or ``"real"``, or a clock object.
+        out: run directory; a temporary directory when ``None``.
+        parallel_runs: runs in flight at once (1 keeps runs' arrival processes separate).
+        metrics_interval: server-metrics sampling period in clock seconds.
+        progress: show a tqdm bar (notebook-aware).
+        **workflow: :class:`~agentlab.topology.workflow.WorkflowConfig` fields (``rounds``,
+            ``max_parallel``, ``agree_p``, ``approve_p``, ``threshold``, ``max_iterations``).
+    """
+
+    def __init__(
+        self,
+        topologies: Sequence[str] = ("sequential", "star", "full_mesh"),
+        agents: int = 4,
+        runs: int = 10,
+        tasks: Sequence[dict[str, Any]] | None = None,
+        llm: Any = "sim/vllm-3b",
+        seed: int = 0,
+        clock: str | Clock = "virtual",
+        out: str | Path | None = None,
+        parallel_runs: int = 1,
+        metrics_interval: float = 1.0,
+        progress: bool = True,
+        **workflow: Any,
+    ) -> None:
+        for t in topologies:
+            if t not in PROTOCOLS:
+                raise UnknownNameError("topology", t, list(PROTOCOLS))
+        if runs < 1 or parallel_runs < 1 or metrics_interval <= 0:
+            raise ConfigError(
+                f"need runs>=1, parallel_runs>=1, metrics_interval>0; got {runs}, "
+                f"{parallel_runs}, {metrics_interval}"
+            )
+        self.topologies = list(topologies)
+        self.cfg = WorkflowConfig(agents=agents, **workflow)
+        self.runs = runs
+        self.tasks = load_tasks(tasks)
+        self.llm = llm
+        self.seed = seed
+        self.clock_spec = clock
+        self.out = Path(out) if out is not None else None
+        self.parallel_runs = parallel_runs
+        self.metrics_interval = metrics_interval
+        self.progress = progress
+        self.run_dir: Path | None = None
+        self._results: ExperimentResults | None = None
+
+    @property
+    def results(self) -> ExperimentResults:
+        """DataFrames of the last (possibly interrupted) run."""
+        if self._results is None:
+            raise ConfigError("no results yet: call `await exp.run()` (or exp.run_sync()) first")
+        return self._results
+
+    def config(self) -> dict[str, Any]:
+        """The experiment's configuration (stored in ``run.json``)."""
+        llm: Any = self.llm if isinstance(self.llm, str) else getattr(self.llm, "to_dict", dict)()
+        clock = self.clock_spec if isinstance(self.clock_spec, str) else repr(self.clock_spec)
+        return {
+            "topologies": self.topologies, "runs": self.runs, "llm": llm, "seed": self.seed,
+            "clock": clock, "parallel_runs": self.parallel_runs, "tasks": len(self.tasks),
+            "metrics_interval": self.metrics_interval, "workflow": self.cfg.to_dict(),
+            "model": llm if isinstance(llm, str) else llm.get("model"),
+        }  # fmt: skip
+
+    def _client(self, clock: Clock) -> Any:
+        client = self.llm
+        if isinstance(client, str):
+            from agentlab.llm import LLMClient
+
+            client = LLMClient(client, seed=self.seed)
+        if clock.is_virtual and not str(getattr(client, "model", "")).startswith("sim/"):
+            raise ConfigError(
+                f"clock='virtual' needs a simulated model ('sim/...'), got {client.model!r}; "
+                "use clock='real' for real endpoints"
+            )
+        return client.with_clock(clock) if hasattr(client, "with_clock") else client
+
+    def _plan(self) -> list[tuple[str, int, dict[str, Any]]]:
+        rng = random.Random(self.seed)
+        plan = []
+        for topo in self.topologies:
+            order = list(self.tasks)
+            rng.shuffle(order)
+            plan += [(topo, k, order[k % len(order)]) for k in range(self.runs)]
+        return plan
+
+    async def run(self) -> ExperimentResults:
+        """Run every (topology, run) and write the run directory; returns the results.
+
+        Interrupting (Ctrl-C, cancelling the cell) stops cleanly: finished runs stay in
+        ``exp.results`` and the run log, and ``run.json`` says ``status="interrupted"``.
+        """
+        clock = (
+            clock_from_name(self.clock_spec)
+            if isinstance(self.clock_spec, str)
+            else self.clock_spec
+        )
+        client = self._client(clock)
+        run_dir = self.out or Path(tempfile.mkdtemp(prefix="agentlab-topology-"))
+        self.run_dir = run_dir
+        from agentlab.store import finish_manifest, get_replay_sink, write_manifest
+
+        write_manifest(run_dir, kind="topology_experiment", config=self.config(), seed=self.seed)
+        replay = get_replay_sink(run_dir)
+        recorder = Recorder(replay)
+        rclient = RecordingClient(client, recorder)
+        runs: list[dict[str, Any]] = []
+        self._results = ExperimentResults(recorder, runs, run_dir, "running")
+        state: dict[str, Any] = {"topology": None}
+        sampler = asyncio.ensure_future(
+            sample_metrics(client, clock, recorder, state, self.metrics_interval)
+        )
+        bar = _progress(len(self.topologies) * self.runs, self.progress)
+        simulated = str(getattr(client, "model", "")).startswith("sim/")
+
+        def job(topo: str, k: int, task: dict[str, Any]) -> Any:
+            async def one() -> None:
+                state["topology"] = topo
+                run_id = f"{topo}-{k:04d}"
+                ctx = RunContext(rclient, self.cfg, topo, run_id, task, clock,
+                                 recorder.sink_for(run_id), simulated)  # fmt: skip
+                runs.append(await run_workflow(ctx))
+                if bar is not None:
+                    bar.update(1)
+
+            return one
+
+        status = "interrupted"
+        try:
+            await gather_limited([job(*p) for p in self._plan()], self.parallel_runs)
+            status = "ok"
+        finally:
+            sampler.cancel()
+            await asyncio.gather(sampler, return_exceptions=True)
+            if bar is not None:
+                bar.close()
+            replay.flush()
+            self._results.status = status
+            finish_manifest(run_dir, status=status, runs_done=len(runs))
+        return self._results
+
+    def run_sync(self) -> ExperimentResults:
+        """:meth:`run` for scripts; refuses inside a running loop (use ``await`` there).
+
+        Ctrl-C returns the partial results with a warning instead of a traceback.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise ConfigError("an event loop is running (Jupyter?): use `await exp.run()`")
+        try:
+            return asyncio.run(self.run())
+        except KeyboardInterrupt:
+            warnings.warn("experiment interrupted; returning partial results", stacklevel=2)
+            return self.results
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="topology runs", unit="run")

@@ -1,0 +1,182 @@
+"""Replay log benchmark: write throughput and query times, JSONL vs Parquet, in one run.
+
+    python benchmarks/replay.py            # 1M and 10M rows
+    python benchmarks/replay.py --quick    # 200k and 1M rows (< 1 minute on an idle box)
+    python benchmarks/replay.py --json out.json
+
+Rows look like ``llm_calls`` rows (agent id out of 1,000, tick, times, tokens, outcome).
+For each size it measures, side by side on the same files:
+
+* write: rows/s of one process through ``ReplaySink.append`` and ``extend`` (batched),
+  including the final ``flush``;
+* ``jsonl rescan``: DuckDB ``read_json`` over every shard per query (the naive reader);
+* ``jsonl cold``: a fresh ``open_run`` — first query ingests the shards (= scan rate);
+* ``jsonl warm``: the same ``Run`` again (only new bytes would be parsed);
+* ``parquet``: a fresh ``open_run`` after ``run.compact()``.
+
+Targets (issue 4): writes ≥ 200k rows/s per process; group-by over 10M compacted rows
+≤ 2 s; JSONL scan ≥ 1M rows/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agentlab.store import ReplaySink, open_run
+from agentlab.store._tables import read_json_sql
+
+COLUMNS = {
+    "agent_id": "VARCHAR",
+    "tick": "BIGINT",
+    "model": "VARCHAR",
+    "start": "DOUBLE",
+    "end": "DOUBLE",
+    "prompt_tokens": "BIGINT",
+    "completion_tokens": "BIGINT",
+    "outcome": "VARCHAR",
+}
+QUERIES = {
+    "count": "select count(*) from llm_calls",
+    "filter_agent": "select count(*), sum(prompt_tokens) from llm_calls where agent_id = 'a42'",
+    "group_by": (
+        'select agent_id, count(*) n, avg("end" - start) lat, sum(completion_tokens) tok '
+        "from llm_calls group by agent_id"
+    ),
+}
+
+
+def _rows(n: int, offset: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "agent_id": f"a{(offset + i) % 1000}",
+            "tick": (offset + i) // 1000,
+            "model": "sim/vllm-3b",
+            "start": offset + i * 0.001,
+            "end": offset + i * 0.001 + 0.35,
+            "prompt_tokens": 200 + i % 50,
+            "completion_tokens": 40 + i % 30,
+            "outcome": "ok" if i % 97 else "rate_limited",
+        }
+        for i in range(n)
+    ]
+
+
+def write(sink: ReplaySink, n: int, *, batched: bool) -> float:
+    """Append ``n`` rows (batches of 1,000 reused dicts); rows/s including the flush."""
+    template = _rows(1000, 0)
+    t = time.perf_counter()
+    done = 0
+    while done < n:
+        k = min(1000, n - done)
+        if batched:
+            sink.extend("llm_calls", template[:k])
+        else:
+            for row in template[:k]:
+                sink.append("llm_calls", row)
+        done += k
+    sink.flush()
+    return n / (time.perf_counter() - t)
+
+
+def _orjson_baseline() -> float:
+    """Rows/s of bare ``orjson.dumps`` on this machine now: the ceiling for any writer."""
+    import orjson
+
+    rows = _rows(1000, 0)
+    t = time.perf_counter()
+    for _ in range(100):
+        for r in rows:
+            orjson.dumps(r)
+    return 100_000 / (time.perf_counter() - t)
+
+
+def _time(fn: Any) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def queries(run_dir: Path, rows: int) -> dict[str, Any]:
+    import duckdb
+
+    out: dict[str, Any] = {"rows": rows}
+    con = duckdb.connect()
+    src = read_json_sql(run_dir / "replay/llm_calls/*.jsonl", {**COLUMNS, "_seq": "BIGINT"})
+    for name, q in QUERIES.items():
+        out[f"jsonl_rescan.{name}"] = _time(
+            lambda q=q: con.execute(q.replace("from llm_calls", f"from {src}")).fetchall()
+        )
+    run = open_run(run_dir)
+    out["jsonl_cold.count"] = _time(lambda: run.sql(QUERIES["count"]))
+    out["jsonl_scan_rows_per_s"] = rows / out["jsonl_cold.count"]
+    for name, q in QUERIES.items():
+        out[f"jsonl_warm.{name}"] = _time(lambda q=q: run.sql(q))
+    out["compact_s"] = _time(lambda: run.compact(["llm_calls"]))
+    run.close()
+    pq = open_run(run_dir)
+    for name, q in QUERIES.items():
+        out[f"parquet.{name}"] = _time(lambda q=q: pq.sql(q))
+    n = int(pq.sql(QUERIES["count"]).iloc[0, 0])
+    assert n == rows, (n, rows)
+    pq.close()
+    (run_dir / "replay/llm_calls/_compact.parquet").unlink()  # next size starts raw again
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default=None, help="write the figures to this JSON file")
+    ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
+    args = ap.parse_args()
+    sizes = [200_000, 1_000_000] if args.quick else [1_000_000, 10_000_000]
+    root = Path(args.dir or tempfile.mkdtemp(prefix="agentlab-bench-"))
+    run_dir = root / "run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    sink = ReplaySink(run_dir, shard="bench")
+    sink.register("llm_calls", COLUMNS, description="benchmark rows", module=__name__)
+    results: dict[str, Any] = {"sizes": sizes, "per_size": []}
+    import pandas  # noqa: F401  (imported here so no query timing pays for it)
+
+    results["orjson_dumps_rows_per_s"] = _orjson_baseline()
+    per_row_n = sizes[0] // 4
+    results["write_append_rows_per_s"] = write(sink, per_row_n, batched=False)
+    results["write_extend_rows_per_s"] = write(sink, sizes[0] - per_row_n, batched=True)
+    written = sizes[0]
+    for size in sizes:
+        if size > written:
+            t = time.perf_counter()
+            write(sink, size - written, batched=True)
+            results.setdefault("write_extend_more_rows_per_s", []).append(
+                (size - written) / (time.perf_counter() - t)
+            )
+            written = size
+        results["per_size"].append(queries(run_dir, size))
+    shutil.rmtree(root, ignore_errors=True)
+
+    print(f"orjson.dumps alone: {results['orjson_dumps_rows_per_s']:>12,.0f} rows/s (ceiling)")
+    print(f"write  append: {results['write_append_rows_per_s']:>12,.0f} rows/s per process")
+    print(f"write  extend: {results['write_extend_rows_per_s']:>12,.0f} rows/s per process")
+    header = f"{'query':<26}" + "".join(f"{s:>14,} rows" for s in sizes)
+    print(header)
+    keys = [k for k in results["per_size"][0] if k != "rows"]
+    for k in keys:
+        cells = []
+        for r in results["per_size"]:
+            v = r[k]
+            cells.append(f"{v:>16,.0f}/s" if k.endswith("per_s") else f"{v:>17.3f}s")
+        print(f"{k:<26}" + "".join(cells))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

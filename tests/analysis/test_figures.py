@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from agentlab.analysis import (
+    iat_cdf_figure,
+    iat_df,
+    iat_histogram_figure,
+    inflight_figure,
+    stage_latency_figure,
+)
+from agentlab.errors import ConfigError
+
+pytest.importorskip("plotly")
+
+
+@pytest.fixture()
+def iats() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {
+            "topology": ["star"] * 200 + ["mesh"] * 150,
+            "run_id": 1,
+            "iat": np.concatenate([rng.lognormal(-2, 1.5, 200), rng.exponential(1, 150)]),
+        }
+    )
+
+
+def test_histogram_traces_log_axis_and_threshold(iats):
+    fig = iat_histogram_figure(iats)
+    assert fig.layout.xaxis.type == "log"
+    names = [t.name for t in fig.data]
+    assert names == ["mesh", "star", "threshold 50 ms"]
+    assert list(fig.data[-1].x) == [0.05, 0.05]
+    fitted = iat_histogram_figure(iats, dists=["lognorm", "expon"], threshold=None)
+    assert len(fitted.data) == 2 * (1 + 2)
+    assert "star lognorm" in [t.name for t in fitted.data]
+
+
+def test_cdf_traces(iats):
+    fig = iat_cdf_figure(iats, max_points=50)
+    assert len(fig.data) == 2 * (1 + 4)
+    assert fig.layout.xaxis.type == "log"
+    ecdf = fig.data[0]
+    assert len(ecdf.x) <= 50
+    assert ecdf.y[-1] == pytest.approx(1.0)
+    assert np.all(np.diff(ecdf.y) > 0)
+
+
+def test_inflight_and_stage_latency(timeline_calls):
+    fig = inflight_figure(timeline_calls, max_runs=1)
+    assert len(fig.data) == 2  # one run per topology
+    assert max(fig.data[0].y) >= 1
+    box = stage_latency_figure(timeline_calls)
+    assert len(box.data) == 2
+    assert list(box.layout.xaxis.categoryarray) == ["discussion", "execution"]
+    violin = stage_latency_figure(timeline_calls, kind="violin", log_y=True)
+    assert violin.data[0].type == "violin"
+    assert violin.layout.yaxis.type == "log"
+    with pytest.raises(ConfigError, match="violin"):
+        stage_latency_figure(timeline_calls, kind="bar")
+
+
+def test_histogram_from_iat_df_end_to_end(timeline_calls):
+    fig = iat_histogram_figure(iat_df(timeline_calls))
+    assert len(fig.data) == 3

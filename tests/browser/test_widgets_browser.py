@@ -1,0 +1,207 @@
+"""The widgets in a real JupyterLab in headless Chromium (marker ``browser``).
+
+Each test writes a notebook, runs all its cells in the page, and reads what the page saw
+from the in-page sampler (``window.__agentlab_history``, see conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import Lab, history, open_notebook, screenshot, wait_for
+
+pytestmark = pytest.mark.browser
+
+
+def _shutdown_kernels(lab: Lab) -> None:
+    with urllib.request.urlopen(lab.url + "/api/kernels", timeout=10) as r:
+        kernels = json.loads(r.read())
+    for k in kernels:
+        req = urllib.request.Request(f"{lab.url}/api/kernels/{k['id']}", method="DELETE")
+        urllib.request.urlopen(req, timeout=10).close()
+
+
+@pytest.fixture()
+def lab(jupyter_lab: Lab) -> Iterator[Lab]:
+    yield jupyter_lab
+    _shutdown_kernels(jupyter_lab)  # a finished test must not keep a society running
+
+
+def _run(lab: Lab, name: str) -> str:
+    d = lab.root / "runs" / name
+    d.mkdir(parents=True)
+    return str(d)
+
+
+def test_society_streams_ticks_and_reload_shows_full_history(lab: Lab, lab_page: Any) -> None:
+    run = _run(lab, "society")
+    cells = [
+        f"RUN = {run!r}",
+        "from agentlab.runtime import Society\n"
+        "from agentlab.viz import live\n"
+        "soc = Society.create(RUN, agents=20, llm='sim/instant', seed=0, progress=False)\n"
+        "dash = live(soc, ticks=400)\n"
+        "dash",
+    ]
+    open_notebook(lab_page, lab, "society.ipynb", cells)
+    wait_for(lab_page, "society", "Number(d.tick) >= 15", timeout=90)
+    ticks = {int(h["tick"]) for h in history(lab_page, "society") if h.get("tick")}
+    assert len(ticks) >= 8, f"page saw only ticks {sorted(ticks)}"
+    screenshot(lab_page, "society_live")
+
+    # reload mid-run: the saved output re-renders from the kernel's live widget state
+    lab_page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    time.sleep(1.0)
+    before = max(ticks)
+    lab_page.reload(wait_until="domcontentloaded")
+    first = wait_for(lab_page, "society", "Number(d.tick) > 0", timeout=90)
+    # the first frame after the reload already holds every tick so far
+    assert int(first["points"]) >= before, first
+    assert int(first["points"]) == int(first["tick"]), first
+    wait_for(lab_page, "society", f"Number(d.tick) > {int(first['tick']) + 3}", timeout=60)
+    last = history(lab_page, "society")[-1]
+    assert int(last["points"]) == int(last["tick"])  # still complete while live
+    screenshot(lab_page, "society_after_reload")
+
+
+def test_topology_experiment_streams_messages_and_iat(lab: Lab, lab_page: Any) -> None:
+    run = _run(lab, "topology")
+    cells = [
+        f"RUN = {run!r}",
+        "import asyncio\n"
+        "from agentlab.topology import Experiment\n"
+        "from agentlab.viz import show\n"
+        "dash = show(RUN, group_by='topology')\n"
+        "exp = Experiment(topologies=['sequential', 'star'], agents=3, runs=25,\n"
+        "                 llm='sim/instant', clock='real', out=RUN, progress=False)\n"
+        "task = asyncio.ensure_future(exp.run())\n"
+        "dash",
+    ]
+    open_notebook(lab_page, lab, "topology.ipynb", cells)
+    wait_for(lab_page, "iat", "Number(d.groups) >= 2 && Number(d.iats) > 100", timeout=120)
+    wait_for(lab_page, "conversation", "Number(d.shown) > 20", timeout=30)
+    iats = sorted({int(h["iats"]) for h in history(lab_page, "iat")})
+    totals = sorted({int(h["total"]) for h in history(lab_page, "conversation")})
+    assert len(iats) >= 4, f"IAT histogram did not grow live: {iats}"
+    assert len(totals) >= 4, f"messages did not stream: {totals}"
+    text = lab_page.inner_text("[data-agentlab=conversation]")
+    assert "expert_1" in text and "discussion" in text
+    screenshot(lab_page, "topology_live")
+
+
+def test_human_input_answer_reaches_the_asking_coroutine(lab: Lab, lab_page: Any) -> None:
+    run = _run(lab, "human")
+    cells = [
+        f"RUN = {run!r}",
+        "import asyncio, json\n"
+        "from agentlab.store.human import ask_user\n"
+        "from agentlab.viz import HumanInput\n"
+        "SCHEMA = {'type': 'object', 'required': ['vote'], 'properties': {\n"
+        "    'vote': {'enum': ['yes', 'no']}, 'reason': {'type': 'string'}}}\n"
+        "async def agent():\n"
+        "    ans = await ask_user(RUN, 'Adopt the policy?', SCHEMA, agent_id='alice',\n"
+        "                         timeout=300)\n"
+        "    open(RUN + '/got.json', 'w').write(json.dumps(ans))\n"
+        "task = asyncio.ensure_future(agent())\n"
+        "w = HumanInput(RUN)\n"
+        "w",
+    ]
+    open_notebook(lab_page, lab, "human.ipynb", cells)
+    wait_for(lab_page, "human", "d.pending === '1'", timeout=90)
+    # the pending request survives a browser reload (it lives in the log)
+    lab_page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    time.sleep(1.0)
+    lab_page.reload(wait_until="domcontentloaded")
+    wait_for(lab_page, "human", "d.pending === '1'", timeout=90)
+    form = lab_page.locator("[data-agentlab=human] form.al-request")
+    assert "Adopt the policy?" in form.inner_text()
+    form.locator("select").select_option(label="no")
+    form.locator("textarea").fill("too costly")
+    form.locator("button.al-submit").click()
+    wait_for(lab_page, "human", "d.pending === '0' && d.answered === '1'", timeout=30)
+    got = Path(run) / "got.json"
+    deadline = time.monotonic() + 20
+    while not got.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert json.loads(got.read_text()) == {"vote": "no", "reason": "too costly"}
+    screenshot(lab_page, "human_answered")
+
+
+PAYLOADS = [
+    "<script>window.__pwned = 1</script>",
+    '<img src=x onerror="window.__pwned = 2">',
+    '<svg onload="window.__pwned = 3"></svg>',
+    '<a href="javascript:window.__pwned = 4" id="al-bad-link">click</a>',
+    '<iframe src="javascript:parent.__pwned = 5"></iframe>',
+    '"><img src=x onerror=window.__pwned=6>',
+    '<details open ontoggle="window.__pwned = 7">x</details>',
+    '<input autofocus onfocus="window.__pwned = 8">',
+    "<math><mtext><table><mglyph><style><img src=x onerror=window.__pwned=9>",
+    "javascript:window.__pwned = 10",
+    '<object data="javascript:window.__pwned = 11"></object>',
+    '<video><source onerror="window.__pwned = 12"></video>',
+    "{{constructor.constructor('window.__pwned = 13')()}}",
+    '<style>@import "javascript:window.__pwned=14";</style>',
+]
+
+INERT_CHECK = """() => {
+  const LINKY = ['href', 'src', 'srcdoc', 'action', 'formaction', 'xlink:href', 'data'];
+  const roots = [...document.querySelectorAll('[data-agentlab]')];
+  const bad = [];
+  for (const r of roots) {
+    r.querySelectorAll('script,img,svg,iframe,object,embed,video,audio,source,math,a,style,'
+                       + 'input[autofocus],body').forEach((e) => bad.push(e.tagName));
+    r.querySelectorAll('*').forEach((e) => {
+      for (const a of e.attributes) {
+        if (a.name.startsWith('on') || LINKY.includes(a.name)) bad.push(a.name);
+      }
+    });
+  }
+  return {pwned: window.__pwned, bad, text: roots.map((r) => r.textContent).join('\\n')};
+}"""
+
+
+def test_injection_payloads_stay_inert(lab: Lab, lab_page: Any) -> None:
+    run = _run(lab, "inject")
+    cells = [
+        f"RUN = {run!r}\nPAYLOADS = {PAYLOADS!r}",
+        "from agentlab.store import get_replay_sink\n"
+        "from agentlab.store.human import post_request\n"
+        "from agentlab.viz import show\n"
+        "sink = get_replay_sink(RUN)\n"
+        "rows = [{'msg_id': f'm{i}', 'sender': p, 'receivers': [p], 'hub': p, 'role': p,\n"
+        "         'content': p, 'span_id': p, 'tick': i,\n"
+        "         'blocks': [{'type': 'tool_use', 'name': p, 'input': {'x': p}}]}\n"
+        "        for i, p in enumerate(PAYLOADS)]\n"
+        "sink.extend('messages', rows)\n"
+        "sink.extend('llm_calls', [{'start': float(i), 'topology': p}\n"
+        "                          for i, p in enumerate(PAYLOADS * 2)])\n"
+        "sink.flush()\n"
+        "for p in PAYLOADS[:4]:\n"
+        "    post_request(RUN, p, {'enum': [p, 'ok']}, agent_id='agent')\n"
+        "dash = show(RUN)\n"
+        "dash",
+    ]
+    open_notebook(lab_page, lab, "inject.ipynb", cells)
+    wait_for(lab_page, "conversation", f"d.shown === '{len(PAYLOADS)}'", timeout=90)
+    wait_for(lab_page, "human", "d.pending === '4'", timeout=30)
+    # open every collapsed block and click every span link: still nothing may run
+    lab_page.evaluate(
+        "() => document.querySelectorAll('[data-agentlab] details').forEach(d => d.open = true)"
+    )
+    lab_page.locator("[data-agentlab=conversation] button.al-link").first.click()
+    time.sleep(1.5)
+    res = lab_page.evaluate(INERT_CHECK)
+    screenshot(lab_page, "injection_inert")
+    assert res["pwned"] is None, f"a payload executed: __pwned={res['pwned']}"
+    assert res["bad"] == [], f"active elements/attributes in widget DOM: {res['bad']}"
+    assert lab_page.agentlab_dialogs == []
+    for p in PAYLOADS:
+        assert p in res["text"], f"payload not shown as text: {p}"

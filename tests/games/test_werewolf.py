@@ -1,0 +1,75 @@
+"""Werewolf runs to the end on the simulator — with faults injected — and is reproducible."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from agentlab.errors import ConfigError
+from agentlab.games import play_werewolf
+from agentlab.messaging import ListSink
+
+
+def _check_consistent(r) -> None:  # type: ignore[no-untyped-def]
+    dead: set[str] = set()
+    for e in r.events:
+        if e.kind in ("vote", "speech") and e.actor:
+            assert e.actor not in dead, f"dead player {e.actor} acted: {e}"
+        if e.kind in ("death", "eliminated"):
+            dead.add(e.target)
+        if e.kind == "kill":
+            assert r.roles[e.target] != "wolf"
+    assert set(r.survivors) == set(r.roles) - dead
+    wolves = sum(r.roles[n] == "wolf" for n in r.survivors)
+    expect = (
+        "villagers" if wolves == 0 else "wolves" if wolves >= len(r.survivors) - wolves else "draw"
+    )
+    assert r.winner == expect and r.events[-1].kind == "end"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+async def test_game_runs_to_the_end_and_is_consistent(seed: int) -> None:
+    sink = ListSink()
+    r = await play_werewolf(seed=seed, sink=sink)
+    _check_consistent(r)
+    assert Counter(r.roles.values()) == {"wolf": 2, "villager": 3, "seer": 1, "witch": 1}
+    assert r.faults == 0
+    hubs = Counter(row["hub"] for row in sink.rows)
+    assert hubs["day"] >= 2 and hubs["wolves"] >= 1
+    # the wolf channel stays private: only living wolves ever receive its messages
+    for row in sink.rows:
+        if row["hub"] == "wolves":
+            assert all(r.roles[n] == "wolf" for n in row["receivers"])
+
+
+async def test_same_seed_same_game() -> None:
+    a = await play_werewolf(seed=5, players=9, llm="sim/vllm-3b")
+    b = await play_werewolf(seed=5, players=9, llm="sim/vllm-3b")
+    c = await play_werewolf(seed=6, players=9, llm="sim/vllm-3b")
+    assert a.events == b.events and a.winner == b.winner
+    assert a.events != c.events
+
+
+@pytest.mark.parametrize("on_fault", ["abstain", "random"])
+async def test_faults_never_crash_the_game(on_fault: str) -> None:
+    faults = {"sim_p_malformed": 0.4, "sim_p_rate_limit": 0.2, "sim_p_timeout": 0.05}
+    r = await play_werewolf(seed=2, players=10, faults=faults, on_fault=on_fault)  # type: ignore[arg-type]
+    _check_consistent(r)
+    assert r.faults > 0
+    assert sum(e.kind == "fault" for e in r.events) == r.faults
+    assert Counter(r.roles.values())["wolf"] == 3
+
+
+async def test_every_reply_failing_ends_in_a_draw_or_by_poison() -> None:
+    r = await play_werewolf(seed=0, faults={"sim_p_malformed": 1.0}, max_days=3)
+    _check_consistent(r)
+    assert not any(e.kind in ("kill", "eliminated") for e in r.events)  # all votes abstained
+    assert r.faults >= 10 and r.days <= 3
+
+
+async def test_config_errors() -> None:
+    with pytest.raises(ConfigError, match=">= 7"):
+        await play_werewolf(players=5)
+    with pytest.raises(ConfigError, match="on_fault"):
+        await play_werewolf(on_fault="crash")  # type: ignore[arg-type]

@@ -1,0 +1,126 @@
+"""AIMD limiter policy, the concurrency gate, and convergence against the simulator."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentlab.core.clock import VirtualClock
+from agentlab.errors import LLMError
+from agentlab.llm import AIMDLimiter, ConcurrencyGate, LLMClient
+
+
+def test_slow_start_then_additive_increase_and_one_cut_per_epoch() -> None:
+    lim = AIMDLimiter()
+    assert lim.limit == 16
+    for _ in range(16):
+        lim.on_success(1.0, 100, in_flight=16, epoch=lim.epoch)
+    assert lim.limit == 32  # slow start: +1 per healthy completion
+    e = lim.epoch
+    lim.on_rate_limit(e)
+    lim.on_rate_limit(e)  # same epoch: stale news, no second cut
+    assert lim.limit == 16 and lim.decreases == 1 and lim.rate_limited == 2
+    for _ in range(16):
+        lim.on_success(1.0, 100, in_flight=16, epoch=lim.epoch)
+    assert lim.limit == 16 or lim.limit == 17  # additive: about +1 per window of 16
+    lim.on_rate_limit(lim.epoch)
+    assert lim.limit == int(lim.snapshot()["limit"]) and 12 <= lim.limit <= 14  # x0.8
+
+
+def test_no_growth_when_the_limit_is_not_used() -> None:
+    lim = AIMDLimiter()
+    for _ in range(100):
+        lim.on_success(1.0, 100, in_flight=2, epoch=lim.epoch)
+    assert lim.limit == 16
+
+
+def test_latency_above_factor_times_baseline_cuts() -> None:
+    lim = AIMDLimiter(latency_factor=4.0)
+    for _ in range(20):
+        lim.on_success(1.0, 92, in_flight=1, epoch=lim.epoch)  # 0.01 s per token
+    assert lim.baseline is not None and abs(lim.baseline - 0.01) < 1e-9
+    lim.on_success(3.5, 92, in_flight=1, epoch=lim.epoch)  # 3.5x: still healthy
+    assert lim.decreases == 0
+    lim.on_success(5.0, 92, in_flight=1, epoch=lim.epoch)  # 5x: congestion
+    assert lim.decreases == 1 and lim.limit == 8 and lim.slow_signals == 1
+    lim.on_success(20.0, 1000, in_flight=1, epoch=lim.epoch)  # long answer, normal pace
+    assert lim.decreases == 1
+
+
+def test_absolute_slow_threshold_and_floor() -> None:
+    lim = AIMDLimiter(initial=2, slow_s=2.0)
+    for _ in range(5):
+        lim.on_success(3.0, 10, in_flight=1, epoch=lim.epoch)
+    assert lim.limit == 1  # never below the floor
+
+
+def test_fixed_limiter_does_not_adapt() -> None:
+    lim = AIMDLimiter(initial=7, adaptive=False)
+    lim.on_rate_limit(0)
+    lim.on_success(1.0, 10, in_flight=7, epoch=0)
+    assert lim.limit == 7
+
+
+async def test_gate_enforces_the_limit_in_fifo_order() -> None:
+    lim = AIMDLimiter(initial=2, adaptive=False)
+    gate = ConcurrencyGate(lim)
+    order: list[int] = []
+    peak = 0
+
+    async def user(i: int) -> None:
+        nonlocal peak
+        await gate.acquire()
+        peak = max(peak, gate.in_flight)
+        order.append(i)
+        await asyncio.sleep(0.001)
+        gate.release()
+
+    await asyncio.gather(*(user(i) for i in range(8)))
+    assert peak == 2 and order == list(range(8)) and gate.in_flight == 0
+
+
+async def test_cancelled_waiter_does_not_leak_a_slot() -> None:
+    gate = ConcurrencyGate(AIMDLimiter(initial=1, adaptive=False))
+    await gate.acquire()
+    t = asyncio.ensure_future(gate.acquire())
+    await asyncio.sleep(0)
+    t.cancel()
+    await asyncio.gather(t, return_exceptions=True)
+    gate.release()
+    assert gate.in_flight == 0 and not gate.waiters
+
+
+async def test_aimd_finds_the_cloud_rate_limit_without_tuning() -> None:
+    clock = VirtualClock()
+    c = LLMClient("sim/cloud", seed=0).with_clock(clock)
+    stop = False
+    ok = 0
+
+    async def agent(i: int) -> None:
+        nonlocal ok
+        k = 0
+        while not stop:
+            k += 1
+            try:
+                await c.complete(
+                    [{"role": "user", "content": f"{i}/{k}"}], sim_completion_tokens=80
+                )
+                ok += clock.now() > 60
+            except LLMError:
+                pass
+
+    tasks = [asyncio.ensure_future(agent(i)) for i in range(300)]
+    await clock.sleep(60)
+    m0 = c.server_metrics()
+    await clock.sleep(120)
+    m1 = c.server_metrics()
+    stop = True
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    rate = ok / 120
+    rejected = (m1["rejected_total"] - m0["rejected_total"]) / (
+        m1["requests_total"] - m0["requests_total"]
+    )
+    assert rate >= 0.9 * 20.0  # rpm 1200 = 20 req/s capacity
+    assert rejected <= 0.01
+    assert 10 <= c.limit <= 60  # near rate x latency (~20 x 1.3 s), not 300

@@ -1,0 +1,146 @@
+"""The simulator's content: determinism, schema-valid JSON, tool calls, overrides."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from agentlab.core.clock import VirtualClock
+from agentlab.errors import ConfigError, UnknownNameError
+from agentlab.llm import LLMClient, validate_schema
+
+
+class Inner(BaseModel):
+    label: str = Field(min_length=2, max_length=20)
+    weight: float = Field(ge=0.5, le=0.75)
+
+
+class Decision(BaseModel):
+    vote: Literal["approve", "reject", "abstain"]
+    agree: bool
+    score: int = Field(ge=1, le=5)
+    reasons: list[str] = Field(min_length=1, max_length=4)
+    inner: Inner
+    note: str | None = None
+    extras: list[Inner] = []
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "post",
+            "description": "post to the feed",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "maxLength": 40},
+                    "channel": {"type": "string", "enum": ["news", "chat"]},
+                    "urgent": {"type": "boolean"},
+                    "count": {"type": "integer", "minimum": 1, "maximum": 3},
+                },
+                "required": ["text", "channel", "count"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "wait",
+            "parameters": {"type": "object", "properties": {"ticks": {"type": "integer"}}},
+        },
+    },
+]
+
+
+def _msgs(i: int) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "You vote."}, {"role": "user", "content": f"q {i}"}]
+
+
+async def _run_workload(seed: int) -> list[tuple[str, dict[str, object]]]:
+    clock = VirtualClock()
+    c = LLMClient("sim/vllm-3b", seed=seed).with_clock(clock)
+    rs = await asyncio.gather(*(c.complete(_msgs(i), agent_id=f"a{i}") for i in range(24)))
+    return [(r.text, r.record.to_dict()) for r in rs]
+
+
+async def test_same_seed_same_text_and_records() -> None:
+    a = await _run_workload(7)
+    b = await _run_workload(7)
+    assert a == b  # text, timings, tokens, request ids: identical under a fresh virtual clock
+    c = await _run_workload(8)
+    assert [t for t, _ in a] != [t for t, _ in c]
+
+
+async def test_same_request_same_text_regardless_of_order() -> None:
+    c = LLMClient("sim/instant", seed=3)
+    r1 = await c.complete(_msgs(1))
+    await c.complete(_msgs(2))
+    r2 = await c.complete(_msgs(1))
+    assert r1.text == r2.text and r1.record.request_id != r2.record.request_id
+
+
+async def test_structured_output_is_schema_valid_for_pydantic_and_dict() -> None:
+    c = LLMClient("sim/instant", seed=0)
+    for i in range(40):
+        r = await c.complete(_msgs(i), response_format=Decision)
+        assert isinstance(r.parsed, Decision)
+        assert 0.5 <= r.parsed.inner.weight <= 0.75
+    schema = Decision.model_json_schema()
+    for i in range(20):
+        r = await c.complete(_msgs(i), response_format=schema)
+        assert validate_schema(r.parsed, schema) == []
+        assert r.parsed["vote"] in ("approve", "reject", "abstain")
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3, 1.0])
+async def test_sim_bool_p_sets_the_rate_of_true(p: float) -> None:
+    c = LLMClient("sim/instant", seed=1)
+    n = 300
+    rs = [await c.complete(_msgs(i), response_format=Decision, sim_bool_p=p) for i in range(n)]
+    rate = sum(r.parsed.agree for r in rs) / n
+    assert abs(rate - p) < 0.08
+
+
+async def test_tool_calls_match_their_schema_and_probability() -> None:
+    c = LLMClient("sim/instant", seed=2, sim_tool_call_p=0.6)
+    n, calls = 200, 0
+    params = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    for i in range(n):
+        r = await c.complete(_msgs(i), tools=TOOLS)
+        if r.tool_calls:
+            calls += 1
+            tc = r.tool_calls[0]
+            assert validate_schema(tc.arguments, params[tc.name]) == [], tc
+            assert r.text == "" and r.to_message()["tool_calls"][0]["function"]["name"] == tc.name
+        else:
+            assert r.text
+    assert 0.5 < calls / n < 0.7
+    r = await c.complete(_msgs(0), tools=TOOLS, tool_choice="none")
+    assert not r.tool_calls
+    forced = {"type": "function", "function": {"name": "wait"}}
+    r = await c.complete(_msgs(0), tools=TOOLS, tool_choice=forced)
+    assert r.tool_calls[0].name == "wait"
+
+
+async def test_completion_tokens_override_and_max_tokens() -> None:
+    c = LLMClient("sim/instant", seed=0)
+    r = await c.complete(_msgs(0), sim_completion_tokens=17)
+    assert r.record.completion_tokens == 17 and len(r.text.split()) == 17
+    r = await c.complete(_msgs(0), sim_completion_tokens=500, max_tokens=20)
+    assert r.record.completion_tokens == 20
+
+
+def test_unknown_profile_and_bad_overrides_name_the_choices() -> None:
+    with pytest.raises(UnknownNameError) as ei:
+        LLMClient("sim/nope")
+    assert "sim/vllm-3b" in str(ei.value) and "sim/instant" in str(ei.value)
+    with pytest.raises(ConfigError, match="sim_bool_p"):
+        LLMClient("sim/instant", sim_bool_probability=0.3)
+    c = LLMClient("sim/vllm-3b", slots=4, decode_tps=10)
+    assert c.profile is not None and c.profile.slots == 4 and c.profile.decode_tps == 10
+    with pytest.raises(ConfigError, match="slots"):
+        LLMClient("sim/vllm-3b", slots=-1)

@@ -1,0 +1,102 @@
+"""Static checks of the shipped notebooks: no outputs, one parameters cell, thin, documented."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from agentlab.sweep.nbclean import has_outputs
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+EXPECTED = [
+    "01_quickstart.ipynb",
+    "02_topology_traffic.ipynb",
+    "03_werewolf.ipynb",
+    "04_sweep_agent_count.ipynb",
+    "05_replay_analysis.ipynb",
+]
+#: More statements than this in one cell is logic that belongs in the package (house style:
+#: "notebooks stay thin"). Imports do not count; a call spread over lines is one statement.
+MAX_STATEMENTS = 15
+#: "about 30 s", "1–3 minutes", "10 seconds": the first cell must say how long it takes.
+_DURATION = re.compile(r"\d+\s*(?:[–-]\s*\d+\s*)?(?:s|sec|seconds?|min|minutes?)\b", re.I)
+
+
+def _notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _code_cells(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _source(cell: dict) -> str:
+    src = cell["source"]
+    return "".join(src) if isinstance(src, list) else src
+
+
+def test_every_expected_notebook_is_shipped() -> None:
+    names = {p.name for p in _notebooks()}
+    missing = [n for n in EXPECTED if n not in names]
+    assert not missing, f"notebooks missing from {NOTEBOOKS_DIR}: {missing}"
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.name)
+def test_committed_without_outputs(path: Path) -> None:
+    nb = _load(path)
+    assert not has_outputs(nb), f"run: python -m agentlab.sweep.nbclean {path}"
+    assert "widgets" not in nb.get("metadata", {}), "widget state must not be committed"
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.name)
+def test_exactly_one_parameters_cell_of_literals(path: Path) -> None:
+    cells = [c for c in _code_cells(_load(path)) if "parameters" in c["metadata"].get("tags", [])]
+    assert len(cells) == 1, f"{path.name}: {len(cells)} cells tagged 'parameters'"
+    tree = ast.parse(_source(cells[0]))
+    assert tree.body, "the parameters cell is empty"
+    for stmt in tree.body:
+        # papermill injects a new cell after this one: plain `name = literal` lines only,
+        # so every parameter can be overridden from the command line.
+        assert isinstance(stmt, ast.Assign) and len(stmt.targets) == 1, ast.unparse(stmt)
+        assert isinstance(stmt.targets[0], ast.Name), ast.unparse(stmt)
+        ast.literal_eval(stmt.value)
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.name)
+def test_first_cell_says_what_and_how_long(path: Path) -> None:
+    first = _load(path)["cells"][0]
+    text = _source(first)
+    assert first["cell_type"] == "markdown" and text.startswith("# "), "start with a title"
+    assert len(text.split()) >= 20, "say what the notebook shows"
+    assert _DURATION.search(text), "say how long the notebook takes (e.g. 'about 30 s')"
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.name)
+def test_code_cells_are_thin_and_valid_python(path: Path) -> None:
+    for cell in _code_cells(_load(path)):
+        src = _source(cell)
+        # top-level await is fine in a kernel; compile with the flag that allows it
+        tree = compile(
+            src, path.name, "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        )
+        logic = [
+            n for n in ast.walk(tree)
+            if isinstance(n, ast.stmt) and not isinstance(n, ast.Import | ast.ImportFrom)
+        ]  # fmt: skip
+        assert len(logic) <= MAX_STATEMENTS, (
+            f"{path.name}: move this logic into the package:\n{src}"
+        )
+
+
+def test_readme_lists_every_notebook() -> None:
+    text = (NOTEBOOKS_DIR / "README.md").read_text()
+    for path in _notebooks():
+        assert path.name in text, f"notebooks/README.md does not mention {path.name}"

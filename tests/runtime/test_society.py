@@ -1,0 +1,197 @@
+"""Society basics: create/open/run, datasets, retries, batching, pause, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from society_helpers import log_rows
+
+from agentlab.core.clock import VirtualClock
+from agentlab.errors import ConfigError, StoreError, UnknownNameError
+from agentlab.runtime import RetryPolicy, Society, derive_seed
+
+
+def _rows(run_dir: Path, dataset: str) -> list[dict]:
+    out = []
+    for f in sorted((run_dir / "replay" / dataset).glob("*.jsonl")):
+        out += [json.loads(x) for x in f.read_bytes().splitlines()]
+    return out
+
+
+def test_run_writes_state_and_datasets(run_dir: Path) -> None:
+    s = Society.create(
+        run_dir,
+        agents=[{"type": "counter", "n": 7, "config": {"llm_calls": 1}}],
+        llm="sim/instant",
+        seed=3,
+        batch_size=3,
+        progress=False,
+    )
+    out = s.run_sync(ticks=2)
+    assert out["steps"] == 14 and out["llm_calls"] == 14 and out["errors"] == 0
+    assert s.tick == 2
+    states = s.agent_states()
+    assert all(len(v["history"]) == 2 for v in states.values())
+    # the per-agent draw derives from (seed, agent_id, tick), not from execution order
+    import random
+
+    a0 = s.agent_ids[0]
+    expect = [random.Random(derive_seed(3, a0, t)).randint(0, 999) for t in (1, 2)]
+    assert states[a0]["history"] == expect
+    timeline = _rows(run_dir, "timeline")
+    assert [r["tick"] for r in timeline] == [1, 2]
+    assert {
+        "ts",
+        "agents",
+        "steps",
+        "llm_calls",
+        "tokens",
+        "errors",
+        "wall_s",
+        "aimd_limit",
+        "in_flight",
+    } <= set(timeline[0])
+    calls = _rows(run_dir, "llm_calls")
+    assert len(calls) == 14 and {c["tick"] for c in calls} == {1, 2}
+    assert all(c["stage"] == "count" and c["agent_id"] for c in calls)
+    assert len(_rows(run_dir, "agent_states")) == 14
+    assert len(_rows(run_dir, "agent_profiles")) == 7
+    schema = json.loads((run_dir / "replay" / "_schema.json").read_text())
+    text = json.dumps(schema)
+    for name in ("agent_profiles", "agent_states", "timeline", "llm_calls", "env_events"):
+        assert name in text
+    spans = [
+        json.loads(x)
+        for f in (run_dir / "trace").glob("*.jsonl")
+        for x in f.read_bytes().splitlines()
+    ]
+    assert sum(sp["name"] == "llm.call" for sp in spans) == 14
+    assert sum(sp["name"] == "society.batch" for sp in spans) == 6  # 3 batches x 2 ticks
+
+
+def test_open_continues_and_run_until(run_dir: Path) -> None:
+    s = Society.create(run_dir, agents={"counter": 4}, seed=1, progress=False)
+    s.run_sync(ticks=1)
+    s2 = Society.open(run_dir, progress=False)
+    assert s2.tick == 1
+    s2.run_sync(until=3)
+    assert s2.tick == 3
+    assert all(len(v["history"]) == 3 for v in s2.agent_states().values())
+    with pytest.raises(ConfigError, match="exactly one"):
+        s2.run_sync()
+
+
+def test_failed_steps_are_retried_and_recorded(run_dir: Path) -> None:
+    s = Society.create(
+        run_dir,
+        agents=[{"type": "counter", "n": 3, "config": {"fail_every": 2}}],
+        seed=0,
+        progress=False,
+    )
+    out = s.run_sync(ticks=2)
+    assert out["steps"] == 6 and out["errors"] == 3  # tick 2: first attempts fail
+    errs = _rows(run_dir, "agent_errors")
+    assert len(errs) == 3 and all(e["tick"] == 2 and not e["final"] for e in errs)
+    states = _rows(run_dir, "agent_states")
+    assert sorted(r["attempts"] for r in states if r["tick"] == 2) == [2, 2, 2]
+    logs = list((run_dir / "agents").glob("*/.runtime/logs/errors.jsonl"))
+    assert len(logs) == 3
+
+
+def test_exhausted_retries_keep_state_and_report(run_dir: Path) -> None:
+    s = Society.create(
+        run_dir,
+        agents=[{"type": "counter", "n": 2, "config": {"fail_every": 1}}],
+        seed=0,
+        retry=RetryPolicy(max_attempts=1),
+        progress=False,
+    )
+    out = s.run_sync(ticks=1)
+    assert out["steps"] == 0 and out["errors"] == 2
+    assert all(r["final"] for r in _rows(run_dir, "agent_errors"))
+    assert all(not r["ok"] for r in _rows(run_dir, "agent_states"))
+    assert all(v["total"] == 0 for v in s.agent_states().values())
+
+
+def test_llm_agents_use_env_tools(run_dir: Path) -> None:
+    s = Society.create(
+        run_dir, agents=6, env=["test_notes"], llm="sim/instant", seed=2, progress=False
+    )
+    out = s.run_sync(ticks=3)
+    assert out["llm_calls"] >= 18 and out["errors"] == 0
+    env = s.env_state()[0]
+    assert len(env["state"]["notes"]) > 0  # agents posted through the tool loop
+    events = _rows(run_dir, "env_events")
+    assert len(events) == len(env["state"]["notes"])
+    states = s.agent_states()
+    assert sum(sum(v["actions"].values()) for v in states.values()) > 0
+    assert all(v["memory"] for v in states.values())
+    assert (run_dir / "env" / "ENV_STATE.json").exists()  # published after the last tick
+    profiles = _rows(run_dir, "agent_profiles")
+    assert all(p["name"] for p in profiles)
+
+
+def test_virtual_clock_local(run_dir: Path) -> None:
+    s = Society.create(
+        run_dir,
+        agents=[{"type": "counter", "n": 4, "config": {"llm_calls": 1}}],
+        llm="sim/vllm-3b",
+        clock="virtual",
+        seed=0,
+        tick_seconds=60,
+        progress=False,
+    )
+    assert isinstance(s.clock, VirtualClock)
+    s.run_sync(ticks=2)
+    assert s.clock.now() >= 120  # two ticks of 60 virtual seconds, no wall time spent
+    calls = _rows(run_dir, "llm_calls")
+    assert all(c["end"] > c["start"] for c in calls)
+    with pytest.raises(ConfigError, match="virtual"):
+        Society.open(run_dir, executor="ray")  # refused before Ray is started
+
+
+def test_pause_stops_between_ticks(run_dir: Path) -> None:
+    s = Society.create(run_dir, agents={"counter": 2}, seed=0, progress=False)
+
+    async def go() -> dict:
+        task = asyncio.create_task(s.run(ticks=50))
+        while s.tick < 2:
+            await asyncio.sleep(0.001)
+        s.pause()
+        return await task
+
+    out = asyncio.run(go())
+    assert 2 <= out["ticks"] < 50 and s.tick == out["tick"]
+
+
+def test_errors_name_the_bad_value(run_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(UnknownNameError, match="counter"):
+        Society.create(run_dir, agents={"nope": 1}, progress=False)
+    with pytest.raises(UnknownNameError, match="local"):
+        Society.create(tmp_path / "x", agents={"counter": 1}, executor="slurm", progress=False)
+    with pytest.raises(ConfigError, match="duplicate"):
+        Society.create(tmp_path / "y", agents=[("counter", "a"), ("counter", "a")])
+    with pytest.raises(StoreError, match="no society"):
+        Society.open(tmp_path / "nothing")
+    Society.create(tmp_path / "z", agents={"counter": 1}, progress=False)
+    with pytest.raises(ConfigError, match="already holds"):
+        Society.create(tmp_path / "z", agents={"counter": 1}, progress=False)
+
+
+def test_same_seed_same_log(tmp_path: Path) -> None:
+    runs = []
+    for name in ("a", "b"):
+        s = Society.create(
+            tmp_path / name, agents=5, env=["test_notes"], seed=9, batch_size=2, progress=False
+        )
+        s.run_sync(ticks=2)
+        runs.append((s.agent_states(), s.env_state()[0]["state"], log_rows(tmp_path / name)))
+    assert runs[0][0] == runs[1][0] and runs[0][1] == runs[1][1]
+    a, b = runs[0][2], runs[1][2]
+    a.pop("agent_profiles"), b.pop("agent_profiles")
+    assert {k: v for k, v in a.items() if k != "llm_calls"} == {
+        k: v for k, v in b.items() if k != "llm_calls"
+    }

@@ -1,0 +1,117 @@
+"""Thread stores and codec: protocol, atomic commit+ack, partitions, cold compression."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from agentlab.errors import ConfigError
+from agentlab.runtime.threads import Delivery, ThreadState
+from agentlab.store.agent_store import AgentStore
+from agentlab.store.thread_codec import (
+    append_frames,
+    compress_history,
+    decode_history,
+    encode_history,
+    history_len,
+    is_compressed,
+)
+from agentlab.store.thread_store import (
+    MemoryThreadStore,
+    SQLiteThreadStore,
+    ThreadStore,
+    partition_of,
+)
+
+MSGS = [
+    {"role": "user", "content": "line one\nline two"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]},
+    {"role": "tool", "tool_call_id": "c", "content": "ünïcode ok"},
+]
+
+
+def test_codec_round_trip_hot_and_cold() -> None:
+    blob = encode_history(MSGS[:1])
+    blob = append_frames(blob, MSGS[1:])
+    assert decode_history(blob) == MSGS
+    cold = compress_history(blob * 20)
+    assert is_compressed(cold) and len(cold) < len(blob * 20)
+    assert decode_history(cold) == MSGS * 20
+    assert history_len(cold) == 60
+    assert decode_history(append_frames(cold, MSGS[:1]))[-1] == MSGS[0]
+    assert decode_history(None) == [] and decode_history(b"") == []
+
+
+def test_records_round_trip() -> None:
+    d = Delivery("t1", "tool_result", {"x": [1, 2]}, call_id="c1", final=False, chunk=3)
+    assert d.dedup_id == "tr:c1:3"
+    assert Delivery.decode(d.encode()) == d
+    st = ThreadState("t1", pending={"c": {"name": "w", "arguments": {}}}, seen=["a"])
+    assert ThreadState.from_dict(st.to_dict()) == st
+    assert st.to_dict()["schema_version"] == 1
+    with pytest.raises(ConfigError, match="unknown delivery kind 'nope'"):
+        Delivery("t1", "nope", dedup_id="x")
+    with pytest.raises(ConfigError, match="needs a dedup_id"):
+        Delivery("t1", "user", "hi")
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path) -> ThreadStore:
+    if request.param == "memory":
+        return MemoryThreadStore(hot_limit=2)
+    return SQLiteThreadStore(tmp_path / "t.db")
+
+
+def test_store_protocol_and_commit(store: ThreadStore) -> None:
+    assert isinstance(store, AgentStore) and isinstance(store, ThreadStore)
+    s1 = store.enqueue("a", b"one")
+    s2 = store.enqueue("b", b"two")
+    s3 = store.enqueue("a", b"three")
+    assert [r[0] for r in store.claim()] == [s1, s2, s3]
+    store.commit("a", {"state": b"{}", "history": encode_history(MSGS)}, ack=[s1])
+    assert store.queued() == 2
+    assert store.keys("a") == ["history", "state"] and store.agents() == ["a"]
+    assert decode_history(store.read("a", "history")) == MSGS
+    store.ack([s2, s3])
+    assert store.queued() == 0
+    store.delete("a")
+    assert store.read("a", "state") is None and store.agents() == []
+
+
+def test_claim_partitions_cover_queue_once(store: ThreadStore) -> None:
+    tids = [f"t{i}" for i in range(40)]
+    for t in tids:
+        store.enqueue(t, t.encode())
+    seen: list[str] = []
+    for p in range(3):
+        rows = store.claim(partition=p, partitions=3)
+        assert all(partition_of(t) % 3 == p for _, t, _ in rows)
+        seen += [t for _, t, _ in rows]
+    assert sorted(seen) == sorted(tids)
+    with pytest.raises(ConfigError, match="invalid partition 3 of 3"):
+        store.claim(partition=3, partitions=3)
+
+
+def test_memory_store_compresses_cold_histories() -> None:
+    store = MemoryThreadStore(hot_limit=2)
+    big = encode_history(MSGS * 50)
+    for t in ("a", "b", "c"):
+        store.write_many(t, {"history": big})
+    # past hot_limit the older half is compressed; the newest stays hot
+    assert is_compressed(store.read("a", "history") or b"")
+    assert not is_compressed(store.read("c", "history") or b"")
+    assert store.compress_cold() >= 1
+    assert all(is_compressed(store.read(t, "history") or b"") for t in "abc")
+    assert decode_history(store.read("b", "history")) == MSGS * 50
+    assert store.stored_bytes() < 3 * len(big)
+
+
+def test_sqlite_store_reopens_and_pickles(tmp_path) -> None:
+    s = SQLiteThreadStore(tmp_path / "t.db")
+    s.commit("a", {"state": b"1"})
+    s.enqueue("a", b"x")
+    s2 = pickle.loads(pickle.dumps(s))
+    assert s2.read("a", "state") == b"1" and s2.queued() == 1
+    with pytest.raises(ConfigError, match="unknown synchronous mode"):
+        SQLiteThreadStore(tmp_path / "u.db", synchronous="sometimes")

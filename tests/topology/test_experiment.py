@@ -1,0 +1,102 @@
+"""Experiment: determinism, the run directory, interruption, clocks and config errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from agentlab.core.clock import VirtualClock
+from agentlab.errors import ConfigError, UnknownNameError
+from agentlab.store import open_run, read_manifest
+from agentlab.topology import Experiment, WorkflowConfig, load_tasks
+
+COLS = ["start", "end", "first_token", "queue_wait", "prompt_tokens", "completion_tokens",
+        "stage", "iteration", "round", "sender", "receiver_role", "run_id", "task_id"]  # fmt: skip
+TASKS = [{"id": "a", "category": "x", "prompt": "sum two numbers"},
+         {"id": "b", "category": "y", "prompt": "sort a list"}]  # fmt: skip
+
+
+def _exp(out: Path, seed: int, **kw: object) -> Experiment:
+    return Experiment(topologies=["star", "full_mesh"], agents=3, runs=3, tasks=TASKS, seed=seed,
+                      progress=False, out=out, **kw)  # fmt: skip
+
+
+def test_same_seed_same_results_and_run_dir(tmp_path: Path) -> None:
+    a = _exp(tmp_path / "a", seed=7).run_sync()
+    b = _exp(tmp_path / "b", seed=7).run_sync()
+    c = _exp(tmp_path / "c", seed=8).run_sync()
+    ca, cb = a.calls_df()[COLS], b.calls_df()[COLS]
+    assert ca.equals(cb)
+    assert a.messages_df().drop(columns="msg_id").equals(b.messages_df().drop(columns="msg_id"))
+    assert not ca.equals(c.calls_df()[COLS])
+    runs = a.runs_df()
+    assert len(runs) == 6 and set(runs.topology) == {"star", "full_mesh"}
+    assert (runs.calls == a.calls_df().groupby("run_id").size().loc[runs.run_id].to_numpy()).all()
+    # the run directory holds the same calls and messages
+    run = open_run(tmp_path / "a")
+    assert len(run.llm_calls_df()) == len(ca)
+    msgs = run.messages_df()
+    assert len(msgs) == len(a.messages_df()) and {"sender", "receivers", "hub", "tick"} <= set(
+        msgs.columns
+    )
+    man = read_manifest(tmp_path / "a")
+    assert man["status"] == "ok" and man["seed"] == 7 and man["config"]["workflow"]["agents"] == 3
+    sm = a.server_metrics_df()
+    assert len(sm) > 10 and {"num_requests_running", "num_requests_waiting", "ts"} <= set(
+        sm.columns
+    )
+    assert sm.ts.diff().dropna().round(9).eq(1.0).all()  # sampled every clock second
+    assert len(a.process_metrics_df()) >= 1
+
+
+def test_full_mesh_messages_are_directed_pairs(tmp_path: Path) -> None:
+    res = Experiment(topologies=["full_mesh"], agents=3, runs=1, tasks=TASKS, progress=False,
+                     out=tmp_path, rounds=1, agree_p=0.0, threshold=0).run_sync()  # fmt: skip
+    m = res.messages_df()
+    disc = m[m.hub == "discussion"]
+    assert len(disc) == 6 and all(len(r) == 1 for r in disc.receivers)
+    assert {(s, r[0]) for s, r in zip(disc.sender, disc.receivers, strict=True)} == {
+        (f"expert_{i}", f"expert_{j}") for i in (1, 2, 3) for j in (1, 2, 3) if i != j
+    }
+    assert (disc.bytes > 0).all() and (disc.run_id == "full_mesh-0000").all()
+    json.dumps(disc.blocks.iloc[0])
+
+
+async def test_interrupt_keeps_finished_runs(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    exp = Experiment(topologies=["sequential"], runs=50, tasks=TASKS, clock=clock,
+                     progress=False, out=tmp_path)  # fmt: skip
+    task = asyncio.ensure_future(exp.run())
+    while exp._results is None or len(exp._results.runs) < 2:
+        await clock.sleep(5.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    res = exp.results
+    assert res.status == "interrupted" and 2 <= len(res.runs) < 50
+    assert read_manifest(tmp_path)["status"] == "interrupted"
+    assert len(open_run(tmp_path).llm_calls_df()) == len(res.calls_df())
+
+
+def test_real_clock_with_instant_sim(tmp_path: Path) -> None:
+    res = Experiment(topologies=["sequential"], runs=1, tasks=TASKS, clock="real",
+                     llm="sim/instant", progress=False, out=tmp_path).run_sync()  # fmt: skip
+    df = res.calls_df()
+    assert len(df) > 5 and df.start.min() > 1e9  # epoch seconds
+
+
+def test_config_errors() -> None:
+    with pytest.raises(UnknownNameError, match=r"ring.*full_mesh"):
+        Experiment(topologies=["ring"])
+    with pytest.raises(ConfigError, match="agents>=2"):
+        WorkflowConfig(agents=1)
+    with pytest.raises(ConfigError, match="virtual"):
+        Experiment(llm="openai/gpt-4o-mini", progress=False)._client(VirtualClock())
+    with pytest.raises(ConfigError, match="no results"):
+        _ = Experiment(progress=False).results
+    with pytest.raises(ConfigError, match="'prompt'"):
+        load_tasks([{"id": "x"}])
+    assert len(load_tasks()) >= 5
