@@ -14,9 +14,11 @@ $(BIN)/python:
 # Re-install when the project metadata changes. rfc3987-syntax (pulled in by
 # jupyter-events) slows `import ray` by ~7 s and makes ray.init() time out on a
 # loaded 2-core box (ray-project/ray#65983); removing it is the last setup step,
-# and tests/test_environment.py guards it.
+# and tests/test_environment.py guards it. --compile-bytecode: this machine sets
+# PYTHONDONTWRITEBYTECODE=1, so without it every process re-compiles its imports (Ray's
+# dashboard agent then misses the raylet's hard-coded 15 s start-up window).
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]'
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[dev]'
 	$(BIN)/uv pip uninstall -q --python $(BIN)/python rfc3987-syntax || true
 	touch $(STAMP)
 

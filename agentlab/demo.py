@@ -11,12 +11,13 @@ import argparse
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
 # A bigger simulated vLLM than the default profile (more slots, faster prefill, a limiter
 # that starts wide) so 200 agents x 5 ticks take ~10-30 s while still queueing visibly.
-DEMO_LLM = {
+DEMO_LLM: dict[str, Any] = {
     "model": "sim/vllm-3b",
     "slots": 128,
     "prefill_tps": 300_000.0,

@@ -44,12 +44,14 @@ class AgentServices(Protocol):
             (OpenAI tool schemas), ``env.describe()`` (world text); ``None`` without env.
         rng: a ``random.Random`` seeded from ``(seed, agent_id, tick)``.
         tick: the tick being stepped.
+        attempt: 1 for the first try of this step, 2 for the first retry, ...
     """
 
     llm: Any
     env: Any
     rng: random.Random
     tick: int
+    attempt: int
 
     def now(self) -> float:
         """The run clock's time."""

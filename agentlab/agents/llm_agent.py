@@ -61,11 +61,6 @@ class LLMAgent(AgentBase):
         system = str(self.config.get("system") or _DEFAULT_SYSTEM).format(
             name=name, description=desc
         )
-        env = self.services.env if self.services is not None else None
-        if env is not None:
-            world = env.describe()
-            if world:
-                system += "\n\nWorld: " + world
         memory = "\n".join(f"- {m}" for m in self.state["memory"]) or "- (nothing yet)"
         user = (
             f"Tick {tick}. You are {self.agent_id}.\nWhat you remember:\n{memory}\n"

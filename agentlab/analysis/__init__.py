@@ -38,6 +38,13 @@ from agentlab.analysis.inflight import inflight_summary_df, inflight_timeline_df
 from agentlab.analysis.layers import BACKEND_METRICS, backend_summary_df, process_summary_df
 from agentlab.analysis.metrics import latency_df, message_bytes_df, tokens_per_run_df
 from agentlab.analysis.mixture import LogMixture, fit_log_mixture, mixture_df
+from agentlab.analysis.report import (
+    best_fits_df,
+    conclusions_markdown,
+    format_seconds,
+    sweep_summary_figure,
+    topology_conclusions,
+)
 from agentlab.analysis.summary import traffic_summary_df
 
 __all__ = [
@@ -52,14 +59,17 @@ __all__ = [
     "STAGES",
     "LogMixture",
     "backend_summary_df",
+    "best_fits_df",
     "bootstrap_ks_df",
     "burst_sizes_df",
     "burst_summary_df",
     "call_rate_df",
+    "conclusions_markdown",
     "fit_iat",
     "fit_log_mixture",
     "fit_params",
     "fits_df",
+    "format_seconds",
     "frozen_dist",
     "iat_cdf_figure",
     "iat_df",
@@ -78,7 +88,9 @@ __all__ = [
     "stage_latency_figure",
     "subsample_ks_df",
     "sweep_inflight",
+    "sweep_summary_figure",
     "tokens_per_run_df",
+    "topology_conclusions",
     "traffic_summary_df",
     "vuong_df",
     "vuong_test",

@@ -120,11 +120,11 @@ class EnvHost:
         return total
 
     async def observe(self, agent_id: str, tick: int) -> str:
+        """What ``agent_id`` sees now: each module's ``observe(agent_id)`` if it has one,
+        else its ``describe(agent_id)`` (world text plus the agent's status line)."""
         parts: list[str] = []
         for m in self.modules:
-            fn = getattr(m, "observe", None)
-            if fn is None:
-                continue
+            fn = getattr(m, "observe", None) or m.describe
             out = fn(agent_id)
             if inspect.isawaitable(out):
                 out = await out
@@ -173,12 +173,14 @@ class LocalEnvHandle:
 
     def __init__(self, host: EnvHost) -> None:
         self.host = host
+        # Static, like the Ray handle's copy: dynamic state reaches agents via observe().
+        self._description = host.describe()
 
     def tools(self) -> list[dict[str, Any]]:
         return self.host.tools()
 
     def describe(self) -> str:
-        return self.host.describe()
+        return self._description
 
     async def call(self, agent_id: str, name: str, arguments: dict[str, Any], tick: int) -> Any:
         return await self.host.call(agent_id, name, arguments, tick)
@@ -202,7 +204,10 @@ class RayEnvHandle:
         return self._description
 
     async def call(self, agent_id: str, name: str, arguments: dict[str, Any], tick: int) -> Any:
-        return await self.actor.call.remote(agent_id, name, arguments, tick)
+        ok, value = await self.actor.call.remote(agent_id, name, arguments, tick)
+        if not ok:
+            raise value
+        return value
 
     async def observe(self, agent_id: str, tick: int) -> str:
         return await self.actor.observe.remote(agent_id, tick)  # type: ignore[no-any-return]

@@ -13,6 +13,7 @@ Both return the same results for the same seed: per-agent randomness derives fro
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import Any, Protocol
 
@@ -111,8 +112,15 @@ class _EnvActor:
     def info(self) -> tuple[list[dict[str, Any]], str]:
         return self.host.tools(), self.host.describe()
 
-    async def call(self, agent_id: str, name: str, arguments: dict[str, Any], tick: int) -> Any:
-        return await self.host.call(agent_id, name, arguments, tick)
+    async def call(
+        self, agent_id: str, name: str, arguments: dict[str, Any], tick: int
+    ) -> tuple[bool, Any]:
+        # Errors come back as values: a raised error would reach the agent wrapped in a
+        # RayTaskError whose message (with a traceback) differs from the local executor's.
+        try:
+            return True, await self.host.call(agent_id, name, arguments, tick)
+        except Exception as exc:
+            return False, exc
 
     async def observe(self, agent_id: str, tick: int) -> str:
         return await self.host.observe(agent_id, tick)
@@ -158,7 +166,7 @@ class RayExecutor:
                 address=address,
                 include_dashboard=False,
                 log_to_driver=False,
-                logging_level="ERROR",
+                logging_level=logging.ERROR,
                 configure_logging=False,
             )
         env_max = os.environ.get("AGENTLAB_RAY_MAX_WORKERS")

@@ -384,7 +384,7 @@ class Society:
         target = self.tick + int(ticks) if ticks is not None else int(until)  # type: ignore[arg-type]
         self._stop = False
         bar = TickProgress(max(0, target - self.tick), enabled=self.progress)
-        out = {"ticks": 0, "steps": 0, "llm_calls": 0, "errors": 0, "tokens": 0}
+        out: dict[str, Any] = {"ticks": 0, "steps": 0, "llm_calls": 0, "errors": 0, "tokens": 0}
         t0 = time.perf_counter()
         try:
             while self.tick < target and not self._stop:

@@ -1,7 +1,8 @@
 """Layer 3: the run directory — atomic writes, agent stores, the run log and its readers.
 
 Writing: :class:`ReplaySink` (rows), :class:`Tracer` (spans), :class:`LogProxy` (for Ray
-tasks), :func:`write_manifest`. Reading: :func:`open_run` → :class:`Run`. Crash-safe ticks:
+tasks), :func:`write_manifest`. Reading: :func:`open_run` → :class:`Run`; :func:`sql_over_runs`
+for one query over many runs. Crash-safe ticks:
 :func:`log_offsets` / :func:`truncate_log`. DuckDB and pandas are imported only when a
 reader needs them.
 """
@@ -10,6 +11,7 @@ from agentlab.store.agent_store import AgentStore, DirectoryStore
 from agentlab.store.agent_view import AgentView
 from agentlab.store.atomic import atomic_write_bytes, atomic_write_json, read_json
 from agentlab.store.manifest import finish_manifest, read_manifest, write_manifest
+from agentlab.store.multi import sql_over_runs
 from agentlab.store.offsets import log_offsets, truncate_log
 from agentlab.store.proxy import LogProxy
 from agentlab.store.replay import ReplaySink, get_replay_sink
@@ -37,6 +39,7 @@ __all__ = [
     "open_run",
     "read_json",
     "read_manifest",
+    "sql_over_runs",
     "truncate_log",
     "write_manifest",
 ]

@@ -218,7 +218,7 @@ class _LogWriter:
             stream.rows.append(copy)
             self._pending += 1
             n = self._pending
-        if n >= self.max_pending:
+        if n >= self.max_pending or self._thread is None:  # no thread: after close()
             self._backlog(n)
         return seq
 
@@ -227,7 +227,7 @@ class _LogWriter:
         for i in range(0, len(rows), _EXTEND_CHUNK):
             chunk = rows[i : i + _EXTEND_CHUNK]
             try:
-                copies = list(map(dict.copy, chunk))  # type: ignore[arg-type]
+                copies: list[dict[str, Any]] = list(map(dict.copy, chunk))  # type: ignore[arg-type]
             except TypeError:  # some rows are other Mappings
                 copies = [dict(r) for r in chunk]
             with self._lock:
@@ -235,7 +235,7 @@ class _LogWriter:
                 stream.seq += len(copies)
                 self._pending += len(copies)
                 n = self._pending
-            if n >= self.max_pending:
+            if n >= self.max_pending or self._thread is None:
                 self._backlog(n)
         return stream.seq - 1
 
@@ -244,6 +244,8 @@ class _LogWriter:
         return self.append(self.stream(relpath), row)
 
     def _backlog(self, n: int) -> None:
+        if self._thread is None:
+            self._start_thread()
         self._wake.set()
         if n >= 8 * self.max_pending:
             # Backpressure: the disk thread fell far behind; write on this thread.

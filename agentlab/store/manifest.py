@@ -7,6 +7,7 @@ read only if the agentlab sources sit in a git checkout, and never makes this fa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.metadata as md
 import os
 import platform
@@ -47,6 +48,7 @@ def _version(dist: str) -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=1)  # one git call per process (it costs ~0.1-0.7 s here)
 def _git_info() -> dict[str, Any] | None:
     src = Path(__file__).resolve().parents[2]
     if not (src / ".git").exists():
@@ -119,7 +121,7 @@ def write_manifest(
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "kind": kind,
         "agentlab_version": _version("agentlab") or _agentlab_version(),
-        "git": _git_info(),
+        "git": dict(g) if (g := _git_info()) else None,
         "config": cfg,
         "params": prm,
         "seed": seed,

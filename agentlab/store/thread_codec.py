@@ -36,9 +36,12 @@ _Z = b"z"
 _LEVEL = 6
 
 
+_NL = orjson.OPT_APPEND_NEWLINE
+
+
 def encode_history(messages: Iterable[dict[str, Any]]) -> bytes:
     """Encode messages as newline-terminated orjson frames."""
-    return b"".join(orjson.dumps(m) + b"\n" for m in messages)
+    return b"".join([orjson.dumps(m, option=_NL) for m in messages])
 
 
 def is_compressed(blob: bytes) -> bool:

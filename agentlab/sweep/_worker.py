@@ -20,6 +20,7 @@ def execute(spec: dict) -> int:
     out_dir = Path(spec["out_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
     os.environ["AGENTLAB_RUN_DIR"] = str(out_dir)  # the kernel inherits it: agentlab.record
+    os.environ.update(spec.get("env") or {})
     import papermill
 
     try:

@@ -8,6 +8,7 @@ The artefact a reader can check: ``OUT/<name>.ipynb`` (executed), ``OUT/<name>.h
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from agentlab.errors import ConfigError, SweepError
 from agentlab.sweep.grid import parse_param_args
 from agentlab.sweep.runner import run_point
 
-__all__ = ["export_html", "main", "make_paper"]
+__all__ = ["export_html", "main", "make_paper", "notebook_defaults"]
 
 
 def export_html(executed: Path, html_path: Path) -> Path:
@@ -31,6 +32,19 @@ def export_html(executed: Path, html_path: Path) -> Path:
     return html_path
 
 
+def notebook_defaults(notebook: Path) -> dict[str, Any]:
+    """The default values of a notebook's ``parameters`` cell (literals only)."""
+    import papermill
+
+    out: dict[str, Any] = {}
+    for name, info in papermill.inspect_notebook(str(notebook)).items():
+        try:
+            out[name] = ast.literal_eval(info["default"])
+        except (ValueError, SyntaxError):
+            out[name] = info["default"]
+    return out
+
+
 def make_paper(
     notebook: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -39,7 +53,7 @@ def make_paper(
     timeout: float | None = None,
 ) -> Path:
     """Execute ``notebook`` fresh into ``out`` and export HTML; returns the HTML path."""
-    from agentlab.store import write_manifest
+    from agentlab.store import finish_manifest, write_manifest
 
     nb = Path(notebook)
     if not nb.is_file():
@@ -60,6 +74,7 @@ def make_paper(
         seed=(params or {}).get("seed"),
         params=params or {},
     )
+    finish_manifest(outp, status["status"])
     executed = outp / "notebook.ipynb"
     if status["status"] != "ok":
         raise SweepError(f"{nb.name} failed ({status['status']}): {status['error']}")

@@ -63,8 +63,12 @@ def run_point(
     point_id: str,
     timeout: float | None = None,
     kernel_name: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Execute ``notebook`` with ``params`` into ``out_dir``; return (and write) its status."""
+    """Execute ``notebook`` with ``params`` into ``out_dir``; return (and write) its status.
+
+    ``env`` adds environment variables for the point's kernel.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "error.txt").unlink(missing_ok=True)
@@ -73,6 +77,7 @@ def run_point(
         "out_dir": str(out.resolve()),
         "parameters": params,
         "kernel_name": kernel_name,
+        "env": env or {},
     }
     fd, spec_path = tempfile.mkstemp(prefix="agentlab-point-", suffix=".json")
     with os.fdopen(fd, "w") as f:

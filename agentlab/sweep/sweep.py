@@ -141,6 +141,22 @@ def sweep(
             stacklevel=2,
         )
     atomic_write_json(outp / "sweep.json", meta)
+    from agentlab.store import finish_manifest, write_manifest
+
+    write_manifest(
+        outp,
+        kind="sweep",
+        seed=None,
+        params={"points": len(entries)},
+        config={
+            "notebook": meta["notebook"],
+            "notebook_sha256": meta["notebook_sha256"],
+            "executor": executor,
+            "grid": points,
+            "timeout": timeout,
+            "cpus_per_run": cpus_per_run,
+        },
+    )
     todo = [
         e
         for e in entries
@@ -148,8 +164,10 @@ def sweep(
     ]
     result = Sweep(outp)
     if not todo:
+        finish_manifest(outp, _overall_status(result))
         return result
     bar = _progress(len(entries), len(entries) - len(todo), progress)
+    status = "interrupted"
     try:
         if executor == "local":
             _run_local(
@@ -157,9 +175,17 @@ def sweep(
             )
         else:
             _run_ray(nb, todo, outp, max_parallel, cpus_per_run, timeout, kernel_name, address, bar)
+        status = _overall_status(result)
     finally:
         bar.close()
+        finish_manifest(outp, status)
     return result
+
+
+def _overall_status(result: Sweep) -> str:
+    """``ok`` when every point finished ok, else ``partial``."""
+    df = result.df()
+    return "ok" if (df["status"] == "ok").all() else "partial"
 
 
 def _progress(total: int, done: int, enabled: bool) -> Any:

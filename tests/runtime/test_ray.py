@@ -45,11 +45,12 @@ def test_local_and_ray_give_the_same_results(ray_session: Any, tmp_path: Path) -
         assert ray_out[k] == local_out[k], k
     for name in ("agent_states", "agent_errors", "env_events", "timeline"):
         assert ray_rows[name] == local_rows[name], name
+
     # llm_calls rows match too, up to the run id (the directory name)
-    strip = lambda c: {
-        k.replace('"run_id": "ray"', "").replace('"run_id": "local"', ""): v  # noqa: E731
-        for k, v in c.items()
-    }
+    def strip(rows: Any) -> dict[str, int]:
+        drop = ('"run_id": "ray"', '"run_id": "local"')
+        return {k.replace(drop[0], "").replace(drop[1], ""): v for k, v in rows.items()}
+
     assert strip(ray_rows["llm_calls"]) == strip(local_rows["llm_calls"])
     assert sum(local_rows["env_events"].values()) > 0
 

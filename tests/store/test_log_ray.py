@@ -13,17 +13,6 @@ from agentlab.store import LogProxy, open_run
 pytestmark = pytest.mark.ray
 
 
-def _task(proxy: LogProxy, task: int, n: int) -> str:
-    import os
-
-    sink = proxy.replay
-    with proxy.trace.trace_span("batch", task=task):
-        for i in range(n):
-            sink.append("ray_rows", {"task": task, "i": i, "pid": os.getpid()})
-    proxy.flush()  # a Ray worker may be killed without atexit: flush per task
-    return sink.shard
-
-
 def test_proxy_pickles_small(run_dir: Path) -> None:
     proxy = LogProxy(run_dir, flush_interval=0.05)
     data = pickle.dumps(proxy)
@@ -34,9 +23,22 @@ def test_proxy_pickles_small(run_dir: Path) -> None:
 
 def test_ray_tasks_write_complete_lines(run_dir: Path, ray_session) -> None:
     ray = ray_session
-    remote = ray.remote(num_cpus=0.25)(_task)
-    proxy, n, tasks = LogProxy(run_dir, max_pending=50), 500, 8
-    shards = ray.get([remote.remote(proxy, t, n) for t in range(tasks)], timeout=120)
+
+    # Defined here so Ray pickles it by value: workers cannot import this test module
+    # (pytest imports it under a rootdir-relative name that is not on their sys.path).
+    def task(proxy: LogProxy, task: int, n: int) -> str:
+        import os
+
+        sink = proxy.replay
+        with proxy.trace.trace_span("batch", task=task):
+            for i in range(n):
+                sink.append("ray_rows", {"task": task, "i": i, "pid": os.getpid()})
+        proxy.flush()  # a Ray worker may be killed without atexit: flush per task
+        return sink.shard
+
+    remote = ray.remote(num_cpus=1)(task)  # at most 2 workers to start on 2 CPUs
+    proxy, n, tasks = LogProxy(run_dir, max_pending=50), 500, 6
+    shards = ray.get([remote.remote(proxy, t, n) for t in range(tasks)], timeout=180)
     files = sorted((run_dir / "replay/ray_rows").glob("*.jsonl"))
     assert {f.stem for f in files} == set(shards)
     per_task: dict[int, list[int]] = {}

@@ -60,3 +60,24 @@ def test_resume_reruns_failed_point(tiny_notebook: Path, tmp_path: Path) -> None
     t0 = json.loads(status_path.read_text())["ended"]
     s = sweep(tiny_notebook, grid, out=out, executor="local", progress=False)
     assert json.loads(status_path.read_text())["ended"] > t0  # ran again
+
+
+def test_sweep_and_paper_write_manifests(tiny_notebook: Path, tmp_path: Path) -> None:
+    from agentlab.store import read_manifest
+    from agentlab.sweep.paper import make_paper
+
+    out = tmp_path / "m"
+    sweep(tiny_notebook, {"x": [7]}, out=out, executor="local", progress=False)
+    man = read_manifest(out)
+    assert man["kind"] == "sweep" and man["status"] == "ok"
+    assert man["config"]["grid"] == [{"x": 7}]
+    assert man["config"]["notebook_sha256"]
+    assert man["python"].startswith("3.") and man["dependencies"]["pandas"]
+    assert man["agentlab_version"] and man["started"] and man["ended"]
+
+    html = make_paper(tiny_notebook, tmp_path / "paper", {"x": 3})
+    assert html.exists() and "tiny sweep notebook" in html.read_text()
+    pman = read_manifest(tmp_path / "paper")
+    assert pman["kind"] == "paper" and pman["status"] == "ok"
+    assert pman["params"] == {"x": 3, "fail": False, "sleep": 0.0}  # defaults + given
+    assert (tmp_path / "paper" / "tiny.ipynb").exists()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Any, Protocol, runtime_checkable
 
 from agentlab.core.clock import Clock, RealClock
@@ -88,6 +89,8 @@ class ScriptedModel:
             pool.append(s[:chunk_chars])
         self._pool = pool
         self.calls = 0
+        self._tools_seen: list[dict[str, Any]] | None = None
+        self._tools_ok = False
 
     def _args(self, last: dict[str, Any]) -> dict[str, Any]:
         if callable(self.tool_args):
@@ -108,31 +111,58 @@ class ScriptedModel:
         self.calls += 1
         h = zlib.crc32(f"{self.seed}:{thread_id}:{turn}".encode())
         pool, n = self._pool, len(self._pool)
-        for i in range(self.chunks):
-            if self.delay_s:
+        if self.delay_s:
+            for i in range(self.chunks):
                 await self.clock.sleep(self.delay_s)
-            yield pool[(h + i * 2654435761) % n]
+                yield pool[(h + i * 2654435761) % n]
+        else:  # the benchmark path: no per-chunk branch
+            for i in range(self.chunks):
+                yield pool[(h + i * 2654435761) % n]
         last = messages[-1] if messages else {}
-        if (
-            self.tool
-            and last.get("role") in {"user"}
-            and any(t["function"]["name"] == self.tool for t in tools)
-        ):
+        if self.tool and last.get("role") == "user" and self._offered(tools):
             yield ToolCall(id=f"call_{turn}", name=self.tool, arguments=self._args(last))
+
+    def _offered(self, tools: list[dict[str, Any]]) -> bool:
+        # The runtime passes the same schema list every time: remember the answer for it.
+        if tools is not self._tools_seen:
+            self._tools_seen = tools
+            self._tools_ok = any(t["function"]["name"] == self.tool for t in tools)
+        return self._tools_ok
 
 
 class LLMClientModel:
-    """Adapter from :class:`agentlab.llm.LLMClient` to :class:`Model`.
+    """Adapter from :class:`agentlab.llm.LLMClient` to :class:`Model`, streaming.
 
-    Uses ``client.stream(...)`` when the client has it (text deltas as they arrive), else
-    ``client.complete(...)``; tool calls come from the final response. ``overrides`` are
-    passed to every call (e.g. ``sim_tool_call_p=1.0`` for the simulator).
+    Each completion is one ``client.stream(...)`` call: text deltas are yielded as they
+    arrive (so an interrupt keeps the partial text), then the tool calls of the final
+    ``stream.response``. If the runtime stops iterating (an interrupt), the client stream is
+    closed at once, which releases its concurrency slot. The call record carries
+    ``agent_id=<thread id>`` and labels ``{"stage": "thread_slice", "turn": n}``.
+
+    Args:
+        client: an ``LLMClient`` (or anything with the same ``stream`` method).
+        per_call: ``per_call(messages) -> overrides`` merged into each call, e.g. to force a
+            tool call after user text and none after a tool result with the simulator:
+            ``lambda m: {"sim_tool_call_p": 1.0 if m[-1]["role"] == "user" else 0.0}``.
+        **overrides: passed to every call (``sim_completion_tokens=275``, ``temperature``).
+
+    Example:
+        >>> from agentlab.llm import LLMClient
+        >>> model = LLMClientModel(LLMClient("sim/instant"), sim_tool_call_p=1.0)
     """
 
-    def __init__(self, client: Any, **overrides: Any) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        per_call: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+        **overrides: Any,
+    ) -> None:
         self.client = client
+        self.per_call = per_call
         self.overrides = overrides
         self.name = str(getattr(client, "model", "llm"))
+        self.responses = 0
 
     async def stream(
         self,
@@ -142,11 +172,22 @@ class LLMClientModel:
         thread_id: str,
         turn: int,
     ) -> AsyncIterator[str | ToolCall]:
-        labels = {"stage": "thread_slice", "turn": turn}
-        resp = await self.client.complete(
-            messages, tools=tools or None, agent_id=thread_id, labels=labels, **self.overrides
+        kw = self.overrides
+        if self.per_call is not None:
+            kw = {**kw, **self.per_call(messages)}
+        s = self.client.stream(
+            messages,
+            tools=tools or None,
+            agent_id=thread_id,
+            labels={"stage": "thread_slice", "turn": turn},
+            **kw,
         )
-        if resp.text:
-            yield resp.text
-        for tc in resp.tool_calls:
-            yield tc
+        async with aclosing(s.__aiter__()) as deltas:
+            async for delta in deltas:
+                if delta:
+                    yield delta
+        resp = s.response
+        self.responses += 1
+        if resp is not None:
+            for tc in resp.tool_calls:
+                yield tc

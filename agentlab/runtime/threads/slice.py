@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from agentlab.core.records import ToolCall
 from agentlab.runtime.threads.records import Delivery, ThreadState
 from agentlab.runtime.threads.shapes import RECEIVE_EVENT, event_content, synthetic_pair
@@ -121,7 +123,9 @@ def finish_turn(
     call = calls[0] if calls and not partial else None
     msg: dict[str, Any] = {"role": "assistant", "content": text if text or not call else None}
     if call is not None:
-        msg["tool_calls"] = [call.to_openai()]
+        # ToolCall.to_openai() with orjson (json.dumps is ~5x slower on this hot path).
+        fn = {"name": call.name, "arguments": orjson.dumps(call.arguments).decode()}
+        msg["tool_calls"] = [{"id": call.id, "type": "function", "function": fn}]
         st.pending[call.id] = {"name": call.name, "arguments": call.arguments}
     st.status = "waiting" if st.pending else "idle"
     return msg, call

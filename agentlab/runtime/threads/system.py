@@ -70,6 +70,28 @@ class StepResult:
     remaining: int = 0
 
 
+@dataclass(slots=True)
+class _Hot:
+    """A thread's decoded form as one slice left it, handed to the next slice of the same
+    driver (local mode) or step. Never outlives that: an idle thread holds nothing.
+
+    ``raw_state``/``stored`` are the exact bytes committed (or read); ``blob`` is the raw
+    (uncompressed) history; ``msgs`` the decoded history, or ``None`` if never decoded.
+    """
+
+    raw_state: bytes | None
+    stored: bytes | None
+    blob: bytes
+    st: ThreadState
+    msgs: list[dict[str, Any]] | None
+
+
+def _same(a: bytes | None, b: bytes | None) -> bool:
+    # The in-memory store hands back the very object committed (identity, O(1)); other
+    # stores return equal copies (one memcmp, far cheaper than decoding).
+    return a is b or (a is not None and b is not None and len(a) == len(b) and a == b)
+
+
 class AgentSystem:
     """A pool of agent threads; see the module docstring.
 
@@ -180,34 +202,53 @@ class AgentSystem:
         return self.store.agents()
 
     # --- the slice ---------------------------------------------------------------------------
-    def _fault_at(self, point: str, tid: str) -> None:
-        if self.fault is not None:
-            self.fault(point, tid)
+    async def _slice(self, seq: int, d: Delivery, hot: _Hot | None = None) -> tuple[str, _Hot]:
+        """Run one slice; returns the action and the thread's decoded form after it.
 
-    async def _slice(self, seq: int, d: Delivery) -> str:
+        ``hot`` is what the previous slice of the same thread (same driver, same step)
+        returned: if the store still holds exactly the bytes it committed, its decoded state
+        and messages are reused instead of decoding them again — the common case of a tool
+        result arriving right after the completion that dispatched the call.
+        """
         tid = d.thread_id
-        raw_state = self.store.read(tid, "state")
-        saved = decode_state(raw_state)
-        st = ThreadState(tid) if saved is None else ThreadState.from_dict(saved)
-        blob = _raw(self.store.read(tid, "history"))
+        store = self.store
+        raw_state = store.read(tid, "state")
+        stored = store.read(tid, "history")
+        if hot is not None and _same(raw_state, hot.raw_state) and _same(stored, hot.stored):
+            st, blob, msgs = hot.st, hot.blob, hot.msgs
+        else:
+            saved = decode_state(raw_state)
+            st = ThreadState(tid) if saved is None else ThreadState.from_dict(saved)
+            blob, msgs = _raw(stored), None
+            hot = None
         new: list[dict[str, Any]] = []
         if raw_state is None and self.system_prompt is not None:
             new.append({"role": "system", "content": self.system_prompt})
         action = apply_delivery(st, d, new, seen_window=self.seen_window)
         log = self.log
-        if action.startswith("drop"):
-            self.store.ack((seq,))
+        logging = log.enabled
+        if action[:5] == "drop:":
+            # apply_delivery changed nothing, so the decoded form stays valid
+            store.ack((seq,))
+            if logging:
+                log.emit(
+                    "drop",
+                    tid,
+                    kind=d.kind,
+                    dedup_id=d.dedup_id,
+                    call_id=d.call_id,
+                    reason=action[5:],
+                )
+            return action, hot if hot is not None else _Hot(raw_state, stored, blob, st, msgs)
+        if logging:
             log.emit(
-                "drop", tid, kind=d.kind, dedup_id=d.dedup_id, call_id=d.call_id, reason=action[5:]
+                "delivery", tid, kind=d.kind, dedup_id=d.dedup_id, call_id=d.call_id, action=action
             )
-            return action
-        log.emit(
-            "delivery", tid, kind=d.kind, dedup_id=d.dedup_id, call_id=d.call_id, action=action
-        )
         call: ToolCall | None = None
         compacted_now = False
         if action == COMPLETE:
-            msgs = decode_history(blob) if blob else []
+            if msgs is None:
+                msgs = decode_history(blob) if blob else []
             msgs.extend(new)
             if (
                 self.token_budget is not None
@@ -216,39 +257,53 @@ class AgentSystem:
                 compacted, covered = compact_messages(msgs, self.token_budget * 2, self.summarize)
                 if covered:
                     before = len(blob)
-                    msgs, blob, new = compacted, b"", compacted
+                    msgs, blob, new = compacted, b"", list(compacted)
                     st.compactions += 1
                     compacted_now = True
                     log.emit("compaction", tid, covered=covered, bytes_before=before)
-            t0 = time.perf_counter()
+            t0 = time.perf_counter() if logging else 0.0
             text, calls, partial = await self._complete(tid, st, msgs)
             msg, call = finish_turn(st, text, calls, partial=partial)
-            if call is not None:
+            if call is not None and call.name in RUNTIME_TOOLS:
                 note_runtime_call(st, call)
             new.append(msg)
+            msgs.append(msg)
             self.completions += 1
-            if partial:
-                log.emit("interrupt", tid, chars=len(text))
-            log.emit("slice", tid, kind=d.kind, wall_s=time.perf_counter() - t0, partial=partial)
+            if logging:
+                if partial:
+                    log.emit("interrupt", tid, chars=len(text))
+                wall = time.perf_counter() - t0
+                log.emit("slice", tid, kind=d.kind, wall_s=wall, partial=partial)
+        elif msgs is not None:
+            msgs.extend(new)
+        # Append-only: only this slice's messages are encoded; old frames are copied as bytes.
         blob += encode_history(new)
         st.n_messages = len(new) if compacted_now else st.n_messages + len(new)
         st.history_bytes = len(blob)
         st.slices += 1
-        self._fault_at("before_persist", tid)
-        self.store.commit(tid, {"state": encode_state(st.to_dict()), "history": blob}, (seq,))
-        self._fault_at("after_persist", tid)
+        fault = self.fault
+        if fault is not None:
+            fault("before_persist", tid)
+        raw_state = encode_state(st.to_dict())
+        store.commit(tid, {"state": raw_state, "history": blob}, (seq,))
+        if fault is not None:
+            fault("after_persist", tid)
         if call is not None:
             self._dispatch(tid, call)
-            log.emit("suspend", tid, call_id=call.id, tool=call.name)
-        self._fault_at("after_dispatch", tid)
-        return action
+            if logging:
+                log.emit("suspend", tid, call_id=call.id, tool=call.name)
+        if fault is not None:
+            fault("after_dispatch", tid)
+        return action, _Hot(raw_state, blob, blob, st, msgs)
 
     async def _complete(
         self, tid: str, st: ThreadState, msgs: list[dict[str, Any]]
     ) -> tuple[str, list[ToolCall], bool]:
         parts: list[str] = []
         calls: list[ToolCall] = []
-        stream = self.model.stream(msgs, self._schemas, thread_id=tid, turn=st.completions)
+        # A shallow copy (pointers only): the decoded list lives on in the next slice, and a
+        # model that keeps the list it was given must not see later turns appear in it.
+        stream = self.model.stream(list(msgs), self._schemas, thread_id=tid, turn=st.completions)
         local = self._local
         if local:
             task = asyncio.current_task()
@@ -256,10 +311,10 @@ class AgentSystem:
             self._completing[tid] = task
         try:
             async for x in stream:
-                if isinstance(x, str):
+                if type(x) is str:
                     parts.append(x)
                 else:
-                    calls.append(x)
+                    calls.append(x)  # type: ignore[arg-type]
         except asyncio.CancelledError:
             if tid not in self._interrupts:
                 raise
@@ -267,6 +322,11 @@ class AgentSystem:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
+            # Close the model's stream now (not at garbage collection): a client stream holds
+            # a concurrency slot until it is closed.
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
             return "".join(parts), calls, True
         finally:
             if local:
@@ -275,7 +335,8 @@ class AgentSystem:
 
     # --- tools ----------------------------------------------------------------------------------
     def _dispatch(self, tid: str, call: ToolCall) -> None:
-        self.log.emit("dispatch", tid, call_id=call.id, tool=call.name)
+        if self.log.enabled:
+            self.log.emit("dispatch", tid, call_id=call.id, tool=call.name)
         if call.name in RUNTIME_TOOLS:
             dispatch_runtime_tool(self, tid, call)
             return
@@ -289,11 +350,13 @@ class AgentSystem:
         except Exception as exc:  # a failing tool is a result the model sees, not a crash
             ctx.result(f"error: {type(exc).__name__}: {exc}")
             return
-        if inspect.isawaitable(r):
+        if r is None:
+            return
+        if type(r) is not str and inspect.isawaitable(r):  # str first: the common, cheap case
             task = asyncio.ensure_future(self._await_tool(ctx, r))
             self._tool_tasks.add(task)
             task.add_done_callback(self._tool_tasks.discard)
-        elif r is not None:
+        else:
             ctx.result(r)
 
     async def _await_tool(self, ctx: ToolContext, aw: Any) -> None:
@@ -318,10 +381,11 @@ class AgentSystem:
     # --- local mode ------------------------------------------------------------------------------
     async def _drive(self, tid: str) -> None:
         box = self._inbox[tid]
+        hot: _Hot | None = None
         try:
             while box:
                 seq, d = box.popleft()
-                await self._slice(seq, d)
+                _, hot = await self._slice(seq, d, hot)
         except Exception as exc:
             # Like a crash of this thread: the delivery stays queued in the store.
             self.errors.append(exc)
@@ -430,8 +494,9 @@ class AgentSystem:
         before = self.completions
 
         async def run(items: list[tuple[int, Delivery]]) -> None:
+            hot: _Hot | None = None
             for seq, d in items:
-                action = await self._slice(seq, d)
+                action, hot = await self._slice(seq, d, hot)
                 res.slices += 1
                 res.dropped += action.startswith("drop")
 

@@ -1,0 +1,124 @@
+"""sql_over_runs (sweep queries) and the batched encoder's edge cases."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agentlab.errors import ConfigError
+from agentlab.store import ReplaySink, open_run, sql_over_runs
+from agentlab.store._writer import encode_rows
+
+
+def _run(root: Path, name: str, rows: list[dict], *, extra: dict | None = None) -> Path:
+    d = root / name
+    d.mkdir()
+    sink = ReplaySink(d, shard="w")
+    sink.extend("votes", rows)
+    if extra:
+        sink.append("only_here", extra)
+    sink.flush()
+    return d
+
+
+def test_sql_over_runs_unions_datasets_with_point(tmp_path: Path) -> None:
+    a = _run(tmp_path, "a", [{"agent_id": f"x{i}", "yes": i % 2 == 0} for i in range(5)])
+    b = _run(
+        tmp_path,
+        "b",
+        [{"agent_id": "y", "yes": True, "weight": 0.5}] * 3,  # b has an extra column
+        extra={"k": 1},
+    )
+    open_run(b).compact(["votes"])  # one run compacted, the other raw: both read the same
+    ReplaySink(b, shard="late").append("votes", {"agent_id": "z", "yes": False})
+    ReplaySink(b, shard="late").flush()
+    got = sql_over_runs(
+        {"p1": a, "p2": b},
+        "select point, count(*) n, sum(yes::int) y, count(weight) w "
+        "from votes group by point order by point",
+    )
+    assert got["point"].tolist() == ["p1", "p2"]
+    assert got["n"].tolist() == [5, 4] and got["y"].tolist() == [3, 3]
+    assert got["w"].tolist() == [0, 3]  # the column missing in p1 reads as NULL
+    # a dataset present in only one run is still a view; point is the first column
+    only = sql_over_runs({"p1": a, "p2": b}, "select * from only_here")
+    assert list(only.columns[:2]) == ["point", "k"] and only["point"].tolist() == ["p2"]
+    # same rows as reading each run on its own
+    per_run = sum(len(open_run(d).df("votes")) for d in (a, b))
+    assert (
+        int(sql_over_runs({"p1": a, "p2": b}, "select count(*) from votes").iloc[0, 0]) == per_run
+    )
+    with pytest.raises(ConfigError, match="at least one"):
+        sql_over_runs({}, "select 1")
+
+
+def test_sql_over_runs_reports_torn_lines(tmp_path: Path) -> None:
+    a = _run(tmp_path, "a", [{"v": i} for i in range(3)])
+    shard = a / "replay/votes/w.jsonl"
+    with open(shard, "ab") as f:
+        f.write(b'{"v": 9')
+    old = time.time() - 60
+    os.utime(shard, (old, old))
+    with pytest.warns(UserWarning, match="torn last line"):
+        got = sql_over_runs({"only": a}, "select sum(v) s from votes")
+    assert int(got["s"].iloc[0]) == 3
+
+
+def test_encoder_falls_back_on_lookalike_boundaries_and_odd_values() -> None:
+    rows = [
+        {"text": "a},{b"},  # the batch boundary pattern inside a string
+        {"nested": [{"x": 1}, {"y": 2}]},  # and inside a nested value
+        {},  # an empty row
+        {"big": 2**70, "ok": 1},  # an int JSON cannot hold: written as a string
+        {1: "non-str key"},
+        {"plain": "row"},
+    ]
+    bad: list[str] = []
+    data = encode_rows(rows, 7, "s1", bad)
+    lines = [orjson.loads(x) for x in data.splitlines()]
+    assert [r["_seq"] for r in lines] == list(range(7, 13))
+    assert all(r["_shard"] == "s1" for r in lines)
+    assert lines[0]["text"] == "a},{b" and lines[1]["nested"] == [{"x": 1}, {"y": 2}]
+    assert lines[2] == {"_shard": "s1", "_seq": 9}
+    assert lines[3]["big"] == str(2**70) and lines[3]["ok"] == 1 and len(bad) == 1
+    assert lines[4]["1"] == "non-str key" and lines[5]["plain"] == "row"
+    # the fast path gives byte-identical output to the row-by-row path
+    clean = [{"a": i, "b": "x" * i} for i in range(5000)]
+    fast = encode_rows(clean, 0, "s", [])
+    slow = b"".join(encode_rows([r], i, "s", []) for i, r in enumerate(clean))
+    assert fast == slow
+
+
+def test_rows_are_snapshotted_at_append(run_dir: Path) -> None:
+    sink = ReplaySink(run_dir, shard="snap", flush_interval=60)
+    row = {"tick": 0}
+    for t in range(3):
+        row["tick"] = t  # a caller reusing one dict
+        sink.append("snap", row)
+    rows = [{"tick": 10}, {"tick": 11}]
+    sink.extend("snap", rows)
+    rows[0]["tick"] = -1
+    sink.append("snap", {"tick": 12, "_seq": 99, "_shard": "fake"})  # reserved keys ignored
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sink.flush()
+    df = open_run(run_dir).df("snap")
+    assert df["tick"].tolist() == [0, 1, 2, 10, 11, 12]
+    assert df["_seq"].tolist() == list(range(6)) and set(df["_shard"]) == {"snap"}
+
+
+def test_background_thread_restarts_after_close(run_dir: Path) -> None:
+    sink = ReplaySink(run_dir, shard="bg", flush_interval=0.02)
+    sink.append("bg", {"i": 0})
+    sink.close()
+    sink.append("bg", {"i": 1})  # no explicit flush: the restarted thread writes it
+    path = run_dir / "replay/bg/bg.jsonl"
+    deadline = time.monotonic() + 10
+    while path.read_bytes().count(b"\n") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [orjson.loads(x)["i"] for x in path.read_bytes().splitlines()] == [0, 1]
