@@ -1,17 +1,27 @@
 """Suspended agents at scale — the Infinity measurement shape on agentlab's thread runtime.
 
-Waves of new agents each run ``--turns`` turns. A turn: user text → completion (~1.1 KB
-streamed in 12 chunks, ending in a tool call) → tool result (~340 chars) back through the
-queue → second completion (~1.1 KB, 12 chunks) ending the turn. After each wave: cold
-histories compressed, ``gc.collect()`` + ``malloc_trim(0)``, then resident memory per idle
-agent (RSS growth since before the first wave / agents alive), completions/s on one core
-(one asyncio loop), and the ratio of resident bytes to the raw (uncompressed JSON) history.
+Waves of new agents each run ``--turns`` turns (20 = the Infinity shape). A turn: user text
+→ completion (ending in a tool call) → tool result (~340 chars) back through the queue →
+second completion ending the turn. After each wave: cold histories compressed,
+``gc.collect()`` + ``malloc_trim(0)``, then resident memory per idle agent (RSS growth since
+before the first wave / agents alive), swap and memory figures from ``/proc``,
+completions/s on one core (one asyncio loop) and the ratio of resident bytes to the raw
+(uncompressed JSON) history.
 
-The model is :class:`~agentlab.runtime.threads.ScriptedModel` (deterministic, in-process),
-not ``sim/instant``: the point is the runtime's own cost per completion.
+Models (``--model``, comma-separated; each runs in its own process so memory figures do
+not share an allocator):
 
-    python benchmarks/suspended_agents.py            # full: 100,000 agents in memory
-    python benchmarks/suspended_agents.py --quick    # < 1 minute
+- ``scripted`` — :class:`~agentlab.runtime.threads.ScriptedModel`: ~1.1 KB in 12 chunks per
+  completion, the first of a turn ending in a tool call. Measures the runtime's own cost.
+- ``sim`` — :class:`~agentlab.runtime.threads.LLMClientModel` over
+  ``LLMClient("sim/instant")`` streaming through ``client.stream``: a forced tool call after
+  user text (``sim_tool_call_p=1``), ~1.1 KB of text in 12 chunks after the tool result
+  (``sim_completion_tokens=275``, no tool call). The simulator returns *either* text *or* a
+  tool call, so the tool-calling completion carries no text (see the printed probe).
+
+    python benchmarks/suspended_agents.py            # full: scripted 5 x 20,000 agents; sim 1 x 10,000
+    python benchmarks/suspended_agents.py --quick    # < 1 minute, both models
+    python benchmarks/suspended_agents.py --turns 5  # FEWER turns than the Infinity shape (labelled)
     python benchmarks/suspended_agents.py --json out.json
 """
 
@@ -23,6 +33,8 @@ import ctypes
 import gc
 import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentlab.runtime.threads import (
     AgentSystem,
+    LLMClientModel,
     MemoryThreadStore,
     ScriptedModel,
     SQLiteThreadStore,
@@ -41,12 +54,36 @@ from agentlab.runtime.threads import (
 from agentlab.store.thread_codec import raw_history
 
 INFINITY_CPS = 7800  # 2,000,000 completions in 255 s on one thread (Rust)
+INFINITY_TURNS = 20
+MODELS = ("scripted", "sim")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_PARAMS = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
 
 
 def _rss() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * _PAGE
+
+
+def _proc_kib(path: str, keys: tuple[str, ...]) -> dict[str, int]:
+    out = dict.fromkeys(keys, -1)
+    try:
+        with open(path) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in out:
+                    out[k] = int(v.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def _memory() -> dict[str, int]:
+    """VmRSS/VmSwap of this process and SwapTotal/SwapFree/MemAvailable, in KiB."""
+    return {
+        **_proc_kib("/proc/self/status", ("VmRSS", "VmSwap")),
+        **_proc_kib("/proc/meminfo", ("SwapTotal", "SwapFree", "MemAvailable")),
+    }
 
 
 def _trim() -> int:
@@ -63,16 +100,62 @@ def _tool_result(ctx: Any, args: dict[str, Any]) -> str:
     return (f"result for {args.get('query', '')!s} @{ctx.call_id}: " + "ok " * 120)[:340]
 
 
-async def _run_store(
-    kind: str, waves: int, per_wave: int, turns: int, tmp: Path
+def _sim_policy(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    # after user text: a tool call (the suspension); after the tool result: text, no call
+    return {"sim_tool_call_p": 1.0 if messages[-1]["role"] == "user" else 0.0}
+
+
+def make_model(name: str) -> Any:
+    """The benchmark's model by name (``scripted`` or ``sim``)."""
+    if name == "scripted":
+        return ScriptedModel(tool="work", chunks=12, chunk_chars=92)
+    if name == "sim":
+        from agentlab.llm import LLMClient
+
+        return LLMClientModel(
+            LLMClient("sim/instant", seed=0), per_call=_sim_policy, sim_completion_tokens=275
+        )
+    raise SystemExit(f"unknown model {name!r}; valid: {', '.join(MODELS)}")
+
+
+async def probe(model: Any, tools: list[dict[str, Any]]) -> str:
+    """Chunks and characters of one completion after user text and one after a tool result."""
+    out = []
+    convo: list[dict[str, Any]] = [{"role": "user", "content": "turn 0: look into item 0"}]
+    for label in ("after user", "after tool result"):
+        n, chars, calls = 0, 0, []
+        async for x in model.stream(list(convo), tools, thread_id="probe", turn=len(out)):
+            if isinstance(x, str):
+                n, chars = n + 1, chars + len(x)
+            else:
+                calls.append(x)
+        out.append(f"{label}: {n} chunks, {chars} chars, tool call: {'yes' if calls else 'no'}")
+        convo.append({"role": "assistant", "content": None, "tool_calls": []})
+        if calls:
+            convo[-1]["tool_calls"] = [
+                {
+                    "id": calls[0].id,
+                    "type": "function",
+                    "function": {"name": calls[0].name, "arguments": "{}"},
+                }
+            ]
+            convo.append({"role": "tool", "tool_call_id": calls[0].id, "content": "ok " * 113})
+    return "; ".join(out)
+
+
+async def run_config(
+    model_name: str, kind: str, waves: int, per_wave: int, turns: int, tmp: Path
 ) -> list[dict[str, Any]]:
+    """Run ``waves`` waves of ``per_wave`` agents with one model and one store."""
     store: Any = (
         MemoryThreadStore(hot_limit=None)
         if kind == "memory"
-        else SQLiteThreadStore(tmp / "threads.db")
+        else SQLiteThreadStore(tmp / f"threads-{model_name}.db")
     )
-    model = ScriptedModel(tool="work", chunks=12, chunk_chars=92)
-    system = AgentSystem(model, store, [Tool("work", _tool_result)], agent_tools=False)
+    model = make_model(model_name)
+    tool = Tool("work", _tool_result, parameters=_PARAMS)
+    system = AgentSystem(model, store, [tool], agent_tools=False)
+    print(f"# {model_name}/{kind} probe: {await probe(model, [tool.schema()])}", flush=True)
     base = _trim()
     rows = []
     alive, prev_rss = 0, base
@@ -92,6 +175,7 @@ async def _run_store(
             compress_s = time.perf_counter() - t1
             alive += per_wave
             rss = _trim()
+            mem = _memory()
             sample = ids[:: max(1, per_wave // 200)]
             raw = sum(len(raw_history(store.read(i, "history"))) for i in sample) / len(sample)
             held = sum(
@@ -101,69 +185,144 @@ async def _run_store(
             per_agent = (rss - base) / alive
             marginal = (rss - prev_rss) / per_wave  # growth caused by this wave alone
             prev_rss = rss
-            rows.append(
-                {
-                    "store": kind,
-                    "wave": w + 1,
-                    "agents": alive,
-                    "completions": done,
-                    "completions_per_s": done / run_s,
-                    "completions_per_cpu_s": done / cpu_s,
-                    "vs_infinity": done / cpu_s / INFINITY_CPS,
-                    "compress_s": compress_s,
-                    "rss_mib": rss / 2**20,
-                    "kib_per_idle_agent": per_agent / 1024,
-                    "marginal_kib_per_agent": marginal / 1024,
-                    "raw_history_kib": raw / 1024,
-                    "stored_kib": held / 1024,
-                    "resident_over_raw": per_agent / raw,
-                }
-            )
-            r = rows[-1]
-            print(
-                f"{kind:7} {r['wave']:>4} {alive:>8} {r['completions_per_s']:>9.0f} "
-                f"{r['completions_per_cpu_s']:>9.0f} "
-                f"{r['vs_infinity']:>6.2f} {r['kib_per_idle_agent']:>9.2f} "
-                f"{r['marginal_kib_per_agent']:>9.2f} {r['raw_history_kib']:>8.1f} "
-                f"{r['stored_kib']:>8.1f} {r['resident_over_raw']:>6.3f} {r['rss_mib']:>8.0f}",
-                flush=True,
-            )
+            r = {
+                "model": model_name,
+                "store": kind,
+                "wave": w + 1,
+                "agents": alive,
+                "turns": turns,
+                "completions": done,
+                "wall_s": run_s,
+                "cpu_s": cpu_s,
+                "completions_per_s": done / run_s,
+                "completions_per_cpu_s": done / cpu_s,
+                "vs_infinity": done / cpu_s / INFINITY_CPS,
+                "compress_s": compress_s,
+                "rss_mib": rss / 2**20,
+                "kib_per_idle_agent": per_agent / 1024,
+                "marginal_kib_per_agent": marginal / 1024,
+                "raw_history_kib": raw / 1024,
+                "stored_kib": held / 1024,
+                "resident_over_raw": per_agent / raw,
+                "vm_rss_kib": mem["VmRSS"],
+                "vm_swap_kib": mem["VmSwap"],
+                "swap_total_kib": mem["SwapTotal"],
+                "swap_free_kib": mem["SwapFree"],
+                "mem_available_kib": mem["MemAvailable"],
+            }
+            rows.append(r)
+            print(_fmt(r), flush=True)
     if kind == "sqlite":
         store.close()
     return rows
 
 
+_HEAD = (
+    f"{'model':8} {'store':6} {'wave':>4} {'agents':>7} {'turns':>5} {'compl/s':>8} "
+    f"{'c/cpu-s':>8} {'xInf':>5} {'KiB/idle':>8} {'KiB/new':>8} {'rawKiB':>6} {'heldKiB':>7} "
+    f"{'res/raw':>7} {'RSS MiB':>8} {'VmSwap':>6} {'SwapFree/Total KiB':>18} {'MemAvail':>8} "
+    f"{'wall s':>7} {'cmp s':>6}"
+)
+
+
+def _fmt(r: dict[str, Any]) -> str:
+    swap = f"{r['swap_free_kib']}/{r['swap_total_kib']}"
+    return (
+        f"{r['model']:8} {r['store']:6} {r['wave']:>4} {r['agents']:>7} {r['turns']:>5} "
+        f"{r['completions_per_s']:>8.0f} {r['completions_per_cpu_s']:>8.0f} "
+        f"{r['vs_infinity']:>5.2f} {r['kib_per_idle_agent']:>8.2f} "
+        f"{r['marginal_kib_per_agent']:>8.2f} {r['raw_history_kib']:>6.1f} "
+        f"{r['stored_kib']:>7.1f} {r['resident_over_raw']:>7.3f} {r['rss_mib']:>8.0f} "
+        f"{r['vm_swap_kib']:>6} {swap:>18} {r['mem_available_kib'] // 1024:>7}M "
+        f"{r['wall_s']:>7.1f} {r['compress_s']:>6.1f}"
+    )
+
+
+def _child(a: argparse.Namespace) -> int:
+    model_name, kind = a.child.split(":")
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = asyncio.run(run_config(model_name, kind, a.waves, a.per_wave, a.turns, Path(tmp)))
+    Path(a.rows_out).write_text(json.dumps(rows))
+    return 0
+
+
+def _spawn(config: str, waves: int, per_wave: int, turns: int, tmp: Path) -> list[dict[str, Any]]:
+    out = tmp / f"{config.replace(':', '-')}.json"
+    cmd = [sys.executable, __file__, "--child", config, "--rows-out", str(out)]
+    cmd += ["--waves", str(waves), "--per-wave", str(per_wave), "--turns", str(turns)]
+    subprocess.run(cmd, check=True)
+    rows: list[dict[str, Any]] = json.loads(out.read_text())
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small run (< 1 minute)")
     p.add_argument("--json", default=None, help="write figures to this path")
-    p.add_argument("--turns", type=int, default=20)
-    p.add_argument("--waves", type=int, default=None)
-    p.add_argument("--per-wave", type=int, default=None)
-    p.add_argument("--sqlite-agents", type=int, default=None)
+    p.add_argument("--model", default="scripted,sim", help="comma-separated: scripted,sim")
+    p.add_argument(
+        "--turns",
+        type=int,
+        default=INFINITY_TURNS,
+        help=f"turns per agent ({INFINITY_TURNS} = the Infinity shape; fewer is labelled)",
+    )
+    p.add_argument("--waves", type=int, default=None, help="waves per model")
+    p.add_argument("--per-wave", type=int, default=None, help="new agents per wave")
+    p.add_argument("--sqlite-agents", type=int, default=None, help="agents on SQLite (scripted)")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--rows-out", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    waves = a.waves or (2 if a.quick else 10)
-    per_wave = a.per_wave or (400 if a.quick else 10_000)
+    if a.child:
+        return _child(a)
+    models = [m.strip() for m in a.model.split(",") if m.strip()]
+    for m in models:
+        if m not in MODELS:
+            p.error(f"unknown model {m!r}; valid: {', '.join(MODELS)}")
+    # (waves, per wave) per model: the scripted model carries the 100k target; the simulator
+    # costs ~2x more CPU per completion, so its full run is one smaller wave.
+    size = (
+        {"scripted": (2, 400), "sim": (2, 400)}
+        if a.quick
+        else {"scripted": (5, 20_000), "sim": (1, 10_000)}
+    )
     sq = a.sqlite_agents if a.sqlite_agents is not None else (80 if a.quick else 5000)
-    print(
-        f"model: ScriptedModel (deterministic, in-process); turns/agent={a.turns}; one asyncio loop"
-    )
-    print(
-        f"{'store':7} {'wave':>4} {'agents':>8} {'compl/s':>9} {'c/cpu-s':>9} {'xInf':>6} {'KiB/idle':>9} {'KiB/new':>9} "
-        f"{'raw KiB':>8} {'held KiB':>8} {'res/raw':>6} {'RSS MiB':>8}"
-    )
+    if a.turns != INFINITY_TURNS:
+        print(
+            f"NOTE: {a.turns} turns per agent — NOT the Infinity shape of {INFINITY_TURNS}; "
+            "per-agent memory and history sizes are for this shorter conversation"
+        )
+    print(f"turns/agent={a.turns}; one asyncio loop per model, each model in its own process")
+    print(_HEAD, flush=True)
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        rows = asyncio.run(_run_store("memory", waves, per_wave, a.turns, Path(tmp)))
-        if sq:
-            rows += asyncio.run(_run_store("sqlite", 2, sq // 2, a.turns, Path(tmp)))
+        for m in models:
+            waves, per_wave = a.waves or size[m][0], a.per_wave or size[m][1]
+            rows += _spawn(f"{m}:memory", waves, per_wave, a.turns, Path(tmp))
+        if sq and "scripted" in models:
+            rows += _spawn("scripted:sqlite", 2, sq // 2, a.turns, Path(tmp))
     print(
         "KiB/idle: RSS growth per idle agent after gc+malloc_trim (target <= 32 KiB in memory);"
-        " raw KiB: uncompressed history JSON per agent; held KiB: bytes the store keeps;"
-        f" c/cpu-s: completions per CPU-second of this process (load-independent); xInf: c/cpu-s / Infinity's {INFINITY_CPS}/s"
+        " KiB/new: growth from this wave alone; rawKiB: uncompressed history JSON per agent;"
+        " heldKiB: bytes the store keeps; c/cpu-s: completions per CPU-second of the process;"
+        f" xInf: c/cpu-s / Infinity's {INFINITY_CPS}/s; cmp s: compressing the wave's histories"
     )
+    summary = {}
+    for m in models:
+        cps = [
+            r["completions_per_cpu_s"] for r in rows if r["model"] == m and r["store"] == "memory"
+        ]
+        if cps:
+            summary[m] = statistics.median(cps)
+            print(
+                f"median c/cpu-s {m}: {summary[m]:.0f} ({summary[m] / INFINITY_CPS:.2f}x Infinity)"
+            )
+    if len(summary) == 2:
+        print(f"scripted / sim c/cpu-s (same run): {summary['scripted'] / summary['sim']:.2f}")
     if a.json:
         Path(a.json).write_text(
-            json.dumps({"rows": rows, "model": "ScriptedModel", "turns": a.turns}, indent=1)
+            json.dumps(
+                {"rows": rows, "models": models, "turns": a.turns, "summary": summary}, indent=1
+            )
         )
     return 0
 

@@ -170,9 +170,12 @@ class AgentBase:
             "type": cls.type_name,
             "class": f"{cls.__module__}:{cls.__qualname__}",
         }
-        # AGENT.json goes last: its presence means the workspace is complete.
-        ws.write_json({"config.json": agent.config})
-        ws.write_bytes(SLOT_KEYS[0], encode_slot(0, agent.get_state()))
+        # AGENT.json goes last (atomically): its presence means the workspace is complete,
+        # so the files before it can be plain writes (a rename each made create 3x slower).
+        if ws.path is not None:
+            (ws.path / "state").mkdir(parents=True, exist_ok=True)
+        ws.overwrite_bytes("config.json", orjson.dumps(agent.config, option=orjson.OPT_SORT_KEYS))
+        ws.overwrite_bytes(SLOT_KEYS[0], encode_slot(0, agent.get_state()))
         ws.write_json({"AGENT.json": ident})
         return agent
 

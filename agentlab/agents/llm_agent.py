@@ -27,12 +27,15 @@ _DEFAULT_SYSTEM = (
 
 def _persona_text(persona: dict[str, Any]) -> tuple[str, str]:
     name = str(persona.get("name") or persona.get("id") or "an agent")
-    parts = [
-        str(persona[k])
-        for k in ("bio", "description", "occupation", "traits", "interests", "style")
-        if persona.get(k)
-    ]
-    return name, (" ".join(parts) or "an ordinary person.")
+    parts = [persona.get("bio") or persona.get("description") or ""]
+    for key, label in (("traits", "Traits"), ("interests", "Interests")):
+        value = persona.get(key)
+        if value:
+            text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+            parts.append(f"{label}: {text}.")
+    if persona.get("style_hint"):
+        parts.append(f"Writing style: {persona['style_hint']}.")
+    return name, (" ".join(p for p in parts if p) or "an ordinary person.")
 
 
 @register_agent("llm")

@@ -94,7 +94,50 @@ SOCIETY_DATASETS: dict[str, tuple[str, dict[str, str]]] = {
             "schema_version": "BIGINT",
         },
     ),
+    "messages": (
+        "agent messages: env events that carry text (feed posts, replies), one row each",
+        {
+            "msg_id": "VARCHAR",
+            "sender": "VARCHAR",
+            "receivers": "JSON",
+            "hub": "VARCHAR",
+            "thread": "VARCHAR",
+            "role": "VARCHAR",
+            "content": "VARCHAR",
+            "tick": "BIGINT",
+            "ts": "DOUBLE",
+        },
+    ),
 }
+
+
+def messages_from_events(events: list[dict[str, Any]], tick: int, ts: float) -> list[dict]:
+    """Rows of the ``messages`` dataset for the env events that carry text.
+
+    An event is a message when it has an ``agent_id`` (the sender) and a ``content`` string:
+    the hub is the env module, the thread the post it replies to (or itself), receivers
+    the event's ``receivers`` if the module names them, else everyone on that hub.
+    """
+    rows = []
+    for e in events:
+        content = e.get("content")
+        if not isinstance(content, str) or not e.get("agent_id"):
+            continue
+        msg_id = str(e.get("post_id") or e.get("msg_id") or f"{e.get('env')}-{e.get('seq')}")
+        rows.append(
+            {
+                "msg_id": msg_id,
+                "sender": e["agent_id"],
+                "receivers": e.get("receivers") or ["*"],
+                "hub": str(e.get("env") or "env"),
+                "thread": str(e.get("reply_to") or msg_id),
+                "role": str(e.get("event") or "message"),
+                "content": content,
+                "tick": e.get("tick", tick),
+                "ts": ts,
+            }
+        )
+    return rows
 
 
 def register_society_datasets(sink: Any) -> None:

@@ -282,6 +282,7 @@ class AgentContext:
     """What ``agent.services`` is during a step: llm, env, rng, tick, attempt, clock."""
 
     __slots__ = (
+        "_asks",
         "_rng",
         "agent_id",
         "attempt",
@@ -302,7 +303,30 @@ class AgentContext:
         self.llm = _AgentLLM(self)
         self.env = None if proxy.env is None else _AgentEnv(self, proxy.env)
         self._rng: random.Random | None = None
+        self._asks = 0
         self.llm_calls = self.llm_errors = self.tokens = 0
+
+    async def ask_user(
+        self, question: str, schema: Any = None, *, timeout: float | None = None
+    ) -> Any:
+        """Ask a person (the HumanInput widget answers) and wait for the reply.
+
+        The request id is ``<agent>:<tick>:<n>``, so a step re-run after a crash or resume
+        finds the answer already in the log instead of asking twice.
+        """
+        from agentlab.store.human import ask_user
+
+        self._asks += 1
+        return await ask_user(
+            self.proxy.run_dir,
+            question,
+            schema,
+            self.proxy.clock,
+            agent_id=self.agent_id,
+            tick=self.tick,
+            request_id=f"{self.agent_id}:{self.tick}:{self._asks}",
+            timeout=timeout,
+        )
 
     @property
     def rng(self) -> random.Random:

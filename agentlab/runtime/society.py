@@ -30,7 +30,7 @@ from agentlab.agents.registry import get_agent_class, portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
 from agentlab.errors import ConfigError, StoreError
 from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy
-from agentlab.runtime.datasets import register_society_datasets
+from agentlab.runtime.datasets import messages_from_events, register_society_datasets
 from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_of
 from agentlab.runtime.executors import Executor, check_clock, make_executor
 from agentlab.runtime.population import expand_agents
@@ -333,6 +333,9 @@ class Society:
         sink = self.proxy.replay
         if events:
             sink.extend("env_events", [{**e, "tick": e.get("tick", tick)} for e in events])
+            messages = messages_from_events(events, tick, self.clock.now())
+            if messages:
+                sink.extend("messages", messages)
         if self.tick_seconds:
             await self.clock.sleep(self.tick_seconds)
         ckpt = self.executor.env_checkpoint(str(self.run_dir), tick, publish)

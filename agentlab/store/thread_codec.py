@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 _Z = b"z"
-_LEVEL = 6
+_LEVEL = 3  # measured on 56 KB histories: 2.5x in 0.7 ms (level 6: 2.7x in 1.6 ms)
 
 
 _NL = orjson.OPT_APPEND_NEWLINE

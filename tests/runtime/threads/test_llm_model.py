@@ -1,0 +1,108 @@
+"""``LLMClientModel`` end to end over ``LLMClient`` streaming with the simulator."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+from typing import Any
+
+from thread_helpers import CountingTool, roles
+
+from agentlab.llm import LLMClient
+from agentlab.runtime.threads import AgentSystem, LLMClientModel, validate_openai_messages
+
+PARAMS = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+
+
+def _policy(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"sim_tool_call_p": 1.0 if messages[-1]["role"] == "user" else 0.0}
+
+
+class CountingStream:
+    """Wraps an LLMClient to count stream() calls and deltas (what the model consumed)."""
+
+    def __init__(self, client: LLMClient) -> None:
+        self.client, self.model = client, client.model
+        self.streams: list[Any] = []
+
+    def stream(self, messages: list[dict[str, Any]], **kw: Any) -> Any:
+        s = self.client.stream(messages, **kw)
+        self.streams.append(s)
+        return s
+
+
+async def test_sim_instant_streams_turns_with_tool_calls() -> None:
+    client = LLMClient("sim/instant", seed=3)
+    calls0 = client.usage.calls  # usage is per process and config: compare deltas
+    spy = CountingStream(client)
+    model = LLMClientModel(spy, per_call=_policy, sim_completion_tokens=60)
+    tool = CountingTool()
+    tool.tool.parameters = PARAMS
+    system = AgentSystem(model, tools=[tool.tool], agent_tools=False)
+    tids = ["a", "b", "c"]
+    async with system:
+        for turn in range(3):
+            for t in tids:
+                system.send_user(t, f"turn {turn} for {t}", f"u{turn}")
+            await system.drain()
+    # every completion was one client.stream() call, recorded as a streamed call
+    assert system.completions == len(tids) * 3 * 2 == len(spy.streams)
+    assert client.usage.calls - calls0 == system.completions
+    assert all(s.response.record.stream for s in spy.streams)
+    text_streams = [s for s in spy.streams if not s.response.tool_calls]
+    assert text_streams and all(s.chunks > 1 for s in text_streams)  # really streamed
+    for t in tids:
+        h = system.history(t)
+        validate_openai_messages(h)
+        assert roles(h) == ["user", "assistant", "tool", "assistant"] * 3
+        calls = [m for m in h if m.get("tool_calls")]
+        assert [m["tool_calls"][0]["function"]["name"] for m in calls] == ["work"] * 3
+        # the streamed deltas add up to exactly what a non-streamed call returns
+        last = h[-1]
+        again = await client.complete(
+            h[:-1],
+            tools=[tool.tool.schema()],
+            agent_id=t,
+            sim_tool_call_p=0.0,
+            sim_completion_tokens=60,
+        )
+        assert last["content"] == again.text and len(last["content"]) > 100
+    assert sum(tool.starts.values()) == len(tids) * 3
+
+
+class FirstDelta(LLMClientModel):
+    """Signals when the first text delta of a completion has arrived."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.got = asyncio.Event()
+
+    async def stream(self, messages, tools, *, thread_id, turn):  # type: ignore[override]
+        async with aclosing(super().stream(messages, tools, thread_id=thread_id, turn=turn)) as s:
+            async for x in s:
+                if isinstance(x, str):
+                    self.got.set()
+                yield x
+
+
+async def test_interrupt_closes_the_client_stream_and_keeps_partial_text() -> None:
+    # sim/vllm-3b decodes ~60 tokens/s: a 120-token answer streams for ~2 s of real time
+    client = LLMClient("sim/vllm-3b", seed=1)
+    model = FirstDelta(client, sim_tool_call_p=0.0, sim_completion_tokens=120)
+    system = AgentSystem(model, agent_tools=False)
+    async with system:
+        system.send_user("a", "tell me a long story", "u0")
+        await asyncio.wait_for(model.got.wait(), 20)
+        assert client.in_flight() == 1
+        system.send_user("a", "stop, new question", "u1")
+        await system.drain(timeout=30)
+    h = system.history("a")
+    validate_openai_messages(h)
+    assert roles(h) == ["user", "assistant", "user", "assistant"]
+    # same seed and request give the same text on an instant server (no waiting)
+    full = await LLMClient("sim/instant", seed=1).complete(
+        h[:1], sim_tool_call_p=0.0, sim_completion_tokens=120
+    )
+    partial = h[1]["content"]
+    assert partial and full.text.startswith(partial) and len(partial) < len(full.text)
+    assert client.in_flight() == 0  # the interrupted stream released its concurrency slot
