@@ -14,8 +14,19 @@ def test_rfc3987_syntax_not_installed() -> None:
     assert importlib.util.find_spec("rfc3987_syntax") is None
 
 
-HEAVY = ["litellm", "ray", "duckdb", "plotly", "anywidget", "ipywidgets", "jupyter_client",
-         "papermill", "pandas", "scipy", "ipykernel"]
+HEAVY = [
+    "litellm",
+    "ray",
+    "duckdb",
+    "plotly",
+    "anywidget",
+    "ipywidgets",
+    "jupyter_client",
+    "papermill",
+    "pandas",
+    "scipy",
+    "ipykernel",
+]
 
 
 def test_import_agentlab_is_light() -> None:

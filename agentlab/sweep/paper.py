@@ -61,7 +61,17 @@ def make_paper(
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    status = run_point(nb, params or {}, outp, point_id=nb.stem, timeout=timeout)
+    # The HTML export renders plotly figures only from their HTML output (plotly.js inline,
+    # so the paper works offline); sweeps keep the light JSON-only default.
+    status = run_point(
+        nb,
+        params or {},
+        outp,
+        point_id=nb.stem,
+        timeout=timeout,
+        env={"PLOTLY_RENDERER": "plotly_mimetype+notebook"},
+    )
+    effective = {**notebook_defaults(nb), **(params or {})}
     write_manifest(
         outp,
         kind="paper",
@@ -71,8 +81,8 @@ def make_paper(
             "duration_s": status["duration_s"],
             "started": started,
         },
-        seed=(params or {}).get("seed"),
-        params=params or {},
+        seed=effective.get("seed"),
+        params=effective,
     )
     finish_manifest(outp, status["status"])
     executed = outp / "notebook.ipynb"

@@ -79,7 +79,7 @@ class Lab:
     root: Path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium not installed (apt-get install -y chromium)")
@@ -127,7 +127,7 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     sync_api = pytest.importorskip("playwright.sync_api")
     profile = tmp_path_factory.mktemp("chromium-profile")

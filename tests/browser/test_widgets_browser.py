@@ -46,7 +46,10 @@ def test_society_streams_ticks_and_reload_shows_full_history(lab: Lab, lab_page:
         f"RUN = {run!r}",
         "from agentlab.runtime import Society\n"
         "from agentlab.viz import live\n"
-        "soc = Society.create(RUN, agents=20, llm='sim/instant', seed=0, progress=False)\n"
+        # 50 ms of real time per tick: the page must see the ticks one by one, however
+        # fast sim/instant is on the machine at hand
+        "soc = Society.create(RUN, agents=20, llm='sim/instant', seed=0, progress=False,\n"
+        "                     tick_seconds=0.05)\n"
         "dash = live(soc, ticks=400)\n"
         "dash",
     ]
@@ -79,8 +82,10 @@ def test_topology_experiment_streams_messages_and_iat(lab: Lab, lab_page: Any) -
         "from agentlab.topology import Experiment\n"
         "from agentlab.viz import show\n"
         "dash = show(RUN, group_by='topology')\n"
+        "from agentlab.llm import LLMClient\n"
+        "llm = LLMClient('sim/instant', overhead_s=0.01)  # 10 ms a call: seconds in all\n"
         "exp = Experiment(topologies=['sequential', 'star'], agents=3, runs=25,\n"
-        "                 llm='sim/instant', clock='real', out=RUN, progress=False)\n"
+        "                 llm=llm, clock='real', out=RUN, progress=False)\n"
         "task = asyncio.ensure_future(exp.run())\n"
         "dash",
     ]

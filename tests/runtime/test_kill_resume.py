@@ -20,10 +20,10 @@ import signal
 from pathlib import Path
 
 import pytest
-from society_helpers import final_state, log_rows, span_rows
 
 import agentlab.llm
 import agentlab.runtime  # noqa: F401  (imported once here; forked children inherit it)
+from tests.runtime.society_helpers import final_state, log_rows, span_rows
 
 UNTIL = 4
 TRIALS = 10

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from society_helpers import log_rows
 
 from agentlab.agents import registry as reg
 from agentlab.runtime import Society
+from tests.runtime.society_helpers import log_rows
 
 pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::UserWarning")]
 

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from society_helpers import log_rows
 
 from agentlab.core.clock import VirtualClock
 from agentlab.errors import ConfigError, StoreError, UnknownNameError
 from agentlab.runtime import RetryPolicy, Society, derive_seed
+from tests.runtime.society_helpers import log_rows
 
 
 def _rows(run_dir: Path, dataset: str) -> list[dict]:

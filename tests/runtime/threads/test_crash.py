@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from thread_helpers import CountingTool
 
 from agentlab.runtime.threads import (
     AgentSystem,
@@ -24,6 +23,7 @@ from agentlab.runtime.threads import (
     validate_openai_messages,
 )
 from agentlab.runtime.threads.system import FAULT_POINTS
+from tests.runtime.threads.thread_helpers import CountingTool
 
 TIDS = ["a", "b", "c"]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from thread_helpers import CountingTool
 
 from agentlab.runtime.threads import (
     AgentSystem,
@@ -22,6 +21,7 @@ from agentlab.runtime.threads import (
     validate_openai_messages,
 )
 from agentlab.store.thread_codec import decode_state, encode_state
+from tests.runtime.threads.thread_helpers import CountingTool
 
 TIDS = ["a", "b", "c", "d"]
 

@@ -6,10 +6,9 @@ import asyncio
 from contextlib import aclosing
 from typing import Any
 
-from thread_helpers import CountingTool, roles
-
 from agentlab.llm import LLMClient
 from agentlab.runtime.threads import AgentSystem, LLMClientModel, validate_openai_messages
+from tests.runtime.threads.thread_helpers import CountingTool, roles
 
 PARAMS = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
 

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from thread_helpers import CountingTool, roles
 
 from agentlab.core.records import ToolCall
 from agentlab.runtime.threads import (
@@ -19,6 +18,7 @@ from agentlab.runtime.threads import (
     Tool,
     validate_openai_messages,
 )
+from tests.runtime.threads.thread_helpers import CountingTool, roles
 
 
 class TrackingModel(ScriptedModel):
