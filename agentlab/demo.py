@@ -77,7 +77,10 @@ def main(args: argparse.Namespace) -> int:
     print(f"  wall time     {stats['wall_s']:>8.1f} s")
     print()
     print(f"run directory: {out.resolve()}")
+    path = out.resolve()
     print("open it in JupyterLab:")
-    print("  jupyter lab notebooks/01_quickstart.ipynb")
-    print(f'  then: run = agentlab.open_run("{out.resolve()}")')
+    print("  .venv/bin/jupyter lab notebooks/05_replay_analysis.ipynb")
+    print(f'  and set run_dir = "{path}" in its parameters cell, or in any notebook:')
+    print(f'  import agentlab; run = agentlab.open_run("{path}"); agentlab.show(run)')
+    print(f"summary in the shell: .venv/bin/agentlab report {path} --html {path}/report.html")
     return 0

@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentlab.errors import LLMError, LLMTimeoutError, ProviderError, RateLimitError
+from agentlab.errors import ConfigError, LLMError, LLMTimeoutError, ProviderError, RateLimitError
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.structured import OutputSpec
 
@@ -81,11 +81,32 @@ def _kwargs(
         kw["api_key"] = "sk-none"  # local OpenAI-compatible servers ignore the key
     if seed is not None and "seed" not in kw:
         kw["seed"] = seed
+    mode = kw.pop("structured_output", "json_schema")
     if spec is not None:
-        kw["response_format"] = spec.to_openai()
+        kw.update(_response_format(spec, mode))
     if tools:
         kw["tools"] = tools
     return kw
+
+
+STRUCTURED_MODES = ("json_schema", "json_object", "none")
+
+
+def _response_format(spec: Any, mode: str) -> dict[str, Any]:
+    """How a schema is asked for: servers differ (``structured_output=`` client default).
+
+    ``json_schema``: OpenAI's ``{"type": "json_schema", ...}`` (OpenAI, vLLM, most clouds);
+    ``json_object``: ``{"type": "json_object", "schema": ...}`` (llama.cpp's server, which
+    rejects ``json_schema`` and constrains decoding with a grammar built from the schema);
+    ``none``: send nothing and rely on the prompt (the reply is validated either way).
+    """
+    if mode == "json_schema":
+        return {"response_format": spec.to_openai()}
+    if mode == "json_object":
+        return {"response_format": {"type": "json_object", "schema": spec.schema}}
+    if mode == "none":
+        return {}
+    raise ConfigError(f"unknown structured_output {mode!r}; valid: {', '.join(STRUCTURED_MODES)}")
 
 
 def _usage(obj: Any) -> tuple[int, int]:

@@ -43,6 +43,7 @@ def client() -> LLMClient:
         max_retries=1,
         temperature=0.0,
         max_tokens=64,
+        structured_output="json_object",  # llama.cpp: grammar-constrained JSON for a schema
     )
 
 
@@ -87,7 +88,7 @@ async def test_structured_output_attempts(client: LLMClient) -> None:
         "breakfast is important",
         "chess is a sport",
     ]
-    ok, failed, other = 0, 0, []
+    ok, failed, other, reasons = 0, 0, [], []
     for t in topics:
         msgs = [
             {
@@ -103,12 +104,14 @@ async def test_structured_output_attempts(client: LLMClient) -> None:
         except StructuredOutputError as exc:
             assert exc.record.outcome == "structured_output" and exc.raw is not None  # type: ignore[attr-defined]
             failed += 1
+            reasons.append(f"{str(exc)[:70]} | raw={exc.raw[:60]!r}")
         except LLMError as exc:  # e.g. the server rejects the schema: still one of ours
             other.append(f"{type(exc).__name__}: {str(exc)[:80]}")
     REPORT["structured"] = {
         "valid": ok,
         "schema_failures": failed,
         "other_errors": other,
+        "first_failure": reasons[0] if reasons else None,
         "attempts": len(topics),
     }
     assert ok + failed + len(other) == len(topics)
@@ -131,6 +134,8 @@ def test_zz_report() -> None:
             f"  schema   {s['valid']}/{s['attempts']} valid, {s['schema_failures']} failed "
             f"validation (StructuredOutputError), other errors: {s['other_errors'] or 'none'}"
         )
+        if s.get("first_failure"):
+            print(f"           first failure: {s['first_failure']}")
     print(
         "  verdict  a 135M model answers and streams; schema-following is unreliable, so\n"
         "           callers must expect StructuredOutputError and repair or retry."
