@@ -69,7 +69,8 @@ def test_demo_main_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     args = argparse.Namespace(out=str(tmp_path / "demo"), agents=12, ticks=1, seed=0)
     assert demo_main(args) == 0
     text = capsys.readouterr().out
-    assert "agent-steps" in text and "jupyter lab notebooks/01_quickstart.ipynb" in text
+    assert "agent-steps" in text and "jupyter lab notebooks/05_replay_analysis.ipynb" in text
+    assert "agentlab.open_run(" in text and "agentlab report" in text
     assert str((tmp_path / "demo").resolve()) in text
     s = Society.open(tmp_path / "demo", progress=False)
     assert s.tick == 1 and len(s.agent_ids) == 12
