@@ -41,17 +41,20 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     calls, spans, timeline = run.llm_calls_df(), run.spans_df(), run.timeline_df()
     agents_dir = run.path / "agents"
     n_agents = sum(1 for p in agents_dir.iterdir() if p.is_dir()) if agents_dir.is_dir() else 0
-    ticks = 0
+    ticks = 0  # distinct ticks seen (society ticks are numbered from 1)
     if len(timeline):
-        ticks = int(timeline["tick"].max()) + 1
+        ticks = int(timeline["tick"].nunique())
     elif "tick" in calls and len(calls) and calls["tick"].notna().any():
-        ticks = int(calls["tick"].max()) + 1
+        ticks = int(calls["tick"].nunique())
     tok = {
         k: int(calls[k].fillna(0).sum()) if k in calls and len(calls) else 0
         for k in ("prompt_tokens", "completion_tokens")
     }
     call_errors = int((calls["outcome"].fillna("ok") != "ok").sum()) if "outcome" in calls else 0
-    span_errors = int((spans["status"] == "error").sum()) if len(spans) else 0
+    failed = spans[spans["status"] == "error"] if len(spans) else spans
+    span_errors = len(failed)
+    # which spans failed: e.g. env.tool errors are tools refusing bad arguments, not crashes
+    span_errors_by_name = failed["name"].value_counts().to_dict() if len(failed) else {}
     slow = []
     if len(spans):
         for _, r in spans.nlargest(top, "duration").iterrows():
@@ -67,7 +70,11 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         "agents": max(n_agents, _count(calls, "agent_id")),
         "llm_calls": len(calls),
         "tokens": {**tok, "total": tok["prompt_tokens"] + tok["completion_tokens"]},
-        "errors": {"llm_calls": call_errors, "spans": span_errors},
+        "errors": {
+            "llm_calls": call_errors,
+            "spans": span_errors,
+            "spans_by_name": {str(k): int(v) for k, v in span_errors_by_name.items()},
+        },
         "latency_s": {
             "p50": float(latency.quantile(0.5)) if len(latency) else None,
             "p95": float(latency.quantile(0.95)) if len(latency) else None,
@@ -128,7 +135,11 @@ def _print(summary: dict[str, Any]) -> None:
     t = summary["tokens"]
     print(f"llm calls  {summary['llm_calls']}  tokens {t['total']} ({t['prompt_tokens']} prompt)")
     e = summary["errors"]
-    print(f"errors     {e['llm_calls']} llm calls, {e['spans']} spans")
+    by_name = ", ".join(f"{k} {v}" for k, v in e.get("spans_by_name", {}).items())
+    print(
+        f"errors     {e['llm_calls']} llm calls, {e['spans']} spans"
+        + (f" ({by_name})" if by_name else "")
+    )
     lat = summary["latency_s"]
     if lat["p50"] is not None:
         print(f"latency    p50 {lat['p50']:.3f} s  p95 {lat['p95']:.3f} s")
