@@ -13,7 +13,6 @@ Both return the same results for the same seed: per-agent randomness derives fro
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from typing import Any, Protocol
 
@@ -158,17 +157,9 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, max_workers: int | None = None) -> None:
-        import ray
+        from agentlab.runtime.ray_init import ensure_ray
 
-        self.ray = ray
-        if not ray.is_initialized():
-            ray.init(
-                address=address,
-                include_dashboard=False,
-                log_to_driver=False,
-                logging_level=logging.ERROR,
-                configure_logging=False,
-            )
+        self.ray = ray = ensure_ray(address)
         env_max = os.environ.get("AGENTLAB_RAY_MAX_WORKERS")
         cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
         self.max_workers = max_workers or (int(env_max) if env_max else max(1, cpus))

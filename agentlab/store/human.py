@@ -33,6 +33,7 @@ __all__ = [
     "REQUESTS",
     "answer_request",
     "ask_user",
+    "decode_json_text",
     "pending_requests",
     "post_request",
     "tail_rows",
@@ -259,7 +260,8 @@ def answer_request(
     _append(Path(run_dir), ANSWERS, _ANSWER_COLUMNS, row)
 
 
-def _decode(value: Any) -> Any:
+def decode_json_text(value: Any) -> Any:
+    """A JSON-encoded log cell → its value (non-JSON text is returned as it is)."""
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -277,7 +279,7 @@ def pending_requests(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     out = []
     for r in reqs:
         if r.get("request_id") not in done:
-            out.append({**r, "schema": _decode(r.get("schema"))})
+            out.append({**r, "schema": decode_json_text(r.get("schema"))})
     return out
 
 
@@ -330,7 +332,7 @@ async def ask_user(
         rows, cursor = tail_rows(src, ANSWERS, cursor)
         for row in rows:
             if row.get("request_id") == rid:
-                return _convert(_decode(row.get("answer")), schema)
+                return _convert(decode_json_text(row.get("answer")), schema)
         if deadline is not None and loop.time() >= deadline:
             raise TimeoutError(f"no answer to human request {rid!r} within {timeout} s")
         await asyncio.sleep(poll_interval)

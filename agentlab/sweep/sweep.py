@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import hashlib
-import logging
 import os
 import time
 import warnings
@@ -51,9 +50,8 @@ class Sweep:
             row: dict[str, Any] = {"point_id": p["point_id"], **p["params"]}
             row["status"] = st.get("status", "pending")
             row["duration_s"] = st.get("duration_s")
-            row["error"] = (st.get("error") or "").strip().splitlines()[-1:] or None
-            if isinstance(row["error"], list):
-                row["error"] = row["error"][0]
+            lines = (st.get("error") or "").strip().splitlines()
+            row["error"] = lines[-1] if lines else None  # the exception line
             for k, v in read_results(self.point_dir(p["point_id"])).items():
                 row[k] = v
             rows.append(row)
@@ -244,18 +242,10 @@ def _run_ray(
     address: str | None,
     bar: Any,
 ) -> None:
-    import ray
-
+    from agentlab.runtime.ray_init import ensure_ray
     from agentlab.sweep._ray import remote_point, unpack_into
 
-    if not ray.is_initialized():
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.ERROR,
-            configure_logging=False,
-        )
+    ray = ensure_ray(address)
     task = remote_point(cpus_per_run)
     nb_bytes = nb.read_bytes()
     nb_ref = ray.put(nb_bytes)

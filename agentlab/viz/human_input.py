@@ -15,19 +15,10 @@ from typing import Any
 import traitlets as t
 
 from agentlab.errors import AgentlabError
-from agentlab.store.human import ANSWERS, REQUESTS, answer_request
+from agentlab.store.human import ANSWERS, REQUESTS, answer_request, decode_json_text
 from agentlab.viz._base import LiveWidget, load_css, load_esm
 
 __all__ = ["HumanInput", "HumanModel"]
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 class HumanModel:
@@ -51,13 +42,13 @@ class HumanModel:
                         "request_id": rid,
                         "agent_id": str(r.get("agent_id") or ""),
                         "question": str(r.get("question") or ""),
-                        "schema": _decode(r.get("schema")) or {},
+                        "schema": decode_json_text(r.get("schema")) or {},
                         "ts": r.get("ts"),
                         "tick": r.get("tick"),
                     },
                 )
             elif dataset == ANSWERS:
-                self.answers.setdefault(rid, _decode(r.get("answer")))
+                self.answers.setdefault(rid, decode_json_text(r.get("answer")))
         return bool(rows)
 
     def pending(self) -> list[dict[str, Any]]:
