@@ -11,11 +11,11 @@ __all__ = ["TickProgress"]
 class TickProgress:
     """Shows ticks done plus steps/s, LLM calls/s and errors; a no-op when disabled."""
 
-    def __init__(self, total: int, *, enabled: bool = True) -> None:
+    def __init__(self, total: int | None, *, enabled: bool = True) -> None:
         self.bar: Any = None
         self.steps = self.calls = self.errors = 0
         self.t0 = time.perf_counter()
-        if enabled and total > 0:
+        if enabled and (total is None or total > 0):  # None: open-ended, until stop()
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, unit="tick", desc="society", leave=True)

@@ -90,6 +90,10 @@ class Society:
         check_clock(self.executor, meta.get("clock", "real"))
         self._step = step_state
         self._stop = False
+        # status: idle -> running <-> paused -> (stopped | done); see run()/pause()/resume()
+        self._status = "idle"
+        self._resume = asyncio.Event()
+        self._resume.set()
         self.last: dict[str, Any] = {}
         self._started_env = False
         self.proxy = ServiceProxy(
@@ -377,20 +381,38 @@ class Society:
         return row
 
     async def run(self, ticks: int | None = None, *, until: int | None = None) -> dict[str, Any]:
-        """Run ``ticks`` more ticks (or until tick ``until`` is committed).
+        """Run ``ticks`` more ticks, until tick ``until`` is committed, or (neither given)
+        until :meth:`stop`.
 
-        ``stop()``/``pause()`` from another task or a callback end the loop after the
-        current tick; calling ``run`` again continues. Returns totals of this call.
+        :meth:`pause` holds the loop between ticks (after the tick in progress commits)
+        until :meth:`resume`; :meth:`stop` ends it after the tick in progress. Calling
+        ``run`` again continues from the last committed tick. Returns totals of this call.
         """
-        if (ticks is None) == (until is None):
-            raise ConfigError("give exactly one of ticks=N or until=T")
-        target = self.tick + int(ticks) if ticks is not None else int(until)  # type: ignore[arg-type]
+        if ticks is not None and until is not None:
+            raise ConfigError("give at most one of ticks=N or until=T")
+        if self._status in ("running", "paused"):
+            raise ConfigError(f"this society is already {self._status}; stop() it first")
+        if ticks is not None:
+            target: float = self.tick + int(ticks)
+        elif until is not None:
+            target = int(until)
+        else:
+            target = float("inf")
         self._stop = False
-        bar = TickProgress(max(0, target - self.tick), enabled=self.progress)
+        self._resume.set()
+        self._status = "running"
+        todo = None if target == float("inf") else max(0, int(target) - self.tick)
+        bar = TickProgress(todo, enabled=self.progress)
         out: dict[str, Any] = {"ticks": 0, "steps": 0, "llm_calls": 0, "errors": 0, "tokens": 0}
         t0 = time.perf_counter()
         try:
             while self.tick < target and not self._stop:
+                if not self._resume.is_set():
+                    self._status = "paused"
+                    await self._resume.wait()
+                    if self._stop:
+                        break
+                    self._status = "running"
                 row = await self.step(publish=self.tick + 1 == target)
                 for k in ("steps", "llm_calls", "errors", "tokens"):
                     out[k] += row[k]
@@ -398,6 +420,7 @@ class Society:
                 bar.update(row)
         finally:
             bar.close()
+            self._status = "stopped" if self.tick < target else "done"
         out["wall_s"] = time.perf_counter() - t0
         out["tick"] = self.tick
         out["steps_per_s"] = out["steps"] / out["wall_s"] if out["wall_s"] else 0.0
@@ -412,13 +435,28 @@ class Society:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             return pool.submit(asyncio.run, self.run(ticks, until=until)).result()
 
+    @property
+    def status(self) -> str:
+        """``idle`` (never run here), ``running``, ``paused``, ``stopped`` or ``done``."""
+        return self._status
+
+    @property
+    def paused(self) -> bool:
+        """True while :meth:`pause` holds the run loop (or will, after the current tick)."""
+        return not self._resume.is_set() and self._status in ("running", "paused")
+
     def pause(self) -> None:
-        """Stop after the tick in progress; ``run`` again continues from there."""
-        self._stop = True
+        """Hold the run loop after the tick in progress commits, until :meth:`resume`."""
+        self._resume.clear()
+
+    def resume(self) -> None:
+        """Let a paused run loop go on with the next tick."""
+        self._resume.set()
 
     def stop(self) -> None:
-        """Stop after the tick in progress (the run stays resumable)."""
+        """End the run loop after the tick in progress (the run stays resumable)."""
         self._stop = True
+        self._resume.set()
 
     def close(self) -> None:
         """Flush the log and release the executor's resources (the env actor)."""

@@ -80,8 +80,33 @@ def test_open_continues_and_run_until(run_dir: Path) -> None:
     s2.run_sync(until=3)
     assert s2.tick == 3
     assert all(len(v["history"]) == 3 for v in s2.agent_states().values())
-    with pytest.raises(ConfigError, match="exactly one"):
-        s2.run_sync()
+    with pytest.raises(ConfigError, match="at most one"):
+        s2.run_sync(ticks=1, until=5)
+
+
+async def test_pause_resume_stop_control_the_real_loop(run_dir: Path) -> None:
+    s = Society.create(run_dir, agents={"counter": 3}, seed=1, progress=False)
+    assert s.status == "idle"
+    task = asyncio.ensure_future(s.run())  # open-ended: until stop()
+    while s.tick < 2:
+        await asyncio.sleep(0.01)
+    s.pause()
+    while s.status != "paused":
+        await asyncio.sleep(0.01)
+    held = s.tick
+    await asyncio.sleep(0.2)
+    assert s.tick == held and s.paused and not task.done()
+    s.resume()
+    while s.tick < held + 2:
+        await asyncio.sleep(0.01)
+    assert s.status == "running"
+    s.stop()
+    out = await asyncio.wait_for(task, 30)
+    assert s.status == "stopped" and out["tick"] == s.tick >= held + 2
+    with pytest.raises(ConfigError, match="at most one"):
+        await s.run(ticks=1, until=2)
+    out = await s.run(ticks=1)
+    assert s.status == "done" and out["ticks"] == 1
 
 
 def test_failed_steps_are_retried_and_recorded(run_dir: Path) -> None:
@@ -153,14 +178,14 @@ def test_virtual_clock_local(run_dir: Path) -> None:
         Society.open(run_dir, executor="ray")  # refused before Ray is started
 
 
-def test_pause_stops_between_ticks(run_dir: Path) -> None:
+def test_stop_ends_between_ticks(run_dir: Path) -> None:
     s = Society.create(run_dir, agents={"counter": 2}, seed=0, progress=False)
 
     async def go() -> dict:
         task = asyncio.create_task(s.run(ticks=50))
         while s.tick < 2:
             await asyncio.sleep(0.001)
-        s.pause()
+        s.stop()
         return await task
 
     out = asyncio.run(go())
