@@ -30,7 +30,14 @@ from typing import Any
 
 from agentlab.core.clock import Clock
 from agentlab.errors import ConfigError, LLMTimeoutError, RateLimitError
-from agentlab.llm.sim_content import Rng, gen_text, gen_tool_call, gen_value, request_hash
+from agentlab.llm.sim_content import (
+    Rng,
+    append_marker,
+    gen_text,
+    gen_tool_call,
+    gen_value,
+    request_hash,
+)
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.structured import OutputSpec
 
@@ -41,6 +48,8 @@ SIM_OVERRIDES = frozenset(
     {
         "sim_completion_tokens",
         "sim_bool_p",
+        "sim_marker",
+        "sim_marker_p",
         "sim_tool_call_p",
         "sim_p_rate_limit",
         "sim_p_timeout",
@@ -220,7 +229,10 @@ class SimServer:
             n = int(p.completion_median * math.exp(p.completion_sigma * rng.normal()) + 0.5)
         cap = params.get("max_tokens") or params.get("max_completion_tokens") or p.max_completion
         n = max(1, min(n, int(cap)))
-        return gen_text(rng, n), [], n
+        # free text only: a marker the caller parses ("[CONSENSUS]"), at rate sim_marker_p
+        marker = params.get("sim_marker")
+        text = append_marker(gen_text(rng, n), rng, marker, float(params.get("sim_marker_p", 1.0)))
+        return text, [], n
 
     def _take_quota(self, now: float, tokens: int) -> bool:
         p = self.profile

@@ -11,7 +11,7 @@ import math
 import zlib
 from typing import Any
 
-__all__ = ["Rng", "gen_text", "gen_tool_call", "gen_value", "request_hash"]
+__all__ = ["Rng", "append_marker", "gen_text", "gen_tool_call", "gen_value", "request_hash"]
 
 _MASK = (1 << 64) - 1
 _MUL = 6364136223846793005
@@ -93,6 +93,22 @@ def gen_text(rng: Rng, n_tokens: int) -> str:
         n_tokens -= k
     text = " ".join(parts)
     return text[:1].upper() + text[1:] + "."
+
+
+def append_marker(text: str, rng: Rng, marker: str | None, p: float) -> str:
+    """``text`` ending with ``marker`` with probability ``p`` (one draw from ``rng``).
+
+    How a workflow gets free-text replies that carry a signal at a configured rate (the
+    topology workflow's ``[CONSENSUS]`` / ``[APPROVED]`` markers, the evaluator's score):
+    it sends the ``sim_marker`` / ``sim_marker_p`` overrides and parses the reply as it
+    would a real model's. The draw comes from the request's own generator, so the same
+    seed and request always give the same decision.
+    """
+    if not marker:
+        return text
+    if rng.random() < p:
+        return f"{text} {marker}" if text else marker
+    return text
 
 
 # --- JSON for a schema -------------------------------------------------------------------

@@ -4,36 +4,67 @@ from agentlab.topology.experiment import Experiment, ExperimentResults
 from agentlab.topology.models import (
     DiscussionTurn,
     Evaluation,
+    Expert,
     ExpertSpec,
     PeerMessage,
+    RecruitedExpert,
     Review,
+    expert_team_model,
     recruitment_model,
 )
 from agentlab.topology.protocols import PROTOCOLS, full_mesh, sequential, star
 from agentlab.topology.recorder import Recorder, RecordingClient, call_row
 from agentlab.topology.tasks import FALLBACK_TASKS, load_tasks
-from agentlab.topology.workflow import STAGES, RunContext, WorkflowConfig, run_workflow
+from agentlab.topology.prompts import (
+    APPROVED,
+    CONSENSUS,
+    has_approval,
+    has_consensus,
+    parse_evaluation,
+    truncate_history,
+)
+from agentlab.topology.workflow import (
+    PAPER_CONSENSUS_RATES,
+    PAPER_PASS_RATES,
+    STAGES,
+    STYLES,
+    RunContext,
+    WorkflowConfig,
+    run_workflow,
+)
 
 __all__ = [
+    "APPROVED",
+    "CONSENSUS",
     "FALLBACK_TASKS",
+    "PAPER_CONSENSUS_RATES",
+    "PAPER_PASS_RATES",
     "PROTOCOLS",
     "STAGES",
+    "STYLES",
     "DiscussionTurn",
     "Evaluation",
     "Experiment",
+    "Expert",
     "ExperimentResults",
     "ExpertSpec",
     "PeerMessage",
+    "RecruitedExpert",
     "Recorder",
     "RecordingClient",
     "Review",
     "RunContext",
     "WorkflowConfig",
     "call_row",
+    "expert_team_model",
     "full_mesh",
+    "has_approval",
+    "has_consensus",
     "load_tasks",
+    "parse_evaluation",
     "recruitment_model",
     "run_workflow",
     "sequential",
     "star",
+    "truncate_history",
 ]

@@ -1,24 +1,59 @@
-"""Structured outputs of the AgentVerse-style workflow (pydantic models, built once).
+"""The experts of a run and the structured outputs of the workflow (pydantic, built once).
 
-Agreement, approval and the evaluator's score are structured fields, so with the simulated
-backend early stopping happens at seeded, configurable rates (``sim_bool_p``), and with a
-real model it happens when the model says so.
+Recruitment is structured (role, responsibilities, contract — the fields the original
+orchestrator parses from its JSON reply). ``DiscussionTurn``, ``Review`` and
+``PeerMessage`` are the turns of the ``style="structured"`` variant, where agreement is a
+boolean field (``sim_bool_p`` on the simulator) instead of a marker in free text.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, Field, create_model
 
 __all__ = [
     "DiscussionTurn",
     "Evaluation",
+    "Expert",
     "ExpertSpec",
+    "RecruitedExpert",
     "PeerMessage",
     "Review",
+    "expert_team_model",
     "recruitment_model",
 ]
+
+Role = Literal["planner", "researcher", "executor", "critic", "summarizer"]
+
+
+@dataclass(frozen=True)
+class Expert:
+    """A recruited expert of one iteration: agent name, role and its instructions."""
+
+    name: str
+    role: str
+    responsibilities: str
+    contract: str
+
+
+class RecruitedExpert(BaseModel):
+    """One expert as the orchestrator recruits it (the original's JSON fields)."""
+
+    role: Role
+    responsibilities: str
+    contract: str
+
+
+@functools.lru_cache(maxsize=64)
+def expert_team_model(n: int) -> type[BaseModel]:
+    """``{"experts": [RecruitedExpert] * n}`` with the length fixed (``force_agent_count``)."""
+    return create_model(
+        f"ExpertTeam{n}",
+        experts=(list[RecruitedExpert], Field(min_length=n, max_length=n)),
+    )
 
 
 class ExpertSpec(BaseModel):

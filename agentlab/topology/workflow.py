@@ -1,84 +1,163 @@
-"""One AgentVerse-style run: recruitment → discussion → execution → evaluation → final.
+"""One AgentVerse run as the public agentraffic orchestrator runs it.
 
-Per run: 1 orchestrator call recruits N experts (structured, list length fixed to N); then,
-per iteration, the discussion protocol of the topology runs, the N experts execute the plan
-in parallel (N calls), and the orchestrator scores the result (1 call, 0-100). Below
-``threshold`` the feedback goes back to the experts and the loop repeats, up to
-``max_iterations``. Finally the orchestrator writes the final answer (1 call).
+Per iteration (up to ``max_iterations``): 1 orchestrator call **recruits** N experts
+(structured: role, responsibilities, contract; the evaluator's feedback of the previous
+iteration is in its prompt); the topology's **discussion** protocol runs
+(:mod:`agentlab.topology.protocols`); the N experts **execute** their subtasks in parallel
+(N calls); the orchestrator **evaluates** the results (1 call, free text whose JSON
+``score`` is parsed; accepted at ``score >= threshold``). After the last iteration the
+orchestrator writes the **final** answer (1 call).
+
+Discussion turns are free text whose agreement is a marker in the text (``[CONSENSUS]``,
+``[APPROVED]``) by default; ``style="structured"`` asks for pydantic replies with
+``agree`` / ``approve`` fields instead (the earlier variant). On ``sim/`` backends the
+markers, the boolean fields and the evaluator's score occur at the configured rates
+(:class:`WorkflowConfig`); real providers never see those ``sim_*`` overrides.
+
 Every call carries the labels ``stage``, ``iteration``, ``round``, ``sender``,
-``receiver_role``, ``topology``, ``run_id`` and ``task_id``.
+``sender_role``, ``receiver_role`` (``receiver`` for full-mesh messages), ``call`` (the
+original's call label, e.g. ``full_mesh_message``), ``topology``, ``run_id``, ``task_id``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agentlab.core.clock import Clock
 from agentlab.errors import ConfigError, LLMError
-from agentlab.messaging import (
-    CompletionClient,
-    FailurePolicy,
-    LLMAgent,
-    Memory,
-    MessageSink,
-    Msg,
-    MsgHub,
-    fanout,
-)
-from agentlab.topology.models import Evaluation, recruitment_model
-from agentlab.topology.protocols import PROTOCOLS
+from agentlab.messaging import CompletionClient, FailurePolicy, MessageSink, Msg
+from agentlab.messaging.structured import complete_structured
+from agentlab.topology import prompts as P
+from agentlab.topology.models import Expert, expert_team_model
+from agentlab.topology.protocols import PROTOCOLS, ask
 
-__all__ = ["RunContext", "WorkflowConfig", "run_workflow"]
+__all__ = [
+    "PAPER_CONSENSUS_RATES",
+    "PAPER_PASS_RATES",
+    "STAGES",
+    "STYLES",
+    "RunContext",
+    "WorkflowConfig",
+    "run_workflow",
+]
 
 STAGES = ("recruitment", "discussion", "synthesis", "execution", "evaluation", "final")
+STYLES = ("free_text", "structured")
+
+#: P(every expert of round r signals agreement) — Star: every reviewer approves — measured
+#: on the paper's 1,481 runs, N = 4: agentraffic ``ui/data/public/workflow.json``,
+#: ``groups.all.<topology>.consensus.per_round[r].rate`` (agreed / reached).
+PAPER_CONSENSUS_RATES: dict[str, tuple[float, ...]] = {
+    "sequential": (0.07178, 0.2654, 0.2679),
+    "star": (0.0, 0.0, 0.0),
+    "full_mesh": (0.3966, 0.6244, 0.5338),
+}
+#: P(an iteration is accepted by the evaluator), same file: ``retries``:
+#: 1 - not_accepted.iterations / iterations (sequential 115/613, star 186/653, mesh 164/653).
+PAPER_PASS_RATES: dict[str, float] = {"sequential": 0.8124, "star": 0.7152, "full_mesh": 0.7489}
+
+
+def _rates_default() -> dict[str, tuple[float, ...]]:
+    return dict(PAPER_CONSENSUS_RATES)
+
+
+def _pass_default() -> dict[str, float]:
+    return dict(PAPER_PASS_RATES)
 
 
 @dataclass(frozen=True)
 class WorkflowConfig:
-    """Knobs of one run.
+    """Knobs of one run; defaults are the paper's setting (source in brackets).
 
     Args:
-        agents: number of experts N (>= 2).
-        rounds: discussion rounds R (star: solver iterations).
-        max_parallel: full-mesh worker pool size.
-        agree_p: probability a simulated expert agrees (``sim_bool_p``; sim only).
-        approve_p: probability a simulated reviewer approves (star; sim only).
-        threshold: evaluation score needed to stop iterating.
-        max_iterations: discussion → execution → evaluation loops at most.
-        memory_window: messages each agent keeps in its prompt (bounds prompt growth).
+        agents: experts N (>= 2) [paper: 4, ``force_agent_count``].
+        rounds: discussion rounds at most; Star: solver iterations [orchestrator: 3;
+            ``run_agentverse.sh -r 3`` for full mesh].
+        max_parallel: full-mesh worker pool [``MAX_PARALLEL_WORKERS`` = 5].
+        style: ``"free_text"`` (markers in the text) or ``"structured"`` (pydantic replies).
+        early_stop: stop the discussion at the first round where all agree (Star: all
+            approve). The paper's runs stop there (``workflow.json`` notes: "The loop stops
+            at the first round where every agent signals agreement"); the public
+            repository's current main branch completes all rounds (``early_stop=False``).
+        consensus_rates: per topology, per round, P(the whole round agrees) on a simulated
+            backend [:data:`PAPER_CONSENSUS_RATES`]; rounds past the tuple use its last
+            value. Each of the k turns of a round carries the marker independently with
+            ``q = rate ** (1 / k)``, k taken at ``rates_agents`` experts and held fixed for
+            other N (an expert's tendency to agree does not know N).
+        rates_agents: the N the rates were measured at [4].
+        pass_rates: per topology, P(the evaluator's reply scores ``pass_score``) on a
+            simulated backend [:data:`PAPER_PASS_RATES`]; otherwise the reply has no
+            score, which the original scores 0 ("unscored").
+        pass_score: the score a simulated passing evaluation gives [92, the paper's median
+            final score, ``workflow.json`` ``quality.score.median``].
+        threshold: score needed to accept; 0 = the evaluator's ``goal_achieved`` decides
+            [orchestrator ``success_threshold`` = 70].
+        max_iterations: recruitment → evaluation loops at most [3].
+        history_chars: discussion-history cap in characters
+            [``DISCUSSION_HISTORY_MAX_CHARS`` = 6000].
+        context_chars: characters of the plan in the execution prompt's context [500].
+        eval_prompt_chars: evaluation prompt cap; the oldest results are cut
+            [``EVAL_MAX_PROMPT_CHARS`` = 20000].
+        result_chars: per-result cap in the final prompt [8000].
     """
 
     agents: int = 4
     rounds: int = 3
     max_parallel: int = 5
-    agree_p: float = 0.7
-    approve_p: float = 0.7
-    threshold: int = 50
+    style: str = "free_text"
+    early_stop: bool = True
+    consensus_rates: Mapping[str, tuple[float, ...]] = field(default_factory=_rates_default)
+    rates_agents: int = 4
+    pass_rates: Mapping[str, float] = field(default_factory=_pass_default)
+    pass_score: int = 92
+    threshold: int = 70
     max_iterations: int = 3
-    memory_window: int | None = 24
+    history_chars: int = 6000
+    context_chars: int = 500
+    eval_prompt_chars: int = 20000
+    result_chars: int = 8000
 
     def __post_init__(self) -> None:
+        rates = {k: tuple(float(x) for x in v) for k, v in dict(self.consensus_rates).items()}
+        passes = {k: float(v) for k, v in dict(self.pass_rates).items()}
+        object.__setattr__(self, "consensus_rates", rates)
+        object.__setattr__(self, "pass_rates", passes)
         checks = {
             "agents": self.agents >= 2,
             "rounds": self.rounds >= 1,
             "max_parallel": self.max_parallel >= 1,
             "max_iterations": self.max_iterations >= 1,
-            "agree_p": 0.0 <= self.agree_p <= 1.0,
-            "approve_p": 0.0 <= self.approve_p <= 1.0,
+            "rates_agents": self.rates_agents >= 2,
+            "style": self.style in STYLES,
             "threshold": 0 <= self.threshold <= 100,
+            "pass_score": 0 <= self.pass_score <= 100,
+            "consensus_rates": all(v and all(0 <= x <= 1 for x in v) for v in rates.values()),
+            "pass_rates": all(0 <= x <= 1 for x in passes.values()),
+            "history_chars": self.history_chars >= 0,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             vals = {k: getattr(self, k) for k in bad}
             raise ConfigError(
                 f"invalid workflow config {vals}: need agents>=2, rounds>=1, max_parallel>=1, "
-                "max_iterations>=1, probabilities in [0, 1], threshold in [0, 100]"
+                f"max_iterations>=1, rates_agents>=2, style in {STYLES}, threshold and "
+                "pass_score in [0, 100], non-empty rate tuples in [0, 1], history_chars>=0"
             )
 
+    def round_rate(self, topology: str, rnd: int) -> float:
+        """P(round ``rnd`` of ``topology`` agrees); topologies without rates never agree."""
+        rates = self.consensus_rates.get(topology, (0.0,))
+        return rates[min(rnd, len(rates)) - 1]
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The config as plain JSON-able values (stored in ``run.json``)."""
+        d = asdict(self)
+        d["consensus_rates"] = {k: list(v) for k, v in self.consensus_rates.items()}
+        d["pass_rates"] = dict(self.pass_rates)
+        return d
 
 
 @dataclass
@@ -98,7 +177,7 @@ class RunContext:
     def labels(
         self, stage: str, iteration: int, rnd: int | None = None, **extra: Any
     ) -> dict[str, Any]:
-        """The call labels of one call (``sender`` is added by the agent)."""
+        """The call labels of one call."""
         return {
             "stage": stage,
             "iteration": iteration,
@@ -109,24 +188,96 @@ class RunContext:
             **extra,
         }
 
-    def bool_kw(self, p: float) -> dict[str, Any]:
-        """``sim_bool_p`` for the simulator only (real providers never see sim overrides)."""
-        return {"sim_bool_p": p} if self.simulated else {}
+    def marker_p(self, rnd: int, turns_at_rates_n: int) -> float:
+        """Per-turn marker probability for a round of ``turns_at_rates_n`` turns."""
+        rate = self.cfg.round_rate(self.topology, rnd)
+        return rate ** (1.0 / max(1, turns_at_rates_n))
 
-    def hub(self, agents: Any, name: str, iteration: int, auto_broadcast: bool) -> MsgHub:
-        """A hub whose deliveries land in the messages dataset (tick = iteration)."""
-        return MsgHub(
-            agents,
-            auto_broadcast=auto_broadcast,
-            name=name,
-            sink=self.sink,
-            tick=iteration,
-            clock=self.clock,
-        )
+    def sim_kw(self, **kw: Any) -> dict[str, Any]:
+        """Simulator overrides, for ``sim/`` backends only."""
+        return kw if self.simulated else {}
+
+    def record(self, sender: str, text: str, ts: float, to: list[str], iteration: int) -> None:
+        """Put one discussion delivery into the messages dataset."""
+        if self.sink is not None and to:
+            self.sink.record(Msg(sender, text, ts=ts), to, "discussion", iteration)
 
 
-def _default_recruitment(n: int) -> dict[str, Any]:
-    return {"experts": [{"role": f"generalist {i + 1}"} for i in range(n)]}
+async def _recruit(ctx: RunContext, it: int, feedback: str) -> list[Expert]:
+    n = ctx.cfg.agents
+    fb = f"\nFeedback from the previous iteration:\n{feedback}\n" if feedback else ""
+    prompt = P.RECRUIT.format(task=ctx.task["prompt"], feedback=fb, n=n, roles=", ".join(P.ROLES))
+    default = {"experts": [{"role": "executor", "responsibilities": "", "contract": ""}] * n}
+    res = await complete_structured(
+        ctx.client,
+        [{"role": "system", "content": f"Orchestrator, session {ctx.run_id}."},
+         {"role": "user", "content": prompt}],
+        expert_team_model(n),
+        policy=FailurePolicy("default", default=default),
+        labels=ctx.labels("recruitment", it, None, sender="orchestrator",
+                          sender_role="orchestrator", receiver_role="orchestrator",
+                          call="expert_recruitment"),
+        agent_id="orchestrator",
+    )  # fmt: skip
+    specs = list(res.value.experts)[:n]
+    return [
+        Expert(f"expert_{i + 1}", s.role, s.responsibilities, s.contract or f"You are the {s.role}.")
+        for i, s in enumerate(specs)
+    ]
+
+
+async def _execute(ctx: RunContext, experts: list[Expert], plan: str, it: int) -> list[str]:
+    import asyncio
+
+    async def one(e: Expert) -> str:
+        sub = P.SUBTASK.format(role=e.role, responsibilities=e.responsibilities, plan=plan)
+        prompt = P.EXECUTE.format(role=e.role, contract=e.contract, task=ctx.task["prompt"],
+                                  subtask=sub, context=plan[: ctx.cfg.context_chars])  # fmt: skip
+        text, _ = await ask(ctx, e.name, e.role, prompt,
+                            ctx.labels("execution", it, None, receiver_role="orchestrator",
+                                       call=f"execute_{e.role}"))  # fmt: skip
+        return text
+
+    return list(await asyncio.gather(*(one(e) for e in experts)))
+
+
+async def _evaluate(
+    ctx: RunContext, experts: list[Expert], outputs: list[str], it: int
+) -> dict[str, Any]:
+    cfg = ctx.cfg
+    results = "\n\n".join(f"[{e.role}]:\n{o}" for e, o in zip(experts, outputs, strict=True))
+    fields = dict(task=ctx.task["prompt"], iteration=it, max_iterations=cfg.max_iterations,
+                  threshold=cfg.threshold)  # fmt: skip
+    prompt = P.EVALUATE.format(results=results, **fields)
+    if len(prompt) > cfg.eval_prompt_chars:  # keep the most recent results, as the original
+        room = max(cfg.eval_prompt_chars - len(P.EVALUATE.format(results="", **fields)), 0)
+        if room:
+            prompt = P.EVALUATE.format(results=results[-room:], **fields)
+    marker = f'{{"goal_achieved": true, "score": {cfg.pass_score}}}'
+    text, _ = await ask(
+        ctx, "orchestrator", "orchestrator", prompt,
+        ctx.labels("evaluation", it, None, receiver_role="orchestrator", call="evaluate_results"),
+        **ctx.sim_kw(sim_marker=marker, sim_marker_p=cfg.pass_rates.get(ctx.topology, 0.0)),
+    )  # fmt: skip
+    ev = P.parse_evaluation(text)
+    ev["accepted"] = ev["score"] >= cfg.threshold if cfg.threshold > 0 else ev["goal_achieved"]
+    return ev
+
+
+def _final_prompt(ctx: RunContext, experts: list[Expert], outputs: list[str],
+                  history: list[dict[str, Any]]) -> str:  # fmt: skip
+    cap = ctx.cfg.result_chars
+
+    def clip(t: str) -> str:
+        return t if len(t) <= cap else t[:cap] + f"\n... [truncated {len(t) - cap} chars]"
+
+    results = "\n\n".join(f"[{e.role}]:\n{clip(o)}" for e, o in zip(experts, outputs, strict=True))
+    iters = "\n".join(f"Iteration {h['iteration']}: score={h['score']}, experts={h['roles']}"
+                      for h in history)  # fmt: skip
+    last = history[-1]
+    evaluation = f"Score: {last['score']}/100\nGoal achieved: {last['accepted']}\n"
+    return P.FINAL.format(task=ctx.task["prompt"], iterations=iters or "(single iteration)",
+                          results=results, evaluation=evaluation)  # fmt: skip
 
 
 async def run_workflow(ctx: RunContext) -> dict[str, Any]:
@@ -135,66 +286,34 @@ async def run_workflow(ctx: RunContext) -> dict[str, Any]:
     LLM failures that survive the client's retries end the run with ``status="error"``
     (recorded, not raised), so one bad call does not stop an experiment.
     """
-    cfg, n = ctx.cfg, ctx.cfg.agents
+    cfg = ctx.cfg
     protocol = PROTOCOLS[ctx.topology]
     start = ctx.clock.now()
-    orch = LLMAgent(
-        "orchestrator",
-        "You coordinate a team of experts: recruit them, evaluate their work, answer.",
-        ctx.client,
-        role="orchestrator",
-        memory=Memory(cfg.memory_window),
-        clock=ctx.clock,
-    )
-    task_msg = Msg("user", f"[{ctx.run_id}] Task: {ctx.task['prompt']}", role="user", ts=start)
     summary: dict[str, Any] = {"status": "ok", "score": None, "iterations": 0, "error": None}
+    history: list[dict[str, Any]] = []
     try:
-        rec = await orch(
-            task_msg,
-            instruction=f"Recruit exactly {n} experts for this task (one role each).",
-            response_format=recruitment_model(n),
-            policy=FailurePolicy("default", default=_default_recruitment(n)),
-            labels=ctx.labels("recruitment", 0, None, receiver_role="orchestrator"),
-        )
-        roles = [e.role for e in rec.structured.experts][:n]
-        experts = [
-            LLMAgent(
-                f"expert_{i + 1}",
-                f"You are expert {i + 1}: {roles[i]}. Work with your team on the task.",
-                ctx.client,
-                role="expert",
-                memory=Memory(cfg.memory_window),
-                clock=ctx.clock,
-            )
-            for i in range(n)
-        ]
-        for e in experts:
-            e.observe(task_msg)
+        feedback = ""
+        experts: list[Expert] = []
+        outputs: list[str] = []
         for it in range(1, cfg.max_iterations + 1):
             summary["iterations"] = it
-            plan = await protocol(ctx, experts, orch, it)
-            results = await fanout(
-                experts,
-                plan,
-                instruction="Execute your part of the plan and report the result.",
-                labels=ctx.labels("execution", it, None, receiver_role="orchestrator"),
-            )
-            orch.observe(results)
-            ev = await orch(
-                instruction="Score the team's result from 0 to 100 and give feedback.",
-                response_format=Evaluation,
-                policy=FailurePolicy("default", default={"score": 0, "feedback": "unscored"}),
-                labels=ctx.labels("evaluation", it, None, receiver_role="expert"),
-            )
-            summary["score"] = ev.structured.score
-            if ev.structured.score >= cfg.threshold or it == cfg.max_iterations:
+            experts = await _recruit(ctx, it, feedback)
+            plan = await protocol(ctx, experts, it)
+            outputs = await _execute(ctx, experts, plan, it)
+            ev = await _evaluate(ctx, experts, outputs, it)
+            summary["score"] = ev["score"]
+            ctx.stats["unscored"] += not ev["scored"]
+            history.append({"iteration": it, "score": ev["score"], "accepted": ev["accepted"],
+                            "roles": [e.role for e in experts]})  # fmt: skip
+            if ev["accepted"]:
                 break
-            for e in experts:  # the evaluator's feedback starts the next iteration
-                e.observe(ev)
-        await orch(
-            instruction="Write the final answer to the task.",
-            labels=ctx.labels("final", summary["iterations"], None, receiver_role="user"),
-        )
+            feedback = ev["feedback"] or (
+                f"Score {ev['score']}/100 is below the acceptance threshold of {cfg.threshold}; "
+                "adjust the team and address the gaps."
+            )
+        await ask(ctx, "orchestrator", "orchestrator", _final_prompt(ctx, experts, outputs, history),
+                  ctx.labels("final", summary["iterations"], None, receiver_role="user",
+                             call="final_output"), max_tokens=4096)  # fmt: skip
     except LLMError as exc:
         summary.update(status="error", error=f"{type(exc).__name__}: {exc}")
     return {
@@ -202,11 +321,12 @@ async def run_workflow(ctx: RunContext) -> dict[str, Any]:
         "topology": ctx.topology,
         "task_id": ctx.task["id"],
         "category": ctx.task.get("category"),
-        "agents": n,
+        "agents": cfg.agents,
         "start": start,
         "end": ctx.clock.now(),
         "discussion_rounds": ctx.stats["rounds"],
         "early_stops": ctx.stats["early_stops"],
-        "passed": summary["score"] is not None and summary["score"] >= cfg.threshold,
+        "unscored": ctx.stats["unscored"],
+        "passed": bool(history and history[-1]["accepted"]),
         **summary,
     }
