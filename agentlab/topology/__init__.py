@@ -18,6 +18,7 @@ from agentlab.topology.tasks import FALLBACK_TASKS, load_tasks
 from agentlab.topology.prompts import (
     APPROVED,
     CONSENSUS,
+    TRUNCATION_NOTE,
     has_approval,
     has_consensus,
     parse_evaluation,
@@ -42,6 +43,7 @@ __all__ = [
     "PROTOCOLS",
     "STAGES",
     "STYLES",
+    "TRUNCATION_NOTE",
     "DiscussionTurn",
     "Evaluation",
     "Experiment",

@@ -1,0 +1,189 @@
+"""The free-text workflow: markers, history truncation, what each protocol shows, rates.
+
+Prompts are read off a pass-through wrapper around a real ``LLMClient("sim/vllm-3b")``
+(it only records the messages before delegating ``complete``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from agentlab.core.clock import VirtualClock
+from agentlab.errors import ConfigError
+from agentlab.llm import LLMClient
+from agentlab.topology import (
+    TRUNCATION_NOTE,
+    Experiment,
+    RunContext,
+    WorkflowConfig,
+    has_approval,
+    has_consensus,
+    parse_evaluation,
+    run_workflow,
+    truncate_history,
+)
+
+TASK = {"id": "t", "category": "x", "prompt": "Compare TCP and UDP."}
+
+
+class Capture:
+    """Records (labels, user prompt) of every call, then delegates to the real client."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[tuple[dict[str, Any], str]] = []
+
+    async def complete(self, messages: list[dict[str, Any]], **kw: Any) -> Any:
+        self.calls.append((dict(kw.get("labels") or {}), messages[-1]["content"]))
+        return await self.inner.complete(messages, **kw)
+
+
+def _run(topo: str, seed: int = 0, **cfg: Any) -> tuple[Capture, dict[str, Any]]:
+    async def main() -> tuple[Capture, dict[str, Any]]:
+        clock = VirtualClock()
+        cap = Capture(LLMClient("sim/vllm-3b", seed=seed).with_clock(clock))
+        ctx = RunContext(cap, WorkflowConfig(**cfg), topo, f"{topo}-0", TASK, clock)
+        return cap, await run_workflow(ctx)
+
+    return asyncio.run(main())
+
+
+def _prompts(cap: Capture, **match: Any) -> list[str]:
+    return [p for lab, p in cap.calls if all(lab.get(k) == v for k, v in match.items())]
+
+
+@pytest.mark.parametrize(
+    ("text", "consensus", "approved"),
+    [
+        ("I agree. [CONSENSUS]", True, False),
+        ("ok **consensus**", True, False),
+        ("**CONSENSUS:** done", True, False),
+        ("[Approved] looks right", False, True),
+        ("**APPROVED**", False, True),
+        ("no consensus yet; not approved", False, False),
+        ("CONSENSUS without brackets", False, False),
+        ("", False, False),
+    ],
+)
+def test_marker_parsing(text: str, consensus: bool, approved: bool) -> None:
+    assert has_consensus(text) is consensus
+    assert has_approval(text) is approved
+
+
+def test_history_truncation_keeps_the_tail() -> None:
+    h = "".join(f"line {i}\n" for i in range(1000))
+    assert truncate_history(h[:50], 6000) == h[:50]
+    cut = truncate_history(h, 100)
+    assert cut == TRUNCATION_NOTE + h[-100:]
+    assert truncate_history("x" * 100, 100) == "x" * 100  # at the cap: unchanged
+    assert truncate_history(h, 0) == h  # 0 disables the cap
+
+
+@pytest.mark.parametrize(
+    ("reply", "score", "scored"),
+    [
+        ('{"goal_achieved": true, "score": 92, "feedback": ""}', 92, True),
+        ('```json\n{"score": 71}\n```', 71, True),
+        ('Here it is: {"score": 140, "goal_achieved": false} thanks', 100, True),
+        ("Overall score: 65\nFeedback: add tests", 65, True),
+        ("The team did fine.", 0, False),
+        ('{"score": "n/a"}', 0, True),
+    ],
+)
+def test_evaluation_parsing(reply: str, score: int, scored: bool) -> None:
+    ev = parse_evaluation(reply)
+    assert ev["score"] == score and ev["scored"] is scored
+
+
+def test_sequential_shows_previous_rounds_only() -> None:
+    cap, run = _run("sequential", rounds=2, consensus_rates={"sequential": (0.0,)},
+                    pass_rates={"sequential": 1.0})  # fmt: skip
+    r1 = _prompts(cap, stage="discussion", round=1)
+    r2 = _prompts(cap, stage="discussion", round=2)
+    assert len(r1) == len(r2) == 4
+    assert all("(No discussion yet)" in p and "--- Round" not in p for p in r1)
+    # every round-2 prompt shows all four round-1 replies and none of round 2
+    for p in r2:
+        assert p.count("--- Round 1 ---") == 1 and "--- Round 2 ---" not in p
+        block = p.split("--- Round 1 ---\n", 1)[1].split("\n\nRound: 2")[0]
+        assert len([ln for ln in block.splitlines() if ln.split(":")[0].isupper()]) == 4
+    synth = _prompts(cap, stage="synthesis")
+    assert len(synth) == 1 and "--- Round 2 ---" in synth[0]
+    assert run["discussion_rounds"] == 2 and run["early_stops"] == 0
+
+
+def test_star_reviewers_see_the_current_proposal() -> None:
+    cap, _ = _run("star", seed=2, rounds=2, pass_rates={"star": 1.0})
+    solver = _prompts(cap, stage="discussion", call="vertical_solver")
+    assert len(solver) == 2
+    assert "previous proposal" not in solver[0] and "critiques" not in solver[0].lower()
+    assert "Your previous proposal:" in solver[1] and "Reviewer critiques:" in solver[1]
+    for rnd in (1, 2):
+        reviews = _prompts(cap, stage="discussion", call="vertical_reviewer", round=rnd)
+        assert len(reviews) == 3
+        proposal = solver[1].split("Your previous proposal:\n", 1)[1].split("\n\nReviewer")[0]
+        if rnd == 1:  # the proposal the reviewers saw is the solver's next "previous"
+            assert all(proposal in p for p in reviews)
+        assert all("Discussion so far" not in p and "transcript" not in p for p in reviews)
+
+
+def test_full_mesh_messages_and_truncated_history() -> None:
+    cap, _ = _run("full_mesh", rounds=3, history_chars=300,
+                  consensus_rates={"full_mesh": (0.0,)}, pass_rates={"full_mesh": 1.0})  # fmt: skip
+    for rnd in (1, 2, 3):
+        ps = _prompts(cap, stage="discussion", round=rnd)
+        assert len(ps) == 12
+    r2 = _prompts(cap, stage="discussion", round=2)
+    full = r2[0].split("Full-mesh transcript so far:\n", 1)[1].split("\n\nRound: 2")[0]
+    # round 1's 12 directed lines were longer than 300 chars: the tail is kept
+    assert full.startswith(TRUNCATION_NOTE) and len(full) == len(TRUNCATION_NOTE) + 300
+    labels = [lab for lab, _ in cap.calls if lab.get("stage") == "discussion"]
+    assert {lab["call"] for lab in labels} == {"full_mesh_message"}
+    assert all(lab["receiver"] != lab["sender"] for lab in labels)
+
+
+def test_iterations_recruit_again_and_early_stop_off() -> None:
+    cap, run = _run("sequential", pass_rates={"sequential": 0.0},
+                    consensus_rates={"sequential": (1.0,)}, early_stop=False)  # fmt: skip
+    stages = [lab["stage"] for lab, _ in cap.calls]
+    assert stages.count("recruitment") == 3 and run["iterations"] == 3
+    assert run["unscored"] == 3 and run["passed"] is False and run["score"] == 0
+    # every round agreed, but early_stop=False completes all 3 rounds each iteration
+    assert stages.count("discussion") == 3 * 3 * 4 and run["early_stops"] == 0
+    # the evaluator's feedback is in the next recruitment prompt
+    rec = _prompts(cap, stage="recruitment")
+    assert "Feedback from the previous iteration" not in rec[0]
+    assert all("Feedback from the previous iteration" in p for p in rec[1:])
+    # Star stops on approval even without early_stop, as the original
+    cap, run = _run("star", pass_rates={"star": 1.0}, consensus_rates={"star": (1.0,)},
+                    early_stop=False)  # fmt: skip
+    assert run["discussion_rounds"] == 1
+
+
+def test_structured_style_keeps_the_call_graph() -> None:
+    cap, run = _run("full_mesh", style="structured", rounds=2,
+                    consensus_rates={"full_mesh": (0.0,)}, pass_rates={"full_mesh": 1.0})  # fmt: skip
+    assert len(_prompts(cap, stage="discussion")) == 24 and run["status"] == "ok"
+
+
+def test_rates_are_honoured_on_the_simulator() -> None:
+    """Round-1 agreement and the pass rate match the configured values (binomial 4 sigma)."""
+    n = 300
+    res = Experiment(topologies=["full_mesh"], runs=n, progress=False, seed=5,
+                     rounds=1, consensus_rates={"full_mesh": (0.4,)},
+                     pass_rates={"full_mesh": 0.75}, max_iterations=1).run_sync()  # fmt: skip
+    runs = res.runs_df()
+    for got, p in ((runs.early_stops.mean(), 0.4), (runs.passed.mean(), 0.75)):
+        assert abs(got - p) < 4 * (p * (1 - p) / n) ** 0.5, (got, p)
+
+
+def test_config_errors_name_the_bad_value() -> None:
+    with pytest.raises(ConfigError, match="style"):
+        WorkflowConfig(style="json")
+    with pytest.raises(ConfigError, match="consensus_rates"):
+        WorkflowConfig(consensus_rates={"star": (1.5,)})
+    with pytest.raises(ConfigError, match="pass_rates"):
+        WorkflowConfig(pass_rates={"star": -0.1})
