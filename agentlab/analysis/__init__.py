@@ -18,6 +18,7 @@ from agentlab.analysis.fits import (
     FAMILIES,
     fit_iat,
     fit_params,
+    fit_sample,
     fits_df,
     frozen_dist,
     ks_exact,
@@ -38,6 +39,13 @@ from agentlab.analysis.inflight import inflight_summary_df, inflight_timeline_df
 from agentlab.analysis.layers import BACKEND_METRICS, backend_summary_df, process_summary_df
 from agentlab.analysis.metrics import latency_df, message_bytes_df, tokens_per_run_df
 from agentlab.analysis.mixture import LogMixture, fit_log_mixture, mixture_df
+from agentlab.analysis.paper import (
+    PAPER_FENCE,
+    PAPER_FIT_DISTS,
+    PAPER_WINDOW,
+    paper_fits_df,
+    paper_summary_df,
+)
 from agentlab.analysis.report import (
     best_fits_df,
     conclusions_markdown,
@@ -56,6 +64,9 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "DEFAULT_ZEROS",
     "FAMILIES",
+    "PAPER_FENCE",
+    "PAPER_FIT_DISTS",
+    "PAPER_WINDOW",
     "STAGES",
     "LogMixture",
     "backend_summary_df",
@@ -68,6 +79,7 @@ __all__ = [
     "fit_iat",
     "fit_log_mixture",
     "fit_params",
+    "fit_sample",
     "fits_df",
     "format_seconds",
     "frozen_dist",
@@ -83,6 +95,8 @@ __all__ = [
     "message_bytes_df",
     "mixture_df",
     "on_off_df",
+    "paper_fits_df",
+    "paper_summary_df",
     "positive_values",
     "process_summary_df",
     "stage_latency_figure",

@@ -45,6 +45,7 @@ __all__ = [
     "FAMILIES",
     "fit_iat",
     "fit_params",
+    "fit_sample",
     "fits_df",
     "frozen_dist",
     "ks_exact",
@@ -316,3 +317,40 @@ def fits_df(
             f.insert(i, col, val)
         frames.append(f)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def fit_sample(
+    x: Any,
+    *,
+    fence: bool = True,
+    fence_k: float = 3.0,
+    min_iat: float = 0.05,
+    clip_pct: float = 99.0,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The paper's Table-3 fit sample of pooled IATs, and how it was cut.
+
+    In order (agentraffic ``summary.json`` ``iat.fit_scope``): keep IATs > 0; with
+    ``fence``, drop values above the upper fence Q3 + ``fence_k`` * IQR (the paper fences
+    Sequential and Star, not Full Mesh); keep IATs > ``min_iat`` (the reasoning-phase mode,
+    50 ms); drop values above the ``clip_pct`` percentile of that sample.
+
+    Returns:
+        The sample, and ``n_positive``, ``fence_s`` (None without fence), ``n_after_fence``,
+        ``n_reasoning``, ``clip_s``, ``n``, ``fraction_of_iats`` (of the positive IATs).
+    """
+    arr = np.asarray(x, dtype=float).ravel()
+    arr = arr[np.isfinite(arr) & (arr > 0)]
+    info: dict[str, Any] = {"n_positive": len(arr), "fence_s": None}
+    if fence and len(arr):
+        q1, q3 = np.percentile(arr, [25, 75])
+        info["fence_s"] = float(q3 + fence_k * (q3 - q1))
+        arr = arr[arr <= info["fence_s"]]
+    info["n_after_fence"] = len(arr)
+    arr = arr[arr > min_iat]
+    info["n_reasoning"] = len(arr)
+    info["clip_s"] = float(np.percentile(arr, clip_pct)) if len(arr) else math.nan
+    if len(arr):
+        arr = arr[arr <= info["clip_s"]]
+    info["n"] = len(arr)
+    info["fraction_of_iats"] = len(arr) / info["n_positive"] if info["n_positive"] else math.nan
+    return arr, info

@@ -26,6 +26,7 @@ from agentlab.analysis.iat import (
     iat_df,
 )
 from agentlab.analysis.inflight import inflight_summary_df
+from agentlab.errors import ConfigError
 
 __all__ = ["traffic_summary_df"]
 
@@ -43,10 +44,15 @@ def traffic_summary_df(
     prompt: str = "prompt_tokens",
     completion: str = "completion_tokens",
     stage_col: str = "stage",
+    definitions: str = "agentlab",
 ) -> pd.DataFrame:
     """One row per topology with the traffic metrics the paper tabulates.
 
-    What each column is computed over:
+    ``definitions="paper"`` returns the paper's Table 2 instead
+    (:func:`~agentlab.analysis.paper.paper_summary_df`: every metric over the discussion
+    window, discussion + synthesis calls; per-run means; call rate over the span of
+    starts; ``stage`` is then ignored). With ``"agentlab"`` (default), what each column is
+    computed over:
 
     - ``iat_*`` and ``burst_fraction``: IATs of the ``stage`` calls (default discussion),
       computed per run and pooled over the runs of the group.
@@ -65,10 +71,19 @@ def traffic_summary_df(
         stage: stage(s) whose arrivals give the IATs; ``None`` for all calls.
         threshold: burst threshold in seconds (strict ``<``).
         start, end, first_token, prompt, completion, stage_col: column names.
+        definitions: ``"agentlab"`` or ``"paper"``.
 
     Returns:
         The table, one row per group.
     """
+    if definitions == "paper":
+        from agentlab.analysis.paper import paper_summary_df
+
+        return paper_summary_df(calls, by, run=run, threshold=threshold, start=start, end=end,
+                                first_token=first_token, prompt=prompt, completion=completion,
+                                stage_col=stage_col)  # fmt: skip
+    if definitions != "agentlab":
+        raise ConfigError(f"definitions={definitions!r}: valid are 'agentlab', 'paper'")
     _check_threshold(threshold)
     keys, runs = as_by(by), as_by(run)
     run_key = [*keys, *runs]

@@ -12,9 +12,6 @@ from agentlab.topology.models import (
     expert_team_model,
     recruitment_model,
 )
-from agentlab.topology.protocols import PROTOCOLS, full_mesh, sequential, star
-from agentlab.topology.recorder import Recorder, RecordingClient, call_row
-from agentlab.topology.tasks import FALLBACK_TASKS, load_tasks
 from agentlab.topology.prompts import (
     APPROVED,
     CONSENSUS,
@@ -24,6 +21,9 @@ from agentlab.topology.prompts import (
     parse_evaluation,
     truncate_history,
 )
+from agentlab.topology.protocols import PROTOCOLS, full_mesh, sequential, star
+from agentlab.topology.recorder import Recorder, RecordingClient, call_row
+from agentlab.topology.tasks import FALLBACK_TASKS, load_tasks
 from agentlab.topology.workflow import (
     PAPER_CONSENSUS_RATES,
     PAPER_PASS_RATES,
@@ -47,13 +47,13 @@ __all__ = [
     "DiscussionTurn",
     "Evaluation",
     "Experiment",
-    "Expert",
     "ExperimentResults",
+    "Expert",
     "ExpertSpec",
     "PeerMessage",
-    "RecruitedExpert",
     "Recorder",
     "RecordingClient",
+    "RecruitedExpert",
     "Review",
     "RunContext",
     "WorkflowConfig",

@@ -140,7 +140,9 @@ async def sequential(ctx: RunContext, experts: list[Expert], it: int) -> str:
                                          history=shown, round=rnd)  # fmt: skip
             labels = ctx.labels("discussion", it, rnd, receiver_role="group",
                                 call="horizontal_discussion")  # fmt: skip
-            text, ok, end = await turn(ctx, e, prompt, labels, P.CONSENSUS, ctx.marker_p(rnd, p_turn))
+            text, ok, end = await turn(
+                ctx, e, prompt, labels, P.CONSENSUS, ctx.marker_p(rnd, p_turn)
+            )
             ctx.record(e.name, text, end, [x.name for x in experts if x is not e], it)
             replies.append((e, text))
             agreed = agreed and ok
@@ -174,12 +176,16 @@ async def star(ctx: RunContext, experts: list[Expert], it: int) -> str:
                                        proposal=proposal)  # fmt: skip
             labels = ctx.labels("discussion", it, rnd, receiver_role="solver",
                                 call="vertical_reviewer")  # fmt: skip
-            text, ok, end = await turn(ctx, r, prompt, labels, P.APPROVED, ctx.marker_p(rnd, p_turn))
+            text, ok, end = await turn(
+                ctx, r, prompt, labels, P.APPROVED, ctx.marker_p(rnd, p_turn)
+            )
             ctx.record(r.name, text, end, [solver.name], it)
             return text, ok
 
         reviews = await asyncio.gather(*(review(r) for r in reviewers))
-        critiques = "\n".join(f"{r.role}: {t}" for r, (t, _) in zip(reviewers, reviews, strict=True))
+        critiques = "\n".join(
+            f"{r.role}: {t}" for r, (t, _) in zip(reviewers, reviews, strict=True)
+        )
         if _finish(ctx, rnd, bool(reviews) and all(ok for _, ok in reviews), always=True):
             break
     ctx.stats["rounds"] += rnd
@@ -196,7 +202,9 @@ async def full_mesh(ctx: RunContext, experts: list[Expert], it: int) -> str:
         shown = history or "(No prior full-mesh messages)"
         p = ctx.marker_p(rnd, p_turn)
 
-        def job(s: Expert, t: Expert, rnd: int = rnd) -> Callable[[], Awaitable[tuple[str, bool]]]:
+        def job(
+            s: Expert, t: Expert, rnd: int = rnd, shown: str = shown, p: float = p
+        ) -> Callable[[], Awaitable[tuple[str, bool]]]:
             async def go() -> tuple[str, bool]:
                 prompt = P.MESH.format(role=s.role, contract=s.contract, task=ctx.task["prompt"],
                                        receiver=t.role, history=shown, round=rnd)  # fmt: skip

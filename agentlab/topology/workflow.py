@@ -219,9 +219,15 @@ async def _recruit(ctx: RunContext, it: int, feedback: str) -> list[Expert]:
                           call="expert_recruitment"),
         agent_id="orchestrator",
     )  # fmt: skip
-    specs = list(res.value.experts)[:n]
+    team: Any = res.value
+    specs = list(getattr(team, "experts", None) or [])[:n]
+    if len(specs) < n:  # an unusable reply: executors, as the original pads the team
+        padded: Any = expert_team_model(n).model_validate(default)
+        specs = [*specs, *padded.experts][:n]
     return [
-        Expert(f"expert_{i + 1}", s.role, s.responsibilities, s.contract or f"You are the {s.role}.")
+        Expert(
+            f"expert_{i + 1}", s.role, s.responsibilities, s.contract or f"You are the {s.role}."
+        )
         for i, s in enumerate(specs)
     ]
 

@@ -1,0 +1,169 @@
+"""The agentraffic paper's definitions of its Tables 2 and 3 (an option of the analysis).
+
+Where they differ from agentlab's own (:func:`~agentlab.analysis.summary.traffic_summary_df`
+with ``definitions="agentlab"``):
+
+| quantity              | agentlab (default)                          | paper                                          |
+|-----------------------|---------------------------------------------|------------------------------------------------|
+| call window           | IATs: ``discussion`` calls; the rest: every | the **discussion window**: ``discussion`` and  |
+|                       | call of every stage                         | ``synthesis`` calls, for every metric          |
+| calls / tokens per run| all stages                                  | window calls                                   |
+| latency, TTFT         | percentiles pooled over all calls           | pooled over window calls; ``latency_mean`` is  |
+|                       |                                             | the mean over runs of per-run means            |
+| call rate             | calls / (last end - first start), all calls | window calls / (last start - first start)      |
+| duration              | —                                           | last end - first start of the window           |
+| in-flight             | all calls                                   | window calls                                   |
+| fits (Table 3)        | every IAT (zeros floored)                   | :func:`~agentlab.analysis.fits.fit_sample`:    |
+|                       |                                             | > 0, fence (Sequential, Star), > 50 ms, p99    |
+
+Sources: agentraffic ``ui/data/public/summary.json`` (``table2.notes``, ``iat.definition``,
+``iat.fit_scope``). Per-run values are averaged over runs, pooled values pool the runs of
+a group. Not reproduced: the network-layer rows and "IAT jitter".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from agentlab.analysis._frame import By, as_by, iter_groups, percentile, require_columns
+from agentlab.analysis.fits import fit_iat, fit_sample
+from agentlab.analysis.iat import DEFAULT_THRESHOLD, _check_threshold, iat_df
+from agentlab.analysis.inflight import inflight_summary_df
+
+__all__ = ["PAPER_FENCE", "PAPER_FIT_DISTS", "PAPER_WINDOW", "paper_fits_df", "paper_summary_df"]
+
+#: stages of the paper's discussion window
+PAPER_WINDOW = ("discussion", "synthesis")
+#: whether the Table-3 sample is fenced (Q3 + 3 IQR), per topology
+PAPER_FENCE: dict[str, bool] = {"sequential": True, "star": True, "full_mesh": False}
+#: the families of Table 3
+PAPER_FIT_DISTS = ("lognorm", "expon", "weibull_min")
+
+
+def _window(calls: pd.DataFrame, stage_col: str) -> pd.DataFrame:
+    require_columns(calls, [stage_col], "calls")
+    return calls[calls[stage_col].isin(PAPER_WINDOW)]
+
+
+def paper_summary_df(
+    calls: pd.DataFrame,
+    by: By = "topology",
+    *,
+    run: By = "run_id",
+    threshold: float = DEFAULT_THRESHOLD,
+    start: str = "start",
+    end: str = "end",
+    first_token: str = "first_token",
+    prompt: str = "prompt_tokens",
+    completion: str = "completion_tokens",
+    stage_col: str = "stage",
+) -> pd.DataFrame:
+    """Table 2 (application, IAT and backend rows) with the paper's definitions.
+
+    Columns: ``runs``, ``disc_calls_per_run``, ``disc_calls``, ``call_rate``,
+    ``duration_s``, ``tokens_per_run``, ``tokens_per_call``, ``latency_mean``, ``iats``,
+    ``iat_mean``, ``iat_median``, ``iat_p95``, ``burst_fraction``, ``latency_p50``,
+    ``latency_p95``, ``ttft_p50``, ``ttft_p95``, ``mean_in_flight``, ``peak_in_flight``.
+    """
+    _check_threshold(threshold)
+    keys, runs = as_by(by), as_by(run)
+    run_key = [*keys, *runs]
+    require_columns(calls, [*run_key, start, end, prompt, completion], "calls")
+    win = _window(calls, stage_col)
+    iats = iat_df(win, stage=None, by=run_key, start=start)
+    infl = inflight_summary_df(win, by=run_key, start=start, end=end)
+    rows = []
+    for key, sub in iter_groups(win, keys):
+        lat = (sub[end] - sub[start]).astype(float)
+        per_run = sub.assign(_lat=lat, _s=sub[start].astype(float), _e=sub[end].astype(float),
+                             _tok=sub[prompt].fillna(0) + sub[completion].fillna(0))  # fmt: skip
+        g = per_run.groupby(runs, sort=False).agg(
+            n=("_s", "size"), s0=("_s", "min"), s1=("_s", "max"), e1=("_e", "max"),
+            lat=("_lat", "mean"), tok=("_tok", "sum"),
+        )  # fmt: skip
+        span = (g.s1 - g.s0).to_numpy(dtype=float)
+        rate = np.divide(g.n.to_numpy(dtype=float), span, out=np.full(len(g), np.nan),
+                         where=span > 0)  # fmt: skip
+        x = iats
+        for k, v in key.items():
+            x = x[x[k] == v]
+        xi = x["iat"].to_numpy(dtype=float)
+        ft = (
+            sub[first_token].to_numpy(dtype=float)
+            if first_token in sub
+            else np.full(len(sub), np.nan)
+        )
+        ttft = ft - sub[start].to_numpy(dtype=float)
+        fl = infl
+        for k, v in key.items():
+            fl = fl[fl[k] == v]
+        n_runs = len(g)
+        rows.append({
+            **key,
+            "runs": n_runs,
+            "disc_calls_per_run": len(sub) / n_runs,
+            "disc_calls": len(sub),
+            "call_rate": float(np.nanmean(rate)) if np.isfinite(rate).any() else math.nan,
+            "duration_s": float((g.e1 - g.s0).mean()),
+            "tokens_per_run": float(g.tok.mean()),
+            "tokens_per_call": float(g.tok.sum() / len(sub)),
+            "latency_mean": float(g.lat.mean()),
+            "iats": len(xi),
+            "iat_mean": float(xi.mean()) if len(xi) else math.nan,
+            "iat_median": percentile(xi, 50),
+            "iat_p95": percentile(xi, 95),
+            "burst_fraction": float(np.mean(xi < threshold)) if len(xi) else math.nan,
+            "latency_p50": percentile(lat.to_numpy(), 50),
+            "latency_p95": percentile(lat.to_numpy(), 95),
+            "ttft_p50": percentile(ttft, 50),
+            "ttft_p95": percentile(ttft, 95),
+            "mean_in_flight": float(fl["mean_in_flight"].mean()),
+            "peak_in_flight": float(fl["peak_in_flight"].mean()),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def paper_fits_df(
+    calls: pd.DataFrame,
+    by: By = "topology",
+    *,
+    run: By = "run_id",
+    dists: Sequence[str] = PAPER_FIT_DISTS,
+    fence: bool | Mapping[str, bool] | None = None,
+    start: str = "start",
+    stage_col: str = "stage",
+) -> pd.DataFrame:
+    """Table 3: fits of each group's Table-3 sample (:func:`fit_sample`) of window IATs.
+
+    Args:
+        fence: apply the IQR fence; a mapping by the first ``by`` value, or ``None`` for
+            :data:`PAPER_FENCE` (topologies it does not name are fenced).
+
+    Returns:
+        :func:`~agentlab.analysis.fits.fit_iat` rows with the ``by`` columns first and the
+        sample's ``n_positive``, ``fence_s``, ``n_after_fence``, ``n_reasoning``,
+        ``clip_s``, ``fraction_of_iats`` and ``range_lo`` / ``range_hi``.
+    """
+    keys, runs = as_by(by), as_by(run)
+    iats = iat_df(_window(calls, stage_col), stage=None, by=[*keys, *runs], start=start)
+    frames = []
+    for key, sub in iter_groups(iats, keys):
+        first = next(iter(key.values()), None)
+        if isinstance(fence, bool):
+            fenced = fence
+        else:
+            fenced = (PAPER_FENCE if fence is None else fence).get(str(first), True)
+        x, info = fit_sample(sub["iat"], fence=fenced)
+        f = fit_iat(x, list(dists), zeros="drop")
+        for i, (col, val) in enumerate(key.items()):
+            f.insert(i, col, val)
+        info.pop("n")
+        for k, v in info.items():
+            f[k] = v
+        f["range_lo"], f["range_hi"] = float(x.min()), float(x.max())
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
