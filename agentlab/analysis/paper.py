@@ -34,7 +34,17 @@ from agentlab.analysis.fits import fit_iat, fit_sample
 from agentlab.analysis.iat import DEFAULT_THRESHOLD, _check_threshold, iat_df
 from agentlab.analysis.inflight import inflight_summary_df
 
-__all__ = ["PAPER_FENCE", "PAPER_FIT_DISTS", "PAPER_WINDOW", "paper_fits_df", "paper_summary_df"]
+__all__ = [
+    "PAPER_FENCE",
+    "PAPER_FIT_DISTS",
+    "PAPER_ROLES",
+    "PAPER_WINDOW",
+    "paper_comparison_df",
+    "paper_fit_comparison_df",
+    "paper_fits_df",
+    "paper_summary_df",
+    "published_paper_df",
+]
 
 #: stages of the paper's discussion window
 PAPER_WINDOW = ("discussion", "synthesis")
@@ -167,3 +177,96 @@ def paper_fits_df(
         f["range_lo"], f["range_hi"] = float(x.min()), float(x.max())
         frames.append(f)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+#: Which Table-2 figures a simulation is *given* and which it *predicts*. ``input``: set by
+#: the workflow's stop rates (call counts) or the server profile's speeds and output
+#: lengths (tokens, latency, TTFT) — agreement there is by construction, not evidence.
+#: ``derived``: a product of inputs (duration, call rate). ``prediction``: emerges from the
+#: call graph and the server's queueing (IAT shape, bursts, concurrency; Table 3).
+PAPER_ROLES: dict[str, str] = {
+    "disc_calls_per_run": "input", "disc_calls": "input", "tokens_per_run": "input",
+    "tokens_per_call": "input", "latency_mean": "input", "latency_p50": "input",
+    "latency_p95": "input", "ttft_p50": "input", "ttft_p95": "input",
+    "duration_s": "derived", "call_rate": "derived",
+    "iat_mean": "prediction", "iat_median": "prediction", "iat_p95": "prediction",
+    "burst_fraction": "prediction", "mean_in_flight": "prediction",
+    "peak_in_flight": "prediction",
+}  # fmt: skip
+
+
+def published_paper_df() -> pd.DataFrame:
+    """The paper's published aggregates (``datasets/agentraffic_paper.csv``, long form)."""
+    from agentlab.datasets import data_dir
+
+    df = pd.read_csv(data_dir() / "agentraffic_paper.csv")
+    df["dist"] = df["dist"].fillna("")  # "" = a row about the sample, not a family
+    return df
+
+
+def paper_comparison_df(table: pd.DataFrame, published: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 2 side by side: one row per (metric, topology) with ``simulated``, ``paper``,
+    ``ratio`` (simulated / paper) and ``role`` (:data:`PAPER_ROLES`).
+
+    Args:
+        table: :func:`paper_summary_df` output (a ``topology`` column).
+        published: :func:`published_paper_df` (default: the shipped file).
+    """
+    pub = published_paper_df() if published is None else published
+    pub = pub[pub["table"] == "table2"]
+    rows = []
+    for metric, role in PAPER_ROLES.items():
+        if metric not in table.columns:
+            continue
+        for _, r in table.iterrows():
+            hit = pub[(pub.metric == metric) & (pub.topology == r["topology"])]
+            paper = float(hit["value"].iloc[0]) if len(hit) else math.nan
+            sim = float(r[metric])
+            ratio = sim / paper if paper else math.nan
+            rows.append({"metric": metric, "topology": r["topology"], "simulated": sim,
+                         "paper": paper, "ratio": ratio, "role": role})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _sim_params(row: pd.Series) -> dict[str, float]:
+    if row["dist"] == "lognorm":
+        return {"mu": math.log(row["scale"]), "sigma": row["s"], "median_s": row["scale"]}
+    if row["dist"] == "expon":
+        return {"lambda": 1.0 / row["scale"], "mean_s": row["scale"]}
+    return {"shape": row["c"], "scale_s": row["scale"]}
+
+
+def paper_fit_comparison_df(
+    fits: pd.DataFrame, published: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Table 3 side by side: per (topology, dist, parameter) ``simulated`` and ``paper``.
+
+    ``fits`` is :func:`paper_fits_df` output; the parameters are the paper's (lognormal
+    ``mu``, ``sigma``, ``median_s``; exponential ``lambda``, ``mean_s``; Weibull
+    ``shape``, ``scale_s``) plus ``ks``, ``aic`` and, per topology, ``best_aic`` (1 for
+    the family with the lowest AIC) and the sample's ``n``.
+    """
+    pub = published_paper_df() if published is None else published
+    pub = pub[pub["table"] == "table3"]
+    rows = []
+
+    def paper_value(topo: str, dist: str, metric: str) -> float:
+        hit = pub[(pub.topology == topo) & (pub.dist == dist) & (pub.metric == metric)]
+        return float(hit["value"].iloc[0]) if len(hit) else math.nan
+
+    for topo, sub in fits.groupby("topology", sort=False):
+        best_sim = sub.loc[sub["aic"].idxmin(), "dist"]
+        aics = {d: paper_value(str(topo), d, "aic") for d in PAPER_FIT_DISTS}
+        best_paper = min(aics, key=lambda d: aics[d] if not math.isnan(aics[d]) else math.inf)
+        rows.append({"topology": topo, "dist": "", "parameter": "n",
+                     "simulated": float(sub["n"].iloc[0]),
+                     "paper": paper_value(str(topo), "", "n")})  # fmt: skip
+        for _, r in sub.iterrows():
+            d = str(r["dist"])
+            vals = {**_sim_params(r), "ks": r["ks_stat"], "aic": r["aic"]}
+            for k, v in vals.items():
+                rows.append({"topology": topo, "dist": d, "parameter": k, "simulated": float(v),
+                             "paper": paper_value(str(topo), d, k)})  # fmt: skip
+            rows.append({"topology": topo, "dist": d, "parameter": "best_aic",
+                         "simulated": float(d == best_sim), "paper": float(d == best_paper)})  # fmt: skip
+    return pd.DataFrame(rows)
