@@ -1,0 +1,128 @@
+"""The paper's definitions: the discussion window, per-run means, call rate over the span
+of starts, the Table-3 fit sample, and the side-by-side comparison with the published file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from agentlab.analysis import (
+    PAPER_ROLES,
+    fit_sample,
+    paper_comparison_df,
+    paper_fit_comparison_df,
+    paper_fits_df,
+    paper_summary_df,
+    published_paper_df,
+    traffic_summary_df,
+)
+from agentlab.errors import ConfigError
+
+
+def _call(topology: str, run: str, stage: str, start: float, end: float) -> dict[str, object]:
+    return {"topology": topology, "run_id": run, "stage": stage, "start": start, "end": end,
+            "first_token": start + 0.1, "prompt_tokens": 10, "completion_tokens": 5}  # fmt: skip
+
+
+@pytest.fixture()
+def calls() -> pd.DataFrame:
+    """Two sequential runs worked out by hand (recruitment/execution are outside the window).
+
+    run a: discussion 0-2, 2-5, synthesis 5-6  -> 3 window calls, starts 0 2 5
+    run b: discussion 10-11, 11-12, 12-14, synthesis 14-20 -> 4 calls, starts 10 11 12 14
+    """
+    rows = [
+        _call("sequential", "a", "recruitment", -1.0, 0.0),
+        _call("sequential", "a", "discussion", 0.0, 2.0),
+        _call("sequential", "a", "discussion", 2.0, 5.0),
+        _call("sequential", "a", "synthesis", 5.0, 6.0),
+        _call("sequential", "a", "execution", 6.0, 9.0),
+        _call("sequential", "b", "discussion", 10.0, 11.0),
+        _call("sequential", "b", "discussion", 11.0, 12.0),
+        _call("sequential", "b", "discussion", 12.0, 14.0),
+        _call("sequential", "b", "synthesis", 14.0, 20.0),
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_paper_summary_by_hand(calls: pd.DataFrame) -> None:
+    row = paper_summary_df(calls).iloc[0]
+    assert row["runs"] == 2 and row["disc_calls"] == 7 and row["disc_calls_per_run"] == 3.5
+    # call rate: window calls / (last start - first start), mean over runs: 3/5 and 4/4
+    assert row["call_rate"] == pytest.approx((3 / 5 + 4 / 4) / 2)
+    # duration: last end - first start of the window: 6 and 10
+    assert row["duration_s"] == pytest.approx(8.0)
+    # latency_mean: mean of per-run means: (2+3+1)/3 = 2 and (1+1+2+6)/4 = 2.5
+    assert row["latency_mean"] == pytest.approx(2.25)
+    # IATs include the synthesis arrival: 2 3 | 1 1 2
+    assert row["iats"] == 5 and row["iat_mean"] == pytest.approx(9 / 5)
+    assert row["iat_median"] == pytest.approx(2.0) and row["burst_fraction"] == 0.0
+    assert row["tokens_per_run"] == pytest.approx(15 * 3.5) and row["tokens_per_call"] == 15
+    assert row["ttft_p50"] == pytest.approx(0.1)
+    assert row["mean_in_flight"] == pytest.approx(1.0) and row["peak_in_flight"] == 1
+    # the agentlab definitions differ: IATs over discussion only, rate over every call
+    ours = traffic_summary_df(calls).iloc[0]
+    assert ours["iats"] == 3 and ours["calls_per_run"] == 4.5
+    pd.testing.assert_frame_equal(traffic_summary_df(calls, definitions="paper"),
+                                  paper_summary_df(calls))  # fmt: skip
+    with pytest.raises(ConfigError, match="definitions='both'.*paper"):
+        traffic_summary_df(calls, definitions="both")
+
+
+def test_fit_sample_cuts_in_the_paper_order() -> None:
+    body = np.linspace(1.0, 10.0, 100)
+    x = np.r_[0.0, np.full(10, 0.001), body, 1000.0]
+    s, info = fit_sample(x)
+    q1, q3 = np.percentile(x[x > 0], [25, 75])
+    assert info["n_positive"] == 111 and info["fence_s"] == pytest.approx(q3 + 3 * (q3 - q1))
+    assert info["n_after_fence"] == 110  # the 1000 s outlier is above the fence
+    assert info["n_reasoning"] == 100  # the ten 1 ms IATs are in the fan-out mode
+    assert info["clip_s"] == pytest.approx(np.percentile(body, 99))
+    assert info["n"] == 99 and s.max() < 10.0 and s.min() == 1.0
+    assert info["fraction_of_iats"] == pytest.approx(99 / 111)
+    s2, info2 = fit_sample(x, fence=False)  # Full Mesh: no fence; the p99 clip drops 1000
+    assert info2["fence_s"] is None and info2["n_reasoning"] == 101 and s2.max() == 10.0
+
+
+def _lognormal_calls(topology: str, sigma: float, n_runs: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in range(n_runs):
+        starts = np.cumsum(rng.lognormal(0.5, sigma, 30))
+        rows += [_call(topology, f"{topology}{r}", "discussion", t, t + 0.01) for t in starts]
+    return pd.DataFrame(rows)
+
+
+def test_paper_fits_fence_per_topology_and_recover_sigma() -> None:
+    calls = pd.concat([_lognormal_calls("sequential", 0.3, 40, 1),
+                       _lognormal_calls("full_mesh", 0.3, 40, 2)])  # fmt: skip
+    fits = paper_fits_df(calls)
+    seq = fits[fits.topology == "sequential"]
+    mesh = fits[fits.topology == "full_mesh"]
+    assert seq.fence_s.notna().all() and mesh.fence_s.isna().all()
+    assert set(fits.dist) == {"lognorm", "expon", "weibull_min"}
+    ln = seq[seq.dist == "lognorm"].iloc[0]
+    # the clip trims the tail a little, so sigma comes out slightly below 0.3
+    assert 0.25 < ln["s"] < 0.31 and seq.iloc[0]["dist"] == "lognorm"  # best AIC first
+    cmp = paper_fit_comparison_df(fits)
+    row = cmp[(cmp.topology == "sequential") & (cmp.dist == "lognorm") & (cmp.parameter == "sigma")]
+    assert row.simulated.iloc[0] == pytest.approx(ln["s"]) and row.paper.iloc[0] == pytest.approx(
+        0.31179112
+    )
+
+
+def test_comparison_with_the_published_file(calls: pd.DataFrame) -> None:
+    pub = published_paper_df()
+    assert set(pub.topology) == {"sequential", "star", "full_mesh"}
+    t2 = pub[pub.table == "table2"].set_index(["metric", "topology"])["value"]
+    assert t2["burst_fraction", "star"] == pytest.approx(0.532699)
+    assert t2["disc_calls_per_run", "full_mesh"] == pytest.approx(29.99)
+    cmp = paper_comparison_df(paper_summary_df(calls))
+    assert set(cmp.metric) <= set(PAPER_ROLES) and set(cmp.role) == {"input", "derived",
+                                                                     "prediction"}  # fmt: skip
+    burst = cmp[cmp.metric == "burst_fraction"].iloc[0]
+    assert burst.paper == 0.0 and burst.role == "prediction" and np.isnan(burst.ratio)
+    calls_row = cmp[cmp.metric == "disc_calls_per_run"].iloc[0]
+    assert calls_row.ratio == pytest.approx(3.5 / 14.03)
