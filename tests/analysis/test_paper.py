@@ -67,7 +67,7 @@ def test_paper_summary_by_hand(calls: pd.DataFrame) -> None:
     assert ours["iats"] == 3 and ours["calls_per_run"] == 4.5
     pd.testing.assert_frame_equal(traffic_summary_df(calls, definitions="paper"),
                                   paper_summary_df(calls))  # fmt: skip
-    with pytest.raises(ConfigError, match="definitions='both'.*paper"):
+    with pytest.raises(ConfigError, match=r"definitions='both'.*paper"):
         traffic_summary_df(calls, definitions="both")
 
 
