@@ -88,6 +88,13 @@ class VirtualClock:
         ready = getattr(loop, "_ready", None)  # CPython's runnable-callback deque
         idle_rounds = 0
         while self._heap:
+            # Drop cancelled sleepers (a cancelled sampler, a finished timeout) at once,
+            # not at the next idle moment: a driver whose heap holds only those must end,
+            # or it keeps the loop "busy" for another clock's driver and both wait forever.
+            while self._heap and self._heap[0][2].cancelled():
+                heapq.heappop(self._heap)
+            if not self._heap:
+                break
             await asyncio.sleep(0)
             if ready is not None and len(ready) > 0:
                 idle_rounds = 0

@@ -19,7 +19,8 @@ from agentlab.sweep.runner import run_point
 pytestmark = pytest.mark.slow
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_topology_traffic.ipynb"
-TINY = {"topologies": ["sequential", "star", "full_mesh"], "agents": 3, "runs": 2}
+TINY = {"topologies": ["sequential", "star", "full_mesh"], "agents": 3, "runs": 2,
+        "scaling_agents": [3, 4], "scaling_runs": 2}  # fmt: skip
 
 
 def _recorded(point: Path) -> dict[str, Any]:
@@ -51,6 +52,9 @@ def test_same_seed_same_tables_and_figures(tmp_path: Path) -> None:
     expected = {
         "tables/traffic_summary.csv", "tables/iat_fits.csv", "tables/best_fits.csv",
         "figures/iat_histogram.json", "value:conclusions", "value:burst_fraction",
+        "tables/paper_table2.csv", "tables/paper_table2_vs_published.csv",
+        "tables/paper_table3.csv", "tables/paper_table3_vs_published.csv",
+        "tables/full_mesh_scaling.csv", "value:workflow_config",
     }  # fmt: skip
     assert expected <= set(a), f"not recorded: {sorted(expected - set(a))}"
     assert a.keys() == b.keys()
@@ -59,5 +63,6 @@ def test_same_seed_same_tables_and_figures(tmp_path: Path) -> None:
     # The comparison is not vacuous: a different seed changes the recorded data.
     assert a["tables/traffic_summary.csv"] != other["tables/traffic_summary.csv"]
     assert a["figures/iat_histogram.json"] != other["figures/iat_histogram.json"]
+    assert a["tables/paper_table2.csv"] != other["tables/paper_table2.csv"]
     # and the run log itself was written where the paper's reader expects it
     assert (tmp_path / "a" / "topology_traffic" / "run.json").exists()

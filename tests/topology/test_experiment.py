@@ -100,3 +100,16 @@ def test_config_errors() -> None:
     with pytest.raises(ConfigError, match="'prompt'"):
         load_tasks([{"id": "x"}])
     assert len(load_tasks()) >= 5
+
+
+async def test_experiments_one_after_another_in_one_loop(tmp_path: Path) -> None:
+    """Each experiment has its own virtual clock; a finished one must not stall the next.
+
+    (The first clock kept its cancelled metrics sampler queued, and two clock drivers kept
+    each other from ever seeing an idle loop.)
+    """
+    for n in (3, 4):
+        exp = Experiment(topologies=["full_mesh"], agents=n, runs=1, tasks=TASKS,
+                         progress=False, out=tmp_path / str(n))  # fmt: skip
+        res = await asyncio.wait_for(exp.run(), timeout=60)
+        assert res.status == "ok" and len(res.runs_df()) == 1
