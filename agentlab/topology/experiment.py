@@ -94,7 +94,8 @@ class Experiment:
         metrics_interval: server-metrics sampling period in clock seconds.
         progress: show a tqdm bar (notebook-aware).
         **workflow: :class:`~agentlab.topology.workflow.WorkflowConfig` fields (``rounds``,
-            ``max_parallel``, ``agree_p``, ``approve_p``, ``threshold``, ``max_iterations``).
+            ``max_parallel``, ``style``, ``early_stop``, ``consensus_rates``,
+            ``pass_rates``, ``threshold``, ``max_iterations``, ...).
     """
 
     def __init__(

@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from agentlab.core.clock import VirtualClock
 from agentlab.errors import ConfigError
@@ -187,3 +188,27 @@ def test_config_errors_name_the_bad_value() -> None:
         WorkflowConfig(consensus_rates={"star": (1.5,)})
     with pytest.raises(ConfigError, match="pass_rates"):
         WorkflowConfig(pass_rates={"star": -0.1})
+
+
+def test_sim_marker_override_is_seeded_and_free_text_only() -> None:
+    """The simulator ends a free-text reply with ``sim_marker`` at rate ``sim_marker_p``."""
+
+    async def main() -> tuple[list[bool], list[bool], str]:
+        clock = VirtualClock()
+        a = LLMClient("sim/instant", seed=1).with_clock(clock)
+        b = LLMClient("sim/instant", seed=1).with_clock(clock)
+        msgs = [[{"role": "user", "content": f"turn {i}"}] for i in range(400)]
+        kw = {"sim_marker": "[CONSENSUS]", "sim_marker_p": 0.3}
+        ra = [has_consensus((await a.complete(m, **kw)).text) for m in msgs]
+        rb = [has_consensus((await b.complete(m, **kw)).text) for m in msgs]
+        js = await a.complete(msgs[0], response_format=_Flag, **kw)
+        return ra, rb, js.text
+
+    ra, rb, structured = asyncio.run(main())
+    assert ra == rb  # same seed, same requests: the same decisions
+    assert abs(sum(ra) / len(ra) - 0.3) < 4 * (0.3 * 0.7 / len(ra)) ** 0.5
+    assert "[CONSENSUS]" not in structured  # structured replies stay valid JSON
+
+
+class _Flag(BaseModel):
+    ok: bool
