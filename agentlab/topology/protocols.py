@@ -45,11 +45,16 @@ __all__ = ["PROTOCOLS", "Protocol", "ask", "full_mesh", "sequential", "star", "t
 Protocol = Callable[["RunContext", list[Expert], int], Awaitable[str]]
 
 
-def _chat(ctx: RunContext, sender: str, role: str, prompt: str) -> list[dict[str, Any]]:
-    # The session line makes every run's prompts distinct, so seeded simulator draws are
-    # independent across runs of the same task (about ten prompt tokens).
+def _chat(
+    ctx: RunContext, sender: str, role: str, prompt: str, labels: dict[str, Any]
+) -> list[dict[str, Any]]:
+    # The session line makes every call's messages distinct — across runs of one task,
+    # iterations, and full-mesh messages to two peers of the same role — so the seeded
+    # simulator draws them independently, as a sampling model would (a dozen tokens).
+    to = f", to {labels['receiver']}" if labels.get("receiver") else ""
+    session = f"Session {ctx.run_id}, iteration {labels.get('iteration')}{to}."
     return [
-        {"role": "system", "content": f"You are {sender}, the {role}. Session {ctx.run_id}."},
+        {"role": "system", "content": f"You are {sender}, the {role}. {session}"},
         {"role": "user", "content": prompt},
     ]
 
@@ -60,7 +65,7 @@ async def ask(
     """One free-text call; returns the reply and its end time."""
     labels = {"sender": sender, "sender_role": role, **labels}
     resp = await ctx.client.complete(
-        _chat(ctx, sender, role, prompt), labels=labels, agent_id=sender, **kw
+        _chat(ctx, sender, role, prompt, labels), labels=labels, agent_id=sender, **kw
     )
     return resp.text, resp.record.end
 
@@ -92,7 +97,7 @@ async def turn(
         model, text_field = PeerMessage, "message"
     res = await complete_structured(
         ctx.client,
-        _chat(ctx, e.name, e.role, prompt),
+        _chat(ctx, e.name, e.role, prompt, labels),
         model,
         policy=FailurePolicy("abstain"),
         labels={"sender": e.name, "sender_role": e.role, **labels},

@@ -210,7 +210,7 @@ async def _recruit(ctx: RunContext, it: int, feedback: str) -> list[Expert]:
     default = {"experts": [{"role": "executor", "responsibilities": "", "contract": ""}] * n}
     res = await complete_structured(
         ctx.client,
-        [{"role": "system", "content": f"Orchestrator, session {ctx.run_id}."},
+        [{"role": "system", "content": f"Orchestrator. Session {ctx.run_id}, iteration {it}."},
          {"role": "user", "content": prompt}],
         expert_team_model(n),
         policy=FailurePolicy("default", default=default),
