@@ -1,7 +1,8 @@
 """Task pool of the topology study: ``agentlab.datasets.load("topology_tasks")`` or a fallback.
 
-A task is a dict with ``id``, ``category`` and ``prompt``. The small built-in pool is used
-when the datasets package (or its ``topology_tasks`` entry) is not available.
+A task is a dict with ``id``, ``category`` and ``prompt``. The ``topology_tasks`` dataset
+has the paper's four categories (math, research, consulting, coding; 25 each); the small
+built-in pool, with the same categories, is used when that dataset is not available.
 """
 
 from __future__ import annotations
@@ -15,16 +16,14 @@ from agentlab.errors import ConfigError
 __all__ = ["FALLBACK_TASKS", "load_tasks"]
 
 FALLBACK_TASKS: tuple[dict[str, str], ...] = (
-    {"id": "t01", "category": "coding", "prompt": "Write a function that merges overlapping intervals."},
-    {"id": "t02", "category": "coding", "prompt": "Design a rate limiter for a public REST API."},
-    {"id": "t03", "category": "math", "prompt": "How many ways can 10 be written as an ordered sum of 1s and 2s?"},
-    {"id": "t04", "category": "math", "prompt": "Estimate the probability two of 30 people share a birthday."},
-    {"id": "t05", "category": "writing", "prompt": "Draft a one-page brief on heat-pump subsidies."},
-    {"id": "t06", "category": "writing", "prompt": "Write a product announcement for an offline map app."},
-    {"id": "t07", "category": "planning", "prompt": "Plan a three-day workshop for 40 researchers."},
-    {"id": "t08", "category": "planning", "prompt": "Plan the migration of a monolith to two services."},
-    {"id": "t09", "category": "reasoning", "prompt": "Which of three suppliers should a bakery choose, and why?"},
-    {"id": "t10", "category": "reasoning", "prompt": "Diagnose why nightly backups started to fail."},
+    {"id": "f-math-1", "category": "math", "prompt": "How many ways can 10 be written as an ordered sum of 1s and 2s?"},
+    {"id": "f-math-2", "category": "math", "prompt": "Estimate the probability that two of 30 people share a birthday."},
+    {"id": "f-research-1", "category": "research", "prompt": "What is known about how batching affects LLM serving latency?"},
+    {"id": "f-research-2", "category": "research", "prompt": "Summarise the evidence on heat pumps in cold climates."},
+    {"id": "f-consulting-1", "category": "consulting", "prompt": "Plan the migration of a monolith to two services for a 12-person team."},
+    {"id": "f-consulting-2", "category": "consulting", "prompt": "Which of three suppliers should a bakery choose, and why?"},
+    {"id": "f-coding-1", "category": "coding", "prompt": "Write a function that merges overlapping intervals."},
+    {"id": "f-coding-2", "category": "coding", "prompt": "Design a rate limiter for a public REST API."},
 )  # fmt: skip
 
 

@@ -332,6 +332,7 @@ async def run_workflow(ctx: RunContext) -> dict[str, Any]:
         "end": ctx.clock.now(),
         "discussion_rounds": ctx.stats["rounds"],
         "early_stops": ctx.stats["early_stops"],
+        "agreed_rounds": ctx.stats["agreed_rounds"],
         "unscored": ctx.stats["unscored"],
         "passed": bool(history and history[-1]["accepted"]),
         **summary,
