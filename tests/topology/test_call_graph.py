@@ -107,3 +107,50 @@ def test_early_stop_when_everyone_agrees(tmp_path: Path, topo: str) -> None:
     calls, runs = _run(tmp_path, topo, 4, p=1.0)
     assert calls.groupby("stage").size().to_dict() == _expected(topo, 4, 1)
     assert runs.early_stops.tolist() == [1] and runs.discussion_rounds.tolist() == [1]
+
+
+def _expected_rounds(rates: tuple[float, ...], rounds: int = 3) -> float:
+    """E[rounds] when round r ends the discussion with probability rates[r]."""
+    mean, alive = 0.0, 1.0
+    for r in range(1, rounds + 1):
+        stop = alive * (rates[min(r, len(rates)) - 1] if r < rounds else 1.0)
+        mean += r * stop
+        alive -= stop
+    return mean
+
+
+@pytest.mark.parametrize("topo", ["sequential", "star", "full_mesh"])
+def test_default_call_graph_per_iteration(tmp_path: Path, topo: str) -> None:
+    """Under the paper defaults: each iteration is recruitment → r discussion rounds →
+    (synthesis) → N executions → evaluation, r in 1..3 at the configured stop rates."""
+    from agentlab.topology import PAPER_CONSENSUS_RATES
+
+    n, runs = 4, 120
+    res = Experiment(topologies=[topo], agents=n, runs=runs, seed=11, progress=False,
+                     out=tmp_path / topo).run_sync()  # fmt: skip
+    calls = res.calls_df()
+    per_round = {"sequential": n, "star": n, "full_mesh": n * (n - 1)}[topo]
+    assert (calls.groupby("run_id").stage.apply(lambda s: (s == "final").sum()) == 1).all()
+    rounds = []
+    for (_, it), grp in calls[calls.stage != "final"].groupby(["run_id", "iteration"]):
+        assert 1 <= it <= 3
+        counts = grp.stage.value_counts().to_dict()
+        r = int(grp[grp.stage == "discussion"]["round"].max())
+        rounds.append(r)
+        want = {"recruitment": 1, "discussion": r * per_round, "execution": n, "evaluation": 1}
+        if topo != "star":
+            want["synthesis"] = 1
+        assert counts == want
+        order = grp.groupby("stage").start.min().sort_values().index.tolist()
+        assert order == [s for s in ("recruitment", "discussion", "synthesis", "execution",
+                                     "evaluation") if s in want]  # fmt: skip
+        ex = grp[grp.stage == "execution"]
+        assert _peak(ex) == n and _together(ex.start)
+        disc = grp[grp.stage == "discussion"]
+        assert _peak(disc) == {"sequential": 1, "star": n - 1, "full_mesh": 5}[topo]
+    expected = _expected_rounds(PAPER_CONSENSUS_RATES[topo])
+    sd = float(pd.Series(rounds).std()) if len(set(rounds)) > 1 else 0.0
+    assert abs(sum(rounds) / len(rounds) - expected) <= 4 * sd / len(rounds) ** 0.5 + 1e-9, (
+        sum(rounds) / len(rounds), expected)  # fmt: skip
+    if topo == "star":  # reviewers never all approve in the paper's runs
+        assert set(rounds) == {3}
