@@ -21,6 +21,7 @@ original's call label, e.g. ``full_mesh_message``), ``topology``, ``run_id``, ``
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -233,8 +234,6 @@ async def _recruit(ctx: RunContext, it: int, feedback: str) -> list[Expert]:
 
 
 async def _execute(ctx: RunContext, experts: list[Expert], plan: str, it: int) -> list[str]:
-    import asyncio
-
     async def one(e: Expert) -> str:
         sub = P.SUBTASK.format(role=e.role, responsibilities=e.responsibilities, plan=plan)
         prompt = P.EXECUTE.format(role=e.role, contract=e.contract, task=ctx.task["prompt"],
