@@ -134,7 +134,7 @@ async def _synthesise(ctx: RunContext, history: str, it: int, rnd: int) -> str:
 async def sequential(ctx: RunContext, experts: list[Expert], it: int) -> str:
     """Round-robin discussion on the previous rounds' history; then synthesis."""
     cfg, history, rnd = ctx.cfg, "", 0
-    p_turn = cfg.rates_agents
+    k = cfg.rates_agents  # turns per round at the N the rates were measured at
     for rnd in range(1, cfg.rounds + 1):
         history = P.truncate_history(history, cfg.history_chars)
         shown = history or "(No discussion yet)"
@@ -145,9 +145,7 @@ async def sequential(ctx: RunContext, experts: list[Expert], it: int) -> str:
                                          history=shown, round=rnd)  # fmt: skip
             labels = ctx.labels("discussion", it, rnd, receiver_role="group",
                                 call="horizontal_discussion")  # fmt: skip
-            text, ok, end = await turn(
-                ctx, e, prompt, labels, P.CONSENSUS, ctx.marker_p(rnd, p_turn)
-            )
+            text, ok, end = await turn(ctx, e, prompt, labels, P.CONSENSUS, ctx.marker_p(rnd, k))
             ctx.record(e.name, text, end, [x.name for x in experts if x is not e], it)
             replies.append((e, text))
             agreed = agreed and ok
@@ -166,7 +164,7 @@ async def star(ctx: RunContext, experts: list[Expert], it: int) -> str:
     solver = next((e for e in experts if e.role == "planner"), experts[0])
     reviewers = [e for e in experts if e is not solver]
     proposal, critiques, rnd = "", "", 0
-    p_turn = cfg.rates_agents - 1
+    k = cfg.rates_agents - 1  # reviews per round at the rates' N
     for rnd in range(1, cfg.rounds + 1):
         prev = f"\nYour previous proposal:\n{proposal}\n" if proposal else ""
         crit = f"\nReviewer critiques:\n{critiques}\n" if critiques else ""
@@ -181,9 +179,7 @@ async def star(ctx: RunContext, experts: list[Expert], it: int) -> str:
                                        proposal=proposal)  # fmt: skip
             labels = ctx.labels("discussion", it, rnd, receiver_role="solver",
                                 call="vertical_reviewer")  # fmt: skip
-            text, ok, end = await turn(
-                ctx, r, prompt, labels, P.APPROVED, ctx.marker_p(rnd, p_turn)
-            )
+            text, ok, end = await turn(ctx, r, prompt, labels, P.APPROVED, ctx.marker_p(rnd, k))
             ctx.record(r.name, text, end, [solver.name], it)
             return text, ok
 
@@ -201,11 +197,11 @@ async def full_mesh(ctx: RunContext, experts: list[Expert], it: int) -> str:
     """All N(N-1) directed messages per round through a worker pool; then synthesis."""
     cfg, history, rnd = ctx.cfg, "", 0
     pairs = [(s, t) for s in experts for t in experts if s is not t]
-    p_turn = cfg.rates_agents * (cfg.rates_agents - 1)
+    k = cfg.rates_agents * (cfg.rates_agents - 1)  # messages per round at the rates' N
     for rnd in range(1, cfg.rounds + 1):
         history = P.truncate_history(history, cfg.history_chars)
         shown = history or "(No prior full-mesh messages)"
-        p = ctx.marker_p(rnd, p_turn)
+        p = ctx.marker_p(rnd, k)
 
         def job(
             s: Expert, t: Expert, rnd: int = rnd, shown: str = shown, p: float = p
