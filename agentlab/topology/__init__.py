@@ -22,6 +22,7 @@ from agentlab.topology.prompts import (
     truncate_history,
 )
 from agentlab.topology.protocols import PROTOCOLS, full_mesh, sequential, star
+from agentlab.topology.rates import workflow_rates, workflow_rates_df
 from agentlab.topology.recorder import Recorder, RecordingClient, call_row
 from agentlab.topology.tasks import FALLBACK_TASKS, load_tasks
 from agentlab.topology.workflow import (
@@ -69,4 +70,6 @@ __all__ = [
     "sequential",
     "star",
     "truncate_history",
+    "workflow_rates",
+    "workflow_rates_df",
 ]

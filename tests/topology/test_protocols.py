@@ -216,3 +216,29 @@ def test_sim_marker_override_is_seeded_and_free_text_only() -> None:
 
 class _Flag(BaseModel):
     ok: bool
+
+
+def test_workflow_rates_round_trip() -> None:
+    """Rates estimated from the calls of a simulated study recover the configured ones."""
+    from agentlab.topology import workflow_rates, workflow_rates_df
+
+    rates = {"sequential": (0.2, 0.5, 0.5), "full_mesh": (0.4, 0.6, 0.6)}
+    passes = {"sequential": 0.6, "full_mesh": 0.8}
+    n = 250
+    res = Experiment(topologies=["sequential", "full_mesh"], runs=n, progress=False, seed=9,
+                     consensus_rates=rates, pass_rates=passes).run_sync()  # fmt: skip
+    calls = res.calls_df()
+    got = workflow_rates(calls)
+    table = workflow_rates_df(calls)
+    for topo in rates:
+        for r in (1, 2):
+            row = table[(table.topology == topo) & (table["round"] == r)].iloc[0]
+            p = rates[topo][r - 1]
+            assert abs(row.rate - p) < 4 * (p * (1 - p) / row.reached) ** 0.5, (topo, r, row.rate)
+        assert got["consensus_rates"][topo][2] == got["consensus_rates"][topo][1]  # carried
+        prow = table[(table.topology == topo) & (table.kind == "pass")].iloc[0]
+        p = passes[topo]
+        assert abs(prow.rate - p) < 4 * (p * (1 - p) / prow.reached) ** 0.5, (topo, prow.rate)
+    WorkflowConfig(**got)  # ready to use
+    with pytest.raises(ConfigError, match="columns"):
+        workflow_rates(calls.drop(columns="round"))
