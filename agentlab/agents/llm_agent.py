@@ -85,7 +85,7 @@ class LLMAgent(AgentBase):
         tools: list[dict[str, Any]] | None = None
         if env is not None:
             obs = await env.observe()
-            observation = obs if isinstance(obs, str) else json.dumps(obs, default=str)[:1500]
+            observation = obs if isinstance(obs, str) else _canonical(obs)[:1500]
             if self.config.get("use_tools", True):
                 tools = env.tools() or None
         messages = self._messages(tick, observation)
@@ -108,7 +108,7 @@ class LLMAgent(AgentBase):
                 except AgentlabError as exc:  # a refused tool call is an observation
                     result, ok = f"error: {exc}", False
                 actions[call.name] = actions.get(call.name, 0) + 1
-                text = result if isinstance(result, str) else json.dumps(result, default=str)
+                text = result if isinstance(result, str) else _canonical(result)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": text[:1000]})
                 self._remember(
                     f"t{tick} {call.name}({_short(call.arguments)}) -> {'ok' if ok else 'refused'}"
@@ -127,6 +127,12 @@ class LLMAgent(AgentBase):
         }
 
 
+def _canonical(value: Any) -> str:
+    """JSON for a prompt: sorted keys, so the text (and the simulated reply, which hashes
+    it) never depends on dict insertion order — e.g. of env state restored on resume."""
+    return json.dumps(value, default=str, sort_keys=True)
+
+
 def _short(args: dict[str, Any]) -> str:
-    s = json.dumps(args, default=str, sort_keys=True)
+    s = _canonical(args)
     return s if len(s) <= 60 else s[:57] + "..."

@@ -117,7 +117,9 @@ class EnvBase:
             "state": self.state_dict(),
         }
         target = self._state_file(run_dir, path)
-        atomic_write_json(target, record, fsync=fsync)
+        # Insertion order kept (not sorted): restore() must give back state that iterates
+        # exactly like this one, or a resumed run diverges from an uninterrupted one.
+        atomic_write_json(target, record, fsync=fsync, sort_keys=False)
         return target
 
     def restore(self, run_dir: str | os.PathLike[str], *, path: str | None = None) -> bool:

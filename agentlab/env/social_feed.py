@@ -227,7 +227,18 @@ class SocialFeed(EnvBase):
             )
 
     def _view(self, pid: str) -> dict[str, Any]:
-        return {**self.posts[pid], "likes": len(self.liked_by[pid])}
+        # Built field by field in one fixed order: this dict reaches agents' prompts, so it
+        # must not depend on how the post was stored or restored.
+        p = self.posts[pid]
+        return {
+            "id": p["id"],
+            "author": p["author"],
+            "content": p["content"],
+            "tick": p["tick"],
+            "reply_to": p["reply_to"],
+            "replies": p["replies"],
+            "likes": len(self.liked_by[pid]),
+        }
 
     @staticmethod
     def _newest(ids: deque[str] | list[str], limit: int) -> list[str]:
@@ -280,14 +291,7 @@ class SocialFeed(EnvBase):
 
     def _publish(self, agent_id: str, p: dict[str, Any], tick: int) -> None:
         pid = p["post_id"]
-        self.posts[pid] = {
-            "id": pid,
-            "author": agent_id,
-            "content": p["content"],
-            "tick": tick,
-            "reply_to": p["reply_to"],
-            "replies": 0,
-        }
+        self.posts[pid] = _post_record(pid, agent_id, p["content"], tick, p["reply_to"], 0)
         self._index(pid, agent_id)
         self.recent.append(pid)
         if p["reply_to"] in self.posts:
@@ -335,7 +339,9 @@ class SocialFeed(EnvBase):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._reset()
         for p in state.get("posts", []):
-            self.posts[p["id"]] = dict(p)
+            self.posts[p["id"]] = _post_record(
+                p["id"], p["author"], p["content"], p["tick"], p.get("reply_to"), p["replies"]
+            )
             self._index(p["id"], p["author"])
         for pid, likers in state.get("liked_by", {}).items():
             self.liked_by[pid] = set(likers)
@@ -346,3 +352,17 @@ class SocialFeed(EnvBase):
         self.pending = [(a, int(s), k, dict(p)) for a, s, k, p in state.get("pending", [])]
         self.agent_seq = dict(state.get("agent_seq", {}))
         self.pending_likes = {(a, p["post_id"]) for a, _, k, p in self.pending if k == "like"}
+
+
+def _post_record(
+    pid: str, author: str, content: str, tick: int, reply_to: str | None, replies: int
+) -> dict[str, Any]:
+    """A published post, fields in the one canonical order (publish and restore alike)."""
+    return {
+        "id": pid,
+        "author": author,
+        "content": content,
+        "tick": int(tick),
+        "reply_to": reply_to,
+        "replies": int(replies),
+    }

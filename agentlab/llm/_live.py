@@ -75,6 +75,27 @@ class Live:
         """Calls in flight in all event loops of this process."""
         return sum(g.in_flight for g in self._gates.values())
 
+    def export_state(self) -> dict[str, Any]:
+        """Limiter, simulated server, usage and the request-id counter, JSON-safe."""
+        n = next(self._counter)
+        self._counter = itertools.count(n)  # peeked, not consumed
+        u = self.usage
+        return {
+            "schema_version": 1,
+            "next_request": n,
+            "usage": [u.prompt_tokens, u.completion_tokens, u.calls, u.errors],
+            "limiter": self.limiter.export_state(),
+            "server": self.server.export_state() if self.server is not None else None,
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Load :meth:`export_state` output (e.g. when a society resumes)."""
+        self._counter = itertools.count(int(state["next_request"]))
+        self.usage = Usage(*(int(x) for x in state["usage"]))
+        self.limiter.restore_state(state["limiter"])
+        if self.server is not None and state.get("server") is not None:
+            self.server.restore_state(state["server"])
+
 
 _REGISTRY: weakref.WeakKeyDictionary[Clock, dict[str, Live]] = weakref.WeakKeyDictionary()
 _PROCESS_PREFIX = f"r{os.getpid():x}{os.urandom(2).hex()}-"

@@ -197,8 +197,51 @@ class AIMDLimiter:
             "baseline": self.baseline,
         }
 
+    def export_state(self) -> dict[str, float | int | str | bool]:
+        """What this limiter learned (not its options), as JSON-safe data.
+
+        With :meth:`restore_state` a resumed run continues with the same limit, baseline
+        and epoch as an uninterrupted one. Infinities are written as strings.
+        """
+        return {k: _jf(getattr(self, k)) for k in _LEARNED}
+
+    def restore_state(self, state: dict[str, float | int | str | bool]) -> None:
+        """Load :meth:`export_state` output (options given at construction are kept)."""
+        for k in _LEARNED:
+            if k in state:
+                v = state[k]
+                setattr(self, k, bool(v) if k == "slow_start" else _num(k, v))
+
     def __repr__(self) -> str:
         return f"AIMDLimiter(limit={self.limit}, epoch={self.epoch})"
+
+
+#: limiter fields that change while it runs (export_state/restore_state)
+_LEARNED = (
+    "_limit",
+    "epoch",
+    "slow_start",
+    "samples",
+    "decreases",
+    "rate_limited",
+    "slow_signals",
+    "_cur_min",
+    "_prev_min",
+    "_cur_n",
+    "_wmax",
+    "_cut_t",
+    "srtt",
+)
+_INTS = frozenset({"epoch", "samples", "decreases", "rate_limited", "slow_signals", "_cur_n"})
+
+
+def _jf(v: float | int | bool) -> float | int | str | bool:
+    # JSON has no infinity; "inf"/"-inf" round-trip through float().
+    return str(v) if isinstance(v, float) and math.isinf(v) else v
+
+
+def _num(key: str, v: float | int | str | bool) -> float | int:
+    return int(v) if key in _INTS else float(v)
 
 
 class ConcurrencyGate:

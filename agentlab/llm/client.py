@@ -236,6 +236,19 @@ class LLMClient:
         """Calls of this config currently in flight in this process."""
         return self._get_live().in_flight()
 
+    def export_state(self) -> dict[str, Any]:
+        """What this client learned in this process (and clock), JSON-safe.
+
+        The AIMD limiter, the simulated server (slot free times, queue, quota buckets,
+        counters), usage totals and the request-id counter: everything the next call's
+        timing and record depend on. ``Society`` stores it in each commit.
+        """
+        return self._get_live().export_state()
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Load :meth:`export_state` output into this client's live state."""
+        self._get_live().restore_state(state)
+
     def server_metrics(self) -> dict[str, Any]:
         """Simulated server metrics (running, waiting, tokens/s, totals) plus client side.
 

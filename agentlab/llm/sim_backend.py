@@ -126,6 +126,61 @@ class SimServer:
         self._client_free = ready
         await self.clock.sleep(ready - now)
 
+    # --- persistence -----------------------------------------------------------------
+
+    def export_state(self) -> dict[str, Any]:
+        """Everything that shapes this server's future answers and timings, JSON-safe.
+
+        Slot free times, requests still active, quota buckets, counters and the client-CPU
+        draw counter; content randomness derives from request hashes, so it needs nothing.
+        A resumed society restores this (see :meth:`restore_state`) so that its calls get
+        the same queue waits and start times as in an uninterrupted run.
+        """
+        return {
+            "schema_version": 1,
+            "free": [_jf(f) for f in self._free],
+            "active": [[_jf(a), _jf(b), n] for a, b, n in self._active],
+            "rpm_level": self._rpm_level,
+            "tpm_level": self._tpm_level,
+            "bucket_t": _jf(self._bucket_t),
+            "requests_total": self.requests_total,
+            "rejected_total": self.rejected_total,
+            "prompt_tokens_total": self.prompt_tokens_total,
+            "generation_tokens_total": self.generation_tokens_total,
+            "scheduled_tokens": self._scheduled_tokens,
+            "rate_t": _jf(self._rate_t),
+            "rate_tokens": self._rate_tokens,
+            "client_free": _jf(self._client_free),
+            "client_draws": self._client_draws,
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Load :meth:`export_state` output into this (same-profile) server.
+
+        Raises:
+            ConfigError: the state has a different number of slots than the profile.
+        """
+        free = [float(f) for f in state["free"]]
+        if len(free) != len(self._free):
+            raise ConfigError(
+                f"simulated server state has {len(free)} slots; profile "
+                f"{self.profile.name!r} has {len(self._free)}"
+            )
+        self._free = free  # exported in heap layout: kept as is, so pops repeat exactly
+        self._active = [(float(a), float(b), int(n)) for a, b, n in state["active"]]
+        self._rpm_level = float(state["rpm_level"])
+        self._tpm_level = float(state["tpm_level"])
+        self._bucket_t = float(state["bucket_t"])
+        self.requests_total = int(state["requests_total"])
+        self.rejected_total = int(state["rejected_total"])
+        self.prompt_tokens_total = int(state["prompt_tokens_total"])
+        self.generation_tokens_total = int(state["generation_tokens_total"])
+        self._scheduled_tokens = int(state["scheduled_tokens"])
+        self._rate_t = float(state["rate_t"])
+        self._rate_tokens = int(state["rate_tokens"])
+        self._client_free = float(state["client_free"])
+        self._client_draws = int(state["client_draws"])
+
     # --- planning --------------------------------------------------------------------
 
     def plan(
@@ -352,6 +407,11 @@ class SimServer:
             "prompt_tokens_total": self.prompt_tokens_total,
             "generation_tokens_total": self.generation_tokens_total,
         }
+
+
+def _jf(v: float) -> float | str:
+    # JSON has no infinity (idle slots are free since -inf); float("-inf") reads it back.
+    return str(v) if math.isinf(v) else v
 
 
 def check_sim_overrides(params: dict[str, Any]) -> None:

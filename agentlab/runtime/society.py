@@ -105,6 +105,10 @@ class Society:
             clock=meta.get("clock", "real"),
         )
         self.proxy.bind_clock(self.clock)
+        if self._llm_state_kept() and step_state.get("llm") is not None:
+            # The next tick's timings depend on what the limiter and the simulated server
+            # had learned by the commit: restore it, so resume == uninterrupted run.
+            self.proxy.llm.client.restore_state(step_state["llm"])
 
     # --- building ----------------------------------------------------------------------
 
@@ -298,6 +302,12 @@ class Society:
         """``{agent_id: state}`` as of the committed tick."""
         return {a: self.agent(a).get_state() for a in self.agent_ids}
 
+    def _llm_state_kept(self) -> bool:
+        # Only under the virtual clock with the local executor is the driver's client the
+        # one every call goes through and its state a function of the committed history;
+        # under the real clock (or on Ray workers) timings are not reproducible anyway.
+        return self.meta.get("clock") == "virtual" and self.executor.name == "local"
+
     def _ensure_env(self) -> None:
         if self._started_env:
             return
@@ -372,6 +382,8 @@ class Society:
             "env": ckpt,
             "totals": totals,
         }
+        if self._llm_state_kept():
+            step["llm"] = self.proxy.llm.client.export_state()
         atomic_write_json(self.run_dir / STEP_FILE, step)  # the commit point
         old = self._step.get("env") or []
         self._step = step

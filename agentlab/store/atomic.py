@@ -35,9 +35,18 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool
         raise
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) -> None:
-    """JSON-encode ``obj`` (sorted keys, stable output) and write it atomically."""
-    data = json.dumps(obj, sort_keys=True, indent=1, default=str).encode()
+def atomic_write_json(
+    path: str | os.PathLike[str], obj: Any, *, fsync: bool = True, sort_keys: bool = True
+) -> None:
+    """JSON-encode ``obj`` and write it atomically.
+
+    ``sort_keys=True`` (default) gives stable, diff-friendly output. State that is read
+    back into live objects (env checkpoints) passes ``sort_keys=False``: JSON objects then
+    keep their insertion order both ways, so a restored dict iterates exactly like the
+    original — a sorted restore changed the order of post fields and thereby the prompts
+    of a resumed run.
+    """
+    data = json.dumps(obj, sort_keys=sort_keys, indent=1, default=str).encode()
     atomic_write_bytes(path, data, fsync=fsync)
 
 
