@@ -1,0 +1,70 @@
+"""Strict run comparison for the resume guarantee: everything but where a row was written.
+
+Two runs of one seed under the virtual clock must agree on every committed agent state
+file, the committed env checkpoint, the learned LLM state in the commit, and every log
+row with **all** its columns — timing (``start``, ``end``, ``first_token``, ``ts``,
+``queue_wait``, ``aimd_limit``, ``in_flight``) and request ids included. Only these
+columns are left out, and why:
+
+- ``_shard``: the name of the writing process's shard (``<host>-<pid>``); a resumed run
+  is written by another process by design.
+- ``_seq``: the row's position inside that shard (restarts in the new shard).
+- ``wall_s``: wall-clock seconds a tick took on this machine (not virtual time).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+#: the only columns a resumed run may differ in (see the module docstring)
+WALL_OR_STORAGE_ONLY = frozenset({"_shard", "_seq", "wall_s"})
+
+
+def strict_rows(run_dir: Path) -> dict[str, Counter[str]]:
+    """Every replay row per dataset as a multiset of canonical JSON (see module docs)."""
+    out: dict[str, Counter[str]] = {}
+    for d in sorted((run_dir / "replay").iterdir()):
+        if not d.is_dir():
+            continue
+        rows: Counter[str] = Counter()
+        for f in sorted(d.glob("*.jsonl")):
+            for line in f.read_bytes().splitlines():
+                row = json.loads(line)
+                keep = {k: v for k, v in row.items() if k not in WALL_OR_STORAGE_ONLY}
+                rows[json.dumps(keep, sort_keys=True)] += 1
+        out[d.name] = rows
+    return out
+
+
+def committed_files(run_dir: Path) -> dict[str, Any]:
+    """Bytes of every committed state file: agent workspaces (diagnostic logs under
+    ``.runtime/`` left out), the committed env checkpoint, and the commit itself minus
+    its byte offsets (shard names differ per process)."""
+    step = json.loads((run_dir / "SOCIETY_STEP.json").read_bytes())
+    files: dict[str, Any] = {}
+    agents = run_dir / "agents"
+    for p in sorted(agents.rglob("*")):
+        rel = p.relative_to(agents).as_posix()
+        if p.is_file() and "/.runtime/" not in f"/{rel}" and not p.name.endswith(".tmp"):
+            files[f"agents/{rel}"] = p.read_bytes()
+    for rel in step.get("env") or []:
+        files[rel] = (run_dir / rel).read_bytes()
+    files["SOCIETY_STEP.json"] = {k: v for k, v in step.items() if k != "offsets"}
+    return files
+
+
+def diff_summary(a: dict[str, Counter[str]], b: dict[str, Counter[str]]) -> str:
+    """A short, readable account of how two :func:`strict_rows` results differ."""
+    lines = []
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name, Counter()), b.get(name, Counter())
+        if x != y:
+            only_a, only_b = sorted((x - y).elements()), sorted((y - x).elements())
+            lines.append(
+                f"{name}: {len(only_a)} rows only in the reference, {len(only_b)} only in the "
+                f"resumed run; e.g. {only_a[:1]} vs {only_b[:1]}"
+            )
+    return "\n".join(lines)
