@@ -18,6 +18,7 @@ __all__ = [
     "LLMTimeoutError",
     "ProviderError",
     "RateLimitError",
+    "RunLockedError",
     "StoreError",
     "StructuredOutputError",
     "SweepError",
@@ -107,6 +108,10 @@ class StoreError(AgentlabError):
 
 class CorruptRecordError(StoreError):
     """A stored record is unreadable (torn line, bad JSON, wrong schema version)."""
+
+
+class RunLockedError(StoreError):
+    """A run directory already has a writer (the message names it: pid, host, since)."""
 
 
 # --- agents, env, tools --------------------------------------------------------------

@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import shutil
 import time
 import warnings
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import get_agent_class, portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
-from agentlab.errors import ConfigError, StoreError
+from agentlab.errors import ConfigError, CorruptRecordError, StoreError
 from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy
 from agentlab.runtime.datasets import messages_from_events, register_society_datasets
 from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_of
@@ -38,6 +41,7 @@ from agentlab.runtime.progress import TickProgress
 from agentlab.runtime.proxy import ServiceProxy
 from agentlab.store.agent_store import DirectoryStore
 from agentlab.store.atomic import atomic_write_json, read_json
+from agentlab.store.writer_lock import WriterLock
 
 __all__ = ["SOCIETY_SCHEMA_VERSION", "Society"]
 
@@ -67,8 +71,12 @@ class Society:
         batch_size: int | None = None,
         progress: bool = True,
         executor_options: dict[str, Any] | None = None,
+        lock: WriterLock | None = None,
     ) -> None:
         self.run_dir = run_dir
+        self._lock = lock or WriterLock(run_dir).acquire()
+        # A Society dropped without close() frees the run for other processes.
+        weakref.finalize(self, self._lock.release)
         self.meta = meta
         self.seed = int(meta["seed"])
         self.agent_specs = [AgentSpec(a, t) for a, t in meta["agents"]]
@@ -153,87 +161,96 @@ class Society:
         from agentlab.store.replay import get_replay_sink
 
         run_dir = Path(path)
-        if (run_dir / STEP_FILE).exists():
-            raise ConfigError(f"{run_dir} already holds a society; use Society.open({str(path)!r})")
-        _clear_interrupted_create(run_dir)
-        if clock not in ("real", "virtual"):
-            raise ConfigError(f"unknown clock {clock!r}; valid: 'real', 'virtual'")
-        client = (
-            llm
-            if isinstance(llm, LLMClient)
-            else (LLMClient(llm, seed=seed) if isinstance(llm, str) else LLMClient.from_dict(llm))
-        )
-        if client.seed is None and client.model.startswith("sim/"):
-            client = LLMClient.from_dict({**client.to_dict(), "seed": seed})
-        population = expand_agents(agents, seed)
-        env_modules = build_env_modules(list(env), seed)
-        meta: dict[str, Any] = {
-            "schema_version": SOCIETY_SCHEMA_VERSION,
-            "run_id": run_dir.name,
-            "seed": int(seed),
-            "llm": client.to_dict(),
-            "env": [env_spec_of(m) for m in env_modules],
-            "executor": executor if isinstance(executor, str) else executor.name,
-            "batch_size": batch_size,
-            "clock": clock,
-            "retry": {
-                "max_attempts": (retry or RetryPolicy()).max_attempts,
-                "backoff_s": (retry or RetryPolicy()).backoff_s,
-                "timeout_s": (retry or RetryPolicy()).timeout_s,
-            },
-            "tick_seconds": tick_seconds,
-            "agents": [[a, t] for t, a, _ in population],
-        }
-        write_manifest(
-            run_dir,
-            kind="society",
-            config={k: v for k, v in meta.items() if k != "agents"} | {"n_agents": len(population)},
-            seed=seed,
-        )
-        sink = get_replay_sink(run_dir)
-        register_society_datasets(sink)
-        store = DirectoryStore(run_dir / "agents")
-        for type_name, agent_id, config in population:
-            klass = get_agent_class(type_name)
-            agent = klass.create(store, agent_id, config)
-            persona = agent.config.get("persona") or {}
-            sink.append(
-                "agent_profiles",
-                {
-                    "agent_id": agent_id,
-                    "type": type_name,
-                    "name": persona.get("name"),
-                    "config": agent.config,
-                    "schema_version": SOCIETY_SCHEMA_VERSION,
-                },
+        _check_not_a_file(run_dir)
+        lock = WriterLock(run_dir).acquire()  # before anything is removed or written
+        with _unlock_on_error(lock):
+            if (run_dir / STEP_FILE).exists():
+                raise ConfigError(
+                    f"{run_dir} already holds a society; use Society.open({str(path)!r})"
+                )
+            _clear_interrupted_create(run_dir)
+            if clock not in ("real", "virtual"):
+                raise ConfigError(f"unknown clock {clock!r}; valid: 'real', 'virtual'")
+            client = (
+                llm
+                if isinstance(llm, LLMClient)
+                else (
+                    LLMClient(llm, seed=seed) if isinstance(llm, str) else LLMClient.from_dict(llm)
+                )
             )
-        ckpt: list[str] = []
-        for i, m in enumerate(env_modules):
-            rel = f"{ENV_CKPT_DIR}/0/{i}.json"
-            m.to_workspace(run_dir, path=rel, fsync=False)
-            m.to_workspace(run_dir, fsync=False)
-            ckpt.append(rel)
-        atomic_write_json(run_dir / SOCIETY_FILE, meta)
-        sink.flush()
-        start = VirtualClock().now() if clock == "virtual" else time.time()
-        step = {
-            "schema_version": SOCIETY_SCHEMA_VERSION,
-            "tick": 0,
-            "ts": start,
-            "offsets": log_offsets(run_dir),
-            "env": ckpt,
-            "totals": {},
-        }
-        atomic_write_json(run_dir / STEP_FILE, step)
-        return cls(
-            run_dir,
-            meta,
-            step,
-            executor=executor,
-            batch_size=batch_size,
-            progress=progress,
-            executor_options=executor_options,
-        )
+            if client.seed is None and client.model.startswith("sim/"):
+                client = LLMClient.from_dict({**client.to_dict(), "seed": seed})
+            population = expand_agents(agents, seed)
+            env_modules = build_env_modules(list(env), seed)
+            meta: dict[str, Any] = {
+                "schema_version": SOCIETY_SCHEMA_VERSION,
+                "run_id": run_dir.name,
+                "seed": int(seed),
+                "llm": client.to_dict(),
+                "env": [env_spec_of(m) for m in env_modules],
+                "executor": executor if isinstance(executor, str) else executor.name,
+                "batch_size": batch_size,
+                "clock": clock,
+                "retry": {
+                    "max_attempts": (retry or RetryPolicy()).max_attempts,
+                    "backoff_s": (retry or RetryPolicy()).backoff_s,
+                    "timeout_s": (retry or RetryPolicy()).timeout_s,
+                },
+                "tick_seconds": tick_seconds,
+                "agents": [[a, t] for t, a, _ in population],
+            }
+            write_manifest(
+                run_dir,
+                kind="society",
+                config={k: v for k, v in meta.items() if k != "agents"}
+                | {"n_agents": len(population)},
+                seed=seed,
+            )
+            sink = get_replay_sink(run_dir)
+            register_society_datasets(sink)
+            store = DirectoryStore(run_dir / "agents")
+            for type_name, agent_id, config in population:
+                klass = get_agent_class(type_name)
+                agent = klass.create(store, agent_id, config)
+                persona = agent.config.get("persona") or {}
+                sink.append(
+                    "agent_profiles",
+                    {
+                        "agent_id": agent_id,
+                        "type": type_name,
+                        "name": persona.get("name"),
+                        "config": agent.config,
+                        "schema_version": SOCIETY_SCHEMA_VERSION,
+                    },
+                )
+            ckpt: list[str] = []
+            for i, m in enumerate(env_modules):
+                rel = f"{ENV_CKPT_DIR}/0/{i}.json"
+                m.to_workspace(run_dir, path=rel, fsync=False)
+                m.to_workspace(run_dir, fsync=False)
+                ckpt.append(rel)
+            atomic_write_json(run_dir / SOCIETY_FILE, meta)
+            sink.flush()
+            start = VirtualClock().now() if clock == "virtual" else time.time()
+            step = {
+                "schema_version": SOCIETY_SCHEMA_VERSION,
+                "tick": 0,
+                "ts": start,
+                "offsets": log_offsets(run_dir),
+                "env": ckpt,
+                "totals": {},
+            }
+            atomic_write_json(run_dir / STEP_FILE, step)
+            return cls(
+                run_dir,
+                meta,
+                step,
+                executor=executor,
+                batch_size=batch_size,
+                progress=progress,
+                executor_options=executor_options,
+                lock=lock,
+            )
 
     @classmethod
     def open(
@@ -253,10 +270,14 @@ class Society:
         from agentlab.store.offsets import truncate_log
 
         run_dir = Path(path)
-        meta = read_json(run_dir / SOCIETY_FILE)
-        step = read_json(run_dir / STEP_FILE)
+        _check_not_a_file(run_dir)
+        meta = _read_doc(run_dir, SOCIETY_FILE)
+        step = _read_doc(run_dir, STEP_FILE)
         if meta is None:
-            raise StoreError(f"no society in {run_dir} ({SOCIETY_FILE} missing)")
+            what = "is not a directory" if not run_dir.is_dir() else f"has no {SOCIETY_FILE}"
+            raise StoreError(
+                f"no society in {run_dir}: it {what}; build one with Society.create(...)"
+            )
         if step is None:
             raise StoreError(f"society in {run_dir} never committed tick 0; create it again")
         for key, doc in ((SOCIETY_FILE, meta), (STEP_FILE, step)):
@@ -265,17 +286,22 @@ class Society:
                     f"{run_dir / key} has schema_version "
                     f"{doc.get('schema_version')!r}; expected {SOCIETY_SCHEMA_VERSION}"
                 )
-        truncate_log(run_dir, step["offsets"])
-        _drop_stale_checkpoints(run_dir, int(step["tick"]))
-        return cls(
-            run_dir,
-            meta,
-            step,
-            executor=executor,
-            batch_size=batch_size,
-            progress=progress,
-            executor_options=executor_options,
-        )
+        lock = WriterLock(run_dir).acquire()  # truncating the log needs the only writer
+        with _unlock_on_error(lock):
+            # Re-read under the lock: a writer that just finished may have committed more.
+            step = _read_doc(run_dir, STEP_FILE) or step
+            truncate_log(run_dir, step["offsets"])
+            _drop_stale_checkpoints(run_dir, int(step["tick"]))
+            return cls(
+                run_dir,
+                meta,
+                step,
+                executor=executor,
+                batch_size=batch_size,
+                progress=progress,
+                executor_options=executor_options,
+                lock=lock,
+            )
 
     # --- state -------------------------------------------------------------------------
 
@@ -301,6 +327,22 @@ class Society:
     def agent_states(self) -> dict[str, Any]:
         """``{agent_id: state}`` as of the committed tick."""
         return {a: self.agent(a).get_state() for a in self.agent_ids}
+
+    def _ensure_writer(self) -> None:
+        lock = self._lock
+        if lock.held:
+            return
+        lock.check()  # raises when a later Society object of this process took over
+        # Closed earlier: write again only if nobody advanced the run in the meantime.
+        lock.acquire()
+        on_disk = _read_doc(self.run_dir, STEP_FILE) or {}
+        if on_disk.get("tick") != self.tick:
+            lock.release()
+            raise StoreError(
+                f"{self.run_dir} is at tick {on_disk.get('tick')} on disk, this Society object "
+                f"at tick {self.tick}: another writer advanced it after close(); "
+                f"use Society.open({str(self.run_dir)!r})"
+            )
 
     def _llm_state_kept(self) -> bool:
         # Only under the virtual clock with the local executor is the driver's client the
@@ -335,6 +377,7 @@ class Society:
         """Run and commit one tick; returns its ``timeline`` row."""
         from agentlab.store.offsets import log_offsets
 
+        self._ensure_writer()
         self._ensure_env()
         tick = self.tick + 1
         t0 = time.perf_counter()
@@ -475,6 +518,7 @@ class Society:
         self.proxy.flush()
         self.executor.close()
         self._started_env = False
+        self._lock.release()
 
     def __repr__(self) -> str:
         return (
@@ -512,3 +556,46 @@ def _drop_stale_checkpoints(run_dir: Path, committed: int) -> None:
     for d in root.iterdir():
         if d.name.isdigit() and int(d.name) != committed:
             shutil.rmtree(d, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _unlock_on_error(lock: WriterLock) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _check_not_a_file(run_dir: Path) -> None:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise StoreError(
+            f"{run_dir} is a file, not a run directory; pass the directory that holds "
+            f"{SOCIETY_FILE} (or a new path for Society.create)"
+        )
+
+
+def _read_doc(run_dir: Path, name: str) -> dict[str, Any] | None:
+    """A society JSON file, ``None`` if absent; a clear error naming it if damaged."""
+    path = run_dir / name
+    try:
+        doc = read_json(path)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        doc, problem = None, f"is not valid JSON ({exc})"
+    else:
+        if doc is None or isinstance(doc, dict):
+            return doc
+        problem = f"holds a {type(doc).__name__}, not a JSON object"
+    # Both files are only ever replaced by an atomic rename, so a damaged one was cut or
+    # edited outside agentlab (disk full, an interrupted copy, a manual edit).
+    recover = (
+        "it is written once at create: restore it from a copy of the run (run.json has "
+        "the same configuration), or create the society again"
+        if name == SOCIETY_FILE
+        else "it is the commit record (tick, log offsets, env checkpoint): restore it from "
+        "a copy of the run, or create the society again"
+    )
+    raise CorruptRecordError(
+        f"{path} {problem}; {recover}. The log stays readable with "
+        f"agentlab.open_run({str(run_dir)!r})"
+    )
