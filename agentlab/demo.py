@@ -31,9 +31,15 @@ DEMO_LLM: dict[str, Any] = {
 
 def main(args: argparse.Namespace) -> int:
     """Run the demo society into ``args.out`` and print a summary."""
+    from agentlab.errors import ConfigError
     from agentlab.llm import LLMClient
     from agentlab.runtime import Society
 
+    # Checked before the old demo run is removed: a typo must not cost the last run.
+    for name in ("agents", "ticks"):
+        value = getattr(args, name)
+        if value < 1:
+            raise ConfigError(f"--{name} must be at least 1, got {value}")
     out = Path(args.out)
     if (out / "SOCIETY.json").exists():
         shutil.rmtree(out)  # the demo always starts fresh

@@ -83,7 +83,7 @@ def _read_committed(ws: Workspace, committed: int | None) -> tuple[int, int, Any
     slots = [ws.read_bytes(k) for k in SLOT_KEYS]
     if all(x is None for x in slots):
         return None
-    return pick_version(slots, committed, where=f"of {ws.agent_id!r}")
+    return pick_version(slots, committed, where=f"of {ws.agent_id!r} ({ws.path or ws.store})")
 
 
 class AgentBase:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,24 +206,64 @@ def pick_version(
 ) -> tuple[int, int, Any]:
     """``(slot, tick, value)``: the newest readable version not after ``committed``.
 
+    A slot that fails its check is skipped only when it can be the *uncommitted* slot
+    torn by a crash: its header names a tick after ``committed`` or older than the version
+    found, the state a torn in-place write leaves. A slot whose header names a newer
+    committed tick than the one found, or that is not agentlab's slot format at all, means
+    committed state was damaged: that raises instead of silently using an older version.
+
     Raises:
-        CorruptRecordError: no slot holds such a version.
+        CorruptRecordError: no slot holds such a version, or a committed one is damaged.
     """
     best: tuple[int, int, Any] | None = None
     problems: list[str] = []
+    damaged: list[tuple[int, int | None, str]] = []  # (slot, header tick, message)
     for i, raw in enumerate(slots):
         if raw is None:
             continue
         try:
-            tick, value = decode_slot(raw, where=f"{i} of {where}")
+            tick, value = decode_slot(raw, where=f"{SLOT_KEYS[i]} {where}")
         except CorruptRecordError as exc:
-            problems.append(str(exc))  # a torn slot is the uncommitted one: skip it
+            problems.append(str(exc))
+            damaged.append((i, _header_tick(raw), str(exc)))
             continue
         if (committed is None or tick <= committed) and (best is None or tick > best[1]):
             best = (i, tick, value)
+    if committed is not None:
+        for i, head, msg in damaged:
+            found = -1 if best is None else best[1]
+            foreign = head is None and not _looks_torn(slots[i] or b"")
+            if foreign or (head is not None and found < head <= committed):
+                what = (
+                    "is not an agentlab state slot"
+                    if foreign
+                    else f"names tick {head} (committed: {committed}) but is damaged"
+                )
+                fallback = f"; the other slot holds tick {found}" if best is not None else ""
+                raise CorruptRecordError(
+                    f"committed state of agent {where.removeprefix('of ')}: {SLOT_KEYS[i]} "
+                    f"{what} ({msg}){fallback}. Not falling back to an older state: restore "
+                    "the workspace from a copy of the run"
+                )
     if best is None:
         raise CorruptRecordError(
             f"no state version at or before tick {committed} {where}; "
             + ("; ".join(problems) or "no slots")
         )
     return best
+
+
+_HEAD = b'{"schema_version":'
+_HEAD_TICK = re.compile(rb'\{"schema_version":\d+,"tick":(\d+),"len":')
+
+
+def _header_tick(raw: bytes) -> int | None:
+    m = _HEAD_TICK.match(raw)
+    return int(m.group(1)) if m else None
+
+
+def _looks_torn(raw: bytes) -> bool:
+    # An in-place write starts at byte 0, so a torn slot begins with agentlab's header
+    # (of the new or the old version), possibly cut short.
+    n = min(len(raw), len(_HEAD))
+    return raw[:n] == _HEAD[:n]

@@ -9,7 +9,8 @@ from agentlab.errors import InvalidAgentIdError
 
 __all__ = ["new_id", "validate_agent_id"]
 
-_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+# fullmatch, not match with "$": "$" also matches before a trailing newline ("a\n").
+_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 
 
 def validate_agent_id(agent_id: str) -> str:
@@ -18,7 +19,11 @@ def validate_agent_id(agent_id: str) -> str:
     Allowed: 1–128 chars of letters, digits, ``_ . -``, not starting with ``.`` or ``-``,
     and not ``.``/``..`` — so an id can never escape the run directory.
     """
-    if not isinstance(agent_id, str) or not _AGENT_ID.match(agent_id) or agent_id in {".", ".."}:
+    if (
+        not isinstance(agent_id, str)
+        or not _AGENT_ID.fullmatch(agent_id)
+        or agent_id in {".", ".."}
+    ):
         raise InvalidAgentIdError(
             f"invalid agent id {agent_id!r}: use 1-128 characters from [A-Za-z0-9_.-], "
             "starting with a letter or digit"

@@ -37,29 +37,40 @@ _CREATE_KEYS = {
     "clock",
     "tick_seconds",
     "executor_options",
+    "retry",
 }
-_ALL_KEYS = _CREATE_KEYS | {"out", "ticks", "progress", "retry"}
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) society config."""
+    """Read and validate a TOML (``.toml``) or YAML (``.yaml``/``.yml``) society config.
+
+    Raises:
+        ConfigError: the file is missing or unparsable, or — all listed in one error —
+            keys are unknown or values of the wrong type (see ``runtime/config.py``).
+    """
+    from agentlab.runtime.config import validate_society_config
+
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {str(p)!r} does not exist")
     if p.suffix == ".toml":
-        with open(p, "rb") as f:
-            cfg = tomllib.load(f)
+        try:
+            with open(p, "rb") as f:
+                cfg = tomllib.load(f)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config {str(p)!r} is not valid TOML: {exc}") from None
     elif p.suffix in (".yaml", ".yml"):
         import yaml
 
-        cfg = yaml.safe_load(p.read_text()) or {}
+        try:
+            cfg = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config {str(p)!r} is not valid YAML: {exc}") from None
     else:
         raise ConfigError(f"config {str(p)!r}: use a .toml, .yaml or .yml file")
     if not isinstance(cfg, dict):
         raise ConfigError(f"config {str(p)!r} must be a table/mapping at the top level")
-    unknown = sorted(set(cfg) - _ALL_KEYS)
-    if unknown:
-        raise ConfigError(f"unknown config keys {unknown}; valid: {sorted(_ALL_KEYS)}")
+    validate_society_config(cfg, source=str(p))
     return cfg
 
 

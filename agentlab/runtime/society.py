@@ -156,10 +156,28 @@ class Society:
             executor_options: e.g. ``{"address": "ray://..."}`` or ``{"max_workers": 4}``.
         """
         from agentlab.llm import LLMClient
+        from agentlab.runtime.config import validate_society_config
         from agentlab.store.manifest import write_manifest
-        from agentlab.store.offsets import log_offsets
+        from agentlab.store.offsets import log_marks
         from agentlab.store.replay import get_replay_sink
 
+        cfg = validate_society_config(
+            {
+                "agents": agents,
+                "env": env,
+                "llm": llm,
+                "seed": seed,
+                "executor": executor,
+                "batch_size": batch_size,
+                "clock": clock,
+                "retry": retry,
+                "tick_seconds": tick_seconds,
+                "progress": progress,
+                "executor_options": executor_options,
+            }
+        )
+        if cfg.retry is not None:
+            retry = RetryPolicy(**cfg.retry.model_dump())
         run_dir = Path(path)
         _check_not_a_file(run_dir)
         lock = WriterLock(run_dir).acquire()  # before anything is removed or written
@@ -169,8 +187,6 @@ class Society:
                     f"{run_dir} already holds a society; use Society.open({str(path)!r})"
                 )
             _clear_interrupted_create(run_dir)
-            if clock not in ("real", "virtual"):
-                raise ConfigError(f"unknown clock {clock!r}; valid: 'real', 'virtual'")
             client = (
                 llm
                 if isinstance(llm, LLMClient)
@@ -232,11 +248,13 @@ class Society:
             atomic_write_json(run_dir / SOCIETY_FILE, meta)
             sink.flush()
             start = VirtualClock().now() if clock == "virtual" else time.time()
+            marks = log_marks(run_dir)
             step = {
                 "schema_version": SOCIETY_SCHEMA_VERSION,
                 "tick": 0,
                 "ts": start,
-                "offsets": log_offsets(run_dir),
+                "offsets": {k: m["bytes"] for k, m in marks.items()},
+                "marks": marks,
                 "env": ckpt,
                 "totals": {},
             }
@@ -267,7 +285,7 @@ class Society:
         Log rows written after the committed tick are cut off, the env is restored from
         the committed checkpoint, and agents load their committed state version.
         """
-        from agentlab.store.offsets import truncate_log
+        from agentlab.store.offsets import log_marks, truncate_log
 
         run_dir = Path(path)
         _check_not_a_file(run_dir)
@@ -290,7 +308,18 @@ class Society:
         with _unlock_on_error(lock):
             # Re-read under the lock: a writer that just finished may have committed more.
             step = _read_doc(run_dir, STEP_FILE) or step
-            truncate_log(run_dir, step["offsets"])
+            problems: list[str] = []
+            truncate_log(run_dir, step["offsets"], marks=step.get("marks"), problems=problems)
+            if problems:
+                for msg in problems:
+                    warnings.warn(msg, stacklevel=2)
+                # The committed bytes moved: marks of the next commit start from here.
+                marks = log_marks(run_dir)
+                step = {
+                    **step,
+                    "marks": marks,
+                    "offsets": {k: m["bytes"] for k, m in marks.items()},
+                }
             _drop_stale_checkpoints(run_dir, int(step["tick"]))
             return cls(
                 run_dir,
@@ -375,7 +404,7 @@ class Society:
 
     async def step(self, *, publish: bool = True) -> dict[str, Any]:
         """Run and commit one tick; returns its ``timeline`` row."""
-        from agentlab.store.offsets import log_offsets
+        from agentlab.store.offsets import log_marks
 
         self._ensure_writer()
         self._ensure_env()
@@ -414,6 +443,7 @@ class Society:
         sink.append("timeline", row)
         tracer.end_span(span, status="ok", steps=total.steps, errors=total.errors)
         self.proxy.flush()
+        marks = log_marks(self.run_dir, self._step.get("marks"))
         totals = dict(self._step.get("totals", {}))
         for k in ("steps", "llm_calls", "tokens", "errors"):
             totals[k] = totals.get(k, 0) + row[k]
@@ -421,7 +451,8 @@ class Society:
             "schema_version": SOCIETY_SCHEMA_VERSION,
             "tick": tick,
             "ts": row["ts"],
-            "offsets": log_offsets(self.run_dir),
+            "offsets": {k: m["bytes"] for k, m in marks.items()},
+            "marks": marks,
             "env": ckpt,
             "totals": totals,
         }

@@ -278,6 +278,14 @@ class TableCache:
                     f"NULL ({str(err).splitlines()[0]})",
                     True,
                 ))  # fmt: skip
+            elif err is not None:
+                # Every row (by _seq) was read, yet the strict scan failed: a line that is
+                # not a row sits among them (garbage written into a committed shard).
+                self.problems.append((
+                    f"{st.directory}: line(s) that are not rows skipped, every row read "
+                    f"({str(err).splitlines()[0]})",
+                    True,
+                ))  # fmt: skip
         for p in pieces:
             st.covered[p.shard.name] = p.end
 

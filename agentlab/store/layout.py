@@ -38,13 +38,14 @@ COMPACT_NAME = "_compact.parquet"
 #: reserved dataset name under which readers expose the trace spans
 SPANS = "spans"
 
-_DATASET = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_SHARD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+# Used with fullmatch: "$" would also accept a trailing newline ("a\n").
+_DATASET = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_SHARD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 
 
 def validate_dataset(name: str) -> str:
     """Return ``name`` if it is a valid dataset name (a plain SQL identifier), else raise."""
-    if not isinstance(name, str) or not _DATASET.match(name):
+    if not isinstance(name, str) or not _DATASET.fullmatch(name):
         raise ConfigError(
             f"invalid dataset name {name!r}: use 1-64 characters from [a-z0-9_], "
             "starting with a letter (it becomes a directory and a SQL view name)"
@@ -56,7 +57,7 @@ def validate_dataset(name: str) -> str:
 
 def validate_shard(name: str) -> str:
     """Return ``name`` if it is safe as a single file-name stem, else raise."""
-    if not isinstance(name, str) or not _SHARD.match(name) or name in {".", ".."}:
+    if not isinstance(name, str) or not _SHARD.fullmatch(name) or name in {".", ".."}:
         raise ConfigError(
             f"invalid shard name {name!r}: use 1-128 characters from [A-Za-z0-9_.-], "
             "starting with a letter or digit"

@@ -3,27 +3,45 @@
 The society runtime calls, at each committed tick::
 
     flush every writer (driver and workers)      # nothing may sit in a buffer
-    offsets = log_offsets(run_dir)               # {relpath: bytes}, stored with the tick
+    marks = log_marks(run_dir, previous_marks)   # {relpath: {bytes, lines, crc, tail}}
 
-and on resume, *before any process writes again*::
+and on resume, *before any process writes again* (the run's writer lock held)::
 
-    truncate_log(run_dir, offsets)
+    truncate_log(run_dir, offsets, marks=marks, problems=problems)
 
-which truncates every replay/trace shard back to its recorded size and deletes shards
-created later, so the log holds exactly what the committed ticks wrote. Compactions that
-covered the dropped bytes are deleted too. Writers of this process drop their unflushed
-rows and re-read their sequence numbers; writers in other processes must not be running.
+which truncates every replay/trace shard back to the end of its last committed row and
+deletes shards created later, so the log holds exactly what the committed ticks wrote.
+Compactions that covered the dropped bytes are deleted too. Writers of this process drop
+their unflushed rows and re-read their sequence numbers.
+
+Why marks and not just byte sizes: a byte offset is only right while the committed bytes
+stay as written. A line inserted into the committed part (a stray ``echo >>``, an editor,
+a bad copy) shifts every later byte, and cutting at the recorded size then cuts into —
+and drops — committed rows. Each mark holds the committed size, line count, CRC-32 of
+the committed bytes and CRC-32 of the last committed line (unique: it carries the row's
+``_seq``). On resume the committed prefix is checked; if it changed, the cut goes after
+the last committed line wherever it now is, the extra lines are kept and reported, and if
+that line is gone nothing is cut and a ``CorruptRecordError`` says so. Marks are computed
+incrementally (only bytes appended since the previous commit are read).
 """
 
 from __future__ import annotations
 
 import os
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
+from agentlab.errors import CorruptRecordError
 from agentlab.store._writer import writers_for
 from agentlab.store.layout import COMPACT_NAME, REPLAY_DIR, TRACE_DIR, shard_files
 
-__all__ = ["log_offsets", "truncate_log"]
+__all__ = ["log_marks", "log_offsets", "truncate_log"]
+
+#: one shard's commit mark: ``{"bytes", "lines", "crc", "tail"}`` (see the module docs)
+Mark = dict[str, int]
+_CHUNK = 1 << 22
 
 
 def _shards(root: Path) -> list[Path]:
@@ -45,15 +63,138 @@ def log_offsets(run_dir: str | os.PathLike[str]) -> dict[str, int]:
     return {p.relative_to(root).as_posix(): p.stat().st_size for p in _shards(root)}
 
 
-def truncate_log(run_dir: str | os.PathLike[str], offsets: dict[str, int]) -> list[str]:
-    """Cut the log back to ``offsets`` (from :func:`log_offsets`); returns changed paths."""
+def log_marks(
+    run_dir: str | os.PathLike[str], previous: dict[str, Mark] | None = None
+) -> dict[str, Mark]:
+    """Commit marks of every replay and trace shard (see the module docstring).
+
+    ``previous`` (the marks of the last commit) makes this read only the bytes appended
+    since; a shard that is new, or shorter than its previous mark, is read in full. Call
+    after flushing every writer.
+    """
     root = Path(run_dir)
+    prev = previous or {}
+    out: dict[str, Mark] = {}
+    for p in _shards(root):
+        rel = p.relative_to(root).as_posix()
+        size = p.stat().st_size
+        old = prev.get(rel)
+        if not isinstance(old, dict) or old.get("bytes", -1) > size:
+            old = {"bytes": 0, "lines": 0, "crc": 0, "tail": 0}
+        mark = dict(old)
+        if size > old["bytes"]:
+            with open(p, "rb") as f:
+                mark = _extend_mark(f, old, size)
+        out[rel] = mark
+    return out
+
+
+def _extend_mark(f: BinaryIO, old: Mark, size: int) -> Mark:
+    f.seek(old["bytes"])
+    crc, lines, tail = old["crc"], old["lines"], old["tail"]
+    line_crc = 0  # CRC of the line in progress (lines may span chunks)
+    for chunk in _chunks(f, size - old["bytes"]):
+        crc = zlib.crc32(chunk, crc)
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                line_crc = zlib.crc32(chunk[start:], line_crc)
+                break
+            tail = zlib.crc32(chunk[start : nl + 1], line_crc)
+            line_crc = 0
+            lines += 1
+            start = nl + 1
+    return {"bytes": size, "lines": lines, "crc": crc, "tail": tail}
+
+
+def _chunks(f: BinaryIO, n: int) -> Iterator[bytes]:
+    while n > 0:
+        chunk = f.read(min(n, _CHUNK))
+        if not chunk:
+            return
+        n -= len(chunk)
+        yield chunk
+
+
+def _find_cut(path: Path, rel: str, mark: Mark, problems: list[str]) -> int:
+    """Where to cut ``path`` so that exactly its committed rows stay (see module docs)."""
+    size = path.stat().st_size
+    if mark["bytes"] == 0:
+        return 0
+    if size >= mark["bytes"]:
+        with open(path, "rb") as f:
+            now = _extend_mark(f, {"bytes": 0, "lines": 0, "crc": 0, "tail": 0}, mark["bytes"])
+        if now["crc"] == mark["crc"]:
+            return mark["bytes"]  # the committed bytes are exactly as committed
+    # The committed part changed: find the last committed line wherever it is now.
+    pos = lines = 0
+    with open(path, "rb") as f:
+        for line in f:
+            pos += len(line)
+            lines += 1
+            # Lines are only ever added in front of it (never fewer than were committed),
+            # so an earlier copy of the same line is not mistaken for it.
+            if lines >= mark["lines"] and line.endswith(b"\n") and zlib.crc32(line) == mark["tail"]:
+                extra = lines - mark["lines"]
+                problems.append(
+                    f"{rel}: the committed part of this shard was changed after its commit "
+                    f"({lines} lines up to the last committed row, {mark['lines']} committed"
+                    + (f": {extra} extra line(s) not written by agentlab" if extra > 0 else "")
+                    + f"); cut after the last committed row at byte {pos} instead of "
+                    f"{mark['bytes']}, no committed row dropped"
+                )
+                return pos
+    raise CorruptRecordError(
+        f"{path}: the last committed row of this shard is gone (the file has {size} bytes, "
+        f"{mark['bytes']} were committed, {mark['lines']} lines) — it was cut or edited "
+        "outside agentlab. Nothing was truncated; restore the shard from a copy of the run "
+        "before resuming (reading it with agentlab.open_run still works)"
+    )
+
+
+def truncate_log(
+    run_dir: str | os.PathLike[str],
+    offsets: dict[str, int],
+    *,
+    marks: dict[str, Mark] | None = None,
+    problems: list[str] | None = None,
+) -> list[str]:
+    """Cut the log back to the commit; returns changed paths.
+
+    Args:
+        offsets: ``{relpath: bytes}`` from :func:`log_offsets` (used alone: cut at those
+            sizes, trusting that the committed bytes are unchanged).
+        marks: :func:`log_marks` of the same commit: verify each shard's committed part
+            and never cut a committed row (see the module docstring).
+        problems: receives a message per shard whose committed part had changed.
+
+    Raises:
+        CorruptRecordError: a shard lost its last committed row (nothing is cut then).
+    """
+    root = Path(run_dir)
+    marks = marks or {}
+    found: list[str] = []
+    cuts: list[tuple[Path, str, int | None]] = []
+    # Decide every cut before changing anything: an error leaves the log untouched.
+    for p in _shards(root):
+        rel = p.relative_to(root).as_posix()
+        mark = marks.get(rel)
+        keep = _find_cut(p, rel, mark, found) if mark is not None else offsets.get(rel)
+        cuts.append((p, rel, keep))
+    on_disk = {rel for _, rel, _ in cuts}
+    for rel, mark in marks.items():
+        if rel not in on_disk and mark.get("bytes"):
+            found.append(
+                f"{rel}: this committed shard ({mark['lines']} rows) is missing from the run "
+                "directory; its rows are lost unless restored from a copy"
+            )
+    if problems is not None:
+        problems.extend(found)
     for w in writers_for(root):
         w.reset()
     changed: list[str] = []
-    for p in _shards(root):
-        rel = p.relative_to(root).as_posix()
-        keep = offsets.get(rel)
+    for p, rel, keep in cuts:
         if keep is None:
             p.unlink()
         elif p.stat().st_size > keep:

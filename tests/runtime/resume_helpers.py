@@ -42,7 +42,8 @@ def strict_rows(run_dir: Path) -> dict[str, Counter[str]]:
 def committed_files(run_dir: Path) -> dict[str, Any]:
     """Bytes of every committed state file: agent workspaces (diagnostic logs under
     ``.runtime/`` left out), the committed env checkpoint, and the commit itself minus
-    its byte offsets (shard names differ per process)."""
+    its byte offsets and marks (keyed by shard names, which differ per process; their
+    committed line counts per dataset are compared instead)."""
     step = json.loads((run_dir / "SOCIETY_STEP.json").read_bytes())
     files: dict[str, Any] = {}
     agents = run_dir / "agents"
@@ -52,7 +53,12 @@ def committed_files(run_dir: Path) -> dict[str, Any]:
             files[f"agents/{rel}"] = p.read_bytes()
     for rel in step.get("env") or []:
         files[rel] = (run_dir / rel).read_bytes()
-    files["SOCIETY_STEP.json"] = {k: v for k, v in step.items() if k != "offsets"}
+    files["SOCIETY_STEP.json"] = {k: v for k, v in step.items() if k not in ("offsets", "marks")}
+    # offsets and marks are keyed by shard (process) name; their line counts must agree
+    lines: Counter[str] = Counter()
+    for rel, mark in (step.get("marks") or {}).items():
+        lines[rel.rsplit("/", 1)[0]] += mark["lines"]
+    files["committed lines per dataset"] = dict(lines)
     return files
 
 

@@ -28,6 +28,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,7 @@ def _trial(reference: dict[str, Any], run: Path, trial: int) -> list[str]:
         # Log writes come from a flush thread too, so their count varies a little: a
         # first kill that was not reached is drawn again, lower.
         while code == 0 and i == 0 and k > 1:
+            shutil.rmtree(run)  # it ran to the end unharmed: start the trial over
             k = rng.randint(1, k - 1)
             code = _run_child(run, society, kind, k, before)
         if code == 0:

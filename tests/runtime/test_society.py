@@ -195,7 +195,7 @@ def test_stop_ends_between_ticks(run_dir: Path) -> None:
 def test_errors_name_the_bad_value(run_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(UnknownNameError, match="counter"):
         Society.create(run_dir, agents={"nope": 1}, progress=False)
-    with pytest.raises(UnknownNameError, match="local"):
+    with pytest.raises(ConfigError, match="unknown executor 'slurm'; valid: local, ray"):
         Society.create(tmp_path / "x", agents={"counter": 1}, executor="slurm", progress=False)
     with pytest.raises(ConfigError, match="duplicate"):
         Society.create(tmp_path / "y", agents=[("counter", "a"), ("counter", "a")])

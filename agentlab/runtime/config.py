@@ -1,0 +1,206 @@
+"""The one validated shape of a society's configuration (``Society.create`` and configs).
+
+``Society.create(...)`` arguments and an ``agentlab run`` TOML/YAML config are checked by
+the same pydantic model, :class:`SocietyConfig`, and every problem is reported at once in
+one :class:`~agentlab.errors.ConfigError` — each naming the key, what was given and what
+is valid — instead of a traceback from deep inside the run (or, worse, a run built from
+nonsense: ``agents = "five"`` once became agents of type ``'f'``, ``'i'``...).
+Values are checked strictly: ``seed = "7"`` is an error, not silently converted.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentlab.errors import ConfigError
+
+__all__ = ["CLI_KEYS", "RetryConfig", "SocietyConfig", "validate_society_config"]
+
+#: keys a config file may hold besides the ``Society.create`` arguments
+CLI_KEYS = frozenset({"out", "ticks", "progress"})
+EXECUTORS = ("local", "ray")
+
+_Count = Annotated[int, Field(strict=True, ge=0)]
+_Seconds = Annotated[float, Field(strict=True, ge=0)]
+
+
+class RetryConfig(BaseModel):
+    """The ``retry`` table: see :class:`~agentlab.runtime.batch.RetryPolicy`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_attempts: Annotated[int, Field(strict=True, ge=1)] = 2
+    backoff_s: _Seconds = 0.0
+    timeout_s: Annotated[float, Field(strict=True, gt=0)] | None = None
+
+
+class SocietyConfig(BaseModel):
+    """Arguments of ``Society.create`` plus the config-file keys ``out``/``ticks``/``progress``.
+
+    Python objects are accepted where ``Society.create`` takes them (an ``LLMClient`` for
+    ``llm``, ``EnvBase`` instances in ``env``, an executor object, a ``RetryPolicy``).
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    out: Annotated[str, Field(strict=True, min_length=1)] | None = None
+    ticks: _Count = 1
+    progress: Annotated[bool, Field(strict=True)] = True
+    agents: Any = 10
+    env: Any = ()
+    llm: Any = "sim/instant"
+    seed: Annotated[int, Field(strict=True)] = 0
+    executor: Any = "local"
+    batch_size: Annotated[int, Field(strict=True, ge=1)] | None = None
+    clock: Literal["real", "virtual"] = "real"
+    retry: RetryConfig | None = None
+    tick_seconds: _Seconds = 0.0
+    executor_options: dict[str, Any] | None = None
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _agents(cls, v: Any) -> Any:
+        total = _agent_count(v)
+        if total < 1:
+            raise ValueError(f"a society needs at least one agent, got {v!r}")
+        return v
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        from agentlab.env.base import EnvBase
+
+        if isinstance(v, str | bytes) or not isinstance(v, list | tuple):
+            raise ValueError(
+                f"env must be a list of module names, {{type: name, ...}} tables or EnvBase "
+                f"instances, e.g. ['social_feed']; got {v!r}"
+            )
+        for i, m in enumerate(v):
+            ok = (isinstance(m, str) and m) or isinstance(m, EnvBase)
+            ok = ok or (isinstance(m, dict) and isinstance(m.get("type"), str) and m["type"])
+            if not ok:
+                raise ValueError(
+                    f"env[{i}] = {m!r}: use a module name, {{type: name, ...}} or an EnvBase"
+                )
+        return v
+
+    @field_validator("llm", mode="before")
+    @classmethod
+    def _llm(cls, v: Any) -> Any:
+        from agentlab.llm import LLMClient
+
+        if isinstance(v, LLMClient) or (isinstance(v, str) and v):
+            return v
+        if isinstance(v, dict) and isinstance(v.get("model"), str) and v["model"]:
+            return v
+        raise ValueError(
+            "llm must be a model string ('sim/vllm-3b', 'openai/gpt-4o-mini'), a table "
+            f"with a 'model' key, or an LLMClient; got {v!r}"
+        )
+
+    @field_validator("executor", mode="before")
+    @classmethod
+    def _executor(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            if v not in EXECUTORS:
+                raise ValueError(f"unknown executor {v!r}; valid: {', '.join(EXECUTORS)}")
+            return v
+        if isinstance(getattr(v, "name", None), str) and callable(getattr(v, "run_batches", None)):
+            return v
+        raise ValueError(
+            f"executor must be one of {', '.join(EXECUTORS)} or an Executor; got {v!r}"
+        )
+
+    @field_validator("retry", mode="before")
+    @classmethod
+    def _retry(cls, v: Any) -> Any:
+        from agentlab.runtime.batch import RetryPolicy
+
+        if isinstance(v, RetryPolicy):
+            return {
+                "max_attempts": v.max_attempts,
+                "backoff_s": v.backoff_s,
+                "timeout_s": v.timeout_s,
+            }
+        if v is not None and not isinstance(v, dict | RetryConfig):
+            raise ValueError(
+                f"retry must be a table like {{max_attempts = 3, backoff_s = 1.0}}; got {v!r}"
+            )
+        return v
+
+
+def _agent_count(v: Any) -> int:
+    """Total agents described by ``v``; ``ValueError`` with the valid forms otherwise."""
+    forms = (
+        "an int (that many LLM persona agents), a {type: n} table, or a list of "
+        "{type, n | id, config?} tables / (type, id, config) tuples"
+    )
+    if isinstance(v, bool) or v is None or isinstance(v, str | bytes | float):
+        raise ValueError(f"agents must be {forms}; got {v!r}")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, dict):
+        for t, n in v.items():
+            if not isinstance(t, str) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise ValueError(f"agents.{t}: need a count >= 0 of agents of that type, got {n!r}")
+        return sum(v.values())
+    if not isinstance(v, list | tuple):
+        raise ValueError(f"agents must be {forms}; got {v!r}")
+    total = 0
+    for i, item in enumerate(v):
+        if isinstance(item, list | tuple):
+            if not (2 <= len(item) <= 3 and all(isinstance(x, str) for x in item[:2])):
+                raise ValueError(f"agents[{i}] = {item!r}: a tuple is (type, id[, config])")
+            if len(item) == 3 and not isinstance(item[2], dict):
+                raise ValueError(f"agents[{i}]: config must be a table, got {item[2]!r}")
+            total += 1
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise ValueError(f"agents[{i}] = {item!r}: need a table with a 'type' key, or {forms}")
+        unknown = sorted(set(item) - {"type", "n", "id", "config", "prefix"})
+        if unknown:
+            raise ValueError(
+                f"agents[{i}]: unknown keys {unknown}; valid: type, n, id, config, prefix"
+            )
+        if ("n" in item) == ("id" in item):
+            raise ValueError(f"agents[{i}]: give exactly one of 'n' (a count) or 'id'")
+        n = item.get("n", 1)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"agents[{i}].n must be a count >= 0, got {n!r}")
+        if not isinstance(item.get("config", {}), dict):
+            raise ValueError(f"agents[{i}].config must be a table, got {item['config']!r}")
+        total += n
+    return total
+
+
+def validate_society_config(values: dict[str, Any], *, source: str = "") -> SocietyConfig:
+    """Validate ``values``; raise one ``ConfigError`` listing every problem.
+
+    Args:
+        values: ``Society.create`` keyword arguments or a parsed config file.
+        source: where they came from (a file name), for the message.
+    """
+    try:
+        return SocietyConfig.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source)) from None
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    valid = sorted(SocietyConfig.model_fields)
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            keys = sorted(RetryConfig.model_fields) if err["loc"][0] == "retry" else valid
+            lines.append(f"  {loc}: unknown key; valid: {', '.join(keys)}")
+            continue
+        msg = err["msg"].removeprefix("Value error, ")
+        got = err.get("input")
+        shown = "" if repr(got) in msg else f" (got {got!r})"
+        lines.append(f"  {loc}: {msg}{shown}")
+    where = f" in {source}" if source else ""
+    n = len(lines)
+    return f"{n} problem{'s' if n > 1 else ''} with the society config{where}:\n" + "\n".join(lines)
