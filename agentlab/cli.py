@@ -23,8 +23,14 @@ def _build_parser() -> argparse.ArgumentParser:
     d.set_defaults(target="agentlab.demo:main")
 
     r = sub.add_parser("run", help="run a society from a TOML/YAML config")
-    r.add_argument("config", help="TOML or YAML config file")
+    r.add_argument("config", nargs="?", help="TOML or YAML config file (optional with --fork)")
     r.add_argument("--resume", action="store_true", help="continue from the last committed tick")
+    r.add_argument(
+        "--fork",
+        default=None,
+        metavar="RUN@TICK",
+        help="start from committed tick TICK of run RUN (config: only the changes)",
+    )
     r.add_argument("--executor", choices=["local", "ray"], default=None)
     r.add_argument("--batch-size", type=int, default=None)
     r.add_argument("--ticks", type=int, default=None)

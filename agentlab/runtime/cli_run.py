@@ -1,4 +1,4 @@
-"""``agentlab run CONFIG [--resume] [--executor local|ray] [--batch-size N] [--ticks N]``.
+"""``agentlab run CONFIG [--resume | --fork RUN@TICK] [--executor local|ray] [--ticks N]``.
 
 The config is TOML (``tomllib``) or YAML with the arguments of ``Society.create``::
 
@@ -14,6 +14,8 @@ The config is TOML (``tomllib``) or YAML with the arguments of ``Society.create`
     llm = 200
 
 ``--resume`` continues the run in ``out`` from its last committed tick up to ``ticks``.
+``--fork RUN@TICK`` starts a new run in ``out`` from committed tick ``TICK`` of ``RUN``; its
+config (optional) holds only the changes (``llm``, ``seed``, ``retry`` ...).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ _CREATE_KEYS = {
     "tick_seconds",
     "executor_options",
     "retry",
+    "keep_checkpoints",
 }
 
 
@@ -79,7 +82,10 @@ def main(args: argparse.Namespace) -> int:
     from agentlab.runtime.batch import RetryPolicy
     from agentlab.runtime.society import Society
 
-    cfg = load_config(args.config)
+    fork = getattr(args, "fork", None)
+    if args.config is None and not fork:
+        raise ConfigError("give a CONFIG file (TOML or YAML), or --fork RUN@TICK")
+    cfg = load_config(args.config) if args.config else {}
     out = getattr(args, "out", None) or cfg.get("out")
     if not out:
         raise ConfigError("no run directory: set 'out' in the config or pass --out")
@@ -87,7 +93,12 @@ def main(args: argparse.Namespace) -> int:
     executor = getattr(args, "executor", None) or cfg.get("executor", "local")
     batch_size = getattr(args, "batch_size", None) or cfg.get("batch_size")
     progress = bool(cfg.get("progress", True))
-    if getattr(args, "resume", False):
+    if fork:
+        if getattr(args, "resume", False):
+            raise ConfigError("--fork starts a new run; --resume continues one: give one")
+        society = _fork(fork, out, cfg, executor, batch_size, progress)
+        print(f"forked {fork} into {out} at tick {society.tick} -> {ticks}")
+    elif getattr(args, "resume", False):
         society = Society.open(out, executor=executor, batch_size=batch_size, progress=progress)
         print(f"resuming {out} at tick {society.tick} -> {ticks}")
     else:
@@ -106,3 +117,31 @@ def main(args: argparse.Namespace) -> int:
         f"({stats['steps_per_s']:.0f} steps/s)"
     )
     return 0
+
+
+def _fork(
+    spec: str,
+    out: str,
+    cfg: dict[str, Any],
+    executor: Any,
+    batch_size: int | None,
+    progress: bool,
+) -> Any:
+    """``--fork RUN@TICK``: the config gives only what changes (see ``runtime/fork.py``)."""
+    from agentlab.runtime.fork import FORKABLE, fork_society
+
+    run, sep, tick = spec.rpartition("@")
+    if not sep or not run or not tick.isdigit():
+        raise ConfigError(f"--fork takes RUN@TICK (e.g. runs/feed@3), got {spec!r}")
+    fixed = sorted(set(cfg) - set(FORKABLE) - {"out", "ticks", "progress"})
+    if fixed:
+        raise ConfigError(
+            f"with --fork, {fixed} come from the parent run and cannot be set; the config "
+            f"may change only: {', '.join(FORKABLE)}"
+        )
+    changes = {k: v for k, v in cfg.items() if k in FORKABLE}
+    if executor != "local" or "executor" in cfg:
+        changes["executor"] = executor
+    if batch_size is not None:
+        changes["batch_size"] = batch_size
+    return fork_society(run, out, at_tick=int(tick), progress=progress, **changes)

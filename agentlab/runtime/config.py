@@ -58,6 +58,7 @@ class SocietyConfig(BaseModel):
     retry: RetryConfig | None = None
     tick_seconds: _Seconds = 0.0
     executor_options: dict[str, Any] | None = None
+    keep_checkpoints: Annotated[bool, Field(strict=True)] = False
 
     @field_validator("agents", mode="before")
     @classmethod

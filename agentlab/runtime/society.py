@@ -18,20 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import os
 import shutil
 import time
 import warnings
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import get_agent_class, portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
-from agentlab.errors import ConfigError, CorruptRecordError, StoreError
+from agentlab.errors import ConfigError, StoreError
 from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy
 from agentlab.runtime.datasets import messages_from_events, register_society_datasets
 from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_of
@@ -39,15 +37,23 @@ from agentlab.runtime.executors import Executor, check_clock, make_executor
 from agentlab.runtime.population import expand_agents
 from agentlab.runtime.progress import TickProgress
 from agentlab.runtime.proxy import ServiceProxy
+from agentlab.runtime.society_files import (
+    SOCIETY_FILE,
+    SOCIETY_SCHEMA_VERSION,
+    STEP_FILE,
+    check_not_a_file,
+    clear_interrupted_create,
+    drop_stale_checkpoints,
+    read_doc,
+    unlock_on_error,
+    write_tick_checkpoint,
+)
 from agentlab.store.agent_store import DirectoryStore
 from agentlab.store.atomic import atomic_write_json, read_json
 from agentlab.store.writer_lock import WriterLock
 
 __all__ = ["SOCIETY_SCHEMA_VERSION", "Society"]
 
-SOCIETY_SCHEMA_VERSION = 1
-SOCIETY_FILE = "SOCIETY.json"
-STEP_FILE = "SOCIETY_STEP.json"
 DEFAULT_BATCH_SIZE = 256
 
 
@@ -83,6 +89,7 @@ class Society:
         self.batch_size = _batch_size(batch_size or meta.get("batch_size"))
         self.retry = RetryPolicy(**meta.get("retry", {}))
         self.tick_seconds = float(meta.get("tick_seconds", 0.0))
+        self.keep_checkpoints = bool(meta.get("keep_checkpoints", False))
         self.progress = progress and os.environ.get("AGENTLAB_PROGRESS", "1") != "0"
         self.clock: Clock = (
             VirtualClock(start=float(step_state["ts"]))
@@ -135,6 +142,7 @@ class Society:
         tick_seconds: float = 0.0,
         progress: bool = True,
         executor_options: dict[str, Any] | None = None,
+        keep_checkpoints: bool = False,
     ) -> Society:
         """Write a new society into ``path`` and return it (tick 0 committed).
 
@@ -153,6 +161,9 @@ class Society:
             retry: the failed-step retry policy.
             tick_seconds: clock time that passes at the end of every tick.
             progress: show a per-tick progress bar.
+            keep_checkpoints: keep every tick's commit record, env checkpoint and agent
+                states under ``checkpoints/<t>/`` so :meth:`fork` can start from any
+                tick (default: only the last commit is kept; it can always be forked).
             executor_options: e.g. ``{"address": "ray://..."}`` or ``{"max_workers": 4}``.
         """
         from agentlab.llm import LLMClient
@@ -173,20 +184,21 @@ class Society:
                 "retry": retry,
                 "tick_seconds": tick_seconds,
                 "progress": progress,
+                "keep_checkpoints": keep_checkpoints,
                 "executor_options": executor_options,
             }
         )
         if cfg.retry is not None:
             retry = RetryPolicy(**cfg.retry.model_dump())
         run_dir = Path(path)
-        _check_not_a_file(run_dir)
+        check_not_a_file(run_dir)
         lock = WriterLock(run_dir).acquire()  # before anything is removed or written
-        with _unlock_on_error(lock):
+        with unlock_on_error(lock):
             if (run_dir / STEP_FILE).exists():
                 raise ConfigError(
                     f"{run_dir} already holds a society; use Society.open({str(path)!r})"
                 )
-            _clear_interrupted_create(run_dir)
+            clear_interrupted_create(run_dir)
             client = (
                 llm
                 if isinstance(llm, LLMClient)
@@ -213,6 +225,7 @@ class Society:
                     "timeout_s": (retry or RetryPolicy()).timeout_s,
                 },
                 "tick_seconds": tick_seconds,
+                "keep_checkpoints": bool(keep_checkpoints),
                 "agents": [[a, t] for t, a, _ in population],
             }
             write_manifest(
@@ -258,6 +271,8 @@ class Society:
                 "env": ckpt,
                 "totals": {},
             }
+            if keep_checkpoints:
+                write_tick_checkpoint(run_dir, step, [a for _, a, _ in population])
             atomic_write_json(run_dir / STEP_FILE, step)
             return cls(
                 run_dir,
@@ -288,9 +303,9 @@ class Society:
         from agentlab.store.offsets import log_marks, truncate_log
 
         run_dir = Path(path)
-        _check_not_a_file(run_dir)
-        meta = _read_doc(run_dir, SOCIETY_FILE)
-        step = _read_doc(run_dir, STEP_FILE)
+        check_not_a_file(run_dir)
+        meta = read_doc(run_dir, SOCIETY_FILE)
+        step = read_doc(run_dir, STEP_FILE)
         if meta is None:
             what = "is not a directory" if not run_dir.is_dir() else f"has no {SOCIETY_FILE}"
             raise StoreError(
@@ -305,9 +320,9 @@ class Society:
                     f"{doc.get('schema_version')!r}; expected {SOCIETY_SCHEMA_VERSION}"
                 )
         lock = WriterLock(run_dir).acquire()  # truncating the log needs the only writer
-        with _unlock_on_error(lock):
+        with unlock_on_error(lock):
             # Re-read under the lock: a writer that just finished may have committed more.
-            step = _read_doc(run_dir, STEP_FILE) or step
+            step = read_doc(run_dir, STEP_FILE) or step
             problems: list[str] = []
             truncate_log(run_dir, step["offsets"], marks=step.get("marks"), problems=problems)
             if problems:
@@ -320,7 +335,9 @@ class Society:
                     "marks": marks,
                     "offsets": {k: m["bytes"] for k, m in marks.items()},
                 }
-            _drop_stale_checkpoints(run_dir, int(step["tick"]))
+            drop_stale_checkpoints(
+                run_dir, int(step["tick"]), keep=bool(meta.get("keep_checkpoints"))
+            )
             return cls(
                 run_dir,
                 meta,
@@ -331,6 +348,41 @@ class Society:
                 executor_options=executor_options,
                 lock=lock,
             )
+
+    def fork(
+        self,
+        out: str | os.PathLike[str],
+        *,
+        at_tick: int | None = None,
+        progress: bool = True,
+        **changes: Any,
+    ) -> Society:
+        """A new run in ``out`` that starts from committed tick ``at_tick`` of this one.
+
+        ``changes`` are new values for ``llm``, ``seed``, ``retry``, ``tick_seconds``,
+        ``batch_size``, ``executor``, ``executor_options`` or ``keep_checkpoints``; with
+        none, the fork continues exactly as this run does. The last committed tick can
+        always be forked, earlier ones if this run keeps checkpoints
+        (``keep_checkpoints=True``). See ``agentlab/runtime/fork.py``.
+        """
+        from agentlab.runtime.fork import fork_society
+
+        self.proxy.flush()
+        return fork_society(self.run_dir, out, at_tick=at_tick, progress=progress, **changes)
+
+    @staticmethod
+    def fork_run(
+        parent: str | os.PathLike[str],
+        out: str | os.PathLike[str],
+        *,
+        at_tick: int | None = None,
+        progress: bool = True,
+        **changes: Any,
+    ) -> Society:
+        """:meth:`fork` of a run directory without opening it (it may be in use)."""
+        from agentlab.runtime.fork import fork_society
+
+        return fork_society(parent, out, at_tick=at_tick, progress=progress, **changes)
 
     # --- state -------------------------------------------------------------------------
 
@@ -364,7 +416,7 @@ class Society:
         lock.check()  # raises when a later Society object of this process took over
         # Closed earlier: write again only if nobody advanced the run in the meantime.
         lock.acquire()
-        on_disk = _read_doc(self.run_dir, STEP_FILE) or {}
+        on_disk = read_doc(self.run_dir, STEP_FILE) or {}
         if on_disk.get("tick") != self.tick:
             lock.release()
             raise StoreError(
@@ -458,10 +510,12 @@ class Society:
         }
         if self._llm_state_kept():
             step["llm"] = self.proxy.llm.client.export_state()
+        if self.keep_checkpoints:
+            write_tick_checkpoint(self.run_dir, step, self.agent_ids)
         atomic_write_json(self.run_dir / STEP_FILE, step)  # the commit point
         old = self._step.get("env") or []
         self._step = step
-        if old and old != ckpt:
+        if old and old != ckpt and not self.keep_checkpoints:
             shutil.rmtree(self.run_dir / Path(old[0]).parent, ignore_errors=True)
         self.last = row
         return row
@@ -564,69 +618,3 @@ def _client_metrics(proxy: ServiceProxy) -> dict[str, Any]:
         return {"aimd_limit": client.limit, "in_flight": client.in_flight()}
     except Exception:  # metrics are best effort; never fail a tick for them
         return {}
-
-
-def _clear_interrupted_create(run_dir: Path) -> None:
-    # Without SOCIETY_STEP.json nothing was ever committed: leftovers of a create that was
-    # killed half-way are removed so create() can start over.
-    leftovers = [run_dir / n for n in ("agents", "replay", "trace", "env", SOCIETY_FILE)]
-    if not any(p.exists() for p in leftovers):
-        return
-    warnings.warn(f"{run_dir}: removing leftovers of an interrupted Society.create", stacklevel=3)
-    for p in leftovers:
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
-
-
-def _drop_stale_checkpoints(run_dir: Path, committed: int) -> None:
-    root = run_dir / ENV_CKPT_DIR
-    if not root.is_dir():
-        return
-    for d in root.iterdir():
-        if d.name.isdigit() and int(d.name) != committed:
-            shutil.rmtree(d, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _unlock_on_error(lock: WriterLock) -> Iterator[None]:
-    try:
-        yield
-    except BaseException:
-        lock.release()
-        raise
-
-
-def _check_not_a_file(run_dir: Path) -> None:
-    if run_dir.exists() and not run_dir.is_dir():
-        raise StoreError(
-            f"{run_dir} is a file, not a run directory; pass the directory that holds "
-            f"{SOCIETY_FILE} (or a new path for Society.create)"
-        )
-
-
-def _read_doc(run_dir: Path, name: str) -> dict[str, Any] | None:
-    """A society JSON file, ``None`` if absent; a clear error naming it if damaged."""
-    path = run_dir / name
-    try:
-        doc = read_json(path)
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        doc, problem = None, f"is not valid JSON ({exc})"
-    else:
-        if doc is None or isinstance(doc, dict):
-            return doc
-        problem = f"holds a {type(doc).__name__}, not a JSON object"
-    # Both files are only ever replaced by an atomic rename, so a damaged one was cut or
-    # edited outside agentlab (disk full, an interrupted copy, a manual edit).
-    recover = (
-        "it is written once at create: restore it from a copy of the run (run.json has "
-        "the same configuration), or create the society again"
-        if name == SOCIETY_FILE
-        else "it is the commit record (tick, log offsets, env checkpoint): restore it from "
-        "a copy of the run, or create the society again"
-    )
-    raise CorruptRecordError(
-        f"{path} {problem}; {recover}. The log stays readable with "
-        f"agentlab.open_run({str(run_dir)!r})"
-    )

@@ -53,6 +53,16 @@ def committed_files(run_dir: Path) -> dict[str, Any]:
             files[f"agents/{rel}"] = p.read_bytes()
     for rel in step.get("env") or []:
         files[rel] = (run_dir / rel).read_bytes()
+    # kept per-tick checkpoints (keep_checkpoints=True), if any
+    for p in sorted((run_dir / "env" / "ticks").glob("*/*.json")):
+        files[p.relative_to(run_dir).as_posix()] = p.read_bytes()
+    for p in sorted((run_dir / "checkpoints").glob("*/*")):
+        rel = p.relative_to(run_dir).as_posix()
+        if p.name == "SOCIETY_STEP.json":
+            doc = json.loads(p.read_bytes())
+            files[rel] = {k: v for k, v in doc.items() if k not in ("offsets", "marks")}
+        elif not p.name.endswith(".tmp"):
+            files[rel] = p.read_bytes()
     files["SOCIETY_STEP.json"] = {k: v for k, v in step.items() if k not in ("offsets", "marks")}
     # offsets and marks are keyed by shard (process) name; their line counts must agree
     lines: Counter[str] = Counter()

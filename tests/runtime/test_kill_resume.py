@@ -7,7 +7,8 @@ cleanup, no flush, no atexit) at the K-th file-system event of one *kind*:
 - ``state``: an in-place agent-state write (``os.pwrite``: mid-batch);
 - ``log``: a log write (``os.write`` of replay/trace rows, from any thread);
 - ``torn-state`` / ``torn-log``: the same, but half the bytes reach the file first;
-- ``env-ckpt``: the rename of an env checkpoint (before or after it);
+- ``env-ckpt``: the rename of an env checkpoint or a kept per-tick checkpoint file
+  (before or after it);
 - ``commit``: the rename of ``SOCIETY_STEP.json`` (before it, or right after it).
 
 Kinds go round-robin over the trials and K is drawn at random among the events of that
@@ -17,7 +18,8 @@ Every committed state file and every log row — timing columns and request ids 
 must equal the uninterrupted run (``resume_helpers`` names the three columns that may
 differ, and why): no duplicates, no gaps, no drift.
 
-Two societies: ``counter`` (counter agents with LLM calls and injected step failures) and
+Two societies: ``counter`` (counter agents with LLM calls and injected step failures,
+keeping every tick's checkpoint for ``Society.fork``) and
 ``llm`` (LLM persona agents on ``social_feed`` with ``sim/vllm-3b`` — fewer agents than a
 study, the same path).
 """
@@ -57,6 +59,7 @@ def _society_kwargs(name: str) -> dict[str, Any]:
             "seed": 11,
             "batch_size": 3,
             "retry": RetryPolicy(max_attempts=2),
+            "keep_checkpoints": True,  # per-tick checkpoints must survive kills too
         }
     return {
         "agents": LLM_AGENTS,
@@ -88,7 +91,7 @@ def _society_child(
     def replace(src: Any, dst: Any, *a: Any, **k: Any) -> None:
         d = os.fspath(dst)
         k_ = "create" if creating() else ("commit" if d == step_file else None)
-        if k_ is None and "/env/ticks/" in d:
+        if k_ is None and ("/env/ticks/" in d or "/checkpoints/" in d):
             k_ = "env-ckpt"
         killed = k_ is not None and hit(k_)
         if killed and before:

@@ -1,0 +1,150 @@
+"""``Society.fork``: a new run from a committed tick of another, with changed parameters.
+
+Realistic path: LLM persona agents on ``social_feed`` with ``sim/vllm-3b`` under the
+virtual clock. A fork with nothing changed must continue exactly like its parent — every
+log row (timing included; ``run_id`` names the run, so it is left out) and the committed
+agent and env state; a fork with a change shares the history and then diverges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlab.errors import ConfigError
+from agentlab.runtime import Society
+from tests.runtime.resume_helpers import diff_summary, strict_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+KW: dict[str, Any] = {
+    "agents": 60,
+    "env": ["social_feed"],
+    "llm": "sim/vllm-3b",
+    "clock": "virtual",
+    "seed": 7,
+    "progress": False,
+}
+
+
+def _rows(run: Path, *, upto: int | None = None) -> dict[str, Counter[str]]:
+    """strict_rows without ``run_id`` (the run's name), optionally only ticks <= upto."""
+    out: dict[str, Counter[str]] = {}
+    for name, rows in strict_rows(run).items():
+        c: Counter[str] = Counter()
+        for r, n in rows.items():
+            d = json.loads(r)
+            d.pop("run_id", None)
+            if upto is None or d.get("tick") is None or d["tick"] <= upto:
+                c[json.dumps(d, sort_keys=True)] += n
+        out[name] = c
+    return out
+
+
+def _run(s: Society, until: int) -> None:
+    asyncio.run(s.run(until=until))
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A parent run to tick 4 that keeps every tick's checkpoint."""
+    run = tmp_path_factory.mktemp("fork") / "parent"
+    _run(Society.create(run, keep_checkpoints=True, **KW), 4)
+    return run
+
+
+@pytest.mark.parametrize("at", [0, 2, 3])
+def test_unchanged_fork_continues_exactly_like_its_parent(
+    parent: Path, tmp_path: Path, at: int
+) -> None:
+    fork = Society.fork_run(parent, tmp_path / "fork", at_tick=at, progress=False)
+    assert fork.tick == at
+    _run(fork, 4)
+    ref, got = _rows(parent), _rows(tmp_path / "fork")
+    assert got == ref, diff_summary(ref, got)
+    a = Society.open(parent, progress=False)
+    b = Society.open(tmp_path / "fork", progress=False)
+    assert b.agent_states() == a.agent_states()
+    assert b.env_state() == a.env_state()
+    a.close()
+    b.close()
+    meta = json.loads((tmp_path / "fork" / "SOCIETY.json").read_text())
+    assert meta["parent"] == {"run": str(parent.resolve()), "tick": at}
+
+
+def test_last_tick_can_always_be_forked_and_earlier_ones_need_checkpoints(
+    tmp_path: Path,
+) -> None:
+    p = Society.create(tmp_path / "p", **KW)
+    asyncio.run(p.run(ticks=2))
+    fork = p.fork(tmp_path / "f")  # the instance method, at the last commit
+    with pytest.raises(ConfigError, match="keep_checkpoints=True"):
+        p.fork(tmp_path / "g", at_tick=1)
+    _run(p, 4)
+    _run(fork, 4)
+    assert _rows(tmp_path / "f") == _rows(tmp_path / "p")
+
+
+def test_changed_fork_shares_the_history_then_diverges(parent: Path, tmp_path: Path) -> None:
+    fork = Society.fork_run(
+        parent, tmp_path / "fork", at_tick=2, progress=False, llm="sim/cloud", seed=8
+    )
+    _run(fork, 4)
+    got = _rows(tmp_path / "fork")
+    assert _rows(tmp_path / "fork", upto=2) == _rows(parent, upto=2)  # shared history
+    assert got["llm_calls"] != _rows(parent)["llm_calls"]
+    models = {json.loads(r)["model"]: json.loads(r)["tick"] > 2 for r in got["llm_calls"]}
+    assert models == {"sim/vllm-3b": False, "sim/cloud": True}
+    step = json.loads((tmp_path / "fork" / "SOCIETY_STEP.json").read_text())
+    assert step["tick"] == 4
+    meta = json.loads((tmp_path / "fork" / "SOCIETY.json").read_text())
+    assert meta["seed"] == 8 and meta["llm"]["model"] == "sim/cloud"
+
+
+def test_bad_fork_requests_name_the_problem(parent: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cannot change \['agents'\]"):
+        Society.fork_run(parent, tmp_path / "a", agents=3)
+    with pytest.raises(ConfigError, match=r"committed tick .*\(0\.\.4\), got 9"):
+        Society.fork_run(parent, tmp_path / "b", at_tick=9)
+    with pytest.raises(ConfigError, match="seed"):
+        Society.fork_run(parent, tmp_path / "c", seed="8")
+    with pytest.raises(ConfigError, match="its own directory"):
+        Society.fork_run(parent, parent)
+    Society.fork_run(parent, tmp_path / "d", progress=False).close()
+    with pytest.raises(ConfigError, match="already holds a society"):
+        Society.fork_run(parent, tmp_path / "d")
+
+
+def test_cli_run_fork(parent: Path, tmp_path: Path) -> None:
+    cfg = tmp_path / "changes.toml"
+    cfg.write_text("seed = 9\n[retry]\nmax_attempts = 3\n")
+    out = tmp_path / "cli-fork"
+    cmd = [sys.executable, "-m", "agentlab.cli", "run", str(cfg), "--fork", f"{parent}@3"]
+    r = subprocess.run(
+        [*cmd, "--out", str(out), "--ticks", "5"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stderr
+    assert f"forked {parent}@3" in r.stdout
+    meta = json.loads((out / "SOCIETY.json").read_text())
+    assert meta["seed"] == 9 and meta["retry"]["max_attempts"] == 3
+    assert meta["parent"]["tick"] == 3
+    assert json.loads((out / "SOCIETY_STEP.json").read_text())["tick"] == 5
+    bad = tmp_path / "bad.toml"
+    bad.write_text("agents = 5\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "agentlab.cli", "run", str(bad), "--fork", f"{parent}@3",
+         "--out", str(tmp_path / "x")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2 and "come from the parent run" in r.stderr
