@@ -53,9 +53,11 @@ def committed_files(run_dir: Path) -> dict[str, Any]:
             files[f"agents/{rel}"] = p.read_bytes()
     for rel in step.get("env") or []:
         files[rel] = (run_dir / rel).read_bytes()
-    # kept per-tick checkpoints (keep_checkpoints=True), if any
-    for p in sorted((run_dir / "env" / "ticks").glob("*/*.json")):
-        files[p.relative_to(run_dir).as_posix()] = p.read_bytes()
+    # kept per-tick checkpoints (keep_checkpoints=True); without it an older env
+    # checkpoint may outlive a kill right after the commit until the next open drops it
+    if json.loads((run_dir / "SOCIETY.json").read_bytes()).get("keep_checkpoints"):
+        for p in sorted((run_dir / "env" / "ticks").glob("*/*.json")):
+            files[p.relative_to(run_dir).as_posix()] = p.read_bytes()
     for p in sorted((run_dir / "checkpoints").glob("*/*")):
         rel = p.relative_to(run_dir).as_posix()
         if p.name == "SOCIETY_STEP.json":
