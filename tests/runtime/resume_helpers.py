@@ -10,6 +10,9 @@ columns are left out, and why:
   is written by another process by design.
 - ``_seq``: the row's position inside that shard (restarts in the new shard).
 - ``wall_s``: wall-clock seconds a tick took on this machine (not virtual time).
+
+Trace spans are compared the same way, with all their timing, minus their random ids
+(``trace_id``, ``span_id``, ``parent``: drawn from ``os.urandom`` on purpose).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 #: the only columns a resumed run may differ in (see the module docstring)
 WALL_OR_STORAGE_ONLY = frozenset({"_shard", "_seq", "wall_s"})
+SPAN_IDS = frozenset({"trace_id", "span_id", "parent"})
 
 
 def strict_rows(run_dir: Path) -> dict[str, Counter[str]]:
@@ -37,6 +41,17 @@ def strict_rows(run_dir: Path) -> dict[str, Counter[str]]:
                 rows[json.dumps(keep, sort_keys=True)] += 1
         out[d.name] = rows
     return out
+
+
+def strict_spans(run_dir: Path) -> Counter[str]:
+    """Every span with its timing and attributes, random ids left out, as a multiset."""
+    c: Counter[str] = Counter()
+    drop = WALL_OR_STORAGE_ONLY | SPAN_IDS
+    for f in sorted((run_dir / "trace").glob("*.jsonl")):
+        for line in f.read_bytes().splitlines():
+            span = json.loads(line)
+            c[json.dumps({k: v for k, v in span.items() if k not in drop}, sort_keys=True)] += 1
+    return c
 
 
 def committed_files(run_dir: Path) -> dict[str, Any]:

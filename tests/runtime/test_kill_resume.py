@@ -39,8 +39,8 @@ import pytest
 
 import agentlab.llm
 import agentlab.runtime  # noqa: F401  (imported once here; forked children inherit it)
-from tests.runtime.resume_helpers import committed_files, diff_summary, strict_rows
-from tests.runtime.society_helpers import span_rows
+import tests.runtime.society_helpers  # noqa: F401  (registers the "test_notes" env)
+from tests.runtime.resume_helpers import committed_files, diff_summary, strict_rows, strict_spans
 
 UNTIL = 4
 KINDS = ("create", "state", "log", "torn-state", "torn-log", "env-ckpt", "commit")
@@ -173,7 +173,7 @@ def _reference(cache: dict[str, dict[str, Any]], name: str, base: Path) -> dict[
         "society": name,
         "rows": strict_rows(d),
         "files": committed_files(d),
-        "spans": span_rows(d),
+        "spans": strict_spans(d),
         "counts": counts,
     }
     return cache[name]
@@ -234,4 +234,4 @@ def test_kill_anywhere_then_resume_equals_uninterrupted(
     assert files.keys() == reference["files"].keys(), f"after kills {kills}"
     bad = [k for k in files if files[k] != reference["files"][k]]
     assert not bad, f"after kills {kills}: committed files differ: {bad[:5]}"
-    assert span_rows(run) == reference["spans"], f"after kills {kills}"
+    assert strict_spans(run) == reference["spans"], f"after kills {kills}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.resume_helpers import committed_files, diff_summary, strict_rows
+from tests.runtime.resume_helpers import committed_files, diff_summary, strict_rows, strict_spans
 
 CHILD = r"""
 import json, sys
@@ -81,6 +81,7 @@ def test_resumed_llm_society_equals_straight_run_including_timing(
     assert got.keys() == ref.keys()
     assert got == ref, diff_summary(ref, got)
     assert committed_files(resumed) == committed_files(straight)
+    assert strict_spans(resumed) == strict_spans(straight)
 
     # The comparison has teeth: timings are real queueing under load, not constants.
     rows = _llm_rows(straight)
