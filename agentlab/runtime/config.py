@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentlab.errors import ConfigError
 
@@ -131,6 +131,15 @@ class SocietyConfig(BaseModel):
             )
         return v
 
+    @model_validator(mode="after")
+    def _virtual_needs_local(self) -> SocietyConfig:
+        name = self.executor if isinstance(self.executor, str) else self.executor.name
+        if self.clock == "virtual" and name != "local":
+            raise ValueError(
+                f"clock 'virtual' needs executor 'local', got {name!r}; use clock='real'"
+            )
+        return self
+
 
 def _agent_count(v: Any) -> int:
     """Total agents described by ``v``; ``ValueError`` with the valid forms otherwise."""
@@ -200,7 +209,7 @@ def _describe(exc: ValidationError, source: str) -> str:
             continue
         msg = err["msg"].removeprefix("Value error, ")
         got = err.get("input")
-        shown = "" if repr(got) in msg else f" (got {got!r})"
+        shown = "" if not err["loc"] or repr(got) in msg else f" (got {got!r})"
         lines.append(f"  {loc}: {msg}{shown}")
     where = f" in {source}" if source else ""
     n = len(lines)

@@ -38,6 +38,7 @@ from agentlab.runtime.society_files import (
     check_not_a_file,
     read_doc,
     unlock_on_error,
+    write_tick_checkpoint,
 )
 from agentlab.store.agent_store import DirectoryStore
 from agentlab.store.atomic import atomic_write_bytes, atomic_write_json
@@ -93,10 +94,10 @@ def fork_society(
             f"a fork cannot change {unknown}: agents and env come from the parent's state; "
             f"valid: {', '.join(FORKABLE)}"
         )
-    validate_society_config({"agents": 1, **changes})
     meta, step = read_doc(src_dir, SOCIETY_FILE), read_doc(src_dir, STEP_FILE)
     if meta is None or step is None:
         raise StoreError(f"no committed society in {src_dir} to fork")
+    validate_society_config({"agents": 1, "clock": meta.get("clock", "real"), **changes})
     last = int(step["tick"])
     tick = last if at_tick is None else at_tick
     if isinstance(tick, bool) or not isinstance(tick, int) or not 0 <= tick <= last:
@@ -145,6 +146,8 @@ def fork_society(
         if new_meta["llm"] == meta["llm"] and step.get("llm") is not None:
             new_step["llm"] = step["llm"]  # same client: continue with what it learned
         atomic_write_json(dst / SOCIETY_FILE, new_meta)
+        if new_meta.get("keep_checkpoints"):
+            write_tick_checkpoint(dst, new_step, [a for a, _ in new_meta["agents"]])
         atomic_write_json(dst / STEP_FILE, new_step)  # the fork's commit of tick t
         return Society(
             dst,

@@ -148,3 +148,16 @@ def test_cli_run_fork(parent: Path, tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     assert r.returncode == 2 and "come from the parent run" in r.stderr
+
+
+def test_a_fork_that_keeps_checkpoints_can_itself_be_forked_at_its_start(
+    parent: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match="virtual' needs executor 'local'"):
+        Society.fork_run(parent, tmp_path / "ray", executor="ray")
+    assert not (tmp_path / "ray" / "SOCIETY.json").exists()
+    child = Society.fork_run(parent, tmp_path / "child", at_tick=1, progress=False)
+    _run(child, 3)  # the parent keeps checkpoints; the child inherits the setting
+    grandchild = Society.fork_run(tmp_path / "child", tmp_path / "gc", at_tick=1)
+    _run(grandchild, 4)
+    assert _rows(tmp_path / "gc") == _rows(parent)
