@@ -5,15 +5,18 @@ The walk of one tick ``t`` (``committed = t - 1``)::
     split agent ids into batches -> executor runs step_agent_batch per batch
         (each agent: load state <= committed, step, write the version of t; rows flushed)
     -> env.step(t), drain events -> clock advances -> env checkpoint env/ticks/<t>/
-    -> timeline row, flush -> offsets = log_offsets(run)
-    -> SOCIETY_STEP.json {tick: t, ts, offsets, env checkpoint}  (atomic rename = commit)
+    -> timeline row, flush -> marks = log_marks(run, previous marks)
+    -> [keep_checkpoints: checkpoints/<t>/]
+    -> SOCIETY_STEP.json {tick: t, ts, offsets, marks, env checkpoint, totals, llm}
+       (atomic rename = commit; ``llm``: the client's learned state, virtual clock only)
 
-Resume (``Society.open``) truncates the log to the committed offsets, restores the env
-from the committed checkpoint, and agents read their committed version (see
-``agentlab/agents/workspace.py``). A kill -9 anywhere therefore replays the interrupted
-tick from scratch: no duplicate rows, no gaps, no agent stepped twice.
+A run directory has one writer (``WRITER.lock``, see ``store/writer_lock.py``). Resume
+(``Society.open``) takes it, cuts the log back to the committed rows (verified against the
+marks), restores the env from the committed checkpoint and the LLM client from ``llm``,
+and agents read their committed version (see ``agentlab/agents/workspace.py``). A kill -9
+anywhere therefore replays the interrupted tick from scratch: no duplicate rows, no gaps,
+no agent stepped twice — and under the virtual clock the same timings.
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -78,9 +81,11 @@ class Society:
         progress: bool = True,
         executor_options: dict[str, Any] | None = None,
         lock: WriterLock | None = None,
+        read_only: bool = False,
     ) -> None:
         self.run_dir = run_dir
-        self._lock = lock or WriterLock(run_dir).acquire()
+        self.read_only = read_only
+        self._lock = lock or (WriterLock(run_dir) if read_only else WriterLock(run_dir).acquire())
         # A Society dropped without close() frees the run for other processes.
         weakref.finalize(self, self._lock.release)
         self.meta = meta
@@ -120,7 +125,7 @@ class Society:
             clock=meta.get("clock", "real"),
         )
         self.proxy.bind_clock(self.clock)
-        if self._llm_state_kept() and step_state.get("llm") is not None:
+        if self._llm_state_kept() and step_state.get("llm") is not None and not read_only:
             # The next tick's timings depend on what the limiter and the simulated server
             # had learned by the commit: restore it, so resume == uninterrupted run.
             self.proxy.llm.client.restore_state(step_state["llm"])
@@ -294,11 +299,17 @@ class Society:
         batch_size: int | None = None,
         progress: bool = True,
         executor_options: dict[str, Any] | None = None,
+        read_only: bool = False,
     ) -> Society:
         """Reopen a society at its last committed tick (this is also *resume*).
 
         Log rows written after the committed tick are cut off, the env is restored from
-        the committed checkpoint, and agents load their committed state version.
+        the committed checkpoint, and agents load their committed state version. This
+        takes the run's writer lock (``RunLockedError`` if another process writes it).
+
+        ``read_only=True`` only reads: no lock, nothing cut, :meth:`step` refused — to look
+        at agents and the env (:meth:`agent`, :meth:`agent_states`, :meth:`env_state`) of
+        a run another process is writing. For the log, use ``agentlab.open_run``.
         """
         from agentlab.store.offsets import log_marks, truncate_log
 
@@ -319,6 +330,8 @@ class Society:
                     f"{run_dir / key} has schema_version "
                     f"{doc.get('schema_version')!r}; expected {SOCIETY_SCHEMA_VERSION}"
                 )
+        if read_only:
+            return cls(run_dir, meta, step, executor=executor, progress=progress, read_only=True)
         lock = WriterLock(run_dir).acquire()  # truncating the log needs the only writer
         with unlock_on_error(lock):
             # Re-read under the lock: a writer that just finished may have committed more.
@@ -410,6 +423,11 @@ class Society:
         return {a: self.agent(a).get_state() for a in self.agent_ids}
 
     def _ensure_writer(self) -> None:
+        if self.read_only:
+            raise StoreError(
+                f"this Society was opened with read_only=True; use "
+                f"Society.open({str(self.run_dir)!r}) to run it"
+            )
         lock = self._lock
         if lock.held:
             return

@@ -83,6 +83,10 @@ def test_second_writer_process_is_refused_naming_the_holder(tmp_path: Path) -> N
         # Readers never take the lock: reading while the holder writes works at once.
         t0 = time.perf_counter()
         assert _timeline_ticks(run) == [1]
+        ro = Society.open(run, read_only=True)
+        assert ro.tick == 1 and len(ro.agent_states()) == 3 and ro.env_state()
+        with pytest.raises(StoreError, match="read_only=True"):
+            asyncio.run(ro.step())
         assert time.perf_counter() - t0 < 10
     finally:
         assert holder.stdin is not None
