@@ -17,6 +17,7 @@ and agents read their committed version (see ``agentlab/agents/workspace.py``). 
 anywhere therefore replays the interrupted tick from scratch: no duplicate rows, no gaps,
 no agent stepped twice — and under the virtual clock the same timings.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,7 +33,7 @@ from typing import Any
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import get_agent_class, portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
-from agentlab.errors import ConfigError, StoreError
+from agentlab.errors import ConfigError, CorruptRecordError, StoreError
 from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy
 from agentlab.runtime.datasets import messages_from_events, register_society_datasets
 from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_of
@@ -58,6 +59,10 @@ from agentlab.store.writer_lock import WriterLock
 __all__ = ["SOCIETY_SCHEMA_VERSION", "Society"]
 
 DEFAULT_BATCH_SIZE = 256
+_REQUIRED = {
+    SOCIETY_FILE: ("seed", "llm", "agents"),
+    STEP_FILE: ("tick", "ts", "offsets"),
+}
 
 
 def _batch_size(value: int | None) -> int:
@@ -329,6 +334,12 @@ class Society:
                 raise StoreError(
                     f"{run_dir / key} has schema_version "
                     f"{doc.get('schema_version')!r}; expected {SOCIETY_SCHEMA_VERSION}"
+                )
+            missing = sorted(set(_REQUIRED[key]) - set(doc))
+            if missing:
+                raise CorruptRecordError(
+                    f"{run_dir / key} lacks {missing}: it was edited or cut outside agentlab; "
+                    "restore it from a copy of the run, or create the society again"
                 )
         if read_only:
             return cls(run_dir, meta, step, executor=executor, progress=progress, read_only=True)

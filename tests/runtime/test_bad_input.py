@@ -235,3 +235,13 @@ def test_demo_with_negative_agents_exits_with_an_error(tmp_path: Path) -> None:
     assert r.returncode != 0
     assert "--agents must be at least 1, got -5" in r.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("name", "doc"), [("SOCIETY_STEP.json", {"schema_version": 1}),
+                                          ("SOCIETY.json", {"schema_version": 1, "seed": 0})])  # fmt: skip
+def test_society_file_missing_keys_is_named(tmp_path: Path, name: str, doc: dict) -> None:
+    run = tmp_path / "run"
+    _society(run, ticks=1)
+    (run / name).write_text(json.dumps(doc))
+    with pytest.raises(CorruptRecordError, match=rf"{name} lacks \["):
+        Society.open(run, progress=False)
