@@ -146,10 +146,10 @@ def _find_cut(path: Path, rel: str, mark: Mark, problems: list[str]) -> int:
                 )
                 return pos
     raise CorruptRecordError(
-        f"{path}: the last committed row of this shard is gone (the file has {size} bytes, "
-        f"{mark['bytes']} were committed, {mark['lines']} lines) — it was cut or edited "
-        "outside agentlab. Nothing was truncated; restore the shard from a copy of the run "
-        "before resuming (reading it with agentlab.open_run still works)"
+        f"{path}: committed rows of this shard are gone — its last committed row is not "
+        f"found after {mark['lines']} lines (the file has {size} bytes, {mark['bytes']} were "
+        "committed): it was cut or edited outside agentlab. Nothing was truncated; restore "
+        "the shard from a copy of the run before resuming (agentlab.open_run still reads it)"
     )
 
 
