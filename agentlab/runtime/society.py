@@ -117,6 +117,8 @@ class Society:
         self._stop = False
         # status: idle -> running <-> paused -> (stopped | done); see run()/pause()/resume()
         self._status = "idle"
+        me = weakref.ref(self)  # weak: the process-wide lock table must not keep us alive
+        self._lock.busy = lambda: (s := me()) is not None and s._status in ("running", "paused")
         self._resume = asyncio.Event()
         self._resume.set()
         self.last: dict[str, Any] = {}

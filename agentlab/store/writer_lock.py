@@ -9,8 +9,8 @@ even on kill -9, so a crashed run never needs a manual unlock. Readers (``open_r
 widgets, ``agentlab view``) never take it and never block.
 
 Within one process a later ``Society.open`` of the same run takes the lock over (the
-notebook case: re-running a cell); the earlier object is then *superseded* and its next
-write raises instead of writing. A forked child does not inherit the lock: it must take
+notebook case: re-running a cell) unless the earlier object is running; the earlier
+object is then *superseded* and its next write raises instead of writing. A forked child does not inherit the lock: it must take
 its own, and so conflicts with its parent.
 """
 
@@ -22,6 +22,7 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from agentlab.errors import RunLockedError
@@ -62,11 +63,18 @@ class WriterLock:
     def __init__(self, run_dir: str | os.PathLike[str]) -> None:
         self.run_dir = Path(run_dir)
         self.key = os.path.realpath(self.run_dir)
+        #: set by the holder: whether it is in the middle of writing (no takeover then)
+        self.busy: Callable[[], bool] | None = None
 
     def acquire(self) -> WriterLock:
         """Take the lock (or take it over from an earlier holder in this process)."""
         held = _HELD.get(self.key)
         if held is not None:
+            if held.owner.busy is not None and held.owner.busy():
+                raise RunLockedError(
+                    f"{self.run_dir} is being written by a running Society object in this "
+                    "process; stop() it (or wait for run() to return) before opening it again"
+                )
             held.owner = self  # same process: the newest Society object writes
             return self
         self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -133,3 +133,22 @@ def test_in_one_process_a_later_open_takes_over_and_the_earlier_object_stops(
     holder_doc = (run / "WRITER.lock").read_text()
     assert holder_doc == ""  # a released lock names nobody
     assert json.loads((run / "SOCIETY_STEP.json").read_text())["tick"] == 4
+
+
+def test_a_running_society_is_not_taken_over_in_its_own_process(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    s = Society.create(run, agents={"counter": 2}, clock="virtual", progress=False)
+
+    async def main() -> None:
+        task = asyncio.create_task(s.run())  # runs until stop()
+        while s.tick < 2:
+            await asyncio.sleep(0)
+        with pytest.raises(RunLockedError, match="running Society object in this process"):
+            Society.open(run, progress=False)
+        s.stop()
+        await task
+
+    asyncio.run(main())
+    t = s.tick
+    Society.open(run, progress=False).close()  # stopped: now it may be taken over
+    assert json.loads((run / "SOCIETY_STEP.json").read_text())["tick"] == t
