@@ -20,8 +20,9 @@ differ, and why): no duplicates, no gaps, no drift.
 
 Two societies: ``counter`` (counter agents with LLM calls and injected step failures,
 keeping every tick's checkpoint for ``Society.fork``) and
-``llm`` (LLM persona agents on ``social_feed`` with ``sim/vllm-3b`` — fewer agents than a
-study, the same path).
+``llm`` (200 LLM persona agents on ``social_feed`` with ``sim/vllm-3b``), and ``llm-faults``
+(60 of them with 10% rate limits and 5% timeouts, so kills land amid retries and limiter
+cuts).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from tests.runtime.resume_helpers import committed_files, diff_summary, strict_r
 
 UNTIL = 4
 KINDS = ("create", "state", "log", "torn-state", "torn-log", "env-ckpt", "commit")
-TRIALS = {"counter": 12, "llm": 21}
+TRIALS = {"counter": 12, "llm": 21, "llm-faults": 7}
 LLM_AGENTS = 200
 
 
@@ -60,6 +61,17 @@ def _society_kwargs(name: str) -> dict[str, Any]:
             "batch_size": 3,
             "retry": RetryPolicy(max_attempts=2),
             "keep_checkpoints": True,  # per-tick checkpoints must survive kills too
+        }
+    if name == "llm-faults":  # 429s and timeouts: the limiter cuts, retries back off
+        from agentlab.llm import LLMClient
+
+        faults = {"sim_p_rate_limit": 0.1, "sim_p_timeout": 0.05}
+        return {
+            "agents": 60,
+            "env": ["social_feed"],
+            "llm": LLMClient("sim/vllm-3b", seed=7, **faults),
+            "seed": 7,
+            "batch_size": 16,
         }
     return {
         "agents": LLM_AGENTS,
@@ -167,11 +179,15 @@ def _reference(cache: dict[str, dict[str, Any]], name: str, base: Path) -> dict[
     count = d.parent / "events.json"
     assert _run_child(d, name, count_file=count) == 0
     counts = json.loads(count.read_text())
+    rows = strict_rows(d)
+    if name == "llm-faults":  # the faults really happened, so kills land amid retries
+        calls = [json.loads(r) for r in rows["llm_calls"]]
+        assert sum(c["attempts"] > 1 for c in calls) > 10, "no call was retried"
     # "log" and "torn-log" count the same writes, as do the two state kinds.
     counts["torn-log"], counts["torn-state"] = counts["log"], counts["state"]
     cache[name] = {
         "society": name,
-        "rows": strict_rows(d),
+        "rows": rows,
         "files": committed_files(d),
         "spans": strict_spans(d),
         "counts": counts,
