@@ -46,10 +46,14 @@ contracts: setup
 pytest: setup browser
 	$(BIN)/python -m pytest -q tests notebooks --nbmake $(PYTEST_ARGS)
 
-test: lint types contracts pytest
+test: lint types contracts pytest test-real
 
+# Real model end to end (society + topology through litellm, streaming TTFT, structured
+# output) against SmolLM2-135M: scripts/real_server.sh installs the prebuilt llama-cpp-cffi
+# wheel into its own .venv-real once (~1 min), serves the model and runs these tests. An
+# install or server failure fails the target: it never skips.
 test-real: setup
-	bash scripts/test_real.sh
+	bash scripts/real_server.sh $(BIN)/python -m pytest tests/real -m real -q -p no:cacheprovider -p no:randomly $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-real .real-model runs .pytest_cache .mypy_cache .ruff_cache

@@ -59,6 +59,16 @@ def _build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--resume", action="store_true")
     sw.set_defaults(target="agentlab.sweep.cli:main")
 
+    ca = sub.add_parser("calibrate", help="fit a sim profile (TOML) from a run's llm_calls")
+    ca.add_argument("run", help="run directory")
+    ca.add_argument("--out", required=True, help="profile TOML to write")
+    ca.add_argument("--name", default=None, help="profile name (default: the file's stem)")
+    ca.add_argument("--slots", type=int, default=None, help="server max_num_seqs")
+    ca.add_argument("--max-num-batched-tokens", type=int, default=0)
+    ca.add_argument("--by", default=None, help="column separating independent servers")
+    ca.add_argument("--client", default=None, help="column of closed-loop clients (replay)")
+    ca.set_defaults(target="agentlab.analysis.calibrate:main")
+
     pa = sub.add_parser("paper", help="execute a notebook fresh and export it to HTML")
     pa.add_argument("notebook")
     pa.add_argument("--out", required=True)

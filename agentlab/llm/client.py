@@ -325,6 +325,7 @@ class LLMClient:
                         tools=tools,
                         params=params,
                         timeout=self.timeout,
+                        labels=rec.labels,
                     )
                     if res.fault is not None or res.end > t0:
                         res = await server.wait(res, self.model)
@@ -532,6 +533,7 @@ class LLMStream:
                         tools=tools,
                         params=params,
                         timeout=c.timeout,
+                        labels=rec.labels,
                     )
                     holder.append(res)
                     deltas = live.server.chunks(res, c.model)

@@ -1,28 +1,35 @@
 """The simulated LLM server behind ``sim/<profile>`` models.
 
-Latency model (all times from the client's :class:`~agentlab.core.clock.Clock`):
+Timing (all times from the client's :class:`~agentlab.core.clock.Clock`):
 
-- a request arriving at ``t`` takes the earliest-free of ``slots`` decode slots (FIFO, since
-  admissions happen in arrival order); ``queue_wait = start - t``;
-- ``first_token = start + overhead_s + prompt_tokens / prefill_tps + 1 / rate`` and
-  ``end = first_token + (n - 1) / rate``, where the per-sequence decode ``rate`` is
-  ``decode_tps / (1 + decode_degrade * (running - 1))`` with ``running`` counted when the
-  request starts (an approximation: later arrivals do not slow it down retroactively);
-- a request whose deadline (client timeout) passes first frees its slot at the deadline,
-  as vLLM aborts a request whose client went away.
+- with ``slots > 0`` a request is served by a vLLM-like engine
+  (:mod:`agentlab.llm.sim_engine`): continuous batching of up to ``slots`` sequences,
+  chunked prefill sharing each step's ``max_num_batched_tokens`` budget with the running
+  decodes, FCFS admission, per-request decode-speed variation, client-deadline aborts;
+- with ``slots == 0`` (a hosted API) every request is served as if alone:
+  ``first = sent + overhead_s + 1 / decode_tps + prompt / prefill_tps`` and
+  ``end = first + (n - 1) / (decode_tps * speed)``.
 
-Because a slot's end time is known at admission, the queue needs no asyncio objects: the
-server is plain state, and callers just ``await clock.sleep`` until the planned times.
+Completion lengths are drawn per request from the profile's log-normal for the call's
+``labels["stage"]`` (``SimProfile.lengths``, else ``completion_median``/``_sigma``), for free
+text, structured output (free-text fields are lengthened) alike; ``max_tokens`` or the
+profile's ``max_completion`` truncate with ``finish_reason="length"``.
+
+A caller plans an attempt (:meth:`SimServer.plan`: content, faults, a first prediction),
+then :meth:`SimServer.wait` or :meth:`SimServer.chunks` sleep on the clock until the
+predicted times, advancing the engine and re-predicting when later arrivals delayed them.
 Rate limits are token buckets (``rpm``, ``tpm``) refilled continuously, holding
 ``burst_s`` seconds of quota. One server exists per client config, per clock, per process:
 Ray workers each get their own (use ``agentlab sim-serve`` for one shared server).
+:meth:`SimServer.export_state` / :meth:`SimServer.restore_state` carry everything that
+affects future calls (engine queues, buckets, counters, draw counters).
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
+import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -33,11 +40,12 @@ from agentlab.errors import ConfigError, LLMTimeoutError, RateLimitError
 from agentlab.llm.sim_content import (
     Rng,
     append_marker,
+    gen_json,
     gen_text,
     gen_tool_call,
-    gen_value,
     request_hash,
 )
+from agentlab.llm.sim_engine import Engine, EngineRequest
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.structured import OutputSpec
 
@@ -74,17 +82,18 @@ class SimResult:
     tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
     fault: str | None = None  # None, "rate_limited", "timeout"
     fault_at: float = 0.0  # when the fault is reported
+    req: EngineRequest | None = None  # the engine's request (slots > 0), updated as it runs
 
 
 class SimServer:
-    """State of one simulated server (slots, buckets, totals). See the module docstring."""
+    """State of one simulated server (engine, buckets, totals). See the module docstring."""
 
     def __init__(self, profile: SimProfile, seed: int, clock: Clock) -> None:
         self.profile = profile
         self.seed = seed
         self.clock = clock
-        self._free: list[float] = [-math.inf] * profile.slots  # heap of slot free times
-        self._active: list[tuple[float, float, int]] = []  # (start, end, tokens) not yet done
+        self.engine = Engine(profile)
+        self._active: list[tuple[float, float, int]] = []  # slots == 0: (start, end, tokens)
         self._instant = (
             profile.slots == 0
             and profile.prefill_tps == 0
@@ -100,12 +109,16 @@ class SimServer:
         self.requests_total = 0
         self.rejected_total = 0
         self.prompt_tokens_total = 0
-        self.generation_tokens_total = 0  # finished requests only
-        self._scheduled_tokens = 0
+        self._gen_unbatched = 0  # finished tokens of the slots == 0 path
         self._rate_t = clock.now()
         self._rate_tokens = 0
         self._client_free = -math.inf  # when the calling process's CPU is next free
         self._client_draws = 0
+
+    @property
+    def generation_tokens_total(self) -> int:
+        """Tokens of finished requests."""
+        return self.engine.generated_total + self._gen_unbatched
 
     async def dispatch(self) -> None:
         """Spend the client-side CPU of one request (``client_overhead_s``), serially.
@@ -119,67 +132,11 @@ class SimServer:
             return
         self._client_draws += 1
         u = Rng(self.seed * 1_000_003 + self._client_draws).random()
-        # log-normal with sigma 0.5 via the inverse normal CDF of u (mean-preserving)
-        cost = mean * math.exp(0.5 * NormalDist().inv_cdf(min(max(u, 1e-9), 1 - 1e-9)) - 0.125)
+        cost = mean * _lognormal_factor(u, 0.5)
         now = self.clock.now()
         ready = max(now, self._client_free) + cost
         self._client_free = ready
         await self.clock.sleep(ready - now)
-
-    # --- persistence -----------------------------------------------------------------
-
-    def export_state(self) -> dict[str, Any]:
-        """Everything that shapes this server's future answers and timings, JSON-safe.
-
-        Slot free times, requests still active, quota buckets, counters and the client-CPU
-        draw counter; content randomness derives from request hashes, so it needs nothing.
-        A resumed society restores this (see :meth:`restore_state`) so that its calls get
-        the same queue waits and start times as in an uninterrupted run.
-        """
-        return {
-            "schema_version": 1,
-            "free": [_jf(f) for f in self._free],
-            "active": [[_jf(a), _jf(b), n] for a, b, n in self._active],
-            "rpm_level": self._rpm_level,
-            "tpm_level": self._tpm_level,
-            "bucket_t": _jf(self._bucket_t),
-            "requests_total": self.requests_total,
-            "rejected_total": self.rejected_total,
-            "prompt_tokens_total": self.prompt_tokens_total,
-            "generation_tokens_total": self.generation_tokens_total,
-            "scheduled_tokens": self._scheduled_tokens,
-            "rate_t": _jf(self._rate_t),
-            "rate_tokens": self._rate_tokens,
-            "client_free": _jf(self._client_free),
-            "client_draws": self._client_draws,
-        }
-
-    def restore_state(self, state: dict[str, Any]) -> None:
-        """Load :meth:`export_state` output into this (same-profile) server.
-
-        Raises:
-            ConfigError: the state has a different number of slots than the profile.
-        """
-        free = [float(f) for f in state["free"]]
-        if len(free) != len(self._free):
-            raise ConfigError(
-                f"simulated server state has {len(free)} slots; profile "
-                f"{self.profile.name!r} has {len(self._free)}"
-            )
-        self._free = free  # exported in heap layout: kept as is, so pops repeat exactly
-        self._active = [(float(a), float(b), int(n)) for a, b, n in state["active"]]
-        self._rpm_level = float(state["rpm_level"])
-        self._tpm_level = float(state["tpm_level"])
-        self._bucket_t = float(state["bucket_t"])
-        self.requests_total = int(state["requests_total"])
-        self.rejected_total = int(state["rejected_total"])
-        self.prompt_tokens_total = int(state["prompt_tokens_total"])
-        self.generation_tokens_total = int(state["generation_tokens_total"])
-        self._scheduled_tokens = int(state["scheduled_tokens"])
-        self._rate_t = float(state["rate_t"])
-        self._rate_tokens = int(state["rate_tokens"])
-        self._client_free = float(state["client_free"])
-        self._client_draws = int(state["client_draws"])
 
     # --- planning --------------------------------------------------------------------
 
@@ -192,8 +149,13 @@ class SimServer:
         tools: list[dict[str, Any]] | None = None,
         params: dict[str, Any] | None = None,
         timeout: float = math.inf,
+        labels: dict[str, Any] | None = None,
     ) -> SimResult:
-        """Decide content, faults and timings of one attempt (no waiting happens here)."""
+        """Decide content and faults of one attempt and queue it (no waiting happens here).
+
+        ``first_token``/``end`` of the result are the engine's current prediction, a lower
+        bound that :meth:`wait`/:meth:`chunks` refine.
+        """
         p = self.profile
         params = params or {}
         now = self.clock.now()
@@ -227,13 +189,12 @@ class SimServer:
                 malformed = True
 
         rng = Rng(h)
-        text, calls, n = self._content(rng, spec, tools, params, malformed)
-        res = SimResult(text, prompt_tokens, n, now, 0.0, now, now, tool_calls=calls)
-        if malformed:
-            res.finish_reason = "length"
+        stage = labels.get("stage", labels.get("label")) if labels else None
+        text, calls, n, finish = self._content(rng, spec, tools, params, malformed, stage)
+        res = SimResult(text, prompt_tokens, n, now, 0.0, now, now, finish, tool_calls=calls)
         if self._instant and fault is None:
             self.prompt_tokens_total += prompt_tokens
-            self.generation_tokens_total += n
+            self._gen_unbatched += n
             return res
         if fault is None and not self._take_quota(now, prompt_tokens + n):
             fault = "rate_limited"
@@ -244,7 +205,16 @@ class SimServer:
         if fault == "timeout":
             res.fault, res.fault_at = fault, now + min(p.hang_s, timeout)
             return res
-        self._schedule(res, now, timeout)
+        self.prompt_tokens_total += prompt_tokens
+        # its own stream, independent of the content draws of Rng(h) (seeds that differ in
+        # a few bits give correlated LCG streams: speed would follow length)
+        speed = _lognormal_factor(
+            Rng(zlib.crc32(h.to_bytes(4, "little"), 0x5EED)).random(), p.decode_jitter
+        )
+        if p.slots > 0:
+            self._enqueue(res, now, timeout, speed)
+        else:
+            self._unbatched(res, now, timeout, speed)
         return res
 
     def _content(
@@ -254,9 +224,14 @@ class SimServer:
         tools: list[dict[str, Any]] | None,
         params: dict[str, Any],
         malformed: bool,
-    ) -> tuple[str, list[tuple[str, str, str]], int]:
+        stage: Any,
+    ) -> tuple[str, list[tuple[str, str, str]], int, str]:
+        """(text, tool calls, completion tokens, finish reason) of one attempt."""
         p = self.profile
         bool_p = float(params.get("sim_bool_p", p.bool_p))
+        cap = int(
+            params.get("max_tokens") or params.get("max_completion_tokens") or p.max_completion
+        )
         if tools:
             choice = params.get("tool_choice", "auto")
             forced = None
@@ -269,25 +244,31 @@ class SimServer:
                 if malformed:
                     raw = raw[: max(1, len(raw) // 2)]
                 call_id = f"call_{rng.randint(1 << 30):08x}"
-                return "", [(call_id, name, raw)], max(1, len(raw) // 4 + 8)
-        if spec is not None:
-            text = json.dumps(gen_value(spec.schema, rng, bool_p=bool_p))
-            if malformed:
-                text = text[: max(1, len(text) // 2)]
-            return text, [], max(1, len(text) // 4)
-        if malformed:
-            return "", [], 0
+                return "", [(call_id, name, raw)], max(1, len(raw) // 4 + 8), "tool_calls"
         n_fixed = params.get("sim_completion_tokens")
         if n_fixed is not None:
-            n = int(n_fixed)
+            target = int(n_fixed)
         else:
-            n = int(p.completion_median * math.exp(p.completion_sigma * rng.normal()) + 0.5)
-        cap = params.get("max_tokens") or params.get("max_completion_tokens") or p.max_completion
-        n = max(1, min(n, int(cap)))
+            median, sigma = p.length_of(None if stage is None else str(stage))
+            target = int(median * math.exp(sigma * rng.normal()) + 0.5)
+        target = max(1, target)
+        if spec is not None:
+            text, n = gen_json(spec.schema, rng, target, bool_p=bool_p)
+            if malformed:
+                return text[: max(1, len(text) // 2)], [], max(1, n // 2), "length"
+            if n > cap:  # cut mid-JSON, as a real server does: the client cannot parse it
+                return text[: cap * 4], [], cap, "length"
+            return text, [], n, "stop"
+        if malformed:
+            return "", [], 0, "length"
+        if target > cap:  # cut: a marker the model would have ended with never comes
+            return gen_text(rng, cap)[:-1], [], cap, "length"
         # free text only: a marker the caller parses ("[CONSENSUS]"), at rate sim_marker_p
         marker = params.get("sim_marker")
-        text = append_marker(gen_text(rng, n), rng, marker, float(params.get("sim_marker_p", 1.0)))
-        return text, [], n
+        text = append_marker(
+            gen_text(rng, target), rng, marker, float(params.get("sim_marker_p", 1.0))
+        )
+        return text, [], target, "stop"
 
     def _take_quota(self, now: float, tokens: int) -> bool:
         p = self.profile
@@ -309,47 +290,96 @@ class SimServer:
             self._rpm_level -= 1.0
         return True
 
-    def _schedule(self, res: SimResult, now: float, timeout: float) -> None:
+    def _enqueue(self, res: SimResult, now: float, timeout: float, speed: float) -> None:
+        engine = self.engine
+        engine.advance(now)
+        req = EngineRequest(
+            self.requests_total,
+            now + self.profile.overhead_s,
+            max(1, res.prompt_tokens),
+            max(1, res.completion_tokens),
+            speed,
+            now + timeout,
+        )
+        engine.add(req)
+        res.req = req
+        self._refresh(res, engine.predict(req))
+        if res.end > req.deadline:  # already certain: later arrivals only delay it
+            res.fault, res.fault_at = "timeout", req.deadline
+
+    def _refresh(self, res: SimResult, view: EngineRequest) -> None:
+        if view.first_token is not None:
+            res.first_token = view.first_token
+        if view.end is not None:
+            res.end = view.end
+        elif view.aborted:
+            res.end = math.inf
+        if view.admitted is not None:
+            res.queue_wait = max(0.0, view.admitted - view.arrival)
+
+    def _unbatched(self, res: SimResult, now: float, timeout: float, speed: float) -> None:
         p = self.profile
-        start = now
-        running = 1
-        if p.slots > 0:
-            start = max(now, heapq.heappop(self._free))
-            running += sum(1 for f in self._free if f > start)
-        rate = p.decode_tps / (1.0 + p.decode_degrade * (running - 1)) if p.decode_tps else 0.0
-        tpot = 1.0 / rate if rate else 0.0
+        tpot = 1.0 / (p.decode_tps * speed) if p.decode_tps else 0.0
         prefill = res.prompt_tokens / p.prefill_tps if p.prefill_tps else 0.0
-        first = start + p.overhead_s + prefill + tpot
+        first = now + p.overhead_s + prefill + (1.0 / p.decode_tps if p.decode_tps else 0.0)
         end = first + (res.completion_tokens - 1) * tpot
         deadline = now + timeout
-        slot_end = end
+        res.queue_wait, res.first_token, res.end = 0.0, first, end
         if end > deadline:
             res.fault, res.fault_at = "timeout", deadline
-            slot_end = max(start, deadline) if deadline > start else start
-        if p.slots > 0:
-            heapq.heappush(self._free, slot_end)
-        res.queue_wait = start - now
-        res.first_token, res.end = first, end
-        self.prompt_tokens_total += res.prompt_tokens
-        done = res.completion_tokens if res.fault is None else 0
-        self._active.append((start, slot_end, done))
-        if len(self._active) > 64 + 4 * p.slots:
+        self._active.append(
+            (now, min(end, deadline), res.completion_tokens if end <= deadline else 0)
+        )
+        if len(self._active) > 256:
             self._prune(now)
 
     def _prune(self, now: float) -> None:
         keep = []
         for item in self._active:
             if item[1] <= now:
-                self.generation_tokens_total += item[2]
+                self._gen_unbatched += item[2]
             else:
                 keep.append(item)
         self._active = keep
 
     # --- running a planned attempt ------------------------------------------------------
 
+    async def _until_token(self, res: SimResult, m: float) -> bool:
+        """Sleep until token ``m`` of an engine request exists; False if its deadline hit."""
+        req = res.req
+        assert req is not None
+        clock, engine = self.clock, self.engine
+        while True:
+            now = clock.now()
+            engine.advance(now)
+            t = req.time_of_token(m)
+            if t is not None:  # the step producing it has started: its time is final
+                if t > req.deadline:
+                    await clock.sleep(req.deadline - now)
+                    return False
+                if t > now:
+                    await clock.sleep(t - now)
+                return True
+            if req.aborted or now >= req.deadline:
+                return False
+            planned = engine.predict(req).time_of_token(m)
+            target = req.deadline if planned is None else min(planned, req.deadline)
+            if target <= now + 1e-9:  # zero-length steps due now: run them
+                engine.advance(now, inclusive=True)
+                if req.time_of_token(m) is None and not req.aborted and now < req.deadline:
+                    raise RuntimeError(f"simulator engine made no progress at t={now}")
+                continue
+            await clock.sleep(target - now)
+
     async def wait(self, res: SimResult, model: str) -> SimResult:
-        """Sleep until the planned end (or raise the planned fault when it is due)."""
+        """Sleep until the answer is complete (or raise the fault when it is due)."""
         clock = self.clock
+        if res.fault is None and res.req is not None:
+            ok = await self._until_token(res, res.req.output)
+            self._refresh(res, res.req)
+            if ok:
+                return res
+            res.fault, res.fault_at = "timeout", res.req.deadline
         if res.fault is not None:
             delay = res.fault_at - clock.now()
             if delay > 0:
@@ -361,23 +391,30 @@ class SimServer:
         return res
 
     async def chunks(self, res: SimResult, model: str) -> AsyncIterator[str]:
-        """Yield the text in about ``stream_chunks`` pieces at their planned times."""
-        clock = self.clock
+        """Yield the text in about ``stream_chunks`` pieces as its tokens are produced."""
         if res.fault == "rate_limited" or (res.fault and res.fault_at <= res.first_token):
             await self.wait(res, model)  # raises
         text = res.text
-        k = max(1, min(self.profile.stream_chunks, res.completion_tokens, len(text) or 1))
-        span = res.end - res.first_token
+        n = res.completion_tokens
+        k = max(1, min(self.profile.stream_chunks, n, len(text) or 1))
         for i in range(k):
-            t = res.first_token + (span * i / (k - 1) if k > 1 else 0.0)
-            if res.fault is not None and t > res.fault_at:
-                await self.wait(res, model)  # raises the timeout mid-stream
-            delay = t - clock.now()
-            if delay > 0:
-                await clock.sleep(delay)
+            if res.req is not None and res.fault is None:
+                m = 1 + (n - 1) * i / (k - 1) if k > 1 else float(n)
+                if not await self._until_token(res, m):
+                    res.fault, res.fault_at = "timeout", res.req.deadline
+                    await self.wait(res, model)  # raises the timeout mid-stream
+            else:
+                t = res.first_token + ((res.end - res.first_token) * i / (k - 1) if k > 1 else 0.0)
+                if res.fault is not None and t > res.fault_at:
+                    await self.wait(res, model)  # raises the timeout mid-stream
+                delay = t - self.clock.now()
+                if delay > 0:
+                    await self.clock.sleep(delay)
             piece = text[len(text) * i // k : len(text) * (i + 1) // k]
             if piece or i == 0:
                 yield piece
+        if res.req is not None:
+            self._refresh(res, res.req)
         if res.fault is not None:
             await self.wait(res, model)
 
@@ -386,17 +423,19 @@ class SimServer:
             return RateLimitError(f"{model}: rate limited (simulated 429)")
         return LLMTimeoutError(f"{model}: no complete answer before the timeout (simulated)")
 
-    # --- metrics ------------------------------------------------------------------------
+    # --- metrics and state ---------------------------------------------------------------
 
     def metrics(self) -> dict[str, float]:
         """vLLM-like server metrics at the clock's current time."""
         now = self.clock.now()
+        self.engine.advance(now)
         self._prune(now)
-        running = sum(1 for s, e, _ in self._active if s <= now < e)
-        waiting = sum(1 for s, _, _ in self._active if s > now)
+        running, waiting = self.engine.load()
+        running += sum(1 for s, e, _ in self._active if s <= now < e)
         dt = now - self._rate_t
-        tps = (self.generation_tokens_total - self._rate_tokens) / dt if dt > 0 else 0.0
-        self._rate_t, self._rate_tokens = now, self.generation_tokens_total
+        total = self.generation_tokens_total
+        tps = (total - self._rate_tokens) / dt if dt > 0 else 0.0
+        self._rate_t, self._rate_tokens = now, total
         return {
             "num_requests_running": running,
             "num_requests_waiting": waiting,
@@ -405,13 +444,85 @@ class SimServer:
             "requests_total": self.requests_total,
             "rejected_total": self.rejected_total,
             "prompt_tokens_total": self.prompt_tokens_total,
-            "generation_tokens_total": self.generation_tokens_total,
+            "generation_tokens_total": total,
+            "steps_total": self.engine.steps_total,
         }
 
+    def export_state(self) -> dict[str, Any]:
+        """Everything that affects future calls, JSON-able (see :meth:`restore_state`).
 
-def _jf(v: float) -> float | str:
-    # JSON has no infinity (idle slots are free since -inf); float("-inf") reads it back.
-    return str(v) if math.isinf(v) else v
+        Engine queues and slots, quota buckets, counters, the client-CPU draw counter and
+        time. Content draws are a pure function of (seed, request, attempt): no rng state.
+        """
+
+        def num(x: float) -> float | None:
+            return None if math.isinf(x) else x
+
+        return {
+            "schema_version": _STATE_VERSION,
+            "engine": self.engine.export_state(),
+            "active": [list(a) for a in self._active],
+            "rpm_level": self._rpm_level,
+            "tpm_level": self._tpm_level,
+            "bucket_t": self._bucket_t,
+            "requests_total": self.requests_total,
+            "rejected_total": self.rejected_total,
+            "prompt_tokens_total": self.prompt_tokens_total,
+            "gen_unbatched": self._gen_unbatched,
+            "rate_t": self._rate_t,
+            "rate_tokens": self._rate_tokens,
+            "client_free": num(self._client_free),
+            "client_draws": self._client_draws,
+        }
+
+    def restore_state(self, d: dict[str, Any]) -> None:
+        """Load the output of :meth:`export_state` (same profile and seed).
+
+        A resumed society restores this so that its calls get the same queue waits and
+        times as in an uninterrupted run.
+
+        Raises:
+            ConfigError: the state is of another schema version, or holds more running
+                sequences than this profile's ``slots``.
+        """
+        version = d.get("schema_version")
+        if version != _STATE_VERSION:
+            raise ConfigError(
+                f"simulated server state has schema_version {version!r}; this simulator "
+                f"reads {_STATE_VERSION} (state saved by another agentlab version)"
+            )
+        running = len(d.get("engine", {}).get("running", []))
+        if self.profile.slots > 0 and running > self.profile.slots:
+            raise ConfigError(
+                f"simulated server state has {running} running sequences; profile "
+                f"{self.profile.name!r} has {self.profile.slots} slots"
+            )
+        self.engine.restore_state(d.get("engine", {}))
+        self._active = [(float(a), float(b), int(c)) for a, b, c in d.get("active", [])]
+        self._rpm_level = float(d["rpm_level"])
+        self._tpm_level = float(d["tpm_level"])
+        self._bucket_t = float(d["bucket_t"])
+        self.requests_total = int(d["requests_total"])
+        self.rejected_total = int(d["rejected_total"])
+        self.prompt_tokens_total = int(d["prompt_tokens_total"])
+        self._gen_unbatched = int(d.get("gen_unbatched", 0))
+        self._rate_t = float(d["rate_t"])
+        self._rate_tokens = int(d["rate_tokens"])
+        cf = d.get("client_free")
+        self._client_free = -math.inf if cf is None else float(cf)
+        self._client_draws = int(d["client_draws"])
+
+
+#: version of :meth:`SimServer.export_state`'s layout (1: the pre-engine slot heap)
+_STATE_VERSION = 2
+
+
+def _lognormal_factor(u: float, sigma: float) -> float:
+    """Mean-1 log-normal multiplier from a uniform draw ``u`` (inverse normal CDF)."""
+    if sigma <= 0:
+        return 1.0
+    z = NormalDist().inv_cdf(min(max(u, 1e-9), 1 - 1e-9))
+    return math.exp(sigma * z - sigma * sigma / 2)
 
 
 def check_sim_overrides(params: dict[str, Any]) -> None:

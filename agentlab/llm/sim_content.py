@@ -7,11 +7,20 @@ request, so the same seed and request give the same output in every process (Pyt
 
 from __future__ import annotations
 
+import json
 import math
 import zlib
 from typing import Any
 
-__all__ = ["Rng", "append_marker", "gen_text", "gen_tool_call", "gen_value", "request_hash"]
+__all__ = [
+    "Rng",
+    "append_marker",
+    "gen_json",
+    "gen_text",
+    "gen_tool_call",
+    "gen_value",
+    "request_hash",
+]
 
 _MASK = (1 << 64) - 1
 _MUL = 6364136223846793005
@@ -193,7 +202,54 @@ def gen_value(
     text = gen_text(rng, 3 + rng.randint(6))
     while len(text) < lo_s:
         text += " " + gen_text(rng, 4)
+    if "maxLength" not in schema and not schema.get("format") and not schema.get("pattern"):
+        return _Free(text)  # free text: gen_json may lengthen it to the target length
     return text[:hi_s]
+
+
+class _Free(str):
+    """A generated string with no length limit: a candidate for lengthening."""
+
+    __slots__ = ()
+
+
+def _free_slots(value: Any, out: list[tuple[Any, Any]]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, _Free):
+                out.append((value, k))
+            else:
+                _free_slots(v, out)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, _Free):
+                out.append((value, i))
+            else:
+                _free_slots(v, out)
+
+
+def gen_json(
+    schema: dict[str, Any], rng: Rng, target_tokens: int, *, bool_p: float = 0.5
+) -> tuple[str, int]:
+    """JSON valid under ``schema`` of about ``target_tokens`` tokens; returns (text, tokens).
+
+    Free-text string fields (no ``maxLength``/``format``/``pattern``) are lengthened so the
+    reply has the length the profile draws, as a real model's discussion turn packed in a
+    JSON field would; a schema without such fields gives what it gives (a vote is short).
+    Tokens are estimated at ~4 characters each, like prompts.
+    """
+    value = gen_value(schema, rng, bool_p=bool_p)
+    text = json.dumps(value)
+    slots: list[tuple[Any, Any]] = []
+    _free_slots(value, slots)
+    extra = target_tokens - len(text) // 4
+    if slots and extra > 0:
+        for i, (holder, key) in enumerate(slots):
+            share = extra // len(slots) + (1 if i < extra % len(slots) else 0)
+            if share > 0:
+                holder[key] = str(holder[key]) + " " + gen_text(rng, share)
+        text = json.dumps(value)
+    return text, max(1, len(text) // 4)
 
 
 def _bounds(schema: dict[str, Any], *, integer: bool) -> tuple[float, float]:

@@ -1,20 +1,28 @@
 """Profiles of the simulated backend: ``sim/<profile>`` model strings.
 
-A profile is a frozen bundle of server parameters (slots, prefill/decode rates, completion
-length distribution, rate limits, fault rates). Any field can be overridden through the
-client's defaults, e.g. ``LLMClient("sim/vllm-3b", slots=4)``.
+A profile is a frozen bundle of server parameters (slots, prefill/decode rates, step token
+budget, completion length distributions per stage, rate limits, fault rates). Any field can
+be overridden through the client's defaults, e.g. ``LLMClient("sim/vllm-3b", slots=4)``.
+Profiles save to and load from TOML (:meth:`SimProfile.save`, :func:`load_profile`); a
+model string naming a ``.toml`` file loads it: ``LLMClient("sim/path/to/profile.toml")``.
+Each profile's ``source`` says where its numbers come from.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agentlab.errors import ConfigError, UnknownNameError
 
-__all__ = ["PROFILES", "SimProfile", "get_profile", "profile_field_names"]
+__all__ = ["PROFILES", "SimProfile", "get_profile", "load_profile", "profile_field_names"]
+
+#: (label, median tokens, sigma of log tokens) per stage label
+Lengths = tuple[tuple[str, float, float], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,18 +34,26 @@ class SimProfile:
     """
 
     name: str
-    slots: int = 0  # concurrent sequences the server decodes; 0 = unlimited
-    prefill_tps: float = 0.0  # prompt tokens per second (whole server, one prompt at a time)
+    # max_num_seqs: sequences batched per step; 0 = unlimited (a hosted API: every request
+    # is served as if alone, no shared batch)
+    slots: int = 0
+    # max_num_batched_tokens: token budget of one step shared by decodes (1 token each) and
+    # prefill chunks; 0 = unlimited (whole prompts prefilled in one step)
+    max_num_batched_tokens: int = 0
+    prefill_tps: float = 0.0  # prompt tokens per second of step time
     decode_tps: float = 0.0  # tokens per second for ONE sequence decoding alone
-    decode_degrade: float = 0.0  # per extra running sequence: rate / (1 + d * (running - 1))
-    overhead_s: float = 0.0  # fixed network + scheduling time before the first token
+    decode_degrade: float = 0.0  # per extra sequence in a step: dt = (1 + d * (n - 1)) / tps
+    decode_jitter: float = 0.0  # sigma of the per-request log-normal decode-speed factor
+    overhead_s: float = 0.0  # fixed network + HTTP + tokenisation time before scheduling
     # Client-side CPU per request (building, serialising and sending it), spent serially by
     # the calling process before the request starts: litellm costs ~5-20 ms here. It is what
     # spaces out a fan-out of N "simultaneous" calls by a few milliseconds instead of 0.
     client_overhead_s: float = 0.0
     completion_median: float = 32.0  # log-normal completion length: median tokens
     completion_sigma: float = 0.5  # ... and sigma of log(tokens)
-    max_completion: int = 1024  # hard cap (like max_tokens)
+    # per-stage lengths: labels["stage"] -> (median, sigma); other stages use the above
+    lengths: Lengths = ()
+    max_completion: int = 1024  # server-side cap (max_model_len): finish_reason "length"
     rpm: float = 0.0  # requests per minute before 429s; 0 = no limit
     tpm: float = 0.0  # tokens (prompt + completion) per minute before 429s; 0 = no limit
     burst_s: float = 2.0  # token buckets hold this many seconds of rpm/tpm
@@ -49,6 +65,38 @@ class SimProfile:
     tool_call_p: float = 0.5  # probability of a tool call when tools are offered
     bool_p: float = 0.5  # probability a boolean JSON field is true
     stream_chunks: int = 12  # a streamed completion arrives in about this many chunks
+    source: str = ""  # where the numbers come from (benchmark, calibration run)
+
+    def length_of(self, stage: str | None) -> tuple[float, float]:
+        """(median, sigma) of the completion length for a stage label."""
+        if stage is not None:
+            for label, median, sigma in self.lengths:
+                if label == stage:
+                    return median, sigma
+        return self.completion_median, self.completion_sigma
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (TOML/JSON-able): ``lengths`` as ``{label: [median, sigma]}``."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["lengths"] = {label: [m, s] for label, m, s in self.lengths}
+        return d
+
+    def save(self, path: str | Path) -> Path:
+        """Write the profile as TOML (readable by :func:`load_profile`)."""
+        path = Path(path)
+        flat, lengths = [], []
+        for k, v in self.to_dict().items():
+            if k == "lengths":
+                continue
+            flat.append(f"{k} = {_toml_value(v)}")
+        for label, (m, s) in self.to_dict()["lengths"].items():
+            lengths.append(f"{_toml_value(label)} = [{_toml_value(m)}, {_toml_value(s)}]")
+        text = "\n".join(flat) + "\n"
+        if lengths:
+            text += "\n[lengths]  # stage label = [median tokens, sigma of log tokens]\n"
+            text += "\n".join(lengths) + "\n"
+        path.write_text(text, encoding="utf-8")
+        return path
 
     def capacity_rps(self, completion_tokens: float, prompt_tokens: float) -> float:
         """Requests/s the server sustains at full load for the given mean request size.
@@ -84,6 +132,12 @@ class SimProfile:
                 raise ConfigError(
                     f"unknown sim profile parameter {k!r}; valid: {', '.join(sorted(fields))}"
                 )
+            if k == "source":
+                clean[k] = str(v)
+                continue
+            if k == "lengths":
+                clean[k] = _lengths(v)
+                continue
             try:
                 clean[k] = int(v) if f.type == "int" else float(v)
             except (TypeError, ValueError) as exc:
@@ -93,21 +147,116 @@ class SimProfile:
         return dataclasses.replace(self, **clean)
 
 
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(int(v))
+    if isinstance(v, float):  # numpy floats too (repr would say np.float64(...))
+        return "inf" if math.isinf(v) else repr(float(v))
+    s = str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{s}"'
+
+
+def _lengths(v: Any) -> Lengths:
+    items = v.items() if isinstance(v, dict) else ((x[0], x[1:]) for x in v)
+    out = []
+    for label, pair in items:
+        try:
+            m, s = (float(x) for x in pair)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"sim profile lengths[{label!r}]={pair!r}: expected [median, sigma]"
+            ) from exc
+        if m <= 0 or s < 0:
+            raise ConfigError(
+                f"sim profile lengths[{label!r}]={pair!r}: need median > 0, sigma >= 0"
+            )
+        out.append((str(label), m, s))
+    return tuple(out)
+
+
+def load_profile(path: str | Path, **overrides: Any) -> SimProfile:
+    """Read a profile written by :meth:`SimProfile.save` (or by hand) from TOML.
+
+    Raises:
+        ConfigError: the file is missing, not TOML, or has unknown / bad parameters.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"sim profile file {str(path)!r} does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"sim profile file {str(path)!r} is not valid TOML: {exc}") from exc
+    name = str(data.pop("name", path.stem))
+    return SimProfile(name=name).replace(**data).replace(**overrides)
+
+
+# Per-stage lengths for the agentraffic-style topology workflow (labels["stage"]): the
+# discussion turns and syntheses of its experts are paragraphs (hundreds of tokens), the
+# routing/evaluation replies short. Orders of magnitude, not a fit: calibrate a profile
+# from your own server's llm_calls (agentlab.calibrate) for numbers that transfer.
+_VLLM_3B_LENGTHS: Lengths = (
+    ("recruitment", 150.0, 0.4),
+    ("discussion", 300.0, 0.5),
+    ("synthesis", 400.0, 0.4),
+    ("execution", 500.0, 0.4),
+    ("evaluation", 80.0, 0.5),
+    ("final", 300.0, 0.4),
+)
+_VLLM_3B_SOURCE = (
+    "Hand-set, illustrative: no benchmark or calibration run behind these numbers. "
+    "The scheduler shape is vLLM v1's (chunked prefill, max_num_seqs 8, a 2048-token step "
+    "budget: configuration choices); 60 decode tok/s per sequence, 4% step cost per extra "
+    "sequence and 4,000 prompt tok/s are a plausible order of magnitude for a ~3B model on "
+    "one small GPU. Stage lengths: see _VLLM_3B_LENGTHS. For numbers of a real server, "
+    "calibrate a profile from its llm_calls (agentlab.calibrate); sim/smollm2-cpu is one."
+)
+
 PROFILES: dict[str, SimProfile] = {
     # No latency at all: measures the toolkit's own overhead and throughput.
-    "instant": SimProfile(name="instant", tool_call_p=0.5),
+    "instant": SimProfile(
+        name="instant", tool_call_p=0.5, source="No server: zero time (toolkit overhead only)."
+    ),
     # vLLM serving a ~3B model on a small GPU: 8 sequences at a time, FIFO queue beyond.
     "vllm-3b": SimProfile(
         name="vllm-3b",
         slots=8,
+        max_num_batched_tokens=2048,
         prefill_tps=4000.0,
         decode_tps=60.0,
         decode_degrade=0.04,
+        decode_jitter=0.15,
         overhead_s=0.01,
         client_overhead_s=0.004,
         completion_median=120.0,
         completion_sigma=0.6,
+        lengths=_VLLM_3B_LENGTHS,
         max_completion=1024,
+        source=_VLLM_3B_SOURCE,
+    ),
+    # SmolLM2-135M on llama-cpp-cffi, 1 CPU thread, one decoding slot, on a busy 2-core box:
+    # a calibration run, not hand-set (see source).
+    "smollm2-cpu": SimProfile(
+        name="smollm2-cpu",
+        slots=1,
+        prefill_tps=43.6,
+        decode_tps=13.55,
+        decode_jitter=0.51,
+        overhead_s=0.0,
+        completion_median=120.0,
+        completion_sigma=0.6,
+        max_completion=2048,
+        source=(
+            "agentlab.calibrate on datasets/real_smollm2_llamacpp_trace.csv, concurrency-1 "
+            "calls only (32; slots=1, by=[round, concurrency], client=client): SmolLM2-135M "
+            "Q4_1 on llama-cpp-cffi 0.4.42 via scripts/real_server.py, 1 thread, on the shared "
+            "2-core development box under load (Dec 2026). Predicts the trace's held-out "
+            "concurrency 2 and 4 p50/p95 TTFT and latency within 12% "
+            "(tests/real/test_real_trace.py). Lengths are not from the trace (its replies "
+            "were cut at max_tokens=24): default log-normal 120, 0.6."
+        ),
     ),
     # A hosted API: effectively unlimited concurrency but RPM/TPM quotas that answer 429.
     "cloud": SimProfile(
@@ -123,6 +272,10 @@ PROFILES: dict[str, SimProfile] = {
         tpm=600_000.0,
         burst_s=2.0,
         rate_limit_s=0.05,
+        source=(
+            "Hand-set, illustrative hosted API: no benchmark behind the numbers; the quotas "
+            "are of the size hosted providers publish for a low usage tier."
+        ),
     ),
 }
 
@@ -135,10 +288,14 @@ def profile_field_names() -> frozenset[str]:
 def get_profile(name: str, **overrides: Any) -> SimProfile:
     """Look up ``name`` (without the ``sim/`` prefix) and apply parameter overrides.
 
+    A ``name`` ending in ``.toml`` is a path to a profile file (:func:`load_profile`).
+
     Raises:
         UnknownNameError: ``name`` is not a registered profile.
         ConfigError: an override is unknown or not a non-negative number.
     """
+    if name.endswith(".toml"):
+        return load_profile(name, **overrides)
     base = PROFILES.get(name)
     if base is None:
         raise UnknownNameError("sim profile", f"sim/{name}", [f"sim/{p}" for p in PROFILES])

@@ -108,7 +108,7 @@ async def test_malformed_tool_arguments_raise_bad_response() -> None:
 
 async def test_stream_first_chunk_after_queue_and_prefill() -> None:
     clock = VirtualClock()
-    c = LLMClient("sim/vllm-3b", seed=0, slots=1).with_clock(clock)
+    c = LLMClient("sim/vllm-3b", seed=0, slots=1, decode_jitter=0).with_clock(clock)
     busy = asyncio.ensure_future(c.complete(MSGS, sim_completion_tokens=60))
     await asyncio.sleep(0)
     s = c.stream([{"role": "user", "content": "x" * 4000}], sim_completion_tokens=120)

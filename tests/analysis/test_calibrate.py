@@ -1,0 +1,145 @@
+"""Calibration round trip: a simulated run with known parameters is fitted back."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import agentlab
+from agentlab.analysis.calibrate import fit_calibration, predict_calls
+from agentlab.core.clock import VirtualClock
+from agentlab.errors import ConfigError
+from agentlab.llm import LLMClient, get_profile
+
+TRUE = {
+    "slots": 8,
+    "max_num_batched_tokens": 4096,
+    "prefill_tps": 4000.0,
+    "decode_tps": 60.0,
+    "decode_degrade": 0.04,
+    "decode_jitter": 0.15,
+    "overhead_s": 0.01,
+    "lengths": {"discussion": [300.0, 0.5], "evaluation": [80.0, 0.4]},
+}
+
+
+async def _workload(seed: int = 0) -> pd.DataFrame:
+    """Idle calls of many prompt sizes, then bursts of 2..8 concurrent discussion turns."""
+    clock = VirtualClock()
+    c = LLMClient("sim/vllm-3b", seed=seed, **TRUE).with_clock(clock)
+    recs = []
+    for i in range(60):  # one at a time: TTFT vs prompt size
+        msgs = [{"role": "user", "content": f"q{i} " + "w" * (200 + 230 * i)}]
+        r = await c.complete(msgs, labels={"stage": "evaluation"})
+        recs.append(r.record)
+    for rnd in range(40):  # waves of experts: decode speed vs batch size
+        k = 2 + rnd % 7
+        msgs = [[{"role": "user", "content": f"r{rnd} e{j} " + "d" * 800}] for j in range(k)]
+        rs = await asyncio.gather(*(c.complete(m, labels={"stage": "discussion"}) for m in msgs))
+        recs.extend(r.record for r in rs)
+        await clock.sleep(1.0)
+    rows = []
+    for rec in recs:
+        d = rec.to_dict()
+        d["stage"] = rec.labels.get("stage")
+        rows.append(d)
+    return pd.DataFrame(rows)
+
+
+def test_round_trip_recovers_known_parameters(tmp_path: Path) -> None:
+    calls = asyncio.run(_workload())
+    cal = fit_calibration(calls, slots=8, max_num_batched_tokens=4096, n_boot=100)
+    truth = {
+        "prefill_tps": 4000.0,
+        "decode_tps": 60.0,
+        "decode_degrade": 0.04,
+        "decode_jitter": 0.15,
+        "overhead_s": 0.01,
+        "median[discussion]": 300.0,
+        "sigma[discussion]": 0.5,
+        "median[evaluation]": 80.0,
+        "sigma[evaluation]": 0.4,
+    }
+    params = cal.params.set_index("parameter")
+    print(cal.report())
+    for name, want in truth.items():
+        row = params.loc[name]
+        within5 = abs(row["value"] - want) <= 0.05 * want
+        in_ci = row["ci_low"] <= want <= row["ci_high"]
+        assert within5 or in_ci, (name, want, dict(row))
+    # the fitted engine reproduces the run it was fitted on
+    fit = cal.fit.set_index("metric")
+    assert fit.loc["latency", "ks"] < 0.1 and fit.loc["ttft", "ks"] < 0.15
+    # saved, loaded by path, same numbers
+    path = cal.profile.save(tmp_path / "fitted.toml")
+    loaded = LLMClient(f"sim/{path}").profile
+    assert loaded == cal.profile
+    assert agentlab.calibrate(calls, slots=8, n_boot=10).decode_tps == pytest.approx(
+        cal.profile.decode_tps, rel=0.02
+    )
+
+
+def test_held_out_calls_are_reported_separately() -> None:
+    calls = asyncio.run(_workload(seed=1))
+    train = calls["start"] < calls["start"].median()
+    cal = fit_calibration(calls, slots=8, train=train, n_boot=20)
+    assert set(cal.fit["subset"]) == {"train", "held-out"}
+    pred = predict_calls(get_profile("vllm-3b", **TRUE), calls)
+    assert pred["latency_pred"].notna().all()
+
+
+def test_errors_name_what_is_missing() -> None:
+    with pytest.raises(ConfigError, match="lack columns"):
+        fit_calibration(pd.DataFrame({"start": [0.0]}))
+    idle_only = pd.DataFrame(
+        {"start": [0.0, 5.0, 9.0], "end": [1.0, 6.0, 10.0], "prompt_tokens": [5, 6, 7],
+         "completion_tokens": [10, 10, 10]}
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="streamed calls"):
+        fit_calibration(idle_only)
+
+
+def test_closed_loop_replay_chains_each_clients_calls() -> None:
+    # one slot, 0.1 s per decode step, prefill 100 tok/s: a 10-token prompt and 5 tokens
+    # take 0.1 + 0.1 (prefill step) + 4 * 0.1 = 0.6 s alone
+    prof = get_profile(
+        "vllm-3b", slots=1, prefill_tps=100.0, decode_tps=10.0, decode_degrade=0.0,
+        decode_jitter=0.0, overhead_s=0.0, max_num_batched_tokens=0,
+    )  # fmt: skip
+    calls = pd.DataFrame(
+        {
+            "client": ["a", "b", "a"],
+            "start": [0.0, 0.0, 5.0],  # a thought for 1.0 s after its first call (end 4.0)
+            "end": [4.0, 4.5, 6.0],
+            "prompt_tokens": [10, 10, 10],
+            "completion_tokens": [5, 5, 5],
+        }
+    )
+    closed = predict_calls(prof, calls, client="client").set_index(calls.index)
+    # a: 0-0.6; b queued behind it: 0.6-1.2; a's second call at 0.6 + 1.0 think = 1.6
+    assert closed["start_pred"].tolist() == pytest.approx([0.0, 0.0, 1.6])
+    assert closed["latency_pred"].tolist() == pytest.approx([0.6, 1.2, 0.6])
+    opened = predict_calls(prof, calls)  # open loop keeps the recorded start 5.0
+    assert opened["start_pred"].tolist() == pytest.approx([0.0, 0.0, 5.0])
+
+
+def test_cli_calibrate_writes_a_loadable_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentlab.cli import main
+    from agentlab.topology import Experiment
+
+    exp = Experiment(runs=3, agents=3, out=tmp_path / "run", progress=False, seed=4)
+    exp.run_sync()
+    out = tmp_path / "fitted.toml"
+    rc = main(["calibrate", str(exp.run_dir), "--out", str(out), "--slots", "8", "--by", "run_id"])
+    assert rc == 0 and "decode_tps" in capsys.readouterr().out
+    prof = LLMClient(f"sim/{out}").profile
+    truth = get_profile("vllm-3b")
+    assert prof is not None and prof.slots == 8
+    assert prof.decode_tps == pytest.approx(truth.decode_tps, rel=0.1)
+    assert prof.prefill_tps == pytest.approx(truth.prefill_tps, rel=0.1)
+    assert prof.length_of("discussion")[0] == pytest.approx(300, rel=0.25)

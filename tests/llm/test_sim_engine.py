@@ -1,0 +1,235 @@
+"""The vLLM-like engine behind ``sim/<profile>``: batching, chunked prefill, lengths, state.
+
+The chunked-prefill numbers below are computed by hand from the step model in
+``agentlab/llm/sim_engine.py``: ``dt = (1 + d (n - 1)) / decode_tps + prefill / prefill_tps``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel
+
+from agentlab.core.clock import RealClock, VirtualClock
+from agentlab.errors import ConfigError, StructuredOutputError
+from agentlab.llm import LLMClient, SimProfile, get_profile
+from agentlab.llm.sim_backend import SimServer
+from agentlab.llm.sim_engine import Engine, EngineRequest
+
+# budget 10 tokens/step, base step 0.1 s, +50% per extra sequence, 0.01 s per prompt token
+SMALL = {
+    "slots": 4,
+    "max_num_batched_tokens": 10,
+    "prefill_tps": 100.0,
+    "decode_tps": 10.0,
+    "decode_degrade": 0.5,
+    "decode_jitter": 0.0,
+    "overhead_s": 0.0,
+    "client_overhead_s": 0.0,
+}
+# prompt-token estimate of the simulator: 4 per message + len(content) // 4
+SHORT = [{"role": "user", "content": "abcd"}]  # 5 tokens
+LONG = [{"role": "user", "content": "y" * 84}]  # 25 tokens
+
+
+def test_chunked_prefill_by_hand_alone_and_under_load() -> None:
+    prof = get_profile("vllm-3b", **SMALL)
+    # B alone: chunks 10, 10, 5 -> 0.2 + 0.2 + 0.15 = 0.55 s to the first token, then two
+    # decode steps of 0.1 s each
+    e = Engine(prof)
+    b = EngineRequest(1, 0.0, 25, 3)
+    e.add(b)
+    e.advance(10.0)
+    assert b.first_token == pytest.approx(0.55) and b.end == pytest.approx(0.75)
+    # Under load: A (5-token prompt, long reply) arrives just before B.
+    #   step 1: A chunk 5 + B chunk 5, n=2: 0.15 + 0.10 = 0.25  (A's first token)
+    #   step 2: A decode 1 + B chunk 9: 0.15 + 0.09 = 0.24 -> 0.49
+    #   step 3: A decode 1 + B chunk 9: 0.24 -> 0.73
+    #   step 4: A decode 1 + B chunk 2: 0.15 + 0.02 = 0.17 -> 0.90 (B's first token)
+    e = Engine(prof)
+    a, b = EngineRequest(1, 0.0, 5, 100), EngineRequest(2, 0.0, 25, 3)
+    e.add(a)
+    e.add(b)
+    assert e.predict(b).first_token == pytest.approx(0.90)
+    e.advance(100.0)
+    assert a.first_token == pytest.approx(0.25)
+    assert b.first_token == pytest.approx(0.90)
+    assert [a.time_of_token(m) for m in (2, 3, 4)] == pytest.approx([0.49, 0.73, 0.90])
+    # then both decode: n=2 steps of 0.15 s; B's 2 remaining tokens end at 1.20
+    assert b.end == pytest.approx(1.20)
+    # A decodes alone after that (0.1 s/step): 100 tokens = first + 99 steps
+    assert a.end == pytest.approx(1.20 + (100 - 6) * 0.1)
+
+
+def test_max_num_seqs_queues_fcfs() -> None:
+    prof = get_profile("vllm-3b", **{**SMALL, "slots": 1})
+    e = Engine(prof)
+    a, b = EngineRequest(1, 0.0, 5, 10), EngineRequest(2, 0.0, 25, 3)
+    e.add(a)
+    e.add(b)
+    e.advance(100.0)
+    # A alone: prefill step 0.1 + 0.05, then 9 decode steps of 0.1
+    assert a.end == pytest.approx(0.15 + 0.9)
+    assert b.admitted == pytest.approx(a.end)  # admitted at the step after A finished
+    assert b.first_token == pytest.approx(a.end + 0.55)
+
+
+async def test_ttft_under_load_through_the_client_matches_the_hand_computation() -> None:
+    clock = VirtualClock()
+    c = LLMClient("sim/vllm-3b", seed=0, **SMALL).with_clock(clock)
+
+    async def streamed() -> float:
+        s = c.stream(LONG, sim_completion_tokens=3)
+        async for _ in s:
+            pass
+        rec = s.response.record  # type: ignore[union-attr]
+        assert rec.first_token is not None
+        return rec.first_token - rec.start
+
+    alone = await streamed()
+    assert alone == pytest.approx(0.55)
+    t0 = clock.now()
+    busy = asyncio.ensure_future(c.complete(SHORT, sim_completion_tokens=100))
+    await asyncio.sleep(0)  # A reaches the server first
+    loaded = await streamed()
+    r = await busy
+    assert loaded == pytest.approx(0.90)
+    assert r.record.start == pytest.approx(t0)
+    assert r.record.end - r.record.start == pytest.approx(1.20 + 94 * 0.1)
+
+
+async def test_max_tokens_truncates_with_finish_reason_length() -> None:
+    c = LLMClient("sim/vllm-3b", seed=1).with_clock(VirtualClock())
+    r = await c.complete(SHORT, sim_completion_tokens=500, max_tokens=20)
+    assert r.finish_reason == "length" and r.record.completion_tokens == 20
+    r = await c.complete(SHORT, sim_completion_tokens=10, max_tokens=20)
+    assert r.finish_reason == "stop" and r.record.completion_tokens == 10
+
+    class Turn(BaseModel):
+        stance: Literal["agree", "disagree"]
+        text: str
+
+    with pytest.raises(StructuredOutputError):  # JSON cut mid-way cannot be parsed
+        await c.complete(SHORT, response_format=Turn, sim_completion_tokens=300, max_tokens=30)
+
+
+async def test_structured_and_free_text_lengths_follow_the_stage_profile() -> None:
+    class Turn(BaseModel):
+        stance: Literal["agree", "disagree"]
+        text: str
+
+    lengths = {"discussion": [300.0, 0.3], "evaluation": [40.0, 0.3]}
+    c = LLMClient("sim/vllm-3b", seed=2, lengths=lengths).with_clock(VirtualClock())
+    out: dict[tuple[str, bool], list[int]] = {}
+    for stage in ("discussion", "evaluation", "other"):
+        for structured in (False, True):
+            for i in range(60):
+                msgs = [{"role": "user", "content": f"{stage} {i}"}]
+                fmt = Turn if structured else None
+                r = await c.complete(msgs, response_format=fmt, labels={"stage": stage})
+                out.setdefault((stage, structured), []).append(r.record.completion_tokens)
+                if structured:
+                    assert isinstance(r.parsed, Turn)
+    expected = {"discussion": 300.0, "evaluation": 40.0, "other": 120.0}  # other: default
+    for (stage, structured), toks in out.items():
+        med = statistics.median(toks)
+        assert med == pytest.approx(expected[stage], rel=0.15), (stage, structured, med)
+
+
+async def test_decode_jitter_spreads_a_wave_that_starts_together() -> None:
+    clock = VirtualClock()
+    c = LLMClient("sim/vllm-3b", seed=3, client_overhead_s=0).with_clock(clock)
+    msgs = [[{"role": "user", "content": f"expert {i}"}] for i in range(5)]
+    rs = await asyncio.gather(*(c.complete(m, sim_completion_tokens=300) for m in msgs))
+    ends = sorted(r.record.end for r in rs)
+    assert ends[-1] - ends[0] > 0.5  # ~5 s replies, sigma 0.15: seconds apart, not equal
+
+
+async def test_same_seed_same_records_and_profile_by_toml_path(tmp_path: Path) -> None:
+    path = get_profile("vllm-3b", slots=2, lengths={"discussion": [200.0, 0.4]}).save(
+        tmp_path / "p.toml"
+    )
+
+    async def run() -> list[tuple[float, float, float, int]]:
+        clock = VirtualClock()
+        c = LLMClient(f"sim/{path}", seed=7).with_clock(clock)
+        rs = await asyncio.gather(
+            *(
+                c.complete(
+                    [{"role": "user", "content": f"q{i}" * 50}], labels={"stage": "discussion"}
+                )
+                for i in range(6)
+            )
+        )
+        return [
+            (r.record.start, r.record.first_token or 0.0, r.record.end, r.record.completion_tokens)
+            for r in rs
+        ]
+
+    first = await run()
+    assert first == await run()
+    prof = LLMClient(f"sim/{path}").profile
+    assert prof is not None and prof.slots == 2 and prof.length_of("discussion") == (200.0, 0.4)
+    with pytest.raises(ConfigError, match="does not exist"):
+        LLMClient(f"sim/{tmp_path / 'missing.toml'}")
+
+
+def test_toml_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    prof = get_profile("vllm-3b", lengths={"a b": [10.0, 0.1]})
+    from agentlab.llm.sim_profiles import load_profile
+
+    back = load_profile(prof.save(tmp_path / "x.toml"))
+    assert back == prof
+    assert isinstance(back, SimProfile)
+
+
+async def test_export_restore_state_continues_identically() -> None:
+    prof = get_profile("vllm-3b", slots=2, decode_jitter=0.2)
+
+    async def drive(
+        server: SimServer, clock: VirtualClock, ids: range
+    ) -> list[tuple[float, float]]:
+        async def one(i: int) -> tuple[float, float]:
+            res = server.plan([{"role": "user", "content": f"m{i}" * 30}], labels=None)
+            await server.wait(res, "sim/x")
+            return res.first_token, res.end
+
+        return list(await asyncio.gather(*(one(i) for i in ids)))
+
+    clock = VirtualClock()
+    s1 = SimServer(prof, 11, clock)
+    await drive(s1, clock, range(3))
+    # mid-flight: two requests running when the state is taken
+    pending = [s1.plan([{"role": "user", "content": f"p{i}" * 40}]) for i in range(2)]
+    t_export = clock.now()
+    state = json.loads(json.dumps(s1.export_state()))  # JSON-able, as persisted
+    tail1 = await drive(s1, clock, range(3, 7))
+    for res in pending:
+        await s1.wait(res, "sim/x")
+
+    clock2 = VirtualClock(start=t_export)  # a fresh process resuming at the same moment
+    s2 = SimServer(prof, 11, clock2)
+    s2.restore_state(state)
+    assert s2.export_state() == state
+    assert await drive(s2, clock2, range(3, 7)) == tail1
+    assert s2.metrics()["requests_total"] == s1.metrics()["requests_total"]
+
+
+def test_real_clock_serves_in_order() -> None:
+    async def go() -> tuple[float, float]:
+        c = LLMClient(
+            "sim/vllm-3b", seed=0, **{**SMALL, "decode_tps": 200.0, "prefill_tps": 5000.0}
+        ).with_clock(RealClock())
+        a, b = await asyncio.gather(
+            c.complete(SHORT, sim_completion_tokens=40), c.complete(LONG, sim_completion_tokens=5)
+        )
+        return a.record.end - a.record.start, b.record.end - b.record.start
+
+    la, lb = asyncio.run(go())
+    # A: 40 tokens at ~(1.5/200) s per step while B runs, then 1/200: ~0.2-0.3 s
+    assert 0.15 < la < 1.0 and 0.02 < lb < la
