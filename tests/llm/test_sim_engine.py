@@ -233,3 +233,27 @@ def test_real_clock_serves_in_order() -> None:
     la, lb = asyncio.run(go())
     # A: 40 tokens at ~(1.5/200) s per step while B runs, then 1/200: ~0.2-0.3 s
     assert 0.15 < la < 1.0 and 0.02 < lb < la
+
+
+async def test_client_timeout_aborts_a_queued_request_and_frees_nothing_twice() -> None:
+    from agentlab.errors import LLMTimeoutError
+
+    clock = VirtualClock()
+    prof = {**SMALL, "slots": 1}
+    c = LLMClient("sim/vllm-3b", seed=0, timeout=2.0, max_retries=0, **prof).with_clock(clock)
+    # A holds the only slot for 0.15 + 9 * 0.1 = 1.05 s; B waits, then needs 0.75 s more
+    # (ends at 1.80 < 2.0: fine); C queues behind both and would end at 2.55 > its deadline
+    a, b, cc = await asyncio.gather(
+        c.complete(SHORT, sim_completion_tokens=10),
+        c.complete(LONG, sim_completion_tokens=3),
+        c.complete(LONG, sim_completion_tokens=3),
+        return_exceptions=True,
+    )
+    assert not isinstance(a, BaseException) and not isinstance(b, BaseException)
+    assert a.record.end == pytest.approx(1.05) and b.record.end == pytest.approx(1.05 + 0.75)
+    assert isinstance(cc, LLMTimeoutError)
+    assert cc.record.end == pytest.approx(2.0)  # type: ignore[attr-defined]
+    # the aborted request left the engine: a new one is served at once
+    t0 = clock.now()
+    r = await c.complete(SHORT, sim_completion_tokens=2)
+    assert r.record.end - t0 == pytest.approx(0.15 + 0.1)
