@@ -80,7 +80,7 @@ class SimResult:
     finish_reason: str = "stop"
     # (id, name, arguments as a JSON string — possibly malformed on purpose)
     tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
-    fault: str | None = None  # None, "rate_limited", "timeout"
+    fault: str | None = None  # None, "rate_limited", "timeout", "cancelled"
     fault_at: float = 0.0  # when the fault is reported
     req: EngineRequest | None = None  # the engine's request (slots > 0), updated as it runs
 
@@ -418,9 +418,28 @@ class SimServer:
         if res.fault is not None:
             await self.wait(res, model)
 
+    def cancel(self, res: SimResult) -> None:
+        """Abort a planned request now (its client went away), as vLLM aborts a request
+        whose connection closed: the engine drops it at the next step boundary, freeing
+        its slot and budget, and requests behind it move up (their waits re-predict)."""
+        if res.fault == "cancelled":
+            return
+        now = self.clock.now()
+        req = res.req
+        if req is not None:
+            self.engine.advance(now)
+            if req.end is not None and req.end <= now:
+                return  # already answered
+            if not req.done:
+                req.deadline = min(req.deadline, now)
+                self.engine.version += 1  # the future changed: predictions are stale
+        res.fault, res.fault_at = "cancelled", now
+
     def _fault_error(self, res: SimResult, model: str) -> Exception:
         if res.fault == "rate_limited":
             return RateLimitError(f"{model}: rate limited (simulated 429)")
+        if res.fault == "cancelled":
+            return LLMTimeoutError(f"{model}: request cancelled by its client (simulated)")
         return LLMTimeoutError(f"{model}: no complete answer before the timeout (simulated)")
 
     # --- metrics and state ---------------------------------------------------------------

@@ -257,3 +257,16 @@ async def test_client_timeout_aborts_a_queued_request_and_frees_nothing_twice() 
     t0 = clock.now()
     r = await c.complete(SHORT, sim_completion_tokens=2)
     assert r.record.end - t0 == pytest.approx(0.15 + 0.1)
+
+
+async def test_cancel_frees_the_slot_for_the_next_request() -> None:
+    clock = VirtualClock()
+    server = SimServer(get_profile("vllm-3b", **{**SMALL, "slots": 1}), 0, clock)
+    a = server.plan(SHORT, params={"sim_completion_tokens": 100})
+    b = server.plan(LONG, params={"sim_completion_tokens": 3})
+    assert b.first_token == pytest.approx(0.15 + 99 * 0.1 + 0.55)  # queued behind A
+    await clock.sleep(0.5)
+    server.cancel(a)  # A's client went away at 0.5: aborted at the step boundary 0.55
+    await server.wait(b, "sim/x")
+    assert b.first_token == pytest.approx(0.55 + 0.55) and b.end == pytest.approx(1.30)
+    assert a.fault == "cancelled"
