@@ -18,11 +18,12 @@ Runs recorded with ``early_stop=False`` never stop early: their rates read as 0.
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import ConfigError
+
+if TYPE_CHECKING:  # pandas loads lazily: `import agentlab` stays light
+    import pandas as pd
 
 __all__ = ["workflow_rates", "workflow_rates_df"]
 
@@ -39,6 +40,8 @@ def workflow_rates_df(
         raise ConfigError(f"calls lack the columns {missing}; need {list(_NEEDED)}")
     if rounds < 1 or max_iterations < 1:
         raise ConfigError(f"need rounds>=1 and max_iterations>=1, got {rounds}, {max_iterations}")
+    import pandas as pd
+
     rows: list[dict[str, Any]] = []
     for topo, sub in calls.groupby("topology", sort=True):
         disc = sub[sub["stage"] == "discussion"]
