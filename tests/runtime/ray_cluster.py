@@ -9,10 +9,12 @@ Ports are picked free, the object store is kept small, and the head has its own 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -106,6 +108,8 @@ def two_node_cluster(tmp: Path) -> Iterator[Cluster]:
     tmp.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **FAST_HEALTH, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     nodes: list[Node] = []
+    # Short on purpose: Ray's socket paths under it must stay within AF_UNIX's 107 bytes.
+    temp_dir = tempfile.mkdtemp(prefix="alray-", dir="/tmp")
     gcs, *p = free_ports(14)
     common = [
         "--num-cpus", "1",
@@ -118,7 +122,7 @@ def two_node_cluster(tmp: Path) -> Iterator[Cluster]:
             [
                 "--head",
                 "--port", str(gcs),
-                "--temp-dir", str(tmp / "ray-head"),
+                "--temp-dir", temp_dir,
                 "--include-dashboard", "false",
                 "--node-manager-port", str(p[0]),
                 "--object-manager-port", str(p[1]),
@@ -155,6 +159,7 @@ def two_node_cluster(tmp: Path) -> Iterator[Cluster]:
     finally:
         for n in reversed(nodes):
             n.kill()
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def _wait_port(port: int, node: Node, timeout: float) -> None:

@@ -64,7 +64,8 @@ def snapshot(path: Path) -> dict[str, Any]:
             "tick": s.tick,
             "agents": s.agent_states(),
             "env": [d["state"] for d in s.env_state()],
-            "rows": {k: v for k, v in rows.items() if k not in EXPECTED_EXTRA},
+            # (an empty dataset directory is what truncating an aborted tick's rows leaves)
+            "rows": {k: v for k, v in rows.items() if k not in EXPECTED_EXTRA and v},
             "spans": span_rows(path),
             "lost": rows.get("batch_failures", Counter()),
         }
