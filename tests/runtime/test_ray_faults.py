@@ -26,6 +26,7 @@ import pytest
 
 from agentlab.errors import EnvActorDiedError, WorkerLostError
 from agentlab.runtime import Society
+from agentlab.store import open_run
 from tests.runtime.society_helpers import log_rows, span_rows
 
 pytestmark = [
@@ -58,6 +59,7 @@ EXPECTED_EXTRA = {"batch_failures"}
 def snapshot(path: Path) -> dict[str, Any]:
     """Everything a run committed, reduced to what two runs of one seed share."""
     s = Society.open(path, executor="local", progress=False)
+    run = open_run(path)
     try:
         rows = log_rows(path)
         return {
@@ -68,8 +70,14 @@ def snapshot(path: Path) -> dict[str, Any]:
             "rows": {k: v for k, v in rows.items() if k not in EXPECTED_EXTRA and v},
             "spans": span_rows(path),
             "lost": rows.get("batch_failures", Counter()),
+            # what the store's reader (DuckDB over the shards) sees
+            "sql": {
+                name: int(run.sql(f"select count(*) from {name}").iloc[0, 0])
+                for name in ("agent_states", "llm_calls", "env_events", "timeline")
+            },
         }
     finally:
+        run.close()
         s.close()
 
 
@@ -96,6 +104,7 @@ def assert_same(got: dict[str, Any], ref: dict[str, Any]) -> None:
             f"{sum(missing.values())} missing; first extra: {next(iter(extra), None)}"
         )
     assert got["spans"] == ref["spans"]
+    assert got["sql"] == ref["sql"]
     assert got["agents"] == ref["agents"]
     assert got["env"] == ref["env"]
 
@@ -250,6 +259,7 @@ _DRIVER = r"""
 import json, sys, time
 import ray
 from agentlab.runtime import Society
+from agentlab.store import open_run
 from agentlab.runtime.ray_init import ensure_ray
 
 path, address, ticks, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
