@@ -155,11 +155,14 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         _, actor_cls = _remote(self.ray)
-        # On the driver's node: a worker node that dies must not take the env with it.
-        here = NodeAffinitySchedulingStrategy(
-            self.ray.get_runtime_context().get_node_id(), soft=True
-        )
-        self.actor = actor_cls.options(scheduling_strategy=here).remote(*self._env_args, restore)
+        options: dict[str, Any] = {}
+        try:
+            # On the driver's node: a worker node that dies must not take the env with it.
+            node = self.ray.get_runtime_context().get_node_id()
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
+        except Exception:  # a Ray client driver has no node of its own: Ray decides
+            pass
+        self.actor = actor_cls.options(**options).remote(*self._env_args, restore)
         try:
             tools, description = self.ray.get(self.actor.info.remote())
         except self.ray.exceptions.RayActorError as exc:
