@@ -172,8 +172,10 @@ class RayExecutor:
     def _env_died(self, when: str, tick: int | None, exc: BaseException) -> EnvActorDiedError:
         run = self._env_args[2] if self._env_args else "the run"
         at = f" during tick {tick}" if tick is not None else ""
+        reason = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")[:300]
         return EnvActorDiedError(
-            f"the env actor {self._actor_id()} died {when}{at} ({type(exc).__name__}); "
+            f"the env actor {self._actor_id()} died {when}{at} ({type(exc).__name__}: "
+            f"{reason}); "
             f"nothing of the tick was committed. Resume with Society.open({run!r}) or step "
             "again: the env restarts from its last committed checkpoint"
         )
@@ -195,7 +197,15 @@ class RayExecutor:
         n = len(self._env_args[0])
         # The layout EnvHost.checkpoint and Society.create write.
         restore = [f"{ENV_CKPT_DIR}/{committed}/{i}.json" for i in range(n)]
-        proxy.env = await asyncio.to_thread(self._spawn_env, restore)
+        for attempt in range(1, 4):
+            try:
+                proxy.env = await asyncio.to_thread(self._spawn_env, restore)
+                break
+            except EnvActorDiedError:
+                # A node leaving the cluster can take a creation in flight with it.
+                if attempt == 3:
+                    raise
+                await asyncio.sleep(1.0 * attempt)
         self._env_tick, self._dirty = committed, False
 
     async def env_step(self, tick: int) -> list[dict[str, Any]]:

@@ -273,12 +273,16 @@ if mode == "create":
     s = Society.create(path, executor="ray", executor_options=options, progress=False, **cfg)
 else:
     s = Society.open(path, executor="ray", executor_options=options, progress=False)
-print("READY", flush=True)
+head = [n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"]]
+here = ray.get_runtime_context().get_node_id()
+print("DRIVER_ON_HEAD", here in head, flush=True)
 try:
     out = s.run_sync(until=ticks)
-    print("RESULT " + json.dumps({"tick": out["tick"], "lost": s.executor.lost}), flush=True)
+    print("RESULT " + json.dumps({"tick": out["tick"]}), flush=True)
 except Exception as exc:
-    print("ERROR " + json.dumps({"class": type(exc).__name__, "msg": str(exc)}), flush=True)
+    cause = exc.__cause__
+    print("ERROR " + json.dumps({"class": type(exc).__name__, "msg": str(exc),
+                                 "cause": repr(cause)[:2000]}), flush=True)
     sys.exit(3)
 """
 
@@ -335,7 +339,8 @@ def test_second_node_killed_mid_tick(
             again = driver("open")
             out2, _ = again.communicate(timeout=150)
             assert "RESULT" in out2, out2[-3000:]
-        print("two-node outcome:", result[-1])  # shown with -rP
-    got = snapshot(path)
-    assert_same(got, references["llm_feed"])
-    assert sum(got["lost"].values()) >= 1, "the node loss should have cost an attempt"
+        else:
+            # The tick completed on the head: the lost attempt is in the committed log.
+            assert sum(snapshot(path)["lost"].values()) >= 1
+        print("two-node outcome:", result[-1], [ln for ln in out.splitlines() if "DRIVER" in ln])
+    assert_same(snapshot(path), references["llm_feed"])
