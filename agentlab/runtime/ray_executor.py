@@ -25,6 +25,7 @@ import os
 import time
 import warnings
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from agentlab.errors import EnvActorDiedError, WorkerLostError
@@ -240,10 +241,8 @@ class RayExecutor:
         if not batches:
             return []
         tick, committed = batches[0].tick, batches[0].committed
-        if self._promoted is None or str(self._promoted.run_dir) != proxy.run_dir:
-            from pathlib import Path
-
-            self._promoted = Promoted(Path(proxy.run_dir))
+        if self._promoted is None or self._promoted.run_dir != Path(proxy.run_dir):
+            self._promoted = Promoted(proxy.run_dir)
         promoted = self._promoted
         if self.actor is not None and (self._dirty or self._env_tick not in (None, committed)):
             # An earlier attempt of this tick failed after touching the env: start clean.
