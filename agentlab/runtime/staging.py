@@ -88,11 +88,38 @@ class StagedBatch:
     node: str = ""
 
 
+_SWEPT: set[int] = set()
+
+
 def _stage_root(run_dir: str) -> Path:
     # One directory per (worker process, run), outside the run so that nothing a
     # superseded attempt writes can ever show up there; reused by the process's next task.
     digest = hashlib.blake2b(str(Path(run_dir).resolve()).encode(), digest_size=6).hexdigest()
-    return Path(tempfile.gettempdir()) / "agentlab-stage" / f"{os.getpid()}-{digest}"
+    base = Path(tempfile.gettempdir()) / "agentlab-stage"
+    if os.getpid() not in _SWEPT:
+        _SWEPT.add(os.getpid())
+        _sweep_dead(base)
+    return base / f"{os.getpid()}-{digest}"
+
+
+def _sweep_dead(base: Path) -> None:
+    """Remove staging directories of processes that are gone (killed workers leave them)."""
+    import shutil
+
+    try:
+        entries = list(base.iterdir())
+    except FileNotFoundError:
+        return
+    for d in entries:
+        pid = d.name.split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:  # alive, another user's
+            pass
 
 
 def _take_log(root: Path) -> dict[str, bytes]:
