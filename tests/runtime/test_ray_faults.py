@@ -58,7 +58,8 @@ EXPECTED_EXTRA = {"batch_failures"}
 
 def snapshot(path: Path) -> dict[str, Any]:
     """Everything a run committed, reduced to what two runs of one seed share."""
-    s = Society.open(path, executor="local", progress=False)
+    # read_only: nothing is cut, so rows past the last commit would be counted too
+    s = Society.open(path, executor="local", progress=False, read_only=True)
     run = open_run(path)
     try:
         rows = log_rows(path)
