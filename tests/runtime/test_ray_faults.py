@@ -49,7 +49,9 @@ COUNTER_SOCIETY: dict[str, Any] = {
     "seed": 7,
     "batch_size": 2,
 }
-SOCIETIES = {"llm_feed": LLM_SOCIETY, "counter": COUNTER_SOCIETY}
+# No latencies: for the test that needs no kill timing.
+INSTANT_SOCIETY: dict[str, Any] = {**COUNTER_SOCIETY, "llm": "sim/instant"}
+SOCIETIES = {"llm_feed": LLM_SOCIETY, "counter": COUNTER_SOCIETY, "instant": INSTANT_SOCIETY}
 BATCH_TITLE = "ray::run_staged_batch"
 ENV_TITLE = "ray::_EnvActor"
 # Rows the driver adds about lost attempts: they are the difference we expect.
@@ -215,7 +217,7 @@ def test_a_superseded_attempt_running_late_cannot_touch_the_run(
     from agentlab.runtime.staging import run_staged_batch
 
     path = tmp_path / "run"
-    s = Society.create(path, executor="ray", progress=False, **COUNTER_SOCIETY)
+    s = Society.create(path, executor="ray", progress=False, **INSTANT_SOCIETY)
     s.run_sync(until=2)
     before = tree(path)
     late = ray_session.remote(num_cpus=1, max_retries=0)(run_staged_batch)
@@ -228,7 +230,7 @@ def test_a_superseded_attempt_running_late_cannot_touch_the_run(
     assert [k for k in before if before[k] != after[k]] == []
     s.run_sync(until=TICKS)
     s.close()
-    assert_same(snapshot(path), references["counter"])
+    assert_same(snapshot(path), references["instant"])
 
 
 @pytest.mark.parametrize("resume", ["open", "in_place"])
