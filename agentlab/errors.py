@@ -13,6 +13,8 @@ __all__ = [
     "BadResponseError",
     "ConfigError",
     "CorruptRecordError",
+    "EnvActorDiedError",
+    "ExecutorError",
     "InvalidAgentIdError",
     "LLMError",
     "LLMTimeoutError",
@@ -25,6 +27,7 @@ __all__ = [
     "ToolError",
     "UnknownNameError",
     "UnsafeCodeError",
+    "WorkerLostError",
 ]
 
 
@@ -131,6 +134,19 @@ class ToolError(AgentlabError):
 
 class UnsafeCodeError(ToolError):
     """Generated code was rejected by the sandbox (disallowed syntax, name or budget)."""
+
+
+class ExecutorError(AgentlabError):
+    """An executor lost part of a tick (a Ray worker, node or the env actor died)."""
+
+
+class WorkerLostError(ExecutorError):
+    """A batch's Ray worker died on every allowed attempt; the tick was not committed."""
+
+
+class EnvActorDiedError(ExecutorError):
+    """The Ray actor hosting the env died; the tick was not committed (resume with
+    ``Society.open`` or step again: the env restarts from its committed checkpoint)."""
 
 
 class SweepError(AgentlabError):

@@ -40,6 +40,17 @@ SOCIETY_DATASETS: dict[str, tuple[str, dict[str, str]]] = {
             "error": "VARCHAR",
         },
     ),
+    "batch_failures": (
+        "one row per Ray batch attempt lost to a dead worker or node (the tick ran again)",
+        {
+            "tick": "BIGINT",
+            "batch": "BIGINT",
+            "attempt": "BIGINT",
+            "error_class": "VARCHAR",
+            "error": "VARCHAR",
+            "ts": "DOUBLE",
+        },
+    ),
     "timeline": (
         "one row per committed tick: counts, tokens, errors, wall time, limiter state",
         {

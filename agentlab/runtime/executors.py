@@ -17,8 +17,9 @@ import os
 from typing import Any, Protocol
 
 from agentlab.errors import ConfigError, UnknownNameError
-from agentlab.runtime.batch import BatchResult, BatchSpec, run_batch_blocking, step_agent_batch
-from agentlab.runtime.envhost import EnvHost, LocalEnvHandle, RayEnvHandle, modules_from_specs
+from agentlab.runtime.batch import BatchResult, BatchSpec, step_agent_batch
+from agentlab.runtime.envhost import ENV_CKPT_DIR, EnvHost, LocalEnvHandle, modules_from_specs
+from agentlab.runtime.ray_executor import RayExecutor
 
 __all__ = ["EXECUTORS", "Executor", "LocalExecutor", "RayExecutor", "make_executor"]
 
@@ -65,25 +66,55 @@ class LocalExecutor:
     def __init__(self, max_batches: int | None = None) -> None:
         self.max_batches = max_batches or int(os.environ.get("AGENTLAB_LOCAL_MAX_BATCHES", 8))
         self.host: EnvHost | None = None
+        self._env_args: tuple[list[Any], str] | None = None
+        self._env_tick: int | None = None  # None: holds the state start_env restored
+        self._dirty = False  # a tick ran on the env since its last checkpoint
 
     def start_env(
         self, specs: list[Any], seed: int, run_dir: str, restore: list[str] | None
     ) -> LocalEnvHandle | None:
         if not specs:
             return None
+        self._env_args = (specs, run_dir)
+        self._env_tick, self._dirty = None, False
+        return self._build_env(restore)
+
+    def _build_env(self, restore: list[str] | None) -> LocalEnvHandle:
+        assert self._env_args is not None
+        specs, run_dir = self._env_args
         self.host = EnvHost(modules_from_specs(specs))
         if restore:
             self.host.restore(run_dir, restore)
         return LocalEnvHandle(self.host)
 
     async def run_batches(self, batches: list[BatchSpec], proxy: Any) -> list[BatchResult]:
+        if not batches:
+            return []
+        committed = batches[0].committed
+        if self.host is not None and (self._dirty or self._env_tick not in (None, committed)):
+            # An earlier attempt of this tick failed after touching the env: start clean
+            # from the committed checkpoint (the layout EnvHost.checkpoint writes).
+            assert self._env_args is not None
+            n = len(self._env_args[0])
+            proxy.env = self._build_env([f"{ENV_CKPT_DIR}/{committed}/{i}.json" for i in range(n)])
+            self._env_tick = committed
+        self._dirty = self.host is not None
         sem = asyncio.Semaphore(self.max_batches)
 
         async def run(b: BatchSpec) -> BatchResult:
             async with sem:
                 return await step_agent_batch(b, proxy)
 
-        return list(await asyncio.gather(*(run(b) for b in batches)))
+        tasks = [asyncio.ensure_future(run(b)) for b in batches]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            # gather() leaves the siblings running: they would keep writing rows and
+            # state after the caller gave the tick up. Stop them before re-raising.
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     async def env_step(self, tick: int) -> list[dict[str, Any]]:
         return [] if self.host is None else await self.host.step(tick)
@@ -94,118 +125,11 @@ class LocalExecutor:
         paths = self.host.checkpoint(run_dir, tick)
         if publish:
             self.host.publish(run_dir)
+        self._env_tick, self._dirty = tick, False
         return paths
 
     def close(self) -> None:
         self.host = None
-
-
-class _EnvActor:
-    """Body of the Ray env actor: an :class:`EnvHost` built inside the actor."""
-
-    def __init__(self, specs: list[Any], seed: int, run_dir: str, restore: list[str] | None):
-        self.host = EnvHost(modules_from_specs(specs))
-        if restore:
-            self.host.restore(run_dir, restore)
-
-    def info(self) -> tuple[list[dict[str, Any]], str]:
-        return self.host.tools(), self.host.describe()
-
-    async def call(
-        self, agent_id: str, name: str, arguments: dict[str, Any], tick: int
-    ) -> tuple[bool, Any]:
-        # Errors come back as values: a raised error would reach the agent wrapped in a
-        # RayTaskError whose message (with a traceback) differs from the local executor's.
-        try:
-            return True, await self.host.call(agent_id, name, arguments, tick)
-        except Exception as exc:
-            return False, exc
-
-    async def observe(self, agent_id: str, tick: int) -> str:
-        return await self.host.observe(agent_id, tick)
-
-    async def step(self, tick: int) -> list[dict[str, Any]]:
-        return await self.host.step(tick)
-
-    def checkpoint(self, run_dir: str, tick: int, publish: bool) -> list[str]:
-        paths = self.host.checkpoint(run_dir, tick)
-        if publish:
-            self.host.publish(run_dir)
-        return paths
-
-
-_REMOTE: dict[str, Any] = {}
-
-
-def _remote(ray: Any) -> tuple[Any, Any]:
-    if "task" not in _REMOTE:
-        _REMOTE["task"] = ray.remote(num_cpus=1, max_retries=0)(run_batch_blocking)
-        _REMOTE["actor"] = ray.remote(num_cpus=0)(_EnvActor)
-    return _REMOTE["task"], _REMOTE["actor"]
-
-
-class RayExecutor:
-    """Ray executor (see the module docstring).
-
-    Args:
-        address: a cluster address for ``ray.init`` (``None``: reuse the running Ray or
-            start a local one).
-        max_workers: batch tasks in flight (default ``AGENTLAB_RAY_MAX_WORKERS`` or the
-            cluster's CPU count).
-    """
-
-    name = "ray"
-
-    def __init__(self, address: str | None = None, max_workers: int | None = None) -> None:
-        from agentlab.runtime.ray_init import ensure_ray
-
-        self.ray = ray = ensure_ray(address)
-        env_max = os.environ.get("AGENTLAB_RAY_MAX_WORKERS")
-        cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
-        self.max_workers = max_workers or (int(env_max) if env_max else max(1, cpus))
-        self.actor: Any = None
-
-    def start_env(
-        self, specs: list[Any], seed: int, run_dir: str, restore: list[str] | None
-    ) -> RayEnvHandle | None:
-        if not specs:
-            return None
-        _, actor_cls = _remote(self.ray)
-        self.actor = actor_cls.remote(specs, seed, run_dir, restore)
-        tools, description = self.ray.get(self.actor.info.remote())
-        return RayEnvHandle(self.actor, tools, description)
-
-    async def run_batches(self, batches: list[BatchSpec], proxy: Any) -> list[BatchResult]:
-        task, _ = _remote(self.ray)
-        proxy_ref = self.ray.put(proxy)
-        results: dict[int, BatchResult] = {}
-        pending: dict[Any, int] = {}
-        todo = list(enumerate(batches))
-        while todo or pending:
-            while todo and len(pending) < self.max_workers:
-                i, b = todo.pop(0)
-                pending[task.remote(b, proxy_ref)] = i
-            done, _ = await asyncio.to_thread(
-                self.ray.wait, list(pending), num_returns=1, timeout=None
-            )
-            for ref in done:
-                results[pending.pop(ref)] = await ref
-        return [results[i] for i in range(len(batches))]
-
-    async def env_step(self, tick: int) -> list[dict[str, Any]]:
-        if self.actor is None:
-            return []
-        return await self.actor.step.remote(tick)  # type: ignore[no-any-return]
-
-    def env_checkpoint(self, run_dir: str, tick: int, publish: bool) -> list[str]:
-        if self.actor is None:
-            return []
-        return self.ray.get(self.actor.checkpoint.remote(run_dir, tick, publish))  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        if self.actor is not None:
-            self.ray.kill(self.actor)
-            self.actor = None
 
 
 EXECUTORS = ("local", "ray")

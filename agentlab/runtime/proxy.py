@@ -227,6 +227,14 @@ class ServiceProxy:
             if flush is not None:
                 flush()
 
+    def stage(self, *, replay: Any, trace: Any, store: DirectoryStore) -> None:
+        """Use these sink, tracer and agent store in this process instead of the run's.
+
+        A staged Ray batch (``runtime/staging.py``) writes nowhere in the run directory;
+        the driver commits what it returns.
+        """
+        self._live.update(replay=replay, trace=trace, store=store)
+
     def for_agent(self, agent_id: str, tick: int, attempt: int = 1) -> AgentContext:
         """The services one agent sees during one step."""
         return AgentContext(self, agent_id, tick, attempt)

@@ -115,6 +115,7 @@ class Society:
         check_clock(self.executor, meta.get("clock", "real"))
         self._step = step_state
         self._stop = False
+        self._failed = False  # the last step() raised before committing
         # status: idle -> running <-> paused -> (stopped | done); see run()/pause()/resume()
         self._status = "idle"
         me = weakref.ref(self)  # weak: the process-wide lock table must not keep us alive
@@ -487,10 +488,15 @@ class Society:
 
     async def step(self, *, publish: bool = True) -> dict[str, Any]:
         """Run and commit one tick; returns its ``timeline`` row."""
-        from agentlab.store.offsets import log_marks
+        from agentlab.store.offsets import log_marks, truncate_log
 
         self._ensure_writer()
         self._ensure_env()
+        if self._failed:
+            # The previous step raised before its commit: its rows may be in the log (the
+            # driver's and, local executor, the batches'). Cut back before running again.
+            truncate_log(self.run_dir, self._step["offsets"], marks=self._step.get("marks"))
+        self._failed = True
         tick = self.tick + 1
         t0 = time.perf_counter()
         tracer = self.proxy.trace
@@ -500,6 +506,10 @@ class Society:
             total += r
         events = await self.executor.env_step(tick)
         sink = self.proxy.replay
+        lost = getattr(self.executor, "lost", None)
+        if lost:  # Ray batch attempts lost to dead workers and run again (executors)
+            sink.extend("batch_failures", lost)
+            lost.clear()
         if events:
             sink.extend("env_events", [{**e, "tick": e.get("tick", tick)} for e in events])
             messages = messages_from_events(events, tick, self.clock.now())
@@ -544,6 +554,7 @@ class Society:
         if self.keep_checkpoints:
             write_tick_checkpoint(self.run_dir, step, self.agent_ids)
         atomic_write_json(self.run_dir / STEP_FILE, step)  # the commit point
+        self._failed = False
         old = self._step.get("env") or []
         self._step = step
         if old and old != ckpt and not self.keep_checkpoints:
