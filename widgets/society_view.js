@@ -1,10 +1,10 @@
-// SocietyView front end: stat tiles, sparklines, start/pause/stop.
+// SocietyView front end: stat tiles, charts, start/pause/resume/stop, the tick in progress.
 
 const STATS = [
   ["tick", "tick", 0],
   ["agents", "agents", 0],
-  ["steps_per_s", "agent-steps/s", 1],
-  ["calls_per_s", "LLM calls/s", 1],
+  ["steps_per_s", "agent-steps/s (clock)", 1],
+  ["calls_per_s", "LLM calls/s (clock)", 1],
   ["total_tokens", "tokens", 1],
   ["total_errors", "errors", 0],
   ["aimd_limit", "AIMD limit", 0],
@@ -29,7 +29,7 @@ function render({ model, el }) {
   head.append(title, status, buttons);
   /** @type {Record<string, HTMLButtonElement>} */
   const btn = {};
-  for (const action of ["start", "pause", "stop"]) {
+  for (const action of ["start", "pause", "resume", "stop"]) {
     const b = /** @type {HTMLButtonElement} */ (h("button", "al-btn", action));
     b.dataset.action = action;
     b.addEventListener("click", () => model.send({ type: "control", action }));
@@ -59,7 +59,9 @@ function render({ model, el }) {
     box.append(c, h("div", "al-label", label));
     sparks.append(box);
   });
-  root.append(head, tiles, sparks);
+  const prog = h("div", "al-progress");
+  const err = h("div", "al-error");
+  root.append(head, prog, tiles, sparks, err);
   el.append(root);
 
   const update = () => {
@@ -76,7 +78,21 @@ function render({ model, el }) {
     status.textContent = String(model.get("status") || "");
     status.dataset.status = String(model.get("status") || "");
     const controls = !!model.get("controls");
-    for (const b of Object.values(btn)) b.disabled = !controls;
+    const enabled = new Set(model.get("enabled") || []);
+    buttons.style.display = controls ? "" : "none";
+    for (const [action, b] of Object.entries(btn)) b.disabled = !enabled.has(action);
+    root.dataset.status = String(model.get("status") || "");
+    root.dataset.enabled = [...enabled].join(",");
+    const p = model.get("progress") || {};
+    if (p.tick !== undefined) {
+      prog.textContent = "tick " + p.tick + " in progress: " + fmt(p.llm_calls ?? null, 0)
+        + " LLM calls done, " + fmt(p.in_flight ?? null, 0) + " in flight, "
+        + fmt(p.elapsed_s ?? null, 1) + " s";
+      root.dataset.progressCalls = String(p.llm_calls ?? "");
+    } else {
+      prog.textContent = "";
+    }
+    err.textContent = String(model.get("error") || "");
     root.dataset.points = String(rows.length);
     root.dataset.tick = String(s.tick ?? "");
     const tail = rows.slice(-300);
@@ -87,7 +103,8 @@ function render({ model, el }) {
   };
   const off = onTraits(
     model,
-    ["summary", "series_base", "series_delta", "status", "controls"],
+    ["summary", "series_base", "series_delta", "status", "controls", "enabled", "progress",
+     "error"],
     update,
   );
   update();

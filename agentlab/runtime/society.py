@@ -120,6 +120,7 @@ class Society:
         self._status = "idle"
         me = weakref.ref(self)  # weak: the process-wide lock table must not keep us alive
         self._lock.busy = lambda: (s := me()) is not None and s._status in ("running", "paused")
+        self._progress: dict[str, Any] = {}
         self._resume = asyncio.Event()
         self._resume.set()
         self.last: dict[str, Any] = {}
@@ -499,6 +500,7 @@ class Society:
         self._failed = True
         tick = self.tick + 1
         t0 = time.perf_counter()
+        self._progress = {"tick": tick, "started": time.time(), "calls0": _client_calls(self.proxy)}
         tracer = self.proxy.trace
         span = tracer.start_span("society.tick", tick=tick, agents=len(self.agent_specs))
         total = BatchResult()
@@ -627,6 +629,21 @@ class Society:
         """True while :meth:`pause` holds the run loop (or will, after the current tick)."""
         return not self._resume.is_set() and self._status in ("running", "paused")
 
+    def tick_progress(self) -> dict[str, Any]:
+        """The tick in progress as seen from this process, for live views: ``tick`` (the
+        one being run), ``started`` (epoch seconds), ``llm_calls`` finished and
+        ``in_flight`` in this process since it started (0 with the Ray executor, whose
+        calls run in workers), ``clock`` (the society clock now)."""
+        p = dict(self._progress)
+        m = _client_metrics(self.proxy)
+        calls = _client_calls(self.proxy)
+        if "calls0" in p and calls is not None:
+            p["llm_calls"] = calls - p.pop("calls0")
+        p.pop("calls0", None)
+        p["in_flight"] = m.get("in_flight")
+        p["clock"] = self.clock.now()
+        return p
+
     def pause(self) -> None:
         """Hold the run loop after the tick in progress commits, until :meth:`resume`."""
         self._resume.clear()
@@ -652,6 +669,13 @@ class Society:
             f"Society({str(self.run_dir)!r}, agents={len(self.agent_specs)}, "
             f"tick={self.tick}, executor={self.executor.name!r})"
         )
+
+
+def _client_calls(proxy: ServiceProxy) -> int | None:
+    try:
+        return int(proxy.llm.client.usage.calls)
+    except Exception:  # progress is best effort; never fail a tick for it
+        return None
 
 
 def _client_metrics(proxy: ServiceProxy) -> dict[str, Any]:

@@ -3,11 +3,18 @@
 A subclass declares the datasets it follows, folds rows into its model in ``_ingest`` and
 returns the traits of one frame from ``_frame``. Frames are sent from the follower thread
 inside ``hold_sync`` so one frame is one comm message.
+
+Every widget also has a *static form* (``_static_html``): its mimebundle carries a
+self-contained HTML/SVG snapshot next to the live view, and a readable ``text/plain``.
+Displayed with a display id, the snapshot is refreshed in place when the widget stops
+(``stop()``), so a notebook executed by papermill/nbconvert and saved keeps the final
+state, which any renderer shows without a kernel.
 """
 
 from __future__ import annotations
 
 import os
+import uuid
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,7 +24,7 @@ import traitlets as t
 
 from agentlab.viz._follow import Follower, make_source, run_path
 
-__all__ = ["LiveWidget", "load_css", "load_esm", "widgets_dir"]
+__all__ = ["LiveWidget", "StaticForm", "load_css", "load_esm", "widgets_dir"]
 
 
 @cache
@@ -45,7 +52,48 @@ def load_css() -> str:
     return (widgets_dir() / "agentlab.css").read_text()
 
 
-class LiveWidget(anywidget.AnyWidget):  # type: ignore[misc]
+class StaticForm:
+    """Mixin: a mimebundle with a live view *and* a static snapshot, refreshed in place.
+
+    Subclasses implement ``_static_html`` (the snapshot) and ``_text`` (the plain-text
+    form), and are widgets (``_repr_mimebundle_`` of ipywidgets gives the live view).
+    """
+
+    _display_id: str | None = None
+
+    def _static_html(self) -> str:
+        raise NotImplementedError
+
+    def _text(self) -> str:
+        raise NotImplementedError
+
+    def _live_bundle(self) -> dict[str, Any]:
+        return dict(super()._repr_mimebundle_() or {})  # type: ignore[misc]
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """Live widget view + ``text/html`` snapshot + readable ``text/plain``."""
+        data = self._live_bundle()
+        data["text/html"] = self._static_html()
+        data["text/plain"] = self._text()
+        return data
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        if self._display_id is None:
+            self._display_id = uuid.uuid4().hex
+        display(self._repr_mimebundle_(), raw=True, display_id=self._display_id)
+
+    def update_static(self) -> None:
+        """Replace the displayed snapshot by the current state (a no-op if not displayed)."""
+        if self._display_id is None:
+            return
+        from IPython.display import update_display
+
+        update_display(self._repr_mimebundle_(), raw=True, display_id=self._display_id)
+
+
+class LiveWidget(StaticForm, anywidget.AnyWidget):  # type: ignore[misc]
     """Follows datasets of one run and pushes coalesced frames (≤ ``max_fps``).
 
     Args:
@@ -82,6 +130,7 @@ class LiveWidget(anywidget.AnyWidget):  # type: ignore[misc]
             self._emit_frame,
             max_fps=max_fps,
             poll_interval=poll_interval,
+            watch=self._watch,
         )
         self.on_msg(self._dispatch_msg)
         if follow:
@@ -101,6 +150,7 @@ class LiveWidget(anywidget.AnyWidget):  # type: ignore[misc]
         self._follower.stop()
         self.refresh()
         self.following = False
+        self.update_static()
 
     def refresh(self) -> None:
         """Read what is new and send a frame now (also usable without the thread)."""
@@ -108,7 +158,9 @@ class LiveWidget(anywidget.AnyWidget):  # type: ignore[misc]
 
     def close(self) -> None:
         """Stop the thread and close the comm."""
-        self._follower.stop()
+        follower = getattr(self, "_follower", None)  # None if __init__ raised early
+        if follower is not None:
+            follower.stop()
         super().close()
 
     # --- subclass hooks ----------------------------------------------------------------
@@ -121,6 +173,13 @@ class LiveWidget(anywidget.AnyWidget):  # type: ignore[misc]
 
     def _on_front_msg(self, msg: dict[str, Any]) -> None:
         """Handle a custom message from the browser (buttons, answers, span lookups)."""
+
+    def _watch(self) -> bool:
+        """Called on every poll; True when something outside the log changed."""
+        return False
+
+    def _text(self) -> str:
+        return f"{type(self).__name__}({self.run_dir!r})"
 
     # --- plumbing ----------------------------------------------------------------------
 

@@ -156,6 +156,8 @@ class Follower:
         max_fps: frame cap.
         poll_interval: seconds between polls while data is flowing; idle polls back off to
             ``4 * poll_interval``.
+        watch: called on every poll; returning True marks a frame due even without new
+            rows (a society's status changing between ticks, say).
     """
 
     def __init__(
@@ -167,8 +169,10 @@ class Follower:
         *,
         max_fps: float = 20.0,
         poll_interval: float = 0.05,
+        watch: Callable[[], bool] | None = None,
     ) -> None:
         self.tail = tail
+        self.watch = watch
         self.datasets = list(datasets)
         self.cursors: dict[str, Any] = dict.fromkeys(self.datasets)
         self.ingest = ingest
@@ -197,6 +201,13 @@ class Follower:
                     if self.ingest(ds, rows):
                         self.coalescer.mark()
             self.rows_seen += n
+            if self.watch is not None:
+                try:
+                    if self.watch():
+                        self.coalescer.mark()
+                except Exception as e:  # a watcher hiccup must not kill the widget
+                    self.errors.append(f"watch: {e!r}")
+                    del self.errors[:-20]
         return n
 
     def step(self, force: bool = False) -> bool:

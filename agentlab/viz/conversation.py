@@ -19,8 +19,9 @@ import traitlets as t
 
 from agentlab.viz._base import LiveWidget, load_css, load_esm
 from agentlab.viz._follow import Journal
+from agentlab.viz._static import card, esc
 
-__all__ = ["ConversationModel", "ConversationView", "find_span"]
+__all__ = ["ConversationModel", "ConversationView", "find_span", "readable"]
 
 MAX_CONTENT = 4000
 MAX_BLOCK = 300
@@ -63,14 +64,40 @@ def _blocks(raw: Any) -> list[dict[str, str]]:
     return out
 
 
-def _text(content: Any) -> str:
-    content = _loads(content) if isinstance(content, bytes) else content
-    if content is None:
+def readable(value: Any) -> str:
+    """Structured content as text a person reads: a JSON object becomes ``key: value``
+    lines (nested values as compact JSON), a list of blocks its text parts; plain text
+    stays as it is."""
+    if isinstance(value, bytes):
+        value = _loads(value)
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+            parsed = _loads(stripped)
+            if isinstance(parsed, dict | list):
+                value = parsed
+    if value is None:
         return ""
-    if isinstance(content, list):  # list of blocks: join their text parts
-        parts = [str(b.get("text", "")) for b in content if isinstance(b, dict)]
-        content = "\n".join(p for p in parts if p)
-    text = content if isinstance(content, str) else json.dumps(content, default=str)
+    if isinstance(value, list):
+        if all(isinstance(b, dict) and "text" in b for b in value):
+            return "\n".join(str(b["text"]) for b in value if b.get("text"))
+        return "\n".join(readable(v) for v in value)
+    if isinstance(value, dict):
+        lines = []
+        for k, v in value.items():
+            if isinstance(v, str):
+                text = v
+            elif isinstance(v, dict | list):
+                text = json.dumps(v, default=str, ensure_ascii=False)
+            else:
+                text = str(v)
+            lines.append(f"{k}: {text}")
+        return "\n".join(lines)
+    return str(value)
+
+
+def _text(content: Any) -> str:
+    text = readable(content)
     return text if len(text) <= MAX_CONTENT else text[: MAX_CONTENT - 1] + "…"
 
 
@@ -90,8 +117,29 @@ class ConversationModel:
         self.senders: Counter[str] = Counter()
         self.roles: Counter[str] = Counter()
 
+    def normalise_thread_event(self, row: dict[str, Any], key: int) -> dict[str, Any]:
+        """One ``thread_events`` row (an ``AgentSystem`` step) → a message-like dict."""
+        detail = _loads(row.get("detail"))
+        who = row.get("tool") or row.get("kind") or "thread"
+        return {
+            "k": key,
+            "msg_id": str(row.get("dedup_id") or row.get("call_id") or ""),
+            "sender": str(who),
+            "receivers": [],
+            "hub": str(row.get("thread_id") or "(thread)"),
+            "role": str(row.get("event") or ""),
+            "content": _text(detail if detail not in ({}, None) else ""),
+            "blocks": [],
+            "tick": None,
+            "ts": row.get("ts"),
+            "span_id": "",
+            "trace_id": "",
+        }
+
     def normalise(self, row: dict[str, Any], key: int) -> dict[str, Any]:
         """One message row → the JSON dict the browser renders (all values plain text)."""
+        if "thread_id" in row and "event" in row and "sender" not in row:
+            return self.normalise_thread_event(row, key)
         receivers = _loads(row.get("receivers"))
         if receivers is None:
             receivers = []
@@ -185,6 +233,8 @@ class ConversationView(LiveWidget):
     Args:
         run: run directory, store ``Run`` or ``Society``.
         max_messages: messages kept in the view.
+        dataset: ``"messages"`` (agents' messages) or ``"thread_events"`` (the steps of
+            an ``AgentSystem``'s threads, one hub per thread).
         **kwargs: see :class:`~agentlab.viz._base.LiveWidget`.
     """
 
@@ -198,7 +248,14 @@ class ConversationView(LiveWidget):
     total = t.Int(0).tag(sync=True)
     span_detail = t.Dict().tag(sync=True)
 
-    def __init__(self, run: Any, *, max_messages: int = 1000, **kwargs: Any) -> None:
+    def __init__(
+        self, run: Any, *, max_messages: int = 1000, dataset: str = "messages", **kwargs: Any
+    ) -> None:
+        if dataset not in ("messages", "thread_events"):
+            from agentlab.errors import ConfigError
+
+            raise ConfigError(f"dataset={dataset!r}; valid: 'messages', 'thread_events'")
+        self.datasets = (dataset,)  # type: ignore[misc]  # per instance: which log
         self._model = ConversationModel(max_messages)
         super().__init__(run, **kwargs)
 
@@ -218,3 +275,41 @@ class ConversationView(LiveWidget):
             "found": bool(span),
             "text": json.dumps(span, indent=1, default=str, sort_keys=True)[:20000],
         }
+
+    # --- static form -------------------------------------------------------------------
+
+    def _text(self) -> str:
+        hubs = ", ".join(f"{h} ({n})" for h, n in list(self._model.hubs.most_common())[:5])
+        return f"ConversationView {self.run_dir}: {self.total} messages; hubs: {hubs or '–'}"
+
+    def _static_html(self, last: int = 40) -> str:
+        msgs = list(self._model.journal.items)[-last:]
+        rows = []
+        for m in msgs:
+            to = ", ".join(m["receivers"][:5])
+            meta = " · ".join(
+                x
+                for x in (
+                    m["hub"],
+                    f"tick {m['tick']}" if m["tick"] is not None else "",
+                    m["role"],
+                    f"→ {to}" if to else "",
+                )
+                if x
+            )
+            blocks = "".join(
+                f'<div style="color:#555;font-size:11px">[{esc(b["kind"])}'
+                f"{' ' + esc(b['name']) if b['name'] else ''}] {esc(b['text'])}</div>"
+                for b in m["blocks"]
+            )
+            rows.append(
+                '<div style="border-top:1px solid #eee;padding:2px 0">'
+                f'<div style="color:#666;font-size:11px"><b style="color:#333">'
+                f"{esc(m['sender'])}</b> {esc(meta)}</div>"
+                f'<div style="white-space:pre-wrap;word-break:break-word">'
+                f"{esc(m['content'][:1500])}</div>{blocks}</div>"
+            )
+        shown = f"last {len(msgs)} of {self.total}" if self.total > len(msgs) else str(self.total)
+        title = "Threads" if self.datasets == ("thread_events",) else "Conversation"
+        body = "".join(rows) or '<div style="color:#777">(no messages)</div>'
+        return card("conversation", title, f"{shown} messages", body)

@@ -1,84 +1,200 @@
-"""``show(run)`` and ``live(society)``: the four widgets composed in one box."""
+"""``show(run)`` and ``live(society)``: the panels a run has, composed in one box.
+
+Which panels: a society run gets the society panel, its conversation and the IAT
+histogram; a topology experiment its conversation and the IAT histogram by topology; an
+``AgentSystem`` run its threads; the human-input panel only where the run has human
+requests. ``panels=`` overrides the choice. The box's mimebundle carries the live view
+and a static HTML snapshot of every panel (see :class:`~agentlab.viz._base.StaticForm`).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
+from pathlib import Path
 from typing import Any
 
+from agentlab.viz._base import StaticForm
+from agentlab.viz._follow import run_path
 from agentlab.viz.conversation import ConversationView
 from agentlab.viz.human_input import HumanInput
 from agentlab.viz.iat import IATHistogram
-from agentlab.viz.society_view import SocietyView
+from agentlab.viz.society_view import Controllable, SocietyView
 
-__all__ = ["Dashboard", "live", "show"]
+__all__ = ["PANELS", "Dashboard", "live", "panels_for", "show"]
+
+#: every panel name, in display order
+PANELS = ("society", "human", "conversation", "threads", "iat")
 
 
-class Dashboard:
+def _kind(run_dir: Path) -> str | None:
+    try:
+        doc = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    return str(kind) if kind else None
+
+
+def panels_for(run: Any) -> tuple[str, ...]:
+    """The panels that fit what ``run`` contains (its manifest kind and datasets).
+
+    A run directory with nothing in it yet (a run about to start) gets the conversation
+    and IAT panels, which every kind of run writes.
+    """
+    d = run_path(run)
+    have = {p.name for p in (d / "replay").iterdir()} if (d / "replay").is_dir() else set()
+    kind = _kind(d)
+    out: list[str] = []
+    if kind == "society" or "timeline" in have or isinstance(run, Controllable):
+        out.append("society")
+    if "human_requests" in have:
+        out.append("human")
+    if "thread_events" in have and "messages" not in have:
+        out.append("threads")
+    else:
+        out.append("conversation")
+    out.append("iat")
+    return tuple(p for p in PANELS if p in out)
+
+
+class Dashboard(StaticForm):
     """The composed widgets; displays as one ``VBox``; ``stop()`` stops them all.
 
     Attributes:
-        society, conversation, iat, human: the parts.
+        society, conversation, iat, human: the parts (``None`` when not shown).
+        parts: the shown widgets, in order.
         box: the ``ipywidgets.VBox`` that is displayed.
+        task: the background ``society.run`` task (``live``), else ``None``.
     """
 
     def __init__(
         self,
         run: Any,
         *,
-        society: Any = None,
+        society: Controllable | None = None,
         ticks: int | None = None,
         group_by: str | None = "topology",
         follow: bool = True,
         max_fps: float = 20.0,
+        panels: tuple[str, ...] | list[str] | None = None,
     ) -> None:
         import ipywidgets
 
+        chosen = tuple(panels) if panels is not None else panels_for(society or run)
+        bad = [p for p in chosen if p not in PANELS]
+        if bad:
+            from agentlab.errors import ConfigError
+
+            raise ConfigError(f"unknown panels {bad!r}; valid: {', '.join(PANELS)}")
         kw: dict[str, Any] = {"follow": follow, "max_fps": max_fps}
-        self.society = SocietyView(run, society=society, ticks=ticks, **kw)
-        self.conversation = ConversationView(run, **kw)
-        self.iat = IATHistogram(run, group_by=group_by, **kw)
-        self.human = HumanInput(run, **kw)
-        self.parts = [self.society, self.human, self.conversation, self.iat]
+        self.society = (
+            SocietyView(run, society=society, ticks=ticks, **kw) if "society" in chosen else None
+        )
+        self.human = HumanInput(run, **kw) if "human" in chosen else None
+        conv: ConversationView | None = None
+        if "conversation" in chosen:
+            conv = ConversationView(run, **kw)
+        elif "threads" in chosen:
+            conv = ConversationView(run, dataset="thread_events", **kw)
+        self.conversation = conv
+        self.iat = IATHistogram(run, group_by=group_by, **kw) if "iat" in chosen else None
+        self.panels = chosen
+        self.parts: list[Any] = [
+            w for w in (self.society, self.human, self.conversation, self.iat) if w is not None
+        ]
         self.box = ipywidgets.VBox(self.parts)
-        self.task: asyncio.Future[Any] | None = None
+        self._display_id = None
+        if self.society is not None:
+            self.society.on_done = self._finished  # type: ignore[attr-defined]
+
+    @property
+    def task(self) -> asyncio.Future[Any] | None:
+        """The background run task started by *start* or by ``live(society, ticks)``."""
+        return None if self.society is None else self.society.task
+
+    def start(self) -> asyncio.Future[Any]:
+        """Run the society in the background, as the *start* button does."""
+        if self.society is None:
+            from agentlab.errors import ConfigError
+
+            raise ConfigError("this dashboard has no society panel; use live(society)")
+        return self.society.start_run()
 
     def stop(self) -> None:
-        """Stop following (last frames stay visible)."""
+        """Stop following (last frames stay visible; the static snapshot is refreshed)."""
         for w in self.parts:
             w.stop()
+        self.update_static()
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.box._repr_mimebundle_(**kwargs)
+    def _finished(self) -> None:
+        self.update_static()
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    # --- static form -------------------------------------------------------------------
 
-        display(self.box)
+    def _live_bundle(self) -> dict[str, Any]:
+        return dict(self.box._repr_mimebundle_() or {})
+
+    def _static_html(self) -> str:
+        for w in self.parts:
+            w.refresh()  # read what is new so the snapshot is the current state
+        inner = "".join(w._static_html() for w in self.parts)
+        return f'<div data-agentlab-static="dashboard" id="al-{uuid.uuid4().hex[:8]}">{inner}</div>'
+
+    def _text(self) -> str:
+        return "\n".join(w._text() for w in self.parts)
+
+    def __repr__(self) -> str:
+        return f"Dashboard(panels={list(self.panels)!r})"
 
 
-def show(run: Any, *, group_by: str | None = "topology", follow: bool = True) -> Dashboard:
+def show(
+    run: Any,
+    *,
+    group_by: str | None = "topology",
+    follow: bool = True,
+    panels: tuple[str, ...] | list[str] | None = None,
+) -> Dashboard:
     """Dashboard over a run directory (running, finished, or written by another process).
 
     Args:
         run: run directory path or store ``Run``.
         group_by: column splitting the IAT histogram.
         follow: keep following new rows (``False`` for a static view of a finished run).
+        panels: panel names (see :data:`PANELS`); default: what the run contains.
     """
-    return Dashboard(run, group_by=group_by, follow=follow)
+    return Dashboard(run, group_by=group_by, follow=follow, panels=panels)
 
 
-def live(society: Any, ticks: int | None = None, *, group_by: str | None = "topology") -> Dashboard:
-    """Dashboard on a society, with start/pause/stop; starts ``society.run(ticks)`` in the
-    background when ``ticks`` is given (the cell returns at once, so the kernel stays free
-    to receive button presses and human answers).
+def live(
+    society: Controllable,
+    ticks: int | None = None,
+    *,
+    group_by: str | None = "topology",
+    start: bool | None = None,
+    panels: tuple[str, ...] | list[str] | None = None,
+) -> Dashboard:
+    """Dashboard on a society with start / pause / resume / stop buttons.
+
+    The cell returns at once (the run is a background task on the kernel's loop), so the
+    kernel stays free for button presses and human answers.
 
     Args:
-        society: a ``Society`` (anything with ``run_dir``/``path`` and ``run(ticks=...)``).
-        ticks: ticks to run now in a background task (``None``: wait for *start*).
+        society: a ``Society``.
+        ticks: ticks each *start* runs; ``None`` runs until *stop*.
         group_by: column splitting the IAT histogram.
+        start: start running now (default: when ``ticks`` is given); otherwise the run
+            starts when *start* is pressed (or ``dash.start()`` is called).
+        panels: panel names; default: what the run contains.
     """
-    dash = Dashboard(society, society=society, ticks=ticks, group_by=group_by)
-    if ticks:
-        dash.task = asyncio.ensure_future(society.run(ticks=ticks))
-        dash.society.attach_task(dash.task)
+    if not isinstance(society, Controllable):
+        from agentlab.errors import ConfigError
+
+        raise ConfigError(
+            f"live() needs a Society (with status/pause/resume/stop), got {society!r}"
+        )
+    dash = Dashboard(society, society=society, ticks=ticks, group_by=group_by, panels=panels)
+    if start if start is not None else ticks is not None:
+        dash.start()
     return dash

@@ -17,6 +17,7 @@ import traitlets as t
 from agentlab.errors import AgentlabError
 from agentlab.store.human import ANSWERS, REQUESTS, answer_request, decode_json_text
 from agentlab.viz._base import LiveWidget, load_css, load_esm
+from agentlab.viz._static import card, esc
 
 __all__ = ["HumanInput", "HumanModel"]
 
@@ -115,3 +116,30 @@ class HumanInput(LiveWidget):
             return
         # show the answer right away instead of waiting for the next poll
         self._follower.step(force=True)
+
+    # --- static form -------------------------------------------------------------------
+
+    def _text(self) -> str:
+        m = self._model
+        return (
+            f"HumanInput {self.run_dir}: {len(m.pending())} pending, "
+            f"{len(m.answers)} answered requests"
+        )
+
+    def _static_html(self) -> str:
+        m = self._model
+        rows = [
+            '<div style="border:1px solid #e0c060;border-radius:3px;padding:3px;margin:2px 0">'
+            f"<b>{esc(r['agent_id'])}</b> asks (pending): "
+            f'<span style="white-space:pre-wrap">{esc(r["question"])}</span></div>'
+            for r in m.pending()
+        ]
+        rows += [
+            '<div style="border-top:1px solid #eee;padding:2px 0">'
+            f"<b>{esc(r['agent_id'])}</b>: {esc(r['question'])} → "
+            f"<code>{esc(r['answer'])}</code></div>"
+            for r in m.answered()
+        ]
+        status = f"{len(m.pending())} pending, {len(m.answers)} answered"
+        body = "".join(rows) or '<div style="color:#777">(no requests)</div>'
+        return card("human", "Human input", status, body)

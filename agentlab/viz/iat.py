@@ -4,8 +4,9 @@ Follows ``llm_calls`` and groups calls by a column (``topology`` or ``stage``). 
 in the log when they *finish*, not in start order, so each group keeps its sorted start
 times and inserting a start between two others replaces one gap by two: the histogram is
 exact at every frame, not just at the end. Counts travel as one float64 buffer
-``(groups × bins)``. The burst threshold per group is Otsu's split of the log-IAT
-histogram (the valley between the within-burst and between-burst modes) unless given.
+``(groups × bins)``. The burst threshold is fixed and stated (``DEFAULT_BURST_THRESHOLD``,
+the same default as the analysis layer) so it does not move during a run;
+``burst_threshold="otsu"`` picks Otsu's split of each group's log-IAT histogram instead.
 Optional fits (lognormal and exponential, from running sums) are drawn as expected counts.
 """
 
@@ -13,14 +14,19 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import traitlets as t
 
 from agentlab.viz._base import LiveWidget, load_css, load_esm
+from agentlab.viz._static import card, fmt_num, step_chart_svg
 
-__all__ = ["IATHistogram", "IATModel", "otsu_threshold"]
+__all__ = ["DEFAULT_BURST_THRESHOLD", "IATHistogram", "IATModel", "otsu_threshold"]
+
+#: seconds: gaps shorter than this count as "in a burst" (fixed so a live view is stable)
+DEFAULT_BURST_THRESHOLD = 0.05
 
 _GROUP_CHOICES = ("topology", "stage", "model", "agent_id", None)
 
@@ -171,7 +177,8 @@ class IATHistogram(LiveWidget):
     Args:
         run: run directory, store ``Run`` or ``Society``.
         group_by: ``"topology"`` (default), ``"stage"``, ``"model"``, ``"agent_id"`` or None.
-        burst_threshold: fixed threshold in seconds (default: Otsu per group).
+        burst_threshold: threshold in seconds (default ``DEFAULT_BURST_THRESHOLD``), or
+            ``"otsu"`` for Otsu's split per group (moves as data arrives).
         fit: draw lognormal / exponential fits.
         **kwargs: see :class:`~agentlab.viz._base.LiveWidget`.
     """
@@ -195,12 +202,18 @@ class IATHistogram(LiveWidget):
         run: Any,
         *,
         group_by: str | None = "topology",
-        burst_threshold: float | None = None,
+        burst_threshold: float | str = DEFAULT_BURST_THRESHOLD,
         fit: bool = False,
         **kwargs: Any,
     ) -> None:
+        if burst_threshold != "otsu" and not (
+            isinstance(burst_threshold, int | float) and burst_threshold > 0
+        ):
+            from agentlab.errors import ConfigError
+
+            raise ConfigError(f"burst_threshold={burst_threshold!r}; valid: seconds > 0 or 'otsu'")
         self._model = IATModel(group_by)
-        self._fixed = burst_threshold
+        self._fixed = None if burst_threshold == "otsu" else float(burst_threshold)
         self._fit = fit
         super().__init__(run, **kwargs)
         self.group_by = group_by or "all"
@@ -226,3 +239,26 @@ class IATHistogram(LiveWidget):
             traits["fit_names"] = list(fits)
             traits["fit_counts"] = np.stack(list(fits.values()), axis=1).astype("<f8").tobytes()
         return traits
+
+    # --- static form -------------------------------------------------------------------
+
+    def _text(self) -> str:
+        per = ", ".join(f"{g}: {n}" for g, n in zip(self.groups, self.totals, strict=False))
+        return f"IATHistogram {self.run_dir}: {self.calls} LLM calls; gaps per group: {per}"
+
+    def _static_html(self) -> str:
+        m = self._model
+        counts = m.counts()
+        rows: dict[str, Sequence[float]] = {g: list(counts[i]) for i, g in enumerate(m.groups)}
+        marks = {}
+        thr = self._fixed if self._fixed is not None else None
+        if thr is not None:
+            marks[f"burst < {fmt_num(thr)} s"] = thr
+        chart = step_chart_svg(
+            m.edges, rows, x_label="gap between LLM call starts (log scale)",
+            y_label="gaps per bin", marks=marks,
+        )  # fmt: skip
+        status = f"{fmt_num(sum(len(g.starts) for g in m.groups.values()))} calls"
+        if self.group_by != "all":
+            status += f" by {self.group_by}"
+        return card("iat", "Inter-arrival times", status, chart)

@@ -1,24 +1,30 @@
-"""SocietyView: the society's vital signs per committed tick, with sparklines and controls.
+"""SocietyView: the society's vital signs per committed tick, with charts and controls.
 
 It follows the ``timeline`` dataset (one row per committed tick). The numbers per tick go
 to the browser as float64 binary buffers (snapshot + delta, see ``_follow.Journal``); the
-headline figures travel as a small JSON dict. Start / pause / stop call the attached
-society (``live(society)``), which acts on them between ticks.
+headline figures travel as a small JSON dict. Rates are per second of the *society's*
+clock (``ts`` of consecutive ticks), so under the virtual clock they are simulated-time
+rates. Start / pause / resume / stop drive the attached ``Society`` through its control
+surface (``status``, ``pause()``, ``resume()``, ``stop()``, ``run()``), which acts between
+ticks; the tick in progress is shown from ``Society.tick_progress()``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import traitlets as t
 
 from agentlab.viz._base import LiveWidget, load_css, load_esm
 from agentlab.viz._follow import Journal
+from agentlab.viz._static import card, esc, fmt_num, line_chart_svg, tiles_html
 
-__all__ = ["SERIES_COLUMNS", "SocietyModel", "SocietyView"]
+__all__ = ["SERIES_COLUMNS", "Controllable", "SocietyModel", "SocietyView"]
 
 #: columns of the binary series, in order (``k`` is the journal index, the merge key)
 SERIES_COLUMNS = (
@@ -60,16 +66,26 @@ class SocietyModel:
         self.totals = dict.fromkeys(_SUMMED, 0.0)
         self.last: dict[str, float] = {}
         self.ticks = 0
+        self.first_ts = math.nan  # clock time of the first tick's start
+        self._prev_ts = math.nan
 
     def ingest(self, rows: list[dict[str, Any]]) -> bool:
         """Add timeline rows; returns whether anything changed."""
         out: list[list[float]] = []
         for r in rows:
             vals = {c: _num(r.get(c)) for c in SERIES_COLUMNS[1:11]}
-            wall = vals["wall_s"]
-            ok = wall > 0 and not math.isnan(wall)
-            vals["steps_per_s"] = vals["steps"] / wall if ok else math.nan
-            vals["calls_per_s"] = vals["llm_calls"] / wall if ok else math.nan
+            # seconds of the society's clock this tick took: the gap to the previous
+            # commit (simulated seconds under the virtual clock); the first tick seen
+            # has no previous commit and falls back to its wall time
+            dt = vals["ts"] - self._prev_ts
+            if not dt > 0:
+                dt = vals["wall_s"]
+            if math.isnan(self.first_ts) and not math.isnan(vals["ts"]):
+                self.first_ts = vals["ts"] - (dt if dt > 0 else 0.0)
+            self._prev_ts = vals["ts"]
+            ok = dt > 0 and not math.isnan(dt)
+            vals["steps_per_s"] = vals["steps"] / dt if ok else math.nan
+            vals["calls_per_s"] = vals["llm_calls"] / dt if ok else math.nan
             for c in _SUMMED:
                 if not math.isnan(vals[c]):
                     self.totals[c] += vals[c]
@@ -85,6 +101,8 @@ class SocietyModel:
         """Headline figures: last tick's values, totals and whole-run rates (JSON-safe)."""
         clean = {k: (None if math.isnan(v) else v) for k, v in self.last.items()}
         wall = self.totals["wall_s"]
+        span = self._prev_ts - self.first_ts
+        clock_s = span if span > 0 else None
         return {
             **clean,
             "ticks": self.ticks,
@@ -93,8 +111,9 @@ class SocietyModel:
             "total_tokens": self.totals["tokens"],
             "total_errors": self.totals["errors"],
             "total_wall_s": wall,
-            "mean_steps_per_s": self.totals["steps"] / wall if wall > 0 else None,
-            "mean_calls_per_s": self.totals["llm_calls"] / wall if wall > 0 else None,
+            "clock_s": clock_s,
+            "mean_steps_per_s": self.totals["steps"] / clock_s if clock_s else None,
+            "mean_calls_per_s": self.totals["llm_calls"] / clock_s if clock_s else None,
         }
 
     def frame(self, force_snapshot: bool = False) -> dict[str, Any]:
@@ -118,13 +137,61 @@ def decode_series(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype="<f8").reshape(-1, len(SERIES_COLUMNS))
 
 
+@runtime_checkable
+class Controllable(Protocol):
+    """The control surface of :class:`agentlab.runtime.Society` the view drives (viz
+    does not import runtime: layers import downward only)."""
+
+    @property
+    def status(self) -> str:
+        """``idle``, ``running``, ``paused``, ``stopped`` or ``done``."""
+        ...
+
+    @property
+    def paused(self) -> bool:
+        """True while a pause holds (or will hold, after the tick in progress)."""
+        ...
+
+    @property
+    def tick(self) -> int:
+        """The last committed tick."""
+        ...
+
+    def pause(self) -> None:
+        """Hold the run loop between ticks."""
+
+    def resume(self) -> None:
+        """Let a paused run loop go on."""
+
+    def stop(self) -> None:
+        """End the run loop after the tick in progress."""
+
+    def run(self, ticks: int | None = None) -> Any:
+        """Coroutine: run ``ticks`` more ticks (``None``: until ``stop()``)."""
+
+    def tick_progress(self) -> dict[str, Any]:
+        """The tick in progress so far (see ``Society.tick_progress``)."""
+        ...
+
+
+#: which buttons are enabled in each society status
+ENABLED = {
+    "idle": ("start",),
+    "stopped": ("start",),
+    "done": ("start",),
+    "running": ("pause", "stop"),
+    "pausing": ("resume", "stop"),
+    "paused": ("resume", "stop"),
+}
+
+
 class SocietyView(LiveWidget):
     """Tick, agents, agent-steps/s, LLM calls/s, tokens, errors, AIMD limit, in-flight.
 
     Args:
         run: run directory, store ``Run`` or ``Society``.
-        society: the running society, to enable start / pause / stop (optional).
-        ticks: ticks to run when *start* is pressed on a society that is not running.
+        society: the ``Society`` to drive from the start / pause / resume / stop buttons.
+        ticks: ticks each *start* runs (``None``: run until *stop*).
         **kwargs: see :class:`~agentlab.viz._base.LiveWidget`.
     """
 
@@ -137,14 +204,34 @@ class SocietyView(LiveWidget):
     series_base = t.Bytes(b"").tag(sync=True)
     series_delta = t.Bytes(b"").tag(sync=True)
     controls = t.Bool(False).tag(sync=True)
+    enabled = t.List(t.Unicode()).tag(sync=True)
     status = t.Unicode("following").tag(sync=True)
+    progress = t.Dict().tag(sync=True)
     last_action = t.Unicode("").tag(sync=True)
+    error = t.Unicode("").tag(sync=True)
 
-    def __init__(self, run: Any, *, society: Any = None, ticks: int | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        run: Any,
+        *,
+        society: Controllable | None = None,
+        ticks: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if society is not None and not isinstance(society, Controllable):
+            from agentlab.errors import ConfigError
+
+            raise ConfigError(
+                f"society={society!r} has no control surface (status, pause, resume, stop, "
+                "run, tick_progress); pass an agentlab.Society or leave it out"
+            )
         self._model = SocietyModel()
         self._society = society
         self._ticks = ticks
-        self._task: asyncio.Future[Any] | None = None
+        self.task: asyncio.Future[Any] | None = None
+        self._seen: tuple[Any, ...] = ()
+        #: called (on the event loop) when a run started here ends
+        self.on_done: Callable[[], None] | None = None
         super().__init__(run, **kwargs)
         self.controls = society is not None
 
@@ -153,48 +240,142 @@ class SocietyView(LiveWidget):
 
     def _frame(self) -> dict[str, Any]:
         traits = self._model.frame()
-        traits["status"] = self._status()
+        status = self._status()
+        traits["status"] = status
+        traits["enabled"] = list(ENABLED.get(status, ())) if self._society is not None else []
+        traits["progress"] = self._progress(status)
         return traits
 
     def _status(self) -> str:
         soc = self._society
         if soc is None:
             return "following" if self._follower.running else "static"
-        for attr in ("status", "state"):
-            value = getattr(soc, attr, None)
-            if isinstance(value, str):
-                return value
-        if getattr(soc, "paused", False) is True:
-            return "paused"
-        if self._task is not None:
-            if not self._task.done():
-                return "stopping" if self.last_action in ("pause", "stop") else "running"
-            # Society.pause()/stop() both end run() after the current tick
-            return {"pause": "paused", "stop": "stopped"}.get(self.last_action, "finished")
-        return "ready"
+        status = soc.status
+        if status == "running" and soc.paused:
+            return "pausing"  # pause requested: holds once the tick in progress commits
+        return status
 
-    def attach_task(self, task: asyncio.Future[Any]) -> None:
-        """Tell the view which background task runs the society (for status/start)."""
-        self._task = task
+    def _progress(self, status: str) -> dict[str, Any]:
+        soc = self._society
+        if soc is None or status not in ("running", "pausing"):
+            return {}
+        p = dict(soc.tick_progress())
+        started = p.get("started")
+        if isinstance(started, int | float):
+            p["elapsed_s"] = max(0.0, time.time() - started)
+        return {k: v for k, v in p.items() if isinstance(v, int | float | str | None)}
+
+    def _watch(self) -> bool:
+        # status, and the tick in progress, change between the rows of the log
+        soc = self._society
+        if soc is None:
+            return False
+        p = soc.tick_progress() if soc.status == "running" else {}
+        seen = (soc.status, soc.paused, p.get("tick"), p.get("llm_calls"), p.get("in_flight"))
+        task = self.task
+        if task is not None and task.done() and not self.error:
+            exc = None if task.cancelled() else task.exception()
+            if exc is not None:
+                self.error = f"{type(exc).__name__}: {exc}"
+        changed = seen != self._seen
+        self._seen = seen
+        return changed
+
+    def start_run(self) -> asyncio.Future[Any]:
+        """Start ``society.run(ticks)`` in the background (what *start* does); the task is
+        kept as :attr:`task`. Requires a running event loop (Jupyter has one)."""
+        soc = self._require_society()
+        if soc.status in ("running", "paused"):
+            from agentlab.errors import ConfigError
+
+            raise ConfigError(f"the society is already {soc.status}")
+        self.error = ""
+        self.task = asyncio.ensure_future(soc.run(ticks=self._ticks))
+        self.task.add_done_callback(self._on_done)
+        self._follower.coalescer.mark()
+        return self.task
+
+    def _on_done(self, _task: asyncio.Future[Any]) -> None:
+        # the run loop ended (done, stopped or failed): one last frame now, on the loop
+        self._watch()
+        self.refresh()
+        self.update_static()
+        if self.on_done is not None:
+            self.on_done()
+
+    def _require_society(self) -> Controllable:
+        if self._society is None:
+            from agentlab.errors import ConfigError
+
+            raise ConfigError("this view has no society attached; use live(society)")
+        return self._society
 
     def _on_front_msg(self, msg: dict[str, Any]) -> None:
         if msg.get("type") != "control" or self._society is None:
             return
-        action = msg.get("action")
+        action = str(msg.get("action"))
         soc = self._society
-        if action == "pause" and hasattr(soc, "pause"):
+        status = self._status()
+        if action not in ENABLED.get(status, ()):
+            return  # a stale button press (the page lags the kernel): ignore it
+        if action == "start":
+            self.start_run()
+        elif action == "pause":
             soc.pause()
-        elif action == "stop" and hasattr(soc, "stop"):
+        elif action == "resume":
+            soc.resume()
+        elif action == "stop":
             soc.stop()
-        elif action == "start":
-            if getattr(soc, "paused", False) and hasattr(soc, "resume"):
-                soc.resume()
-            elif (self._task is None or self._task.done()) and self._ticks:
-                # a paused/stopped Society continues where it stopped when run again
-                self._task = asyncio.ensure_future(soc.run(ticks=self._ticks))
-            elif hasattr(soc, "resume"):
-                soc.resume()
-        else:
-            return
-        self.last_action = str(action)
+        self.last_action = action
         self._follower.coalescer.mark()
+
+    # --- static form -------------------------------------------------------------------
+
+    def _text(self) -> str:
+        s = self.summary or {}
+        return (
+            f"SocietyView {self.run_dir}: {self.status}, tick {fmt_num(s.get('tick'))}, "
+            f"{fmt_num(s.get('agents'))} agents, {fmt_num(s.get('total_steps'))} steps, "
+            f"{fmt_num(s.get('total_llm_calls'))} LLM calls, "
+            f"{fmt_num(s.get('total_tokens'))} tokens, {fmt_num(s.get('total_errors'))} errors"
+        )
+
+    def _static_html(self) -> str:
+        s = self._model.summary()
+        tiles = tiles_html(
+            [
+                (fmt_num(s.get("tick")), "tick"),
+                (fmt_num(s.get("agents")), "agents"),
+                (fmt_num(s.get("total_steps")), "agent-steps"),
+                (fmt_num(s.get("total_llm_calls")), "LLM calls"),
+                (fmt_num(s.get("total_tokens")), "tokens"),
+                (fmt_num(s.get("total_errors")), "errors"),
+                (fmt_num(s.get("mean_calls_per_s")), "LLM calls/s (clock)"),
+                (fmt_num(s.get("clock_s")), "clock s"),
+            ]
+        )
+        rows = list(self._model.journal.items)
+        col = {c: i for i, c in enumerate(SERIES_COLUMNS)}
+        ticks = [r[col["tick"]] for r in rows]
+        calls = line_chart_svg(
+            {
+                "LLM calls/s": (ticks, [r[col["calls_per_s"]] for r in rows]),
+                "agent-steps/s": (ticks, [r[col["steps_per_s"]] for r in rows]),
+            },
+            x_label="tick",
+            y_label="per second of clock time",
+            integer_x=True,
+        )
+        load = line_chart_svg(
+            {
+                "AIMD limit": (ticks, [r[col["aimd_limit"]] for r in rows]),
+                "in flight at commit": (ticks, [r[col["in_flight"]] for r in rows]),
+            },
+            x_label="tick",
+            y_label="concurrent LLM calls",
+            integer_x=True,
+        )
+        status = self._status() if self._society is not None else "finished"
+        err = f'<div style="color:#c00">{esc(self.error)}</div>' if self.error else ""
+        body = f'{tiles}<div style="display:flex;flex-wrap:wrap">{calls}{load}</div>{err}'
+        return card("society", "Society", f"{status} · {self.run_dir}", body)

@@ -22,8 +22,12 @@ def test_society_model_rates_totals_and_binary_series() -> None:
     s = m.summary()
     assert s["tick"] == 4 and s["ticks"] == 5
     assert s["total_llm_calls"] == sum(20 + t for t in range(5))
-    assert s["calls_per_s"] == pytest.approx((20 + 4) / 0.5)
-    assert s["mean_steps_per_s"] == pytest.approx(50 / 2.5)
+    # rates are per second of the society's clock (ts 1 s apart), not of wall time
+    # (0.5 s a tick): under the virtual clock that is simulated time
+    assert s["calls_per_s"] == pytest.approx((20 + 4) / 1.0)
+    # the first tick has no earlier commit: its duration falls back to its wall time
+    assert s["clock_s"] == pytest.approx(4 + 0.5)
+    assert s["mean_steps_per_s"] == pytest.approx(50 / 4.5)
     frame = m.frame()
     arr = decode_series(frame["series_base"])
     assert arr.shape == (5, len(SERIES_COLUMNS))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -48,39 +47,104 @@ def test_background_follow_streams_with_frame_cap(run_dir: Path, log: LogWriter)
     assert keys == set(range(300))  # snapshot + delta = full history
 
 
-class FakeSociety:
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.calls: list[Any] = []
-        self.paused = False
-
-    def pause(self) -> None:
-        self.calls.append("pause")
-        self.paused = True
-
-    def resume(self) -> None:
-        self.calls.append("resume")
-        self.paused = False
-
-    def stop(self) -> None:
-        self.calls.append("stop")
-
-    async def run(self, ticks: int) -> None:
-        self.calls.append(("run", ticks))
-
-
-async def test_controls_reach_the_society(run_dir: Path) -> None:
+async def _until(cond: Any, timeout: float = 20.0) -> None:
     import asyncio
 
-    soc = FakeSociety(run_dir)
-    w = SocietyView(soc, society=soc, ticks=7, follow=False)
-    assert w.controls
-    for action in ("start", "pause", "start", "stop", "bogus"):
-        w._dispatch_msg(w, {"type": "control", "action": action}, [])
-        await asyncio.sleep(0.01)  # let the started run task begin
-    assert soc.calls == [("run", 7), "pause", "resume", "stop"]
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+def _press(w: SocietyView, action: str) -> None:
+    # exactly what the page's button sends
+    w._dispatch_msg(w, {"type": "control", "action": action}, [])
+
+
+async def test_buttons_drive_a_real_society(tmp_path: Path) -> None:
+    import asyncio
+
+    from agentlab.runtime import Society
+
+    soc = Society.create(
+        tmp_path / "soc", agents=4, llm="sim/instant", seed=0, progress=False, tick_seconds=0.02
+    )
+    w = SocietyView(soc, society=soc, follow=False)  # no ticks: start runs until stop
+    w.refresh()
+    assert w.controls and w.status == "idle" and w.enabled == ["start"]
+    _press(w, "pause")  # not enabled while idle: ignored
+    assert soc.status == "idle" and not soc.paused
+
+    _press(w, "start")
+    assert w.task is not None
+    await _until(lambda: soc.tick >= 3)
+    w.refresh()
+    assert soc.status == "running" and w.status == "running"
+    assert w.enabled == ["pause", "stop"]
+
+    _press(w, "pause")
+    await _until(lambda: soc.status == "paused")
+    held = soc.tick
+    await asyncio.sleep(0.3)
+    assert soc.tick == held  # the loop holds between ticks
+    w.refresh()
+    assert w.status == "paused" and w.enabled == ["resume", "stop"]
+
+    _press(w, "resume")
+    await _until(lambda: soc.tick >= held + 3)
+    assert soc.status == "running"
+
+    _press(w, "stop")
+    stats = await asyncio.wait_for(w.task, 20)
+    assert soc.status == "stopped" and stats["ticks"] == soc.tick
+    w.refresh()
+    assert w.status == "stopped" and w.enabled == ["start"]
+    assert w.summary["tick"] == soc.tick  # the view read every committed tick
     assert w.last_action == "stop"
+
+    # start again continues from the committed tick, for `ticks` more when given
+    w._ticks = 2
+    before = soc.tick
+    _press(w, "start")
+    await asyncio.wait_for(w.task, 20)
+    assert soc.status == "done" and soc.tick == before + 2
     w.close()
+    soc.close()
+
+
+async def test_live_without_ticks_waits_for_start_then_runs_until_stop(tmp_path: Path) -> None:
+    import asyncio
+
+    from agentlab.runtime import Society
+    from agentlab.viz import live
+
+    soc = Society.create(
+        tmp_path / "soc", agents=3, llm="sim/instant", seed=0, progress=False, tick_seconds=0.02
+    )
+    dash = live(soc)
+    assert dash.task is None and soc.status == "idle"
+    assert dash.panels == ("society", "conversation", "iat")
+    dash.start()
+    await _until(lambda: soc.tick >= 5)
+    soc.stop()
+    await asyncio.wait_for(dash.task, 20)  # type: ignore[arg-type]
+    dash.stop()
+    assert soc.status == "stopped"
+    html = dash._repr_mimebundle_()["text/html"]
+    assert f"{soc.tick}" in html and 'data-agentlab-static="society"' in html
+    soc.close()
+
+
+def test_a_view_refuses_an_object_without_the_control_surface(run_dir: Path) -> None:
+    import pytest
+
+    from agentlab.errors import ConfigError
+
+    class NotASociety:
+        run_dir = "x"
+
+    with pytest.raises(ConfigError, match="control surface"):
+        SocietyView(run_dir, society=NotASociety(), follow=False)  # type: ignore[arg-type]
 
 
 def test_conversation_view_and_span_lookup(run_dir: Path, log: LogWriter) -> None:
@@ -123,14 +187,52 @@ def test_iat_widget_counts_per_topology(run_dir: Path, log: LogWriter) -> None:
     w.close()
 
 
-def test_show_composes_the_four_widgets(run_dir: Path, log: LogWriter) -> None:
+def test_show_picks_panels_by_what_the_run_contains(run_dir: Path, log: LogWriter) -> None:
     log.write("timeline", [timeline_row(0)])
     dash = show(run_dir, follow=False)
-    assert len(dash.box.children) == 4
-    assert dash.society.summary["tick"] == 0
+    assert dash.panels == ("society", "conversation", "iat")
+    assert len(dash.box.children) == 3 and dash.human is None
+    assert dash.society is not None and dash.society.summary["tick"] == 0
     dash.stop()
-    stopper = threading.Event()
-    stopper.set()
+    log.write("human_requests", [{"request_id": "r1", "question": "ok?", "agent_id": "a"}])
+    assert show(run_dir, follow=False).panels == ("society", "human", "conversation", "iat")
+
+
+def test_show_on_an_experiment_and_on_threads(tmp_path: Path) -> None:
+    exp = tmp_path / "exp"
+    LogWriter(exp).write(
+        "messages",
+        [
+            {
+                "msg_id": "m",
+                "sender": "expert_1",
+                "hub": "h",
+                "content": '{"answer": "42", "confidence": 0.9}',
+            }
+        ],
+    )
+    (exp / "run.json").write_text('{"kind": "topology_experiment"}')
+    dash = show(exp, follow=False)
+    assert dash.panels == ("conversation", "iat") and dash.society is None
+    text = dash.conversation.msgs_base[0]["content"]  # type: ignore[union-attr]
+    assert text == "answer: 42\nconfidence: 0.9"  # structured content as readable text
+    thr = tmp_path / "threads"
+    LogWriter(thr).write(
+        "thread_events",
+        [
+            {
+                "ts": 1.0,
+                "thread_id": "t0",
+                "event": "slice",
+                "kind": "message",
+                "detail": {"turns": 2},
+            }
+        ],
+    )
+    dash = show(thr, follow=False)
+    assert dash.panels == ("threads", "iat")
+    m = dash.conversation.msgs_base[0]  # type: ignore[union-attr]
+    assert (m["hub"], m["role"], m["content"]) == ("t0", "slice", "turns: 2")
 
 
 def test_every_exported_name_imports() -> None:

@@ -1,0 +1,253 @@
+"""Static forms of the widgets: self-contained HTML + inline SVG, no script, no network.
+
+A widget's ``text/html`` snapshot is what a saved notebook, GitHub's renderer, nbconvert
+and ``agentlab paper`` show without a kernel. Everything here is plain markup with inline
+styles (notebook sanitizers drop ``<style>`` and ``<script>``) and every piece of run
+data goes through :func:`html.escape`: agent text is untrusted.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "PALETTE",
+    "card",
+    "esc",
+    "fmt_num",
+    "line_chart_svg",
+    "step_chart_svg",
+    "tiles_html",
+]
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
+_FONT = "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:12px"
+
+
+def esc(value: object) -> str:
+    """Text → HTML-safe text (quotes included, so it is safe inside attributes too)."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def fmt_num(value: object, digits: int = 3) -> str:
+    """A readable number: integers with thousands separators, floats to ``digits``
+    significant figures, ``–`` for missing."""
+    if value is None or isinstance(value, bool):
+        return "–" if value is None else str(value)
+    try:
+        f = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(f) or math.isinf(f):
+        return "–"
+    if f.is_integer() and abs(f) < 1e15:
+        return f"{int(f):,}"
+    if abs(f) >= 1e4:
+        return f"{f:,.0f}"
+    return f"{f:.{digits}g}"
+
+
+def card(kind: str, title: str, status: str, body: str) -> str:
+    """The frame every static widget shares; ``data-agentlab-static`` names the kind."""
+    return (
+        f'<div data-agentlab-static="{esc(kind)}" style="{_FONT};border:1px solid #ddd;'
+        'border-radius:4px;padding:6px 8px;margin:4px 0;color:#222;background:#fff">'
+        f'<div style="margin-bottom:4px"><b>{esc(title)}</b> '
+        f'<span style="color:#666">{esc(status)}</span>'
+        '<span style="float:right;color:#999;font-size:10px">static snapshot</span></div>'
+        f"{body}</div>"
+    )
+
+
+def tiles_html(items: Iterable[tuple[str, str]]) -> str:
+    """A row of ``(value, label)`` tiles."""
+    cells = "".join(
+        '<td style="text-align:center;padding:2px 8px">'
+        f'<div style="font-size:16px">{esc(v)}</div>'
+        f'<div style="font-size:10px;color:#777">{esc(label)}</div></td>'
+        for v, label in items
+    )
+    return f'<table style="border-collapse:collapse"><tr>{cells}</tr></table>'
+
+
+def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step) * step
+    out = []
+    v = first
+    while v <= hi + step * 1e-9:
+        out.append(round(v, 12))
+        v += step
+    return out
+
+
+def _frame_svg(
+    width: int,
+    height: int,
+    x_label: str,
+    y_label: str,
+    x_ticks: Sequence[tuple[float, str]],
+    y_ticks: Sequence[tuple[float, str]],
+) -> list[str]:
+    # plot area: x in [L, width-R], y in [T, height-B]; tick positions are already mapped
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" style="{_FONT};font-size:10px">',
+    ]
+    L, B = 52, 34
+    parts.append(
+        f'<line x1="{L}" y1="{height - B}" x2="{width - 10}" y2="{height - B}" stroke="#999"/>'
+        f'<line x1="{L}" y1="8" x2="{L}" y2="{height - B}" stroke="#999"/>'
+    )
+    for x, lab in x_ticks:
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{height - B}" x2="{x:.1f}" y2="{height - B + 4}" '
+            f'stroke="#999"/><text x="{x:.1f}" y="{height - B + 15}" text-anchor="middle" '
+            f'fill="#444">{esc(lab)}</text>'
+        )
+    for y, lab in y_ticks:
+        parts.append(
+            f'<line x1="{L - 4}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#eee"/>'
+            f'<text x="{L - 6}" y="{y + 3:.1f}" text-anchor="end" fill="#444">{esc(lab)}</text>'
+        )
+    parts.append(
+        f'<text x="{(L + width - 10) / 2:.0f}" y="{height - 4}" text-anchor="middle" '
+        f'fill="#222">{esc(x_label)}</text>'
+        f'<text transform="translate(12 {(height - B) / 2 + 4:.0f}) rotate(-90)" '
+        f'text-anchor="middle" fill="#222">{esc(y_label)}</text>'
+    )
+    return parts
+
+
+def line_chart_svg(
+    series: dict[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    x_label: str,
+    y_label: str,
+    width: int = 420,
+    height: int = 200,
+    integer_x: bool = False,
+) -> str:
+    """Lines ``{name: (xs, ys)}`` with axes, tick labels, axis titles and a legend."""
+    pts = [
+        (x, y)
+        for xs, ys in series.values()
+        for x, y in zip(xs, ys, strict=False)
+        if math.isfinite(x) and math.isfinite(y)
+    ]
+    if not pts:
+        return '<div style="color:#777">(no data yet)</div>'
+    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+    y0, y1 = min(0.0, min(p[1] for p in pts)), max(p[1] for p in pts)
+    if x1 == x0:
+        x0, x1 = x0 - 1, x1 + 1
+    if y1 == y0:
+        y1 = y0 + 1
+    L, R, T, B = 52, 10, 8, 34
+    sx = lambda v: L + (v - x0) / (x1 - x0) * (width - L - R)  # noqa: E731
+    sy = lambda v: height - B - (v - y0) / (y1 - y0) * (height - B - T)  # noqa: E731
+    xt = [t for t in _ticks(x0, x1) if not integer_x or float(t).is_integer()]
+    parts = _frame_svg(
+        width,
+        height,
+        x_label,
+        y_label,
+        [(sx(t), fmt_num(t)) for t in xt],
+        [(sy(t), fmt_num(t)) for t in _ticks(y0, y1, 4)],
+    )
+    legend = []
+    for i, (name, (xs, ys)) in enumerate(series.items()):
+        color = PALETTE[i % len(PALETTE)]
+        path = " ".join(
+            f"{sx(x):.1f},{sy(y):.1f}"
+            for x, y in zip(xs, ys, strict=False)
+            if math.isfinite(x) and math.isfinite(y)
+        )
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>')
+        legend.append((name, color))
+    parts.extend(_legend(legend, width))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def step_chart_svg(
+    edges: Sequence[float],
+    rows: dict[str, Sequence[float]],
+    *,
+    x_label: str,
+    y_label: str,
+    marks: dict[str, float] | None = None,
+    width: int = 560,
+    height: int = 220,
+) -> str:
+    """Histograms on log-spaced ``edges`` (one step line per row) with vertical ``marks``
+    (e.g. the burst threshold) and decade tick labels."""
+    n = len(edges) - 1
+    if n <= 0 or not rows:
+        return '<div style="color:#777">(no data yet)</div>'
+    ymax = max([max(r) for r in rows.values() if len(r)] + [1.0])
+    L, R, T, B = 52, 10, 8, 34
+    lx0, lx1 = math.log10(edges[0]), math.log10(edges[-1])
+    sx = lambda v: L + (math.log10(v) - lx0) / (lx1 - lx0) * (width - L - R)  # noqa: E731
+    sy = lambda v: height - B - v / ymax * (height - B - T)  # noqa: E731
+    decades = range(math.ceil(lx0), math.floor(lx1) + 1)
+    parts = _frame_svg(
+        width,
+        height,
+        x_label,
+        y_label,
+        [(sx(10.0**d), _decade(d)) for d in decades],
+        [(sy(t), fmt_num(t)) for t in _ticks(0.0, ymax, 4)],
+    )
+    legend = []
+    for i, (name, counts) in enumerate(rows.items()):
+        color = PALETTE[i % len(PALETTE)]
+        pts = [f"{sx(edges[0]):.1f},{sy(0):.1f}"]
+        for j in range(n):
+            pts.append(f"{sx(edges[j]):.1f},{sy(counts[j]):.1f}")
+            pts.append(f"{sx(edges[j + 1]):.1f},{sy(counts[j]):.1f}")
+        pts.append(f"{sx(edges[-1]):.1f},{sy(0):.1f}")
+        parts.append(
+            f'<polyline fill="{color}" fill-opacity="0.12" stroke="{color}" '
+            f'stroke-width="1.5" points="{" ".join(pts)}"/>'
+        )
+        legend.append((name, color))
+    for label, value in (marks or {}).items():
+        if edges[0] < value < edges[-1]:
+            x = sx(value)
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{T}" x2="{x:.1f}" y2="{height - B}" stroke="#555" '
+                f'stroke-dasharray="4 3"/><text x="{x + 3:.1f}" y="{T + 10}" fill="#555">'
+                f"{esc(label)}</text>"
+            )
+    parts.extend(_legend(legend, width))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _decade(d: int) -> str:
+    v = 10.0**d
+    if v >= 1:
+        return f"{v:g} s"
+    if v >= 1e-3:
+        return f"{v * 1e3:g} ms"
+    return f"{v * 1e6:g} µs"
+
+
+def _legend(items: list[tuple[str, str]], width: int) -> list[str]:
+    if len(items) < 2 and not (items and items[0][0]):
+        return []
+    out = []
+    for i, (name, color) in enumerate(items[:8]):
+        y = 14 + 13 * i
+        out.append(
+            f'<rect x="{width - 130}" y="{y - 8}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{width - 116}" y="{y + 1}" fill="#222">{esc(name[:20])}</text>'
+        )
+    return out
