@@ -210,3 +210,60 @@ def test_injection_payloads_stay_inert(lab: Lab, lab_page: Any) -> None:
     assert lab_page.agentlab_dialogs == []
     for p in PAYLOADS:
         assert p in res["text"], f"payload not shown as text: {p}"
+
+
+def test_buttons_start_pause_resume_stop_a_real_society(lab: Lab, lab_page: Any) -> None:
+    run = _run(lab, "controls")
+    probe = Path(run) / "probe.jsonl"
+    cells = [
+        f"RUN = {run!r}\nPROBE = {str(probe)!r}",
+        "import asyncio, json\n"
+        "from agentlab.runtime import Society\n"
+        "from agentlab.viz import live\n"
+        "soc = Society.create(RUN + '/soc', agents=10, llm='sim/instant', seed=0,\n"
+        "                     progress=False, tick_seconds=0.05)\n"
+        "async def probe():  # the kernel's view of the real society, for the test\n"
+        "    with open(PROBE, 'a') as f:\n"
+        "        while True:\n"
+        "            f.write(json.dumps([soc.status, soc.paused, soc.tick]) + '\\n')\n"
+        "            f.flush()\n"
+        "            await asyncio.sleep(0.05)\n"
+        "probe_task = asyncio.ensure_future(probe())\n"
+        "dash = live(soc)  # no ticks: start runs until stop\n"
+        "dash",
+    ]
+    open_notebook(lab_page, lab, "controls.ipynb", cells)
+    root = "[data-agentlab=society]"
+    wait_for(lab_page, "society", "d.status === 'idle' && d.enabled === 'start'", timeout=90)
+
+    def kernel() -> list[Any]:
+        return json.loads(probe.read_text().splitlines()[-1])
+
+    def press(action: str) -> None:
+        lab_page.locator(f"{root} button[data-action={action}]").click()
+
+    press("start")
+    wait_for(lab_page, "society", "d.status === 'running' && Number(d.tick) >= 5", timeout=60)
+    assert kernel()[0] == "running"
+    press("pause")
+    got = wait_for(lab_page, "society", "d.status === 'paused'", timeout=30)
+    held = int(got["tick"])
+    time.sleep(1.0)
+    status, paused, tick = kernel()
+    assert (status, paused) == ("paused", True)
+    assert tick == held, (tick, held)  # nothing ran while paused
+    assert int(history(lab_page, "society")[-1]["tick"]) == held
+    assert lab_page.locator(f"{root} button[data-action=resume]").is_enabled()
+    assert not lab_page.locator(f"{root} button[data-action=start]").is_enabled()
+    screenshot(lab_page, "controls_paused")
+
+    press("resume")
+    wait_for(lab_page, "society", f"d.status === 'running' && Number(d.tick) >= {held + 3}")
+    press("stop")
+    last = wait_for(lab_page, "society", "d.status === 'stopped'", timeout=30)
+    time.sleep(0.5)
+    status, paused, tick = kernel()
+    assert status == "stopped" and not paused
+    assert int(last["tick"]) == tick > held + 2
+    assert lab_page.locator(f"{root} button[data-action=start]").is_enabled()
+    screenshot(lab_page, "controls_stopped")
