@@ -66,8 +66,9 @@ class SocietyModel:
         self.totals = dict.fromkeys(_SUMMED, 0.0)
         self.last: dict[str, float] = {}
         self.ticks = 0
-        self.first_ts = math.nan  # clock time of the first tick's start
         self._prev_ts = math.nan
+        self.clock_s = 0.0  # clock seconds of the ticks whose duration is known
+        self.timed = {"steps": 0.0, "llm_calls": 0.0}  # their steps and calls
 
     def ingest(self, rows: list[dict[str, Any]]) -> bool:
         """Add timeline rows; returns whether anything changed."""
@@ -75,17 +76,17 @@ class SocietyModel:
         for r in rows:
             vals = {c: _num(r.get(c)) for c in SERIES_COLUMNS[1:11]}
             # seconds of the society's clock this tick took: the gap to the previous
-            # commit (simulated seconds under the virtual clock); the first tick seen
-            # has no previous commit and falls back to its wall time
+            # commit (simulated seconds under the virtual clock). The first tick seen has
+            # no previous commit: its rate is unknown (NaN), never a wall-clock stand-in
             dt = vals["ts"] - self._prev_ts
-            if not dt > 0:
-                dt = vals["wall_s"]
-            if math.isnan(self.first_ts) and not math.isnan(vals["ts"]):
-                self.first_ts = vals["ts"] - (dt if dt > 0 else 0.0)
             self._prev_ts = vals["ts"]
             ok = dt > 0 and not math.isnan(dt)
             vals["steps_per_s"] = vals["steps"] / dt if ok else math.nan
             vals["calls_per_s"] = vals["llm_calls"] / dt if ok else math.nan
+            if ok:
+                self.clock_s += dt
+                self.timed["steps"] += vals["steps"]
+                self.timed["llm_calls"] += vals["llm_calls"]
             for c in _SUMMED:
                 if not math.isnan(vals[c]):
                     self.totals[c] += vals[c]
@@ -101,8 +102,7 @@ class SocietyModel:
         """Headline figures: last tick's values, totals and whole-run rates (JSON-safe)."""
         clean = {k: (None if math.isnan(v) else v) for k, v in self.last.items()}
         wall = self.totals["wall_s"]
-        span = self._prev_ts - self.first_ts
-        clock_s = span if span > 0 else None
+        clock_s = self.clock_s or None
         return {
             **clean,
             "ticks": self.ticks,
@@ -112,8 +112,8 @@ class SocietyModel:
             "total_errors": self.totals["errors"],
             "total_wall_s": wall,
             "clock_s": clock_s,
-            "mean_steps_per_s": self.totals["steps"] / clock_s if clock_s else None,
-            "mean_calls_per_s": self.totals["llm_calls"] / clock_s if clock_s else None,
+            "mean_steps_per_s": self.timed["steps"] / clock_s if clock_s else None,
+            "mean_calls_per_s": self.timed["llm_calls"] / clock_s if clock_s else None,
         }
 
     def frame(self, force_snapshot: bool = False) -> dict[str, Any]:

@@ -25,9 +25,10 @@ def test_society_model_rates_totals_and_binary_series() -> None:
     # rates are per second of the society's clock (ts 1 s apart), not of wall time
     # (0.5 s a tick): under the virtual clock that is simulated time
     assert s["calls_per_s"] == pytest.approx((20 + 4) / 1.0)
-    # the first tick has no earlier commit: its duration falls back to its wall time
-    assert s["clock_s"] == pytest.approx(4 + 0.5)
-    assert s["mean_steps_per_s"] == pytest.approx(50 / 4.5)
+    # the first tick has no earlier commit: its clock duration (and rate) is unknown
+    assert s["clock_s"] == pytest.approx(4.0)
+    assert s["mean_steps_per_s"] == pytest.approx(40 / 4.0)
+    assert math.isnan(m.journal.items[0][SERIES_COLUMNS.index("calls_per_s")])
     frame = m.frame()
     arr = decode_series(frame["series_base"])
     assert arr.shape == (5, len(SERIES_COLUMNS))
