@@ -68,7 +68,10 @@ class StaticForm:
         raise NotImplementedError
 
     def _live_bundle(self) -> dict[str, Any]:
-        return dict(super()._repr_mimebundle_() or {})  # type: ignore[misc]
+        got = super()._repr_mimebundle_()  # type: ignore[misc]
+        # anywidget returns (data, metadata), ipywidgets the data dict alone
+        data = got[0] if isinstance(got, tuple) else got
+        return dict(data or {})
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         """Live widget view + ``text/html`` snapshot + readable ``text/plain``."""

@@ -8,6 +8,7 @@ data goes through :func:`html.escape`: agent text is untrusted.
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 from collections.abc import Iterable, Sequence
@@ -19,6 +20,7 @@ __all__ = [
     "fmt_num",
     "line_chart_svg",
     "step_chart_svg",
+    "svg_img",
     "tiles_html",
 ]
 
@@ -49,10 +51,21 @@ def fmt_num(value: object, digits: int = 3) -> str:
     return f"{f:.{digits}g}"
 
 
+def svg_img(svg: str, alt: str) -> str:
+    """An SVG as an ``<img>`` with a ``data:`` URI: notebook sanitizers (JupyterLab's for
+    untrusted notebooks) strip inline ``<svg>`` but keep images."""
+    if not svg.startswith("<svg"):
+        return svg  # the "(no data yet)" placeholder
+    b64 = base64.b64encode(svg.encode()).decode()
+    return f'<img alt="{esc(alt)}" src="data:image/svg+xml;base64,{b64}" style="margin:2px">'
+
+
 def card(kind: str, title: str, status: str, body: str) -> str:
-    """The frame every static widget shares; ``data-agentlab-static`` names the kind."""
+    """The frame every static widget shares; the class ``agentlab-static-<kind>`` (and
+    ``data-agentlab-static``, which sanitizers drop) names the kind."""
     return (
-        f'<div data-agentlab-static="{esc(kind)}" style="{_FONT};border:1px solid #ddd;'
+        f'<div class="agentlab-static agentlab-static-{esc(kind)}" '
+        f'data-agentlab-static="{esc(kind)}" style="{_FONT};border:1px solid #ddd;'
         'border-radius:4px;padding:6px 8px;margin:4px 0;color:#222;background:#fff">'
         f'<div style="margin-bottom:4px"><b>{esc(title)}</b> '
         f'<span style="color:#666">{esc(status)}</span>'
@@ -103,7 +116,7 @@ def _frame_svg(
     L, B = 52, 34
     parts.append(
         f'<line x1="{L}" y1="{height - B}" x2="{width - 10}" y2="{height - B}" stroke="#999"/>'
-        f'<line x1="{L}" y1="8" x2="{L}" y2="{height - B}" stroke="#999"/>'
+        f'<line x1="{L}" y1="22" x2="{L}" y2="{height - B}" stroke="#999"/>'
     )
     for x, lab in x_ticks:
         parts.append(
@@ -149,7 +162,7 @@ def line_chart_svg(
         x0, x1 = x0 - 1, x1 + 1
     if y1 == y0:
         y1 = y0 + 1
-    L, R, T, B = 52, 10, 8, 34
+    L, R, T, B = 52, 10, 22, 34
     sx = lambda v: L + (v - x0) / (x1 - x0) * (width - L - R)  # noqa: E731
     sy = lambda v: height - B - (v - y0) / (y1 - y0) * (height - B - T)  # noqa: E731
     xt = [t for t in _ticks(x0, x1) if not integer_x or float(t).is_integer()]
@@ -192,7 +205,7 @@ def step_chart_svg(
     if n <= 0 or not rows:
         return '<div style="color:#777">(no data yet)</div>'
     ymax = max([max(r) for r in rows.values() if len(r)] + [1.0])
-    L, R, T, B = 52, 10, 8, 34
+    L, R, T, B = 52, 10, 22, 34
     lx0, lx1 = math.log10(edges[0]), math.log10(edges[-1])
     sx = lambda v: L + (math.log10(v) - lx0) / (lx1 - lx0) * (width - L - R)  # noqa: E731
     sy = lambda v: height - B - v / ymax * (height - B - T)  # noqa: E731
@@ -244,10 +257,12 @@ def _legend(items: list[tuple[str, str]], width: int) -> list[str]:
     if len(items) < 2 and not (items and items[0][0]):
         return []
     out = []
-    for i, (name, color) in enumerate(items[:8]):
-        y = 14 + 13 * i
+    x = 56.0
+    for name, color in items[:8]:
+        label = name[:24]
         out.append(
-            f'<rect x="{width - 130}" y="{y - 8}" width="10" height="10" fill="{color}"/>'
-            f'<text x="{width - 116}" y="{y + 1}" fill="#222">{esc(name[:20])}</text>'
+            f'<rect x="{x:.0f}" y="3" width="10" height="10" fill="{color}"/>'
+            f'<text x="{x + 14:.0f}" y="12" fill="#222">{esc(label)}</text>'
         )
+        x += 24 + 6.2 * len(label)
     return out

@@ -134,7 +134,9 @@ class Dashboard(StaticForm):
     # --- static form -------------------------------------------------------------------
 
     def _live_bundle(self) -> dict[str, Any]:
-        return dict(self.box._repr_mimebundle_() or {})
+        got = self.box._repr_mimebundle_()
+        data = got[0] if isinstance(got, tuple) else got
+        return dict(data or {})
 
     def _static_html(self) -> str:
         for w in self.parts:

@@ -21,7 +21,7 @@ import numpy as np
 import traitlets as t
 
 from agentlab.viz._base import LiveWidget, load_css, load_esm
-from agentlab.viz._static import card, fmt_num, step_chart_svg
+from agentlab.viz._static import card, fmt_num, step_chart_svg, svg_img
 
 __all__ = ["DEFAULT_BURST_THRESHOLD", "IATHistogram", "IATModel", "otsu_threshold"]
 
@@ -254,9 +254,12 @@ class IATHistogram(LiveWidget):
         thr = self._fixed if self._fixed is not None else None
         if thr is not None:
             marks[f"burst < {fmt_num(thr)} s"] = thr
-        chart = step_chart_svg(
-            m.edges, rows, x_label="gap between LLM call starts (log scale)",
-            y_label="gaps per bin", marks=marks,
+        chart = svg_img(
+            step_chart_svg(
+                m.edges, rows, x_label="gap between LLM call starts (log scale)",
+                y_label="gaps per bin", marks=marks,
+            ),
+            "histogram of inter-arrival times of LLM calls",
         )  # fmt: skip
         status = f"{fmt_num(sum(len(g.starts) for g in m.groups.values()))} calls"
         if self.group_by != "all":

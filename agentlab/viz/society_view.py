@@ -22,7 +22,7 @@ import traitlets as t
 
 from agentlab.viz._base import LiveWidget, load_css, load_esm
 from agentlab.viz._follow import Journal
-from agentlab.viz._static import card, esc, fmt_num, line_chart_svg, tiles_html
+from agentlab.viz._static import card, esc, fmt_num, line_chart_svg, svg_img, tiles_html
 
 __all__ = ["SERIES_COLUMNS", "Controllable", "SocietyModel", "SocietyView"]
 
@@ -357,23 +357,29 @@ class SocietyView(LiveWidget):
         rows = list(self._model.journal.items)
         col = {c: i for i, c in enumerate(SERIES_COLUMNS)}
         ticks = [r[col["tick"]] for r in rows]
-        calls = line_chart_svg(
-            {
-                "LLM calls/s": (ticks, [r[col["calls_per_s"]] for r in rows]),
-                "agent-steps/s": (ticks, [r[col["steps_per_s"]] for r in rows]),
-            },
-            x_label="tick",
-            y_label="per second of clock time",
-            integer_x=True,
+        calls = svg_img(
+            line_chart_svg(
+                {
+                    "LLM calls/s": (ticks, [r[col["calls_per_s"]] for r in rows]),
+                    "agent-steps/s": (ticks, [r[col["steps_per_s"]] for r in rows]),
+                },
+                x_label="tick",
+                y_label="per second of clock time",
+                integer_x=True,
+            ),
+            "LLM calls and agent-steps per second of clock time, by tick",
         )
-        load = line_chart_svg(
-            {
-                "AIMD limit": (ticks, [r[col["aimd_limit"]] for r in rows]),
-                "in flight at commit": (ticks, [r[col["in_flight"]] for r in rows]),
-            },
-            x_label="tick",
-            y_label="concurrent LLM calls",
-            integer_x=True,
+        load = svg_img(
+            line_chart_svg(
+                {
+                    "AIMD limit": (ticks, [r[col["aimd_limit"]] for r in rows]),
+                    "in flight at commit": (ticks, [r[col["in_flight"]] for r in rows]),
+                },
+                x_label="tick",
+                y_label="concurrent LLM calls",
+                integer_x=True,
+            ),
+            "AIMD limit and LLM calls in flight at each commit, by tick",
         )
         status = self._status() if self._society is not None else "finished"
         err = f'<div style="color:#c00">{esc(self.error)}</div>' if self.error else ""

@@ -13,6 +13,7 @@ Screenshots go to ``test-output/browser/``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -79,13 +80,13 @@ class Lab:
     root: Path
 
 
-@pytest.fixture(scope="module")
-def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+@contextlib.contextmanager
+def start_lab(base: Path, extra: list[str] | None = None) -> Iterator[Lab]:
+    """A JupyterLab server in ``base`` (notebooks under ``base/notebooks``)."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium not installed (apt-get install -y chromium)")
-    base = tmp_path_factory.mktemp("lab")
     root = base / "notebooks"
-    root.mkdir()
+    root.mkdir(parents=True)
     port = _free_port()
     env = {
         **os.environ,
@@ -101,7 +102,7 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         "--ip=127.0.0.1", f"--port={port}", "--IdentityProvider.token=",
         "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
         "--LabApp.news_url=None", "--LabApp.expose_app_in_browser=True",
-        f"--ServerApp.root_dir={root}",
+        f"--ServerApp.root_dir={root}", *(extra or []),
     ]  # fmt: skip
     log = open(base / "lab.log", "wb")  # noqa: SIM115 (lives as long as the server)
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -125,6 +126,12 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with start_lab(tmp_path_factory.mktemp("lab")) as lab:
+        yield lab
 
 
 @pytest.fixture(scope="module")
