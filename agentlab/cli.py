@@ -1,4 +1,4 @@
-"""The ``agentlab`` command line. Subcommands import their implementation lazily."""
+"""agentlab: simulate societies of LLM agents and measure the LLM traffic they generate."""
 
 from __future__ import annotations
 
@@ -6,23 +6,84 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
+
+EXAMPLES = """\
+examples:
+  agentlab demo --agents 50 --ticks 3          a society on the simulated backend
+  agentlab run society.toml --resume           continue a configured society
+  agentlab run --fork runs/demo@3 --out runs/b  a new run from tick 3 of another
+  agentlab report runs/demo --html report.html summary and figures of one run
+  agentlab report runs/                        a table of every run under runs/
+  agentlab runs runs/                          list runs with their key figures
+  agentlab sweep notebooks/02_topology_traffic.ipynb -p agents=3,4 \\
+      -p 'topologies=["star"],["sequential"]' --out runs/sweep
+  agentlab paper notebooks/01_quickstart.ipynb -p ticks=2 --out runs/paper
+
+Run `agentlab COMMAND --help` for a command's options."""
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agentlab", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+class _Formatter(argparse.HelpFormatter):
+    """Wraps prose but keeps indented lines (the examples) as written, and appends an
+    option's default to its help unless the help already states it."""
 
-    d = sub.add_parser("demo", help="run the demo society on the simulated backend")
-    d.add_argument("--out", default="runs/demo", help="run directory (default runs/demo)")
-    d.add_argument("--agents", type=int, default=200)
-    d.add_argument("--ticks", type=int, default=5)
-    d.add_argument("--seed", type=int, default=0)
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        out = []
+        for para in text.split("\n"):
+            if para.startswith(" ") or not para:
+                out.append(indent + para)
+            else:
+                out.append(textwrap.fill(para, width, initial_indent=indent,
+                                         subsequent_indent=indent))  # fmt: skip
+        return "\n".join(out)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        d = action.default
+        if (
+            "default" in text
+            or action.required
+            or d in (None, False, [], argparse.SUPPRESS)
+            or not action.option_strings
+        ):
+            return text
+        return f"{text} (default: {d})"
+
+
+def _profiles() -> str:
+    # sim_profiles is plain data (no litellm): cheap enough for --help
+    from agentlab.llm.sim_profiles import PROFILES
+
+    return ", ".join(f"sim/{p}" for p in PROFILES)
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    d = sub.add_parser(
+        "demo",
+        help="run the demo society on the simulated backend",
+        description="Run a persona society on the social feed with the sim/vllm-3b profile.",
+        formatter_class=_Formatter,
+    )
+    d.add_argument("--out", default="runs/demo", help="run directory")
+    d.add_argument("--agents", type=int, default=200, help="persona agents")
+    d.add_argument("--ticks", type=int, default=5, help="ticks to run")
+    d.add_argument("--seed", type=int, default=0, help="root seed")
     d.set_defaults(target="agentlab.demo:main")
 
-    r = sub.add_parser("run", help="run a society from a TOML/YAML config")
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser(
+        "run",
+        help="run a society from a TOML/YAML config",
+        description="Create (or resume) a society from a config file of Society.create "
+        f"arguments and run it. Simulated models: {_profiles()}; any litellm model string "
+        "works with a real clock.",
+        formatter_class=_Formatter,
+    )
     r.add_argument("config", nargs="?", help="TOML or YAML config file (optional with --fork)")
     r.add_argument("--resume", action="store_true", help="continue from the last committed tick")
     r.add_argument(
@@ -31,57 +92,245 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="RUN@TICK",
         help="start from committed tick TICK of run RUN (config: only the changes)",
     )
-    r.add_argument("--executor", choices=["local", "ray"], default=None)
-    r.add_argument("--batch-size", type=int, default=None)
-    r.add_argument("--ticks", type=int, default=None)
-    r.add_argument("--out", default=None, help="run directory (default from the config)")
+    r.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default=None,
+        help="where agents run (default: the config's)",
+    )
+    r.add_argument(
+        "--batch-size", type=int, default=None, help="agents per batch (default: the config's)"
+    )
+    r.add_argument(
+        "--ticks", type=int, default=None, help="total ticks to reach (default: the config's)"
+    )
+    r.add_argument("--out", default=None, help="run directory (default: the config's out)")
     r.set_defaults(target="agentlab.runtime.cli_run:main")
 
-    s = sub.add_parser("sim-serve", help="OpenAI-compatible HTTP server over the simulator")
-    s.add_argument("--profile", default="vllm-3b")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8600)
-    s.add_argument("--seed", type=int, default=0)
+
+def _add_sim_serve(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "sim-serve",
+        help="OpenAI-compatible HTTP server over the simulator",
+        formatter_class=_Formatter,
+    )
+    s.add_argument("--profile", default="vllm-3b", help=f"simulator profile ({_profiles()})")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind")
+    s.add_argument("--port", type=int, default=8600, help="port to bind")
+    s.add_argument("--seed", type=int, default=0, help="simulator seed")
     s.set_defaults(target="agentlab.llm.sim_serve:main")
 
-    rep = sub.add_parser("report", help="summarise a run directory")
-    rep.add_argument("run", help="run directory")
-    rep.add_argument("--html", default=None, help="also write an HTML report with figures")
-    rep.set_defaults(target="agentlab.store.report:main")
 
-    sw = sub.add_parser("sweep", help="run a notebook over a parameter grid")
-    sw.add_argument("notebook")
-    sw.add_argument("-p", "--param", action="append", default=[], metavar="NAME=V1,V2")
-    sw.add_argument("--out", required=True)
-    sw.add_argument("--executor", choices=["local", "ray"], default="local")
-    sw.add_argument("--max-parallel", type=int, default=None)
-    sw.add_argument("--timeout", type=float, default=None)
-    sw.add_argument("--resume", action="store_true")
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    rep = sub.add_parser(
+        "report",
+        help="summarise a run, a sweep, or a folder of runs",
+        description="PATH is a run directory (summary and figures), a sweep directory "
+        "(one row per point, compared), or a folder holding runs (one row per run). "
+        "Anything else is an error.",
+        formatter_class=_Formatter,
+    )
+    rep.add_argument("path", help="run, sweep or folder of runs")
+    rep.add_argument(
+        "--html", default=None, help="also write an HTML page (plotly.min.js goes next to it)"
+    )
+    rep.set_defaults(target="agentlab.cli:report")
+
+
+def _add_runs(sub: argparse._SubParsersAction) -> None:
+    ru = sub.add_parser(
+        "runs",
+        help="list the runs under a folder with their key figures",
+        formatter_class=_Formatter,
+    )
+    ru.add_argument("folder", nargs="?", default="runs", help="folder to search (3 levels)")
+    ru.set_defaults(target="agentlab.cli:runs")
+
+
+def _add_params(p: argparse.ArgumentParser, metavar: str, multi: bool) -> None:
+    what = (
+        'grid values, YAML: agents=3,4 or agents=[3,4]; topologies=\'["a","b"],["c"]\' '
+        "is two values (repeatable)"
+        if multi
+        else "a notebook parameter, value parsed as YAML: ticks=3, topologies=[a,b] (repeatable)"
+    )
+    p.add_argument("-p", "--param", action="append", default=[], metavar=metavar, help=what)
+    p.add_argument(
+        "--params",
+        default=None,
+        metavar="FILE",
+        help="YAML file of name: value" + (" (a list is the grid values)" if multi else ""),
+    )
+
+
+def _add_sweep(sub: argparse._SubParsersAction) -> None:
+    sw = sub.add_parser(
+        "sweep",
+        help="run a notebook over a parameter grid",
+        description="Execute NOTEBOOK once per point of the grid (cartesian product of the "
+        "-p values) with papermill; each point is a complete run directory under --out. "
+        "Parameters the notebook's parameters cell lacks are an error.",
+        formatter_class=_Formatter,
+    )
+    sw.add_argument("notebook", help="notebook with a cell tagged 'parameters'")
+    _add_params(sw, "NAME=VALUES", multi=True)
+    sw.add_argument("--out", required=True, help="sweep directory")
+    sw.add_argument(
+        "--executor", choices=["local", "ray"], default="local", help="where points run"
+    )
+    sw.add_argument(
+        "--max-parallel", type=int, default=None, help="points at once (default: the CPU count)"
+    )
+    sw.add_argument(
+        "--timeout", type=float, default=None, help="seconds per point (default: no limit)"
+    )
+    sw.add_argument("--resume", action="store_true", help="keep points that finished ok")
     sw.set_defaults(target="agentlab.sweep.cli:main")
 
-    ca = sub.add_parser("calibrate", help="fit a sim profile (TOML) from a run's llm_calls")
+
+def _add_paper(sub: argparse._SubParsersAction) -> None:
+    pa = sub.add_parser(
+        "paper",
+        help="execute a notebook fresh and export it to HTML that opens offline",
+        description="Execute NOTEBOOK into --out and write NOTEBOOK.html next to its "
+        "manifest; widgets show their final state, figures use one shared plotly.min.js, "
+        "nothing loads from the network.",
+        formatter_class=_Formatter,
+    )
+    pa.add_argument("notebook", help="notebook to execute")
+    pa.add_argument("--out", required=True, help="output directory")
+    _add_params(pa, "NAME=VALUE", multi=False)
+    pa.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds for the whole notebook (default: no limit)",
+    )
+    pa.set_defaults(target="agentlab.sweep.paper:main")
+
+
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:
+    ca = sub.add_parser(
+        "calibrate",
+        help="fit a sim profile (TOML) from a run's llm_calls",
+        formatter_class=_Formatter,
+    )
     ca.add_argument("run", help="run directory")
     ca.add_argument("--out", required=True, help="profile TOML to write")
     ca.add_argument("--name", default=None, help="profile name (default: the file's stem)")
-    ca.add_argument("--slots", type=int, default=None, help="server max_num_seqs")
-    ca.add_argument("--max-num-batched-tokens", type=int, default=0)
-    ca.add_argument("--by", default=None, help="column separating independent servers")
-    ca.add_argument("--client", default=None, help="column of closed-loop clients (replay)")
+    ca.add_argument("--slots", type=int, default=None, help="server max_num_seqs (default: fitted)")
+    ca.add_argument(
+        "--max-num-batched-tokens", type=int, default=0, help="server token budget per step"
+    )
+    ca.add_argument(
+        "--by", default=None, help="column separating independent servers (default: one server)"
+    )
+    ca.add_argument(
+        "--client", default=None, help="column of closed-loop clients (replay) (default: none)"
+    )
     ca.set_defaults(target="agentlab.analysis.calibrate:main")
 
-    pa = sub.add_parser("paper", help="execute a notebook fresh and export it to HTML")
-    pa.add_argument("notebook")
-    pa.add_argument("--out", required=True)
-    pa.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
-    pa.set_defaults(target="agentlab.sweep.paper:main")
+
+#: one function per subcommand, in help order; add yours here (set ``target`` to
+#: ``"module:function"``, imported only when the command runs)
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_demo,
+    _add_run,
+    _add_report,
+    _add_runs,
+    _add_sweep,
+    _add_paper,
+    _add_calibrate,
+    _add_sim_serve,
+]
+
+
+def _version() -> str:
+    from agentlab import __version__
+
+    return f"agentlab {__version__}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``agentlab`` argument parser (every subcommand in :data:`COMMANDS`)."""
+    p = argparse.ArgumentParser(
+        prog="agentlab", description=__doc__, epilog=EXAMPLES, formatter_class=_Formatter
+    )
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
     return p
+
+
+def report(args: argparse.Namespace) -> int:
+    """``agentlab report PATH``: a run, a sweep (points compared) or a folder of runs."""
+    from pathlib import Path
+
+    from agentlab.analysis import run_report as rr
+    from agentlab.errors import ConfigError
+
+    path = Path(args.path)
+    if not path.is_dir():
+        raise ConfigError(f"{str(path)!r} is not a directory (give a run, sweep or folder)")
+    if (path / "sweep.json").is_file():
+        from agentlab.sweep import Sweep
+        from agentlab.sweep.summary import format_table
+
+        s = Sweep(path)
+        table = s.table()
+        print(f"sweep {path}: {len(table)} points of {s.meta.get('notebook')}")
+        print(format_table(table))
+        if args.html:
+            out = rr.write_table_report(
+                table, args.html, title=f"sweep {path.name}", subtitle=str(s.meta.get("notebook"))
+            )
+            print(f"html       {out}")
+        return 0
+    if (path / "run.json").is_file() or (path / "replay").is_dir():
+        summary = rr.summarize_run(path)
+        rr.print_summary(summary)
+        if args.html:
+            from agentlab.store import open_run
+
+            run = open_run(path)
+            try:
+                out = rr.write_html_report(run, summary, args.html)
+            finally:
+                run.close()
+            print(f"html       {out}")
+        return 0
+    df = rr.runs_df(path)
+    if not len(df):
+        raise ConfigError(
+            f"{str(path)!r} holds no run (run.json), sweep (sweep.json) or runs below it"
+        )
+    from agentlab.sweep.summary import format_table
+
+    print(format_table(df))
+    if args.html:
+        print(f"html       {rr.write_table_report(df, args.html, title=f'runs in {path}')}")
+    return 0
+
+
+def runs(args: argparse.Namespace) -> int:
+    """``agentlab runs DIR``: one line per run with its key figures."""
+    from agentlab.analysis.run_report import runs_df
+    from agentlab.sweep.summary import format_table
+
+    df = runs_df(args.folder)
+    if not len(df):
+        print(f"no runs under {args.folder}")
+        return 0
+    print(format_table(df))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentlab`` script; returns the process exit code."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-    args = _build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     module, func = args.target.split(":")
     from agentlab.errors import AgentlabError
 

@@ -1,23 +1,24 @@
-"""``agentlab sweep NOTEBOOK -p name=v1,v2 ... --out DIR``."""
+"""``agentlab sweep NOTEBOOK -p name=v1,v2 ... [--params FILE] --out DIR``."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from agentlab.sweep.grid import parse_param_args
+from agentlab.sweep.grid import load_params_file, parse_param_args
+from agentlab.sweep.summary import format_table
 from agentlab.sweep.sweep import sweep
 
 __all__ = ["main"]
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the sweep; exit 1 if any point did not finish ``ok``."""
-    grid = parse_param_args(args.param)
-    if not grid:
-        grid = {"_": [0]}  # no parameters: one point
+    """Run the sweep, print one readable row per point; exit 1 if any point failed."""
+    grid: dict[str, Any] = load_params_file(args.params) if args.params else {}
+    grid.update(parse_param_args(args.param))
     s = sweep(
         args.notebook,
-        grid,
+        grid or [{}],  # no parameters: one point with the notebook's defaults
         out=args.out,
         executor=args.executor,
         max_parallel=args.max_parallel,
@@ -25,10 +26,10 @@ def main(args: argparse.Namespace) -> int:
         resume=args.resume,
     )
     df = s.df()
-    cols = [c for c in df.columns if c != "error"]
-    print(df[cols].to_string(index=False))
+    print(format_table(s.table()))
     bad = df[df["status"] != "ok"]
     for _, row in bad.iterrows():
         print(f"point {row['point_id']}: {row['status']}: {row['error']}")
-    print(f"sweep directory: {s.out}")
+    ok = len(df) - len(bad)
+    print(f"{ok}/{len(df)} points ok; sweep directory: {s.out}")
     return 1 if len(bad) else 0

@@ -6,12 +6,20 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agentlab.errors import ConfigError
 
-__all__ = ["expand_grid", "parse_param_args", "parse_value", "point_id"]
+__all__ = [
+    "check_params",
+    "expand_grid",
+    "load_params_file",
+    "notebook_defaults",
+    "parse_param_args",
+    "parse_value",
+    "point_id",
+]
 
 Grid = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]
 
@@ -63,37 +71,110 @@ def point_id(params: Mapping[str, Any]) -> str:
 
 
 def parse_value(text: str) -> Any:
-    """CLI text → int, float, bool, None or str (JSON literals also accepted)."""
-    low = text.strip().lower()
-    if low in {"true", "false"}:
-        return low == "true"
-    if low in {"none", "null"}:
-        return None
-    for conv in (int, float):
+    """CLI text → a YAML value (papermill's ``-y`` semantics): ``3`` → int, ``0.5`` →
+    float, ``true``/``false`` → bool, ``null`` → None, ``[a, b]`` → list, ``{k: v}`` →
+    dict; anything else stays the string it is."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError:
+        return text
+
+
+def _grid_values(name: str, raw: str) -> list[Any]:
+    """The grid values of ``NAME=RAW``: a YAML list gives its items; ``a,b`` or
+    ``["a","b"],["c"]`` (top-level commas) give one value per item; else one value."""
+    import yaml
+
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else raw
+    except yaml.YAMLError:
+        value = _NOT_YAML
+    if isinstance(value, list):
+        return value
+    if "," in raw:
         try:
-            return conv(text)
-        except ValueError:
-            pass
-    if text[:1] in '[{"':
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            pass
-    return text
+            items = yaml.safe_load(f"[{raw}]")  # top-level commas separate values
+        except yaml.YAMLError as exc:
+            raise ConfigError(
+                f"parameter {name}={raw!r} is not a YAML value or list: {exc}"
+            ) from exc
+        if isinstance(items, list):
+            return items
+    if value is _NOT_YAML:
+        raise ConfigError(f"parameter {name}={raw!r} is not a YAML value")
+    return [value]
+
+
+_NOT_YAML = object()
 
 
 def parse_param_args(items: Sequence[str], *, multi: bool = True) -> dict[str, Any]:
-    """``["topology=a,b", "agents=3,4"]`` → ``{"topology": ["a","b"], "agents": [3,4]}``.
+    """``-p`` arguments → parameters; values are YAML.
 
-    With ``multi=False`` each value is a single scalar (for ``agentlab paper -p``).
+    With ``multi=True`` (sweeps) each parameter maps to its list of grid values:
+    ``agents=3,4`` / ``agents=[3, 4]`` → ``[3, 4]``; ``topologies=["a","b"],["c"]`` →
+    ``[["a", "b"], ["c"]]``; ``seed=0`` → ``[0]``. With ``multi=False`` (``agentlab
+    paper``) each value is one YAML value: ``topologies=[a, b]`` → ``["a", "b"]``.
     """
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise ConfigError(f"parameter {item!r} must look like NAME=VALUE[,VALUE...]")
+            raise ConfigError(f"parameter {item!r} must look like NAME=VALUE")
         name, _, raw = item.partition("=")
         name = name.strip()
         if not name.isidentifier():
             raise ConfigError(f"parameter name {name!r} is not a valid Python identifier")
-        out[name] = [parse_value(v) for v in raw.split(",")] if multi else parse_value(raw)
+        out[name] = _grid_values(name, raw) if multi else parse_value(raw)
     return out
+
+
+def load_params_file(path: str, *, multi: bool = True) -> dict[str, Any]:
+    """A YAML (or JSON) file of ``name: value`` → parameters. With ``multi=True`` a
+    list value is the parameter's grid values and a scalar is one value."""
+    from pathlib import Path
+
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"--params file {path!r} does not exist")
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--params file {path!r} is not valid YAML: {exc}") from exc
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict) or not all(isinstance(k, str) for k in doc):
+        raise ConfigError(f"--params file {path!r} must map parameter names to values")
+    if not multi:
+        return dict(doc)
+    return {k: v if isinstance(v, list) else [v] for k, v in doc.items()}
+
+
+def notebook_defaults(notebook: Any) -> dict[str, Any]:
+    """The default values of a notebook's ``parameters`` cell (literals evaluated)."""
+    import ast
+
+    import papermill
+
+    out: dict[str, Any] = {}
+    for name, info in papermill.inspect_notebook(str(notebook)).items():
+        try:
+            out[name] = ast.literal_eval(info["default"])
+        except (ValueError, SyntaxError):
+            out[name] = info["default"]
+    return out
+
+
+def check_params(notebook: Any, names: Iterable[str]) -> None:
+    """Refuse parameters the notebook's ``parameters`` cell does not define (papermill
+    would inject them silently, and a typo would run the defaults)."""
+    known = notebook_defaults(notebook)
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        valid = ", ".join(sorted(known)) or "(none: the notebook has no parameters cell)"
+        raise ConfigError(
+            f"unknown parameter(s) {', '.join(unknown)} for {notebook}; valid: {valid}"
+        )

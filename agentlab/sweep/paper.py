@@ -8,7 +8,6 @@ The artefact a reader can check: ``OUT/<name>.ipynb`` (executed), ``OUT/<name>.h
 from __future__ import annotations
 
 import argparse
-import ast
 import os
 import time
 from pathlib import Path
@@ -16,23 +15,10 @@ from typing import Any
 
 from agentlab.errors import ConfigError, SweepError
 from agentlab.sweep.export import export_html
-from agentlab.sweep.grid import parse_param_args
+from agentlab.sweep.grid import check_params, load_params_file, notebook_defaults, parse_param_args
 from agentlab.sweep.runner import run_point
 
 __all__ = ["export_html", "main", "make_paper", "notebook_defaults"]
-
-
-def notebook_defaults(notebook: Path) -> dict[str, Any]:
-    """The default values of a notebook's ``parameters`` cell (literals only)."""
-    import papermill
-
-    out: dict[str, Any] = {}
-    for name, info in papermill.inspect_notebook(str(notebook)).items():
-        try:
-            out[name] = ast.literal_eval(info["default"])
-        except (ValueError, SyntaxError):
-            out[name] = info["default"]
-    return out
 
 
 def make_paper(
@@ -48,6 +34,7 @@ def make_paper(
     nb = Path(notebook)
     if not nb.is_file():
         raise ConfigError(f"notebook {str(nb)!r} does not exist")
+    check_params(nb, params or {})
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -84,7 +71,9 @@ def make_paper(
 
 
 def main(args: argparse.Namespace) -> int:
-    """CLI: ``agentlab paper NOTEBOOK --out DIR [-p NAME=VALUE ...]``."""
-    html = make_paper(args.notebook, args.out, parse_param_args(args.param, multi=False))
+    """CLI: ``agentlab paper NOTEBOOK --out DIR [-p NAME=VALUE ...] [--params FILE]``."""
+    params = load_params_file(args.params, multi=False) if args.params else {}
+    params.update(parse_param_args(args.param, multi=False))
+    html = make_paper(args.notebook, args.out, params, timeout=args.timeout)
     print(f"paper written: {html}\nmanifest: {Path(args.out) / 'run.json'}")
     return 0

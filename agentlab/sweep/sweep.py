@@ -12,7 +12,7 @@ from typing import Any
 
 from agentlab.errors import ConfigError, SweepError
 from agentlab.store.atomic import atomic_write_json, read_json
-from agentlab.sweep.grid import Grid, expand_grid, point_id
+from agentlab.sweep.grid import Grid, check_params, expand_grid, point_id
 from agentlab.sweep.results import read_results
 from agentlab.sweep.runner import kill_running, read_status, run_point
 
@@ -56,6 +56,35 @@ class Sweep:
                 row[k] = v
             rows.append(row)
         return pd.DataFrame(rows)
+
+    @property
+    def params(self) -> list[str]:
+        """The parameter names of the grid, in first-seen order."""
+        names: dict[str, None] = {}
+        for p in self.points:
+            names.update(dict.fromkeys(p["params"]))
+        return list(names)
+
+    def table(self) -> Any:
+        """:meth:`df` for reading: swept parameters, status, duration, recorded scalars."""
+        from agentlab.sweep.summary import points_table
+
+        return points_table(self.df(), self.params)
+
+    def aggregate(
+        self,
+        by: list[str],
+        metrics: list[str],
+        *,
+        replicate: str = "seed",
+        ci: float = 0.95,
+    ) -> Any:
+        """Replicates (points differing only in ``replicate``) aggregated per ``by``
+        combination: mean, std, n and a Student-t ``ci`` interval per metric (see
+        :func:`agentlab.sweep.summary.aggregate_df`)."""
+        from agentlab.sweep.summary import aggregate_df
+
+        return aggregate_df(self.df(), by, metrics, replicate=replicate, ci=ci)
 
     def run_dirs(self) -> dict[str, Path]:
         """Every run directory (a folder holding ``replay/``) inside each point."""
@@ -119,6 +148,7 @@ def sweep(
     if executor not in {"ray", "local"}:
         raise ConfigError(f"unknown executor {executor!r}; valid: 'local', 'ray'")
     points = expand_grid(grid)
+    check_params(nb, {k for p in points for k in p})
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
     entries: list[dict[str, Any]] = [{"point_id": point_id(p), "params": p} for p in points]

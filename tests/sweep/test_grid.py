@@ -41,3 +41,72 @@ def test_parse_param_args_types() -> None:
         parse_param_args(["oops"])
     with pytest.raises(ConfigError, match="identifier"):
         parse_param_args(["1x=3"])
+
+
+def test_param_values_are_yaml() -> None:
+    got = parse_param_args(
+        [
+            'topologies=["a","b"],["c"]',  # top-level commas separate values
+            "agents=[3, 4]",
+            "seed=0",
+            "name=star",
+            "cfg={k: 1}",
+        ]
+    )
+    assert got == {
+        "topologies": [["a", "b"], ["c"]],
+        "agents": [3, 4],
+        "seed": [0],
+        "name": ["star"],
+        "cfg": [{"k": 1}],
+    }
+    single = parse_param_args(["topologies=[a, b]", "p=0.5", "off=null"], multi=False)
+    assert single == {"topologies": ["a", "b"], "p": 0.5, "off": None}
+
+
+def test_params_file(tmp_path) -> None:
+    from agentlab.sweep.grid import load_params_file
+
+    f = tmp_path / "p.yaml"
+    f.write_text("agents: [3, 4]\nseed: 0\ntopologies: [[a, b], [c]]\n")
+    assert load_params_file(str(f)) == {
+        "agents": [3, 4],
+        "seed": [0],
+        "topologies": [["a", "b"], ["c"]],
+    }
+    assert load_params_file(str(f), multi=False)["seed"] == 0
+    f.write_text("- not a mapping\n")
+    with pytest.raises(ConfigError, match="must map parameter names"):
+        load_params_file(str(f))
+
+
+def test_unknown_notebook_parameter_is_an_error(tmp_path) -> None:
+    import json
+
+    from agentlab.sweep import sweep
+    from agentlab.sweep.paper import make_paper
+
+    nb = tmp_path / "nb.ipynb"
+    cell = {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": "agents = 3\n",
+            "outputs": [], "execution_count": None, "id": "p"}  # fmt: skip
+    nb.write_text(
+        json.dumps(
+            {
+                "cells": [cell],
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {
+                    "kernelspec": {
+                        "name": "python3",
+                        "display_name": "Python 3",
+                        "language": "python",
+                    }
+                },
+            }
+        )
+    )
+    with pytest.raises(ConfigError, match=r"unknown parameter\(s\) agnets .*valid: agents"):
+        sweep(nb, {"agnets": [3]}, out=tmp_path / "s", executor="local")
+    with pytest.raises(ConfigError, match=r"unknown parameter\(s\) tick"):
+        make_paper(nb, tmp_path / "p", {"tick": 2})
+    assert not (tmp_path / "s").exists() and not (tmp_path / "p").exists()

@@ -1,0 +1,351 @@
+"""Reports on run directories: a summary, a templated HTML page, a table of many runs.
+
+- :func:`summarize_run`: the headline numbers of one run (JSON-serialisable).
+- :func:`write_html_report`: that summary plus figures as an HTML page rendered from a
+  jinja2 template; figures plot with ``plotly.min.js`` written once next to the page (no
+  CDN, one copy shared by every report in the folder).
+- :func:`runs_df` / :func:`write_table_report`: one row per run (or sweep point) with
+  key figures, as a DataFrame and as an HTML table.
+
+Times are relative to the run's first LLM call, ticks are integers, numbers are
+rounded for reading (:func:`fmt_num`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from agentlab.errors import ConfigError
+from agentlab.store import open_run
+from agentlab.store.run import Run
+
+__all__ = [
+    "PLOTLY_JS",
+    "find_runs",
+    "fmt_num",
+    "print_summary",
+    "runs_df",
+    "summarize_run",
+    "write_html_report",
+    "write_table_report",
+]
+
+PLOTLY_JS = "plotly.min.js"
+
+
+def fmt_num(value: Any, digits: int = 3) -> str:
+    """A readable number: integers with thousands separators, floats to ``digits``
+    significant figures, ``–`` for missing; other values as text."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        try:
+            import numpy as np
+
+            if isinstance(value, np.generic):
+                return fmt_num(value.item(), digits)
+        except ImportError:  # pragma: no cover - numpy comes with pandas
+            pass
+        return str(value)
+    f = float(value)
+    if math.isnan(f) or math.isinf(f):
+        return "–"
+    if f.is_integer() and abs(f) < 1e15:
+        return f"{int(f):,}"
+    if abs(f) >= 1e4:
+        return f"{f:,.0f}"
+    return f"{f:.{digits}g}"
+
+
+def _seconds(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    v = float(value)
+    if v < 1e-3:
+        return f"{v * 1e6:.3g} µs"
+    if v < 1:
+        return f"{v * 1e3:.3g} ms"
+    return f"{v:.3g} s"
+
+
+def _bytes(value: Any) -> str:
+    v = float(value or 0)
+    for unit in ("B", "KB", "MB", "GB"):
+        if v < 1024 or unit == "GB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return str(value)  # pragma: no cover
+
+
+@cache
+def _env() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("agentlab.analysis", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.ChainableUndefined,
+    )
+    env.filters.update(num=fmt_num, seconds=_seconds, bytes=_bytes)
+    return env
+
+
+# --- one run -------------------------------------------------------------------------
+
+
+def summarize_run(path: str | os.PathLike[str], *, top: int = 10) -> dict[str, Any]:
+    """Headline numbers of a run (JSON-serialisable).
+
+    Args:
+        path: the run directory.
+        top: how many of the slowest spans to list.
+    """
+    run = open_run(path)
+    try:
+        return _summarize(run, top)
+    finally:
+        run.close()
+
+
+def _count(frame: Any, col: str) -> int:
+    return int(frame[col].nunique()) if col in frame and len(frame) else 0
+
+
+def _summarize(run: Run, top: int) -> dict[str, Any]:
+    import pandas as pd
+
+    calls, spans, timeline = run.llm_calls_df(), run.spans_df(), run.timeline_df()
+    agents_dir = run.path / "agents"
+    n_agents = sum(1 for p in agents_dir.iterdir() if p.is_dir()) if agents_dir.is_dir() else 0
+    ticks = 0  # distinct ticks seen (society ticks are numbered from 1)
+    if len(timeline):
+        ticks = int(timeline["tick"].nunique())
+    elif "tick" in calls and len(calls) and calls["tick"].notna().any():
+        ticks = int(calls["tick"].nunique())
+    tok = {
+        k: int(calls[k].fillna(0).sum()) if k in calls and len(calls) else 0
+        for k in ("prompt_tokens", "completion_tokens")
+    }
+    call_errors = int((calls["outcome"].fillna("ok") != "ok").sum()) if "outcome" in calls else 0
+    failed = spans[spans["status"] == "error"] if len(spans) else spans
+    # which spans failed: e.g. env.tool errors are tools refusing bad arguments, not crashes
+    by_name = failed["name"].value_counts().to_dict() if len(failed) else {}
+    slow = []
+    if len(spans):
+        for _, r in spans.nlargest(top, "duration").iterrows():
+            slow.append(
+                {"name": r["name"], "duration": float(r["duration"]), "status": r["status"]}
+            )
+    if "latency" in calls:
+        latency = calls["latency"].dropna()
+    elif {"start", "end"} <= set(calls.columns):
+        latency = (calls["end"] - calls["start"]).dropna()
+    else:
+        latency = pd.Series(dtype=float)
+    duration = None
+    if {"start", "end"} <= set(calls.columns) and len(calls):
+        duration = float(calls["end"].max() - calls["start"].min())
+    m = run.manifest
+    return {
+        "run": str(run.path),
+        "name": run.path.name,
+        "kind": m.get("kind"),
+        "created": m.get("created"),
+        "manifest": {k: m.get(k) for k in ("kind", "seed", "model", "status")},
+        "ticks": ticks,
+        "agents": max(n_agents, _count(calls, "agent_id")),
+        "llm_calls": len(calls),
+        "tokens": {**tok, "total": tok["prompt_tokens"] + tok["completion_tokens"]},
+        "errors": {
+            "llm_calls": call_errors,
+            "spans": len(failed),
+            "spans_by_name": {str(k): int(v) for k, v in by_name.items()},
+        },
+        "latency_s": {
+            "p50": float(latency.quantile(0.5)) if len(latency) else None,
+            "p95": float(latency.quantile(0.95)) if len(latency) else None,
+        },
+        "duration_s": duration,
+        "spans": len(spans),
+        "slowest_spans": slow,
+        "datasets": {r["name"]: int(r["bytes"]) for _, r in run.datasets.iterrows()},
+        "problems": list(run.problems),
+    }
+
+
+def _figures(run: Run) -> list[tuple[str, Any]]:
+    import plotly.express as px
+
+    figs: list[tuple[str, Any]] = []
+    calls, spans, timeline = run.llm_calls_df(), run.spans_df(), run.timeline_df()
+    if len(timeline) and "llm_calls" in timeline:
+        f = px.line(timeline, x="tick", y="llm_calls", markers=True)
+        f.update_xaxes(title="tick", tickformat="d", dtick=max(1, len(timeline) // 12))
+        f.update_yaxes(title="LLM calls", rangemode="tozero")
+        figs.append(("LLM calls per tick", f))
+    if len(calls) and {"start", "end"} <= set(calls.columns):
+        t0 = float(calls["start"].min())
+        rel = calls.assign(t=calls["start"] - t0, latency_s=calls["end"] - calls["start"])
+        f = px.histogram(rel, x="t", nbins=60)
+        f.update_xaxes(title="seconds since the first LLM call")
+        f.update_yaxes(title="LLM calls started")
+        figs.append(("LLM calls over time", f))
+        f = px.histogram(rel, x="latency_s", nbins=50)
+        f.update_xaxes(title="latency (s)")
+        f.update_yaxes(title="LLM calls")
+        figs.append(("LLM call latency", f))
+    if len(spans):
+        f = px.box(spans, x="name", y="duration")
+        f.update_yaxes(title="duration (s)", type="log")
+        f.update_xaxes(title="span name")
+        figs.append(("Span duration by name", f))
+    return figs
+
+
+def _fig_html(figs: list[tuple[str, Any]]) -> list[dict[str, str]]:
+    out = []
+    for title, fig in figs:
+        fig.update_layout(margin={"l": 60, "r": 20, "t": 20, "b": 50}, height=340)
+        out.append({"title": title, "html": fig.to_html(full_html=False, include_plotlyjs=False)})
+    return out
+
+
+def _write_plotly_js(folder: Path) -> str:
+    path = folder / PLOTLY_JS
+    if not path.is_file():
+        from plotly.offline import get_plotlyjs
+
+        path.write_text(get_plotlyjs())
+    return PLOTLY_JS
+
+
+def write_html_report(run: Run, summary: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Render the run report to ``path`` (``plotly.min.js`` is written next to it once)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figures = _fig_html(_figures(run))
+    js = _write_plotly_js(out.parent) if figures else None
+    page = _env().get_template("run_report.html.j2").render(s=summary, figures=figures, plotly_js=js)
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """The summary as aligned lines on stdout."""
+    m = summary["manifest"]
+    lat = summary["latency_s"]
+    e = summary["errors"]
+    by_name = ", ".join(f"{k} {v}" for k, v in e.get("spans_by_name", {}).items())
+    t = summary["tokens"]
+    lines = [
+        ("run", summary["run"]),
+        ("kind", f"{m.get('kind')}  seed={m.get('seed')}  model={m.get('model')}"),
+        ("status", m.get("status") or "–"),
+        ("ticks", fmt_num(summary["ticks"])),
+        ("agents", fmt_num(summary["agents"])),
+        ("llm calls", f"{fmt_num(summary['llm_calls'])}  tokens {fmt_num(t['total'])} "
+                      f"({fmt_num(t['prompt_tokens'])} prompt)"),
+        ("errors", f"{e['llm_calls']} llm calls, {e['spans']} spans"
+                   + (f" ({by_name})" if by_name else "")),
+    ]  # fmt: skip
+    if lat["p50"] is not None:
+        lines.append(("latency", f"p50 {_seconds(lat['p50'])}  p95 {_seconds(lat['p95'])}"))
+    for k, v in lines:
+        print(f"{k:<10} {v}")
+    if summary["slowest_spans"]:
+        print("slowest spans:")
+        for s in summary["slowest_spans"]:
+            print(f"  {_seconds(s['duration']):>10}  {s['name']}  [{s['status']}]")
+    for p in summary["problems"]:
+        print(f"problem    {p}")
+
+
+# --- many runs -----------------------------------------------------------------------
+
+
+def _kind_of(path: Path) -> str | None:
+    try:
+        doc = json.loads((path / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return doc.get("kind") if isinstance(doc, dict) else None
+
+
+def find_runs(folder: str | os.PathLike[str], *, depth: int = 3) -> list[Path]:
+    """Run directories (with a ``run.json``) under ``folder``, not descending into them."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ConfigError(f"{str(root)!r} is not a directory")
+    found: list[Path] = []
+
+    def walk(d: Path, level: int) -> None:
+        if (d / "run.json").is_file():
+            found.append(d)
+            return
+        if level >= depth:
+            return
+        for sub in sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            walk(sub, level + 1)
+
+    walk(root, 0)
+    return found
+
+
+def runs_df(folder: str | os.PathLike[str]) -> Any:
+    """One row per run under ``folder``: kind, status, ticks, agents, LLM calls, tokens,
+    errors, latency p50, size on disk."""
+    import pandas as pd
+
+    rows = []
+    for d in find_runs(folder):
+        row: dict[str, Any] = {"run": str(d.relative_to(folder)) if d != Path(folder) else d.name}
+        row["kind"] = _kind_of(d)
+        try:
+            s = summarize_run(d, top=0)
+        except Exception as e:  # one unreadable run must not hide the others
+            row["status"] = f"unreadable: {type(e).__name__}"
+            rows.append(row)
+            continue
+        row.update(
+            status=s["manifest"].get("status"),
+            ticks=s["ticks"],
+            agents=s["agents"],
+            llm_calls=s["llm_calls"],
+            tokens=s["tokens"]["total"],
+            errors=s["errors"]["llm_calls"] + s["errors"]["spans"],
+            latency_p50_s=s["latency_s"]["p50"],
+            size_bytes=sum(p.stat().st_size for p in d.rglob("*") if p.is_file()),
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def write_table_report(
+    df: Any,
+    path: str | os.PathLike[str],
+    *,
+    title: str,
+    subtitle: str = "",
+    figures: list[tuple[str, Any]] | None = None,
+) -> Path:
+    """An HTML page with ``df`` as a readable table and optional figures."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figs = _fig_html(figures or [])
+    numeric = {c for c in df.columns if str(df[c].dtype) not in ("object", "str", "string")}
+    page = _env().get_template("table_report.html.j2").render(
+        title=title,
+        subtitle=subtitle,
+        columns=[str(c) for c in df.columns],
+        numeric=numeric,
+        rows=df.to_dict("records"),
+        figures=figs,
+        plotly_js=_write_plotly_js(out.parent) if figs else None,
+    )
+    out.write_text(page, encoding="utf-8")
+    return out

@@ -1,0 +1,103 @@
+"""``agentlab report`` and ``agentlab runs``: one run, a sweep, a folder of runs, errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from agentlab.analysis.run_report import fmt_num, runs_df, summarize_run
+from agentlab.cli import main
+from agentlab.store import ReplaySink, Tracer, write_manifest
+
+
+def _society_like(run_dir: Path, ticks: int = 3) -> None:
+    write_manifest(run_dir, kind="society", config={"model": "sim/x"}, seed=1)
+    sink, tracer = ReplaySink(run_dir, shard="s"), Tracer(run_dir, shard="s")
+    t0 = 1.796110184e9  # epoch seconds: the report must show time since the first call
+    for tick in range(1, ticks + 1):
+        with tracer.trace_span("tick", tick=tick):
+            sink.extend("llm_calls", [
+                {"agent_id": f"a{i}", "tick": tick, "start": t0 + tick + 0.1 * i,
+                 "end": t0 + tick + 0.1 * i + 0.123456789, "prompt_tokens": 1000,
+                 "completion_tokens": 5, "outcome": "ok" if i else "timeout"}
+                for i in range(4)
+            ])  # fmt: skip
+        sink.append("timeline", {"tick": tick, "ts": t0 + tick, "llm_calls": 4})
+    sink.flush()
+
+
+def test_run_summary_text_and_html(run_dir: Path, tmp_path: Path, capsys) -> None:
+    _society_like(run_dir)
+    s = summarize_run(run_dir)
+    assert (s["ticks"], s["agents"], s["llm_calls"]) == (3, 4, 12)
+    assert s["tokens"] == {"prompt_tokens": 12000, "completion_tokens": 60, "total": 12060}
+    assert s["errors"]["llm_calls"] == 3 and len(s["slowest_spans"]) == 3
+    out = tmp_path / "html" / "report.html"
+    assert main(["report", str(run_dir), "--html", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "llm calls  12  tokens 12,060 (12,000 prompt)" in printed
+    assert "p50 123 ms" in printed
+    page = out.read_text()
+    # offline and small: one shared plotly.min.js next to the page, nothing remote
+    assert re.findall(r"<script src=\"([^\"]+)\"", page) == ["plotly.min.js"]
+    assert (out.parent / "plotly.min.js").is_file() and len(page) < 200_000
+    assert page.count("Plotly.newPlot") >= 3
+    assert "12,060" in page and "border=" not in page and "{'" not in page  # no dict reprs
+    assert "seconds since the first LLM call" in page and "1.796" not in page
+    assert '"tickformat":"d"' in page.replace(" ", "")  # integer ticks
+
+
+def test_report_on_a_folder_of_runs_and_runs_command(tmp_path: Path, capsys) -> None:
+    for name in ("a", "b"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        _society_like(tmp_path / "runs" / name, ticks=2 if name == "a" else 4)
+    df = runs_df(tmp_path / "runs")
+    assert list(df["run"]) == ["a", "b"] and list(df["ticks"]) == [2, 4]
+    assert main(["report", str(tmp_path / "runs")]) == 0
+    table = capsys.readouterr().out
+    assert "kind" in table.splitlines()[0] and "society" in table
+    assert main(["runs", str(tmp_path / "runs")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and lines[2].startswith("a ") and lines[3].startswith("b ")
+
+
+def test_report_on_something_else_is_an_error(tmp_path: Path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "holds no run" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_report_on_a_sweep_compares_points(tmp_path: Path, capsys) -> None:
+    sw = tmp_path / "sw"
+    points = [{"agents": a, "seed": 0} for a in (3, 4)]
+    pids = [f"agents={p['agents']}_seed=0-x" for p in points]
+    sw.mkdir()
+    (sw / "sweep.json").write_text(json.dumps({
+        "notebook": "nb.ipynb", "points": [{"point_id": i, "params": p}
+                                           for i, p in zip(pids, points, strict=True)]}))  # fmt: skip
+    for i, pid in enumerate(pids):
+        (sw / pid).mkdir()
+        (sw / pid / "status.json").write_text(json.dumps({"status": "ok", "duration_s": 1.5}))
+        (sw / pid / "results.jsonl").write_text(
+            json.dumps({"kind": "value", "name": "burst_fraction", "value": 0.123456 * (i + 1)})
+            + "\n"
+        )
+    out = tmp_path / "sweep.html"
+    assert main(["report", str(sw), "--html", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "2 points" in text and "burst_fraction" in text and "0.1235" in text
+    assert "seed" not in text.splitlines()[1]  # a constant parameter is not a column
+    assert "0.247" in out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(12060, "12,060"), (0.123456789, "0.123"), (1.5e9, "1,500,000,000"), (None, "–")],
+)
+def test_readable_numbers(value: object, text: str) -> None:
+    assert fmt_num(value) == text
