@@ -22,7 +22,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/uv pip uninstall -q --python $(BIN)/python rfc3987-syntax || true
 	touch $(STAMP)
 
+# The git clean filter named in .gitattributes: notebooks are stored without outputs, so
+# running one in place leaves the tree clean. Relative path: git runs filters from the
+# worktree root, so every worktree uses its own .venv.
 setup: $(STAMP)
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  git config filter.agentlab-nbstrip.clean '.venv/bin/python -m agentlab.sweep.nbclean --filter' && \
+	  git config filter.agentlab-nbstrip.smudge cat; fi
 
 # Debian's Chromium for the real-browser widget tests (never `playwright install`).
 browser:

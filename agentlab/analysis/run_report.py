@@ -230,7 +230,9 @@ def write_html_report(run: Run, summary: dict[str, Any], path: str | os.PathLike
     out.parent.mkdir(parents=True, exist_ok=True)
     figures = _fig_html(_figures(run))
     js = _write_plotly_js(out.parent) if figures else None
-    page = _env().get_template("run_report.html.j2").render(s=summary, figures=figures, plotly_js=js)
+    page = (
+        _env().get_template("run_report.html.j2").render(s=summary, figures=figures, plotly_js=js)
+    )
     out.write_text(page, encoding="utf-8")
     return out
 
@@ -338,14 +340,18 @@ def write_table_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     figs = _fig_html(figures or [])
     numeric = {c for c in df.columns if str(df[c].dtype) not in ("object", "str", "string")}
-    page = _env().get_template("table_report.html.j2").render(
-        title=title,
-        subtitle=subtitle,
-        columns=[str(c) for c in df.columns],
-        numeric=numeric,
-        rows=df.to_dict("records"),
-        figures=figs,
-        plotly_js=_write_plotly_js(out.parent) if figs else None,
+    page = (
+        _env()
+        .get_template("table_report.html.j2")
+        .render(
+            title=title,
+            subtitle=subtitle,
+            columns=[str(c) for c in df.columns],
+            numeric=numeric,
+            rows=df.to_dict("records"),
+            figures=figs,
+            plotly_js=_write_plotly_js(out.parent) if figs else None,
+        )
     )
     out.write_text(page, encoding="utf-8")
     return out

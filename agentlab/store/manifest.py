@@ -58,8 +58,11 @@ def _git_info() -> dict[str, Any] | None:
             ["git", "-C", str(src), "rev-parse", "HEAD"],
             capture_output=True, text=True, timeout=5, check=True,
         ).stdout.strip()  # fmt: skip
+        # `git diff` compares content through the clean filters (.gitattributes): a
+        # notebook that was only executed is not a change; `git status` would flag it
+        # until the next `git add` because its size changed
         dirty = subprocess.run(
-            ["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(src), "diff", "--name-only", "HEAD"],
             capture_output=True, text=True, timeout=5, check=False,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.SubprocessError):

@@ -1,6 +1,10 @@
 """Check or strip notebook outputs (notebooks are committed without outputs).
 
-``python -m agentlab.sweep.nbclean [--check] NOTEBOOK...``
+``python -m agentlab.sweep.nbclean [--check] NOTEBOOK...`` checks or strips files in place;
+``python -m agentlab.sweep.nbclean --filter`` reads a notebook on stdin and writes it
+stripped to stdout: the git *clean* filter that ``make setup`` installs for ``*.ipynb``
+(see ``.gitattributes``), so running a notebook in place leaves ``git status`` clean and
+what git stores has no outputs, whatever the editor saved.
 """
 
 from __future__ import annotations
@@ -9,7 +13,11 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["has_outputs", "strip_outputs"]
+__all__ = ["canonical", "has_outputs", "strip_outputs"]
+
+#: metadata that running a notebook adds (papermill, JupyterLab's execution timing)
+_RUN_METADATA = ("papermill", "execution", "widgets")
+_CELL_RUN_METADATA = ("papermill", "execution", "collapsed", "scrolled")
 
 
 def has_outputs(nb: dict) -> bool:
@@ -22,16 +30,39 @@ def has_outputs(nb: dict) -> bool:
 
 
 def strip_outputs(nb: dict) -> dict:
-    """Remove outputs, execution counts and widget state; returns the notebook."""
+    """Remove outputs, execution counts, widget state and run metadata; returns ``nb``."""
     for c in nb.get("cells", []):
+        meta = c.get("metadata", {})
+        for k in _CELL_RUN_METADATA:
+            meta.pop(k, None)
         if c.get("cell_type") == "code":
             c["outputs"] = []
             c["execution_count"] = None
-    nb.get("metadata", {}).pop("widgets", None)
+    meta = nb.get("metadata", {})
+    for k in _RUN_METADATA:
+        meta.pop(k, None)
+    lang = meta.get("language_info")
+    if isinstance(lang, dict) and "name" in lang:
+        meta["language_info"] = {"name": lang["name"]}  # the kernel rewrites the rest
     return nb
 
 
+def canonical(nb: dict) -> str:
+    """The committed text of a notebook (``indent=1``, UTF-8, final newline)."""
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
 def main(argv: list[str]) -> int:
+    """CLI entry (see the module docstring); returns the exit code."""
+    if "--filter" in argv:
+        raw = sys.stdin.buffer.read().decode("utf-8")
+        try:
+            nb = json.loads(raw)
+        except ValueError:
+            sys.stdout.write(raw)  # not JSON (a merge in progress): store it as it is
+            return 0
+        sys.stdout.write(canonical(strip_outputs(nb)))
+        return 0
     check = "--check" in argv
     bad = 0
     for name in (a for a in argv if a != "--check"):
@@ -42,7 +73,7 @@ def main(argv: list[str]) -> int:
             if check:
                 print(f"{p}: has outputs (run python -m agentlab.sweep.nbclean {p})")
             else:
-                p.write_text(json.dumps(strip_outputs(nb), indent=1) + "\n")
+                p.write_text(canonical(strip_outputs(nb)))
     return 1 if (check and bad) else 0
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from agentlab.sweep.nbclean import has_outputs
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 EXPECTED = [
     "01_quickstart.ipynb",
     "02_topology_traffic.ipynb",
@@ -100,3 +101,62 @@ def test_readme_lists_every_notebook() -> None:
     text = (NOTEBOOKS_DIR / "README.md").read_text()
     for path in _notebooks():
         assert path.name in text, f"notebooks/README.md does not mention {path.name}"
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.name)
+def test_committed_text_is_what_the_clean_filter_writes(path: Path) -> None:
+    from agentlab.sweep.nbclean import canonical, strip_outputs
+
+    raw = path.read_text()
+    assert canonical(strip_outputs(json.loads(raw))) == raw, (
+        f"{path.name} is not in the clean filter's form: run python -m agentlab.sweep.nbclean "
+        "--filter < NB > tmp && mv tmp NB"
+    )
+
+
+def test_git_clean_filter_keeps_the_tree_clean_after_a_run(tmp_path: Path) -> None:
+    """A repo set up as ``make setup`` does: executing a notebook in place (outputs, widget
+    state, papermill and JupyterLab metadata saved) is no change to git (``git diff`` is
+    empty, which is what the run manifest's ``git.dirty`` checks; ``git status`` lists the
+    file until the next ``git add`` because its size changed), and what git stores has no
+    outputs."""
+    import shutil
+    import subprocess
+    import sys
+
+    repo = REPO_ROOT
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True
+        ).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    # what `make setup` configures, with this interpreter instead of .venv/bin/python
+    git("config", "filter.agentlab-nbstrip.clean", f"{sys.executable} -m agentlab.sweep.nbclean --filter")  # fmt: skip
+    git("config", "filter.agentlab-nbstrip.smudge", "cat")
+    shutil.copy(repo / ".gitattributes", tmp_path / ".gitattributes")
+    nb_path = tmp_path / "quick.ipynb"
+    shutil.copy(NOTEBOOKS_DIR / "01_quickstart.ipynb", nb_path)
+    git("add", "-A")
+    git("commit", "-qm", "init")
+    nb = json.loads(nb_path.read_text())
+    for i, c in enumerate(_code_cells(nb)):
+        c["execution_count"] = i + 1
+        c["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "ran\n"}]
+        c["metadata"]["execution"] = {"iopub.status.idle": "2026-12-01T09:00:00Z"}
+    nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
+    nb["metadata"]["language_info"] = {"name": "python", "version": "3.11.7"}
+    nb["metadata"]["papermill"] = {"duration": 3.2}
+    nb_path.write_text(json.dumps(nb, indent=2))
+    assert git("diff", "--name-only", "HEAD") == ""  # no change, although the file changed
+    git("add", "-u")
+    assert git("status", "--porcelain") == ""
+    # a new notebook saved with outputs is stored without them
+    (tmp_path / "new.ipynb").write_text(json.dumps(nb))
+    git("add", "new.ipynb")
+    assert git("show", ":new.ipynb") == (NOTEBOOKS_DIR / "01_quickstart.ipynb").read_text()
