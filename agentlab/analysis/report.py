@@ -28,6 +28,7 @@ __all__ = [
     "best_fits_df",
     "conclusions_markdown",
     "format_seconds",
+    "replicates_figure",
     "sweep_summary_figure",
     "topology_conclusions",
 ]
@@ -243,6 +244,66 @@ def sweep_summary_figure(
         title_text=title or f"{y} by {x}",
         xaxis_title=x,
         yaxis_title=y,
+        legend_title_text=color or "",
+        template="plotly_white",
+    )
+    return fig
+
+
+def replicates_figure(
+    agg: pd.DataFrame,
+    x: str,
+    metric: str,
+    color: str | None = None,
+    *,
+    ci: float = 0.95,
+    title: str | None = None,
+) -> Any:
+    """Means with confidence-interval error bars over replicates, on a categorical ``x``.
+
+    Args:
+        agg: the output of ``Sweep.aggregate`` / ``agentlab.sweep.summary.aggregate_df``
+            (columns ``<metric>_mean``, ``<metric>_ci_low``, ``<metric>_ci_high``, ``n``).
+        x: the parameter on the x axis (shown as categories: agent counts are levels, not
+            a continuum).
+        metric: the aggregated metric.
+        color: optional parameter with one trace per value.
+        ci: the confidence level the intervals were computed with (for the axis title).
+        title: figure title (default ``"<metric> by <x>"``).
+
+    Returns:
+        A ``plotly.graph_objects.Figure``.
+    """
+    import plotly.graph_objects as go
+
+    cols = [f"{metric}_mean", f"{metric}_ci_low", f"{metric}_ci_high", "n", x]
+    require_columns(agg, cols + ([color] if color else []), "aggregate table")
+    fig = go.Figure()
+    groups = agg.groupby(color, sort=True) if color else [(None, agg)]
+    for key, g in groups:
+        g = g.sort_values(x)
+        mean = g[f"{metric}_mean"]
+        fig.add_trace(
+            go.Scatter(
+                x=g[x].astype(str),
+                y=mean,
+                mode="markers+lines",
+                name=str(key[0] if isinstance(key, tuple) else key) if color else metric,
+                error_y={
+                    "type": "data",
+                    "array": (g[f"{metric}_ci_high"] - mean).tolist(),
+                    "arrayminus": (mean - g[f"{metric}_ci_low"]).tolist(),
+                    "visible": True,
+                },
+                customdata=g["n"],
+                hovertemplate=f"{x}=%{{x}}<br>{metric}=%{{y:.4g}}<br>n=%{{customdata}}",
+            )
+        )
+    n = sorted({int(v) for v in agg["n"]})
+    fig.update_layout(
+        title=title or f"{metric} by {x}",
+        xaxis={"title": x, "type": "category"},
+        yaxis_title=f"{metric} (mean, {ci:.0%} CI over n={'/'.join(map(str, n))} replicates)",
         legend_title_text=color or "",
         template="plotly_white",
     )

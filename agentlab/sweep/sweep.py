@@ -78,13 +78,16 @@ class Sweep:
         *,
         replicate: str = "seed",
         ci: float = 0.95,
+        df: Any = None,
     ) -> Any:
         """Replicates (points differing only in ``replicate``) aggregated per ``by``
         combination: mean, std, n and a Student-t ``ci`` interval per metric (see
-        :func:`agentlab.sweep.summary.aggregate_df`)."""
+        :func:`agentlab.sweep.summary.aggregate_df`). ``df``: a :meth:`df` with derived
+        columns added (default: :meth:`df`)."""
         from agentlab.sweep.summary import aggregate_df
 
-        return aggregate_df(self.df(), by, metrics, replicate=replicate, ci=ci)
+        table = self.df() if df is None else df
+        return aggregate_df(table, by, metrics, replicate=replicate, ci=ci)
 
     def run_dirs(self) -> dict[str, Path]:
         """Every run directory (a folder holding ``replay/``) inside each point."""
