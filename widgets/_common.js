@@ -109,3 +109,43 @@ function onTraits(model, names, cb) {
 }
 
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+
+/**
+ * A uPlot line chart with axis titles (units included) and a legend that shows the
+ * hovered values. `series` are [label, color] pairs; data is [xs, ...ys].
+ * @param {HTMLElement} parent
+ * @param {{title: string, x: string, y: string, series: [string, string][], width?: number,
+ *          height?: number, xInt?: boolean}} spec
+ * @returns {{set: (data: number[][]) => void, destroy: () => void}}
+ */
+function lineChart(parent, spec) {
+  const box = h("div", "al-chart");
+  box.dataset.chart = spec.title;
+  parent.append(box);
+  // @ts-ignore uPlot is the vendored global (widgets/vendor)
+  const U = uPlot;
+  const axis = { stroke: "#555", grid: { stroke: "#eee", width: 1 }, ticks: { stroke: "#ccc" } };
+  const opts = {
+    title: spec.title,
+    width: spec.width || 420,
+    height: spec.height || 190,
+    scales: { x: { time: false } },
+    axes: [
+      { ...axis, label: spec.x, values: spec.xInt
+        ? (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map((v) => Number.isInteger(v) ? String(v) : "")
+        : undefined },
+      { ...axis, label: spec.y, size: 56 },
+    ],
+    series: [{ label: spec.x }].concat(spec.series.map(([label, color]) => ({
+      label, stroke: color, width: 1.5, spanGaps: false,
+    }))),
+    legend: { live: true },
+    cursor: { drag: { x: false, y: false } },
+  };
+  const empty = [[], ...spec.series.map(() => [])];
+  const chart = new U(opts, empty, box);
+  return {
+    set: (data) => chart.setData(data),
+    destroy: () => chart.destroy(),
+  };
+}

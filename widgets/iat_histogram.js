@@ -1,5 +1,18 @@
-// IATHistogram front end: log-binned inter-arrival histogram per group on a canvas,
-// burst-threshold lines, optional fitted densities, a legend that toggles groups.
+// IATHistogram front end: log-binned inter-arrival histogram per group (uPlot, log x axis),
+// the stated burst threshold as a dashed line, optional fitted densities (dashed), and a
+// legend with hovered values that toggles groups.
+
+/**
+ * Label a log-axis tick only at powers of ten, with a unit ("10 ms", "1 s").
+ * @param {number} v
+ */
+function decade(v) {
+  const lg = Math.log10(v);
+  if (Math.abs(lg - Math.round(lg)) > 1e-9) return "";
+  if (v >= 1) return v + " s";
+  if (v >= 1e-3) return Math.round(v * 1e3) + " ms";
+  return Math.round(v * 1e6) + " µs";
+}
 
 /** @param {{model: any, el: HTMLElement}} ctx */
 function render({ model, el }) {
@@ -9,83 +22,96 @@ function render({ model, el }) {
   const title = h("span", "al-title", "Inter-arrival times");
   const info = h("span", "al-status");
   head.append(title, info);
-  const canvas = /** @type {HTMLCanvasElement} */ (h("canvas", "al-iat-canvas"));
-  canvas.width = 640; canvas.height = 240;
+  const box = h("div", "al-chart");
   const legend = h("div", "al-legend");
-  root.append(head, canvas, legend);
+  root.append(head, box, legend);
   el.append(root);
-  /** @type {Set<string>} */
-  const hidden = new Set();
+  // @ts-ignore uPlot is the vendored global (widgets/vendor)
+  const U = uPlot;
+  /** @type {any} */
+  let chart = null;
+  let shape = "";
+  /** @type {(number | null)[]} */
+  let thr = [];
+
+  /** @param {string[]} names @param {string[]} fitNames */
+  const build = (names, fitNames) => {
+    if (chart) chart.destroy();
+    const series = [{ label: "gap (s)", value: (/** @type {any} */ _u, /** @type {number} */ v) => v == null ? "–" : fmt(v, 3) + " s" }];
+    names.forEach((g, gi) => {
+      const color = PALETTE[gi % PALETTE.length];
+      series.push({ label: g, stroke: color, fill: color + "22", width: 1.5,
+                    paths: U.paths.stepped({ align: 0 }) });
+      fitNames.forEach((f, fi) => series.push({ label: g + " " + f + " fit", stroke: color,
+                    width: 1, dash: fi ? [2, 3] : [6, 3], points: { show: false } }));
+    });
+    const axis = { stroke: "#555", grid: { stroke: "#eee", width: 1 }, ticks: { stroke: "#ccc" } };
+    chart = new U({
+      width: 640, height: 260,
+      scales: { x: { time: false, distr: 3 }, y: { range: (/** @type {any} */ _u, /** @type {number} */ _lo, /** @type {number} */ hi) => [0, Math.max(1, hi * 1.05)] } },
+      axes: [
+        { ...axis, label: "gap between LLM call starts (log scale)",
+          values: (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map(decade) },
+        { ...axis, label: "gaps per bin", size: 56 },
+      ],
+      series,
+      legend: { live: true },
+      cursor: { drag: { x: false, y: false } },
+      hooks: { draw: [(/** @type {any} */ u) => {
+        const c = u.ctx;
+        c.save(); c.setLineDash([4, 3]); c.strokeStyle = "#555"; c.lineWidth = 1;
+        thr.forEach((t) => {
+          if (typeof t !== "number") return;
+          const x = u.valToPos(t, "x", true);
+          if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
+          c.beginPath(); c.moveTo(x, u.bbox.top); c.lineTo(x, u.bbox.top + u.bbox.height); c.stroke();
+        });
+        c.restore();
+      }] },
+    }, [[], ...series.slice(1).map(() => [])], box);
+  };
 
   const draw = () => {
     const edges = model.get("edges") || [];
     const nb = Math.max(edges.length - 1, 0);
     const groups = model.get("groups") || [];
     const counts = f64rows(model.get("counts"), nb);
-    const thr = model.get("thresholds") || [];
+    thr = model.get("thresholds") || [];
     const fitNames = model.get("fit_names") || [];
     const fits = f64rows(model.get("fit_counts"), nb);
     const totals = model.get("totals") || [];
-    const total = totals.reduce((a, b) => a + b, 0);
+    const total = totals.reduce((/** @type {number} */ a, /** @type {number} */ b) => a + b, 0);
     root.dataset.calls = String(model.get("calls") || 0);
     root.dataset.iats = String(total);
     root.dataset.groups = String(groups.length);
-    info.textContent = (model.get("calls") || 0) + " calls by " + (model.get("group_by") || "");
-    const ctx = canvas.getContext("2d");
-    if (!ctx || !nb) return;
-    const W = canvas.width, H = canvas.height, L = 40, B = 22;
-    ctx.clearRect(0, 0, W, H);
-    let ymax = 1;
-    counts.forEach((row, gi) => {
-      if (!hidden.has(groups[gi])) for (const v of row) ymax = Math.max(ymax, v);
-    });
-    const x = (/** @type {number} */ i) => L + (i / nb) * (W - L - 5);
-    const y = (/** @type {number} */ v) => H - B - (v / ymax) * (H - B - 8);
-    ctx.strokeStyle = "#999"; ctx.fillStyle = "#555"; ctx.font = "10px sans-serif";
-    ctx.beginPath(); ctx.moveTo(L, H - B); ctx.lineTo(W - 5, H - B); ctx.stroke();
-    for (let i = 0; i <= nb; i++) {
-      const lg = Math.log10(edges[i]);
-      if (Math.abs(lg - Math.round(lg)) < 1e-9) ctx.fillText("1e" + Math.round(lg) + "s", x(i) - 10, H - 6);
-    }
-    ctx.fillText(fmt(ymax, 0), 2, 12);
-    counts.forEach((row, gi) => {
-      if (hidden.has(groups[gi])) return;
-      const color = PALETTE[gi % PALETTE.length];
-      ctx.strokeStyle = color; ctx.lineWidth = 1.5;
-      ctx.beginPath(); ctx.moveTo(x(0), y(0));
-      row.forEach((v, i) => { ctx.lineTo(x(i), y(v)); ctx.lineTo(x(i + 1), y(v)); });
-      ctx.lineTo(x(nb), y(0)); ctx.stroke();
-      ctx.globalAlpha = 0.15; ctx.fillStyle = color; ctx.fill(); ctx.globalAlpha = 1;
-      const t = thr[gi];
-      if (typeof t === "number") {
-        const ti = (Math.log10(t) - Math.log10(edges[0])) / (Math.log10(edges[nb]) - Math.log10(edges[0])) * nb;
-        ctx.setLineDash([4, 3]); ctx.beginPath();
-        ctx.moveTo(x(ti), 4); ctx.lineTo(x(ti), H - B); ctx.stroke(); ctx.setLineDash([]);
-      }
+    const t0 = thr.find((t) => typeof t === "number");
+    info.textContent = (model.get("calls") || 0) + " calls by " + (model.get("group_by") || "")
+      + (typeof t0 === "number" ? " · burst threshold " + fmt(t0, 3) + " s (dashed)" : "");
+    const key = groups.join("\u0000") + "|" + fitNames.join(",");
+    if (key !== shape) { build(groups, fitNames); shape = key; }
+    if (!nb) return;
+    // a step per bin starting at its left edge, plus the last edge to close the step
+    const xs = edges.slice();
+    const data = [xs];
+    groups.forEach((_, gi) => {
+      const row = counts[gi] ? Array.from(counts[gi]) : [];
+      data.push([...row, row.length ? row[row.length - 1] : null]);
       fitNames.forEach((_, fi) => {
         const fr = fits[gi * fitNames.length + fi];
-        if (!fr) return;
-        ctx.setLineDash(fi ? [1, 2] : [6, 2]); ctx.beginPath();
-        fr.forEach((v, i) => { const xc = (x(i) + x(i + 1)) / 2; if (i) ctx.lineTo(xc, y(v)); else ctx.moveTo(xc, y(v)); });
-        ctx.stroke(); ctx.setLineDash([]);
+        data.push(fr ? [...Array.from(fr), null] : xs.map(() => null));
       });
     });
+    chart.setData(data);
     legend.replaceChildren();
     groups.forEach((g, gi) => {
-      const item = h("button", "al-legend-item" + (hidden.has(g) ? " al-off" : ""));
-      const sw = h("span", "al-swatch");
-      sw.style.background = PALETTE[gi % PALETTE.length];
       const t = thr[gi];
-      item.append(sw, h("span", "", g), h("span", "al-label",
-        " " + (totals[gi] || 0) + " gaps" + (typeof t === "number" ? ", burst < " + fmt(t, 3) + "s" : "")));
-      item.dataset.group = g;
-      item.addEventListener("click", () => { if (hidden.has(g)) hidden.delete(g); else hidden.add(g); draw(); });
-      legend.append(item);
+      legend.append(h("span", "al-label", g + ": " + (totals[gi] || 0) + " gaps"
+        + (typeof t === "number" ? ", burst < " + fmt(t, 3) + " s" : "")));
     });
   };
   const off = onTraits(model, ["counts", "groups", "thresholds", "fit_counts", "edges", "calls"], draw);
   draw();
-  return () => { off(); root.remove(); };
+  return () => { off(); if (chart) chart.destroy(); root.remove(); };
 }
 
 export default { render };

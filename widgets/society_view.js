@@ -10,12 +10,12 @@ const STATS = [
   ["aimd_limit", "AIMD limit", 0],
   ["in_flight", "in flight", 0],
 ];
-const SPARKS = [
-  ["steps_per_s", "agent-steps/s"],
-  ["calls_per_s", "LLM calls/s"],
-  ["tokens", "tokens/tick"],
-  ["aimd_limit", "AIMD limit"],
-  ["in_flight", "in flight"],
+// charts: [title, y-axis title with unit, [[series column, legend label], ...]]
+/** @type {[string, string, [string, string][]][]} */
+const CHARTS = [
+  ["Rates", "per clock second", [["calls_per_s", "LLM calls/s"], ["steps_per_s", "agent-steps/s"]]],
+  ["Concurrency", "LLM calls", [["aimd_limit", "AIMD limit"], ["in_flight", "in flight at commit"]]],
+  ["Tokens", "tokens per tick", [["tokens", "tokens"]]],
 ];
 
 /** @param {{model: any, el: HTMLElement}} ctx */
@@ -48,21 +48,14 @@ function render({ model, el }) {
     tiles.append(tile);
   }
   const sparks = h("div", "al-sparks");
-  /** @type {Record<string, HTMLCanvasElement>} */
-  const canv = {};
-  SPARKS.forEach(([key, label], i) => {
-    const box = h("div", "al-spark");
-    const c = /** @type {HTMLCanvasElement} */ (h("canvas"));
-    c.width = 160; c.height = 36;
-    c.dataset.series = key;
-    canv[key] = c;
-    box.append(c, h("div", "al-label", label));
-    sparks.append(box);
-  });
   const prog = h("div", "al-progress");
   const err = h("div", "al-error");
   root.append(head, prog, tiles, sparks, err);
   el.append(root);
+  const charts = CHARTS.map(([title, y, series]) => lineChart(sparks, {
+    title, x: "tick", y, xInt: true,
+    series: series.map(([, label], i) => /** @type {[string, string]} */ ([label, PALETTE[i]])),
+  }));
 
   const update = () => {
     const cols = model.get("series_columns") || [];
@@ -95,10 +88,14 @@ function render({ model, el }) {
     err.textContent = String(model.get("error") || "");
     root.dataset.points = String(rows.length);
     root.dataset.tick = String(s.tick ?? "");
-    const tail = rows.slice(-300);
-    SPARKS.forEach(([key], i) => {
-      const ci = cols.indexOf(key);
-      sparkline(canv[key], tail.map((r) => r[ci]), PALETTE[i % PALETTE.length]);
+    const tick = cols.indexOf("tick");
+    CHARTS.forEach(([, , series], ci) => {
+      const xs = rows.map((r) => r[tick]);
+      const ys = series.map(([key]) => {
+        const k = cols.indexOf(key);
+        return rows.map((r) => (Number.isFinite(r[k]) ? r[k] : null));
+      });
+      charts[ci].set([xs, ...ys]);
     });
   };
   const off = onTraits(
@@ -108,7 +105,7 @@ function render({ model, el }) {
     update,
   );
   update();
-  return () => { off(); root.remove(); };
+  return () => { off(); charts.forEach((c) => c.destroy()); root.remove(); };
 }
 
 export default { render };

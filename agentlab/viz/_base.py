@@ -40,16 +40,25 @@ def widgets_dir() -> Path:
     raise StoreError(f"widget front-end files not found next to {here}; reinstall agentlab")
 
 
-def load_esm(name: str) -> str:
-    """The ES module ``name`` with the shared helpers prepended (one self-contained module:
-    anywidget loads modules from blobs, so relative imports between them cannot work)."""
+#: vendored chart library (widgets/vendor/README.md): prepended to modules that chart
+CHART_JS = "vendor/uPlot.iife.min.js"
+CHART_CSS = "vendor/uPlot.min.css"
+
+
+def load_esm(name: str, *, charts: bool = False) -> str:
+    """The ES module ``name`` with the shared helpers (and, with ``charts``, the vendored
+    uPlot library) prepended: one self-contained module, because anywidget loads modules
+    from blobs, so imports between them (or from a CDN, offline) cannot work."""
     d = widgets_dir()
-    return (d / "_common.js").read_text() + "\n" + (d / name).read_text()
+    parts = [(d / CHART_JS).read_text()] if charts else []
+    parts += [(d / "_common.js").read_text(), (d / name).read_text()]
+    return "\n".join(parts)
 
 
 def load_css() -> str:
-    """The shared stylesheet."""
-    return (widgets_dir() / "agentlab.css").read_text()
+    """The shared stylesheet (uPlot's included)."""
+    d = widgets_dir()
+    return (d / CHART_CSS).read_text() + "\n" + (d / "agentlab.css").read_text()
 
 
 class StaticForm:

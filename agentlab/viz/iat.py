@@ -183,7 +183,7 @@ class IATHistogram(LiveWidget):
         **kwargs: see :class:`~agentlab.viz._base.LiveWidget`.
     """
 
-    _esm = load_esm("iat_histogram.js")
+    _esm = load_esm("iat_histogram.js", charts=True)
     _css = load_css()
 
     datasets = ("llm_calls",)

@@ -195,7 +195,7 @@ class SocietyView(LiveWidget):
         **kwargs: see :class:`~agentlab.viz._base.LiveWidget`.
     """
 
-    _esm = load_esm("society_view.js")
+    _esm = load_esm("society_view.js", charts=True)
     _css = load_css()
 
     datasets = ("timeline",)
