@@ -67,36 +67,6 @@ function fmt(v, digits = 1) {
 }
 
 /**
- * Draw a sparkline of `values` on a canvas.
- * @param {HTMLCanvasElement} canvas
- * @param {number[]} values
- * @param {string} color
- */
-function sparkline(canvas, values, color) {
-  const ctx = canvas.getContext("2d");
-  if (!ctx) return;
-  const w = canvas.width;
-  const hgt = canvas.height;
-  ctx.clearRect(0, 0, w, hgt);
-  const vals = values.filter((v) => Number.isFinite(v));
-  if (vals.length < 2) return;
-  let lo = Math.min(...vals);
-  let hi = Math.max(...vals);
-  if (hi === lo) { hi += 1; lo -= 1; }
-  ctx.strokeStyle = color;
-  ctx.lineWidth = 1.5;
-  ctx.beginPath();
-  let started = false;
-  values.forEach((v, i) => {
-    if (!Number.isFinite(v)) return;
-    const x = (i / (values.length - 1)) * (w - 2) + 1;
-    const y = hgt - 1 - ((v - lo) / (hi - lo)) * (hgt - 2);
-    if (!started) { ctx.moveTo(x, y); started = true; } else ctx.lineTo(x, y);
-  });
-  ctx.stroke();
-}
-
-/**
  * Subscribe to several traits; returns the unsubscribe function.
  * @param {any} model
  * @param {string[]} names

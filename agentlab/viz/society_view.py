@@ -57,7 +57,7 @@ class SocietyModel:
     """Folds ``timeline`` rows into per-tick series and running totals (no widget code).
 
     Args:
-        max_points: ticks kept for the sparklines.
+        max_points: ticks kept for the charts.
         snapshot_interval: seconds between full series snapshots.
     """
 
