@@ -18,6 +18,8 @@ examples:
   agentlab report runs/demo --html report.html summary and figures of one run
   agentlab report runs/                        a table of every run under runs/
   agentlab runs runs/                          list runs with their key figures
+  agentlab view runs/                          browse them in a local web page
+  agentlab view runs/ --bundle site/           the same pages as a static site
   agentlab sweep notebooks/02_topology_traffic.ipynb -p agents=3,4 \\
       -p 'topologies=["star"],["sequential"]' --out runs/sweep
   agentlab paper notebooks/01_quickstart.ipynb -p ticks=2 --out runs/paper
@@ -147,6 +149,23 @@ def _add_runs(sub: argparse._SubParsersAction) -> None:
     ru.set_defaults(target="agentlab.cli:runs")
 
 
+def _add_view(sub: argparse._SubParsersAction) -> None:
+    v = sub.add_parser(
+        "view",
+        help="browse the runs, experiments and sweeps under a folder in a web page",
+        description="Serve a local page listing every run and sweep under DIR (status, size, "
+        "key figures, parameters); open one for its timeline, LLM traffic, conversation "
+        "replay, spans and errors. Pages of runs still being written refresh themselves. "
+        "--bundle writes the same pages as a static site instead.",
+        formatter_class=_Formatter,
+    )
+    v.add_argument("dir", nargs="?", default="runs", help="folder to browse")
+    v.add_argument("--bundle", default=None, metavar="OUT", help="write a static site to OUT")
+    v.add_argument("--host", default="127.0.0.1", help="address to bind")
+    v.add_argument("--port", type=int, default=8700, help="port to bind (0: any free port)")
+    v.set_defaults(target="agentlab.viewer:main")
+
+
 def _add_params(p: argparse.ArgumentParser, metavar: str, multi: bool) -> None:
     what = (
         'grid values, YAML: agents=3,4 or agents=[3,4]; topologies=\'["a","b"],["c"]\' '
@@ -238,6 +257,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_run,
     _add_report,
     _add_runs,
+    _add_view,
     _add_sweep,
     _add_paper,
     _add_calibrate,

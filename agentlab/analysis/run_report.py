@@ -26,11 +26,14 @@ from agentlab.store.run import Run
 
 __all__ = [
     "PLOTLY_JS",
+    "figures_html",
     "find_runs",
     "fmt_num",
     "print_summary",
     "runs_df",
+    "summarize",
     "summarize_run",
+    "template_env",
     "write_html_report",
     "write_table_report",
 ]
@@ -95,6 +98,12 @@ def _env() -> Any:
     return env
 
 
+def template_env() -> Any:
+    """The jinja2 environment of the report templates (``num``, ``seconds``, ``bytes``
+    filters; autoescaped)."""
+    return _env()
+
+
 # --- one run -------------------------------------------------------------------------
 
 
@@ -110,6 +119,16 @@ def summarize_run(path: str | os.PathLike[str], *, top: int = 10) -> dict[str, A
         return _summarize(run, top)
     finally:
         run.close()
+
+
+def summarize(run: Run, top: int = 10) -> dict[str, Any]:
+    """:func:`summarize_run` of an open :class:`~agentlab.store.run.Run`."""
+    return _summarize(run, top)
+
+
+def figures_html(run: Run) -> list[dict[str, str]]:
+    """The report's figures of ``run`` as ``{"title", "html"}`` (plotly.js not included)."""
+    return _fig_html(_figures(run))
 
 
 def _count(frame: Any, col: str) -> int:
