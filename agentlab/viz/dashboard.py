@@ -75,7 +75,7 @@ class Dashboard(StaticForm):
         *,
         society: Controllable | None = None,
         ticks: int | None = None,
-        group_by: str | None = "topology",
+        group_by: str | None = "auto",
         follow: bool = True,
         max_fps: float = 20.0,
         panels: tuple[str, ...] | list[str] | None = None,
@@ -83,6 +83,8 @@ class Dashboard(StaticForm):
         import ipywidgets
 
         chosen = tuple(panels) if panels is not None else panels_for(society or run)
+        if group_by == "auto":  # society calls carry no topology: one histogram
+            group_by = None if "society" in chosen else "topology"
         bad = [p for p in chosen if p not in PANELS]
         if bad:
             from agentlab.errors import ConfigError
@@ -154,7 +156,7 @@ class Dashboard(StaticForm):
 def show(
     run: Any,
     *,
-    group_by: str | None = "topology",
+    group_by: str | None = "auto",
     follow: bool = True,
     panels: tuple[str, ...] | list[str] | None = None,
 ) -> Dashboard:
@@ -162,7 +164,8 @@ def show(
 
     Args:
         run: run directory path or store ``Run``.
-        group_by: column splitting the IAT histogram.
+        group_by: column splitting the IAT histogram (``"auto"``: ``topology``, or one
+            histogram for a society run).
         follow: keep following new rows (``False`` for a static view of a finished run).
         panels: panel names (see :data:`PANELS`); default: what the run contains.
     """
@@ -173,7 +176,7 @@ def live(
     society: Controllable,
     ticks: int | None = None,
     *,
-    group_by: str | None = "topology",
+    group_by: str | None = "auto",
     start: bool | None = None,
     panels: tuple[str, ...] | list[str] | None = None,
 ) -> Dashboard:
@@ -185,7 +188,7 @@ def live(
     Args:
         society: a ``Society``.
         ticks: ticks each *start* runs; ``None`` runs until *stop*.
-        group_by: column splitting the IAT histogram.
+        group_by: column splitting the IAT histogram (``"auto"``: one histogram).
         start: start running now (default: when ``ticks`` is given); otherwise the run
             starts when *start* is pressed (or ``dash.start()`` is called).
         panels: panel names; default: what the run contains.

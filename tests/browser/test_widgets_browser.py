@@ -267,3 +267,37 @@ def test_buttons_start_pause_resume_stop_a_real_society(lab: Lab, lab_page: Any)
     assert int(last["tick"]) == tick > held + 2
     assert lab_page.locator(f"{root} button[data-action=start]").is_enabled()
     screenshot(lab_page, "controls_stopped")
+
+
+def test_notebook_saved_from_jupyterlab_keeps_the_final_snapshot(lab: Lab, lab_page: Any) -> None:
+    run = _run(lab, "saved")
+    cells = [
+        f"RUN = {run!r}",
+        "from agentlab.runtime import Society\n"
+        "from agentlab.viz import live\n"
+        "soc = Society.create(RUN, agents=5, llm='sim/instant', seed=0, progress=False,\n"
+        "                     tick_seconds=0.05)\n"
+        "dash = live(soc, ticks=6)\n"
+        "dash",
+        "await dash.task\ndash.stop()\nprint('final tick', soc.tick)",
+    ]
+    open_notebook(lab_page, lab, "saved.ipynb", cells)
+    wait_for(lab_page, "society", "d.status === 'done'", timeout=90)
+    lab_page.wait_for_function(
+        "() => document.body.innerText.includes('final tick 6')", timeout=60_000
+    )
+    lab_page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    path = lab.root / "saved.ipynb"
+    deadline = time.monotonic() + 20
+    while "final tick 6" not in path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    nb = json.loads(path.read_text())
+    (out,) = [
+        o
+        for o in nb["cells"][1]["outputs"]
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
+    html = "".join(out["data"]["text/html"])
+    text = "".join(out["data"]["text/plain"])
+    # the display was updated in place by dash.stop(): the saved snapshot is the end state
+    assert "done" in html and "SocietyView" in text and "tick 6" in text, text
