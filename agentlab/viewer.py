@@ -130,7 +130,12 @@ def _index(root: Path, live: int | None) -> str:
 
 
 def _run_page(root: Path, d: Path, js: str | None, live: bool) -> str:
-    from agentlab.analysis.run_report import figures_html, summarize, template_env
+    from agentlab.analysis.run_report import (
+        experiment_table,
+        figures_html,
+        summarize,
+        template_env,
+    )
     from agentlab.store import open_run
     from agentlab.viz.conversation import readable
 
@@ -138,6 +143,7 @@ def _run_page(root: Path, d: Path, js: str | None, live: bool) -> str:
     try:
         summary = summarize(run, 10)
         figures = figures_html(run)
+        experiment = experiment_table(run)
         msgs = run.messages_df()
         spans = run.spans_df()
     finally:
@@ -180,6 +186,7 @@ def _run_page(root: Path, d: Path, js: str | None, live: bool) -> str:
         .render(
             s=summary,
             figures=figures,
+            experiment=experiment,
             plotly_js=js,
             index="index.html",
             params=_manifest(d).get("params") or {},

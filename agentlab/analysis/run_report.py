@@ -26,6 +26,7 @@ from agentlab.store.run import Run
 
 __all__ = [
     "PLOTLY_JS",
+    "experiment_table",
     "figures_html",
     "find_runs",
     "fmt_num",
@@ -60,7 +61,7 @@ def fmt_num(value: Any, digits: int = 3) -> str:
         return "–"
     if f.is_integer() and abs(f) < 1e15:
         return f"{int(f):,}"
-    if abs(f) >= 1e4:
+    if abs(f) >= 10**digits:  # "3,931", never "3.93e+03"
         return f"{f:,.0f}"
     return f"{f:.{digits}g}"
 
@@ -243,14 +244,34 @@ def _write_plotly_js(folder: Path) -> str:
     return PLOTLY_JS
 
 
+def experiment_table(run: Run) -> dict[str, Any] | None:
+    """For a topology experiment: the per-topology traffic table (the paper's), as
+    ``{"columns", "rows"}``; ``None`` for other runs."""
+    if run.manifest.get("kind") != "topology_experiment":
+        return None
+    from agentlab.analysis.summary import traffic_summary_df
+
+    calls = run.llm_calls_df()
+    if not len(calls) or "topology" not in calls:
+        return None
+    table = traffic_summary_df(calls)
+    wanted = ("topology", "runs", "calls_per_run", "tokens_per_run", "burst_fraction",
+              "iat_median", "latency_p50", "mean_in_flight")  # fmt: skip
+    keep = [c for c in wanted if c in table]
+    return {"columns": keep, "rows": table[keep].to_dict("records")}
+
+
 def write_html_report(run: Run, summary: dict[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Render the run report to ``path`` (``plotly.min.js`` is written next to it once)."""
+    """Render the run report to ``path`` (``plotly.min.js`` is written next to it once);
+    a topology experiment also gets its per-topology traffic table."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     figures = _fig_html(_figures(run))
     js = _write_plotly_js(out.parent) if figures else None
     page = (
-        _env().get_template("run_report.html.j2").render(s=summary, figures=figures, plotly_js=js)
+        _env()
+        .get_template("run_report.html.j2")
+        .render(s=summary, figures=figures, plotly_js=js, experiment=experiment_table(run))
     )
     out.write_text(page, encoding="utf-8")
     return out

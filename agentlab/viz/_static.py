@@ -46,7 +46,7 @@ def fmt_num(value: object, digits: int = 3) -> str:
         return "–"
     if f.is_integer() and abs(f) < 1e15:
         return f"{int(f):,}"
-    if abs(f) >= 1e4:
+    if abs(f) >= 10**digits:  # "3,931", never "3.93e+03"
         return f"{f:,.0f}"
     return f"{f:.{digits}g}"
 

@@ -97,7 +97,33 @@ def test_report_on_a_sweep_compares_points(tmp_path: Path, capsys) -> None:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(12060, "12,060"), (0.123456789, "0.123"), (1.5e9, "1,500,000,000"), (None, "–")],
+    [
+        (12060, "12,060"),
+        (0.123456789, "0.123"),
+        (1.5e9, "1,500,000,000"),
+        (None, "–"),
+        (3931.25, "3,931"),
+        (27308.5, "27,308"),
+        (19.5, "19.5"),
+    ],  # fmt: skip
 )
 def test_readable_numbers(value: object, text: str) -> None:
     assert fmt_num(value) == text
+
+
+def test_report_on_an_experiment_has_the_per_topology_table(tmp_path: Path, capsys) -> None:
+    import asyncio
+
+    from agentlab.llm import LLMClient
+    from agentlab.topology import Experiment
+
+    out = tmp_path / "exp"
+    exp = Experiment(topologies=["sequential", "star"], agents=3, runs=2, seed=0,
+                     llm=LLMClient("sim/instant"), clock="virtual", out=out, progress=False)  # fmt: skip
+    asyncio.run(exp.run())
+    page = tmp_path / "r.html"
+    assert main(["report", str(out), "--html", str(page)]) == 0
+    assert "kind       topology_experiment" in capsys.readouterr().out
+    html = page.read_text()
+    table = html[html.index('id="by-topology"') : html.index("</table>", html.index("by-topology"))]
+    assert "sequential" in table and "star" in table and "burst_fraction" in table
