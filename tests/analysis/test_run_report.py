@@ -105,7 +105,7 @@ def test_report_on_a_sweep_compares_points(tmp_path: Path, capsys) -> None:
         (3931.25, "3,931"),
         (27308.5, "27,308"),
         (19.5, "19.5"),
-    ],  # fmt: skip
+    ],
 )
 def test_readable_numbers(value: object, text: str) -> None:
     assert fmt_num(value) == text
