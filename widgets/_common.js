@@ -114,8 +114,29 @@ function lineChart(parent, spec) {
   };
   const empty = [[], ...spec.series.map(() => [])];
   const chart = new U(opts, empty, box);
+  box.append(exportButton(() => chart.ctx.canvas, spec.title));
   return {
     set: (data) => chart.setData(data),
     destroy: () => chart.destroy(),
   };
+}
+
+/**
+ * A small "PNG" button that downloads a chart's canvas (a transient link, removed at once:
+ * the widget DOM never holds a link).
+ * @param {() => HTMLCanvasElement} canvas
+ * @param {string} name
+ */
+function exportButton(canvas, name) {
+  const b = /** @type {HTMLButtonElement} */ (h("button", "al-btn al-export", "PNG"));
+  b.title = "download this chart as PNG";
+  b.addEventListener("click", () => {
+    const a = document.createElement("a");
+    a.href = canvas().toDataURL("image/png");
+    a.download = "agentlab-" + name.toLowerCase().replace(/[^a-z0-9]+/g, "-") + ".png";
+    document.body.append(a);
+    a.click();
+    a.remove();
+  });
+  return b;
 }

@@ -69,6 +69,8 @@ function render({ model, el }) {
         c.restore();
       }] },
     }, [[], ...series.slice(1).map(() => [])], box);
+    box.querySelectorAll(".al-export").forEach((b) => b.remove());
+    box.append(exportButton(() => chart.ctx.canvas, "inter-arrival times"));
   };
 
   const draw = () => {

@@ -267,6 +267,14 @@ def test_buttons_start_pause_resume_stop_a_real_society(lab: Lab, lab_page: Any)
     assert int(last["tick"]) == tick > held + 2
     assert lab_page.locator(f"{root} button[data-action=start]").is_enabled()
     screenshot(lab_page, "controls_stopped")
+    # charts (axis titles with units are drawn on the canvas) have legends and export
+    text = lab_page.inner_text(root)
+    for label in ("Rates", "LLM calls/s", "agent-steps/s", "AIMD limit", "Tokens"):
+        assert label in text, label
+    with lab_page.expect_download() as dl:
+        lab_page.locator(f"{root} button.al-export").first.click()
+    assert dl.value.suggested_filename == "agentlab-rates.png"
+    assert Path(dl.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_notebook_saved_from_jupyterlab_keeps_the_final_snapshot(lab: Lab, lab_page: Any) -> None:
