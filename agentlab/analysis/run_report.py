@@ -206,7 +206,9 @@ def _figures(run: Run) -> list[tuple[str, Any]]:
     if len(timeline) and "llm_calls" in timeline:
         f = px.line(timeline, x="tick", y="llm_calls", markers=True)
         f.update_xaxes(title="tick", tickformat="d", dtick=max(1, len(timeline) // 12))
-        f.update_yaxes(title="LLM calls", rangemode="tozero")
+        f.update_yaxes(title="LLM calls", rangemode="tozero", tickformat=",d")
+        if timeline["llm_calls"].max() <= 10:
+            f.update_yaxes(dtick=1)  # counts: no 2.5-call gridlines
         figs.append(("LLM calls per tick", f))
     if len(calls) and {"start", "end"} <= set(calls.columns):
         t0 = float(calls["start"].min())

@@ -35,6 +35,8 @@ def strip_outputs(nb: dict) -> dict:
         meta = c.get("metadata", {})
         for k in _CELL_RUN_METADATA:
             meta.pop(k, None)
+        if meta.get("tags") == []:  # papermill adds empty tag lists
+            del meta["tags"]
         if c.get("cell_type") == "code":
             c["outputs"] = []
             c["execution_count"] = None

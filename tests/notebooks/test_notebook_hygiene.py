@@ -149,6 +149,7 @@ def test_git_clean_filter_keeps_the_tree_clean_after_a_run(tmp_path: Path) -> No
         c["execution_count"] = i + 1
         c["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "ran\n"}]
         c["metadata"]["execution"] = {"iopub.status.idle": "2026-12-01T09:00:00Z"}
+        c["metadata"].setdefault("tags", [])  # what papermill adds
     nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
     nb["metadata"]["language_info"] = {"name": "python", "version": "3.11.7"}
     nb["metadata"]["papermill"] = {"duration": 3.2}
