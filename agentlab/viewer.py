@@ -146,6 +146,8 @@ def _run_page(root: Path, d: Path, js: str | None, live: bool) -> str:
         experiment = experiment_table(run)
         msgs = run.messages_df()
         spans = run.spans_df()
+        have = set(run.datasets["name"]) if len(run.datasets) else set()
+        states = run.df("agent_states") if "agent_states" in have else None
     finally:
         run.close()
     messages = []
@@ -165,6 +167,20 @@ def _run_page(root: Path, d: Path, js: str | None, live: bool) -> str:
                 "content": readable(rec.get("content"))[:2000],
             }
         )
+    agent_states = []
+    if states is not None and len(states):
+        for _, a in states.sort_values(["tick", "agent_id"]).head(MAX_MESSAGES).iterrows():
+            rec = a.to_dict()
+            agent_states.append(
+                {
+                    "tick": rec.get("tick"),
+                    "agent": rec.get("agent_id"),
+                    "type": rec.get("type"),
+                    "ok": rec.get("ok"),
+                    "attempts": rec.get("attempts"),
+                    "summary": readable(rec.get("summary")).replace("\n", ", ")[:300],
+                }
+            )
     errors = []
     if len(spans) and "status" in spans:
         bad = spans[spans["status"] == "error"].head(200)
@@ -187,6 +203,8 @@ def _run_page(root: Path, d: Path, js: str | None, live: bool) -> str:
             s=summary,
             figures=figures,
             experiment=experiment,
+            agent_states=agent_states,
+            state_ticks=sorted({a["tick"] for a in agent_states}),
             plotly_js=js,
             index="index.html",
             params=_manifest(d).get("params") or {},

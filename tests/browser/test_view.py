@@ -109,6 +109,12 @@ def test_view_lists_and_opens_a_society_an_experiment_and_a_sweep(server: str, p
     page.wait_for_selector(".plotly-graph-div .main-svg")
     assert page.evaluate(TILE, "ticks") == "3"
     assert "LLM calls per tick" in page.inner_text("body")
+    # agent states by tick: the last tick is shown, another one on demand
+    shown = "#agent-states tr[data-tick]:visible"
+    assert page.locator(shown).count() == 4
+    assert {page.locator(shown).nth(i).get_attribute("data-tick") for i in range(4)} == {"3"}
+    page.select_option("#state-tick", "1")
+    assert page.locator(shown).first.get_attribute("data-tick") == "1"
     _shot(page, "society")
 
     page.goto(server)
