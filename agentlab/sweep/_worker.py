@@ -23,10 +23,13 @@ def execute(spec: dict) -> int:
     os.environ.update(spec.get("env") or {})
     import papermill
 
+    from agentlab.sweep.export import drop_snapshot_widget_state
+
+    executed = out_dir / spec.get("output_name", "notebook.ipynb")
     try:
         papermill.execute_notebook(
             spec["notebook"],
-            str(out_dir / spec.get("output_name", "notebook.ipynb")),
+            str(executed),
             parameters=spec.get("parameters") or {},
             kernel_name=spec.get("kernel_name"),
             progress_bar=False,
@@ -38,6 +41,9 @@ def execute(spec: dict) -> int:
         (out_dir / "error.txt").write_text(text)
         print(text, file=sys.stderr)
         return 1
+    finally:
+        if executed.is_file():  # outputs with a static snapshot render it in nbconvert
+            drop_snapshot_widget_state(executed)
     return 0
 
 

@@ -19,7 +19,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLOTLY_JS", "export_html", "static_notebook", "strip_remote"]
+__all__ = [
+    "PLOTLY_JS",
+    "drop_snapshot_widget_state",
+    "export_html",
+    "static_notebook",
+    "strip_remote",
+]
 
 #: file name of the shared plotly bundle next to the exported pages
 PLOTLY_JS = "plotly.min.js"
@@ -73,6 +79,38 @@ def static_notebook(nb: Any) -> tuple[Any, int]:
                 figs += 1
     out.get("metadata", {}).pop("widgets", None)
     return out, figs
+
+
+def drop_snapshot_widget_state(path: Path) -> int:
+    """Drop the saved widget state (which papermill/nbclient stores) of every output that
+    carries its own ``text/html`` snapshot; returns how many states were dropped.
+
+    nbconvert renders a widget view whenever its state is saved, which needs the widget
+    manager from a CDN; without the state it falls back to the snapshot, which works
+    offline. A kernel recreates the live widgets when the notebook runs again.
+    """
+    nb = json.loads(path.read_text())
+    key = "application/vnd.jupyter.widget-state+json"
+    state = nb.get("metadata", {}).get("widgets", {}).get(key, {}).get("state")
+    if not state:
+        return 0
+    views = [
+        (o.get("data") or {})
+        for cell in nb.get("cells", [])
+        for o in cell.get("outputs", []) or []
+        if isinstance((o.get("data") or {}).get(WIDGET_VIEW), dict)
+    ]
+    with_snapshot = [d[WIDGET_VIEW].get("model_id") for d in views if "text/html" in d]
+    if len(with_snapshot) == len(views):
+        # no output needs saved state: drop it all (child and layout models too), so
+        # nbconvert does not load the widget manager from a CDN either
+        dropped = len(state)
+        nb["metadata"].pop("widgets")
+    else:
+        dropped = sum(state.pop(m, None) is not None for m in with_snapshot)
+    if dropped:
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return dropped
 
 
 def strip_remote(html: str) -> str:

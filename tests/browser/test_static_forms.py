@@ -173,6 +173,25 @@ def test_paper_html_shows_every_widget_offline(paper: Paper, page: Any) -> None:
     assert paper.html.stat().st_size < 1_000_000
 
 
+def test_plain_nbconvert_of_the_executed_notebook_shows_every_widget_offline(
+    paper: Paper, page: Any, tmp_path: Path
+) -> None:
+    # `jupyter nbconvert --to html` as anyone would run it on the saved notebook
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--output-dir",
+         str(tmp_path), str(paper.notebook)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    net = Offline(page)
+    page.goto((tmp_path / "every_widget.html").as_uri(), wait_until="load")
+    _assert_final_state(_static_texts(page), paper)
+    page.screenshot(path=str(SHOTS / "nbconvert_offline.png"), full_page=True)
+    # nbconvert's own template still asks a CDN for require.js and MathJax (blocked here):
+    # nothing shown depends on them, and no widget manager is requested
+    assert all(u.startswith("https://cdnjs.cloudflare.com/") for u in net.blocked), net.blocked
+
+
 def test_saved_notebook_shows_every_widget_without_a_kernel(
     paper: Paper, page: Any, tmp_path: Path
 ) -> None:
