@@ -66,6 +66,7 @@ class LLMClient:
         "_live",
         "_profile",
         "_req_defaults",
+        "_transport",
         "api_key_env",
         "base_url",
         "max_retries",
@@ -87,6 +88,7 @@ class LLMClient:
     _live: Live | None
     _profile: SimProfile | None
     _req_defaults: dict[str, Any]
+    _transport: Any
 
     def __init__(
         self,
@@ -132,6 +134,7 @@ class LLMClient:
             else:
                 req[k] = v
         check_sim_overrides(req)
+        s(self, "_transport", _pick_transport(model, base_url, req.pop("transport", "auto")))
         profile = get_profile(model[4:], **profile_params) if model.startswith("sim/") else None
         s(self, "_profile", profile)
         s(self, "_limiter_opts", limiter)
@@ -330,9 +333,9 @@ class LLMClient:
                     if res.fault is not None or res.end > t0:
                         res = await server.wait(res, self.model)
                 else:
-                    from agentlab.llm.litellm_backend import acall
-
-                    res = await acall(clock, **self._lkw(messages, spec, tools, params))
+                    res = await self._transport.acall(
+                        clock, **self._lkw(messages, spec, tools, params)
+                    )
             except LLMError as exc:
                 gate.release()
                 attempt = await self._after_error(exc, rec, attempt, epoch, limiter, live)
@@ -457,6 +460,19 @@ class LLMClient:
         )
 
 
+def _pick_transport(model: str, base_url: str | None, transport: str) -> Any:
+    """The backend module of a real provider: the lean HTTP path or litellm (lazy import)."""
+    if model.startswith("sim/"):
+        return None
+    from agentlab.llm import openai_http
+
+    if openai_http.lean_eligible(model, base_url, transport):
+        return openai_http
+    from agentlab.llm import litellm_backend
+
+    return litellm_backend
+
+
 def _rebuild(d: dict[str, Any]) -> LLMClient:
     return LLMClient.from_dict(d)
 
@@ -538,9 +554,9 @@ class LLMStream:
                     holder.append(res)
                     deltas = live.server.chunks(res, c.model)
                 else:
-                    from agentlab.llm.litellm_backend import astream
-
-                    deltas = astream(clock, holder, **c._lkw(messages, spec, tools, params))
+                    deltas = c._transport.astream(
+                        clock, holder, **c._lkw(messages, spec, tools, params)
+                    )
                 async for d in deltas:
                     if d and first is None:
                         first = clock.now()

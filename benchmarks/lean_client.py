@@ -1,0 +1,173 @@
+"""Client CPU per call over real HTTP: the lean path vs litellm vs the ``openai`` SDK.
+
+One ``agentlab sim-serve --profile instant`` process on 127.0.0.1 serves every row, so the
+server's CPU is not in the figures; each row is this process's ``time.process_time`` over
+its calls divided by the number of calls, sequential, one call in flight:
+
+- ``LLMClient(transport="lean")`` — :mod:`agentlab.llm.openai_http` (aiohttp + orjson);
+- ``LLMClient(transport="litellm")`` — the same client over ``litellm.acompletion``;
+- ``openai.AsyncOpenAI().chat.completions.create`` — the SDK alone, no agentlab work
+  (no records, limiter or retries): a reference for what a plain HTTP client costs.
+
+Each plain (non-streaming) and streaming. Target: lean <= 300 us client CPU per call.
+
+    python benchmarks/lean_client.py [--quick] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+MSGS = [{"role": "user", "content": "Summarise the discussion in one sentence."}]
+TARGET_US = 300.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server() -> tuple[subprocess.Popen[bytes], str]:
+    """``agentlab sim-serve`` in its own process; returns it and its base URL."""
+    port = _free_port()
+    exe = shutil.which("agentlab", path=os.path.dirname(sys.executable))
+    head = [exe] if exe else [sys.executable, "-m", "agentlab.cli"]
+    cmd = [*head, "sim-serve", "--profile", "instant", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/v1"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(base + "/models", timeout=1).read()
+            return proc, base
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"sim-serve did not answer on {base}")
+
+
+def _sys_s() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
+async def _cpu_per_call(fn: Callable[[], Awaitable[Any]], n: int) -> tuple[float, float]:
+    """(process CPU, of which kernel/system CPU) in microseconds per call."""
+    for _ in range(min(20, n)):  # warm connections, caches and lazy imports
+        await fn()
+    s0, t0 = _sys_s(), time.process_time()
+    for _ in range(n):
+        await fn()
+    cpu, sys_ = time.process_time() - t0, _sys_s() - s0
+    return cpu / n * 1e6, sys_ / n * 1e6
+
+
+def _client_fns(base: str, transport: str) -> tuple[Any, Any]:
+    from agentlab.llm import LLMClient
+
+    c = LLMClient("openai/instant", base_url=base, seed=0, transport=transport)
+
+    async def plain() -> None:
+        await c.complete(MSGS)
+
+    async def stream() -> None:
+        async for _ in c.stream(MSGS):
+            pass
+
+    return plain, stream
+
+
+def _sdk_fns(base: str) -> tuple[Any, Any]:
+    import openai
+
+    sdk = openai.AsyncOpenAI(base_url=base, api_key="sk-none", max_retries=0)
+
+    async def plain() -> None:
+        await sdk.chat.completions.create(model="instant", messages=MSGS)  # type: ignore[arg-type]
+
+    async def stream() -> None:
+        s = await sdk.chat.completions.create(
+            model="instant",
+            messages=MSGS,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async for _ in s:
+            pass
+
+    return plain, stream
+
+
+async def _run(base: str, counts: dict[str, int]) -> list[dict[str, Any]]:
+    paths = {
+        "lean (LLMClient, aiohttp+orjson)": _client_fns(base, "lean"),
+        "litellm (LLMClient)": _client_fns(base, "litellm"),
+        "openai SDK alone (no records)": _sdk_fns(base),
+    }
+    rows = []
+    for (name, (plain, stream)), n in zip(paths.items(), counts.values(), strict=True):
+        p_us, p_sys = await _cpu_per_call(plain, n)
+        s_us, s_sys = await _cpu_per_call(stream, n)
+        rows.append(
+            {
+                "path": name,
+                "calls": n,
+                "plain_us": round(p_us, 1),
+                "plain_sys_us": round(p_sys, 1),
+                "stream_us": round(s_us, 1),
+                "stream_sys_us": round(s_sys, 1),
+            }
+        )
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer calls (< 1 minute)")
+    ap.add_argument("--json", default=None, help="write the figures to this path")
+    args = ap.parse_args()
+    k = 1 if args.quick else 5
+    counts = {"lean": 600 * k, "litellm": 100 * k, "sdk": 300 * k}
+    proc, base = start_server()
+    try:
+        rows = asyncio.run(_run(base, counts))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    lean = rows[0]
+    print("client CPU per call in us (user+system; the kernel's share in brackets)")
+    print(f"{'path':<36} {'calls':>6} {'plain':>16} {'stream':>16} {'x lean':>7}")
+    for r in rows:
+        ratio = r["plain_us"] / lean["plain_us"]
+        r["ratio_plain_vs_lean"] = round(ratio, 1)
+        r["ratio_stream_vs_lean"] = round(r["stream_us"] / lean["stream_us"], 1)
+        plain = f"{r['plain_us']:.0f} ({r['plain_sys_us']:.0f})"
+        stream = f"{r['stream_us']:.0f} ({r['stream_sys_us']:.0f})"
+        print(f"{r['path']:<36} {r['calls']:>6} {plain:>16} {stream:>16} {ratio:>7.1f}")
+    ok = lean["plain_us"] <= TARGET_US and lean["stream_us"] <= TARGET_US
+    print(
+        f"target lean <= {TARGET_US:.0f} us CPU per call (plain and stream): "
+        f"{'MET' if ok else 'NOT MET'}"
+    )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "target_us": TARGET_US, "target_met": ok}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
