@@ -43,6 +43,7 @@ from agentlab.runtime.society_files import (
 from agentlab.store.agent_store import DirectoryStore
 from agentlab.store.atomic import atomic_write_bytes, atomic_write_json
 from agentlab.store.layout import REPLAY_DIR, SCHEMA_NAME
+from agentlab.store.packed_store import open_agent_store
 from agentlab.store.writer_lock import WriterLock
 
 if TYPE_CHECKING:
@@ -198,7 +199,8 @@ def _forked_meta(
 
 def _copy_agents(src: Path, dst: Path, meta: dict[str, Any], tick: int) -> None:
     ids = [a for a, _ in meta["agents"]]
-    src_store, dst_store = DirectoryStore(src / "agents"), DirectoryStore(dst / "agents")
+    # a packed parent forks into a directory run (the protocol is the same)
+    src_store, dst_store = open_agent_store(src), DirectoryStore(dst / "agents")
     for agent_id, version, value in agent_versions(src, ids, tick):
         a, b = Workspace(src_store, agent_id), Workspace(dst_store, agent_id)
         config, ident = a.read_bytes("config.json"), a.read_bytes("AGENT.json")

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.core.clock import Clock, RealClock
-from agentlab.store.agent_store import DirectoryStore
+from agentlab.store.agent_store import AgentStore
+from agentlab.store.packed_store import open_agent_store
 
 __all__ = ["AgentContext", "RecordingLLM", "ServiceProxy", "derive_seed"]
 
@@ -211,11 +212,11 @@ class ServiceProxy:
         return tracer
 
     @property
-    def store(self) -> DirectoryStore:
-        """The agent store (``<run>/agents``)."""
+    def store(self) -> AgentStore:
+        """The agent store (``<run>/agents``, or ``<run>/agents.sqlite`` when packed)."""
         store = self._live.get("store")
         if store is None:
-            store = self._live["store"] = DirectoryStore(Path(self.run_dir) / "agents")
+            store = self._live["store"] = open_agent_store(self.run_dir)
         return store  # type: ignore[no-any-return]
 
     def flush(self) -> None:

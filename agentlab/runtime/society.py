@@ -52,8 +52,9 @@ from agentlab.runtime.society_files import (
     unlock_on_error,
     write_tick_checkpoint,
 )
-from agentlab.store.agent_store import DirectoryStore
+from agentlab.store.agent_store import AgentStore
 from agentlab.store.atomic import atomic_write_json, read_json
+from agentlab.store.packed_store import STORE_KINDS, open_agent_store
 from agentlab.store.writer_lock import WriterLock
 
 __all__ = ["SOCIETY_SCHEMA_VERSION", "Society"]
@@ -157,6 +158,7 @@ class Society:
         progress: bool = True,
         executor_options: dict[str, Any] | None = None,
         keep_checkpoints: bool = False,
+        store: str = "directory",
     ) -> Society:
         """Write a new society into ``path`` and return it (tick 0 committed).
 
@@ -179,6 +181,8 @@ class Society:
                 states under ``checkpoints/<t>/`` so :meth:`fork` can start from any
                 tick (default: only the last commit is kept; it can always be forked).
             executor_options: e.g. ``{"address": "ray://..."}`` or ``{"max_workers": 4}``.
+            store: ``"directory"`` (a folder per agent) or ``"packed"`` (one SQLite file,
+                ``agentlab.store.packed_store``); later opens detect which.
         """
         from agentlab.llm import LLMClient
         from agentlab.runtime.config import validate_society_config
@@ -204,6 +208,8 @@ class Society:
         )
         if cfg.retry is not None:
             retry = RetryPolicy(**cfg.retry.model_dump())
+        if store not in STORE_KINDS:
+            raise ConfigError(f"unknown store {store!r}; valid: {', '.join(STORE_KINDS)}")
         run_dir = Path(path)
         check_not_a_file(run_dir)
         lock = WriterLock(run_dir).acquire()  # before anything is removed or written
@@ -251,10 +257,10 @@ class Society:
             )
             sink = get_replay_sink(run_dir)
             register_society_datasets(sink)
-            store = DirectoryStore(run_dir / "agents")
+            agent_store = open_agent_store(run_dir, store)
             for type_name, agent_id, config in population:
                 klass = get_agent_class(type_name)
-                agent = klass.create(store, agent_id, config)
+                agent = klass.create(agent_store, agent_id, config)
                 persona = agent.config.get("persona") or {}
                 sink.append(
                     "agent_profiles",
@@ -425,9 +431,9 @@ class Society:
         return [s.agent_id for s in self.agent_specs]
 
     @property
-    def store(self) -> DirectoryStore:
+    def store(self) -> AgentStore:
         """The agent store of the run (``<run>/agents``)."""
-        return DirectoryStore(self.run_dir / "agents")
+        return open_agent_store(self.run_dir)
 
     def agent(self, agent_id: str) -> AgentBase:
         """The agent as of the committed tick (a detached copy; stepping it has no effect)."""

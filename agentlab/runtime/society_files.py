@@ -24,8 +24,8 @@ import orjson
 from agentlab.agents.workspace import SLOT_KEYS, Workspace, pick_version
 from agentlab.errors import CorruptRecordError, StoreError
 from agentlab.runtime.envhost import ENV_CKPT_DIR
-from agentlab.store.agent_store import DirectoryStore
 from agentlab.store.atomic import atomic_write_bytes, atomic_write_json, read_json
+from agentlab.store.packed_store import PACKED_FILE, open_agent_store
 from agentlab.store.writer_lock import WriterLock
 
 __all__ = [
@@ -52,7 +52,8 @@ AGENTS_FILE = "agents.jsonl"
 def clear_interrupted_create(run_dir: Path) -> None:
     """Remove what a create killed half-way left (nothing was committed without
     ``SOCIETY_STEP.json``), so create can start over."""
-    names = ("agents", "replay", "trace", "env", CHECKPOINTS_DIR, SOCIETY_FILE)
+    packed = (PACKED_FILE, PACKED_FILE + "-wal", PACKED_FILE + "-shm")
+    names = ("agents", *packed, "replay", "trace", "env", CHECKPOINTS_DIR, SOCIETY_FILE)
     leftovers = [run_dir / n for n in names]
     if not any(p.exists() for p in leftovers):
         return
@@ -157,7 +158,7 @@ def write_tick_checkpoint(run_dir: Path, step: dict[str, Any], agent_ids: list[s
 def _slot_versions(
     run_dir: Path, agent_ids: Iterable[str], tick: int
 ) -> Iterator[tuple[str, int, Any]]:
-    store = DirectoryStore(run_dir / "agents")
+    store = open_agent_store(run_dir)
     for agent_id in agent_ids:
         ws = Workspace(store, agent_id)
         slots = [ws.read_bytes(k) for k in SLOT_KEYS]

@@ -1,0 +1,177 @@
+"""PackedStore: the AgentStore protocol, a packed society equal to a directory one, resume
+equal to an uninterrupted run, kill -9 anywhere (including mid agent-write) then resume."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import random
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentlab.runtime  # noqa: F401  (imported once here; forked children inherit it)
+from agentlab.errors import ConfigError, StoreError
+from agentlab.store.agent_store import AgentStore, DirectoryStore
+from agentlab.store.packed_store import PACKED_FILE, PackedStore, export_dirs, open_agent_store
+from tests.runtime.society_helpers import final_state, log_rows
+
+UNTIL = 3
+
+
+def test_protocol_round_trip_and_errors(tmp_path: Path) -> None:
+    st = PackedStore(tmp_path / "a.sqlite")
+    assert isinstance(st, AgentStore)
+    st.write_many("a1", {"config.json": b"{}", "state/state.0.json": b"x"})
+    st.write_many("a0", {"AGENT.json": b"{}"})
+    assert st.read("a1", "state/state.0.json") == b"x" and st.read("a1", "nope") is None
+    assert st.agents() == ["a0", "a1"] and st.keys("a1") == ["config.json", "state/state.0.json"]
+    assert st.exists("a0") and not st.exists("a1")
+    st.write_many("a1", {"state/state.0.json": b"y"})  # replace
+    again = pickle.loads(pickle.dumps(st))  # by path: a fresh connection
+    assert again.read("a1", "state/state.0.json") == b"y"
+    st.delete("a1")
+    assert again.agents() == ["a0"]
+    with pytest.raises(StoreError, match=r"invalid workspace key '\.\./x'"):
+        st.write_many("a0", {"../x": b""})
+    assert st.keys("a0") == ["AGENT.json"]  # the bad batch wrote nothing
+    with pytest.raises(ConfigError, match="synchronous='SOMETIMES'"):
+        PackedStore(tmp_path / "b.sqlite", synchronous="SOMETIMES")
+    with pytest.raises(ConfigError, match=r"unknown store 'zip'.*directory, packed"):
+        open_agent_store(tmp_path, "zip")
+    assert isinstance(open_agent_store(tmp_path / "run"), DirectoryStore)
+    assert isinstance(open_agent_store(tmp_path / "run", "packed"), PackedStore)
+    assert isinstance(open_agent_store(tmp_path / "run"), PackedStore)  # detected by its file
+
+
+def _society(run: Path, store: str, until: int) -> dict[str, Any]:
+    from agentlab.runtime import Society
+
+    if (run / "SOCIETY_STEP.json").exists():
+        s = Society.open(run, progress=False)
+    else:
+        s = Society.create(
+            run,
+            agents=12,
+            env=["social_feed"],
+            llm="sim/vllm-3b",
+            seed=5,
+            batch_size=5,
+            clock="virtual",
+            progress=False,
+            store=store,
+        )
+    s.run_sync(until=until)
+    s.close()
+    return final_state(run)
+
+
+def test_packed_society_equals_directory_and_resume_equals_uninterrupted(
+    tmp_path: Path,
+) -> None:
+    # same run name (it is the run_id in every row) in different folders
+    dir_run, packed_run, resumed_run = (tmp_path / x / "run" for x in ("d", "p", "r"))
+    ref = _society(dir_run, "directory", UNTIL)
+    packed = _society(packed_run, "packed", UNTIL)
+    assert (packed_run / PACKED_FILE).exists()
+    assert not (packed_run / "agents").exists()  # no per-agent directories
+    assert packed["agents"] == ref["agents"] and packed["env"] == ref["env"]
+    assert log_rows(packed_run) == log_rows(dir_run)
+    # stop after tick 1, reopen, finish: the same as the uninterrupted run
+    _society(resumed_run, "packed", 1)
+    resumed = _society(resumed_run, "packed", UNTIL)
+    assert resumed["agents"] == ref["agents"] and resumed["env"] == ref["env"]
+    assert log_rows(resumed_run) == log_rows(dir_run)
+    # the readable per-agent view: export to directories, same workspaces byte for byte
+    out = tmp_path / "export"
+    store = PackedStore(packed_run / PACKED_FILE)
+    assert export_dirs(store, out) == 12
+    d = DirectoryStore(out)
+    for a in store.agents():
+        assert d.keys(a) == store.keys(a)
+        assert all(d.read(a, k) == store.read(a, k) for k in store.keys(a))
+    with pytest.raises(StoreError, match="already holds agent directories"):
+        export_dirs(store, out)
+
+
+def _child(run_dir: str, kill_at: int, mode: str, count_file: str) -> None:
+    # Forked child: SIGKILL itself at the K-th durable event — a log write, a commit rename,
+    # or a packed-store transaction (before or after it reaches SQLite).
+    events = [0]
+    real_replace, real_write, real_many = os.replace, os.write, PackedStore.write_many
+
+    def hit() -> bool:
+        events[0] += 1
+        return events[0] == kill_at
+
+    def die() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def replace(src, dst, *a, **k):  # type: ignore[no-untyped-def]
+        if mode == "before" and hit():
+            die()
+        real_replace(src, dst, *a, **k)
+        if mode != "before" and hit():
+            die()
+
+    def write(fd, data):  # type: ignore[no-untyped-def]
+        if hit():
+            if mode == "torn" and len(data) > 1:
+                real_write(fd, bytes(data[: len(data) // 2]))
+            die()
+        return real_write(fd, data)
+
+    def write_many(self, agent_id, items):  # type: ignore[no-untyped-def]
+        if mode == "before" and hit():
+            die()
+        real_many(self, agent_id, items)
+        if mode != "before" and hit():
+            die()
+
+    os.replace, os.write = replace, write  # type: ignore[assignment]
+    PackedStore.write_many = write_many  # type: ignore[method-assign]
+    _society(Path(run_dir), "packed", UNTIL)
+    if count_file:
+        Path(count_file).write_text(str(events[0]))
+    os._exit(0)
+
+
+def _run_child(run: Path, kill_at: int = 0, mode: str = "after", count: str = "") -> int:
+    p = mp.get_context("fork").Process(target=_child, args=(str(run), kill_at, mode, count))
+    p.start()
+    p.join(120)
+    assert p.exitcode is not None, "society child hung"
+    return p.exitcode
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Any, int]:
+    d = tmp_path_factory.mktemp("ref") / "run"
+    count = d.parent / "events.txt"
+    assert _run_child(d, count=str(count)) == 0
+    return final_state(d), log_rows(d), int(count.read_text())
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("trial", range(8))
+def test_kill9_anywhere_then_resume_equals_uninterrupted(
+    reference: tuple[dict[str, Any], Any, int], tmp_path: Path, trial: int
+) -> None:
+    ref_state, ref_rows, n_events = reference
+    rng = random.Random(77 + trial)
+    run = tmp_path / "run"
+    for attempt in range(2):
+        code = _run_child(run, rng.randint(1, n_events), rng.choice(["before", "after", "torn"]))
+        if attempt == 0:
+            assert code == -signal.SIGKILL, f"first child was not killed (exit code {code})"
+        if code == 0:
+            break
+    if not (run / "SOCIETY_STEP.json").exists() or final_state(run)["tick"] < UNTIL:
+        assert _run_child(run) == 0
+    got = final_state(run)
+    assert got["tick"] == UNTIL
+    assert got["agents"] == ref_state["agents"] and got["env"] == ref_state["env"]
+    assert log_rows(run) == ref_rows
