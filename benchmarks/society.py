@@ -9,6 +9,10 @@ timed separately from stepping; Ray start-up is excluded (reported as ``ray_init
     python benchmarks/society.py --quick    # N = 1k, 10k; local and ray (< 1 min idle box)
     python benchmarks/society.py --quick --no-ray --profile   # + pyinstrument of 10k local
     python benchmarks/society.py --json out.json
+    python benchmarks/society.py --quick --no-ray --store packed   # one store only
+
+Every configuration runs with the directory and the packed agent store side by side
+(``--store``), followed by the floor micro-benchmark (bare state round trip per layout).
 """
 
 from __future__ import annotations
@@ -37,11 +41,98 @@ def _disk_bytes(path: Path) -> int:
     return total
 
 
-def _one(n: int, executor: str, ticks: int, root: str, profile: str | None) -> dict[str, Any]:
+def _alloc_bytes(path: Path) -> int:
+    """Bytes the file system allocated (blocks), which is what fills a disk."""
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for f in [*files, *dirs]:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def floor(n: int, root: str, seg: int = 256) -> dict[str, float]:
+    """Per-agent cost (us) of the bare state round trip read + parse + modify + write.
+
+    Layouts: a file per agent rewritten in place (the directory store's slot write); one
+    orjson file per ``seg`` agents replaced by rename; SQLite rows with one transaction per
+    agent (what ``PackedStore`` does) and one per ``seg`` agents.
+    """
+    import sqlite3
+
+    import orjson
+
+    base = Path(tempfile.mkdtemp(dir=root, prefix="floor-"))
+    state = {"count": 0, "memory": "m" * 300}
+    ids = [f"a{i:07d}" for i in range(n)]
+    out: dict[str, float] = {}
+    for a in ids:  # (a) a file per agent
+        (base / "dir" / a).mkdir(parents=True)
+        (base / "dir" / a / "s.json").write_bytes(orjson.dumps(state))
+    t = time.perf_counter()
+    for a in ids:
+        path = f"{base}/dir/{a}/s.json"
+        with open(path, "rb") as f:
+            v = orjson.loads(f.read())
+        v["count"] += 1
+        data = orjson.dumps(v)
+        fd = os.open(path, os.O_WRONLY)
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+        os.close(fd)
+    out["file_per_agent_us"] = (time.perf_counter() - t) / n * 1e6
+    segs = [ids[i : i + seg] for i in range(0, n, seg)]  # (b) one orjson file per segment
+    (base / "seg").mkdir()
+    for k, group in enumerate(segs):
+        (base / "seg" / f"{k}.json").write_bytes(orjson.dumps({a: state for a in group}))
+    t = time.perf_counter()
+    for k in range(len(segs)):
+        path = base / "seg" / f"{k}.json"
+        d = orjson.loads(path.read_bytes())
+        for v in d.values():
+            v["count"] += 1
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(d))
+        os.replace(tmp, path)
+    out["orjson_segment_us"] = (time.perf_counter() - t) / n * 1e6
+    db = sqlite3.connect(base / "kv.sqlite", isolation_level=None)  # (c), (d) SQLite rows
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute(
+        "CREATE TABLE kv (agent TEXT, key TEXT, value BLOB, PRIMARY KEY (agent, key)) WITHOUT ROWID"
+    )
+    blob = orjson.dumps(state)
+    db.executemany("INSERT INTO kv VALUES (?, 's', ?)", [(a, blob) for a in ids])
+    q, w = (
+        "SELECT value FROM kv WHERE agent=? AND key='s'",
+        "INSERT OR REPLACE INTO kv VALUES (?, 's', ?)",
+    )
+    for label, group_size in (("sqlite_txn_per_agent_us", 1), ("sqlite_txn_per_segment_us", seg)):
+        t = time.perf_counter()
+        for i in range(0, n, group_size):
+            if group_size > 1:
+                db.execute("BEGIN")
+            for a in ids[i : i + group_size]:
+                v = orjson.loads(db.execute(q, (a,)).fetchone()[0])
+                v["count"] += 1
+                db.execute(w, (a, orjson.dumps(v)))
+            if group_size > 1:
+                db.execute("COMMIT")
+        out[label] = (time.perf_counter() - t) / n * 1e6
+    db.close()
+    shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
+def _one(
+    n: int, executor: str, ticks: int, root: str, profile: str | None, store: str = "directory"
+) -> dict[str, Any]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from agentlab.runtime import Society
 
-    run = Path(root) / f"society-{executor}-{n}"
+    run = Path(root) / f"society-{executor}-{store}-{n}"
     shutil.rmtree(run, ignore_errors=True)
     ray_init = 0.0
     options: dict[str, Any] = {}
@@ -65,6 +156,7 @@ def _one(n: int, executor: str, ticks: int, root: str, profile: str | None) -> d
         executor=executor,
         progress=False,
         executor_options=options,
+        store=store,
     )
     create_s = time.perf_counter() - t
     s.run_sync(ticks=1)  # warm-up tick: imports, first file opens, Ray worker start
@@ -82,10 +174,13 @@ def _one(n: int, executor: str, ticks: int, root: str, profile: str | None) -> d
         Path(profile).write_text(prof.output_text(unicode=False, color=False, show_all=False))
     s.close()
     assert out["steps"] == n * ticks and out["llm_calls"] == n * ticks, out
-    agents_bytes = _disk_bytes(run / "agents")
+    agents_bytes = _disk_bytes(run / "agents") + sum(
+        p.stat().st_size for p in run.glob("agents.sqlite*")
+    )
     return {
         "n": n,
         "executor": executor,
+        "store": store,
         "ticks": ticks,
         "steps_per_s": n * ticks / wall,
         "llm_calls_per_s": out["llm_calls"] / wall,
@@ -94,6 +189,11 @@ def _one(n: int, executor: str, ticks: int, root: str, profile: str | None) -> d
         "ray_init_s": ray_init,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "agent_bytes_per_agent": agents_bytes / n,
+        "agent_alloc_bytes_per_agent": (
+            _alloc_bytes(run / "agents")
+            + sum(p.stat().st_blocks * 512 for p in run.glob("agents.sqlite*"))
+        )
+        / n,
         "run_bytes_per_agent": _disk_bytes(run) / n,
     }
 
@@ -106,6 +206,12 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="where runs go (default: a temp dir)")
     ap.add_argument("--profile", default=None, help="write a pyinstrument profile of 10k local")
     ap.add_argument("--json", default=None, help="write the figures to this path")
+    ap.add_argument(
+        "--store",
+        default="both",
+        choices=["directory", "packed", "both"],
+        help="agent store(s) to run, side by side (default both)",
+    )
     ap.add_argument("--one", nargs=2, metavar=("N", "EXECUTOR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     ticks = args.ticks or (1 if args.quick else 2)
@@ -113,13 +219,14 @@ def main() -> int:
     if args.one:
         n, ex = int(args.one[0]), args.one[1]
         prof = args.profile if (n == 10_000 and ex == "local") else None
-        print(json.dumps(_one(n, ex, ticks, root, prof)))
+        print(json.dumps(_one(n, ex, ticks, root, prof, args.store)))
         return 0
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     executors = ["local"] if args.no_ray else ["local", "ray"]
     rows: list[dict[str, Any]] = []
-    for n in sizes:
-        for ex in executors:
+    stores = ["directory", "packed"] if args.store == "both" else [args.store]
+    for n, ex, st in ((n, ex, st) for n in sizes for ex in executors for st in stores):
+        if True:
             cmd = [
                 sys.executable,
                 __file__,
@@ -130,33 +237,49 @@ def main() -> int:
                 str(ticks),
                 "--dir",
                 root,
+                "--store",
+                st,
             ] + (["--profile", args.profile] if args.profile else [])
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
-                print(f"N={n} {ex}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+                print(f"N={n} {ex} {st}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
                 continue
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-            shutil.rmtree(Path(root) / f"society-{ex}-{n}", ignore_errors=True)
+            shutil.rmtree(Path(root) / f"society-{ex}-{st}-{n}", ignore_errors=True)
     head = (
-        f"{'N':>7} {'executor':>8} {'steps/s':>9} {'s/tick':>8} {'create s':>9} "
-        f"{'peak RSS MB':>11} {'B/agent (ws)':>12} {'B/agent (run)':>13}"
+        f"{'N':>7} {'executor':>8} {'store':>9} {'steps/s':>9} {'s/tick':>8} {'create s':>9} "
+        f"{'peak RSS MB':>11} {'B/agent (ws)':>12} {'alloc B/agent':>13} {'B/agent (run)':>13}"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
-            f"{r['n']:>7} {r['executor']:>8} {r['steps_per_s']:>9.0f} "
+            f"{r['n']:>7} {r['executor']:>8} {r['store']:>9} {r['steps_per_s']:>9.0f} "
             f"{r['wall_per_tick_s']:>8.2f} {r['create_s']:>9.1f} {r['peak_rss_mb']:>11.0f} "
-            f"{r['agent_bytes_per_agent']:>12.0f} {r['run_bytes_per_agent']:>13.0f}"
+            f"{r['agent_bytes_per_agent']:>12.0f} {r['agent_alloc_bytes_per_agent']:>13.0f} "
+            f"{r['run_bytes_per_agent']:>13.0f}"
         )
-    local = {r["n"]: r for r in rows if r["executor"] == "local"}
+    local = {(r["n"], r["store"]): r for r in rows if r["executor"] == "local"}
     for r in rows:
-        if r["executor"] == "ray" and r["n"] in local:
-            ratio = r["steps_per_s"] / local[r["n"]]["steps_per_s"]
+        if r["executor"] == "ray" and (r["n"], r["store"]) in local:
+            ratio = r["steps_per_s"] / local[r["n"], r["store"]]["steps_per_s"]
             print(f"N={r['n']}: ray/local steps/s = {ratio:.2f} (ray init {r['ray_init_s']:.0f} s)")
+    fl = floor(10_000, root)
+    print("floor at N = 10k: read + parse + write of one agent's state (us per agent)")
+    for k, v in fl.items():
+        print(f"  {k.removesuffix('_us'):<24} {v:>7.1f}  -> {1e6 / v:>9.0f} agent-steps/s ceiling")
+    for r in rows:
+        if r["n"] == 10_000 and r["executor"] == "local":
+            us = 1e6 / r["steps_per_s"]
+            print(
+                f"N=10k local {r['store']}: {us:.0f} us per agent-step = "
+                f"{us / fl['orjson_segment_us']:.0f}x the packed (orjson segment) floor, "
+                f"{us / fl['file_per_agent_us']:.1f}x the file-per-agent floor"
+            )
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; runs in {root}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "ticks": ticks}, indent=1))
+        doc = {"rows": rows, "ticks": ticks, "floor_10k": fl}
+        Path(args.json).write_text(json.dumps(doc, indent=1))
     if not args.dir:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -22,6 +22,7 @@ from typing import Any
 
 from agentlab.errors import ConfigError
 from agentlab.store import open_run
+from agentlab.store.packed_store import PACKED_FILE, PackedStore
 from agentlab.store.run import Run
 
 __all__ = [
@@ -142,6 +143,8 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     calls, spans, timeline = run.llm_calls_df(), run.spans_df(), run.timeline_df()
     agents_dir = run.path / "agents"
     n_agents = sum(1 for p in agents_dir.iterdir() if p.is_dir()) if agents_dir.is_dir() else 0
+    if (run.path / PACKED_FILE).exists():  # a packed run keeps its agents in one file
+        n_agents = len(PackedStore(run.path / PACKED_FILE).agents())
     ticks = 0  # distinct ticks seen (society ticks are numbered from 1)
     if len(timeline):
         ticks = int(timeline["tick"].nunique())

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentlab.core.ids import validate_agent_id
-from agentlab.store.agent_store import DirectoryStore
+from agentlab.store.packed_store import open_agent_store
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,8 +28,9 @@ class AgentView:
     def __init__(self, run: Run, agent_id: str) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self._run = run
-        self._store = DirectoryStore(run.path / "agents")
-        self.path: Path = self._store.path(agent_id)
+        # packed runs (``<run>/agents.sqlite``) read through the same protocol
+        self._store = open_agent_store(run.path)
+        self.path: Path = run.path / "agents" / self.agent_id
 
     @property
     def files(self) -> list[str]:

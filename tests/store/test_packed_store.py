@@ -95,6 +95,15 @@ def test_packed_society_equals_directory_and_resume_equals_uninterrupted(
         assert all(d.read(a, k) == store.read(a, k) for k in store.keys(a))
     with pytest.raises(StoreError, match="already holds agent directories"):
         export_dirs(store, out)
+    # the run reader's per-agent view reads the packed store too
+    from agentlab.store.run import open_run
+
+    run = open_run(packed_run)
+    try:
+        view = run.agent(store.agents()[0])
+        assert view.files == store.keys(store.agents()[0]) and view.read("AGENT.json")
+    finally:
+        run.close()
 
 
 def _child(run_dir: str, kill_at: int, mode: str, count_file: str) -> None:
