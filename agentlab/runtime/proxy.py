@@ -216,11 +216,15 @@ class ServiceProxy:
         """The agent store (``<run>/agents``, or ``<run>/agents.sqlite`` when packed)."""
         store = self._live.get("store")
         if store is None:
-            store = self._live["store"] = open_agent_store(self.run_dir)
+            # group commit: one transaction per batch, written by flush() below
+            store = self._live["store"] = open_agent_store(self.run_dir, group_commit=True)
         return store  # type: ignore[no-any-return]
 
     def flush(self) -> None:
         """Make this process's rows and spans durable (before a batch returns)."""
+        store_flush = getattr(self._live.get("store"), "flush", None)
+        if store_flush is not None:  # a packed store's batch of agent writes
+            store_flush()
         if "replay" in self._live:
             self._live["replay"].flush()
         if "trace" in self._live:

@@ -36,6 +36,7 @@ __all__ = ["PACKED_FILE", "STORE_KINDS", "PackedStore", "export_dirs", "open_age
 PACKED_FILE = "agents.sqlite"
 STORE_KINDS = ("directory", "packed")
 _SYNC = ("OFF", "NORMAL", "FULL")
+_GROUP_MAX = 4096  # pending keys before a group-commit store writes them anyway
 
 
 class PackedStore:
@@ -46,14 +47,27 @@ class PackedStore:
         synchronous: SQLite ``synchronous`` pragma: ``"NORMAL"`` (default) survives a
             process kill, ``"FULL"`` also a power loss.
 
+        group_commit: hold writes in memory (reads see them) until :meth:`flush` writes
+            them all in one transaction (or ``_GROUP_MAX`` agents are pending). Only for a
+            writer that flushes before anything depends on the writes: the runtime's batch
+            proxy flushes at the end of every batch, before the society commits a tick.
+
     Picklable (by path): each process and thread opens its own connection.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "NORMAL",
+        group_commit: bool = False,
+    ) -> None:
         if synchronous not in _SYNC:
             raise ConfigError(f"synchronous={synchronous!r}; valid: {', '.join(_SYNC)}")
         self.path = Path(path)
         self.synchronous = synchronous
+        self.group_commit = group_commit
+        self._pending: dict[tuple[str, str], bytes] = {}
         self._local = threading.local()
         self._connect()  # create the schema now: errors surface at open, not mid-step
 
@@ -76,13 +90,9 @@ class PackedStore:
         loc.db, loc.pid = db, os.getpid()
         return db
 
-    def __reduce__(self) -> tuple[type, tuple[str], dict[str, str]]:
-        return (PackedStore, (str(self.path),), {"synchronous": self.synchronous})
-
-    def __setstate__(self, state: dict[str, str]) -> None:
-        if state.get("synchronous", "NORMAL") != self.synchronous:
-            self.synchronous = state["synchronous"]
-            self._local = threading.local()
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pending writes do not travel: a copy starts with none (flush before pickling)
+        return (_rebuild, (str(self.path), self.synchronous, self.group_commit))
 
     def __repr__(self) -> str:
         return f"PackedStore({str(self.path)!r})"
@@ -98,6 +108,10 @@ class PackedStore:
 
     def read(self, agent_id: str, key: str) -> bytes | None:
         """The stored bytes, or ``None`` if absent."""
+        if self._pending:
+            data = self._pending.get((agent_id, key))
+            if data is not None:
+                return data
         row = (
             self._connect()
             .execute("SELECT value FROM kv WHERE agent=? AND key=?", (agent_id, key))
@@ -109,6 +123,22 @@ class PackedStore:
         """Store several keys of one agent in one transaction (all or none after a crash)."""
         validate_agent_id(agent_id)
         rows = [(agent_id, validate_key(k), bytes(v)) for k, v in items.items()]
+        if self.group_commit:
+            for a, k, v in rows:
+                self._pending[a, k] = v
+            if len(self._pending) >= _GROUP_MAX:
+                self.flush()
+            return
+        self._commit(rows, agent_id)
+
+    def flush(self) -> None:
+        """Write the pending writes of ``group_commit`` in one transaction."""
+        if self._pending:
+            rows = [(a, k, v) for (a, k), v in self._pending.items()]
+            self._commit(rows, f"{len(rows)} pending keys")
+            self._pending.clear()
+
+    def _commit(self, rows: list[tuple[str, str, bytes]], what: str) -> None:
         db = self._connect()
         try:
             if len(rows) == 1:  # autocommit: one implicit transaction
@@ -122,19 +152,22 @@ class PackedStore:
                 raise
             db.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise StoreError(f"packed store {self.path}: write of {agent_id!r}: {exc}") from exc
+            raise StoreError(f"packed store {self.path}: write of {what!r}: {exc}") from exc
 
     def delete(self, agent_id: str) -> None:
         """Remove an agent and all its keys."""
+        self.flush()
         self._connect().execute("DELETE FROM kv WHERE agent=?", (agent_id,))
 
     def agents(self) -> list[str]:
         """Ids of every stored agent, sorted."""
+        self.flush()
         rows = self._connect().execute("SELECT DISTINCT agent FROM kv ORDER BY agent")
         return [r[0] for r in rows]
 
     def keys(self, agent_id: str) -> list[str]:
         """Keys of one agent, sorted."""
+        self.flush()
         rows = self._connect().execute("SELECT key FROM kv WHERE agent=? ORDER BY key", (agent_id,))
         return [r[0] for r in rows]
 
@@ -151,12 +184,19 @@ class PackedStore:
         )
 
 
-def open_agent_store(run_dir: str | os.PathLike[str], kind: str | None = None) -> AgentStore:
+def _rebuild(path: str, synchronous: str, group_commit: bool) -> PackedStore:
+    return PackedStore(path, synchronous=synchronous, group_commit=group_commit)
+
+
+def open_agent_store(
+    run_dir: str | os.PathLike[str], kind: str | None = None, *, group_commit: bool = False
+) -> AgentStore:
     """The agent store of a run: packed when ``<run>/agents.sqlite`` exists (or ``kind``).
 
     Args:
         run_dir: the run directory.
         kind: ``None`` (detect), ``"directory"`` or ``"packed"`` (creates the file).
+        group_commit: a packed store holds writes until ``flush()`` (see ``PackedStore``).
 
     Raises:
         ConfigError: unknown ``kind``.
@@ -165,7 +205,7 @@ def open_agent_store(run_dir: str | os.PathLike[str], kind: str | None = None) -
         raise ConfigError(f"unknown store {kind!r}; valid: {', '.join(STORE_KINDS)}")
     run = Path(run_dir)
     if kind == "packed" or (kind is None and (run / PACKED_FILE).exists()):
-        return PackedStore(run / PACKED_FILE)
+        return PackedStore(run / PACKED_FILE, group_commit=group_commit)
     return DirectoryStore(run / "agents")
 
 

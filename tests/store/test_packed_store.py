@@ -31,6 +31,12 @@ def test_protocol_round_trip_and_errors(tmp_path: Path) -> None:
     assert st.agents() == ["a0", "a1"] and st.keys("a1") == ["config.json", "state/state.0.json"]
     assert st.exists("a0") and not st.exists("a1")
     st.write_many("a1", {"state/state.0.json": b"y"})  # replace
+    g = PackedStore(tmp_path / "a.sqlite", group_commit=True)
+    g.write_many("a2", {"AGENT.json": b"g"})
+    assert g.read("a2", "AGENT.json") == b"g" and st.read("a2", "AGENT.json") is None
+    g.flush()  # one transaction for everything pending
+    assert st.read("a2", "AGENT.json") == b"g"
+    g.delete("a2")
     again = pickle.loads(pickle.dumps(st))  # by path: a fresh connection
     assert again.read("a1", "state/state.0.json") == b"y"
     st.delete("a1")
@@ -110,7 +116,8 @@ def _child(run_dir: str, kill_at: int, mode: str, count_file: str) -> None:
     # Forked child: SIGKILL itself at the K-th durable event — a log write, a commit rename,
     # or a packed-store transaction (before or after it reaches SQLite).
     events = [0]
-    real_replace, real_write, real_many = os.replace, os.write, PackedStore.write_many
+    real_replace, real_write = os.replace, os.write
+    real_many, real_commit = PackedStore.write_many, PackedStore._commit
 
     def hit() -> bool:
         events[0] += 1
@@ -140,8 +147,18 @@ def _child(run_dir: str, kill_at: int, mode: str, count_file: str) -> None:
         if mode != "before" and hit():
             die()
 
+    def commit(self, rows, what):  # type: ignore[no-untyped-def]
+        # the SQLite transaction itself (one per agent write, or one per batch when the
+        # runtime's store group-commits)
+        if mode == "before" and hit():
+            die()
+        real_commit(self, rows, what)
+        if mode != "before" and hit():
+            die()
+
     os.replace, os.write = replace, write  # type: ignore[assignment]
     PackedStore.write_many = write_many  # type: ignore[method-assign]
+    PackedStore._commit = commit  # type: ignore[method-assign]
     _society(Path(run_dir), "packed", UNTIL)
     if count_file:
         Path(count_file).write_text(str(events[0]))
