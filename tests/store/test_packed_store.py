@@ -101,6 +101,16 @@ def test_packed_society_equals_directory_and_resume_equals_uninterrupted(
         assert all(d.read(a, k) == store.read(a, k) for k in store.keys(a))
     with pytest.raises(StoreError, match="already holds agent directories"):
         export_dirs(store, out)
+    # a fork of the packed run (a directory run) has the parent's agents
+    from agentlab.runtime import Society
+
+    parent = Society.open(packed_run, progress=False)
+    try:
+        child = parent.fork(tmp_path / "f" / "run", progress=False)
+        assert child.agent_states() == packed["agents"]
+        child.close()
+    finally:
+        parent.close()
     # the run reader's per-agent view reads the packed store too
     from agentlab.store.run import open_run
 
