@@ -250,6 +250,17 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca.set_defaults(target="agentlab.analysis.calibrate:main")
 
 
+def _add_export_dirs(sub: argparse._SubParsersAction) -> None:
+    ex = sub.add_parser(
+        "export-dirs",
+        help="write a packed run's agents as directories",
+        formatter_class=_Formatter,
+    )
+    ex.add_argument("run", help="run directory holding agents.sqlite")
+    ex.add_argument("out", help="empty folder for <out>/<agent_id>/<key> files")
+    ex.set_defaults(target="agentlab.store.packed_store:main")
+
+
 #: one function per subcommand, in help order; add yours here (set ``target`` to
 #: ``"module:function"``, imported only when the command runs)
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
@@ -262,6 +273,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_paper,
     _add_calibrate,
     _add_sim_serve,
+    _add_export_dirs,
 ]
 
 

@@ -30,7 +30,14 @@ from agentlab.core.ids import validate_agent_id
 from agentlab.errors import ConfigError, StoreError
 from agentlab.store.agent_store import AgentStore, DirectoryStore, validate_key
 
-__all__ = ["PACKED_FILE", "STORE_KINDS", "PackedStore", "export_dirs", "open_agent_store"]
+__all__ = [
+    "PACKED_FILE",
+    "STORE_KINDS",
+    "PackedStore",
+    "export_dirs",
+    "main",
+    "open_agent_store",
+]
 
 #: the packed store's file inside a run directory (its presence selects the store)
 PACKED_FILE = "agents.sqlite"
@@ -227,3 +234,17 @@ def export_dirs(store: AgentStore, out: str | os.PathLike[str]) -> int:
                 items[key] = data
         dest.write_many(agent_id, items)
     return len(ids)
+
+
+def main(args: Any) -> int:
+    """CLI entry (``agentlab export-dirs RUN OUT``); returns an exit code.
+
+    Raises:
+        StoreError: ``RUN`` has no packed store, or ``OUT`` already holds agents.
+    """
+    run = Path(args.run)
+    if not (run / PACKED_FILE).exists():
+        raise StoreError(f"{run} has no packed agent store ({PACKED_FILE}); nothing to export")
+    n = export_dirs(PackedStore(run / PACKED_FILE), args.out)
+    print(f"exported {n} agents to {args.out}")
+    return 0

@@ -122,6 +122,41 @@ def test_packed_society_equals_directory_and_resume_equals_uninterrupted(
         run.close()
 
 
+def test_export_dirs_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agentlab.cli import main
+
+    st = PackedStore(tmp_path / "run" / PACKED_FILE)
+    st.write_many("a0", {"AGENT.json": b"{}", "state/state.0.json": b"s"})
+    assert main(["export-dirs", str(tmp_path / "run"), str(tmp_path / "out")]) == 0
+    assert "exported 1 agents" in capsys.readouterr().out
+    assert (tmp_path / "out" / "a0" / "state" / "state.0.json").read_bytes() == b"s"
+    assert main(["export-dirs", str(tmp_path / "nothing"), str(tmp_path / "o2")]) == 2
+    assert "has no packed agent store" in capsys.readouterr().err
+
+
+def test_packed_society_on_ray_equals_local(ray_session: Any, tmp_path: Path) -> None:
+    from agentlab.runtime import Society
+
+    def run(where: Path, executor: str) -> dict[str, Any]:
+        s = Society.create(
+            where,
+            agents=8,
+            env=["social_feed"],
+            llm="sim/vllm-3b",
+            seed=3,
+            batch_size=3,
+            executor=executor,
+            progress=False,
+            store="packed",
+        )
+        s.run_sync(ticks=2)
+        s.close()
+        return final_state(where)
+
+    local, ray = run(tmp_path / "l" / "run", "local"), run(tmp_path / "r" / "run", "ray")
+    assert ray["agents"] == local["agents"] and ray["env"] == local["env"]
+
+
 def _child(run_dir: str, kill_at: int, mode: str, count_file: str) -> None:
     # Forked child: SIGKILL itself at the K-th durable event — a log write, a commit rename,
     # or a packed-store transaction (before or after it reaches SQLite).
