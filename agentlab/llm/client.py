@@ -462,9 +462,11 @@ class LLMClient:
 
 def _pick_transport(model: str, base_url: str | None, transport: str) -> Any:
     """The backend module of a real provider: the lean HTTP path or litellm (lazy import)."""
-    if model.startswith("sim/"):
-        return None
     from agentlab.llm import openai_http
+
+    if model.startswith("sim/"):  # served in process; the value is still checked
+        openai_http.lean_eligible("openai/", "-", transport)
+        return None
 
     if openai_http.lean_eligible(model, base_url, transport):
         return openai_http

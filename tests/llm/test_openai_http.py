@@ -67,6 +67,9 @@ def test_transport_selection_and_bad_values() -> None:
         LLMClient("openai/m", base_url=url, transport="fast")
     with pytest.raises(ConfigError, match="transport='lean' needs"):
         LLMClient("anthropic/claude", transport="lean")
+    with pytest.raises(ConfigError, match="unknown transport 'x'"):
+        LLMClient("sim/instant", transport="x")  # checked for simulated models too
+    assert LLMClient("sim/instant", transport="litellm")._transport is None  # in process
     c = LLMClient("openai/m", base_url=url, transport="lean")
     assert LLMClient.from_dict(c.to_dict())._transport is openai_http  # survives a round trip
 
