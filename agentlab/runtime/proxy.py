@@ -232,7 +232,7 @@ class ServiceProxy:
             if flush is not None:
                 flush()
 
-    def stage(self, *, replay: Any, trace: Any, store: DirectoryStore) -> None:
+    def stage(self, *, replay: Any, trace: Any, store: AgentStore) -> None:
         """Use these sink, tracer and agent store in this process instead of the run's.
 
         A staged Ray batch (``runtime/staging.py``) writes nowhere in the run directory;

@@ -31,6 +31,7 @@ from agentlab.agents.workspace import SLOT_KEYS, Workspace
 from agentlab.runtime.batch import BatchResult, BatchSpec, run_batch_blocking
 from agentlab.store.agent_store import DirectoryStore, validate_key
 from agentlab.store.layout import REPLAY_DIR, TRACE_DIR, shard_files
+from agentlab.store.packed_store import open_agent_store
 
 __all__ = ["Promoted", "StagedBatch", "StagingStore", "run_staged_batch"]
 
@@ -46,12 +47,14 @@ class StagingStore(DirectoryStore):
     def __init__(self, root: str | os.PathLike[str], fsync: bool = False) -> None:
         super().__init__(root, fsync=fsync)
         self._staged: dict[str, dict[str, bytes]] = {}
+        # reads fall through to the run's own store: directories, or a packed run's file
+        self._base = open_agent_store(self.root.parent)
 
     def read(self, agent_id: str, key: str) -> bytes | None:
         staged = self._staged.get(agent_id)
         if staged is not None and key in staged:
             return staged[key]
-        return super().read(agent_id, key)
+        return self._base.read(agent_id, key)
 
     def write(self, agent_id: str, key: str, data: bytes) -> None:
         self.write_many(agent_id, {key: data})
@@ -234,7 +237,7 @@ class Promoted:
                     view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
-        store = DirectoryStore(self.run_dir / "agents")
+        store = open_agent_store(self.run_dir, group_commit=True)  # packed: one transaction
         for agent_id, items in staged.writes.items():
             ws = Workspace(store, agent_id)
             for key, data in items.items():
@@ -244,3 +247,6 @@ class Promoted:
                     ws.overwrite_bytes(key, data)
                 else:
                     ws.write_bytes(key, data)
+        flush = getattr(store, "flush", None)
+        if flush is not None:  # a packed store's batch, before the driver commits the tick
+            flush()
