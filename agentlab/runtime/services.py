@@ -1,0 +1,447 @@
+"""``RunServices``: the one services object every driver records through.
+
+A ``Society`` (every batch task, pickled for Ray), an ``Experiment`` and an ``AgentSystem``
+each hold one. It carries configuration only — the run directory, the LLM client config,
+the env handle, the seed, the clock kind — and builds its live resources (the LLM client's
+limiter and simulated server, the replay sink, the tracer, the agent store) on first use in
+each process; they are never pickled.
+
+``services.llm`` is a :class:`RecordingLLM`: every call and stream, successful or not,
+lands in ``llm_calls`` (one row, columns from :mod:`agentlab.store.catalog`), each of its
+attempts in ``llm_attempts``, and one ``llm.call`` span with OpenTelemetry GenAI
+attributes. ``services.for_agent(...)`` gives the per-agent view an agent sees as
+``self.services`` (typed by :class:`agentlab.agents.AgentServices`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentlab.core.clock import Clock, RealClock
+from agentlab.core.records import CallRecord, LLMResponse
+from agentlab.errors import LLMError
+from agentlab.store import catalog
+from agentlab.store.agent_store import DirectoryStore
+from agentlab.store.trace import genai_llm_attrs, genai_tool_attrs
+
+if TYPE_CHECKING:
+    from agentlab.agents.base import AgentEnv, AgentLLM
+    from agentlab.llm import LLMClient
+    from agentlab.messaging import MessageSink
+    from agentlab.store.replay import ReplaySink
+    from agentlab.store.trace import Tracer
+
+__all__ = ["AgentContext", "RecordingLLM", "RunServices", "derive_seed"]
+
+
+def derive_seed(seed: int, agent_id: str, tick: int, salt: str = "") -> int:
+    """A 63-bit seed from ``(seed, agent_id, tick)`` — independent of execution order."""
+    h = hashlib.blake2b(f"{seed}\x1f{agent_id}\x1f{tick}\x1f{salt}".encode(), digest_size=8)
+    return int.from_bytes(h.digest(), "big") >> 1
+
+
+class RecordingLLM:
+    """An ``LLMClient`` whose every call is written to the run log and traced.
+
+    Counters (``calls``, ``errors``, ``tokens``) let the batch runner report totals. Other
+    attributes (``model``, ``limit``, ``server_metrics()``...) are the client's.
+    """
+
+    def __init__(self, client: LLMClient, services: RunServices) -> None:
+        self.client = client
+        self._services = services
+        self.calls = 0
+        self.errors = 0
+        self.tokens = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        agent_id: str | None = None,
+        labels: dict[str, Any] | None = None,
+        tick: int | None = None,
+        counter: AgentContext | None = None,
+        **kwargs: Any,
+    ) -> LLMResponse:
+        """``LLMClient.complete`` plus the run log (see the class docstring).
+
+        ``counter`` (an :class:`AgentContext`) also gets ``llm_calls``/``llm_errors``/
+        ``tokens`` incremented, so concurrent batches in one process count separately.
+        """
+        tracer = self._services.trace
+        span = tracer.start_span("llm.call", kind="client", agent_id=agent_id, tick=tick)
+        self.calls += 1
+        try:
+            resp = await self.client.complete(messages, agent_id=agent_id, labels=labels, **kwargs)
+        except LLMError as err:
+            self.errors += 1
+            self._log(getattr(err, "record", None), tick, span, None, counter, kwargs)
+            raise
+        except BaseException:
+            tracer.end_span(span, status="error", message="cancelled")
+            raise
+        self._log(resp.record, tick, span, resp.finish_reason, counter, kwargs)
+        return resp
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        agent_id: str | None = None,
+        labels: dict[str, Any] | None = None,
+        tick: int | None = None,
+        **kwargs: Any,
+    ) -> RecordingStream:
+        """``LLMClient.stream`` plus the run log: iterate it for the deltas."""
+        inner = self.client.stream(messages, agent_id=agent_id, labels=labels, **kwargs)
+        return RecordingStream(self, inner, tick, kwargs)
+
+    def _log(
+        self,
+        record: CallRecord | None,
+        tick: int | None,
+        span: Any,
+        finish_reason: str | None,
+        counter: AgentContext | None,
+        params: dict[str, Any],
+    ) -> None:
+        services = self._services
+        tracer = services.trace
+        if counter is not None:
+            counter.llm_calls += 1
+        if record is None:  # an error raised before the client made a record
+            if counter is not None:
+                counter.llm_errors += 1
+            tracer.end_span(span, status="error")
+            return
+        ok = record.outcome == "ok"
+        ntok = record.prompt_tokens + record.completion_tokens
+        self.tokens += ntok
+        if counter is not None:
+            counter.llm_errors += not ok
+            counter.tokens += ntok
+        run_id, replay = services.run_id, services.replay
+        row = catalog.llm_call_row(record, run_id=run_id, tick=tick, finish_reason=finish_reason)
+        replay.append("llm_calls", row)
+        replay.extend("llm_attempts", catalog.llm_attempt_rows(record, run_id=row["run_id"],
+                                                               tick=row["tick"]))  # fmt: skip
+        tracer.end_span(
+            span,
+            status="ok" if ok else "error",
+            message=None if ok else record.outcome,
+            model=record.model,
+            prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens,
+            **genai_llm_attrs(record, params, finish_reason),
+        )
+
+
+class RecordingStream:
+    """A streamed call that writes its record when the stream ends (see ``RecordingLLM``).
+
+    A stream the consumer abandons mid-way (an interrupt) writes no ``llm_calls`` row: the
+    call produced no complete record.
+    """
+
+    def __init__(
+        self, llm: RecordingLLM, inner: Any, tick: int | None, params: dict[str, Any]
+    ) -> None:
+        self._llm, self._inner, self._tick, self._params = llm, inner, tick, params
+        self.response: LLMResponse | None = None
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._run()
+
+    async def collect(self) -> LLMResponse:
+        """Drain the stream and return the final response."""
+        async for _ in self._run():
+            pass
+        assert self.response is not None
+        return self.response
+
+    async def _run(self) -> AsyncIterator[str]:
+        llm, tracer = self._llm, self._llm._services.trace
+        span = tracer.start_span("llm.call", kind="client", tick=self._tick)
+        llm.calls += 1
+        try:
+            async for delta in self._inner:
+                yield delta
+        except LLMError as err:
+            llm.errors += 1
+            llm._log(getattr(err, "record", None), self._tick, span, None, None, self._params)
+            raise
+        except BaseException:
+            tracer.end_span(span, status="error", message="cancelled")
+            raise
+        self.response = resp = self._inner.response
+        finish = resp.finish_reason if resp is not None else None
+        llm._log(resp.record if resp else None, self._tick, span, finish, None, self._params)
+
+
+class RunServices:
+    """Handles for one run, safe to pickle into a Ray task.
+
+    Args:
+        run_dir: the run directory.
+        llm: an ``LLMClient``, its ``to_dict()`` output, or a model string. A live client
+            is used as given in this process (with its clock); a pickled copy rebuilds it
+            from its config.
+        env: an env handle (``LocalEnvHandle`` / ``RayEnvHandle``) or ``None``.
+        seed: the run seed (per-agent RNGs derive from it).
+        run_id: id written into ``llm_calls``/``messages`` rows (default: the directory
+            name); a call's ``run_id`` label (an experiment's sub-run) takes precedence.
+        clock: ``"real"`` or ``"virtual"``; a live clock can be bound in-process with
+            :meth:`bind_clock` (the local executor does, the pickled copy gets a real one).
+    """
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        llm: Any,
+        env: Any = None,
+        *,
+        seed: int = 0,
+        run_id: str = "",
+        clock: str = "real",
+    ) -> None:
+        self.run_dir = str(run_dir)
+        self._live: dict[str, Any] = {}
+        if hasattr(llm, "to_dict") and hasattr(llm, "complete"):
+            self._live["client"] = llm
+            llm = llm.to_dict()
+        self.llm_config: dict[str, Any] | str = llm
+        self.env = env
+        self.seed = seed
+        self.run_id = run_id or Path(run_dir).name
+        self.clock_name = clock
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_live"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # --- live resources (per process) --------------------------------------------------
+
+    def bind_clock(self, clock: Clock) -> None:
+        """Use this live clock in this process (local executor, virtual time)."""
+        self._live["clock"] = clock
+        self._live.pop("llm", None)
+        self._live.pop("trace", None)
+
+    @property
+    def clock(self) -> Clock:
+        """The bound clock, or a real clock."""
+        clock = self._live.get("clock")
+        if clock is None:
+            given = self._live.get("client")
+            clock = self._live["clock"] = given.clock if given is not None else RealClock()
+        return clock  # type: ignore[no-any-return]
+
+    @property
+    def llm(self) -> RecordingLLM:
+        """The recording LLM wrapper of this process (built on first use)."""
+        llm = self._live.get("llm")
+        if llm is None:
+            from agentlab.llm import LLMClient
+
+            client = self._live.get("client")
+            if client is None:
+                cfg = self.llm_config
+                client = LLMClient(cfg) if isinstance(cfg, str) else LLMClient.from_dict(cfg)
+            if client.clock is not self.clock:
+                client = client.with_clock(self.clock)
+            llm = self._live["llm"] = RecordingLLM(client, self)
+        return llm  # type: ignore[no-any-return]
+
+    @property
+    def replay(self) -> ReplaySink:
+        """This process's ``ReplaySink`` for the run."""
+        sink = self._live.get("replay")
+        if sink is None:
+            from agentlab.store.replay import get_replay_sink
+
+            sink = self._live["replay"] = get_replay_sink(self.run_dir)
+        return sink  # type: ignore[no-any-return]
+
+    @property
+    def trace(self) -> Tracer:
+        """This process's ``Tracer`` for the run."""
+        tracer = self._live.get("trace")
+        if tracer is None:
+            from agentlab.store.trace import get_tracer
+
+            tracer = self._live["trace"] = get_tracer(self.run_dir, clock=self.clock)
+        return tracer  # type: ignore[no-any-return]
+
+    @property
+    def store(self) -> DirectoryStore:
+        """The agent store (``<run>/agents``)."""
+        store = self._live.get("store")
+        if store is None:
+            store = self._live["store"] = DirectoryStore(Path(self.run_dir) / "agents")
+        return store  # type: ignore[no-any-return]
+
+    def message_sink(self, run_id: str | None = None) -> MessageSink:
+        """A ``MessageSink`` writing the run's ``messages`` dataset (give it to a ``MsgHub``)."""
+        from agentlab.messaging import ReplayMessageSink
+
+        return ReplayMessageSink(self.replay, run_id=run_id or self.run_id)
+
+    def flush(self) -> None:
+        """Make this process's rows and spans durable (before a batch returns)."""
+        if "replay" in self._live:
+            self._live["replay"].flush()
+        if "trace" in self._live:
+            self._live["trace"].flush()
+
+    def stage(self, *, replay: ReplaySink, trace: Tracer, store: DirectoryStore) -> None:
+        """Use these sink, tracer and agent store in this process instead of the run's.
+
+        A staged Ray batch (``runtime/staging.py``) writes nowhere in the run directory;
+        the driver commits what it returns.
+        """
+        self._live.update(replay=replay, trace=trace, store=store)
+        self._live.pop("message_sinks", None)
+
+    def for_agent(self, agent_id: str, tick: int, attempt: int = 1) -> AgentContext:
+        """The services one agent sees during one step."""
+        return AgentContext(self, agent_id, tick, attempt)
+
+
+class _AgentLLM:
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: AgentContext) -> None:
+        self._ctx = ctx
+
+    async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> LLMResponse:
+        ctx = self._ctx
+        kwargs.setdefault("agent_id", ctx.agent_id)
+        labels = dict(kwargs.pop("labels", None) or {})
+        labels.setdefault("tick", ctx.tick)
+        llm = ctx.proxy.llm
+        if ctx.attempt > 1:
+            # A retried step must not meet the same simulated faults again: its calls
+            # continue the attempt count where the failed step's left off.
+            kwargs.setdefault("prior_attempts", (ctx.attempt - 1) * (llm.client.max_retries + 1))
+        return await llm.complete(messages, labels=labels, tick=ctx.tick, counter=ctx, **kwargs)
+
+
+class _AgentEnv:
+    """The env as one agent sees it: ``call``/``observe`` carry the agent id."""
+
+    __slots__ = ("_ctx", "_handle")
+
+    def __init__(self, ctx: AgentContext, handle: Any) -> None:
+        self._ctx, self._handle = ctx, handle
+
+    def tools(self) -> list[dict[str, Any]]:
+        return self._handle.tools()  # type: ignore[no-any-return]
+
+    def describe(self) -> str:
+        return self._handle.describe()  # type: ignore[no-any-return]
+
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None = None, *, call_id: str | None = None
+    ) -> Any:
+        ctx = self._ctx
+        tracer = ctx.proxy.trace
+        span = tracer.start_span(
+            "env.tool", agent_id=ctx.agent_id, tick=ctx.tick, tool=name,
+            **genai_tool_attrs(name, call_id, ctx.agent_id),
+        )  # fmt: skip
+        try:
+            result = await self._handle.call(ctx.agent_id, name, arguments or {}, ctx.tick)
+        except Exception as exc:
+            tracer.end_span(span, status="error", message=f"{type(exc).__name__}: {exc}"[:300])
+            raise
+        tracer.end_span(span, status="ok")
+        return result
+
+    async def observe(self) -> Any:
+        return await self._handle.observe(self._ctx.agent_id, self._ctx.tick)
+
+
+class AgentContext:
+    """What ``agent.services`` is during a step (implements ``agents.AgentServices``)."""
+
+    __slots__ = (
+        "_asks",
+        "_rng",
+        "agent_id",
+        "attempt",
+        "env",
+        "llm",
+        "llm_calls",
+        "llm_errors",
+        "proxy",
+        "tick",
+        "tokens",
+    )
+
+    llm: AgentLLM
+    env: AgentEnv | None
+
+    def __init__(self, proxy: RunServices, agent_id: str, tick: int, attempt: int) -> None:
+        self.proxy = proxy
+        self.agent_id = agent_id
+        self.tick = tick
+        self.attempt = attempt
+        self.llm = _AgentLLM(self)
+        self.env = None if proxy.env is None else _AgentEnv(self, proxy.env)
+        self._rng: random.Random | None = None
+        self._asks = 0
+        self.llm_calls = self.llm_errors = self.tokens = 0
+
+    async def ask_user(
+        self, question: str, schema: Any = None, *, timeout: float | None = None
+    ) -> Any:
+        """Ask a person (the HumanInput widget answers) and wait for the reply.
+
+        The request id is ``<agent>:<tick>:<n>``, so a step re-run after a crash or resume
+        finds the answer already in the log instead of asking twice.
+        """
+        from agentlab.store.human import ask_user
+
+        self._asks += 1
+        return await ask_user(
+            self.proxy.run_dir,
+            question,
+            schema,
+            self.proxy.clock,
+            agent_id=self.agent_id,
+            tick=self.tick,
+            request_id=f"{self.agent_id}:{self.tick}:{self._asks}",
+            timeout=timeout,
+        )
+
+    def message_sink(self) -> MessageSink:
+        """A ``MessageSink`` for a ``MsgHub`` the agent runs: rows land in ``messages``."""
+        return self.proxy.message_sink()
+
+    @property
+    def rng(self) -> random.Random:
+        """Seeded from ``(seed, agent_id, tick)``: the same under every executor."""
+        if self._rng is None:
+            self._rng = random.Random(derive_seed(self.proxy.seed, self.agent_id, self.tick))
+        return self._rng
+
+    @property
+    def trace(self) -> Tracer:
+        """The run's tracer."""
+        return self.proxy.trace
+
+    def now(self) -> float:
+        """The run clock's time."""
+        return self.proxy.clock.now()
