@@ -261,6 +261,8 @@ class RunServices:
                 client = LLMClient(cfg) if isinstance(cfg, str) else LLMClient.from_dict(cfg)
             if client.clock is not self.clock:
                 client = client.with_clock(self.clock)
+            # declared before the first row, so no column type is ever inferred
+            catalog.register(self.replay, ("llm_calls", "llm_attempts"), module=__name__)
             llm = self._live["llm"] = RecordingLLM(client, self)
         return llm  # type: ignore[no-any-return]
 
