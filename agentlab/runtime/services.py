@@ -47,16 +47,12 @@ def derive_seed(seed: int, agent_id: str, tick: int, salt: str = "") -> int:
 class RecordingLLM:
     """An ``LLMClient`` whose every call is written to the run log and traced.
 
-    Counters (``calls``, ``errors``, ``tokens``) let the batch runner report totals. Other
-    attributes (``model``, ``limit``, ``server_metrics()``...) are the client's.
+    Other attributes (``model``, ``limit``, ``server_metrics()``...) are the client's.
     """
 
     def __init__(self, client: LLMClient, services: RunServices) -> None:
         self.client = client
         self._services = services
-        self.calls = 0
-        self.errors = 0
-        self.tokens = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
@@ -78,11 +74,9 @@ class RecordingLLM:
         """
         tracer = self._services.trace
         span = tracer.start_span("llm.call", kind="client", agent_id=agent_id, tick=tick)
-        self.calls += 1
         try:
             resp = await self.client.complete(messages, agent_id=agent_id, labels=labels, **kwargs)
         except LLMError as err:
-            self.errors += 1
             self._log(getattr(err, "record", None), tick, span, None, counter, kwargs)
             raise
         except BaseException:
@@ -124,7 +118,6 @@ class RecordingLLM:
             return
         ok = record.outcome == "ok"
         ntok = record.prompt_tokens + record.completion_tokens
-        self.tokens += ntok
         if counter is not None:
             counter.llm_errors += not ok
             counter.tokens += ntok
@@ -170,12 +163,10 @@ class RecordingStream:
     async def _run(self) -> AsyncIterator[str]:
         llm, tracer = self._llm, self._llm._services.trace
         span = tracer.start_span("llm.call", kind="client", tick=self._tick)
-        llm.calls += 1
         try:
             async for delta in self._inner:
                 yield delta
         except LLMError as err:
-            llm.errors += 1
             llm._log(getattr(err, "record", None), self._tick, span, None, None, self._params)
             raise
         except BaseException:

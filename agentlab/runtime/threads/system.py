@@ -34,6 +34,13 @@ from agentlab.core.clock import Clock, RealClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.core.records import ToolCall
 from agentlab.errors import AgentError, ConfigError
+from agentlab.runtime.threads.codec import (
+    decode_history,
+    decode_state,
+    encode_history,
+    encode_state,
+)
+from agentlab.runtime.threads.codec import raw_history as _raw
 from agentlab.runtime.threads.model import LLMClientModel, Model
 from agentlab.runtime.threads.records import Delivery, ThreadState
 from agentlab.runtime.threads.runlog import ThreadLog
@@ -45,10 +52,8 @@ from agentlab.runtime.threads.slice import (
     compact_messages,
     finish_turn,
 )
+from agentlab.runtime.threads.stores import MemoryThreadStore, ThreadStore
 from agentlab.runtime.threads.tools import Tool, ToolContext
-from agentlab.store.thread_codec import decode_history, decode_state, encode_history, encode_state
-from agentlab.store.thread_codec import raw_history as _raw
-from agentlab.store.thread_store import MemoryThreadStore, ThreadStore
 
 __all__ = ["AgentSystem", "SimulatedCrash", "StepResult"]
 
@@ -97,7 +102,7 @@ class AgentSystem:
 
     Args:
         model: streams assistant turns (:class:`~agentlab.runtime.threads.model.Model`).
-        store: a :class:`~agentlab.store.thread_store.ThreadStore` (default: in-memory).
+        store: a :class:`~agentlab.runtime.threads.stores.ThreadStore` (default: in-memory).
         tools: asynchronous tools offered to every thread.
         system_prompt: first message of every new thread.
         agent_tools: also offer the runtime tools (``receive_event``, ``send_message``,
