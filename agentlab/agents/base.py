@@ -177,11 +177,11 @@ class AgentBase:
         return {}
 
     def get_state(self) -> Any:
-        """The JSON-able value persisted in ``state/state.json``."""
+        """The JSON-able value persisted in the state slots (``state/state.{0,1}.json``)."""
         return self.state
 
     def set_state(self, value: Any) -> None:
-        """Install a value read back from ``state/state.json``."""
+        """Install a value read back from the committed state slot."""
         self.state = value
 
     async def step(self, tick: int) -> None:

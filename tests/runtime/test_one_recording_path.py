@@ -4,6 +4,7 @@ AgentSystem, each on the simulated backend, read back with one SQL query."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,22 @@ def test_three_drivers_one_sql_over_the_same_columns(tmp_path: Path) -> None:
     # every attempt is in llm_attempts, for every driver
     att = sql_over_runs(runs, "select point, count(*) n from llm_attempts group by 1")
     assert dict(zip(att.point, att.n, strict=True)) == dict(zip(by.index, by.n, strict=True))
+
+
+def test_tool_and_llm_spans_of_a_society_follow_the_genai_conventions(tmp_path: Path) -> None:
+    soc = Society.create(tmp_path, agents=6, env=["social_feed"], llm="sim/vllm-3b", seed=2,
+                         clock="virtual", progress=False)  # fmt: skip
+    soc.run_sync(2)
+    spans = open_run(tmp_path).spans_df()
+    tools = spans[spans.name == "env.tool"]
+    assert len(tools)
+    for attrs in tools.attributes:
+        a = json.loads(attrs) if isinstance(attrs, str) else attrs
+        assert a["gen_ai.operation.name"] == "execute_tool"
+        assert a["gen_ai.tool.name"] == a["tool"] and a["gen_ai.tool.call.id"].startswith("call_")
+        assert a["gen_ai.agent.id"] == a["agent_id"]
+    llm = [
+        json.loads(a) if isinstance(a, str) else a
+        for a in spans[spans.name == "llm.call"].attributes
+    ]
+    assert llm and all(a["gen_ai.operation.name"] == "chat" and a["tick"] in (1, 2) for a in llm)
