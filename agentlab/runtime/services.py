@@ -7,9 +7,10 @@ limiter and simulated server, the replay sink, the tracer, the agent store) on f
 each process; they are never pickled.
 
 ``services.llm`` is a :class:`RecordingLLM`: every call and stream, successful or not,
-lands in ``llm_calls`` (one row, columns from :mod:`agentlab.store.catalog`), each of its
-attempts in ``llm_attempts``, and one ``llm.call`` span with OpenTelemetry GenAI
-attributes. ``services.for_agent(...)`` gives the per-agent view an agent sees as
+lands in ``llm_calls`` (one row, columns from :mod:`agentlab.store.catalog`), the attempts
+of every call that was retried or failed in ``llm_attempts`` (a first-attempt success is
+fully described by its ``llm_calls`` row; ``Run.llm_attempts_df()`` lists every attempt),
+and one ``llm.call`` span with OpenTelemetry GenAI attributes. ``services.for_agent(...)`` gives the per-agent view an agent sees as
 ``self.services`` (typed by :class:`agentlab.agents.AgentServices`).
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +57,8 @@ class RecordingLLM:
         self._services = services
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "client":  # copy/pickle probes, half-built
+            raise AttributeError(name)
         return getattr(self.client, name)
 
     async def complete(
@@ -124,15 +128,14 @@ class RecordingLLM:
         run_id, replay = services.run_id, services.replay
         row = catalog.llm_call_row(record, run_id=run_id, tick=tick, finish_reason=finish_reason)
         replay.append("llm_calls", row)
-        replay.extend("llm_attempts", catalog.llm_attempt_rows(record, run_id=row["run_id"],
-                                                               tick=row["tick"]))  # fmt: skip
+        if record.attempts > 1 or not ok:
+            # A first-attempt success is its llm_calls row; Run.llm_attempts_df adds it back.
+            attempts = catalog.llm_attempt_rows(record, run_id=row["run_id"], tick=row["tick"])
+            replay.extend("llm_attempts", attempts)
         tracer.end_span(
             span,
             status="ok" if ok else "error",
             message=None if ok else record.outcome,
-            model=record.model,
-            prompt_tokens=record.prompt_tokens,
-            completion_tokens=record.completion_tokens,
             **genai_llm_attrs(record, params, finish_reason),
         )
 
@@ -164,8 +167,10 @@ class RecordingStream:
         llm, tracer = self._llm, self._llm._services.trace
         span = tracer.start_span("llm.call", kind="client", tick=self._tick)
         try:
-            async for delta in self._inner:
-                yield delta
+            # aclosing: an abandoned stream closes the client's at once (frees its slot)
+            async with aclosing(self._inner.__aiter__()) as deltas:
+                async for delta in deltas:
+                    yield delta
         except LLMError as err:
             llm._log(getattr(err, "record", None), self._tick, span, None, None, self._params)
             raise
@@ -289,7 +294,12 @@ class RunServices:
         """A ``MessageSink`` writing the run's ``messages`` dataset (give it to a ``MsgHub``)."""
         from agentlab.messaging import ReplayMessageSink
 
-        return ReplayMessageSink(self.replay, run_id=run_id or self.run_id)
+        rid = run_id or self.run_id
+        sinks: dict[str, MessageSink] = self._live.setdefault("message_sinks", {})
+        sink = sinks.get(rid)
+        if sink is None:  # one per run id: registering takes the catalogue's file lock
+            sink = sinks[rid] = ReplayMessageSink(self.replay, run_id=rid)
+        return sink
 
     def flush(self) -> None:
         """Make this process's rows and spans durable (before a batch returns)."""

@@ -95,7 +95,8 @@ CATALOG: dict[str, DatasetSpec] = {
         ),
         _spec(
             "llm_attempts",
-            "one row per attempt of an LLM call: ok / rate_limit / timeout / malformed / error",
+            "each attempt of every LLM call retried or failed: ok / rate_limit / timeout / "
+            "malformed / error (a first-attempt success is only its llm_calls row)",
             request_id=_V, attempt=_B, kind=_V, error_class=_V, error=_V, start=_D, end=_D,
             latency=_D, model=_V, agent_id=_V, run_id=_V, tick=_B,
         ),

@@ -274,8 +274,24 @@ class Run:
         return out
 
     def llm_attempts_df(self) -> pd.DataFrame:
-        """One row per LLM attempt with its ``kind`` (ok, rate_limit, timeout, malformed...)."""
-        return self._std("llm_attempts")
+        """Every LLM attempt with its ``kind`` (ok, rate_limit, timeout, malformed, error).
+
+        ``llm_attempts`` holds the attempts of calls that were retried or failed; a call
+        that succeeded at once is one ``ok`` attempt, added here from ``llm_calls``.
+        """
+        names = self.dataset_names()
+        if "llm_calls" not in names:
+            return self._std("llm_attempts")
+        spec = CATALOG["llm_attempts"]
+        cols = ", ".join(q(c) for c in spec.columns)
+        first = (
+            "SELECT request_id, 1 AS attempt, 'ok' AS kind, NULL AS error_class, NULL AS error, "
+            '"start", "end", "end" - "start" AS latency, model, agent_id, run_id, tick, '
+            "1 AS schema_version FROM llm_calls WHERE attempts = 1 AND outcome = 'ok'"
+        )
+        if "llm_attempts" in names:
+            first += f" UNION ALL SELECT {cols} FROM llm_attempts"
+        return self.sql(f"SELECT {cols} FROM ({first}) ORDER BY request_id, attempt")
 
     def messages_df(self) -> pd.DataFrame:
         """The ``messages`` dataset (empty frame with the standard columns if absent)."""

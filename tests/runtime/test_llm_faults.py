@@ -61,10 +61,14 @@ def _check(out: Path, agents: int, ticks: int, injected: dict[str, int]) -> Any:
     failed = calls[calls.outcome != "ok"]
     assert len(failed) <= len(errors)
     assert (failed.attempts == 4).all()  # max_retries=3: four attempts, then give up
-    # each call's attempts: the retried ones are exactly its faulty attempts
-    att = run.sql("select request_id, count(*) n from llm_attempts group by 1")
-    per_call = dict(zip(att.request_id, att.n, strict=True))
-    assert all(per_call[r] == a for r, a in zip(calls.request_id, calls.attempts, strict=True))
+    # every attempt of every call is listed, faulty ones first, the last one the outcome
+    att = run.llm_attempts_df()
+    per_call = att.groupby("request_id").attempt.agg(["count", "max"])
+    want = calls.set_index("request_id").attempts
+    assert (per_call["count"] == want.loc[per_call.index]).all() and len(per_call) == len(calls)
+    assert (per_call["max"] == per_call["count"]).all()
+    last = att.sort_values("attempt").groupby("request_id").tail(1)
+    assert (last.kind == "ok").sum() == (calls.outcome == "ok").sum()
     return calls
 
 

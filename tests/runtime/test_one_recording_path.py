@@ -109,9 +109,10 @@ def test_three_drivers_one_sql_over_the_same_columns(tmp_path: Path) -> None:
     tcalls = open_run(runs["threads"]).llm_calls_df()
     assert len(tcalls) == 2 and tcalls.stream.all() and set(tcalls.agent_id) == {"t1", "t2"}
     assert set(tcalls.stage) == {"thread_slice"} and (tcalls.turn == 0).all()
-    # every attempt is in llm_attempts, for every driver
-    att = sql_over_runs(runs, "select point, count(*) n from llm_attempts group by 1")
-    assert dict(zip(att.point, att.n, strict=True)) == dict(zip(by.index, by.n, strict=True))
+    # every attempt of every driver's calls is listed (retries included)
+    for path in runs.values():
+        run = open_run(path)
+        assert len(run.llm_attempts_df()) == int(run.llm_calls_df().attempts.sum()) > 0
 
 
 def test_tool_and_llm_spans_of_a_society_follow_the_genai_conventions(tmp_path: Path) -> None:
