@@ -84,8 +84,9 @@ class CallRecord:
     attempts: int = 1
     stream: bool = False
     schema_version: int = SCHEMA_VERSION
-    #: every attempt: ``(attempt, code, start, end, error)`` with ``code`` "ok" or an
-    #: ``LLMError.code``; written to the ``llm_attempts`` dataset, not to ``llm_calls``
+    #: the attempts of a retried or failed call: ``(attempt, code, start, end, error)``
+    #: with ``code`` "ok" or an ``LLMError.code`` (empty for a first-attempt success);
+    #: written to the ``llm_attempts`` dataset, not to ``llm_calls``
     tries: list[tuple[int, str, float, float, str | None]] = field(default_factory=list)
 
     @property

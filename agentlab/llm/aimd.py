@@ -147,9 +147,12 @@ class AIMDLimiter:
 
         ``now`` (clock time) enables the one-cut-per-round-trip rule.
         """
-        if now is not None:
-            self._window(now)
-            self._win_n += 1
+        if now is not None:  # count the answer in this round trip (inlined: hot path)
+            srtt = self.srtt
+            if now - self._win_t > (srtt if srtt > 0.01 else 0.01):
+                self._win_t, self._win_n, self._win_bad = now, 1, 0
+            else:
+                self._win_n += 1
         cost = latency / (completion_tokens + _TOKEN_PAD)
         base = self.baseline
         slow = (self.slow_s is not None and latency > self.slow_s) or (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from agentlab.core.clock import Clock, RealClock
@@ -264,7 +264,7 @@ class LLMClient:
 
     # --- calls -----------------------------------------------------------------------
 
-    async def complete(
+    def complete(
         self,
         messages: list[dict[str, Any]],
         *,
@@ -275,8 +275,11 @@ class LLMClient:
         labels: dict[str, Any] | None = None,
         prior_attempts: int = 0,
         **overrides: Any,
-    ) -> LLMResponse:
-        """One chat completion with limiter, retries, timeout and a call record.
+    ) -> Coroutine[Any, Any, LLMResponse]:
+        """One chat completion with limiter, retries, timeout and a call record (awaitable).
+
+        A plain method returning the coroutine of the retry loop (``await`` it as usual):
+        one coroutine frame less on the hottest path of a simulated run.
 
         Args:
             prior_attempts: attempts the caller already spent on this request (an agent
@@ -286,7 +289,8 @@ class LLMClient:
 
         Returns:
             An :class:`~agentlab.core.records.LLMResponse` whose ``record`` is filled in
-            (``record.tries`` lists every attempt and its outcome).
+            (``record.tries`` lists every attempt and its outcome when there was more
+            than one).
 
         Raises:
             LLMError: a subclass (``RateLimitError``, ``LLMTimeoutError``,
@@ -303,14 +307,14 @@ class LLMClient:
                 prior_attempts=prior_attempts,
                 **overrides,
             )
-            return await s.collect()
+            return s.collect()
         live = self._live or self._get_live()
         params = {**self._req_defaults, **overrides} if overrides else self._req_defaults
         if overrides:
             check_sim_overrides(overrides)
         spec = output_spec(response_format) if response_format is not None else None
-        return await self._call(live, messages, spec, tools, params, agent_id, labels,
-                                prior_attempts, None)  # fmt: skip
+        return self._call(live, messages, spec, tools, params, agent_id, labels,
+                          prior_attempts, None)  # fmt: skip
 
     async def _call(
         self,
@@ -326,7 +330,8 @@ class LLMClient:
     ) -> LLMResponse:
         """The one retry/limiter loop of ``complete`` and ``stream`` (``pipe`` set).
 
-        Each attempt takes a limiter slot, runs, and is appended to ``record.tries``. A
+        Each attempt takes a limiter slot and runs; a call that needs more than one lists
+        them all in ``record.tries`` (a first-attempt success leaves it empty). A
         rate limit, timeout or provider error feeds the limiter, backs off and retries; a
         malformed reply (unparseable tool arguments or structured output, empty text) is
         retried at once — unless a stream already delivered text, which a retry would
@@ -339,13 +344,11 @@ class LLMClient:
         if server is not None and server.profile.client_overhead_s > 0:
             await server.dispatch()
         rec = CallRecord(
-            live.next_id(),
-            self.model,
-            clock.now(),
-            agent_id=agent_id,
+            live.next_id(), self.model, clock.now(), agent_id=agent_id,
             labels=dict(labels) if labels else {},
-            stream=pipe is not None,
-        )
+        )  # fmt: skip
+        if pipe is not None:
+            rec.stream = True
         tries = rec.tries
         attempt = 0
         while True:
@@ -397,7 +400,10 @@ class LLMClient:
             t1 = clock.now()
             limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1)
             try:
-                resp = self._parse(res, rec, spec)
+                if spec is None and res.text and not res.tool_calls:
+                    resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)
+                else:
+                    resp = self._parse(res, rec, spec)
             except BadResponseError as exc:
                 # The server answered (so the limiter saw a healthy completion), but the
                 # reply is unusable: retry at once, the draw of the next attempt differs.
@@ -406,11 +412,19 @@ class LLMClient:
                     self._fail(rec, exc, attempt, live)
                 attempt += 1
                 continue
-            tries.append((attempt + 1, "ok", t0, t1, None))
+            if attempt:  # a first-attempt success leaves ``tries`` empty (nothing to add)
+                tries.append((attempt + 1, "ok", t0, t1, None))
             rec.attempts = attempt + 1
-            self._account(rec, res, live)
-            if server is None and pipe is None:
-                rec.first_token = None  # not observable without streaming
+            rec.end = clock.now()
+            # not observable without streaming for real providers
+            rec.first_token = res.first_token if server is not None or pipe is not None else None
+            rec.queue_wait = res.queue_wait
+            rec.prompt_tokens = res.prompt_tokens
+            rec.completion_tokens = res.completion_tokens
+            usage = live.usage
+            usage.prompt_tokens += res.prompt_tokens
+            usage.completion_tokens += res.completion_tokens
+            usage.calls += 1
             return resp
 
     def _lkw(
@@ -458,17 +472,6 @@ class LLMClient:
         elif not res.text:
             raise BadResponseError(f"{self.model}: empty completion (no text, no tool call)")
         return resp
-
-    def _account(self, rec: CallRecord, res: SimResult, live: Live) -> None:
-        rec.end = self._clock.now()
-        rec.first_token = res.first_token
-        rec.queue_wait = res.queue_wait
-        rec.prompt_tokens = res.prompt_tokens
-        rec.completion_tokens = res.completion_tokens
-        usage = live.usage
-        usage.prompt_tokens += res.prompt_tokens
-        usage.completion_tokens += res.completion_tokens
-        usage.calls += 1
 
     def stream(
         self,
