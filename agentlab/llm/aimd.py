@@ -276,8 +276,13 @@ _LEARNED = (
     "_wmax",
     "_cut_t",
     "srtt",
+    "_win_t",
+    "_win_n",
+    "_win_bad",
+    "ignored_faults",
 )
-_INTS = frozenset({"epoch", "samples", "decreases", "rate_limited", "slow_signals", "_cur_n"})
+_INTS = frozenset({"epoch", "samples", "decreases", "rate_limited", "slow_signals", "_cur_n",
+                   "_win_n", "_win_bad", "ignored_faults"})  # fmt: skip
 
 
 def _jf(v: float | int | bool) -> float | int | str | bool:
