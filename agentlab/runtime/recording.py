@@ -55,7 +55,8 @@ class RecordingLLM:
         ``tokens`` incremented, so concurrent batches in one process count separately.
         """
         tracer = self._services.trace
-        span = tracer.start_span("llm.call", kind="client", agent_id=agent_id, tick=tick)
+        # agent id: gen_ai.agent.id (set at the end); the row's request_id links the two
+        span = tracer.start_span("llm.call", kind="client", tick=tick)
         try:
             resp = await self.client.complete(messages, agent_id=agent_id, labels=labels, **kwargs)
         except LLMError as err:
@@ -104,7 +105,7 @@ class RecordingLLM:
             counter.llm_errors += not ok
             counter.tokens += ntok
         run_id, replay = services.run_id, services.replay
-        row = catalog.llm_call_row(record, run_id=run_id, tick=tick, finish_reason=finish_reason)
+        row = catalog.llm_call_row(record, run_id=run_id, tick=tick)
         replay.append("llm_calls", row)
         if record.attempts > 1 or not ok:
             # A first-attempt success is its llm_calls row; Run.llm_attempts_df adds it back.

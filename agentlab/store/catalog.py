@@ -89,7 +89,7 @@ CATALOG: dict[str, DatasetSpec] = {
             request_id=_V, model=_V, run_id=_V, tick=_B, agent_id=_V,
             start=_D, end=_D, first_token=_D, latency=_D, ttft=_D, queue_wait=_D,
             prompt_tokens=_B, completion_tokens=_B, total_tokens=_B,
-            outcome=_V, error=_V, attempts=_B, stream=_F, finish_reason=_V, labels=_J,
+            outcome=_V, error=_V, attempts=_B, stream=_F, labels=_J,
             stage=_V, iteration=_B, round=_B, turn=_B, sender=_V, receiver_role=_V,
             receiver=_V, topology=_V, task_id=_V,
         ),
@@ -218,20 +218,22 @@ def _record_fields(cls: type) -> tuple[str, ...]:
     return names
 
 
-def llm_call_row(
-    record: Any, *, run_id: str | None, tick: int | None, finish_reason: str | None = None
-) -> dict[str, Any]:
+def llm_call_row(record: Any, *, run_id: str | None, tick: int | None) -> dict[str, Any]:
     """The ``llm_calls`` row of a ``CallRecord``.
 
-    Labels are kept as JSON and the ones in :data:`LABEL_COLUMNS` flattened; ``tick`` falls
-    back to the ``tick``/``iteration`` label for drivers without ticks.
+    Labels are kept as JSON and the ones in :data:`LABEL_COLUMNS` flattened (a label the
+    call lacks is left out of the row and reads back as ``NULL``); ``tick`` falls back to
+    the ``tick``/``iteration`` label for drivers without ticks.
     """
     # Field access instead of CallRecord.to_dict(): dataclasses.asdict deep-copies and was
     # about a third of a society step.
     row = {name: getattr(record, name) for name in _record_fields(type(record))}
     labels = row["labels"] = dict(row.get("labels") or {})
     for key in LABEL_COLUMNS:
-        row[key] = labels.get(key)
+        # Absent keys read back as NULL: a driver's unused labels cost no bytes per row.
+        value = labels.get(key)
+        if value is not None:
+            row[key] = value
     # an experiment's sub-run (its ``run_id`` label) is more specific than the directory
     row["run_id"] = labels.get("run_id") or run_id
     row["tick"] = tick if tick is not None else labels.get("tick", labels.get("iteration"))
@@ -239,7 +241,6 @@ def llm_call_row(
     row["latency"] = end - start
     row["ttft"] = None if first is None else first - start
     row["total_tokens"] = record.prompt_tokens + record.completion_tokens
-    row["finish_reason"] = finish_reason
     return row
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from agentlab.store.atomic import atomic_write_bytes
+from agentlab.store.trace import genai_provider
 
 __all__ = ["any_value", "spans_to_otlp", "write_otlp"]
 
@@ -71,6 +72,9 @@ def _span(row: Mapping[str, Any]) -> dict[str, Any]:
     span_name = _genai_name(name, attrs)
     if span_name != name:
         attrs["agentlab.span.name"] = name
+    model = attrs.get("gen_ai.request.model")
+    if model and "gen_ai.provider.name" not in attrs:
+        attrs["gen_ai.provider.name"] = genai_provider(str(model))
     out: dict[str, Any] = {
         "traceId": str(row["trace_id"]),
         "spanId": str(row["span_id"]),

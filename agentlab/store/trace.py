@@ -324,12 +324,14 @@ def genai_provider(model: str) -> str:
 def genai_llm_attrs(
     record: Any, params: Mapping[str, Any], finish_reason: str | None
 ) -> dict[str, Any]:
-    """GenAI attributes of one chat call (``record`` is a ``CallRecord``)."""
+    """GenAI attributes of one chat call (``record`` is a ``CallRecord``).
+
+    ``gen_ai.provider.name`` follows from the model and is added by the OTLP export
+    (:mod:`agentlab.store.otlp`), so each stored span is that much smaller.
+    """
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": genai_provider(record.model),
         "gen_ai.request.model": record.model,
-        "gen_ai.response.id": record.request_id,
         "gen_ai.usage.input_tokens": record.prompt_tokens,
         "gen_ai.usage.output_tokens": record.completion_tokens,
     }
