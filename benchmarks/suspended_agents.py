@@ -51,7 +51,7 @@ from agentlab.runtime.threads import (
     SQLiteThreadStore,
     Tool,
 )
-from agentlab.store.thread_codec import raw_history
+from agentlab.runtime.threads.codec import raw_history
 
 INFINITY_CPS = 7800  # 2,000,000 completions in 255 s on one thread (Rust)
 INFINITY_TURNS = 20

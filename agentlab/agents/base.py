@@ -24,37 +24,88 @@ from agentlab.agents.workspace import (
     workspace_of,
 )
 from agentlab.core.ids import validate_agent_id
+from agentlab.core.records import LLMResponse
 from agentlab.errors import AgentError, ConfigError, CorruptRecordError
 from agentlab.store.agent_store import AgentStore, DirectoryStore
 
-__all__ = ["AGENT_SCHEMA_VERSION", "AgentBase", "AgentServices"]
+__all__ = ["AGENT_SCHEMA_VERSION", "AgentBase", "AgentEnv", "AgentLLM", "AgentServices"]
 
 AGENT_SCHEMA_VERSION = 1
 
 T = TypeVar("T", bound="AgentBase")
 
 
+class AgentLLM(Protocol):
+    """The LLM an agent calls: ``LLMClient.complete`` with the run's recording around it."""
+
+    async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> LLMResponse:
+        """One chat completion; ``agent_id``/``tick`` are filled in, the call recorded."""
+        ...
+
+
+class AgentEnv(Protocol):
+    """The env as one agent sees it (every call carries the agent id)."""
+
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI tool schemas of the env's tools."""
+        ...
+
+    def describe(self) -> str:
+        """The world, as text for a prompt."""
+        ...
+
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None = None, *, call_id: str | None = None
+    ) -> Any:
+        """Run one tool (``call_id``: the model's tool-call id, recorded on the span)."""
+        ...
+
+    async def observe(self) -> Any:
+        """What the agent sees now."""
+        ...
+
+
 class AgentServices(Protocol):
-    """What the runtime hands an agent for one step (see ``agentlab.runtime.ServiceProxy``).
+    """What the runtime hands an agent for one step (``agentlab.runtime.AgentContext``).
+
+    The per-agent view of the run's one services object
+    (:class:`agentlab.runtime.RunServices`), which the ``Society``, ``Experiment`` and
+    ``AgentSystem`` all record through.
 
     Attributes:
+        agent_id: the agent being stepped.
         llm: ``await llm.complete(messages, tools=..., labels=...)`` -> ``LLMResponse``;
-            ``agent_id`` and ``tick`` are filled in and every call lands in ``llm_calls``.
+            ``agent_id`` and ``tick`` are filled in and every call lands in ``llm_calls``
+            (each attempt in ``llm_attempts``).
         env: ``await env.call(name, arguments)``, ``await env.observe()``, ``env.tools()``
             (OpenAI tool schemas), ``env.describe()`` (world text); ``None`` without env.
-        rng: a ``random.Random`` seeded from ``(seed, agent_id, tick)``.
         tick: the tick being stepped.
         attempt: 1 for the first try of this step, 2 for the first retry, ...
     """
 
-    llm: Any
-    env: Any
-    rng: random.Random
+    agent_id: str
+    llm: AgentLLM
+    env: AgentEnv | None
     tick: int
     attempt: int
 
+    @property
+    def rng(self) -> random.Random:
+        """A ``random.Random`` seeded from ``(seed, agent_id, tick)``."""
+        ...
+
     def now(self) -> float:
         """The run clock's time."""
+        ...
+
+    def message_sink(self) -> Any:
+        """A ``MessageSink`` writing the run's ``messages`` (give it to a ``MsgHub``)."""
+        ...
+
+    async def ask_user(
+        self, question: str, schema: Any = None, *, timeout: float | None = None
+    ) -> Any:
+        """Ask a person and wait for the answer (recorded in the run log)."""
         ...
 
 
@@ -126,11 +177,11 @@ class AgentBase:
         return {}
 
     def get_state(self) -> Any:
-        """The JSON-able value persisted in ``state/state.json``."""
+        """The JSON-able value persisted in the state slots (``state/state.{0,1}.json``)."""
         return self.state
 
     def set_state(self, value: Any) -> None:
-        """Install a value read back from ``state/state.json``."""
+        """Install a value read back from the committed state slot."""
         self.state = value
 
     async def step(self, tick: int) -> None:

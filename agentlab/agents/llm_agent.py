@@ -103,7 +103,7 @@ class LLMAgent(AgentBase):
             messages.append(resp.to_message())
             for call in resp.tool_calls:
                 try:
-                    result = await env.call(call.name, call.arguments)
+                    result = await env.call(call.name, call.arguments, call_id=call.id)
                     ok = True
                 except AgentlabError as exc:  # a refused tool call is an observation
                     result, ok = f"error: {exc}", False

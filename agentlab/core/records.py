@@ -84,6 +84,10 @@ class CallRecord:
     attempts: int = 1
     stream: bool = False
     schema_version: int = SCHEMA_VERSION
+    #: the attempts of a retried or failed call: ``(attempt, code, start, end, error)``
+    #: with ``code`` "ok" or an ``LLMError.code`` (empty for a first-attempt success);
+    #: written to the ``llm_attempts`` dataset, not to ``llm_calls``
+    tries: list[tuple[int, str, float, float, str | None]] = field(default_factory=list)
 
     @property
     def latency(self) -> float:
@@ -96,12 +100,16 @@ class CallRecord:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["labels"] = dict(self.labels)
+        d["tries"] = [list(t) for t in self.tries]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CallRecord:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        kw = {k: v for k, v in d.items() if k in names}
+        if "tries" in kw:
+            kw["tries"] = [tuple(t) for t in kw["tries"]]
+        return cls(**kw)
 
 
 @dataclass(slots=True)

@@ -14,8 +14,9 @@ A router never raises for a bad request: it returns a :class:`RouteResult` whose
 ``errors`` for failures — a tool or the LLM failed, an iteration limit was hit). Call
 ``result.raise_for_error()`` to turn it into the exception.
 
-Routers are rebuilt in other processes (the society runs one as a Ray actor) from
-:meth:`Router.to_spec` with :func:`router_from_spec`.
+A router can be rebuilt in another process (a Ray worker or actor) from
+:meth:`Router.to_spec` with :func:`router_from_spec`. (A society's env host — in-process,
+or one Ray actor under the Ray executor — builds its own ``DirectRouter`` per module.)
 """
 
 from __future__ import annotations

@@ -17,7 +17,12 @@ Policy (TCP-like, no tuning needed):
   flight when the limit dropped do not cut it again;
 - the baseline is the windowed minimum of latency per (completion token + 8), so long
   answers are not mistaken for congestion while queueing (which adds time to every
-  answer) is caught.
+  answer) is caught;
+- a fault (429 or timeout) is congestion only when faults cluster: at least three within
+  the current round trip and at least ``fault_tolerance`` of the answers in it. An
+  overloaded server or an empty quota rejects most requests of a round trip; sporadic
+  faults that do not depend on load (a flaky network, a fault-injecting test server) are
+  counted in ``ignored_faults`` instead of ratcheting the limit down to the floor.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class AIMDLimiter:
         ceiling: highest limit (a sanity bound, not a tuning knob).
         window: number of healthy samples over which the baseline minimum is kept.
         adaptive: False keeps the limit fixed at ``initial`` (for comparisons).
+        fault_tolerance: share of faulty answers within one round trip below which a
+            fault is noise, not congestion (see the module docs).
     """
 
     __slots__ = (
@@ -53,13 +60,18 @@ class AIMDLimiter:
         "_cut_t",
         "_limit",
         "_prev_min",
+        "_win_bad",
+        "_win_n",
+        "_win_t",
         "_wmax",
         "adaptive",
         "backoff",
         "ceiling",
         "decreases",
         "epoch",
+        "fault_tolerance",
         "floor",
+        "ignored_faults",
         "latency_factor",
         "min_slow_s",
         "rate_limited",
@@ -83,8 +95,14 @@ class AIMDLimiter:
         window: int = 256,
         adaptive: bool = True,
         min_slow_s: float = 0.05,
+        fault_tolerance: float = 0.25,
     ) -> None:
         self.min_slow_s = min_slow_s
+        self.fault_tolerance = fault_tolerance
+        self.ignored_faults = 0
+        self._win_t = -math.inf  # start of the current round-trip window (clock time)
+        self._win_n = 0  # answers in it
+        self._win_bad = 0  # faulty answers in it
         self._limit = float(initial)
         self.adaptive = adaptive
         self.latency_factor = latency_factor
@@ -129,6 +147,12 @@ class AIMDLimiter:
 
         ``now`` (clock time) enables the one-cut-per-round-trip rule.
         """
+        if now is not None:  # count the answer in this round trip (inlined: hot path)
+            srtt = self.srtt
+            if now - self._win_t > (srtt if srtt > 0.01 else 0.01):
+                self._win_t, self._win_n, self._win_bad = now, 1, 0
+            else:
+                self._win_n += 1
         cost = latency / (completion_tokens + _TOKEN_PAD)
         base = self.baseline
         slow = (self.slow_s is not None and latency > self.slow_s) or (
@@ -161,12 +185,32 @@ class AIMDLimiter:
     def on_rate_limit(self, epoch: int, now: float | None = None) -> None:
         """Feed one rate-limit (429) answer."""
         self.rate_limited += 1
-        self._decrease(epoch, now)
+        if self._clustered(now):
+            self._decrease(epoch, now)
 
     def on_timeout(self, epoch: int, now: float | None = None) -> None:
         """Feed one timed-out attempt (the slowest possible completion)."""
         self.slow_signals += 1
-        self._decrease(epoch, now)
+        if self._clustered(now):
+            self._decrease(epoch, now)
+
+    def _window(self, now: float) -> None:
+        # Windows last one smoothed round trip (at least 10 ms, so an instant backend's
+        # window is not a single call).
+        if now - self._win_t > max(self.srtt, 0.01):
+            self._win_t, self._win_n, self._win_bad = now, 0, 0
+
+    def _clustered(self, now: float | None) -> bool:
+        """Count a fault; whether the faults of this round trip look like congestion."""
+        if now is None:
+            return True  # no clock: every fault is news (unit tests of the cut rule)
+        self._window(now)
+        self._win_n += 1
+        self._win_bad += 1
+        if self._win_bad >= 3 and self._win_bad >= self.fault_tolerance * self._win_n:
+            return True
+        self.ignored_faults += 1
+        return False
 
     def _decrease(self, epoch: int, now: float | None) -> None:
         if epoch != self.epoch or not self.adaptive:
@@ -194,6 +238,7 @@ class AIMDLimiter:
             "decreases": self.decreases,
             "rate_limited": self.rate_limited,
             "slow_signals": self.slow_signals,
+            "ignored_faults": self.ignored_faults,
             "baseline": self.baseline,
         }
 
@@ -231,8 +276,13 @@ _LEARNED = (
     "_wmax",
     "_cut_t",
     "srtt",
+    "_win_t",
+    "_win_n",
+    "_win_bad",
+    "ignored_faults",
 )
-_INTS = frozenset({"epoch", "samples", "decreases", "rate_limited", "slow_signals", "_cur_n"})
+_INTS = frozenset({"epoch", "samples", "decreases", "rate_limited", "slow_signals", "_cur_n",
+                   "_win_n", "_win_bad", "ignored_faults"})  # fmt: skip
 
 
 def _jf(v: float | int | bool) -> float | int | str | bool:

@@ -9,13 +9,14 @@ the state its worker already learned. ``sim/<profile>`` models are served in-pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from agentlab.core.clock import Clock, RealClock
 from agentlab.core.records import CallRecord, LLMResponse, ToolCall, Usage
-from agentlab.errors import BadResponseError, ConfigError, LLMError
+from agentlab.errors import BadResponseError, ConfigError, LLMError, RateLimitError
 from agentlab.llm._live import REAL_CLOCK, Live, get_live
 from agentlab.llm.sim_backend import SimResult, check_sim_overrides
 from agentlab.llm.sim_content import Rng
@@ -266,7 +267,7 @@ class LLMClient:
 
     # --- calls -----------------------------------------------------------------------
 
-    async def complete(
+    def complete(
         self,
         messages: list[dict[str, Any]],
         *,
@@ -275,12 +276,24 @@ class LLMClient:
         stream: bool = False,
         agent_id: str | None = None,
         labels: dict[str, Any] | None = None,
+        prior_attempts: int = 0,
         **overrides: Any,
-    ) -> LLMResponse:
-        """One chat completion with limiter, retries, timeout and a call record.
+    ) -> Coroutine[Any, Any, LLMResponse]:
+        """One chat completion with limiter, retries, timeout and a call record (awaitable).
+
+        A plain method returning the coroutine of the retry loop (``await`` it as usual):
+        one coroutine frame less on the hottest path of a simulated run.
+
+        Args:
+            prior_attempts: attempts the caller already spent on this request (an agent
+                step being retried passes them), so the attempt numbers — and the
+                simulator's fault draws, which depend on them — continue instead of
+                repeating.
 
         Returns:
-            An :class:`~agentlab.core.records.LLMResponse` whose ``record`` is filled in.
+            An :class:`~agentlab.core.records.LLMResponse` whose ``record`` is filled in
+            (``record.tries`` lists every attempt and its outcome when there was more
+            than one).
 
         Raises:
             LLMError: a subclass (``RateLimitError``, ``LLMTimeoutError``,
@@ -294,14 +307,39 @@ class LLMClient:
                 tools=tools,
                 agent_id=agent_id,
                 labels=labels,
+                prior_attempts=prior_attempts,
                 **overrides,
             )
-            return await s.collect()
+            return s.collect()
         live = self._live or self._get_live()
         params = {**self._req_defaults, **overrides} if overrides else self._req_defaults
         if overrides:
             check_sim_overrides(overrides)
         spec = output_spec(response_format) if response_format is not None else None
+        return self._call(live, messages, spec, tools, params, agent_id, labels,
+                          prior_attempts, None)  # fmt: skip
+
+    async def _call(
+        self,
+        live: Live,
+        messages: list[dict[str, Any]],
+        spec: OutputSpec | None,
+        tools: list[dict[str, Any]] | None,
+        params: dict[str, Any],
+        agent_id: str | None,
+        labels: dict[str, Any] | None,
+        prior: int,
+        pipe: _Pipe | None,
+    ) -> LLMResponse:
+        """The one retry/limiter loop of ``complete`` and ``stream`` (``pipe`` set).
+
+        Each attempt takes a limiter slot and runs; a call that needs more than one lists
+        them all in ``record.tries`` (a first-attempt success leaves it empty). A
+        rate limit, timeout or provider error feeds the limiter, backs off and retries; a
+        malformed reply (unparseable tool arguments or structured output, empty text) is
+        retried at once — unless a stream already delivered text, which a retry would
+        duplicate. After ``max_retries`` retries the last error is raised.
+        """
         clock = self._clock
         gate = live.gate()
         limiter = live.limiter
@@ -309,21 +347,25 @@ class LLMClient:
         if server is not None and server.profile.client_overhead_s > 0:
             await server.dispatch()
         rec = CallRecord(
-            live.next_id(),
-            self.model,
-            clock.now(),
-            agent_id=agent_id,
+            live.next_id(), self.model, clock.now(), agent_id=agent_id,
             labels=dict(labels) if labels else {},
-        )
+        )  # fmt: skip
+        if pipe is not None:
+            rec.stream = True
+        tries = rec.tries
         attempt = 0
         while True:
             epoch = await gate.acquire()
             t0 = clock.now()
             try:
-                if server is not None:
+                if pipe is not None:
+                    res = await pipe.send(
+                        self, live, messages, spec, tools, params, prior + attempt, rec.labels
+                    )
+                elif server is not None:
                     res = server.plan(
                         messages,
-                        attempt=attempt,
+                        attempt=prior + attempt,
                         spec=spec,
                         tools=tools,
                         params=params,
@@ -338,7 +380,20 @@ class LLMClient:
                     )
             except LLMError as exc:
                 gate.release()
-                attempt = await self._after_error(exc, rec, attempt, epoch, limiter, live)
+                t1 = clock.now()
+                tries.append((attempt + 1, exc.code, t0, t1, str(exc)[:300]))
+                if isinstance(exc, RateLimitError):
+                    limiter.on_rate_limit(epoch, t1)
+                elif exc.code == "timeout":
+                    limiter.on_timeout(epoch, t1)
+                if (
+                    not exc.retryable
+                    or attempt >= self.max_retries
+                    or (pipe is not None and pipe.delivered)
+                ):
+                    self._fail(rec, exc, attempt, live)
+                await self._backoff(rec, attempt)
+                attempt += 1
                 continue
             except BaseException:
                 gate.release()
@@ -347,10 +402,32 @@ class LLMClient:
             gate.release()
             t1 = clock.now()
             limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1)
+            try:
+                if spec is None and res.text and not res.tool_calls:
+                    resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)
+                else:
+                    resp = self._parse(res, rec, spec)
+            except BadResponseError as exc:
+                # The server answered (so the limiter saw a healthy completion), but the
+                # reply is unusable: retry at once, the draw of the next attempt differs.
+                tries.append((attempt + 1, exc.code, t0, t1, str(exc)[:300]))
+                if attempt >= self.max_retries or (pipe is not None and pipe.delivered):
+                    self._fail(rec, exc, attempt, live)
+                attempt += 1
+                continue
+            if attempt:  # a first-attempt success leaves ``tries`` empty (nothing to add)
+                tries.append((attempt + 1, "ok", t0, t1, None))
             rec.attempts = attempt + 1
-            resp = self._finish(rec, res, spec, live)
-            if server is None:
-                rec.first_token = None  # not observable without streaming
+            rec.end = clock.now()
+            # not observable without streaming for real providers
+            rec.first_token = res.first_token if server is not None or pipe is not None else None
+            rec.queue_wait = res.queue_wait
+            rec.prompt_tokens = res.prompt_tokens
+            rec.completion_tokens = res.completion_tokens
+            usage = live.usage
+            usage.prompt_tokens += res.prompt_tokens
+            usage.completion_tokens += res.completion_tokens
+            usage.calls += 1
             return resp
 
     def _lkw(
@@ -372,23 +449,11 @@ class LLMClient:
             "timeout": self.timeout,
         }
 
-    async def _after_error(
-        self, exc: LLMError, rec: CallRecord, attempt: int, epoch: int, limiter: Any, live: Live
-    ) -> int:
-        """Feed the limiter, then either back off (returns next attempt) or re-raise."""
-        from agentlab.errors import RateLimitError
-
-        if isinstance(exc, RateLimitError):
-            limiter.on_rate_limit(epoch, self._clock.now())
-        elif exc.code == "timeout":
-            limiter.on_timeout(epoch, self._clock.now())
-        if not exc.retryable or attempt >= self.max_retries:
-            self._fail(rec, exc, attempt, live)
+    async def _backoff(self, rec: CallRecord, attempt: int) -> None:
         # Exponential backoff with jitter, drawn from a seeded stream so virtual runs repeat.
         u = Rng(hash(rec.request_id) if not self._clock.is_virtual else attempt * 7919).random()
         delay = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt) * (0.5 + 0.5 * u)
         await self._clock.sleep(delay)
-        return attempt + 1
 
     def _fail(self, rec: CallRecord, exc: LLMError, attempt: int, live: Live) -> None:
         rec.end = self._clock.now()
@@ -400,28 +465,15 @@ class LLMClient:
         exc.record = rec  # type: ignore[attr-defined]
         raise exc
 
-    def _finish(
-        self, rec: CallRecord, res: SimResult, spec: OutputSpec | None, live: Live
-    ) -> LLMResponse:
-        rec.end = self._clock.now()
-        rec.first_token = res.first_token
-        rec.queue_wait = res.queue_wait
-        rec.prompt_tokens = res.prompt_tokens
-        rec.completion_tokens = res.completion_tokens
-        usage = live.usage
-        usage.prompt_tokens += res.prompt_tokens
-        usage.completion_tokens += res.completion_tokens
+    def _parse(self, res: SimResult, rec: CallRecord, spec: OutputSpec | None) -> LLMResponse:
+        """The response of a served attempt; raises ``BadResponseError`` if malformed."""
         resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)
-        try:
-            if res.tool_calls:
-                resp.tool_calls = [_tool_call(*tc) for tc in res.tool_calls]
-            elif spec is not None:
-                resp.parsed = spec.parse(res.text)
-            elif not res.text:
-                raise BadResponseError(f"{self.model}: empty completion (no text, no tool call)")
-        except LLMError as exc:
-            self._fail(rec, exc, rec.attempts - 1, live)
-        usage.calls += 1
+        if res.tool_calls:
+            resp.tool_calls = [_tool_call(*tc) for tc in res.tool_calls]
+        elif spec is not None:
+            resp.parsed = spec.parse(res.text)
+        elif not res.text:
+            raise BadResponseError(f"{self.model}: empty completion (no text, no tool call)")
         return resp
 
     def stream(
@@ -432,6 +484,7 @@ class LLMClient:
         tools: list[dict[str, Any]] | None = None,
         agent_id: str | None = None,
         labels: dict[str, Any] | None = None,
+        prior_attempts: int = 0,
         **overrides: Any,
     ) -> LLMStream:
         """Start a streamed completion: ``async for delta in client.stream(msgs)``.
@@ -441,7 +494,8 @@ class LLMClient:
         """
         if overrides:
             check_sim_overrides(overrides)
-        return LLMStream(self, messages, response_format, tools, agent_id, labels, overrides)
+        args = (messages, output_spec(response_format), tools, agent_id, labels, prior_attempts)
+        return LLMStream(self, args, overrides)
 
     def complete_sync(self, messages: list[dict[str, Any]], **kwargs: Any) -> LLMResponse:
         """Blocking :meth:`complete` for scripts.
@@ -491,21 +545,66 @@ def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
     return ToolCall(call_id, name, args)
 
 
-class LLMStream:
-    """An in-progress streamed completion (see :meth:`LLMClient.stream`)."""
+_END = object()
 
-    def __init__(
+
+class _Pipe:
+    """One stream's transport inside :meth:`LLMClient._call`: deltas go to the consumer."""
+
+    __slots__ = ("clock", "delivered", "first", "queue")
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.delivered = False  # text reached the consumer: a retry would duplicate it
+        self.first: float | None = None
+
+    async def send(
         self,
         client: LLMClient,
+        live: Live,
         messages: list[dict[str, Any]],
-        response_format: Any,
+        spec: OutputSpec | None,
         tools: list[dict[str, Any]] | None,
-        agent_id: str | None,
-        labels: dict[str, Any] | None,
-        overrides: dict[str, Any],
-    ) -> None:
+        params: dict[str, Any],
+        attempt: int,
+        labels: dict[str, Any],
+    ) -> SimResult:
+        clock = self.clock
+        holder: list[SimResult] = []
+        if live.server is not None:
+            res = live.server.plan(messages, attempt=attempt, spec=spec, tools=tools,
+                                   params=params, timeout=client.timeout,
+                                   labels=labels)  # fmt: skip
+            holder.append(res)
+            deltas = live.server.chunks(res, client.model)
+        else:
+            deltas = client._transport.astream(
+                clock, holder, **client._lkw(messages, spec, tools, params)
+            )
+        async for d in deltas:
+            if d:
+                self.delivered = True
+                if self.first is None:
+                    self.first = clock.now()
+            self.queue.put_nowait(d)
+        res = holder[-1]
+        res.first_token = self.first if self.first is not None else clock.now()
+        return res
+
+
+class LLMStream:
+    """An in-progress streamed completion (see :meth:`LLMClient.stream`).
+
+    The attempts run in :meth:`LLMClient._call` (the same retry/limiter loop as
+    ``complete``) as a task; its deltas reach the iterator through a queue. Closing the
+    iterator early cancels the task, which frees its concurrency slot at once.
+    """
+
+    def __init__(self, client: LLMClient, args: tuple[Any, ...], overrides: dict[str, Any]) -> None:
         self._client = client
-        self._args = (messages, output_spec(response_format), tools, agent_id, labels, overrides)
+        self._args = args
+        self._overrides = overrides
         self.response: LLMResponse | None = None
         self.chunks = 0
 
@@ -521,64 +620,26 @@ class LLMStream:
 
     async def _run(self) -> AsyncIterator[str]:
         c = self._client
-        messages, spec, tools, agent_id, labels, overrides = self._args
+        messages, spec, tools, agent_id, labels, prior = self._args
         live = c._get_live()
-        params = {**c._req_defaults, **overrides}
-        clock = c._clock
-        gate = live.gate()
-        if live.server is not None and live.server.profile.client_overhead_s > 0:
-            await live.server.dispatch()
-        rec = CallRecord(
-            live.next_id(),
-            c.model,
-            clock.now(),
-            agent_id=agent_id,
-            labels=labels or {},
-            stream=True,
-        )
-        attempt = 0
-        while True:
-            epoch = await gate.acquire()
-            t0 = clock.now()
-            first: float | None = None
-            holder: list[SimResult] = []
+        params = {**c._req_defaults, **self._overrides}
+        pipe = _Pipe(c._clock)
+
+        async def produce() -> LLMResponse:
             try:
-                if live.server is not None:
-                    res = live.server.plan(
-                        messages,
-                        attempt=attempt,
-                        spec=spec,
-                        tools=tools,
-                        params=params,
-                        timeout=c.timeout,
-                        labels=rec.labels,
-                    )
-                    holder.append(res)
-                    deltas = live.server.chunks(res, c.model)
-                else:
-                    deltas = c._transport.astream(
-                        clock, holder, **c._lkw(messages, spec, tools, params)
-                    )
-                async for d in deltas:
-                    if d and first is None:
-                        first = clock.now()
-                    self.chunks += 1
-                    yield d
-            except LLMError as exc:
-                gate.release()
-                if first is not None:  # output already delivered: a retry would duplicate it
-                    c._fail(rec, exc, attempt, live)
-                attempt = await c._after_error(exc, rec, attempt, epoch, live.limiter, live)
-                continue
-            except BaseException:
-                gate.release()
-                raise
-            in_flight = gate.in_flight
-            gate.release()
-            res = holder[-1]
-            res.first_token = first if first is not None else clock.now()
-            t1 = clock.now()
-            live.limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1)
-            rec.attempts = attempt + 1
-            self.response = c._finish(rec, res, spec, live)
-            return
+                return await c._call(live, messages, spec, tools, params, agent_id, labels,
+                                     prior, pipe)  # fmt: skip
+            finally:
+                pipe.queue.put_nowait(_END)
+
+        task = asyncio.ensure_future(produce())
+        try:
+            while (d := await pipe.queue.get()) is not _END:
+                self.chunks += 1
+                yield d
+            self.response = await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

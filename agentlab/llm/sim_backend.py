@@ -83,6 +83,7 @@ class SimResult:
     fault: str | None = None  # None, "rate_limited", "timeout", "cancelled"
     fault_at: float = 0.0  # when the fault is reported
     req: EngineRequest | None = None  # the engine's request (slots > 0), updated as it runs
+    malformed: bool = False  # a malformed reply on purpose (counted in SimServer.faults)
 
 
 class SimServer:
@@ -114,6 +115,8 @@ class SimServer:
         self._rate_tokens = 0
         self._client_free = -math.inf  # when the calling process's CPU is next free
         self._client_draws = 0
+        #: faulty answers sent to clients, by kind (injected draws, quota 429s, deadlines)
+        self.faults: dict[str, int] = {"rate_limited": 0, "timeout": 0, "malformed": 0}
 
     @property
     def generation_tokens_total(self) -> int:
@@ -173,7 +176,9 @@ class SimServer:
             prompt_tokens += len(json.dumps(tools)) // 4
         self.requests_total += 1
 
-        # Faults are drawn per attempt, so a retry can succeed; content is not.
+        # Faults are drawn per attempt number (the client's retries and, through
+        # ``prior_attempts``, an agent-step retry count on), so a retry can succeed;
+        # content is not.
         fault = None
         p_rl = float(params.get("sim_p_rate_limit", p.p_rate_limit))
         p_to = float(params.get("sim_p_timeout", p.p_timeout))
@@ -195,9 +200,16 @@ class SimServer:
         if self._instant and fault is None:
             self.prompt_tokens_total += prompt_tokens
             self._gen_unbatched += n
+            if malformed:
+                res.malformed = True
+                self.faults["malformed"] += 1
             return res
         if fault is None and not self._take_quota(now, prompt_tokens + n):
             fault = "rate_limited"
+        if fault is None and malformed:
+            # counted as sent now; _fault_error takes it back if it times out undelivered
+            res.malformed = True
+            self.faults["malformed"] += 1
         if fault == "rate_limited":
             self.rejected_total += 1
             res.fault, res.fault_at = fault, now + p.rate_limit_s
@@ -436,6 +448,11 @@ class SimServer:
         res.fault, res.fault_at = "cancelled", now
 
     def _fault_error(self, res: SimResult, model: str) -> Exception:
+        if res.malformed:  # the malformed reply never reached the client
+            res.malformed = False
+            self.faults["malformed"] -= 1
+        if res.fault in ("rate_limited", "timeout"):
+            self.faults[res.fault] += 1
         if res.fault == "rate_limited":
             return RateLimitError(f"{model}: rate limited (simulated 429)")
         if res.fault == "cancelled":
@@ -462,6 +479,9 @@ class SimServer:
             "generation_tokens_per_s": tps,
             "requests_total": self.requests_total,
             "rejected_total": self.rejected_total,
+            "faults_rate_limited_total": self.faults["rate_limited"],
+            "faults_timeout_total": self.faults["timeout"],
+            "faults_malformed_total": self.faults["malformed"],
             "prompt_tokens_total": self.prompt_tokens_total,
             "generation_tokens_total": total,
             "steps_total": self.engine.steps_total,
@@ -492,6 +512,7 @@ class SimServer:
             "rate_tokens": self._rate_tokens,
             "client_free": num(self._client_free),
             "client_draws": self._client_draws,
+            "faults": dict(self.faults),
         }
 
     def restore_state(self, d: dict[str, Any]) -> None:
@@ -530,6 +551,9 @@ class SimServer:
         cf = d.get("client_free")
         self._client_free = -math.inf if cf is None else float(cf)
         self._client_draws = int(d["client_draws"])
+        for kind, count in (d.get("faults") or {}).items():
+            if kind in self.faults:
+                self.faults[kind] = int(count)
 
 
 #: version of :meth:`SimServer.export_state`'s layout (1: the pre-engine slot heap)

@@ -2,8 +2,8 @@
 
 A hub (or a pipeline) calls ``sink.record(msg, receivers, hub, tick)`` once per delivery
 event — one row per message, listing every receiver, not one row per receiver. The replay
-sink adapter writes rows in the column layout of the ``messages`` dataset documented in
-``agentlab/README.md``.
+sink adapter writes rows in the column layout of the ``messages`` dataset declared in
+:mod:`agentlab.store.catalog` (the same layout a ``Society`` writes).
 """
 
 from __future__ import annotations
@@ -12,26 +12,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentlab.messaging.msg import Msg
+from agentlab.store import catalog
 
-__all__ = ["MESSAGES_COLUMNS", "ListSink", "MessageSink", "ReplayMessageSink", "message_row"]
-
-SCHEMA_VERSION = 1
-
-#: column -> type of the ``messages`` dataset (registered with the replay sink)
-MESSAGES_COLUMNS: dict[str, str] = {
-    "msg_id": "VARCHAR",
-    "sender": "VARCHAR",
-    "receivers": "VARCHAR[]",
-    "hub": "VARCHAR",
-    "role": "VARCHAR",
-    "content": "VARCHAR",
-    "blocks": "JSON",
-    "tick": "BIGINT",
-    "ts": "DOUBLE",
-    "bytes": "BIGINT",
-    "run_id": "VARCHAR",
-    "schema_version": "BIGINT",
-}
+__all__ = ["ListSink", "MessageSink", "ReplayMessageSink", "message_row"]
 
 
 @runtime_checkable
@@ -50,23 +33,20 @@ def message_row(
     tick: int | None,
     run_id: str | None = None,
 ) -> dict[str, Any]:
-    """The ``messages`` dataset row for one delivery event."""
-    content = msg.content
-    return {
-        "msg_id": msg.id,
-        "sender": msg.sender,
-        "receivers": list(receivers),
-        "hub": hub,
-        "role": msg.role,
-        "content": content,
-        "blocks": msg.blocks_json(),
-        "tick": tick,
-        "ts": msg.ts,
-        # Payload size drives the "message bytes per directed pair" analysis.
-        "bytes": len(content.encode()),
-        "run_id": run_id,
-        "schema_version": SCHEMA_VERSION,
-    }
+    """The ``messages`` row for one delivery event (columns: ``agentlab.store.catalog``)."""
+    return catalog.message_row(
+        msg_id=msg.id,
+        sender=msg.sender,
+        receivers=receivers,
+        hub=hub,
+        role=msg.role,
+        content=msg.content,
+        blocks=msg.blocks_json(),
+        tick=tick,
+        ts=msg.ts,
+        thread=msg.metadata.get("thread") if msg.metadata else None,
+        run_id=run_id,
+    )
 
 
 class ListSink:
@@ -93,11 +73,9 @@ class ReplayMessageSink:
         self.replay = replay
         self.run_id = run_id
         self.dataset = dataset
+        spec = catalog.dataset_spec("messages")
         replay.register(
-            dataset,
-            columns=MESSAGES_COLUMNS,
-            description="one row per delivered message (sender, receivers, hub, tick)",
-            module="agentlab.messaging",
+            dataset, spec.columns, description=spec.description, module="agentlab.messaging"
         )
 
     def record(self, msg: Msg, receivers: Sequence[str], hub: str | None, tick: int | None) -> None:

@@ -1,4 +1,4 @@
-"""Layer 5 — runtime: ``Society`` (ticks, local/Ray executors, resume), ``ServiceProxy``.
+"""Layer 5 — runtime: ``Society`` (ticks, local/Ray executors, resume), ``RunServices``.
 
 See ``README.md`` in this directory. Ray is imported only when the Ray executor is used.
 """
@@ -9,7 +9,8 @@ from typing import Any
 
 from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy, step_agent_batch
 from agentlab.runtime.executors import LocalExecutor, RayExecutor, make_executor
-from agentlab.runtime.proxy import AgentContext, ServiceProxy, derive_seed
+from agentlab.runtime.proxy import ServiceProxy
+from agentlab.runtime.services import AgentContext, RecordingLLM, RunServices, derive_seed
 from agentlab.runtime.society import Society
 
 __all__ = [
@@ -20,7 +21,9 @@ __all__ = [
     "BatchSpec",
     "LocalExecutor",
     "RayExecutor",
+    "RecordingLLM",
     "RetryPolicy",
+    "RunServices",
     "ServiceProxy",
     "Society",
     "derive_seed",

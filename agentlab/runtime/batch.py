@@ -1,7 +1,7 @@
 """``step_agent_batch``: the unit of work of a tick (one coroutine or one Ray task).
 
 A batch carries only specs — agent ids and type names, plus the classes another process
-could not import (notebook-defined agents) — and the ``ServiceProxy``. Inside, each agent
+could not import (notebook-defined agents) — and the ``RunServices``. Inside, each agent
 is rebuilt from its workspace at the committed tick, stepped concurrently with its
 batch-mates, and persisted as the version of the new tick. A failed step is retried per
 :class:`RetryPolicy` from a fresh rebuild, and every failed attempt is recorded in the
@@ -16,11 +16,14 @@ import asyncio
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import ensure_registered, get_agent_class
 from agentlab.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentlab.runtime.services import RunServices
 
 __all__ = ["AgentSpec", "BatchResult", "BatchSpec", "RetryPolicy", "step_agent_batch"]
 
@@ -54,7 +57,7 @@ class AgentSpec:
 
 @dataclass(slots=True)
 class BatchSpec:
-    """Everything a batch task needs besides the ``ServiceProxy``."""
+    """Everything a batch task needs besides the ``RunServices``."""
 
     tick: int
     committed: int
@@ -92,7 +95,9 @@ def _count(result: BatchResult, ctx: Any) -> None:
     result.tokens += ctx.tokens
 
 
-async def _step_one(spec: AgentSpec, batch: BatchSpec, proxy: Any, result: BatchResult) -> None:
+async def _step_one(
+    spec: AgentSpec, batch: BatchSpec, proxy: RunServices, result: BatchResult
+) -> None:
     cls = get_agent_class(spec.type)
     store = proxy.store
     replay = proxy.replay
@@ -114,7 +119,7 @@ async def _step_one(spec: AgentSpec, batch: BatchSpec, proxy: Any, result: Batch
             _count(result, ctx)
             result.errors += 1
             final = attempt == policy.max_attempts
-            err = {
+            err: dict[str, Any] = {
                 "agent_id": spec.agent_id,
                 "type": spec.type,
                 "tick": tick,
@@ -163,7 +168,7 @@ async def _step_one(spec: AgentSpec, batch: BatchSpec, proxy: Any, result: Batch
         return
 
 
-async def step_agent_batch(batch: BatchSpec, proxy: Any) -> BatchResult:
+async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     """Step every agent of ``batch`` concurrently and persist them (see module docstring)."""
     ensure_registered(batch.classes)
     t0 = time.perf_counter()
@@ -184,6 +189,6 @@ async def step_agent_batch(batch: BatchSpec, proxy: Any) -> BatchResult:
     return result
 
 
-def run_batch_blocking(batch: BatchSpec, proxy: Any) -> BatchResult:
+def run_batch_blocking(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     """Run a batch in a fresh event loop (the body of a Ray task)."""
     return asyncio.run(step_agent_batch(batch, proxy))

@@ -40,7 +40,7 @@ from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_o
 from agentlab.runtime.executors import Executor, check_clock, make_executor
 from agentlab.runtime.population import expand_agents
 from agentlab.runtime.progress import TickProgress
-from agentlab.runtime.proxy import ServiceProxy
+from agentlab.runtime.services import RunServices
 from agentlab.runtime.society_files import (
     SOCIETY_FILE,
     SOCIETY_SCHEMA_VERSION,
@@ -126,7 +126,7 @@ class Society:
         self._resume.set()
         self.last: dict[str, Any] = {}
         self._started_env = False
-        self.proxy = ServiceProxy(
+        self.proxy = RunServices(
             run_dir,
             meta["llm"],
             None,
@@ -520,7 +520,7 @@ class Society:
             lost.clear()
         if events:
             sink.extend("env_events", [{**e, "tick": e.get("tick", tick)} for e in events])
-            messages = messages_from_events(events, tick, self.clock.now())
+            messages = messages_from_events(events, tick, self.clock.now(), self.proxy.run_id)
             if messages:
                 sink.extend("messages", messages)
         if self.tick_seconds:
@@ -677,14 +677,14 @@ class Society:
         )
 
 
-def _client_calls(proxy: ServiceProxy) -> int | None:
+def _client_calls(proxy: RunServices) -> int | None:
     try:
         return int(proxy.llm.client.usage.calls)
     except Exception:  # progress is best effort; never fail a tick for it
         return None
 
 
-def _client_metrics(proxy: ServiceProxy) -> dict[str, Any]:
+def _client_metrics(proxy: RunServices) -> dict[str, Any]:
     try:
         client = proxy.llm.client
         return {"aimd_limit": client.limit, "in_flight": client.in_flight()}

@@ -1,7 +1,7 @@
 """Layer 3: the run directory — atomic writes, agent stores, the run log and its readers.
 
-Writing: :class:`ReplaySink` (rows), :class:`Tracer` (spans), :class:`LogProxy` (for Ray
-tasks), :func:`write_manifest`. Reading: :func:`open_run` → :class:`Run`; :func:`sql_over_runs`
+Writing: :class:`ReplaySink` (rows), :class:`Tracer` (spans), :func:`write_manifest`;
+every dataset's columns are declared once in :mod:`agentlab.store.catalog`. Reading: :func:`open_run` → :class:`Run`; :func:`sql_over_runs`
 for one query over many runs. Crash-safe ticks:
 :func:`log_offsets` / :func:`truncate_log`. DuckDB and pandas are imported only when a
 reader needs them.
@@ -13,7 +13,6 @@ from agentlab.store.atomic import atomic_write_bytes, atomic_write_json, read_js
 from agentlab.store.manifest import finish_manifest, read_manifest, write_manifest
 from agentlab.store.multi import sql_over_runs
 from agentlab.store.offsets import log_offsets, truncate_log
-from agentlab.store.proxy import LogProxy
 from agentlab.store.replay import ReplaySink, get_replay_sink
 from agentlab.store.run import Run, open_run
 from agentlab.store.schema import COLUMN_TYPES, load_schema
@@ -24,7 +23,6 @@ __all__ = [
     "AgentStore",
     "AgentView",
     "DirectoryStore",
-    "LogProxy",
     "ReplaySink",
     "Run",
     "Span",

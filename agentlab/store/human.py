@@ -12,9 +12,9 @@ Rows (``schema_version`` 1)::
     human_requests: request_id, agent_id, question, schema (JSON text), ts, tick
     human_answers:  request_id, answer (JSON text), answered_by, ts
 
-This module also holds :func:`tail_rows`, the cursor reader both sides (and the widgets)
-use: byte-offset cursors over ``<run>/replay/<dataset>/<shard>.jsonl`` through the store's
-``read_tail``, where a dataset that does not exist yet is just empty.
+Both sides read with :func:`agentlab.store.tail.tail_rows` (byte-offset cursors over the
+shards, where a dataset that does not exist yet is just empty). Columns are declared in
+:mod:`agentlab.store.catalog`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from typing import Any
 
 from agentlab.core.ids import new_id
 from agentlab.errors import ConfigError, StoreError
+from agentlab.store import catalog
+from agentlab.store.tail import tail_rows
 
 __all__ = [
     "ANSWERS",
@@ -36,7 +38,6 @@ __all__ = [
     "decode_json_text",
     "pending_requests",
     "post_request",
-    "tail_rows",
     "validate_answer",
 ]
 
@@ -44,98 +45,16 @@ REQUESTS = "human_requests"
 ANSWERS = "human_answers"
 SCHEMA_VERSION = 1
 
-# ``schema`` and ``answer`` hold JSON *text*: an answer may be any JSON value, and text
-# keeps the column one type for DuckDB.
-_REQUEST_COLUMNS = {
-    "request_id": "VARCHAR",
-    "agent_id": "VARCHAR",
-    "question": "VARCHAR",
-    "schema": "VARCHAR",
-    "ts": "DOUBLE",
-    "tick": "BIGINT",
-    "schema_version": "BIGINT",
-}
-_ANSWER_COLUMNS = {
-    "request_id": "VARCHAR",
-    "answer": "VARCHAR",
-    "answered_by": "VARCHAR",
-    "ts": "DOUBLE",
-    "schema_version": "BIGINT",
-}
-
-# --- reading: cursors over the replay log ------------------------------------------------
-
-
-def _tail_jsonl(run_dir: Path, dataset: str, cursor: Any) -> tuple[list[dict[str, Any]], Any]:
-    """Read new whole lines of ``<run>/replay/<dataset>/*.jsonl`` after ``cursor``.
-
-    The cursor maps shard file name -> byte offset. A torn last line (no newline yet) is
-    left for the next call, so a reader never sees half a record.
-    """
-    folder = run_dir / "replay" / dataset
-    try:  # the store's reader (orjson, torn-line reporting) when it is there
-        from agentlab.store.tail import read_tail
-    except ImportError:
-        pass
-    else:
-        res = read_tail(folder, cursor)
-        return res.rows, res.cursor
-    offsets: dict[str, int] = dict(cursor or {})
-    rows: list[dict[str, Any]] = []
-    try:
-        entries = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".jsonl"))
-    except FileNotFoundError:
-        return rows, offsets
-    for name in entries:
-        start = offsets.get(name, 0)
-        try:
-            with open(folder / name, "rb") as f:
-                f.seek(start)
-                data = f.read()
-        except FileNotFoundError:
-            continue
-        end = data.rfind(b"\n")
-        if end < 0:
-            continue
-        for line in data[: end + 1].splitlines():
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError:  # a corrupt line in the middle: skip it, keep following
-                continue
-        offsets[name] = start + end + 1
-    return rows, offsets
-
-
-def tail_rows(run: Any, dataset: str, cursor: Any = None) -> tuple[list[dict[str, Any]], Any]:
-    """Rows of ``dataset`` appended after ``cursor``, and the cursor to pass next time.
-
-    Args:
-        run: a run directory path, or a store ``Run`` (its ``path`` is used).
-        dataset: dataset name (``timeline``, ``messages``, ...). A dataset that does not
-            exist yet yields no rows.
-        cursor: ``None`` for "from the beginning", else a value returned earlier.
-
-    Returns:
-        ``(rows, new_cursor)``; rows are dicts as written.
-    """
-    # Read the shards directly rather than through ``Run.tail``: same reader, no DataFrame,
-    # and a dataset nobody has written yet is simply empty instead of an error.
-    path = getattr(run, "path", run)
-    return _tail_jsonl(Path(path), dataset, cursor)
-
-
 # --- writing -----------------------------------------------------------------------------
 
 
-def _append(run_dir: Path, dataset: str, columns: dict[str, str], row: dict[str, Any]) -> None:
+def _append(run_dir: Path, dataset: str, row: dict[str, Any]) -> None:
     """Append one row through this process's replay sink and make it durable now (the
     other side is waiting for it)."""
     from agentlab.store.replay import get_replay_sink
 
     sink = get_replay_sink(run_dir)
-    sink.register(dataset, columns=columns, description=f"human-in-the-loop {dataset}")
+    catalog.register(sink, [dataset], module=__name__)
     sink.append(dataset, row)
     sink.flush()
 
@@ -177,7 +96,7 @@ def post_request(
         "tick": tick,
         "schema_version": SCHEMA_VERSION,
     }
-    _append(Path(run_dir), REQUESTS, _REQUEST_COLUMNS, row)
+    _append(Path(run_dir), REQUESTS, row)
     return rid
 
 
@@ -257,7 +176,7 @@ def answer_request(
         "ts": time.time() if ts is None else ts,
         "schema_version": SCHEMA_VERSION,
     }
-    _append(Path(run_dir), ANSWERS, _ANSWER_COLUMNS, row)
+    _append(Path(run_dir), ANSWERS, row)
 
 
 def decode_json_text(value: Any) -> Any:

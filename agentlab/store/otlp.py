@@ -2,7 +2,9 @@
 
 Follows the OTLP/JSON encoding: camelCase field names, trace/span ids as lowercase hex,
 ``*TimeUnixNano`` as decimal strings, ``kind`` and ``status.code`` as integers, attributes
-as ``KeyValue``/``AnyValue``. One ``resourceSpans`` entry per shard (process), so tools show
+as ``KeyValue``/``AnyValue``. Spans with OpenTelemetry GenAI attributes
+(``gen_ai.operation.name``...) are named as that convention says (``chat <model>``,
+``execute_tool <tool>``), the agentlab name kept as ``agentlab.span.name``. One ``resourceSpans`` entry per shard (process), so tools show
 which worker ran what.
 """
 
@@ -16,6 +18,7 @@ from typing import Any
 import orjson
 
 from agentlab.store.atomic import atomic_write_bytes
+from agentlab.store.trace import genai_provider
 
 __all__ = ["any_value", "spans_to_otlp", "write_otlp"]
 
@@ -50,17 +53,38 @@ def _nanos(t: Any) -> str:
     return str(round(float(t) * 1e9)) if t is not None else "0"
 
 
+def _genai_name(name: str, attrs: Mapping[str, Any]) -> str:
+    # GenAI convention: "{gen_ai.operation.name} {model | tool name | agent name}"
+    op = attrs.get("gen_ai.operation.name")
+    if not op:
+        return name
+    target = (
+        attrs.get("gen_ai.request.model")
+        or attrs.get("gen_ai.tool.name")
+        or attrs.get("gen_ai.agent.name")
+    )
+    return f"{op} {target}" if target else str(op)
+
+
 def _span(row: Mapping[str, Any]) -> dict[str, Any]:
+    name = str(row.get("name") or "")
+    attrs = dict(row.get("attributes") or {})
+    span_name = _genai_name(name, attrs)
+    if span_name != name:
+        attrs["agentlab.span.name"] = name
+    model = attrs.get("gen_ai.request.model")
+    if model and "gen_ai.provider.name" not in attrs:
+        attrs["gen_ai.provider.name"] = genai_provider(str(model))
     out: dict[str, Any] = {
         "traceId": str(row["trace_id"]),
         "spanId": str(row["span_id"]),
-        "name": str(row.get("name") or ""),
+        "name": span_name,
         "kind": _KIND.get(str(row.get("kind") or "internal"), 1),
         "startTimeUnixNano": _nanos(row.get("start")),
         "endTimeUnixNano": _nanos(
             row.get("end") if row.get("end") is not None else row.get("start")
         ),
-        "attributes": attributes(row.get("attributes")),
+        "attributes": attributes(attrs),
         "events": [
             {
                 "timeUnixNano": _nanos(e.get("ts")),

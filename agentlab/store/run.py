@@ -4,6 +4,7 @@
 run = open_run("runs/demo")
 run.datasets                                   # catalog as a DataFrame
 run.df("llm_calls", where={"agent_id": "a1"}, columns=["start", "end"], limit=100)
+run.df("llm_calls", internal=True)            # plus the writer's _shard/_seq columns
 run.sql("select agent_id, count(*) n from llm_calls group by 1 order by n desc")
 rows, cursor = run.tail("messages", cursor)    # new rows since cursor, for live views
 run.compact()                                  # Parquet per dataset; reads stay transparent
@@ -13,6 +14,7 @@ run.export_otlp("trace.otlp.json")             # for Jaeger / any OpenTelemetry 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -26,25 +28,17 @@ from typing import TYPE_CHECKING, Any
 from agentlab.errors import StoreError, UnknownNameError
 from agentlab.store._tables import DatasetState, TableCache, q
 from agentlab.store.agent_view import AgentView
+from agentlab.store.catalog import CATALOG, ROW_COLUMNS, SPAN_COLUMNS
 from agentlab.store.layout import COMPACT_NAME, REPLAY_DIR, SPANS, TRACE_DIR, shard_files
 from agentlab.store.manifest import read_manifest
-from agentlab.store.schema import ROW_COLUMNS, SPAN_COLUMNS, load_schema, schema_path
+from agentlab.store.schema import infer_type, load_schema, merge_columns, schema_path
 from agentlab.store.tail import read_tail
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["STANDARD_COLUMNS", "Run", "open_run"]
+__all__ = ["Run", "open_run"]
 
-#: columns the empty frames of the standard helpers carry when a dataset is missing
-STANDARD_COLUMNS: dict[str, list[str]] = {
-    "llm_calls": ["request_id", "model", "agent_id", "tick", "start", "end", "first_token",
-                  "queue_wait", "prompt_tokens", "completion_tokens", "outcome", "error"],
-    "messages": ["msg_id", "sender", "receivers", "hub", "role", "content", "blocks", "tick",
-                 "ts"],
-    "timeline": ["tick", "ts", "agents", "steps", "llm_calls", "tokens", "errors", "wall_s",
-                 "aimd_limit", "in_flight"],
-}  # fmt: skip
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -96,7 +90,40 @@ class Run:
         if sig != self._schema_sig or not self._schema:
             self._schema = load_schema(self.path).get("datasets", {})
             self._schema_sig = sig
+            self._recover_unlisted(sig is None)
         return self._schema
+
+    def _recover_unlisted(self, missing: bool) -> None:
+        """Catalogue datasets whose shards exist but ``_schema.json`` does not list.
+
+        A lost or stale ``_schema.json`` must not hide data that is on disk: the columns
+        come from the dataset catalogue where the name is known, else from the rows.
+        """
+        root = self.path / REPLAY_DIR
+        try:
+            names = sorted(e.name for e in os.scandir(root) if e.is_dir())
+        except FileNotFoundError:
+            return
+        rebuilt = []
+        for name in names:
+            if name in self._schema or not shard_files(root / name):
+                continue
+            spec = CATALOG.get(name)
+            cols: dict[str, str] = dict(spec.columns) if spec is not None else {}
+            if spec is None or spec.open:
+                for row in read_tail(root / name, None, limit=200).rows:
+                    found = {k: t for k, v in row.items() if k not in ROW_COLUMNS
+                             and (t := infer_type(v)) is not None}  # fmt: skip
+                    cols = merge_columns(cols, found, dataset=name, strict=False)
+            self._schema[name] = {"columns": cols, "description": "", "module": None}
+            rebuilt.append(name)
+        if rebuilt:
+            what = "is missing" if missing else "does not list them"
+            self._report([(
+                f"{schema_path(self.path)} {what}: catalogued {', '.join(rebuilt)} from the "
+                "shards (columns from agentlab.store.catalog, or inferred from the rows)",
+                True,
+            )])  # fmt: skip
 
     def dataset_names(self) -> list[str]:
         """Registered dataset names (plus ``spans`` when the run has a trace)."""
@@ -180,19 +207,27 @@ class Run:
         where: str | Mapping[str, Any] | None = None,
         columns: Sequence[str] | None = None,
         limit: int | None = None,
+        *,
+        internal: bool = False,
     ) -> pd.DataFrame:
         """Rows of one dataset.
 
         Args:
             dataset: a name from :attr:`datasets` (``spans`` for the trace).
             where: a SQL condition, or ``{column: value}`` equality filters.
-            columns: columns to return (default all, including ``_shard``/``_seq``).
+            columns: columns to return (default every declared column).
             limit: at most this many rows.
+            internal: also return the writer's ``_shard``/``_seq`` columns.
         """
         with self._lock:
             _, cols = self._dir_and_columns(dataset)
             self._refresh([dataset])
-            sel = ", ".join(q(c) for c in columns) if columns else "*"
+            if columns:
+                sel = ", ".join(q(c) for c in columns)
+            elif internal:
+                sel = "*"
+            else:
+                sel = "* EXCLUDE (" + ", ".join(q(c) for c in ROW_COLUMNS) + ")"
             query, params = f"SELECT {sel} FROM {q(dataset)}", []
             if isinstance(where, Mapping):
                 for c in where:
@@ -214,7 +249,8 @@ class Run:
         import pandas as pd
 
         if dataset not in self.dataset_names():
-            return pd.DataFrame(columns=STANDARD_COLUMNS.get(dataset, []))
+            spec = CATALOG.get(dataset)
+            return pd.DataFrame(columns=list(spec.columns) if spec is not None else [])
         return self.df(dataset)
 
     def spans_df(self) -> pd.DataFrame:
@@ -228,13 +264,34 @@ class Run:
         return out
 
     def llm_calls_df(self) -> pd.DataFrame:
-        """The ``llm_calls`` dataset plus ``latency`` and ``ttft`` (seconds)."""
+        """The ``llm_calls`` dataset (``latency``/``ttft``/``total_tokens`` in seconds/tokens)."""
         out = self._std("llm_calls")
-        if "start" in out and "end" in out:
+        # runs written before the catalogue carry only start/end/first_token
+        if "latency" not in out and {"start", "end"} <= set(out.columns):
             out["latency"] = out["end"] - out["start"]
-        if "first_token" in out and "start" in out:
+        if "ttft" not in out and {"start", "first_token"} <= set(out.columns):
             out["ttft"] = out["first_token"] - out["start"]
         return out
+
+    def llm_attempts_df(self) -> pd.DataFrame:
+        """Every LLM attempt with its ``kind`` (ok, rate_limit, timeout, malformed, error).
+
+        ``llm_attempts`` holds the attempts of calls that were retried or failed; a call
+        that succeeded at once is one ``ok`` attempt, added here from ``llm_calls``.
+        """
+        names = self.dataset_names()
+        if "llm_calls" not in names:
+            return self._std("llm_attempts")
+        spec = CATALOG["llm_attempts"]
+        cols = ", ".join(q(c) for c in spec.columns)
+        first = (
+            "SELECT request_id, 1 AS attempt, 'ok' AS kind, NULL AS error_class, NULL AS error, "
+            '"start", "end", "end" - "start" AS latency, model, agent_id, run_id, tick, '
+            "1 AS schema_version FROM llm_calls WHERE attempts = 1 AND outcome = 'ok'"
+        )
+        if "llm_attempts" in names:
+            first += f" UNION ALL SELECT {cols} FROM llm_attempts"
+        return self.sql(f"SELECT {cols} FROM ({first}) ORDER BY request_id, attempt")
 
     def messages_df(self) -> pd.DataFrame:
         """The ``messages`` dataset (empty frame with the standard columns if absent)."""

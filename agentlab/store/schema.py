@@ -20,10 +20,12 @@ import orjson
 
 from agentlab.errors import ConfigError
 from agentlab.store.atomic import atomic_write_bytes, read_json
+from agentlab.store.catalog import ROW_COLUMNS, SPAN_COLUMNS
 from agentlab.store.layout import REPLAY_DIR, SCHEMA_NAME, validate_dataset
 
 __all__ = [
     "COLUMN_TYPES",
+    "ROW_COLUMNS",
     "SCHEMA_VERSION",
     "SPAN_COLUMNS",
     "infer_type",
@@ -45,24 +47,6 @@ COLUMN_TYPES: dict[str, tuple[str, ...]] = {
 }
 _ALIASES = {a.upper(): t for t, names in COLUMN_TYPES.items() for a in (t, *names)}
 _ALIASES["INTEGER"] = "BIGINT"
-
-#: implicit columns of every row
-ROW_COLUMNS = {"_shard": "VARCHAR", "_seq": "BIGINT"}
-
-#: columns of the trace spans (``trace/<shard>.jsonl``)
-SPAN_COLUMNS = {
-    "trace_id": "VARCHAR",
-    "span_id": "VARCHAR",
-    "parent": "VARCHAR",
-    "name": "VARCHAR",
-    "kind": "VARCHAR",
-    "start": "DOUBLE",
-    "end": "DOUBLE",
-    "status": "VARCHAR",
-    "status_message": "VARCHAR",
-    "attributes": "JSON",
-    "events": "JSON",
-}
 
 
 def normalize_type(t: str) -> str:

@@ -20,7 +20,7 @@ import orjson
 
 from agentlab.store.layout import shard_files
 
-__all__ = ["TailResult", "read_tail"]
+__all__ = ["TailResult", "read_tail", "tail_rows"]
 
 #: an incomplete last line older than this many seconds is reported as torn (crash)
 STALE_S = 1.0
@@ -79,3 +79,22 @@ def read_tail(
                 break
         cur[name] = off + pos
     return out
+
+
+def tail_rows(run: Any, dataset: str, cursor: Any = None) -> tuple[list[dict[str, Any]], Any]:
+    """Rows of ``dataset`` appended after ``cursor``, and the cursor to pass next time.
+
+    Args:
+        run: a run directory path, or a store ``Run`` (its ``path`` is used).
+        dataset: dataset name (``timeline``, ``messages``, ...). A dataset that does not
+            exist yet yields no rows (no catalogue needed, unlike ``Run.tail``).
+        cursor: ``None`` for "from the beginning", else a value returned earlier.
+
+    Returns:
+        ``(rows, new_cursor)``; rows are dicts as written.
+    """
+    from agentlab.store.layout import REPLAY_DIR
+
+    path = Path(getattr(run, "path", run))
+    res = read_tail(path / REPLAY_DIR / dataset, cursor)
+    return res.rows, res.cursor

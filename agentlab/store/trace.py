@@ -32,7 +32,15 @@ from agentlab.errors import ConfigError
 from agentlab.store._writer import _LogWriter, get_writer
 from agentlab.store.layout import TRACE_DIR
 
-__all__ = ["Span", "Tracer", "get_tracer"]
+__all__ = [
+    "Span",
+    "Tracer",
+    "genai_agent_attrs",
+    "genai_llm_attrs",
+    "genai_provider",
+    "genai_tool_attrs",
+    "get_tracer",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _STATUSES = ("ok", "error", "unset")
@@ -285,3 +293,79 @@ def get_tracer(
     if tracer is None:
         tracer = _TRACERS[key] = Tracer(run_dir, clock=clock, shard=shard, **settings)
     return tracer
+
+
+# --- OpenTelemetry GenAI semantic conventions ----------------------------------------------
+# https://opentelemetry.io/docs/specs/semconv/gen-ai/ — written next to agentlab's own
+# attributes (agent_id, tick, tool...) so OTLP exports read as GenAI traces in Jaeger,
+# Phoenix or Langfuse.
+
+_REQUEST_PARAMS = {
+    "temperature": "gen_ai.request.temperature",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "max_completion_tokens": "gen_ai.request.max_tokens",
+    "top_p": "gen_ai.request.top_p",
+    "top_k": "gen_ai.request.top_k",
+    "seed": "gen_ai.request.seed",
+    "frequency_penalty": "gen_ai.request.frequency_penalty",
+    "presence_penalty": "gen_ai.request.presence_penalty",
+    "stop": "gen_ai.request.stop_sequences",
+}
+
+
+def genai_provider(model: str) -> str:
+    """``gen_ai.provider.name`` for a model string (``sim/x`` → ``agentlab.sim``)."""
+    prefix, sep, _ = model.partition("/")
+    if not sep:
+        return "openai"
+    return "agentlab.sim" if prefix == "sim" else prefix
+
+
+def genai_llm_attrs(
+    record: Any, params: Mapping[str, Any], finish_reason: str | None
+) -> dict[str, Any]:
+    """GenAI attributes of one chat call (``record`` is a ``CallRecord``).
+
+    ``gen_ai.provider.name`` follows from the model and is added by the OTLP export
+    (:mod:`agentlab.store.otlp`), so each stored span is that much smaller.
+    """
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": record.model,
+        "gen_ai.usage.input_tokens": record.prompt_tokens,
+        "gen_ai.usage.output_tokens": record.completion_tokens,
+    }
+    if params:
+        for key, name in _REQUEST_PARAMS.items():
+            value = params.get(key)
+            if value is not None:
+                attrs[name] = value
+    if finish_reason is not None:
+        attrs["gen_ai.response.finish_reasons"] = [finish_reason]
+    if record.agent_id is not None:
+        attrs["gen_ai.agent.id"] = record.agent_id
+    if record.outcome != "ok":
+        attrs["error.type"] = record.outcome
+    return attrs
+
+
+def genai_tool_attrs(name: str, call_id: str | None, agent_id: str | None) -> dict[str, Any]:
+    """GenAI attributes of one tool execution."""
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.type": "function",
+    }
+    if call_id is not None:
+        attrs["gen_ai.tool.call.id"] = call_id
+    if agent_id is not None:
+        attrs["gen_ai.agent.id"] = agent_id
+    return attrs
+
+
+def genai_agent_attrs(agent_id: str, name: str | None = None) -> dict[str, Any]:
+    """GenAI attributes of an agent invocation span."""
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": agent_id}
+    if name is not None:
+        attrs["gen_ai.agent.name"] = name
+    return attrs

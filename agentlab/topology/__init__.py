@@ -23,7 +23,7 @@ from agentlab.topology.prompts import (
 )
 from agentlab.topology.protocols import PROTOCOLS, full_mesh, sequential, star
 from agentlab.topology.rates import workflow_rates, workflow_rates_df
-from agentlab.topology.recorder import Recorder, RecordingClient, call_row
+from agentlab.topology.recorder import sample_metrics
 from agentlab.topology.tasks import FALLBACK_TASKS, load_tasks
 from agentlab.topology.workflow import (
     PAPER_CONSENSUS_RATES,
@@ -52,13 +52,10 @@ __all__ = [
     "Expert",
     "ExpertSpec",
     "PeerMessage",
-    "Recorder",
-    "RecordingClient",
     "RecruitedExpert",
     "Review",
     "RunContext",
     "WorkflowConfig",
-    "call_row",
     "expert_team_model",
     "full_mesh",
     "has_approval",
@@ -67,6 +64,7 @@ __all__ = [
     "parse_evaluation",
     "recruitment_model",
     "run_workflow",
+    "sample_metrics",
     "sequential",
     "star",
     "truncate_history",

@@ -18,7 +18,6 @@ import random
 import tempfile
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,38 +25,55 @@ from agentlab.core.clock import Clock, clock_from_name
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.messaging import gather_limited
 from agentlab.topology.protocols import PROTOCOLS
-from agentlab.topology.recorder import Recorder, RecordingClient, sample_metrics
+from agentlab.topology.recorder import sample_metrics
 from agentlab.topology.tasks import load_tasks
 from agentlab.topology.workflow import RunContext, WorkflowConfig, run_workflow
 
 __all__ = ["Experiment", "ExperimentResults"]
 
 
-@dataclass
 class ExperimentResults:
-    """Rows of an experiment as DataFrames (pandas is imported on first use)."""
+    """An experiment's run directory read back as DataFrames (the run log is the only copy).
 
-    recorder: Recorder
-    runs: list[dict[str, Any]]
-    run_dir: Path | None
-    status: str
+    Args:
+        run_dir: the experiment's run directory.
+        status: ``"running"``, ``"ok"`` or ``"interrupted"``.
+    """
 
-    def _df(self, rows: list[dict[str, Any]]) -> Any:
-        import pandas as pd
+    def __init__(self, run_dir: Path, status: str = "ok") -> None:
+        self.run_dir = Path(run_dir)
+        self.status = status
+        #: runs finished so far (the rows themselves are in the run log)
+        self.runs_done = 0
+        self._run: Any = None
 
-        return pd.DataFrame(rows)
+    @property
+    def run(self) -> Any:
+        """The :class:`agentlab.store.Run` of the run directory (opened on first use)."""
+        if self._run is None:
+            from agentlab.store import open_run
+
+            self._run = open_run(self.run_dir)
+        return self._run
+
+    def _df(self, dataset: str) -> Any:
+        return self.run._std(dataset)
 
     def calls_df(self) -> Any:
-        """One row per LLM call: record fields, flattened labels, latency, ttft."""
-        return self._df(self.recorder.calls)
+        """One row per LLM call (``llm_calls``): timing, tokens, outcome, flattened labels."""
+        return self.run.llm_calls_df()
+
+    def attempts_df(self) -> Any:
+        """One row per LLM attempt (``llm_attempts``) with its kind."""
+        return self.run.llm_attempts_df()
 
     def messages_df(self) -> Any:
         """One row per delivered message (sender, receivers, hub, tick, run_id, bytes)."""
-        return self._df(self.recorder.messages)
+        return self.run.messages_df()
 
     def runs_df(self) -> Any:
         """One row per run: topology, task, iterations, rounds, score, calls, tokens."""
-        df = self._df(self.runs)
+        df = self._df("experiment_runs")
         calls = self.calls_df()
         if len(df) and len(calls):
             agg = calls.groupby("run_id").agg(
@@ -70,11 +86,14 @@ class ExperimentResults:
 
     def server_metrics_df(self) -> Any:
         """Backend metrics sampled in clock time (running, waiting, tokens/s...)."""
-        return self._df(self.recorder.server)
+        return self._df("server_metrics")
 
     def process_metrics_df(self) -> Any:
         """Process CPU and RSS sampled during the experiment."""
-        return self._df(self.recorder.process)
+        return self._df("process_metrics")
+
+    def __repr__(self) -> str:
+        return f"ExperimentResults({str(self.run_dir)!r}, status={self.status!r})"
 
 
 class Experiment:
@@ -179,7 +198,7 @@ class Experiment:
         """Run every (topology, run) and write the run directory; returns the results.
 
         Interrupting (Ctrl-C, cancelling the cell) stops cleanly: finished runs stay in
-        ``exp.results`` and the run log, and ``run.json`` says ``status="interrupted"``.
+        the run log (which ``exp.results`` reads), and ``run.json`` says ``status="interrupted"``.
         """
         clock = (
             clock_from_name(self.clock_spec)
@@ -189,17 +208,23 @@ class Experiment:
         client = self._client(clock)
         run_dir = self.out or Path(tempfile.mkdtemp(prefix="agentlab-topology-"))
         self.run_dir = run_dir
-        from agentlab.store import finish_manifest, get_replay_sink, write_manifest
+        from agentlab.runtime.services import RunServices
+        from agentlab.store import catalog, finish_manifest, write_manifest
 
         write_manifest(run_dir, kind="topology_experiment", config=self.config(), seed=self.seed)
-        replay = get_replay_sink(run_dir)
-        recorder = Recorder(replay)
-        rclient = RecordingClient(client, recorder)
-        runs: list[dict[str, Any]] = []
-        self._results = ExperimentResults(recorder, runs, run_dir, "running")
+        services = RunServices(
+            run_dir, client, seed=self.seed, clock="virtual" if clock.is_virtual else "real"
+        )
+        services.bind_clock(clock)
+        replay = services.replay
+        catalog.register(
+            replay, ("llm_calls", "llm_attempts", "messages", "experiment_runs"), module=__name__
+        )
+        rclient = services.llm
+        results = self._results = ExperimentResults(run_dir, "running")
         state: dict[str, Any] = {"topology": None}
         sampler = asyncio.ensure_future(
-            sample_metrics(client, clock, recorder, state, self.metrics_interval)
+            sample_metrics(client, clock, replay, state, self.metrics_interval)
         )
         bar = _progress(len(self.topologies) * self.runs, self.progress)
         simulated = str(getattr(client, "model", "")).startswith("sim/")
@@ -209,8 +234,9 @@ class Experiment:
                 state["topology"] = topo
                 run_id = f"{topo}-{k:04d}"
                 ctx = RunContext(rclient, self.cfg, topo, run_id, task, clock,
-                                 recorder.sink_for(run_id), simulated)  # fmt: skip
-                runs.append(await run_workflow(ctx))
+                                 services.message_sink(run_id), simulated)  # fmt: skip
+                replay.append("experiment_runs", {**await run_workflow(ctx), "schema_version": 1})
+                results.runs_done += 1
                 if bar is not None:
                     bar.update(1)
 
@@ -225,10 +251,10 @@ class Experiment:
             await asyncio.gather(sampler, return_exceptions=True)
             if bar is not None:
                 bar.close()
-            replay.flush()
-            self._results.status = status
-            finish_manifest(run_dir, status=status, runs_done=len(runs))
-        return self._results
+            services.flush()
+            results.status = status
+            finish_manifest(run_dir, status=status, runs_done=results.runs_done)
+        return results
 
     def run_sync(self) -> ExperimentResults:
         """:meth:`run` for scripts; refuses inside a running loop (use ``await`` there).

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from agentlab.store.human import tail_rows
+from agentlab.store.tail import tail_rows
 
 __all__ = ["Coalescer", "Follower", "Journal", "make_source", "run_path"]
 
@@ -48,7 +48,7 @@ def run_path(run: Any) -> Path:
 def make_source(run: Any) -> Tail:
     """A ``tail(dataset, cursor) -> (rows, cursor)`` function for ``run``.
 
-    Reads through :func:`agentlab.store.human.tail_rows` (byte-offset cursors over the
+    Reads through :func:`agentlab.store.tail.tail_rows` (byte-offset cursors over the
     JSONL shards, so each poll costs only the new bytes, and works from any process).
     """
     path = run_path(run)

@@ -72,7 +72,9 @@ async def test_final_failures_raise_the_right_class_with_a_record(
         await c.complete(MSGS, agent_id="a1", labels={"stage": "vote"}, **override)
     rec: CallRecord = ei.value.record  # type: ignore[attr-defined]
     assert rec.outcome == code and rec.agent_id == "a1" and rec.labels == {"stage": "vote"}
-    assert rec.attempts == (1 if not err_cls.retryable else 3)
+    # malformed replies are retried inside the client's loop like 429s and timeouts
+    assert rec.attempts == 3 and [t[0] for t in rec.tries] == [1, 2, 3]
+    assert {t[1] for t in rec.tries} == {code}
     assert rec.end >= rec.start and rec.error
     if err_cls is LLMTimeoutError:
         assert rec.end - rec.start >= 3 * 30.0  # three attempts, each cut at the timeout

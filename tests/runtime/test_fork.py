@@ -43,7 +43,8 @@ def _rows(run: Path, *, upto: int | None = None) -> dict[str, Counter[str]]:
             d.pop("run_id", None)
             if upto is None or d.get("tick") is None or d["tick"] <= upto:
                 c[json.dumps(d, sort_keys=True)] += n
-        out[name] = c
+        if c:  # a dataset with no rows up to ``upto`` (e.g. llm_attempts) is no rows
+            out[name] = c
     return out
 
 

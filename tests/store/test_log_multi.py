@@ -107,7 +107,7 @@ def test_rows_are_snapshotted_at_append(run_dir: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sink.flush()
-    df = open_run(run_dir).df("snap")
+    df = open_run(run_dir).df("snap", internal=True)
     assert df["tick"].tolist() == [0, 1, 2, 10, 11, 12]
     assert df["_seq"].tolist() == list(range(6)) and set(df["_shard"]) == {"snap"}
 

@@ -81,7 +81,7 @@ def test_torn_last_line_is_skipped_and_reported(run_dir: Path) -> None:
     os.utime(shard, (old, old))
     run = open_run(run_dir)
     with pytest.warns(UserWarning, match="torn last line"):
-        df = run.df("llm_calls")
+        df = run.df("llm_calls", internal=True)
     assert len(df) == 20 and "a9" not in set(df["agent_id"])
     rows, _ = run.tail("llm_calls")
     assert len(rows) == 20
@@ -147,12 +147,12 @@ def test_compacted_and_raw_reads_agree(run_dir: Path) -> None:
     query = "select agent_id, count(*) n, sum(prompt_tokens) t from llm_calls group by 1 order by 1"
     raw = open_run(run_dir)
     before = raw.sql(query)
-    full = raw.df("llm_calls").sort_values(["_shard", "_seq"], ignore_index=True)
+    full = raw.df("llm_calls", internal=True).sort_values(["_shard", "_seq"], ignore_index=True)
     assert raw.compact(["llm_calls"]) == {"llm_calls": 400}
     assert (run_dir / "replay/llm_calls/_compact.parquet").exists()
     fresh = open_run(run_dir)
     pd.testing.assert_frame_equal(fresh.sql(query), before)
-    again = fresh.df("llm_calls").sort_values(["_shard", "_seq"], ignore_index=True)
+    again = fresh.df("llm_calls", internal=True).sort_values(["_shard", "_seq"], ignore_index=True)
     pd.testing.assert_frame_equal(again, full)
     assert fresh._cache is not None and fresh._cache.states["llm_calls"].parquet is not None
     # appends after compaction (old shard and a new one) are still seen, once
@@ -160,12 +160,18 @@ def test_compacted_and_raw_reads_agree(run_dir: Path) -> None:
     sink.flush()
     _fill(run_dir, 7, shard="s3", start=1000)
     for run in (raw, fresh, open_run(run_dir)):
-        df = run.df("llm_calls")
+        df = run.df("llm_calls", internal=True)
         assert len(df) == 412 and not df.duplicated(["_shard", "_seq"]).any()
     # compacting again (rows up to now) and reading raw JSONL give the same rows
     open_run(run_dir).compact()
     (run_dir / "replay/llm_calls/_compact.parquet").rename(run_dir / "moved.parquet")
-    raw_rows = open_run(run_dir).df("llm_calls").sort_values(["_shard", "_seq"], ignore_index=True)
+    raw_rows = (
+        open_run(run_dir)
+        .df("llm_calls", internal=True)
+        .sort_values(["_shard", "_seq"], ignore_index=True)
+    )
     (run_dir / "moved.parquet").rename(run_dir / "replay/llm_calls/_compact.parquet")
-    pq_rows = fresh.df("llm_calls").sort_values(["_shard", "_seq"], ignore_index=True)
+    pq_rows = fresh.df("llm_calls", internal=True).sort_values(
+        ["_shard", "_seq"], ignore_index=True
+    )
     pd.testing.assert_frame_equal(raw_rows, pq_rows)

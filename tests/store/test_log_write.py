@@ -160,5 +160,5 @@ def test_offsets_and_truncate_round_trip(run_dir: Path) -> None:
     # writing resumes with the next sequence number after the kept rows
     assert sink.append("ticks", {"tick": 1, "v": 0}) == 10
     sink.flush()
-    df = open_run(run_dir).df("ticks")
+    df = open_run(run_dir).df("ticks", internal=True)
     assert list(df["_seq"]) == list(range(11)) and df["v"].tolist()[-1] == 0

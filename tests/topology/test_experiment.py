@@ -70,13 +70,13 @@ async def test_interrupt_keeps_finished_runs(tmp_path: Path) -> None:
     exp = Experiment(topologies=["sequential"], runs=50, tasks=TASKS, clock=clock,
                      progress=False, out=tmp_path)  # fmt: skip
     task = asyncio.ensure_future(exp.run())
-    while exp._results is None or len(exp._results.runs) < 2:
+    while exp._results is None or exp._results.runs_done < 2:
         await clock.sleep(5.0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     res = exp.results
-    assert res.status == "interrupted" and 2 <= len(res.runs) < 50
+    assert res.status == "interrupted" and 2 <= len(res.runs_df()) == res.runs_done < 50
     assert read_manifest(tmp_path)["status"] == "interrupted"
     assert len(open_run(tmp_path).llm_calls_df()) == len(res.calls_df())
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentlab.errors import ConfigError
-from agentlab.store.human import tail_rows
+from agentlab.store.tail import tail_rows
 from agentlab.viz._follow import Coalescer, Follower, Journal, make_source, run_path
 from tests.viz.conftest import LogWriter
 

@@ -12,9 +12,9 @@ from agentlab.runtime.threads.shapes import (
 )
 from agentlab.runtime.threads.slice import INTERRUPTED
 from agentlab.runtime.threads.society_hook import LongToolHook
+from agentlab.runtime.threads.stores import MemoryThreadStore, SQLiteThreadStore, ThreadStore
 from agentlab.runtime.threads.system import AgentSystem, SimulatedCrash, StepResult
 from agentlab.runtime.threads.tools import Tool, ToolContext, thread_tool
-from agentlab.store.thread_store import MemoryThreadStore, SQLiteThreadStore, ThreadStore
 
 __all__ = [
     "INTERRUPTED",

@@ -11,10 +11,13 @@ import random
 import zlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentlab.core.clock import Clock, RealClock
 from agentlab.core.records import ToolCall
+
+if TYPE_CHECKING:
+    from agentlab.runtime.services import RunServices
 
 __all__ = ["LLMClientModel", "Model", "ScriptedModel"]
 
@@ -163,6 +166,17 @@ class LLMClientModel:
         self.overrides = overrides
         self.name = str(getattr(client, "model", "llm"))
         self.responses = 0
+
+    def record_to(self, services: RunServices) -> None:
+        """Send this model's calls through ``services.llm``, so each lands in ``llm_calls``.
+
+        :class:`~agentlab.runtime.threads.system.AgentSystem` does this when it has a run
+        directory; a client that already records (a ``RecordingLLM``) is left as it is.
+        """
+        from agentlab.runtime.services import RecordingLLM
+
+        if not isinstance(self.client, RecordingLLM):
+            self.client = services.llm
 
     async def stream(
         self,

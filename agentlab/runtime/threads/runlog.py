@@ -1,4 +1,4 @@
-"""The ``thread_events`` dataset: one row per observable step of the thread runtime.
+"""The ``thread_events`` dataset (columns in ``agentlab.store.catalog``): one row per step.
 
 Events: ``delivery`` (a queued resumption was consumed), ``drop`` (duplicate, late or for a
 closed thread), ``deferred``, ``slice`` (one completion finished; ``detail`` has timing and
@@ -12,22 +12,11 @@ import os
 from typing import Any
 
 from agentlab.core.clock import Clock
+from agentlab.store import catalog
 
 __all__ = ["DATASET", "ThreadLog"]
 
 DATASET = "thread_events"
-_COLUMNS = {
-    "ts": "DOUBLE",
-    "thread_id": "VARCHAR",
-    "event": "VARCHAR",
-    "kind": "VARCHAR",
-    "dedup_id": "VARCHAR",
-    "call_id": "VARCHAR",
-    "tool": "VARCHAR",
-    "mode": "VARCHAR",
-    "detail": "JSON",
-    "schema_version": "BIGINT",
-}
 
 
 class ThreadLog:
@@ -46,12 +35,7 @@ class ThreadLog:
             from agentlab.store.replay import get_replay_sink
 
             self._sink = get_replay_sink(run_dir)
-            self._sink.register(
-                DATASET,
-                _COLUMNS,
-                description="suspendable agent threads: deliveries, slices, dispatches",
-                module=__name__,
-            )
+            catalog.register(self._sink, [DATASET], module=__name__)
 
     @property
     def enabled(self) -> bool:

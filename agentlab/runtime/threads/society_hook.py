@@ -24,8 +24,8 @@ from typing import Any
 from agentlab.core.ids import validate_agent_id
 from agentlab.errors import UnknownNameError
 from agentlab.runtime.threads.records import Delivery
+from agentlab.runtime.threads.stores import ThreadStore
 from agentlab.runtime.threads.tools import Tool, ToolContext
-from agentlab.store.thread_store import ThreadStore
 
 __all__ = ["LongToolHook"]
 

@@ -34,7 +34,14 @@ from agentlab.core.clock import Clock, RealClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.core.records import ToolCall
 from agentlab.errors import AgentError, ConfigError
-from agentlab.runtime.threads.model import Model
+from agentlab.runtime.threads.codec import (
+    decode_history,
+    decode_state,
+    encode_history,
+    encode_state,
+)
+from agentlab.runtime.threads.codec import raw_history as _raw
+from agentlab.runtime.threads.model import LLMClientModel, Model
 from agentlab.runtime.threads.records import Delivery, ThreadState
 from agentlab.runtime.threads.runlog import ThreadLog
 from agentlab.runtime.threads.runtime_tools import dispatch_runtime_tool, note_runtime_call
@@ -45,10 +52,8 @@ from agentlab.runtime.threads.slice import (
     compact_messages,
     finish_turn,
 )
+from agentlab.runtime.threads.stores import MemoryThreadStore, ThreadStore
 from agentlab.runtime.threads.tools import Tool, ToolContext
-from agentlab.store.thread_codec import decode_history, decode_state, encode_history, encode_state
-from agentlab.store.thread_codec import raw_history as _raw
-from agentlab.store.thread_store import MemoryThreadStore, ThreadStore
 
 __all__ = ["AgentSystem", "SimulatedCrash", "StepResult"]
 
@@ -97,12 +102,14 @@ class AgentSystem:
 
     Args:
         model: streams assistant turns (:class:`~agentlab.runtime.threads.model.Model`).
-        store: a :class:`~agentlab.store.thread_store.ThreadStore` (default: in-memory).
+        store: a :class:`~agentlab.runtime.threads.stores.ThreadStore` (default: in-memory).
         tools: asynchronous tools offered to every thread.
         system_prompt: first message of every new thread.
         agent_tools: also offer the runtime tools (``receive_event``, ``send_message``,
             ``spawn_agent``, ``report``, ``close_agent``).
-        run_dir: record ``thread_events`` in this run's log.
+        run_dir: record ``thread_events`` in this run's log (and, for an
+            :class:`~agentlab.runtime.threads.model.LLMClientModel`, its calls in
+            ``llm_calls``/``llm_attempts``).
         clock: timestamps and timers.
         token_budget: compact a history whose size exceeds this many tokens (bytes / 4).
         summarize: ``summarize(covered_messages) -> str`` for compaction.
@@ -144,6 +151,13 @@ class AgentSystem:
         self.seen_window = seen_window
         self.fault = fault
         self.log = ThreadLog(run_dir, self.clock, "local")
+        if run_dir is not None and isinstance(model, LLMClientModel):
+            from agentlab.runtime.services import RunServices
+
+            # one recording path: the model's calls land in llm_calls like a society's
+            services = RunServices(run_dir, model.client, clock=_clock_kind(self.clock))
+            services.bind_clock(self.clock)
+            model.record_to(services)
         # local-mode only (empty between slices of an idle thread)
         self._local = False
         self._inbox: dict[str, deque[tuple[int, Delivery]]] = {}
@@ -519,3 +533,7 @@ class AgentSystem:
                 await self.step(partition=p, partitions=partitions, limit=limit)
                 n += 1
         return n
+
+
+def _clock_kind(clock: Clock) -> str:
+    return "virtual" if clock.is_virtual else "real"

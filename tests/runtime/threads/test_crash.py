@@ -91,7 +91,7 @@ async def test_redelivered_messages_are_deduplicated() -> None:
 
 def _state(store: Any, tid: str) -> Any:
     from agentlab.runtime.threads import ThreadState
-    from agentlab.store.thread_codec import decode_state
+    from agentlab.runtime.threads.codec import decode_state
 
     d = decode_state(store.read(tid, "state"))
     return None if d is None else ThreadState.from_dict(d)

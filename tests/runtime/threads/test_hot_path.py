@@ -20,7 +20,7 @@ from agentlab.runtime.threads import (
     Tool,
     validate_openai_messages,
 )
-from agentlab.store.thread_codec import decode_state, encode_state
+from agentlab.runtime.threads.codec import decode_state, encode_state
 from tests.runtime.threads.thread_helpers import CountingTool
 
 TIDS = ["a", "b", "c", "d"]

@@ -8,8 +8,7 @@ import pytest
 
 from agentlab.errors import ConfigError
 from agentlab.runtime.threads import Delivery, ThreadState
-from agentlab.store.agent_store import AgentStore
-from agentlab.store.thread_codec import (
+from agentlab.runtime.threads.codec import (
     append_frames,
     compress_history,
     decode_history,
@@ -17,12 +16,13 @@ from agentlab.store.thread_codec import (
     history_len,
     is_compressed,
 )
-from agentlab.store.thread_store import (
+from agentlab.runtime.threads.stores import (
     MemoryThreadStore,
     SQLiteThreadStore,
     ThreadStore,
     partition_of,
 )
+from agentlab.store.agent_store import AgentStore
 
 MSGS = [
     {"role": "user", "content": "line one\nline two"},

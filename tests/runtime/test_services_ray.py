@@ -1,4 +1,4 @@
-"""Ray tasks write through a serialised LogProxy: one shard per worker, whole lines."""
+"""Ray tasks write through a pickled RunServices: one shard per worker, whole lines."""
 
 from __future__ import annotations
 
@@ -8,17 +8,21 @@ from pathlib import Path
 import orjson
 import pytest
 
-from agentlab.store import LogProxy, open_run
+from agentlab.runtime import RunServices
+from agentlab.store import open_run
 
 pytestmark = pytest.mark.ray
 
 
-def test_proxy_pickles_small(run_dir: Path) -> None:
-    proxy = LogProxy(run_dir, flush_interval=0.05)
-    data = pickle.dumps(proxy)
-    assert len(data) < 400
+def test_services_pickle_small_without_live_resources(run_dir: Path) -> None:
+    services = RunServices(run_dir, "sim/instant", seed=3)
+    services.replay.append("rows", {"i": 1})  # builds a live sink in this process
+    assert services.llm.model == "sim/instant"
+    data = pickle.dumps(services)
+    assert len(data) < 600
     clone = pickle.loads(data)
-    assert clone.run_dir == proxy.run_dir and clone.settings == proxy.settings
+    assert clone.run_dir == services.run_dir and clone.seed == 3 and clone._live == {}
+    assert clone.llm.model == "sim/instant"  # rebuilt from the config on first use
 
 
 def test_ray_tasks_write_complete_lines(run_dir: Path, ray_session) -> None:
@@ -26,7 +30,7 @@ def test_ray_tasks_write_complete_lines(run_dir: Path, ray_session) -> None:
 
     # Defined here so Ray pickles it by value: workers cannot import this test module
     # (pytest imports it under a rootdir-relative name that is not on their sys.path).
-    def task(proxy: LogProxy, task: int, n: int) -> str:
+    def task(proxy: RunServices, task: int, n: int) -> str:
         import os
 
         sink = proxy.replay
@@ -37,7 +41,7 @@ def test_ray_tasks_write_complete_lines(run_dir: Path, ray_session) -> None:
         return sink.shard
 
     remote = ray.remote(num_cpus=1)(task)  # at most 2 workers to start on 2 CPUs
-    proxy, n, tasks = LogProxy(run_dir, max_pending=50), 500, 6
+    proxy, n, tasks = RunServices(run_dir, "sim/instant"), 500, 6
     shards = ray.get([remote.remote(proxy, t, n) for t in range(tasks)], timeout=180)
     files = sorted((run_dir / "replay/ray_rows").glob("*.jsonl"))
     assert {f.stem for f in files} == set(shards)

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from agentlab.errors import ConfigError, StoreError
+from agentlab.runtime.threads.codec import compress_history, is_compressed
 from agentlab.store.agent_store import AgentStore, validate_key
-from agentlab.store.thread_codec import compress_history, is_compressed
 
 __all__ = [
     "PARTS",
