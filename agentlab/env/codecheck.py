@@ -35,6 +35,11 @@ class Limits:
     max_int_bits: int = 4096
     max_tool_calls: int = 16
     max_printed: int = 4000
+    max_deep: int = 100_000  # logical size a compare/hash/sort/render may walk
+    # OS-level guards of an isolated run (SandboxPool): the worker is killed once the
+    # program has run this long (tool time excluded), and may not map more than this.
+    kill_after_seconds: float = 3.0
+    max_memory_mb: int = 512
 
 
 _ALLOWED_NODES: tuple[type[ast.AST], ...] = (

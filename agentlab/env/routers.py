@@ -5,8 +5,16 @@
 - :class:`ReActRouter` — natural language; a bounded tool-calling loop over
   ``llm.complete(messages, tools=...)``.
 - :class:`CodeGenRouter` — natural language; the LLM writes a short Python snippet that runs
-  in :class:`~agentlab.env.sandbox.Sandbox` with only the tools callable. Generated code
-  is cached per request text (``cache_hits``).
+  in the sandbox with only the tools callable — by default in a worker process of
+  :class:`~agentlab.env.sandbox_pool.SandboxPool` (``isolation="process"``), so hostile code
+  costs one request, never the host. Generated code is cached by (request shape, tool
+  signatures) (:class:`~agentlab.env.code_cache.CodeCache`; ``cache_hits``/``cache_misses``).
+- :class:`~agentlab.env.routers_plan.PlanRouter` (``plan``) and
+  :class:`~agentlab.env.routers_plan.TwoTierRouter` (``two_tier``: pick a module, then a
+  tool) live in :mod:`agentlab.env.routers_plan`.
+
+Observations are rendered with a character budget *before* they are built
+(:func:`~agentlab.env.render.bounded_json`), whatever the value's logical size.
 
 A router never raises for a bad request: it returns a :class:`RouteResult` whose
 ``observation`` tells the agent what went wrong, and counts it in :class:`RouterStats`
@@ -23,14 +31,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from agentlab.env.base import EnvBase
+from agentlab.env.code_cache import CodeCache
 from agentlab.env.registry import env_from_spec, env_spec
+from agentlab.env.render import TooLarge, bounded_json, logical_size
 from agentlab.env.sandbox import Limits, Sandbox
-from agentlab.errors import AgentlabError, ToolError, UnknownNameError, UnsafeCodeError
+from agentlab.env.sandbox_pool import SandboxPool, default_pool
+from agentlab.errors import (
+    AgentlabError,
+    ConfigError,
+    ToolError,
+    UnknownNameError,
+    UnsafeCodeError,
+)
 
 __all__ = [
     "CodeGenRouter",
@@ -67,6 +83,7 @@ class RouterStats:
     tool_calls: int = 0
     llm_calls: int = 0
     cache_hits: int = 0
+    cache_misses: int = 0
     rejections: int = 0
     errors: int = 0
 
@@ -99,6 +116,13 @@ class RouteResult:
     exception: BaseException | None = field(default=None, repr=False, compare=False)
     text: str | None = None
     max_chars: int = field(default=2000, repr=False)
+    #: the generated program (codegen) or plan (plan router), for the run log
+    code: str | None = None
+    plan: Any = None
+    #: LLM calls this request made, and whether the program came from the code cache
+    llm_calls: int = 0
+    cache_hit: bool | None = None
+    router: str = ""
 
     @property
     def observation(self) -> str:
@@ -124,19 +148,26 @@ class RouteResult:
             "value": _jsonable(self.value),
             "error": self.error,
             "error_type": self.error_type,
+            "code": self.code,
+            "plan": _jsonable(self.plan),
+            "llm_calls": self.llm_calls,
+            "cache_hit": self.cache_hit,
+            "router": self.router,
         }
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: Any, limit: int = 20_000) -> Any:
+    # The value may come from generated code: price the walk before json.dumps runs it.
     try:
+        logical_size(value, limit)
         json.dumps(value)
         return value
-    except (TypeError, ValueError):
-        return repr(value)
+    except (TooLarge, TypeError, ValueError, RecursionError):
+        return bounded_json(value, limit)
 
 
 def _render(value: Any, limit: int) -> str:
-    text = value if isinstance(value, str) else json.dumps(_jsonable(value), ensure_ascii=False)
+    text = bounded_json(value, limit + 1)  # stops at the budget: O(limit) for any value
     return text if len(text) <= limit else text[: limit - 15] + "... (truncated)"
 
 
@@ -171,14 +202,18 @@ class Router:
     async def route(self, request: Any, *, agent_id: str | None = None) -> RouteResult:
         """Carry out ``request`` for ``agent_id``; never raises for bad requests."""
         self.stats.calls += 1
+        llm_before = self.stats.llm_calls
         try:
-            return await self._route(request, agent_id)
+            result = await self._route(request, agent_id)
         except (ToolArgumentError, UnsafeCodeError, UnknownNameError) as exc:
             self.stats.rejections += 1
-            return self._failure(exc, "rejected")
+            result = self._failure(exc, "rejected")
         except Exception as exc:  # a tool bug or LLM failure must not kill the society
             self.stats.errors += 1
-            return self._failure(exc, "failed")
+            result = self._failure(exc, "failed")
+        result.router = result.router or self.kind
+        result.llm_calls = self.stats.llm_calls - llm_before
+        return result
 
     async def _route(self, request: Any, agent_id: str | None) -> RouteResult:
         raise NotImplementedError
@@ -192,6 +227,9 @@ class Router:
             error_type=type(exc).__name__,
             exception=exc,
             calls=getattr(exc, "_agentlab_calls", []),
+            code=getattr(exc, "_agentlab_code", None),
+            plan=getattr(exc, "_agentlab_plan", None),
+            cache_hit=getattr(exc, "_agentlab_cache_hit", None),
         )
 
     async def call_tool(
@@ -410,10 +448,15 @@ class CodeGenRouter(Router):
 
     Args:
         limits: sandbox budgets.
-        cache_size: generated programs remembered per request text (0 disables).
+        cache_size: generated programs remembered by (request shape, tool signatures)
+            (0 disables).
+        isolation: ``"process"`` (default: a :class:`SandboxPool` worker with OS limits) or
+            ``"inline"`` (the interpreter in this process; for trusted code and benchmarks).
+        pool: the pool to use (default :func:`~agentlab.env.sandbox_pool.default_pool`).
     """
 
     kind = "codegen"
+    ISOLATIONS: ClassVar[tuple[str, ...]] = ("process", "inline")
 
     def __init__(
         self,
@@ -422,15 +465,30 @@ class CodeGenRouter(Router):
         llm: LLMLike | None = None,
         limits: Limits | dict[str, Any] | None = None,
         cache_size: int = 256,
+        isolation: str = "process",
+        pool: SandboxPool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(env, llm=llm, **kwargs)
+        if isolation not in self.ISOLATIONS:
+            raise ConfigError(f"isolation {isolation!r} is not valid; use one of {self.ISOLATIONS}")
         self.limits = Limits(**limits) if isinstance(limits, dict) else (limits or Limits())
         self.cache_size = cache_size
-        self._cache: OrderedDict[str, str] = OrderedDict()
+        self.isolation = isolation
+        self.pool = pool
+        self.cache = CodeCache(cache_size)
 
     def _options(self) -> dict[str, Any]:
-        return {**super()._options(), "limits": asdict(self.limits), "cache_size": self.cache_size}
+        return {
+            **super()._options(),
+            "limits": asdict(self.limits),
+            "cache_size": self.cache_size,
+            "isolation": self.isolation,
+        }
+
+    def signatures(self) -> tuple[str, ...]:
+        """The offered tools' signatures (part of the code cache key)."""
+        return tuple(self.env.get_tool(n).signature_text() for n in self.tool_names)
 
     def prompt(self, request: str, agent_id: str | None) -> list[dict[str, Any]]:
         """The messages sent to the LLM for ``request``."""
@@ -448,11 +506,13 @@ class CodeGenRouter(Router):
 
     async def _route(self, request: Any, agent_id: str | None) -> RouteResult:
         text = str(request)
-        code = self._cache.get(text)
+        sigs = self.signatures()
+        code = self.cache.get(text, sigs)
+        hit = code is not None
         if code is not None:
             self.stats.cache_hits += 1
-            self._cache.move_to_end(text)
         else:
+            self.stats.cache_misses += 1
             if self.llm is None:
                 raise ToolError("CodeGenRouter needs an llm")
             self.stats.llm_calls += 1
@@ -462,11 +522,15 @@ class CodeGenRouter(Router):
                 labels={"stage": "router", "router": self.kind},
             )
             code = extract_code(getattr(resp, "text", "") or "")
-        result = await self.run_code(code, agent_id=agent_id)
-        if result.ok and self.cache_size > 0 and text not in self._cache:
-            self._cache[text] = code
-            if len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+        try:
+            result = await self.run_code(code, agent_id=agent_id)
+        except BaseException as exc:
+            exc._agentlab_code = code  # type: ignore[attr-defined]
+            exc._agentlab_cache_hit = hit  # type: ignore[attr-defined]
+            raise
+        result.code, result.cache_hit = code, hit
+        if not hit:
+            self.cache.put(text, sigs, code)
         return result
 
     async def run_code(self, code: str, *, agent_id: str | None = None) -> RouteResult:
@@ -494,9 +558,12 @@ class CodeGenRouter(Router):
 
             return fn
 
-        sandbox = Sandbox({n: bind(n) for n in self.tool_names}, self.limits)
+        tools = {n: bind(n) for n in self.tool_names}
         try:
-            out = await sandbox.run(code)
+            if self.isolation == "process":
+                out = await (self.pool or default_pool()).run(code, tools, self.limits)
+            else:
+                out = await Sandbox(tools, self.limits).run(code)
         except AgentlabError as exc:
             exc._agentlab_calls = calls  # type: ignore[attr-defined]
             raise
@@ -508,6 +575,7 @@ class CodeGenRouter(Router):
             text=_render("\n".join(parts), self.max_observation_chars),
             calls=calls,
             value=out.value,
+            code=code,
         )
 
 
@@ -518,17 +586,31 @@ _ROUTERS: dict[str, type[Router]] = {
 }
 
 
+def register_router(cls: type[Router]) -> type[Router]:
+    """Make ``cls`` buildable by its ``kind`` with :func:`make_router`."""
+    _ROUTERS[cls.kind] = cls
+    return cls
+
+
+def _load_all() -> None:
+    import agentlab.env.routers_plan  # noqa: F401  (registers plan / two_tier)
+
+
 def router_kinds() -> list[str]:
     """Names accepted by :func:`make_router`."""
+    _load_all()
     return sorted(_ROUTERS)
 
 
-def make_router(kind: str, env: EnvBase, **kwargs: Any) -> Router:
-    """Build a router by kind (``direct``, ``react``, ``codegen``).
+def make_router(kind: str, env: Any, **kwargs: Any) -> Router:
+    """Build a router by kind (``direct``, ``react``, ``codegen``, ``plan``, ``two_tier``).
+
+    ``env`` is one module, or a list of modules for ``two_tier``.
 
     Raises:
         UnknownNameError: listing the router kinds.
     """
+    _load_all()
     cls = _ROUTERS.get(kind)
     if cls is None:
         raise UnknownNameError("router", kind, list(_ROUTERS))

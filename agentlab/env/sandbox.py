@@ -15,7 +15,16 @@ an AST allow-list, then *interpreted* node by node by :class:`Sandbox`, which
   ``while True: pass`` stops deterministically; a wall-clock deadline is a second guard;
 - checks sizes *before* allocating (``'a' * 10**9``, ``[0] * 10**9``, ``10**10**10``,
   ``range(10**12)``) and keeps a running allocation budget across the whole program;
-- bounds nesting depth statically, so deep expressions cannot exhaust the C stack.
+- bounds nesting depth statically, so deep expressions cannot exhaust the C stack;
+- prices every operation that walks a value deeply (``==``/``<``/``in`` on containers,
+  hashing a tuple key, ``sorted``/``min``/``max``/``dict``, ``list.index``/``count``,
+  rendering with ``str``/``print``/f-strings) by the value's *logical* size — shared
+  sub-lists count every time they recur — and refuses it above ``Limits.max_deep``, so
+  aliasing (``a = [a, a]`` forty times) cannot turn one C-level step into 10¹² of work;
+- renders exception messages with a character budget (a ``KeyError`` of a huge key).
+
+Run hostile code through :class:`~agentlab.env.sandbox_pool.SandboxPool`, which runs this
+interpreter in worker processes with OS limits, so even a bug here costs one request.
 
 Anything outside these rules raises :class:`~agentlab.errors.UnsafeCodeError` with a
 message saying what was refused and what is allowed.
@@ -38,6 +47,7 @@ from agentlab.env.codecheck import (
     check_code,
     is_private_name,
 )
+from agentlab.env.render import TooLarge, bounded_repr, logical_size
 from agentlab.errors import ToolError, UnsafeCodeError
 
 __all__ = ["SAFE_BUILTINS", "Limits", "Sandbox", "SandboxResult", "check_code"]
@@ -112,7 +122,9 @@ class Sandbox:
         except MemoryError:
             raise UnsafeCodeError("memory budget exceeded") from None
         except Exception as exc:  # the program's own bug: report it, do not crash the host
-            raise ToolError(f"generated code failed: {type(exc).__name__}: {exc}") from None
+            raise ToolError(
+                f"generated code failed: {type(exc).__name__}: {exception_text(exc)}"
+            ) from None
         return SandboxResult(value, run.printed, run.steps, run.tool_calls)
 
 
@@ -151,17 +163,33 @@ class _Run:
 
     def render_size(self, value: Any) -> None:
         """Refuse to render (``str``/f-string/print) a value whose text would be too big."""
-        stack = [(value, 0)]
-        total = 0
-        while stack:
-            v, depth = stack.pop()
-            total += len(v) + 2 if isinstance(v, (str, list, tuple, dict)) else 8
-            if total > self.lim.max_len * 4 or depth > 30:
-                raise UnsafeCodeError("value too large to convert to text")
-            if isinstance(v, (list, tuple)):
-                stack.extend((x, depth + 1) for x in v)
-            elif isinstance(v, dict):
-                stack.extend((x, depth + 1) for kv in v.items() for x in kv)
+        if isinstance(value, str):
+            return
+        try:
+            n = logical_size(value, self.lim.max_len * 4 // 8, max_depth=30)
+        except TooLarge:
+            raise UnsafeCodeError("value too large to convert to text") from None
+        self.tick(n // 16)
+
+    def deep(self, what: str, *values: Any) -> None:
+        """Price an operation that walks ``values`` deeply (compare, hash, sort, render).
+
+        Charged by logical size (shared parts counted each time they recur); refused above
+        ``max_deep`` before the C-level walk starts.
+        """
+        budget = self.lim.max_deep
+        for v in values:
+            if not isinstance(v, (list, tuple, dict)):
+                continue
+            try:
+                n = logical_size(v, budget, max_depth=self.lim.max_depth * 2)
+            except TooLarge:
+                raise UnsafeCodeError(
+                    f"{what} on a value of logical size above {self.lim.max_deep} is not "
+                    "allowed (shared or nested lists count every time they recur)"
+                ) from None
+            budget -= n
+            self.tick(n // 16)
 
     def check(self, value: Any) -> Any:
         if isinstance(value, int) and value.bit_length() > self.lim.max_int_bits:
@@ -250,7 +278,10 @@ class _Run:
             container = await self.expr(target.value)
             if not isinstance(container, (list, dict)):
                 raise UnsafeCodeError(f"cannot assign into {type(container).__name__}")
-            container[await self.expr(target.slice)] = value
+            key = await self.expr(target.slice)
+            if isinstance(container, dict):
+                self.deep("hashing a key", key)
+            container[key] = value
             self.charge(container)
         else:
             raise UnsafeCodeError(f"cannot assign to {type(target).__name__}")
@@ -284,7 +315,9 @@ class _Run:
             for k, v in zip(node.keys, node.values, strict=True):
                 if k is None:
                     raise UnsafeCodeError("'**' in dict literals is not allowed")
-                out[await self.expr(k)] = await self.expr(v)
+                key = await self.expr(k)
+                self.deep("hashing a key", key)
+                out[key] = await self.expr(v)
             return self.charge(out)
         if isinstance(node, ast.BinOp):
             left = await self.expr(node.left)
@@ -306,6 +339,8 @@ class _Run:
             left = await self.expr(node.left)
             for op, comp in zip(node.ops, node.comparators, strict=True):
                 right = await self.expr(comp)
+                if not isinstance(op, (ast.Is, ast.IsNot)):
+                    self.deep("comparison", left, right)
                 if not _CMPOPS[type(op)](left, right):
                     return False
                 left = right
@@ -317,6 +352,8 @@ class _Run:
             if not isinstance(container, (list, tuple, dict, str)):
                 raise ToolError(f"{type(container).__name__} is not subscriptable")
             key = await self.expr(node.slice)
+            if isinstance(container, dict):
+                self.deep("hashing a key", key)
             value = container[key]
             return self.charge(value) if isinstance(key, slice) else self.check(value)
         if isinstance(node, ast.Slice):
@@ -349,6 +386,7 @@ class _Run:
                 return (await self.expr(node.key), await self.expr(node.value))
 
             await self.comprehension(node.generators, 0, pair, pairs)
+            self.deep("hashing keys", [k for k, _ in pairs])
             return self.charge(dict(pairs))
         raise UnsafeCodeError(f"{type(node).__name__} is not allowed")
 
@@ -373,6 +411,23 @@ class _Run:
                         raise UnsafeCodeError(
                             f"memory budget of {self.lim.max_alloc} items/characters exceeded"
                         )
+
+    def check_join(self, sep: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """Size ``sep.join(x)`` before it allocates: ``x`` may be a list/tuple of strings,
+        a string (joins its characters) or a dict (joins its keys)."""
+        if kwargs or len(args) != 1:
+            raise ToolError("str.join() takes exactly one argument")
+        parts = args[0]
+        if isinstance(parts, str):
+            total = len(parts) + len(sep) * max(len(parts) - 1, 0)
+        elif isinstance(parts, (list, tuple, dict)):
+            if not all(isinstance(x, str) for x in parts):
+                raise ToolError("str.join() needs strings")
+            total = len(sep) * max(len(parts) - 1, 0) + sum(len(x) for x in parts)
+        else:
+            raise ToolError(f"str.join() cannot join a {type(parts).__name__}")
+        self.size(total, "joined string")
+        self.tick(total // 64)
 
     def binop(self, op: type, a: Any, b: Any) -> Any:
         lim = self.lim
@@ -428,10 +483,10 @@ class _Run:
                     else 0
                 )
                 self.size(len(obj) + extra, type(obj).__name__)
-            if func.attr == "join" and args and isinstance(args[0], (list, tuple)):
-                parts = args[0]
-                total = len(obj) * len(parts) + sum(len(x) for x in parts if isinstance(x, str))
-                self.size(total, "joined string")
+            if func.attr == "join" and isinstance(obj, str):
+                self.check_join(obj, args, kwargs)
+            if func.attr in _DEEP_METHODS:
+                self.deep(f".{func.attr}()", obj if isinstance(obj, (list, tuple)) else None, *args)
             result = getattr(obj, func.attr)(*args, **kwargs)
             if func.attr in {"keys", "values", "items"}:
                 result = list(result)
@@ -477,6 +532,8 @@ class _Run:
             return self.charge(list(r))
         if name in {"sorted", "min", "max"} and "key" in kwargs:
             raise UnsafeCodeError(f"{name}(key=...) is not allowed")
+        if name in _DEEP_BUILTINS:
+            self.deep(f"{name}()", *args, *kwargs.values())
         if (
             name == "sum"
             and (len(args) > 1 or kwargs)
@@ -496,6 +553,26 @@ class _Run:
         if name in {"reversed", "enumerate", "zip"}:
             result = [tuple(x) if isinstance(x, tuple) else x for x in result]
         return self.charge(result)
+
+
+#: methods / builtins that compare or hash their arguments' contents
+_DEEP_METHODS = frozenset({"index", "count", "get", "pop", "setdefault", "update"})
+_DEEP_BUILTINS = frozenset({"sorted", "min", "max", "dict", "sum"})
+
+
+def exception_text(exc: BaseException, limit: int = 300) -> str:
+    """``str(exc)`` of a program's exception, built within ``limit`` characters.
+
+    ``str(KeyError(k))`` is ``repr(k)``, unbounded for a huge or aliased key, so the
+    arguments are rendered with :func:`~agentlab.env.render.bounded_repr` instead.
+    """
+    args = exc.args
+    if len(args) == 1 and isinstance(args[0], str) and not isinstance(exc, KeyError):
+        text = args[0]
+        return text if len(text) <= limit else text[:limit] + "..."
+    if len(args) == 1:
+        return bounded_repr(args[0], limit)
+    return bounded_repr(tuple(args[:8]), limit)
 
 
 _BUILTIN_FNS: dict[str, Callable[..., Any]] = {

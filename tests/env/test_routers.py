@@ -42,6 +42,7 @@ async def test_direct_router_accepts_structured_calls(feed: SocialFeed) -> None:
     await r.route(ToolCall(id="c", name="follow", arguments={"user": "bob"}), agent_id="ann")
     await r.route(json.dumps({"tool": "read_feed", "arguments": {}}), agent_id="ann")
     assert r.stats.to_dict() == {"calls": 4, "tool_calls": 4, "llm_calls": 0, "cache_hits": 0,
+                                 "cache_misses": 0,
                                  "rejections": 0, "errors": 0}  # fmt: skip
     assert json.loads(json.dumps(res.to_dict()))["ok"] is True
 
@@ -86,11 +87,11 @@ async def test_router_tool_subset_and_kinds(feed: SocialFeed) -> None:
     r = make_router("direct", feed, tools=["read_feed"])
     res = await r.route({"tool": "post", "arguments": {"content": "x"}}, agent_id="a")
     assert not res.ok and "available: read_feed" in (res.error or "")
-    with pytest.raises(UnknownNameError, match="registered: codegen, direct, react"):
+    with pytest.raises(UnknownNameError, match="registered: codegen, direct, plan, react, two_tier"):
         make_router("magic", feed)
     with pytest.raises(UnknownNameError):
         DirectRouter(feed, tools=["nope"])
-    assert router_kinds() == ["codegen", "direct", "react"]
+    assert router_kinds() == ["codegen", "direct", "plan", "react", "two_tier"]
 
 
 async def test_react_router_runs_tools_then_answers(feed: SocialFeed, scripted) -> None:  # type: ignore[no-untyped-def]
