@@ -1,0 +1,180 @@
+"""Denial-of-service classes against the isolated sandbox: each ends in a clear refusal or a
+killed worker within its time limit, while a concurrent benign request keeps being served
+within 2x its normal latency."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentlab.env import CodeGenRouter, Limits, SocialFeed, create_env
+from agentlab.env.render import bounded_json, logical_size
+from agentlab.env.routers import _render
+from agentlab.env.sandbox_pool import SandboxPool
+
+ALIASED = "a = [0]\nb = [0]\nfor i in range(60):\n    a = [a, a]\n    b = [b, b]\n"
+ALIASED_T = "t = (0,)\nfor i in range(60):\n    t = (t, t)\n"
+
+# (label, code, expected error fragment): refused by the interpreter (default limits)
+DOS = [
+    ("== on aliased nested lists", ALIASED + "a == b", "comparison on a value of logical size"),
+    ("< on aliased nested lists", ALIASED + "a < b", "comparison on a value of logical size"),
+    ("in on aliased nested lists", ALIASED + "b in [a]", "comparison on a value"),
+    ("hash nested tuple as dict key", ALIASED_T + "d = {}\nd[t] = 1", "hashing a key"),
+    ("hash nested tuple in dict literal", ALIASED_T + "{t: 1}", "hashing a key"),
+    ("dict lookup by nested tuple", ALIASED_T + "d = {1: 2}\nd.get(t)", ".get()"),
+    ("sorted over aliased values", ALIASED + "sorted([a, b])", "sorted() on a value"),
+    ("min over aliased values", ALIASED + "min(a, b)", "min() on a value"),
+    ("max over aliased values", ALIASED + "max([a, b])", "max() on a value"),
+    ("list.index of aliased value", ALIASED + "[a].index(b)", ".index() on a value"),
+    ("str(exc) of KeyError with huge key", ALIASED_T + "d = {}\nd[t]", "hashing a key"),
+    ("render huge value with str", ALIASED + "str(a)", "too large to convert to text"),
+    ("render huge value in f-string", ALIASED + "f'{a}'", "too large to convert to text"),
+    ("render huge return value", ALIASED + "a", "too large to return"),
+    ("join over a huge string", "s = 'x' * 10000\n('y' * 10000).join(s)", "joined string"),
+    ("join over a dict", "d = {str(i): 1 for i in range(1000)}\n('y' * 5000).join(d)",
+     "joined string"),
+    ("endless loop", "while True:\n    pass", "step budget"),
+    ("memory via doubling", "s = 'ab'\nwhile True:\n    s = s + s", "exceeds the limit"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[SandboxPool]:
+    p = SandboxPool(2)
+    p.warm()
+    yield p
+    p.close()
+
+
+@pytest.fixture()
+def feed() -> SocialFeed:
+    env = create_env("social_feed", seed=0)
+    assert isinstance(env, SocialFeed)
+    env.post("hello town", agent_id="bob")
+    env.step(0)
+    return env
+
+
+class _Probe:
+    """A benign request from another agent: codegen through the pool, a tool that waits."""
+
+    def __init__(self, pool: SandboxPool) -> None:
+        self.pool = pool
+
+    async def once(self) -> float:
+        async def slow_read(args: list[Any], kwargs: dict[str, Any]) -> Any:
+            await asyncio.sleep(0.1)  # an env tool doing I/O: needs a free event loop
+            return [{"id": "0.bob.0", "likes": 0}]
+
+        t0 = time.perf_counter()
+        out = await self.pool.run("len(slow_read())", {"slow_read": slow_read})
+        assert out.value == 1
+        return time.perf_counter() - t0
+
+    async def baseline(self) -> float:
+        return statistics.median([await self.once() for _ in range(3)])
+
+    async def during(self, attack: Any) -> tuple[Any, list[float]]:
+        task = asyncio.ensure_future(attack)
+        lat: list[float] = []
+        while not task.done() or not lat:
+            lat.append(await self.once())
+        return await task, lat
+
+
+async def _attack_router(router: CodeGenRouter) -> Any:
+    t0 = time.perf_counter()
+    res = await router.route("attack", agent_id="mallory")
+    return res, time.perf_counter() - t0
+
+
+@pytest.mark.parametrize(("label", "code", "fragment"), DOS, ids=[d[0] for d in DOS])
+async def test_dos_refused_while_others_are_served(
+    pool: SandboxPool, feed: SocialFeed, scripted, label: str, code: str, fragment: str
+) -> None:
+    router = CodeGenRouter(feed, llm=scripted(code), pool=pool)
+    probe = _Probe(pool)
+    normal = await probe.baseline()
+    (res, took), lat = await probe.during(_attack_router(router))
+    assert not res.ok and res.error_type == "UnsafeCodeError", res.observation
+    assert fragment in (res.error or ""), res.error
+    assert len(res.observation) <= 2000
+    assert took < Limits().kill_after_seconds + 1.0
+    assert max(lat) <= 2 * normal, (normal, lat)
+
+
+# OS-level guards: the interpreter's own budgets relaxed so only the worker limits remain
+KILLS = [
+    ("C-level compare hang", ALIASED + "a == b",
+     Limits(max_deep=10**18, kill_after_seconds=1.5), "worker process was killed"),
+    ("C-level hash hang", ALIASED_T + "{t: 1}",
+     Limits(max_deep=10**18, kill_after_seconds=1.5), "worker process was killed"),
+    ("endless loop past the step budget", "while True:\n    pass",
+     Limits(max_steps=10**15, max_seconds=10**6, kill_after_seconds=1.5),
+     "worker process was killed"),
+    ("memory bomb", "x = 'a' * (2 * 10**9)\nlen(x)",
+     Limits(max_len=10**12, max_alloc=10**13, max_memory_mb=256), "memory"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("label", "code", "limits", "fragment"), KILLS, ids=[k[0] for k in KILLS])
+async def test_worker_limits_cost_one_request(
+    pool: SandboxPool, feed: SocialFeed, scripted, label: str, code: str, limits: Limits,
+    fragment: str,
+) -> None:  # fmt: skip
+    router = CodeGenRouter(feed, llm=scripted(code), pool=pool, limits=limits)
+    probe = _Probe(pool)
+    normal = await probe.baseline()
+    before = pool.stats.to_dict()
+    (res, took), lat = await probe.during(_attack_router(router))
+    assert not res.ok and res.error_type == "UnsafeCodeError", res.observation
+    assert fragment in (res.error or ""), res.error
+    assert took < limits.kill_after_seconds + 1.5
+    assert max(lat) <= 2 * normal, (normal, lat)
+    after = pool.stats.to_dict()
+    replaced = sum(after[k] - before[k] for k in ("killed", "died", "retired"))
+    assert replaced >= 1, (before, after)
+    # the pool still serves, with a fresh worker
+    ok = await CodeGenRouter(feed, llm=scripted("1 + 1"), pool=pool).route("x", agent_id="a")
+    assert ok.ok and ok.value == 2
+
+
+async def test_keyerror_message_is_bounded(pool: SandboxPool, feed: SocialFeed, scripted) -> None:
+    # a big (not aliased) key: allowed to hash, but its repr must not flood the message
+    code = "k = tuple(range(5000))\nd = {}\nd[k]"
+    res = await CodeGenRouter(feed, llm=scripted(code), pool=pool).route("x", agent_id="a")
+    assert not res.ok and "KeyError" in (res.error or "")
+    assert len(res.error or "") < 400
+
+
+def test_bounded_rendering_costs_its_budget_only() -> None:
+    a: Any = [0]
+    for _ in range(60):
+        a = [a, a]  # logical size 2**60
+    t0 = time.perf_counter()
+    text = _render(a, 2000)
+    assert len(text) <= 2000 and text.endswith("(truncated)")
+    assert bounded_json({"k": (1, 2), 3: None}, 100) == json_of({"k": [1, 2], "3": None})
+    with pytest.raises(Exception, match="logical size"):
+        logical_size(a, 10_000)
+    assert time.perf_counter() - t0 < 0.5
+
+
+def json_of(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+async def test_inline_and_process_agree(pool: SandboxPool, feed: SocialFeed, scripted) -> None:
+    code = "p = read_feed(source='recent')\nx = {(1, 2): [p[0]['id']], 'n': len(p)}\nprint(x)\nx"
+    a = await CodeGenRouter(feed, llm=scripted(code), pool=pool).route("x", agent_id="a")
+    b = await CodeGenRouter(feed, llm=scripted(code), isolation="inline").route("x", agent_id="a")
+    assert a.ok and b.ok and a.value == b.value == {(1, 2): ["0.bob.0"], "n": 1}
+    assert a.observation == b.observation
