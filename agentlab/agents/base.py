@@ -60,6 +60,11 @@ class AgentEnv(Protocol):
         """Run one tool (``call_id``: the model's tool-call id, recorded on the span)."""
         ...
 
+    async def ask(self, text: str, *, module: str | None = None) -> dict[str, Any]:
+        """Ask the *environment* in words (not a person: that is ``ask_user``); the env
+        module's router turns it into tool calls. Returns ``RouteResult.to_dict()``."""
+        ...
+
     async def observe(self) -> Any:
         """What the agent sees now."""
         ...
@@ -77,8 +82,11 @@ class AgentServices(Protocol):
         llm: ``await llm.complete(messages, tools=..., labels=...)`` -> ``LLMResponse``;
             ``agent_id`` and ``tick`` are filled in and every call lands in ``llm_calls``
             (each attempt in ``llm_attempts``).
-        env: ``await env.call(name, arguments)``, ``await env.observe()``, ``env.tools()``
-            (OpenAI tool schemas), ``env.describe()`` (world text); ``None`` without env.
+        env: ``await env.call(name, arguments)`` (one tool call), ``await env.ask(text)``
+            (a natural-language request the env's router turns into tool calls — the
+            environment answers, not a person; see ``ask_user`` for that),
+            ``await env.observe()``, ``env.tools()`` (OpenAI tool schemas),
+            ``env.describe()`` (world text); ``None`` without env.
         tick: the tick being stepped.
         attempt: 1 for the first try of this step, 2 for the first retry, ...
     """

@@ -43,6 +43,7 @@ from agentlab.llm.sim_content import (
     gen_json,
     gen_text,
     gen_tool_call,
+    play_along,
     request_hash,
 )
 from agentlab.llm.sim_engine import Engine, EngineRequest
@@ -62,6 +63,7 @@ SIM_OVERRIDES = frozenset(
         "sim_p_rate_limit",
         "sim_p_timeout",
         "sim_p_malformed",
+        "sim_p_invalid_args",
     }
 )
 
@@ -196,6 +198,9 @@ class SimServer:
         rng = Rng(h)
         stage = labels.get("stage", labels.get("label")) if labels else None
         text, calls, n, finish = self._content(rng, spec, tools, params, malformed, stage)
+        text, calls, n, finish = play_along(
+            messages, tools, params, rng, (text, calls, n, finish), malformed
+        )
         res = SimResult(text, prompt_tokens, n, now, 0.0, now, now, finish, tool_calls=calls)
         if self._instant and fault is None:
             self.prompt_tokens_total += prompt_tokens

@@ -18,6 +18,7 @@ SOCIETY_DATASETS: tuple[str, ...] = (
     "llm_calls",
     "llm_attempts",
     "env_events",
+    "env_requests",
     "messages",
 )
 

@@ -4,7 +4,10 @@
 to the module that offers the tool, and takes per-tick checkpoints. Agents reach it
 through an env *handle*: :class:`LocalEnvHandle` (same process; the local executor) or
 :class:`RayEnvHandle` (a pickled actor handle; the Ray executor). Both cache the static
-parts (tool schemas, world description) so only ``call``/``observe`` cross the wire.
+parts (tool schemas, world description) so only ``call``/``ask``/``observe`` cross the wire.
+
+Natural-language requests (``ask``) go through the router each module names in its spec
+(``{"type": ..., "router": "codegen"}``; see :mod:`agentlab.runtime.env_routing`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.errors import ConfigError, UnknownNameError
+from agentlab.runtime.env_routing import RouterSet, attach_router, router_config_of
 
 __all__ = [
     "EnvHost",
@@ -43,19 +47,30 @@ def build_env_modules(specs: list[Any], seed: int) -> list[Any]:
         if isinstance(spec, str):
             name, config = spec, {}
         elif isinstance(spec, dict) and "type" in spec:
-            config = {k: v for k, v in spec.items() if k != "type"}
+            config = {k: v for k, v in spec.items() if k not in _ROUTER_KEYS}
             name = spec["type"]
         else:
             raise ConfigError(f"env spec {spec!r}: use a name, {{'type': name, ...}} or EnvBase")
-        modules.append(create_env(name, seed=seed + i, **config))
+        module = create_env(name, seed=seed + i, **config)
+        if isinstance(spec, dict) and "router" in spec:
+            attach_router(module, spec["router"], spec.get("router_options"))
+        modules.append(module)
     return modules
 
 
+_ROUTER_KEYS = ("type", "router", "router_options")
+
+
 def env_spec_of(module: Any) -> dict[str, Any]:
-    """The JSON spec that rebuilds ``module`` (type, class reference, config, seed)."""
+    """The JSON spec that rebuilds ``module`` (type, class reference, config, seed, and its
+    router when not direct)."""
     from agentlab.env.registry import env_spec
 
-    return env_spec(module)
+    spec = env_spec(module)
+    router = router_config_of(module)
+    if router["kind"] != "direct":
+        spec["router"], spec["router_options"] = router["kind"], router["options"]
+    return spec
 
 
 def modules_from_specs(specs: list[dict[str, Any]]) -> list[Any]:
@@ -64,19 +79,24 @@ def modules_from_specs(specs: list[dict[str, Any]]) -> list[Any]:
         return []
     from agentlab.env.registry import env_from_spec
 
-    return [env_from_spec(s) for s in specs]
+    modules = []
+    for s in specs:
+        m = env_from_spec(s)
+        if s.get("router"):
+            attach_router(m, s["router"], s.get("router_options"))
+        modules.append(m)
+    return modules
 
 
 class EnvHost:
     """The env modules of one run plus a tool → module routing table."""
 
     def __init__(self, modules: list[Any]) -> None:
-        from agentlab.env.routers import DirectRouter
-
         self.modules = modules
         self._by_tool: dict[str, Any] = {}
-        # One direct router per module: validation, refusals and counters live there.
-        self._routers = {id(m): DirectRouter(m) for m in modules}
+        # One direct router per module (validation, refusals, counters) plus the configured
+        # language router per module for ask().
+        self.routing = RouterSet(modules)
         for m in modules:
             for name in m.tool_specs():
                 if name in self._by_tool:
@@ -103,21 +123,37 @@ class EnvHost:
         if module is None:
             self.errors += 1
             raise UnknownNameError("tool", name, list(self._by_tool))
-        result = await self._routers[id(module)].route(
-            {"tool": name, "arguments": arguments}, agent_id=agent_id
-        )
+        result = await self.routing.call(module, name, arguments, agent_id)
         if not result.ok:
             self.errors += 1
             result.raise_for_error()
         return result.value
 
+    async def ask(
+        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+    ) -> dict[str, Any]:
+        """A natural-language request through the configured router (recorded in
+        ``env_requests``); returns ``RouteResult.to_dict()`` (``ok``, ``observation``...).
+
+        Args:
+            services: the run's ``ServiceProxy`` (its LLM client and log sink serve the
+                router's LLM calls and the request row).
+            module: the module to ask (needed only when several have language routers).
+        """
+        return await self.routing.ask(agent_id, text, tick, services, module)
+
     def router_stats(self) -> dict[str, int]:
         """Summed router counters (calls, tool_calls, rejections, errors...)."""
         total: dict[str, int] = {}
-        for r in self._routers.values():
+        routers = list(self.routing.direct.values()) + list((self.routing._asking or {}).values())
+        for r in {id(r): r for r in routers}.values():
             for k, v in r.stats.to_dict().items():
                 total[k] = total.get(k, 0) + v
         return total
+
+    def take_tick_stats(self) -> dict[str, Any]:
+        """Router counters since the last call (the ``routers`` column of ``timeline``)."""
+        return self.routing.take_tick_stats()
 
     async def observe(self, agent_id: str, tick: int) -> str:
         """What ``agent_id`` sees now: each module's ``observe(agent_id)`` if it has one,
@@ -151,6 +187,7 @@ class EnvHost:
             rel = f"{ENV_CKPT_DIR}/{tick}/{i}.json"
             m.to_workspace(run_dir, path=rel, fsync=False)
             paths.append(rel)
+        self.routing.flush()  # env_requests rows of this process, before the commit
         return paths
 
     def restore(self, run_dir: str, paths: list[str]) -> None:
@@ -185,6 +222,11 @@ class LocalEnvHandle:
     async def call(self, agent_id: str, name: str, arguments: dict[str, Any], tick: int) -> Any:
         return await self.host.call(agent_id, name, arguments, tick)
 
+    async def ask(
+        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+    ) -> dict[str, Any]:
+        return await self.host.ask(agent_id, text, tick, services, module)
+
     async def observe(self, agent_id: str, tick: int) -> str:
         return await self.host.observe(agent_id, tick)
 
@@ -208,6 +250,14 @@ class RayEnvHandle:
         if not ok:
             raise value
         return value
+
+    async def ask(
+        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+    ) -> dict[str, Any]:
+        ok, value = await self.actor.ask.remote(agent_id, text, tick, services, module)
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
 
     async def observe(self, agent_id: str, tick: int) -> str:
         return await self.actor.observe.remote(agent_id, tick)  # type: ignore[no-any-return]

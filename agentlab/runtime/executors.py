@@ -119,6 +119,10 @@ class LocalExecutor:
     async def env_step(self, tick: int) -> list[dict[str, Any]]:
         return [] if self.host is None else await self.host.step(tick)
 
+    async def env_router_stats(self) -> dict[str, Any]:
+        """Router counters of the tick (``timeline.routers``)."""
+        return {} if self.host is None else self.host.take_tick_stats()
+
     def env_checkpoint(self, run_dir: str, tick: int, publish: bool) -> list[str]:
         if self.host is None:
             return []

@@ -75,6 +75,17 @@ class _EnvActor:
     async def observe(self, agent_id: str, tick: int) -> str:
         return await self.host.observe(agent_id, tick)
 
+    async def ask(
+        self, agent_id: str, text: str, tick: int, services: Any, module: str | None
+    ) -> tuple[bool, Any]:
+        try:  # errors as values, as call() does
+            return True, await self.host.ask(agent_id, text, tick, services, module)
+        except Exception as exc:
+            return False, exc
+
+    def take_tick_stats(self) -> dict[str, Any]:
+        return self.host.take_tick_stats()
+
     async def step(self, tick: int) -> list[dict[str, Any]]:
         return await self.host.step(tick)
 
@@ -216,6 +227,15 @@ class RayExecutor:
             return await self.actor.step.remote(tick)  # type: ignore[no-any-return]
         except self.ray.exceptions.RayActorError as exc:
             raise self._env_died("in env.step", tick, exc) from exc
+
+    async def env_router_stats(self) -> dict[str, Any]:
+        """Router counters of the tick, from the env actor (``timeline.routers``)."""
+        if self.actor is None:
+            return {}
+        try:
+            return await self.actor.take_tick_stats.remote()  # type: ignore[no-any-return]
+        except self.ray.exceptions.RayActorError as exc:
+            raise self._env_died("reading router counters", None, exc) from exc
 
     def env_checkpoint(self, run_dir: str, tick: int, publish: bool) -> list[str]:
         if self.actor is None:

@@ -238,6 +238,26 @@ class _AgentEnv:
         tracer.end_span(span, status="ok")
         return result
 
+    async def ask(self, text: str, *, module: str | None = None) -> dict[str, Any]:
+        """Ask the *environment* in natural language; its configured router (``react``,
+        ``codegen``, ``plan``, ``two_tier``) turns the request into tool calls.
+
+        Not :meth:`AgentContext.ask_user`, which asks a person. Returns
+        ``RouteResult.to_dict()``: ``ok``, ``observation`` (text for the agent), ``calls``,
+        ``value``, ``error``... A refused or failed request is a result, not an exception.
+        Recorded in ``env_requests``; the router's LLM calls land in ``llm_calls``.
+        """
+        ctx = self._ctx
+        tracer = ctx.proxy.trace
+        span = tracer.start_span("env.ask", agent_id=ctx.agent_id, tick=ctx.tick)
+        try:
+            out = await self._handle.ask(ctx.agent_id, text, ctx.tick, ctx.proxy, module)
+        except Exception as exc:
+            tracer.end_span(span, status="error", message=f"{type(exc).__name__}: {exc}"[:300])
+            raise
+        tracer.end_span(span, status="ok" if out.get("ok") else "error")
+        return out  # type: ignore[no-any-return]
+
     async def observe(self) -> Any:
         return await self._handle.observe(self._ctx.agent_id, self._ctx.tick)
 

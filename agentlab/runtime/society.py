@@ -513,6 +513,8 @@ class Society:
         for r in await self.executor.run_batches(self._batches(tick), self.proxy):
             total += r
         events = await self.executor.env_step(tick)
+        router_stats = getattr(self.executor, "env_router_stats", None)
+        routers = await router_stats() if router_stats is not None else {}
         sink = self.proxy.replay
         lost = getattr(self.executor, "lost", None)
         if lost:  # Ray batch attempts lost to dead workers and run again (executors)
@@ -540,6 +542,7 @@ class Society:
             "aimd_limit": metrics.get("aimd_limit"),
             "in_flight": metrics.get("in_flight"),
             "env_events": len(events),
+            "routers": routers or None,
         }
         sink.append("timeline", row)
         tracer.end_span(span, status="ok", steps=total.steps, errors=total.errors)

@@ -130,7 +130,15 @@ CATALOG: dict[str, DatasetSpec] = {
             "timeline",
             "one row per committed tick: counts, tokens, errors, wall time, limiter state",
             tick=_B, ts=_D, agents=_B, steps=_B, llm_calls=_B, tokens=_B, errors=_B,
-            wall_s=_D, aimd_limit=_B, in_flight=_B, env_events=_B,
+            wall_s=_D, aimd_limit=_B, in_flight=_B, env_events=_B, routers=_J,
+        ),
+        _spec(
+            "env_requests",
+            "one row per services.env.ask(): router, request, generated code or plan, tool "
+            "calls, outcome, LLM calls it made, wall-clock latency",
+            run_id=_V, tick=_B, agent_id=_V, router=_V, module=_V, request=_V, code=_V,
+            plan=_J, tool_calls=_J, n_tool_calls=_B, ok=_F, outcome=_V, error_type=_V,
+            error=_V, observation=_V, llm_calls=_B, tokens=_B, cache_hit=_F, latency_s=_D,
         ),
         _spec(
             "env_events",

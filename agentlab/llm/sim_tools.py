@@ -1,0 +1,225 @@
+"""The simulator plays along with tools: contextual arguments, code and plans for routers.
+
+A real model fills ``like(post_id)`` with an id it saw, ``follow(user)`` with someone
+mentioned, and answers a code-generation prompt with code. :func:`play_along` rewrites the
+simulator's content for one request the same way, from what is in the request itself:
+
+- **tool calls** — the tool is picked among those whose required arguments can be filled
+  from the context (ids, ``@names`` and ``"author"`` values in the messages, enum values in
+  the schema); free text gets generated text. With probability ``sim_p_invalid_args``
+  (default :data:`INVALID_ARGS_P`) one argument is wrong on purpose (an unknown id, a
+  made-up user, a value outside the enum, a missing required argument), or a tool whose
+  arguments the context cannot fill is called anyway: a realistic, small error share;
+- **code-generation prompts** (:class:`~agentlab.env.routers.CodeGenRouter`) — a short
+  program calling the offered functions (parsed from the prompt's signatures) with such
+  arguments;
+- **plan prompts** (:class:`~agentlab.env.routers_plan.PlanRouter`) — a JSON plan.
+
+Deterministic: everything is drawn from the request's own :class:`Rng`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agentlab.llm.sim_content import Rng, gen_text
+
+__all__ = ["INVALID_ARGS_P", "play_along"]
+
+#: default share of tool calls with a wrong argument (``sim_p_invalid_args`` overrides it)
+INVALID_ARGS_P = 0.05
+
+CODEGEN_MARK = "Write a few lines of Python that carry out the request"
+PLAN_MARK = "Reply with a JSON list only"
+
+_ID = re.compile(r"(?<![\w@])(?=[\w-]*\d)[\w-]+(?:\.[\w-]+)+(?![\w.])")
+_MENTION = re.compile(r"@([A-Za-z_][\w-]*)")
+_AUTHOR = re.compile(r"\"(?:author|user|agent_id|from|to)\"\s*:\s*\"([^\"]{1,64})\"")
+_SELF = re.compile(r"You are @([\w-]+)")
+_SIG = re.compile(r"^- (\w+)\((.*?)\):", re.M)
+_USER_WORDS = ("user", "author", "agent", "name", "recipient", "friend", "target", "to")
+_TEXT_WORDS = ("content", "text", "message", "body", "query", "reason", "note", "title")
+
+
+class _Context:
+    """Values a model could copy from the request: ids, users, the asking agent."""
+
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        text = "\n".join(
+            m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+            for m in messages
+        )
+        me = _SELF.findall(text)
+        self.me = me[0] if me else None
+        self.ids = _unique(_ID.findall(text))
+        users = _unique(_AUTHOR.findall(text) + _MENTION.findall(text))
+        self.users = [u for u in users if u != self.me]
+        self.request = next(
+            (m["content"] for m in reversed(messages)
+             if m.get("role") == "user" and isinstance(m.get("content"), str)), "",
+        )  # fmt: skip
+
+    def fill(self, name: str, schema: dict[str, Any], rng: Rng) -> tuple[bool, Any]:
+        """``(found, value)`` for one parameter (found: copied from context or schema)."""
+        if "enum" in schema and schema["enum"]:
+            opts = schema["enum"]
+            return True, opts[rng.randint(len(opts))]
+        typ = schema.get("type", "string")
+        low = name.lower()
+        if typ == "integer":
+            lo = int(schema.get("minimum", 1))
+            hi = int(schema.get("maximum", max(lo, 10)))
+            return True, int(schema.get("default", lo + rng.randint(hi - lo + 1)))
+        if typ == "number":
+            return True, round(rng.random() * 10, 2)
+        if typ == "boolean":
+            return True, rng.random() < 0.5
+        if low.endswith("id") or low.endswith("_ids"):
+            return (True, self.ids[rng.randint(len(self.ids))]) if self.ids else (False, None)
+        if any(w in low for w in _USER_WORDS):
+            return (True, self.users[rng.randint(len(self.users))]) if self.users else (
+                False, None)  # fmt: skip
+        return True, gen_text(rng, 4 + rng.randint(10)).rstrip(".")
+
+    def invalid(self, name: str, schema: dict[str, Any], rng: Rng) -> Any:
+        """A plausible but wrong value for one parameter."""
+        if "enum" in schema:
+            return "everything"
+        if schema.get("type") in ("integer", "number"):
+            return -1
+        if name.lower().endswith("id"):
+            return f"{rng.randint(90) + 10}.nobody.{rng.randint(9)}"
+        return gen_text(rng, 3).rstrip(".")
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _params(fn: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    schema = fn.get("parameters") or {}
+    props = schema.get("properties") or {}
+    return props, list(schema.get("required") or [])
+
+
+def _arguments(
+    ctx: _Context, fn: dict[str, Any], rng: Rng, invalid_p: float
+) -> tuple[bool, dict[str, Any]]:
+    """``(fillable, args)``: required args filled from context (plus a wrong one at times)."""
+    props, required = _params(fn)
+    args: dict[str, Any] = {}
+    fillable = True
+    for name in required:
+        found, value = ctx.fill(name, props.get(name, {}), rng)
+        fillable = fillable and found
+        args[name] = value if found else ctx.invalid(name, props.get(name, {}), rng)
+    for name, sub in props.items():  # an optional argument now and then, as models do
+        if name not in required and rng.random() < 0.3:
+            args[name] = ctx.fill(name, sub, rng)[1]
+    if invalid_p > 0 and props and rng.random() < invalid_p:
+        name = list(props)[rng.randint(len(props))]
+        if name in required and rng.random() < 0.3:
+            args.pop(name, None)
+        else:
+            args[name] = ctx.invalid(name, props[name], rng)
+    return fillable, args
+
+
+def _pick(ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float) -> dict[str, Any]:
+    # Prefer tools named in the request, then tools whose arguments the context can fill.
+    words = set(re.findall(r"[a-z]+", ctx.request.lower()))
+    named = [f for f in fns if set(str(f.get("name", "")).lower().split("_")) & words]
+    pool = named or fns
+    able = [f for f in pool if all(
+        ctx.fill(p, _params(f)[0].get(p, {}), Rng(0))[0] for p in _params(f)[1])]  # fmt: skip
+    if able and rng.random() >= invalid_p:
+        pool = able
+    return pool[rng.randint(len(pool))]
+
+
+def _tool_calls(
+    ctx: _Context, tools: list[dict[str, Any]], calls: list[tuple[str, str, str]], rng: Rng,
+    invalid_p: float, forced: bool,
+) -> list[tuple[str, str, str]]:  # fmt: skip
+    fns = [t.get("function", t) for t in tools]
+    out = []
+    for call_id, name, _raw in calls:
+        fn = next((f for f in fns if f.get("name") == name), None)
+        if fn is None or not forced:
+            fn = _pick(ctx, fns, rng, invalid_p)
+        _, args = _arguments(ctx, fn, rng, invalid_p)
+        out.append((call_id, str(fn.get("name")), json.dumps(args)))
+    return out
+
+
+def _signature_fns(system: str) -> list[dict[str, Any]]:
+    """Tool schemas recovered from a code-generation prompt's ``- name(p: type = d): ...``."""
+    fns = []
+    for name, params in _SIG.findall(system):
+        props: dict[str, Any] = {}
+        required = []
+        for part in re.findall(r"(\w+): (Literal\[[^\]]*\]|[^=,]+)(?: = ('[^']*'|[^,]+))?", params):
+            pname, ptype, default = part[0], part[1].strip(), part[2].strip()
+            sub: dict[str, Any] = {"type": {"int": "integer", "float": "number",
+                                            "bool": "boolean"}.get(ptype, "string")}  # fmt: skip
+            enum = re.findall(r"'([^']*)'", ptype) if ptype.startswith("Literal") else []
+            if enum:
+                sub["enum"] = enum
+            props[pname] = sub
+            if not default:
+                required.append(pname)
+        fns.append({"name": name, "parameters": {"properties": props, "required": required}})
+    return fns
+
+
+def _code(ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float) -> str:
+    first = _pick(ctx, fns, rng, invalid_p)
+    lines = []
+    reads = [f for f in fns if str(f.get("name", "")).startswith(("read", "list", "get"))]
+    _, args = _arguments(ctx, first, rng, invalid_p)
+    if reads and first not in reads and rng.random() < 0.3:
+        lines.append(f"seen = {reads[0]['name']}()")
+        lines.append("print(len(seen))")
+    call = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    lines.append(f"result = {first['name']}({call})")
+    lines.append("result")
+    return "```python\n" + "\n".join(lines) + "\n```"
+
+
+def _plan(ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float) -> str:
+    steps = []
+    for _ in range(1 + (rng.random() < 0.3)):
+        fn = _pick(ctx, fns, rng, invalid_p)
+        steps.append({"tool": fn["name"], "arguments": _arguments(ctx, fn, rng, invalid_p)[1]})
+    return json.dumps(steps)
+
+
+def play_along(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    params: dict[str, Any],
+    rng: Rng,
+    text: str,
+    calls: list[tuple[str, str, str]],
+    n: int,
+    malformed: bool,
+) -> tuple[str, list[tuple[str, str, str]], int]:
+    """The simulator's ``(text, tool calls, completion tokens)``, made contextual."""
+    if malformed or not messages:
+        return text, calls, n
+    invalid_p = float(params.get("sim_p_invalid_args", INVALID_ARGS_P))
+    system = next((m.get("content") for m in messages if m.get("role") == "system"), "")
+    system = system if isinstance(system, str) else ""
+    if calls and tools:
+        choice = params.get("tool_choice")
+        ctx = _Context(messages)
+        return text, _tool_calls(ctx, tools, calls, rng, invalid_p, isinstance(choice, dict)), n
+    if not tools and (CODEGEN_MARK in system or PLAN_MARK in system):
+        fns = _signature_fns(system)
+        if fns:
+            ctx = _Context(messages)
+            out = (_code if CODEGEN_MARK in system else _plan)(ctx, fns, rng, invalid_p)
+            return out, [], max(1, len(out) // 4)
+    return text, calls, n

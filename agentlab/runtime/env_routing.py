@@ -1,0 +1,253 @@
+"""The routers of a society's env host: which router serves ``env.ask``, and its run log.
+
+Each env module names its router kind in the society config::
+
+    Society.create(run, env=[{"type": "social_feed", "router": "codegen",
+                              "router_options": {"cache_size": 64}}])
+
+(``direct`` when absent; ``react``, ``codegen``, ``plan``; modules marked ``two_tier`` share
+one :class:`~agentlab.env.routers_plan.TwoTierRouter`). Direct tool calls
+(``services.env.call``) always take the module's :class:`DirectRouter`;
+natural-language requests (``services.env.ask``) take the configured router, whose LLM calls
+go through the run's recording client (``llm_calls`` rows with ``stage = 'router'``, the
+asking agent and tick). Every ``ask`` is one ``env_requests`` row; the summed counters of
+each tick go into the ``routers`` column of ``timeline``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agentlab.errors import ConfigError, UnknownNameError
+
+__all__ = ["ROUTER_ATTR", "ROUTER_KINDS", "RouterSet", "attach_router", "router_config_of"]
+
+#: attribute of an env module instance carrying its router config
+ROUTER_ATTR = "_agentlab_router"
+ROUTER_KINDS = ("direct", "react", "codegen", "plan", "two_tier")
+_TEXT_LIMIT = 4000
+
+
+@dataclass
+class _Counter:
+    """What ``RecordingLLM.complete(counter=...)`` increments, for one request."""
+
+    llm_calls: int = 0
+    llm_errors: int = 0
+    tokens: int = 0
+
+
+_REQUEST: contextvars.ContextVar[tuple[int, _Counter]] = contextvars.ContextVar("env_request")
+
+
+def attach_router(module: Any, kind: str | None, options: dict[str, Any] | None = None) -> Any:
+    """Mark ``module`` to be served by a ``kind`` router (``None``: direct)."""
+    kind = kind or "direct"
+    if kind not in ROUTER_KINDS:
+        raise UnknownNameError("router", kind, list(ROUTER_KINDS))
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError(f"router_options must be a dict, got {type(options).__name__}")
+    setattr(module, ROUTER_ATTR, {"kind": kind, "options": dict(options or {})})
+    return module
+
+
+def router_config_of(module: Any) -> dict[str, Any]:
+    """``{"kind", "options"}`` of ``module`` (direct when never attached)."""
+    cfg = getattr(module, ROUTER_ATTR, None)
+    return dict(cfg) if cfg else {"kind": "direct", "options": {}}
+
+
+class _RouterLLM:
+    """The run's recording LLM, labelled with the asking agent's tick (a context var)."""
+
+    def __init__(self, services: Any) -> None:
+        self.services = services
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        agent_id: str | None = None,
+        labels: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        tick, counter = _REQUEST.get((None, None))  # type: ignore[arg-type]
+        labels = {**(labels or {}), "tick": tick}
+        return await self.services.llm.complete(
+            messages, agent_id=agent_id, labels=labels, tick=tick, counter=counter, **kwargs
+        )
+
+
+class RouterSet:
+    """Routers of the host's modules (LLM routers built on the first ``ask``)."""
+
+    def __init__(self, modules: list[Any]) -> None:
+        from agentlab.env.routers import DirectRouter
+
+        self.modules = modules
+        self.names = _module_names(modules)
+        self.direct = {id(m): DirectRouter(m) for m in modules}
+        self.configs = [router_config_of(m) for m in modules]
+        self._asking: dict[str, Any] | None = None
+        self._group: Any = None
+        self._services: Any = None
+        self._tick: dict[str, dict[str, int]] = {}
+
+    # --- building ------------------------------------------------------------------------
+
+    def _build(self, services: Any) -> None:
+        from agentlab.env.routers import make_router
+
+        llm = _RouterLLM(services)
+        self._services = services
+        self._asking = {}
+        group = []
+        for name, m, cfg in zip(self.names, self.modules, self.configs, strict=True):
+            if cfg["kind"] == "two_tier":
+                group.append(m)
+            elif cfg["kind"] == "direct":
+                self._asking[name] = self.direct[id(m)]
+            else:
+                self._asking[name] = make_router(cfg["kind"], m, llm=llm, **cfg["options"])
+        if group:
+            opts = next(c["options"] for c in self.configs if c["kind"] == "two_tier")
+            self._group = make_router("two_tier", group, llm=llm, **opts)
+
+    def _pick(self, module: str | None) -> tuple[str, Any]:
+        assert self._asking is not None
+        if module is not None:
+            if module in self._asking:
+                return module, self._asking[module]
+            if self._group is not None and module in self._group.names:
+                return module, self._group
+            raise UnknownNameError("env module", module, self.names)
+        if self._group is not None:
+            return "two_tier", self._group
+        llm_routed = [n for n, c in zip(self.names, self.configs, strict=True)
+                      if c["kind"] != "direct"]  # fmt: skip
+        if len(llm_routed) == 1:
+            return llm_routed[0], self._asking[llm_routed[0]]
+        if len(self.names) == 1:
+            return self.names[0], self._asking[self.names[0]]
+        raise ConfigError(
+            f"env.ask() needs module= when {len(llm_routed)} modules have language routers; "
+            f"modules: {self.names}"
+        )
+
+    # --- serving -------------------------------------------------------------------------
+
+    async def call(self, module: Any, name: str, arguments: dict[str, Any], agent_id: str) -> Any:
+        """A direct tool call through the module's :class:`DirectRouter`."""
+        result = await self.direct[id(module)].route(
+            {"tool": name, "arguments": arguments}, agent_id=agent_id
+        )
+        self._count("direct", result, direct=True)
+        return result
+
+    async def ask(
+        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+    ) -> dict[str, Any]:
+        """Route a natural-language request; record it; return ``RouteResult.to_dict()``."""
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"env.ask() needs a non-empty request text, got {text!r:.80}")
+        if self._asking is None:
+            self._build(services)
+        where, router = self._pick(module)
+        counter = _Counter()
+        token = _REQUEST.set((tick, counter))
+        t0 = time.perf_counter()
+        try:
+            result = await router.route(text, agent_id=agent_id)
+        finally:
+            _REQUEST.reset(token)
+        latency = time.perf_counter() - t0
+        self._count(router.kind, result)
+        out = result.to_dict()
+        self._record(agent_id, tick, where, text, result, out, counter, latency)
+        return out
+
+    def _count(self, kind: str, result: Any, direct: bool = False) -> None:
+        s = self._tick.setdefault(kind, {})
+        for key, inc in (
+            ("requests", 1),
+            ("ok", int(result.ok)),
+            ("tool_calls", len(result.calls)),
+            ("llm_calls", result.llm_calls),
+            ("rejections", int(not result.ok and result.error_type in _REJECTED)),
+            ("errors", int(not result.ok and result.error_type not in _REJECTED)),
+            ("cache_hits", int(result.cache_hit is True)),
+            ("cache_misses", int(result.cache_hit is False)),
+        ):
+            s[key] = s.get(key, 0) + inc
+
+    def _record(
+        self,
+        agent_id: str,
+        tick: int,
+        module: str,
+        text: str,
+        result: Any,
+        out: dict[str, Any],
+        counter: _Counter,
+        latency: float,
+    ) -> None:
+        services = self._services
+        if services is None:
+            return
+        outcome = "ok" if result.ok else (
+            "rejected" if result.error_type in _REJECTED else "failed"
+        )  # fmt: skip
+        services.replay.append(
+            "env_requests",
+            {
+                "run_id": services.run_id,
+                "tick": tick,
+                "agent_id": agent_id,
+                "router": result.router,
+                "module": module,
+                "request": text[:_TEXT_LIMIT],
+                "code": result.code,
+                "plan": out.get("plan"),
+                "tool_calls": [
+                    {k: c.get(k) for k in ("tool", "arguments", "ok", "error")}
+                    for c in out["calls"]
+                ],
+                "n_tool_calls": len(result.calls),
+                "ok": result.ok,
+                "outcome": outcome,
+                "error_type": result.error_type,
+                "error": (result.error or "")[:_TEXT_LIMIT] or None,
+                "observation": out["observation"][:_TEXT_LIMIT],
+                "llm_calls": counter.llm_calls,
+                "tokens": counter.tokens,
+                "cache_hit": result.cache_hit,
+                "latency_s": latency,
+            },
+        )
+
+    def take_tick_stats(self) -> dict[str, Any]:
+        """Counters since the last call, summed and ``by_kind`` (for the timeline)."""
+        by_kind, self._tick = self._tick, {}
+        total: dict[str, Any] = {}
+        for s in by_kind.values():
+            for k, v in s.items():
+                total[k] = total.get(k, 0) + v
+        return {**total, "by_kind": by_kind}
+
+    def flush(self) -> None:
+        """Make this process's ``env_requests`` rows durable (the Ray actor's own sink)."""
+        if self._services is not None:
+            self._services.flush()
+
+
+_REJECTED = frozenset({"ToolArgumentError", "UnsafeCodeError", "UnknownNameError"})
+
+
+def _module_names(modules: list[Any]) -> list[str]:
+    names = [str(getattr(m, "env_type", "") or type(m).__name__.lower()) for m in modules]
+    if len(set(names)) != len(names):
+        names = [f"{n}_{i}" for i, n in enumerate(names)]
+    return names
