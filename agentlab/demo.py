@@ -61,6 +61,8 @@ def main(args: argparse.Namespace) -> int:
     )
     try:
         stats = society.run_sync(ticks=args.ticks)
+        host = getattr(society.executor, "host", None)
+        tool_calls, tool_errors = (host.calls, host.errors) if host is not None else (0, 0)
     finally:
         society.close()
     states = society.agent_states()
@@ -73,11 +75,13 @@ def main(args: argparse.Namespace) -> int:
     print(f"demo society: {args.agents} agents x {stats['tick']} ticks on {DEMO_LLM['model']}")
     print(f"  agent-steps   {stats['steps']:>8}   ({stats['steps_per_s']:.0f}/s)")
     print(f"  LLM calls     {stats['llm_calls']:>8}   tokens {stats['tokens']}")
-    print(f"  errors        {stats['errors']:>8}")
+    print(f"  step errors   {stats['errors']:>8}")
     print(
         f"  tool calls    {sum(actions.values()):>8}   "
         + ", ".join(f"{k} {v}" for k, v in actions.most_common())
     )
+    share = tool_errors / tool_calls if tool_calls else 0.0
+    print(f"  tool errors   {tool_errors:>8}   of {tool_calls} calls ({share:.1%})")
     if n_posts:
         print(f"  posts on feed {n_posts:>8}")
     print(f"  wall time     {stats['wall_s']:>8.1f} s")

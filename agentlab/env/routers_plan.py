@@ -19,8 +19,8 @@ from agentlab.env.base import EnvBase
 from agentlab.env.routers import (
     LLMLike,
     ReActRouter,
-    RouteResult,
     Router,
+    RouteResult,
     ToolArgumentError,
     _render,
     register_router,
@@ -202,6 +202,7 @@ class TwoTierRouter(Router):
         resp = await self.llm.complete(
             messages,
             tools=[self.choose_schema()],
+            tool_choice={"type": "function", "function": {"name": "choose_module"}},
             agent_id=agent_id,
             labels={"stage": "router", "router": self.kind, "iteration": 0},
         )
@@ -213,6 +214,7 @@ class TwoTierRouter(Router):
         result.plan = {"module": choice}
         result.router = self.kind
         if not result.ok and result.exception is not None:
+            result.exception._agentlab_plan = result.plan  # type: ignore[attr-defined]
             raise result.exception
         return result
 

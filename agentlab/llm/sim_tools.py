@@ -35,6 +35,8 @@ CODEGEN_MARK = "Write a few lines of Python that carry out the request"
 PLAN_MARK = "Reply with a JSON list only"
 
 _ID = re.compile(r"(?<![\w@])(?=[\w-]*\d)[\w-]+(?:\.[\w-]+)+(?![\w.])")
+_ID_FIELD = re.compile(r"\"id\"\s*:\s*\"([^\"]{1,80})\"")
+_WRITTEN = re.compile(r"\"post_id\"\s*:\s*\"([^\"]{1,80})\"")
 _MENTION = re.compile(r"@([A-Za-z_][\w-]*)")
 _AUTHOR = re.compile(r"\"(?:author|user|agent_id|from|to)\"\s*:\s*\"([^\"]{1,64})\"")
 _SELF = re.compile(r"You are @([\w-]+)")
@@ -53,7 +55,12 @@ class _Context:
         )
         me = _SELF.findall(text)
         self.me = me[0] if me else None
-        self.ids = _unique(_ID.findall(text))
+        # ids listed by a read (``"id": ...``) before any id-looking token: a model copies
+        # what it was shown, though it may also reuse an id a write just returned
+        written = set(_WRITTEN.findall(text))  # ids a write returned: not visible yet
+        self.ids = _unique(_ID_FIELD.findall(text)) or [
+            i for i in _unique(_ID.findall(text)) if i not in written
+        ]
         users = _unique(_AUTHOR.findall(text) + _MENTION.findall(text))
         self.users = [u for u in users if u != self.me]
         self.request = next(
@@ -63,7 +70,7 @@ class _Context:
 
     def fill(self, name: str, schema: dict[str, Any], rng: Rng) -> tuple[bool, Any]:
         """``(found, value)`` for one parameter (found: copied from context or schema)."""
-        if "enum" in schema and schema["enum"]:
+        if schema.get("enum"):
             opts = schema["enum"]
             return True, opts[rng.randint(len(opts))]
         typ = schema.get("type", "string")

@@ -87,7 +87,9 @@ async def test_router_tool_subset_and_kinds(feed: SocialFeed) -> None:
     r = make_router("direct", feed, tools=["read_feed"])
     res = await r.route({"tool": "post", "arguments": {"content": "x"}}, agent_id="a")
     assert not res.ok and "available: read_feed" in (res.error or "")
-    with pytest.raises(UnknownNameError, match="registered: codegen, direct, plan, react, two_tier"):
+    with pytest.raises(
+        UnknownNameError, match="registered: codegen, direct, plan, react, two_tier"
+    ):
         make_router("magic", feed)
     with pytest.raises(UnknownNameError):
         DirectRouter(feed, tools=["nope"])

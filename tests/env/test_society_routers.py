@@ -1,0 +1,110 @@
+"""A society whose LLM agents ask the env in natural language through each router kind, on
+the simulated vLLM-like backend; the routed requests are read back with SQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlab.agents import AgentBase, register_agent
+from agentlab.errors import ConfigError
+from agentlab.llm import LLMClient
+from agentlab.runtime import Society
+
+
+@register_agent("env_asker")
+class EnvAsker(AgentBase):
+    """Each tick: the LLM writes what the persona wants, the env's router carries it out."""
+
+    def initial_state(self) -> dict[str, Any]:
+        return {"asked": 0, "ok": 0, "last": ""}
+
+    async def step(self, tick: int) -> None:
+        services = self.services
+        assert services is not None and services.env is not None
+        obs = await services.env.observe()
+        reply = await services.llm.complete(
+            [{"role": "system", "content": "Say in one sentence what you want to do on the "
+              "feed (read it, post, like a post, follow someone)."},
+             {"role": "user", "content": obs}],
+            labels={"stage": "intent"},
+        )  # fmt: skip
+        request = f"read the feed and post about: {reply.text[:120]}"
+        out = await services.env.ask(request)
+        self.state["asked"] += 1
+        self.state["ok"] += bool(out["ok"])
+        self.state["last"] = out["observation"][:200]
+
+
+KINDS = ["direct", "react", "codegen", "plan", "two_tier"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_society_agents_ask_through_router(tmp_path: Path, kind: str) -> None:
+    from agentlab import open_run
+
+    llm = LLMClient("sim/vllm-3b", seed=0, sim_p_invalid_args=0.05)
+    society = Society.create(
+        tmp_path / kind,
+        agents={"env_asker": 6},
+        env=[{"type": "social_feed", "router": kind}],
+        llm=llm,
+        seed=1,
+        progress=False,
+    )
+    try:
+        await society.run(ticks=2)
+    finally:
+        society.close()
+    run = open_run(tmp_path / kind)
+    df = run.sql(
+        "select router, agent_id, tick, request, code, plan, n_tool_calls, ok, outcome, "
+        "llm_calls from env_requests order by tick, agent_id"
+    )
+    assert len(df) == 12 and set(df.router) == {kind}
+    if kind == "direct":  # text is not a structured call: every request refused, clearly
+        assert set(df.outcome) == {"rejected"}
+        return
+    assert (df.llm_calls >= 1).all()
+    assert df.ok.mean() >= 0.5, df[["outcome", "request"]]
+    assert df.n_tool_calls.sum() >= 6
+    if kind == "codegen":
+        assert df.code.notna().all() and df.code.str.contains(r"\(").all()
+    if kind in ("plan", "two_tier"):  # a malformed reply may fail before any plan exists
+        assert df[df.ok].plan.notna().all()
+    calls = run.sql("select count(*) n from llm_calls where stage = 'router'").n[0]
+    assert calls == df.llm_calls.sum()
+    timeline = run.sql("select tick, routers from timeline order by tick")
+    assert len(timeline) == 2 and timeline.routers.notna().all()
+    assert '"requests"' in str(timeline.routers[0])
+
+
+def test_unknown_router_kind_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="magic"):
+        Society.create(tmp_path / "x", agents={"env_asker": 1},
+                       env=[{"type": "social_feed", "router": "magic"}], progress=False)  # fmt: skip
+
+
+async def test_ask_needs_module_when_ambiguous(tmp_path: Path) -> None:
+    from agentlab.env import create_env
+    from agentlab.runtime.env_routing import attach_router
+    from agentlab.runtime.envhost import EnvHost
+
+    a = attach_router(create_env("social_feed", seed=0), "react")
+    b = attach_router(create_env("test_counter", seed=0), "codegen")
+    host = EnvHost([a, b])
+    with pytest.raises(ConfigError, match="needs module="):
+        await host.ask("alice", "post hi", 1, services=_NoServices())
+
+
+class _NoServices:
+    """ask() refuses before the router needs any service."""
+
+    llm = None
+    replay = None
+    run_id = ""
+
+    def flush(self) -> None:
+        return None
