@@ -26,6 +26,8 @@ DEMO_LLM: dict[str, Any] = {
     "completion_median": 48.0,
     "aimd_initial": 96,
     "max_retries": 3,
+    # the simulator copies ids and users from the context; a small share of wrong ones
+    "sim_p_invalid_args": 0.05,
 }
 
 

@@ -166,7 +166,7 @@ class _Run:
         if isinstance(value, str):
             return
         try:
-            n = logical_size(value, self.lim.max_len * 4 // 8, max_depth=30)
+            n = logical_size(value, self.lim.max_len * 4, max_depth=30)
         except TooLarge:
             raise UnsafeCodeError("value too large to convert to text") from None
         self.tick(n // 16)
@@ -185,8 +185,9 @@ class _Run:
                 n = logical_size(v, budget, max_depth=self.lim.max_depth * 2)
             except TooLarge:
                 raise UnsafeCodeError(
-                    f"{what} on a value of logical size above {self.lim.max_deep} is not "
-                    "allowed (shared or nested lists count every time they recur)"
+                    f"{what} on a value of logical size above {self.lim.max_deep} (or nested "
+                    f"deeper than {self.lim.max_depth * 2}) is not allowed; shared or nested "
+                    "lists count every time they recur"
                 ) from None
             budget -= n
             self.tick(n // 16)
@@ -496,6 +497,8 @@ class _Run:
         assert isinstance(func, ast.Name)  # guaranteed by check_code
         name = func.id
         if name in self.box.tools:
+            # tools validate (pydantic) and may serialise their arguments: price the walk
+            self.deep(f"arguments of {name}()", args, kwargs)
             self.tool_calls += 1
             if self.tool_calls > self.lim.max_tool_calls:
                 raise UnsafeCodeError(

@@ -42,6 +42,7 @@ __all__ = ["PoolStats", "SandboxPool", "default_pool"]
 
 _CPU_SECONDS = 120  # RLIMIT_CPU of a worker; it retires at half of it
 _START_TIMEOUT = 60.0  # a worker's imports on a loaded machine
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass
@@ -68,11 +69,15 @@ class _Worker:
 
     def __init__(self, memory_mb: int) -> None:
         self.memory_mb = memory_mb
+        # The worker imports agentlab from where this process did (a source checkout
+        # need not be installed, and the kernel's cwd may be anywhere).
+        path = [_PACKAGE_ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agentlab.env.sandbox_worker", str(memory_mb),
              str(_CPU_SECONDS)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             close_fds=True, start_new_session=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
         )  # fmt: skip
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.tx = self.proc.stdin

@@ -7,7 +7,8 @@ simulator's content for one request the same way, from what is in the request it
 - **tool calls** — the tool is picked among those whose required arguments can be filled
   from the context (ids, ``@names`` and ``"author"`` values in the messages, enum values in
   the schema); free text gets generated text. With probability ``sim_p_invalid_args``
-  (default :data:`INVALID_ARGS_P`) one argument is wrong on purpose (an unknown id, a
+  (default :data:`INVALID_ARGS_P`, 0: schema-valid; the demo uses 0.05) one argument is
+  wrong on purpose (an unknown id, a
   made-up user, a value outside the enum, a missing required argument), or a tool whose
   arguments the context cannot fill is called anyway: a realistic, small error share;
 - **code-generation prompts** (:class:`~agentlab.env.routers.CodeGenRouter`) — a short
@@ -24,12 +25,12 @@ import json
 import re
 from typing import Any
 
-from agentlab.llm.sim_content import Rng, gen_text
+from agentlab.llm.sim_content import Rng, gen_value
 
 __all__ = ["INVALID_ARGS_P", "play_along"]
 
 #: default share of tool calls with a wrong argument (``sim_p_invalid_args`` overrides it)
-INVALID_ARGS_P = 0.05
+INVALID_ARGS_P = 0.0
 
 CODEGEN_MARK = "Write a few lines of Python that carry out the request"
 PLAN_MARK = "Reply with a JSON list only"
@@ -69,26 +70,23 @@ class _Context:
         )  # fmt: skip
 
     def fill(self, name: str, schema: dict[str, Any], rng: Rng) -> tuple[bool, Any]:
-        """``(found, value)`` for one parameter (found: copied from context or schema)."""
-        if schema.get("enum"):
-            opts = schema["enum"]
-            return True, opts[rng.randint(len(opts))]
-        typ = schema.get("type", "string")
+        """``(found, value)`` for one parameter: an id or user parameter takes a value seen
+        in the context (found=False: none seen, a schema-valid guess instead); any other
+        parameter a schema-valid value (enum member, number in bounds, generated text)."""
+        value = gen_value(schema, rng)
+        if schema.get("type", "string") != "string" or "enum" in schema or "const" in schema:
+            return True, value
         low = name.lower()
-        if typ == "integer":
-            lo = int(schema.get("minimum", 1))
-            hi = int(schema.get("maximum", max(lo, 10)))
-            return True, int(schema.get("default", lo + rng.randint(hi - lo + 1)))
-        if typ == "number":
-            return True, round(rng.random() * 10, 2)
-        if typ == "boolean":
-            return True, rng.random() < 0.5
-        if low.endswith("id") or low.endswith("_ids"):
-            return (True, self.ids[rng.randint(len(self.ids))]) if self.ids else (False, None)
-        if any(w in low for w in _USER_WORDS):
-            return (True, self.users[rng.randint(len(self.users))]) if self.users else (
-                False, None)  # fmt: skip
-        return True, gen_text(rng, 4 + rng.randint(10)).rstrip(".")
+        pool = (
+            self.ids
+            if low.endswith("id") or low.endswith("_ids")
+            else self.users
+            if any(w in low.split("_") or low.endswith(w) for w in _USER_WORDS)
+            else None
+        )
+        if pool is None:
+            return True, value
+        return (True, pool[rng.randint(len(pool))]) if pool else (False, value)
 
     def invalid(self, name: str, schema: dict[str, Any], rng: Rng) -> Any:
         """A plausible but wrong value for one parameter."""
@@ -98,7 +96,7 @@ class _Context:
             return -1
         if name.lower().endswith("id"):
             return f"{rng.randint(90) + 10}.nobody.{rng.randint(9)}"
-        return gen_text(rng, 3).rstrip(".")
+        return f"someone{rng.randint(1000)}"
 
 
 def _unique(items: list[str]) -> list[str]:
@@ -114,17 +112,17 @@ def _params(fn: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 def _arguments(
     ctx: _Context, fn: dict[str, Any], rng: Rng, invalid_p: float
 ) -> tuple[bool, dict[str, Any]]:
-    """``(fillable, args)``: required args filled from context (plus a wrong one at times)."""
+    """``(fillable, args)``: schema-valid arguments, ids and users copied from the context,
+    and with probability ``invalid_p`` one wrong (or missing) argument."""
+    schema = fn.get("parameters") or {"type": "object", "properties": {}}
     props, required = _params(fn)
-    args: dict[str, Any] = {}
+    drawn = gen_value(schema, rng)
+    args: dict[str, Any] = dict(drawn) if isinstance(drawn, dict) else {}
     fillable = True
-    for name in required:
+    for name in list(args):
         found, value = ctx.fill(name, props.get(name, {}), rng)
-        fillable = fillable and found
-        args[name] = value if found else ctx.invalid(name, props.get(name, {}), rng)
-    for name, sub in props.items():  # an optional argument now and then, as models do
-        if name not in required and rng.random() < 0.3:
-            args[name] = ctx.fill(name, sub, rng)[1]
+        fillable = fillable and (found or name not in required)
+        args[name] = value
     if invalid_p > 0 and props and rng.random() < invalid_p:
         name = list(props)[rng.randint(len(props))]
         if name in required and rng.random() < 0.3:

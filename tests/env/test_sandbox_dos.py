@@ -178,3 +178,23 @@ async def test_inline_and_process_agree(pool: SandboxPool, feed: SocialFeed, scr
     b = await CodeGenRouter(feed, llm=scripted(code), isolation="inline").route("x", agent_id="a")
     assert a.ok and b.ok and a.value == b.value == {(1, 2): ["0.bob.0"], "n": 1}
     assert a.observation == b.observation
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+async def test_aliased_or_cyclic_values_stay_bounded_everywhere(
+    pool: SandboxPool, feed: SocialFeed, scripted, isolation: str
+) -> None:
+    cases = [
+        (ALIASED + "post(a)", "arguments of post()"),  # pydantic would walk 2**60 items
+        ("a = []\na.append(a)\nstr(a)", "too large to convert to text"),
+        ("a = []\na.append(a)\nb = []\nb.append(b)\na == b", "comparison"),
+        ("d = {}\nd['k'] = d\nd", "too large" if isolation == "process" else ""),
+    ]
+    for code, fragment in cases:
+        router = CodeGenRouter(feed, llm=scripted(code), pool=pool, isolation=isolation)
+        t0 = time.perf_counter()
+        res = await router.route("attack", agent_id="mallory")
+        assert time.perf_counter() - t0 < 2.0
+        assert fragment in (res.error or res.observation), (code, res)
+        assert len(res.observation) <= 2000 and len(json_of(res.to_dict())) < 100_000
+    assert not feed.pending

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agentlab.agents import AgentBase, register_agent
+from agentlab.env import EnvBase, tool
 from agentlab.errors import ConfigError
 from agentlab.llm import LLMClient
 from agentlab.runtime import Society
@@ -36,6 +37,15 @@ class EnvAsker(AgentBase):
         self.state["asked"] += 1
         self.state["ok"] += bool(out["ok"])
         self.state["last"] = out["observation"][:200]
+
+
+class Tally(EnvBase):
+    """A second module with a language router: ask() must be told which one."""
+
+    @tool
+    def count(self, agent_id: str = "?") -> int:
+        """Count one."""
+        return 1
 
 
 KINDS = ["direct", "react", "codegen", "plan", "two_tier"]
@@ -93,7 +103,7 @@ async def test_ask_needs_module_when_ambiguous(tmp_path: Path) -> None:
     from agentlab.runtime.envhost import EnvHost
 
     a = attach_router(create_env("social_feed", seed=0), "react")
-    b = attach_router(create_env("test_counter", seed=0), "codegen")
+    b = attach_router(Tally(), "codegen")
     host = EnvHost([a, b])
     with pytest.raises(ConfigError, match="needs module="):
         await host.ask("alice", "post hi", 1, services=_NoServices())
@@ -108,3 +118,36 @@ class _NoServices:
 
     def flush(self) -> None:
         return None
+
+
+@pytest.mark.ray
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_ray_env_actor_routes_and_records(ray_session: Any, tmp_path: Path) -> None:
+    from agentlab import open_run
+
+    @register_agent("env_asker_ray")
+    class RayAsker(AgentBase):  # defined here: Ray workers get it by value, not by import
+        async def step(self, tick: int) -> None:
+            assert self.services is not None and self.services.env is not None
+            await self.services.env.ask("read the recent feed and like a post")
+
+    society = Society.create(
+        tmp_path / "ray",
+        agents={"env_asker_ray": 4},
+        env=[{"type": "social_feed", "router": "codegen"}],
+        llm="sim/instant",
+        seed=2,
+        executor="ray",
+        progress=False,
+    )
+    try:
+        society.run_sync(ticks=2)
+    finally:
+        society.close()
+    run = open_run(tmp_path / "ray")
+    df = run.sql("select router, ok, llm_calls, code from env_requests")
+    assert len(df) == 8 and set(df.router) == {"codegen"} and df.ok.mean() >= 0.5
+    # the actor's router LLM calls are in llm_calls too, written by the actor's own sink
+    n = run.sql("select count(*) n from llm_calls where stage = 'router'").n[0]
+    assert n == df.llm_calls.sum() >= 1
+    assert run.sql("select routers from timeline").routers.notna().all()
