@@ -2,6 +2,7 @@
 for generated code, and the built-in ``SocialFeed``. See README.md in this folder."""
 
 from agentlab.env.base import DEFAULT_STATE_PATH, ENV_SCHEMA_VERSION, EnvBase
+from agentlab.env.code_cache import CodeCache
 from agentlab.env.registry import (
     class_ref,
     create_env,
@@ -24,7 +25,9 @@ from agentlab.env.routers import (
     router_from_spec,
     router_kinds,
 )
+from agentlab.env.routers_plan import PlanRouter, TwoTierRouter
 from agentlab.env.sandbox import SAFE_BUILTINS, Limits, Sandbox, SandboxResult, check_code
+from agentlab.env.sandbox_pool import PoolStats, SandboxPool, default_pool
 from agentlab.env.social_feed import SocialFeed
 from agentlab.env.tools import CONTEXT_PARAMS, ToolSpec, collect_tools, tool
 
@@ -33,23 +36,29 @@ __all__ = [
     "DEFAULT_STATE_PATH",
     "ENV_SCHEMA_VERSION",
     "SAFE_BUILTINS",
+    "CodeCache",
     "CodeGenRouter",
     "DirectRouter",
     "EnvBase",
     "Limits",
+    "PlanRouter",
+    "PoolStats",
     "ReActRouter",
     "RouteResult",
     "Router",
     "RouterStats",
     "Sandbox",
+    "SandboxPool",
     "SandboxResult",
     "SocialFeed",
     "ToolArgumentError",
     "ToolSpec",
+    "TwoTierRouter",
     "check_code",
     "class_ref",
     "collect_tools",
     "create_env",
+    "default_pool",
     "env_from_spec",
     "env_spec",
     "env_types",

@@ -103,11 +103,12 @@ async def test_benign_code_runs(feed: SocialFeed, scripted, code: str, check) ->
     assert router.stats.rejections == 0 and router.stats.errors == 0
 
 
+@pytest.mark.parametrize("isolation", ["process", "inline"])
 @pytest.mark.parametrize(("label", "code"), ESCAPES, ids=[e[0] for e in ESCAPES])
 async def test_escape_attempt_rejected_and_counted(
-    feed: SocialFeed, scripted, label: str, code: str
+    feed: SocialFeed, scripted, label: str, code: str, isolation: str
 ) -> None:
-    router = CodeGenRouter(feed, llm=scripted(f"```python\n{code}\n```"))
+    router = CodeGenRouter(feed, llm=scripted(f"```python\n{code}\n```"), isolation=isolation)
     t0 = time.perf_counter()
     res = await router.route(f"attack: {label}", agent_id="mallory")
     assert time.perf_counter() - t0 < 5.0
