@@ -14,7 +14,7 @@ import pytest
 
 from agentlab.env import CodeGenRouter, Limits, SocialFeed, create_env
 from agentlab.env.render import bounded_json, logical_size
-from agentlab.env.routers import _render
+from agentlab.env.routers_base import _render
 from agentlab.env.sandbox_pool import SandboxPool
 
 ALIASED = "a = [0]\nb = [0]\nfor i in range(60):\n    a = [a, a]\n    b = [b, b]\n"

@@ -62,6 +62,7 @@ async def test_society_agents_ask_through_router(tmp_path: Path, kind: str) -> N
         env=[{"type": "social_feed", "router": kind}],
         llm=llm,
         seed=1,
+        clock="virtual",  # the vLLM-like server's latencies pass in simulated time
         progress=False,
     )
     try:
