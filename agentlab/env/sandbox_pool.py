@@ -28,10 +28,10 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from agentlab.env import sandbox_wire as wire
 from agentlab.env.codecheck import SAFE_BUILTINS, Limits, check_code
@@ -40,6 +40,7 @@ from agentlab.errors import ConfigError, ToolError, UnsafeCodeError
 
 __all__ = ["PoolStats", "SandboxPool", "default_pool"]
 
+_T = TypeVar("_T")
 _CPU_SECONDS = 120  # RLIMIT_CPU of a worker; it retires at half of it
 _START_TIMEOUT = 60.0  # a worker's imports on a loaded machine
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -74,7 +75,7 @@ class _Worker:
         path = [_PACKAGE_ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agentlab.env.sandbox_worker", str(memory_mb),
-             str(_CPU_SECONDS)],
+             str(_CPU_SECONDS), str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             close_fds=True, start_new_session=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
@@ -84,6 +85,7 @@ class _Worker:
         self.fd = self.proc.stdout.fileno()
         self.buf = b""
         self.ready = False
+        self.busy: Future[Any] | None = None
 
     def send(self, msg: dict[str, Any]) -> None:
         try:
@@ -128,6 +130,22 @@ class _Worker:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    async def io(self, threads: ThreadPoolExecutor, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run blocking pipe I/O in ``threads``; the event loop only awaits it."""
+        self.busy = threads.submit(fn, *args)
+        return await asyncio.wrap_future(self.busy)
+
+    def abandon(self) -> None:
+        """Kill now; close the pipes once no thread uses them (a closed fd number could be
+        reused by another file while a thread still selects on it)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        busy = self.busy
+        if busy is not None and not busy.done():
+            busy.add_done_callback(lambda _: self.kill())
+        else:
+            self.kill()
 
 
 class SandboxPool:
@@ -217,26 +235,25 @@ class SandboxPool:
             gate = self._gates[loop] = asyncio.Semaphore(self.size)
         async with gate:
             self.stats.requests += 1
-            return await self._run(loop, code, tools, limits)
+            return await self._run(code, tools, limits)
 
     async def _run(
         self,
-        loop: asyncio.AbstractEventLoop,
         code: str,
         tools: Mapping[str, ToolFn],
         limits: Limits,
     ) -> SandboxResult:
-        w = await loop.run_in_executor(self._threads, self._take, limits.max_memory_mb)
+        w = await asyncio.wrap_future(self._threads.submit(self._take, limits.max_memory_mb))
         tool_exc: BaseException | None = None
         try:
-            await loop.run_in_executor(self._threads, self._wait_ready, w)
+            await w.io(self._threads, self._wait_ready, w)
             request = {"op": "run", "code": code, "tools": sorted(tools),
                        "limits": asdict(limits)}  # fmt: skip
-            await loop.run_in_executor(self._threads, w.send, request)
+            await w.io(self._threads, w.send, request)
             budget = limits.kill_after_seconds
             while True:
                 t0 = time.monotonic()
-                msg = await loop.run_in_executor(self._threads, w.receive, budget)
+                msg = await w.io(self._threads, w.receive, budget)
                 budget -= time.monotonic() - t0
                 if msg is None:
                     self.stats.killed += 1
@@ -247,7 +264,7 @@ class SandboxPool:
                     )
                 if msg.get("op") == "tool":
                     reply, tool_exc = await _call_tool(tools, msg)
-                    await loop.run_in_executor(self._threads, w.send, reply)
+                    await w.io(self._threads, w.send, reply)
                     continue
                 if msg.get("op") != "done":
                     raise _Dead
@@ -266,7 +283,7 @@ class SandboxPool:
                 f"limit of {limits.max_memory_mb} MiB or the CPU limit"
             ) from None
         except BaseException:
-            w.kill()  # cancelled or failed mid-request: the worker's state is unknown
+            w.abandon()  # cancelled or failed mid-request: the worker's state is unknown
             raise
 
 

@@ -1,4 +1,4 @@
-"""Entry point of a sandbox worker process: ``python -m agentlab.env.sandbox_worker MB CPU``.
+"""Entry point of a sandbox worker: ``python -m agentlab.env.sandbox_worker MB CPU PARENT``.
 
 It caps its own address space (``RLIMIT_AS`` = ``MB`` MiB) and CPU time (``RLIMIT_CPU`` =
 ``CPU`` s), then serves programs from stdin with the in-process
@@ -101,10 +101,26 @@ class _Worker:
         return retire
 
 
+def _die_with_parent(parent: int) -> None:
+    # A parent killed with SIGKILL cannot kill a worker spinning in C; the kernel can
+    # (Linux PR_SET_PDEATHSIG). Elsewhere the stdin EOF and RLIMIT_CPU remain.
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent and os.getppid() != parent:
+        os._exit(0)  # the parent died before the request took effect
+
+
 def main(argv: list[str]) -> int:
     """Serve programs until stdin closes or the worker retires."""
     mem_mb = int(argv[0]) if argv else 512
     cpu_s = int(argv[1]) if len(argv) > 1 else 120
+    _die_with_parent(int(argv[2]) if len(argv) > 2 else 0)
     rx, tx = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the protocol
     resource.setrlimit(resource.RLIMIT_AS, (mem_mb * 2**20, mem_mb * 2**20))

@@ -12,6 +12,7 @@ import pytest
 from agentlab.env import (
     CodeGenRouter,
     EnvBase,
+    Limits,
     SocialFeed,
     create_env,
     make_router,
@@ -132,6 +133,14 @@ async def test_pool_reuses_workers_and_serves_new_loops() -> None:
 
         # another event loop (another thread, as a notebook kernel may run one)
         assert await asyncio.to_thread(asyncio.run, from_thread()) == 6
+        # a cancelled request (a step timeout) kills its worker; the pool keeps serving
+        spin = Limits(max_steps=10**15, max_seconds=10**6, kill_after_seconds=30)
+        task = asyncio.ensure_future(pool.run("while True:\n    pass", {}, spin))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert (await pool.run("2 * 21", {})).value == 42
     finally:
         pool.close()
 
