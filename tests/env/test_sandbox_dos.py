@@ -69,7 +69,7 @@ class _Probe:
 
     async def once(self) -> float:
         async def slow_read(args: list[Any], kwargs: dict[str, Any]) -> Any:
-            await asyncio.sleep(0.1)  # an env tool doing I/O: needs a free event loop
+            await asyncio.sleep(0.2)  # an env tool doing I/O: needs a free event loop
             return [{"id": "0.bob.0", "likes": 0}]
 
         t0 = time.perf_counter()
