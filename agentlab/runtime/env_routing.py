@@ -137,6 +137,13 @@ class RouterSet:
             f"modules: {self.names}"
         )
 
+    def routers(self) -> list[Any]:
+        """Every router built so far (direct ones, then language routers), once each."""
+        found = [*self.direct.values(), *(self._asking or {}).values()]
+        if self._group is not None:
+            found.append(self._group)
+        return list({id(r): r for r in found}.values())
+
     # --- serving -------------------------------------------------------------------------
 
     async def call(self, module: Any, name: str, arguments: dict[str, Any], agent_id: str) -> Any:

@@ -145,8 +145,7 @@ class EnvHost:
     def router_stats(self) -> dict[str, int]:
         """Summed router counters (calls, tool_calls, rejections, errors...)."""
         total: dict[str, int] = {}
-        routers = list(self.routing.direct.values()) + list((self.routing._asking or {}).values())
-        for r in {id(r): r for r in routers}.values():
+        for r in self.routing.routers():
             for k, v in r.stats.to_dict().items():
                 total[k] = total.get(k, 0) + v
         return total
@@ -225,6 +224,7 @@ class LocalEnvHandle:
     async def ask(
         self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
     ) -> dict[str, Any]:
+        """:meth:`EnvHost.ask` in this process."""
         return await self.host.ask(agent_id, text, tick, services, module)
 
     async def observe(self, agent_id: str, tick: int) -> str:
@@ -254,6 +254,7 @@ class RayEnvHandle:
     async def ask(
         self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
     ) -> dict[str, Any]:
+        """:meth:`EnvHost.ask` in the env actor (errors come back as values, then raise)."""
         ok, value = await self.actor.ask.remote(agent_id, text, tick, services, module)
         if not ok:
             raise value
