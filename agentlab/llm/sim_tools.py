@@ -37,13 +37,12 @@ PLAN_MARK = "Reply with a JSON list only"
 
 _ID = re.compile(r"(?<![\w@])(?=[\w-]*\d)[\w-]+(?:\.[\w-]+)+(?![\w.])")
 _ID_FIELD = re.compile(r"\"id\"\s*:\s*\"([^\"]{1,80})\"")
-_WRITTEN = re.compile(r"\"post_id\"\s*:\s*\"([^\"]{1,80})\"")
+_WRITTEN = re.compile(r"\"\w+_id\"\s*:\s*\"([^\"]{1,80})\"")
 _MENTION = re.compile(r"@([A-Za-z_][\w-]*)")
 _AUTHOR = re.compile(r"\"(?:author|user|agent_id|from|to)\"\s*:\s*\"([^\"]{1,64})\"")
 _SELF = re.compile(r"You are @([\w-]+)")
 _SIG = re.compile(r"^- (\w+)\((.*?)\):", re.M)
 _USER_WORDS = ("user", "author", "agent", "name", "recipient", "friend", "target", "to")
-_TEXT_WORDS = ("content", "text", "message", "body", "query", "reason", "note", "title")
 
 
 class _Context:
@@ -56,9 +55,9 @@ class _Context:
         )
         me = _SELF.findall(text)
         self.me = me[0] if me else None
-        # ids listed by a read (``"id": ...``) before any id-looking token: a model copies
-        # what it was shown, though it may also reuse an id a write just returned
-        written = set(_WRITTEN.findall(text))  # ids a write returned: not visible yet
+        # Ids of listed entities (``"id": ...``) first; else any id-looking token except
+        # references a write returned (``"post_id": ...``: maybe not visible yet).
+        written = set(_WRITTEN.findall(text))
         self.ids = _unique(_ID_FIELD.findall(text)) or [
             i for i in _unique(_ID.findall(text)) if i not in written
         ]
@@ -79,7 +78,7 @@ class _Context:
         low = name.lower()
         pool = (
             self.ids
-            if low.endswith("id") or low.endswith("_ids")
+            if low == "id" or low.endswith(("_id", "_ids"))
             else self.users
             if any(w in low.split("_") or low.endswith(w) for w in _USER_WORDS)
             else None
@@ -94,7 +93,7 @@ class _Context:
             return "everything"
         if schema.get("type") in ("integer", "number"):
             return -1
-        if name.lower().endswith("id"):
+        if name.lower() == "id" or name.lower().endswith("_id"):
             return f"{rng.randint(90) + 10}.nobody.{rng.randint(9)}"
         return f"someone{rng.randint(1000)}"
 
