@@ -206,6 +206,23 @@ class SandboxPool:
             raise _Dead
         w.ready = True
 
+    def _replace(self, memory_mb: int) -> None:
+        """Start a fresh worker in the background for the one just lost, so the next
+        request does not pay for a start-up (a plain thread: the I/O threads stay free)."""
+
+        def spawn() -> None:
+            if self._closed:
+                return
+            self.stats.spawned += 1
+            w = _Worker(memory_mb)
+            try:
+                self._wait_ready(w)
+            except _Dead:
+                return
+            self._give_back(w)
+
+        threading.Thread(target=spawn, name="sandbox-spawn", daemon=True).start()
+
     def close(self) -> None:
         """Kill every idle worker (busy ones are killed when their request ends)."""
         with self._lock:
@@ -258,6 +275,7 @@ class SandboxPool:
                 if msg is None:
                     self.stats.killed += 1
                     w.kill()
+                    self._replace(limits.max_memory_mb)
                     raise UnsafeCodeError(
                         f"program ran longer than {limits.kill_after_seconds} s; "
                         "its worker process was killed"
@@ -271,6 +289,7 @@ class SandboxPool:
                 if msg.get("retire"):
                     self.stats.retired += 1
                     w.kill()
+                    self._replace(limits.max_memory_mb)
                 else:
                     self._give_back(w)
                 return _result(msg, tool_exc)
@@ -278,6 +297,7 @@ class SandboxPool:
             code_ = w.proc.poll()
             self.stats.died += 1
             w.kill()
+            self._replace(limits.max_memory_mb)
             raise UnsafeCodeError(
                 f"the sandbox worker died (exit status {code_}): the program hit the memory "
                 f"limit of {limits.max_memory_mb} MiB or the CPU limit"
