@@ -48,6 +48,10 @@ class LLMAgent(AgentBase):
         max_iterations: LLM calls per step at most (default 3; ``1`` = one call, tools
             called but their results not fed back).
         use_tools: offer the env's tools (default true).
+        env_mode: ``"tools"`` (default: the ReAct loop above, one ``env.call`` per tool
+            call) or ``"ask"``: one LLM call says in words what the persona does, and
+            ``env.ask(text)`` hands it to the env's router (``react``, ``codegen``,
+            ``plan``, ``two_tier`` — set per env module in the society config).
         system: a system-prompt template with ``{name}`` and ``{description}``.
         llm: extra keyword arguments for ``complete`` (e.g. ``max_tokens``).
     """
@@ -57,6 +61,9 @@ class LLMAgent(AgentBase):
             v = self.config.get(key, 1)
             if not isinstance(v, int) or v < 1:
                 raise ConfigError(f"LLMAgent {key} must be a positive int, got {v!r}")
+        mode = self.config.get("env_mode", "tools")
+        if mode not in ("tools", "ask"):
+            raise ConfigError(f"LLMAgent env_mode must be 'tools' or 'ask', got {mode!r}")
         return {"memory": [], "steps": 0, "llm_calls": 0, "actions": {}, "last": ""}
 
     def _messages(self, tick: int, observation: str) -> list[dict[str, Any]]:
@@ -90,6 +97,9 @@ class LLMAgent(AgentBase):
                 tools = env.tools() or None
         messages = self._messages(tick, observation)
         extra = dict(self.config.get("llm") or {})
+        if env is not None and self.config.get("env_mode", "tools") == "ask":
+            await self._ask(tick, messages, extra)
+            return
         actions: dict[str, int] = self.state["actions"]
         reply = ""
         for iteration in range(int(self.config.get("max_iterations", 3))):
@@ -116,6 +126,23 @@ class LLMAgent(AgentBase):
         if reply:
             self._remember(f"t{tick} thought: {reply[:80]}")
         self.state["last"] = reply[:200]
+        self.state["steps"] += 1
+
+    async def _ask(self, tick: int, messages: list[dict[str, Any]], extra: dict[str, Any]) -> None:
+        # The persona says what it wants; the env's router turns the words into tool calls.
+        svc = self.services
+        assert svc is not None and svc.env is not None
+        messages[-1]["content"] += " Answer with one sentence saying what you do on the feed."
+        resp = await svc.llm.complete(messages, labels={"stage": "intent"}, **extra)
+        self.state["llm_calls"] += 1
+        intent = (resp.text or "").strip()[:500] or "read the feed"
+        out = await svc.env.ask(intent)
+        actions: dict[str, int] = self.state["actions"]
+        for call in out.get("calls") or []:
+            actions[call["tool"]] = actions.get(call["tool"], 0) + 1
+        verdict = "ok" if out.get("ok") else "refused"
+        self._remember(f"t{tick} asked: {intent[:80]} -> {verdict}: {out['observation'][:80]}")
+        self.state["last"] = intent[:200]
         self.state["steps"] += 1
 
     def summary(self) -> dict[str, Any]:

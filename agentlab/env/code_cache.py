@@ -5,8 +5,10 @@ Agents ask for the same thing with different values ("like post 0.bob.3", "like 
 numbers and ids with digits — replaced by a placeholder, lower-cased, spaces collapsed.
 A program generated for one request is reused for another request of the same shape
 against the same tool signatures, with the old request's literals replaced by the new
-ones wherever they appear as constants in the program (an AST rewrite, never text
-substitution). A changed tool signature is a different key, so stale code is never run
+ones where they appear as constant call arguments in the program (an AST rewrite, never
+text substitution). If an old literal also appears as a constant anywhere else
+(``items[0]`` in a program for "like post 0"), the rewrite is ambiguous and the request
+misses. A changed tool signature is a different key, so stale code is never run
 against a new API.
 """
 
@@ -46,6 +48,17 @@ def _as_like(old: Any, new: str) -> Any:
     return new
 
 
+def _call_args(tree: ast.AST) -> set[int]:
+    """ids of the constants passed directly as call arguments (where request values go)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(arg, ast.Constant):
+                    found.add(id(arg))
+    return found
+
+
 def _rewrite(code: str, old: list[str], new: list[str]) -> str | None:
     mapping = {o: n for o, n in zip(old, new, strict=True) if o != n}
     if not mapping:
@@ -56,12 +69,18 @@ def _rewrite(code: str, old: list[str], new: list[str]) -> str | None:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError):
         return None
+    args = _call_args(tree)
     try:
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
                 key = str(node.value)
-                if key in mapping:
-                    node.value = _as_like(node.value, mapping[key])
+                if key not in mapping:
+                    continue
+                if id(node) not in args:
+                    # the old value also plays another part (``items[0]`` for "post 0"):
+                    # rewriting could change that part, keeping it could be wrong — miss
+                    return None
+                node.value = _as_like(node.value, mapping[key])
     except ValueError:
         return None
     return ast.unparse(tree)

@@ -131,15 +131,24 @@ def _arguments(
     return fillable, args
 
 
-def _pick(ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float) -> dict[str, Any]:
-    # Prefer tools named in the request, then tools whose arguments the context can fill.
+def _fillable(ctx: _Context, fn: dict[str, Any]) -> bool:
+    props, required = _params(fn)
+    return all(ctx.fill(p, props.get(p, {}), Rng(0))[0] for p in required)
+
+
+def _pick(
+    ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float, *, reads: bool = False
+) -> dict[str, Any]:
+    """A tool as a model would choose it: one the request names and the context can fill,
+    else any the context can fill; with probability ``invalid_p`` the named one anyway.
+    ``reads``: a tool that needs an id nobody has shown yet is fine (code can read first)."""
     words = set(re.findall(r"[a-z]+", ctx.request.lower()))
     named = [f for f in fns if set(str(f.get("name", "")).lower().split("_")) & words]
-    pool = named or fns
-    able = [f for f in pool if all(
-        ctx.fill(p, _params(f)[0].get(p, {}), Rng(0))[0] for p in _params(f)[1])]  # fmt: skip
-    if able and rng.random() >= invalid_p:
-        pool = able
+    if rng.random() < invalid_p:
+        pool = named or fns
+    else:
+        ok = [f for f in fns if reads or _fillable(ctx, f)]
+        pool = [f for f in named if f in ok] or ok or named or fns
     return pool[rng.randint(len(pool))]
 
 
@@ -179,17 +188,32 @@ def _signature_fns(system: str) -> list[dict[str, Any]]:
 
 
 def _code(ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float) -> str:
-    first = _pick(ctx, fns, rng, invalid_p)
-    lines = []
-    reads = [f for f in fns if str(f.get("name", "")).startswith(("read", "list", "get"))]
+    # A program as a model writes one: when the call needs an id nobody has shown, read
+    # a listing first and take the id from it; else call the tool with copied values.
+    first = _pick(ctx, fns, rng, invalid_p, reads=True)
+    readers = [f for f in fns if str(f.get("name", "")).startswith(("read", "list", "search"))]
     _, args = _arguments(ctx, first, rng, invalid_p)
-    if reads and first not in reads and rng.random() < 0.3:
-        lines.append(f"seen = {reads[0]['name']}()")
-        lines.append("print(len(seen))")
-    call = ", ".join(f"{k}={v!r}" for k, v in args.items())
-    lines.append(f"result = {first['name']}({call})")
+    required = _params(first)[1]
+    ids = [p for p in required if (p == "id" or p.endswith("_id")) and not ctx.ids]
+    lines = []
+    if ids and readers and first not in readers:
+        lines.append(f"items = {readers[0]['name']}()")
+        for p in ids:
+            args[p] = _Expr("items[0]['id']")
+        call = ", ".join(f"{k}={v!r}" for k, v in args.items())
+        lines.append(f"result = {first['name']}({call}) if items else None")
+    else:
+        call = ", ".join(f"{k}={v!r}" for k, v in args.items())
+        lines.append(f"result = {first['name']}({call})")
     lines.append("result")
     return "```python\n" + "\n".join(lines) + "\n```"
+
+
+class _Expr(str):
+    """Source text that ``repr`` leaves as it is (an expression inside generated code)."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _plan(ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float) -> str:

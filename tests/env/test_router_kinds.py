@@ -107,6 +107,11 @@ def test_request_shape_and_literal_rewrite() -> None:
     assert c.get("like post 1.carol.0 twice", ("like(post_id: int)",)) is None  # new API
     assert c.get("follow carol", sigs) is None
     assert c.stats() == {"hits": 1, "misses": 2, "entries": 1}
+    # an old literal that is also an index: rewriting it would change the program's logic
+    c.put("like item 0", sigs, "items = read_feed()\nlike(items[0]['id'])\nlike('0')")
+    assert c.get("like item 1", sigs) is None
+    c.put("like post 7", sigs, "p = read_feed()[0]\nlike(7)")
+    assert c.get("like post 9", sigs) == "p = read_feed()[0]\nlike(9)"
 
 
 async def test_codegen_cache_reuses_code_for_same_shape(feed: SocialFeed, scripted) -> None:  # type: ignore[no-untyped-def]

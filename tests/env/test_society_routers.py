@@ -15,30 +15,6 @@ from agentlab.llm import LLMClient
 from agentlab.runtime import Society
 
 
-@register_agent("env_asker")
-class EnvAsker(AgentBase):
-    """Each tick: the LLM writes what the persona wants, the env's router carries it out."""
-
-    def initial_state(self) -> dict[str, Any]:
-        return {"asked": 0, "ok": 0, "last": ""}
-
-    async def step(self, tick: int) -> None:
-        services = self.services
-        assert services is not None and services.env is not None
-        obs = await services.env.observe()
-        reply = await services.llm.complete(
-            [{"role": "system", "content": "Say in one sentence what you want to do on the "
-              "feed (read it, post, like a post, follow someone)."},
-             {"role": "user", "content": obs}],
-            labels={"stage": "intent"},
-        )  # fmt: skip
-        request = f"read the feed and post about: {reply.text[:120]}"
-        out = await services.env.ask(request)
-        self.state["asked"] += 1
-        self.state["ok"] += bool(out["ok"])
-        self.state["last"] = out["observation"][:200]
-
-
 class Tally(EnvBase):
     """A second module with a language router: ask() must be told which one."""
 
@@ -58,7 +34,7 @@ async def test_society_agents_ask_through_router(tmp_path: Path, kind: str) -> N
     llm = LLMClient("sim/vllm-3b", seed=0, sim_p_invalid_args=0.05)
     society = Society.create(
         tmp_path / kind,
-        agents={"env_asker": 6},
+        agents=[{"type": "llm", "n": 6, "config": {"env_mode": "ask"}}],  # persona agents
         env=[{"type": "social_feed", "router": kind}],
         llm=llm,
         seed=1,
@@ -94,7 +70,7 @@ async def test_society_agents_ask_through_router(tmp_path: Path, kind: str) -> N
 
 def test_unknown_router_kind_is_refused(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="magic"):
-        Society.create(tmp_path / "x", agents={"env_asker": 1},
+        Society.create(tmp_path / "x", agents=2,
                        env=[{"type": "social_feed", "router": "magic"}], progress=False)  # fmt: skip
 
 
