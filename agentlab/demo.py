@@ -65,6 +65,7 @@ def main(args: argparse.Namespace) -> int:
         stats = society.run_sync(ticks=args.ticks)
         host = getattr(society.executor, "host", None)
         tool_calls, tool_errors = (host.calls, host.errors) if host is not None else (0, 0)
+        kinds = host.routing.call_errors.most_common(3) if host is not None else []
     finally:
         society.close()
     states = society.agent_states()
@@ -83,7 +84,10 @@ def main(args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v}" for k, v in actions.most_common())
     )
     share = tool_errors / tool_calls if tool_calls else 0.0
-    print(f"  tool errors   {tool_errors:>8}   of {tool_calls} calls ({share:.1%})")
+    print(
+        f"  tool errors   {tool_errors:>8}   of {tool_calls} calls ({share:.1%})"
+        + ("   " + ", ".join(f"{k} {v}" for k, v in kinds) if kinds else "")
+    )
     if n_posts:
         print(f"  posts on feed {n_posts:>8}")
     print(f"  wall time     {stats['wall_s']:>8.1f} s")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,8 @@ class RouterSet:
         self._group: Any = None
         self._services: Any = None
         self._tick: dict[str, dict[str, int]] = {}
+        #: failed direct tool calls by ``"tool: ErrorClass"`` (whole run, this process)
+        self.call_errors: Counter[str] = Counter()
 
     # --- building ------------------------------------------------------------------------
 
@@ -151,7 +154,9 @@ class RouterSet:
         result = await self.direct[id(module)].route(
             {"tool": name, "arguments": arguments}, agent_id=agent_id
         )
-        self._count("direct", result, direct=True)
+        self._count("direct", result)
+        if not result.ok:
+            self.call_errors[f"{name}: {result.error_type}"] += 1
         return result
 
     async def ask(
@@ -176,7 +181,7 @@ class RouterSet:
         self._record(agent_id, tick, where, text, result, out, counter, latency)
         return out
 
-    def _count(self, kind: str, result: Any, direct: bool = False) -> None:
+    def _count(self, kind: str, result: Any) -> None:
         s = self._tick.setdefault(kind, {})
         for key, inc in (
             ("requests", 1),
