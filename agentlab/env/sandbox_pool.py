@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from agentlab.env import sandbox_wire as wire
-from agentlab.env.codecheck import SAFE_BUILTINS, Limits, check_code
-from agentlab.env.sandbox import SandboxResult, ToolFn
+from agentlab.env.codecheck import SAFE_BUILTINS, Limits, check_code, is_private_name
+from agentlab.env.sandbox import SandboxResult, ToolFn, _plain_copy
 from agentlab.errors import ConfigError, ToolError, UnsafeCodeError
 
 __all__ = ["PoolStats", "SandboxPool", "default_pool"]
@@ -245,6 +245,9 @@ class SandboxPool:
             ToolError: the program failed, or a tool raised (the tool's own exception).
         """
         limits = limits or Limits()
+        bad = [n for n in tools if is_private_name(n) or n in SAFE_BUILTINS]
+        if bad:
+            raise ToolError(f"tool names {bad} clash with builtins or start with '_'")
         check_code(code, frozenset(tools) | SAFE_BUILTINS, limits)
         loop = asyncio.get_running_loop()
         gate = self._gates.get(loop)
@@ -298,6 +301,12 @@ class SandboxPool:
             self.stats.died += 1
             w.kill()
             self._replace(limits.max_memory_mb)
+            if not w.ready:
+                raise ToolError(
+                    f"a sandbox worker did not start within {_START_TIMEOUT} s "
+                    f"(exit status {code_}); is `{sys.executable} -m agentlab.env."
+                    "sandbox_worker` runnable here?"
+                ) from None
             raise UnsafeCodeError(
                 f"the sandbox worker died (exit status {code_}): the program hit the memory "
                 f"limit of {limits.max_memory_mb} MiB or the CPU limit"
@@ -317,7 +326,7 @@ async def _call_tool(
     try:
         args = wire.decode(msg.get("args") or [])
         kwargs = wire.decode(msg.get("kwargs") or {})
-        value = await fn(list(args), dict(kwargs))
+        value = _plain_copy(await fn(list(args), dict(kwargs)), name)  # as in-process runs
         return {"op": "result", "ok": True, "value": wire.encode(value)}, None
     except Exception as exc:
         text = f"{type(exc).__name__}: {str(exc)[:1000]}"  # tools are trusted code

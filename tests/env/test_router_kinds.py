@@ -186,3 +186,24 @@ async def test_simulator_invalid_share_is_configurable(feed: SocialFeed) -> None
 
     assert await share(0.0) <= 0.05
     assert 0.2 <= await share(0.5) <= 0.8
+
+
+async def test_pool_refuses_like_the_inline_sandbox() -> None:
+    from agentlab.env import Sandbox
+    from agentlab.errors import ToolError
+
+    async def leak(args: list, kwargs: dict) -> object:
+        return object()
+
+    pool = SandboxPool(1)
+    try:
+        for box in (pool, None):
+            with pytest.raises(ToolError, match="plain data"):
+                if box is None:
+                    await Sandbox({"leak": leak}).run("leak()")
+                else:
+                    await box.run("leak()", {"leak": leak})
+        with pytest.raises(ToolError, match="clash with builtins"):
+            await pool.run("1", {"len": leak})
+    finally:
+        pool.close()
