@@ -382,7 +382,7 @@ class _Run(Budget):
                 result = await self.box.tools[name](args, kwargs)
             finally:
                 self.tool_time += time.monotonic() - t0
-            return _plain_copy(result, name)
+            return plain_copy(result, name)
         return self.builtin(name, args, kwargs)
 
     def builtin(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -452,18 +452,23 @@ def _copy_with_load(target: ast.expr) -> ast.expr:
     raise UnsafeCodeError(f"cannot augment-assign to {type(target).__name__}")
 
 
-def _plain_copy(value: Any, tool: str, depth: int = 0) -> Any:
+def plain_copy(value: Any, tool: str, depth: int = 0) -> Any:
+    """A copy of a tool's result that generated code may hold (plain data only).
+
+    Raises:
+        ToolError: the result holds a non-plain object or is nested too deeply.
+    """
     # Tools are trusted, but their results enter the sandbox: only plain data may pass, and
     # as a copy, so generated code can never mutate the env's own lists and dicts.
     if depth > 20:
         raise ToolError(f"result of tool {tool!r} is nested too deeply")
     if isinstance(value, list):
-        return [_plain_copy(v, tool, depth + 1) for v in value]
+        return [plain_copy(v, tool, depth + 1) for v in value]
     if isinstance(value, tuple):
-        return tuple(_plain_copy(v, tool, depth + 1) for v in value)
+        return tuple(plain_copy(v, tool, depth + 1) for v in value)
     if isinstance(value, dict):
         return {
-            _plain_copy(k, tool, depth + 1): _plain_copy(v, tool, depth + 1)
+            plain_copy(k, tool, depth + 1): plain_copy(v, tool, depth + 1)
             for k, v in value.items()
         }
     if not isinstance(value, _PLAIN):

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from agentlab.env import sandbox_wire as wire
 from agentlab.env.codecheck import SAFE_BUILTINS, Limits, check_code, is_private_name
-from agentlab.env.sandbox import SandboxResult, ToolFn, _plain_copy
+from agentlab.env.sandbox import SandboxResult, ToolFn, plain_copy
 from agentlab.errors import ConfigError, ToolError, UnsafeCodeError
 
 __all__ = ["PoolStats", "SandboxPool", "default_pool"]
@@ -326,7 +326,7 @@ async def _call_tool(
     try:
         args = wire.decode(msg.get("args") or [])
         kwargs = wire.decode(msg.get("kwargs") or {})
-        value = _plain_copy(await fn(list(args), dict(kwargs)), name)  # as in-process runs
+        value = plain_copy(await fn(list(args), dict(kwargs)), name)  # as in-process runs
         return {"op": "result", "ok": True, "value": wire.encode(value)}, None
     except Exception as exc:
         text = f"{type(exc).__name__}: {str(exc)[:1000]}"  # tools are trusted code
