@@ -468,8 +468,7 @@ def plain_copy(value: Any, tool: str, depth: int = 0) -> Any:
         return tuple(plain_copy(v, tool, depth + 1) for v in value)
     if isinstance(value, dict):
         return {
-            plain_copy(k, tool, depth + 1): plain_copy(v, tool, depth + 1)
-            for k, v in value.items()
+            plain_copy(k, tool, depth + 1): plain_copy(v, tool, depth + 1) for k, v in value.items()
         }
     if not isinstance(value, _PLAIN):
         raise ToolError(

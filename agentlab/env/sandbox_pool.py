@@ -174,12 +174,21 @@ class SandboxPool:
     # --- workers -------------------------------------------------------------------------
 
     def _take(self, memory_mb: int) -> _Worker:
+        dead = []
+        found = None
         with self._lock:
-            while self._idle:
-                w = self._idle.pop()
-                if w.alive() and w.memory_mb == memory_mb:
-                    return w
-                w.kill()
+            for w in reversed(self._idle):
+                if not w.alive():
+                    dead.append(w)
+                elif w.memory_mb == memory_mb:  # others stay for requests of their limit
+                    found = w
+                    break
+            for w in [*dead, *([found] if found else [])]:
+                self._idle.remove(w)
+        for w in dead:
+            w.kill()
+        if found is not None:
+            return found
         self.stats.spawned += 1
         return _Worker(memory_mb)
 

@@ -78,6 +78,9 @@ class _Probe:
         return time.perf_counter() - t0
 
     async def baseline(self) -> float:
+        # both workers started and idle (a worker killed by the previous test is replaced
+        # in the background): the probe measures serving, not a process start-up
+        await asyncio.to_thread(self.pool.warm)
         return statistics.median([await self.once() for _ in range(3)])
 
     async def during(self, attack: Any) -> tuple[Any, list[float]]:
