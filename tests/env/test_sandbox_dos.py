@@ -90,6 +90,22 @@ class _Probe:
             lat.append(await self.once())
         return await task, lat
 
+    async def served(
+        self, make_attack: Any, tries: int = 3
+    ) -> tuple[list[Any], float, list[float]]:
+        """Attack results, and the normal and concurrent latencies of the first trial whose
+        benign requests stayed within 2x (else the last trial's). A blocked event loop or
+        a starved pool fails every trial; up to three absorb a scheduling stall of the
+        shared 2-core test machine."""
+        results = []
+        for _ in range(tries):
+            normal = await self.baseline()
+            res, lat = await self.during(make_attack())
+            results.append(res)
+            if max(lat) <= 2 * normal:
+                break
+        return results, normal, lat
+
 
 async def _attack_router(router: CodeGenRouter) -> Any:
     t0 = time.perf_counter()
@@ -102,13 +118,12 @@ async def test_dos_refused_while_others_are_served(
     pool: SandboxPool, feed: SocialFeed, scripted, label: str, code: str, fragment: str
 ) -> None:
     router = CodeGenRouter(feed, llm=scripted(code), pool=pool)
-    probe = _Probe(pool)
-    normal = await probe.baseline()
-    (res, took), lat = await probe.during(_attack_router(router))
-    assert not res.ok and res.error_type == "UnsafeCodeError", res.observation
-    assert fragment in (res.error or ""), res.error
-    assert len(res.observation) <= 2000
-    assert took < Limits().kill_after_seconds + 1.0
+    results, normal, lat = await _Probe(pool).served(lambda: _attack_router(router))
+    for res, took in results:
+        assert not res.ok and res.error_type == "UnsafeCodeError", res.observation
+        assert fragment in (res.error or ""), res.error
+        assert len(res.observation) <= 2000
+        assert took < Limits().kill_after_seconds + 1.0
     assert max(lat) <= 2 * normal, (normal, lat)
 
 
@@ -132,17 +147,16 @@ async def test_worker_limits_cost_one_request(
     fragment: str,
 ) -> None:  # fmt: skip
     router = CodeGenRouter(feed, llm=scripted(code), pool=pool, limits=limits)
-    probe = _Probe(pool)
-    normal = await probe.baseline()
     before = pool.stats.to_dict()
-    (res, took), lat = await probe.during(_attack_router(router))
-    assert not res.ok and res.error_type == "UnsafeCodeError", res.observation
-    assert fragment in (res.error or ""), res.error
-    assert took < limits.kill_after_seconds + 1.5
+    results, normal, lat = await _Probe(pool).served(lambda: _attack_router(router))
+    for res, took in results:
+        assert not res.ok and res.error_type == "UnsafeCodeError", res.observation
+        assert fragment in (res.error or ""), res.error
+        assert took < limits.kill_after_seconds + 1.5
     assert max(lat) <= 2 * normal, (normal, lat)
     after = pool.stats.to_dict()
     replaced = sum(after[k] - before[k] for k in ("killed", "died", "retired"))
-    assert replaced >= 1, (before, after)
+    assert replaced >= len(results), (before, after)  # every attack cost its worker
     # the pool still serves, with a fresh worker
     ok = await CodeGenRouter(feed, llm=scripted("1 + 1"), pool=pool).route("x", agent_id="a")
     assert ok.ok and ok.value == 2
@@ -201,3 +215,24 @@ async def test_aliased_or_cyclic_values_stay_bounded_everywhere(
         assert fragment in (res.error or res.observation), (code, res)
         assert len(res.observation) <= 2000 and len(json_of(res.to_dict())) < 100_000
     assert not feed.pending
+
+
+async def test_isolation_is_what_keeps_the_loop_free(
+    pool: SandboxPool, feed: SocialFeed, scripted
+) -> None:
+    # Control: a program allowed to compare two 2**19-item aliased lists (guard relaxed)
+    # spends about a second in the pricing walk and the C compare. In process that second
+    # blocks the event loop every agent shares; in a worker the probe is served as usual.
+    code = ALIASED.replace("range(60)", "range(18)") + "a == b"
+    relaxed = Limits(max_deep=10**8, max_steps=10**9, max_seconds=100, kill_after_seconds=30)
+    probe = _Probe(pool)
+    inline = CodeGenRouter(feed, llm=scripted(code), limits=relaxed, isolation="inline")
+    normal = await probe.baseline()
+    (res, took), lat = await probe.during(_attack_router(inline))
+    assert res.ok and res.value is True
+    if took > 3 * normal:  # long enough to tell on this machine
+        assert max(lat) > 2 * normal, (normal, lat, took)
+    isolated = CodeGenRouter(feed, llm=scripted(code), limits=relaxed, pool=pool)
+    results, normal, lat = await probe.served(lambda: _attack_router(isolated))
+    assert all(r.ok and r.value is True for r, _ in results), results
+    assert max(lat) <= 2 * normal, (normal, lat)
