@@ -120,6 +120,9 @@ def _add_sim_serve(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--host", default="127.0.0.1", help="address to bind")
     s.add_argument("--port", type=int, default=8600, help="port to bind")
     s.add_argument("--seed", type=int, default=0, help="simulator seed")
+    from agentlab.llm.sim_serve_args import add_fault_arguments
+
+    add_fault_arguments(s)
     s.set_defaults(target="agentlab.llm.sim_serve:main")
 
 

@@ -1,0 +1,243 @@
+"""Typed models of the OpenAI chat-completions request, and OpenAI-style error bodies.
+
+``sim-serve`` validates every request body against :class:`ChatCompletionRequest` (strict
+pydantic, parsed from the raw JSON) and answers a bad one with HTTP 400 and the body OpenAI
+sends::
+
+    {"error": {"message": "Invalid type for 'max_tokens': ...", "type":
+     "invalid_request_error", "param": "max_tokens", "code": "invalid_type"}}
+
+Strict means what OpenAI does: ``"max_tokens": "5"`` is a type error, not 5. Unknown
+top-level fields are accepted (vLLM ignores them too), except unknown ``sim_*`` overrides.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "ChatCompletionRequest",
+    "Message",
+    "Tool",
+    "error_body",
+    "validation_error_body",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow", populate_by_name=True)
+
+
+class FunctionDef(_Strict):
+    """A tool's function: its name and JSON-schema parameters."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(_Strict):
+    """One entry of ``tools`` (only function tools exist in chat completions)."""
+
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class _CalledFunction(_Strict):
+    name: str
+    arguments: str
+
+
+class MessageToolCall(_Strict):
+    """A tool call inside an assistant message of the history."""
+
+    id: str
+    type: Literal["function"]
+    function: _CalledFunction
+
+
+class Message(_Strict):
+    """One message of ``messages``."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[MessageToolCall] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="after")
+    def _content_rules(self) -> Message:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError(f"a {self.role!r} message needs 'content' (got null)")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a 'tool' message needs 'tool_call_id'")
+        return self
+
+
+class _NamedFunction(_Strict):
+    name: str
+
+
+class NamedToolChoice(_Strict):
+    """``{"type": "function", "function": {"name": ...}}``: force one tool."""
+
+    type: Literal["function"]
+    function: _NamedFunction
+
+
+class JsonSchemaFormat(_Strict):
+    """The ``json_schema`` member of a ``json_schema`` response format."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Strict):
+    """``response_format``: text, json_object (optionally with ``schema``, llama.cpp), or
+    json_schema."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("type 'json_schema' needs a 'json_schema' object")
+        return self
+
+
+class StreamOptions(_Strict):
+    """``stream_options``."""
+
+    include_usage: bool | None = None
+
+
+class ChatCompletionRequest(_Strict):
+    """The body of ``POST /v1/chat/completions`` (the fields sim-serve understands)."""
+
+    model: str = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    n: int | None = Field(default=None, ge=1, le=1)  # one choice: what the simulator makes
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
+    user: str | None = None
+
+    @model_validator(mode="after")
+    def _tool_choice_matches(self) -> ChatCompletionRequest:
+        tc = self.tool_choice
+        if isinstance(tc, NamedToolChoice):
+            names = [t.function.name for t in self.tools or []]
+            if tc.function.name not in names:
+                raise ValueError(
+                    f"tool_choice names {tc.function.name!r}, not one of the tools {names}"
+                )
+        elif tc in ("required",) and not self.tools:
+            raise ValueError("tool_choice 'required' needs 'tools'")
+        return self
+
+    def max_new_tokens(self) -> int | None:
+        """``max_completion_tokens`` or ``max_tokens`` (the newer name wins)."""
+        return self.max_completion_tokens or self.max_tokens
+
+
+_TYPE_CODES = {"missing": "missing_required_parameter", "too_short": "empty_array"}
+_RANGE_CODES = {
+    "greater_than_equal": "below_min_value",
+    "greater_than": "below_min_value",
+    "less_than_equal": "above_max_value",
+    "less_than": "above_max_value",
+}
+
+
+def error_body(
+    message: str,
+    kind: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+) -> dict[str, Any]:
+    """An OpenAI-style error body ``{"error": {message, type, param, code}}``."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def _param(loc: tuple[int | str, ...]) -> str | None:
+    """``('messages', 0, 'content', 'str')`` → ``messages[0].content`` (union tags dropped)."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _is_union_tag(part):
+            continue
+        else:
+            out += ("." if out else "") + part
+    return out or None
+
+
+def _is_union_tag(part: str) -> bool:
+    # pydantic names union members by type ("str", "list[...]", "literal['none',...]",
+    # "NamedToolChoice", "function-after[...]"): never a field name of these models
+    return (
+        "[" in part
+        or part in {"str", "int", "float", "bool", "none", "dict", "list"}
+        or part[:1].isupper()
+    )
+
+
+def validation_error_body(exc: ValidationError) -> dict[str, Any]:
+    """The OpenAI-style 400 body for the first problem of a pydantic ``ValidationError``."""
+    err = exc.errors(include_url=False)[0]
+    kind = str(err["type"])
+    if kind == "json_invalid":
+        return error_body(
+            f"We could not parse the JSON body of your request: {err['msg']}",
+            code="invalid_json",
+        )
+    param = _param(tuple(err["loc"]))
+    got = err.get("input")
+    if kind == "missing":
+        msg = f"Missing required parameter: '{param}'."
+        code = _TYPE_CODES[kind]
+    elif kind == "too_short":
+        msg = f"Invalid '{param}': empty array. Expected an array with minimum length 1."
+        code = _TYPE_CODES[kind]
+    elif kind in _RANGE_CODES:
+        msg = f"Invalid '{param}': {err['msg']}, but got {got!r} instead."
+        code = ("integer_" if isinstance(got, int) else "decimal_") + _RANGE_CODES[kind]
+    elif kind.endswith("_type") or kind.endswith("_parsing") or kind == "model_type":
+        msg = f"Invalid type for '{param}': {err['msg']}, but got {_type_name(got)} instead."
+        code = "invalid_type"
+    elif kind == "value_error":  # our model validators: the message says it all
+        msg = f"Invalid value for '{param}': {str(err['msg']).removeprefix('Value error, ')}."
+        code = "invalid_value"
+    else:
+        msg = f"Invalid value for '{param}': {err['msg']} (got {got!r})."
+        code = "invalid_value"
+    return error_body(msg, param=param, code=code)
+
+
+def _type_name(value: Any) -> str:
+    names = {str: "a string", int: "an integer", float: "a decimal", bool: "a boolean"}
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return names.get(type(value), type(value).__name__)

@@ -1,0 +1,60 @@
+"""Command-line options of ``agentlab sim-serve`` (argparse only: cheap to import).
+
+Fault rates are flags (``--rate-limit-rate``, ``--timeout-rate``, ``--malformed-rate``);
+any other profile field is ``--set FIELD=VALUE`` (validated by the profile).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["add_arguments", "add_fault_arguments", "profile_params"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``sim-serve`` options (shared by ``agentlab sim-serve`` and ``python -m``)."""
+    p.add_argument("--profile", default="vllm-3b", help="simulator profile (default vllm-3b)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8600)
+    p.add_argument("--seed", type=int, default=0)
+    add_fault_arguments(p)
+
+
+def add_fault_arguments(p: argparse.ArgumentParser) -> None:
+    """The fault-rate and ``--set`` options of ``sim-serve``."""
+    p.add_argument("--rate-limit-rate", type=float, default=None, metavar="P",
+                   help="fraction of requests answered with HTTP 429")  # fmt: skip
+    p.add_argument("--timeout-rate", type=float, default=None, metavar="P",
+                   help="fraction of requests that hang until the client gives up")  # fmt: skip
+    p.add_argument("--malformed-rate", type=float, default=None, metavar="P",
+                   help="fraction of replies cut short (truncated JSON / empty text)")  # fmt: skip
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any profile field, e.g. --set slots=4 --set decode_tps=120")  # fmt: skip
+
+
+def profile_params(args: argparse.Namespace) -> dict[str, Any]:
+    """Profile overrides from the parsed ``sim-serve`` options.
+
+    Raises:
+        ConfigError: a ``--set`` item without ``=`` or a rate outside [0, 1].
+    """
+    from agentlab.errors import ConfigError
+
+    params: dict[str, Any] = {}
+    for flag, field in (
+        ("rate_limit_rate", "p_rate_limit"),
+        ("timeout_rate", "p_timeout"),
+        ("malformed_rate", "p_malformed"),
+    ):
+        v = getattr(args, flag, None)
+        if v is not None:
+            if not 0.0 <= v <= 1.0:
+                raise ConfigError(f"--{flag.replace('_', '-')} must be in [0, 1], got {v}")
+            params[field] = v
+    for item in getattr(args, "set", []) or []:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ConfigError(f"--set takes FIELD=VALUE, got {item!r}")
+        params[key.strip()] = value.strip()
+    return params
