@@ -126,6 +126,25 @@ def _add_sim_serve(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(target="agentlab.llm.sim_serve:main")
 
 
+def _add_replay_traffic(sub: argparse._SubParsersAction) -> None:
+    rt = sub.add_parser(
+        "replay-traffic",
+        help="fire a run's LLM traffic at an OpenAI-compatible endpoint (a new run)",
+        formatter_class=_Formatter,
+    )
+    rt.add_argument("run", help="run directory (or a trace.jsonl from --export)")
+    rt.add_argument("--base-url", default=None, help="e.g. http://127.0.0.1:8600/v1")
+    rt.add_argument("--out", default=None, help="directory of the new run")
+    rt.add_argument("--model", default="openai/default", help="litellm model string to send")
+    rt.add_argument("--mode", choices=["open", "closed"], default="open",
+                    help="open: original arrival times; closed: call dependencies")  # fmt: skip
+    rt.add_argument("--speed", type=float, default=1.0, help="time compression factor")
+    rt.add_argument("--timeout", type=float, default=120.0, help="seconds per call")
+    rt.add_argument("--export", default=None, metavar="DIR",
+                    help="write trace.jsonl, vllm_custom.jsonl, guidellm.jsonl into DIR")  # fmt: skip
+    rt.set_defaults(target="agentlab.analysis.traffic:main")
+
+
 def _add_report(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser(
         "report",
@@ -276,6 +295,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_paper,
     _add_calibrate,
     _add_sim_serve,
+    _add_replay_traffic,
     _add_export_dirs,
 ]
 

@@ -60,6 +60,7 @@ class LLMClient:
     """
 
     __slots__ = (
+        "_cache",
         "_clock",
         "_defaults",
         "_key",
@@ -68,6 +69,7 @@ class LLMClient:
         "_profile",
         "_req_defaults",
         "_transport",
+        "_wire_model",
         "api_key_env",
         "base_url",
         "max_retries",
@@ -90,6 +92,8 @@ class LLMClient:
     _profile: SimProfile | None
     _req_defaults: dict[str, Any]
     _transport: Any
+    _wire_model: str
+    _cache: Any
 
     def __init__(
         self,
@@ -121,6 +125,17 @@ class LLMClient:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"LLMClient defaults must be JSON-serialisable: {exc}") from None
         s(self, "_key", key)
+        s(self, "_wire_model", model)
+        s(self, "_cache", None)
+        if model.startswith("cache:"):
+            # Replay a recorded run: send exactly what it sent (see llm/cache_backend.py).
+            from agentlab.llm.cache_backend import source_config
+
+            src = source_config(model[6:])
+            s(self, "_wire_model", src["model"])
+            s(self, "timeout", float(src.get("timeout", timeout)))
+            s(self, "max_retries", int(src.get("max_retries", max_retries)))
+            defaults = {**src.get("defaults", {}), **defaults}
         limiter: dict[str, Any] = {}
         profile_params: dict[str, Any] = {}
         req: dict[str, Any] = {}
@@ -136,6 +151,10 @@ class LLMClient:
                 req[k] = v
         check_sim_overrides(req)
         s(self, "_transport", _pick_transport(model, base_url, req.pop("transport", "auto")))
+        if model.startswith("cache:"):
+            from agentlab.llm.cache_backend import ReplayTransport
+
+            s(self, "_transport", ReplayTransport(model))
         profile = get_profile(model[4:], **profile_params) if model.startswith("sim/") else None
         s(self, "_profile", profile)
         s(self, "_limiter_opts", limiter)
@@ -193,6 +212,29 @@ class LLMClient:
         """The same config timed by ``clock`` (e.g. a ``VirtualClock``)."""
         other = LLMClient.from_dict(self.to_dict())
         object.__setattr__(other, "_clock", REAL_CLOCK if isinstance(clock, RealClock) else clock)
+        if self._cache is not None:
+            from agentlab.llm.cache_backend import RecordingTransport
+
+            object.__setattr__(other, "_cache", self._cache)
+            object.__setattr__(
+                other, "_transport", RecordingTransport(other._transport, self._cache)
+            )
+        return other
+
+    def with_cache(self, run_dir: str) -> LLMClient:
+        """The same config recording every real-provider attempt into ``run_dir``'s
+        response cache (``llm_cache/``, replayed by ``LLMClient("cache:RUN")``).
+
+        Simulated (``sim/``) and replaying (``cache:``) clients record nothing.
+        """
+        if self.model.startswith(("sim/", "cache:")) or self._cache is not None:
+            return self
+        from agentlab.llm.cache_backend import RecordingTransport, get_recorder
+
+        other = self.with_clock(self._clock)
+        recorder = get_recorder(run_dir, self.to_dict())
+        object.__setattr__(other, "_cache", recorder)
+        object.__setattr__(other, "_transport", RecordingTransport(other._transport, recorder))
         return other
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -347,7 +389,7 @@ class LLMClient:
         if server is not None and server.profile.client_overhead_s > 0:
             await server.dispatch()
         rec = CallRecord(
-            live.next_id(), self.model, clock.now(), agent_id=agent_id,
+            live.next_id(), self._wire_model, clock.now(), agent_id=agent_id,
             labels=dict(labels) if labels else {},
         )  # fmt: skip
         if pipe is not None:
@@ -438,7 +480,7 @@ class LLMClient:
         params: dict[str, Any],
     ) -> dict[str, Any]:
         return {
-            "model": self.model,
+            "model": self._wire_model,
             "base_url": self.base_url,
             "api_key_env": self.api_key_env,
             "messages": messages,
@@ -473,7 +515,7 @@ class LLMClient:
         elif spec is not None:
             resp.parsed = spec.parse(res.text)
         elif not res.text:
-            raise BadResponseError(f"{self.model}: empty completion (no text, no tool call)")
+            raise BadResponseError(f"{self._wire_model}: empty completion (no text, no tool call)")
         return resp
 
     def stream(

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 __all__ = [
     "ChatCompletionRequest",
+    "FaultRates",
     "Message",
     "Tool",
     "error_body",
@@ -156,6 +157,15 @@ class ChatCompletionRequest(_Strict):
     def max_new_tokens(self) -> int | None:
         """``max_completion_tokens`` or ``max_tokens`` (the newer name wins)."""
         return self.max_completion_tokens or self.max_tokens
+
+
+class FaultRates(_Strict):
+    """Body of sim-serve's ``POST /sim/faults``: new injected fault rates (omitted: kept)."""
+
+    model_config = ConfigDict(strict=False, extra="forbid")
+    p_rate_limit: float | None = Field(default=None, ge=0, le=1)
+    p_timeout: float | None = Field(default=None, ge=0, le=1)
+    p_malformed: float | None = Field(default=None, ge=0, le=1)
 
 
 _TYPE_CODES = {"missing": "missing_required_parameter", "too_short": "empty_array"}

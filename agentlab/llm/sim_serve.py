@@ -9,6 +9,8 @@ Endpoints (127.0.0.1 by default):
   gets HTTP 400 with OpenAI's error body naming the field, an unknown model HTTP 404
   (``model_not_found``), a simulated rate limit HTTP 429;
 - ``GET /v1/models``, ``GET /v1/models/{id}``; ``GET /health``;
+- ``POST /sim/faults`` ``{"p_rate_limit": .., "p_timeout": .., "p_malformed": ..}`` — not
+  OpenAI: changes the injected fault rates of the running server (ends a fault phase);
 - ``GET /metrics`` — Prometheus exposition (``prometheus_client``) with vLLM's metric
   names (``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
   ``vllm:time_to_first_token_seconds``, ``vllm:e2e_request_latency_seconds``,
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import itertools
 import json
 import socket
@@ -46,7 +49,12 @@ from pydantic import ValidationError
 from agentlab.core.clock import RealClock
 from agentlab.errors import LLMError
 from agentlab.llm.serve_metrics import ServeMetrics
-from agentlab.llm.serve_models import ChatCompletionRequest, error_body, validation_error_body
+from agentlab.llm.serve_models import (
+    ChatCompletionRequest,
+    FaultRates,
+    error_body,
+    validation_error_body,
+)
 from agentlab.llm.sim_backend import SIM_OVERRIDES, SimResult, SimServer
 from agentlab.llm.sim_profiles import get_profile
 from agentlab.llm.sim_serve_args import add_arguments, profile_params
@@ -177,6 +185,20 @@ def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> web.
             metrics.fault("cancelled")
             raise
 
+    async def set_faults(request: web.Request) -> web.Response:
+        # Not OpenAI: the fault-injection control of the simulator (like toxiproxy's API),
+        # so a test can end a fault phase and watch clients recover.
+        try:
+            rates = FaultRates.model_validate_json(await request.read())
+        except ValidationError as exc:
+            return web.json_response(validation_error_body(exc), status=400)
+        changes = rates.model_dump(exclude_none=True)
+        server.profile = dataclasses.replace(server.profile, **changes)
+        p = server.profile
+        current = {"p_rate_limit": p.p_rate_limit, "p_timeout": p.p_timeout}
+        return web.json_response(current | {"p_malformed": p.p_malformed})
+
+    app.router.add_post("/sim/faults", set_faults)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/v1/models/{model:.+}", one_model)
     app.router.add_get("/health", health)

@@ -119,6 +119,8 @@ class RunServices:
                 client = LLMClient(cfg) if isinstance(cfg, str) else LLMClient.from_dict(cfg)
             if client.clock is not self.clock:
                 client = client.with_clock(self.clock)
+            # real providers also record a response cache in the run dir (llm="cache:RUN")
+            client = client.with_cache(self.run_dir)
             # declared before the first row, so no column type is ever inferred
             catalog.register(self.replay, ("llm_calls", "llm_attempts"), module=__name__)
             llm = self._live["llm"] = RecordingLLM(client, self)

@@ -1,0 +1,288 @@
+"""Traffic both ways: export a run's LLM traffic as a replayable trace, and replay a trace
+against any OpenAI-compatible endpoint, recording the result as a new run.
+
+**Trace** (``trace.jsonl``, one call per line, ordered by start)::
+
+    {"schema_version": 1, "id": "r1a2-7", "t": 0.52, "agent_id": "llm-00003",
+     "labels": {"stage": "react", "iteration": 0}, "tick": 1, "prompt_tokens": 612,
+     "completion_tokens": 118, "stream": false, "latency": 0.31, "parent": "r1a2-3",
+     "think_s": 0.004}
+
+``t`` is the call's start in seconds from the first call. ``parent`` is the dependency:
+the call of the same agent (``agent_id``, else the ``sender`` label) in the same tick that
+ended last before this one started — an agent's calls form a chain, as a ReAct loop or a
+discussion turn does; ``think_s`` is the gap between the parent's end and this start.
+Calls with no such predecessor are roots.
+
+**Replay** (:func:`replay_traffic`, ``agentlab replay-traffic RUN --base-url URL``):
+*open loop* sends each call at ``t / speed`` whatever the server does (a fixed arrival
+process, as serving benchmarks do); *closed loop* sends roots at ``t / speed`` and every
+other call ``think_s`` after its parent's answer arrives (the society's dependencies, so a
+slower server stretches the run as it would stretch the society). Prompts are synthetic
+text of about ``prompt_tokens`` tokens (4 characters per token, as the simulator counts)
+and ask for ``completion_tokens`` tokens via ``max_tokens``. Every call lands in the new
+run's ``llm_calls`` with the original call id as ``labels.trace_id``.
+
+**Serving-benchmark files** (:func:`export_traffic`): ``vllm_custom.jsonl`` for vLLM's
+``benchmark_serving.py --dataset-name custom`` (``prompt``, ``output_tokens``) and
+``guidellm.jsonl`` for GuideLLM's ``--data`` (``prompt``, ``prompt_tokens_count``,
+``output_tokens_count``). These carry sizes only, not timing or dependencies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["export_traffic", "load_trace", "replay_traffic", "traffic_trace"]
+
+SCHEMA_VERSION = 1
+_WORDS = ("alpha", "delta", "kilo", "lima", "mike", "oscar", "papa", "romeo", "tango")
+_CALL_COLUMNS = {
+    "request_id": "VARCHAR", "model": "VARCHAR", "start": "DOUBLE", "end": "DOUBLE",
+    "first_token": "DOUBLE", "queue_wait": "DOUBLE", "agent_id": "VARCHAR", "labels": "JSON",
+    "prompt_tokens": "BIGINT", "completion_tokens": "BIGINT", "outcome": "VARCHAR",
+    "error": "VARCHAR", "attempts": "BIGINT", "stream": "BOOLEAN", "stage": "VARCHAR",
+    "trace_id": "VARCHAR", "tick": "BIGINT", "run_id": "VARCHAR", "schema_version": "BIGINT",
+}  # fmt: skip
+
+
+def traffic_trace(run: Any) -> list[dict[str, Any]]:
+    """The replayable trace of a run's ``llm_calls`` (see the module docstring).
+
+    Args:
+        run: a run directory or an opened run (:func:`agentlab.store.open_run`).
+    """
+    from agentlab.store import open_run
+
+    r = open_run(run) if isinstance(run, (str, os.PathLike)) else run
+    df = r.df("llm_calls")
+    if df.empty:
+        return []
+    df = df.sort_values(["start", "request_id"]).reset_index(drop=True)
+    t0 = float(df["start"].min())
+    open_by_agent: dict[tuple[Any, Any], list[tuple[float, str]]] = {}
+    out: list[dict[str, Any]] = []
+    for row in df.to_dict("records"):
+        labels = _labels(row.get("labels"))
+        who = row.get("agent_id") or labels.get("sender")
+        tick = row.get("tick")
+        tick = None if tick is None or tick != tick else int(tick)  # NaN → None
+        start, end = float(row["start"]), float(row["end"])
+        parent, think = None, None
+        if who is not None:
+            done = [c for c in open_by_agent.get((who, tick), []) if c[0] <= start + 1e-9]
+            if done:
+                p_end, parent = max(done)
+                think = max(0.0, start - p_end)
+            open_by_agent.setdefault((who, tick), []).append((end, str(row["request_id"])))
+        out.append(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "id": str(row["request_id"]),
+                "t": start - t0,
+                "agent_id": row.get("agent_id"),
+                "labels": labels,
+                "tick": tick,
+                "prompt_tokens": int(row.get("prompt_tokens") or 0),
+                "completion_tokens": int(row.get("completion_tokens") or 0),
+                "stream": bool(row.get("stream")),
+                "latency": end - start,
+                "parent": parent,
+                "think_s": think,
+            }
+        )
+    return out
+
+
+def _labels(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+def synthetic_prompt(tokens: int, seed: str) -> str:
+    """Deterministic filler text of about ``tokens`` tokens (4 characters each)."""
+    n = max(1, 4 * max(0, tokens - 4))  # the simulator adds 4 tokens per message
+    k = sum(map(ord, seed))
+    words: list[str] = []
+    size = 0
+    while size < n:
+        w = _WORDS[k % len(_WORDS)]
+        k = (k * 1103515245 + 12345) & 0x7FFFFFFF
+        words.append(w)
+        size += len(w) + 1
+    return " ".join(words)[:n]
+
+
+def export_traffic(run: Any, out: str | os.PathLike[str]) -> dict[str, Path]:
+    """Write ``trace.jsonl``, ``vllm_custom.jsonl`` and ``guidellm.jsonl`` into ``out``.
+
+    Returns:
+        ``{"trace": path, "vllm": path, "guidellm": path}``.
+    """
+    trace = traffic_trace(run)
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    paths = {"trace": d / "trace.jsonl", "vllm": d / "vllm_custom.jsonl"}
+    paths["guidellm"] = d / "guidellm.jsonl"
+    with (
+        paths["trace"].open("w") as ft,
+        paths["vllm"].open("w") as fv,
+        paths["guidellm"].open("w") as fg,
+    ):
+        for c in trace:
+            ft.write(json.dumps(c, sort_keys=True) + "\n")
+            prompt = synthetic_prompt(c["prompt_tokens"], c["id"])
+            out_tok = max(1, c["completion_tokens"])
+            fv.write(json.dumps({"prompt": prompt, "output_tokens": out_tok}) + "\n")
+            row = {"prompt": prompt, "prompt_tokens_count": c["prompt_tokens"]}
+            fg.write(json.dumps(row | {"output_tokens_count": out_tok}) + "\n")
+    return paths
+
+
+def load_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read ``trace.jsonl`` (a file, or a run directory: its traffic is exported on the fly).
+
+    Raises:
+        ConfigError: a line is not a trace call, or a parent id is unknown.
+    """
+    from agentlab.errors import ConfigError
+
+    p = Path(path)
+    if p.is_dir():
+        return traffic_trace(p)
+    calls = []
+    for i, line in enumerate(p.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            c = json.loads(line)
+            float(c["t"]), int(c["prompt_tokens"]), int(c["completion_tokens"]), str(c["id"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{p}:{i}: not a trace call ({exc!r}): {line[:120]}") from None
+        calls.append(c)
+    ids = {c["id"] for c in calls}
+    for c in calls:
+        if c.get("parent") is not None and c["parent"] not in ids:
+            raise ConfigError(f"{p}: call {c['id']} has unknown parent {c['parent']!r}")
+    return calls
+
+
+async def replay_traffic(
+    trace: Any,
+    base_url: str,
+    out: str | os.PathLike[str],
+    *,
+    model: str = "openai/default",
+    mode: str = "open",
+    speed: float = 1.0,
+    timeout: float = 120.0,
+    max_retries: int = 0,
+) -> Path:
+    """Fire a trace at an OpenAI-compatible endpoint; the calls become run ``out``.
+
+    Args:
+        trace: a trace (list of dicts), a ``trace.jsonl`` path or a run directory.
+        base_url: e.g. ``http://127.0.0.1:8600/v1``.
+        out: the new run directory (must not exist yet or be empty).
+        model: litellm model string sent for every call (``openai/<served name>``).
+        mode: ``"open"`` (original arrival times) or ``"closed"`` (dependencies).
+        speed: time compression (2.0 replays twice as fast).
+        timeout, max_retries: per call, as for :class:`~agentlab.llm.LLMClient`.
+
+    Raises:
+        ConfigError: bad ``mode``/``speed``, or ``out`` already holds files.
+    """
+    from agentlab.errors import ConfigError, LLMError
+    from agentlab.llm import LLMClient
+    from agentlab.store.manifest import write_manifest
+    from agentlab.store.replay import get_replay_sink
+
+    if mode not in ("open", "closed"):
+        raise ConfigError(f"unknown replay mode {mode!r}; valid: 'open', 'closed'")
+    if not speed > 0:
+        raise ConfigError(f"speed must be > 0, got {speed}")
+    calls = trace if isinstance(trace, list) else load_trace(trace)
+    run_dir = Path(out)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise ConfigError(f"{run_dir} is not empty; replay-traffic writes a new run")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = {"base_url": base_url, "model": model, "mode": mode, "speed": speed, "calls": len(calls)}
+    write_manifest(run_dir, kind="traffic_replay", config=cfg, seed=None)
+    sink = get_replay_sink(run_dir)
+    sink.register("llm_calls", _CALL_COLUMNS, description="replayed calls", module=__name__)
+    # a fixed limit: the trace, not our limiter, decides how much is in flight
+    client = LLMClient(
+        model, base_url=base_url, timeout=timeout, max_retries=max_retries, concurrency=1 << 20
+    )
+    loop = asyncio.get_running_loop()
+    t_start = loop.time()
+    done: dict[str, asyncio.Event] = {c["id"]: asyncio.Event() for c in calls}
+
+    async def fire(c: dict[str, Any]) -> None:
+        parent = c.get("parent") if mode == "closed" else None
+        if parent is not None:
+            await done[parent].wait()
+            await asyncio.sleep(float(c.get("think_s") or 0.0) / speed)
+        else:
+            await asyncio.sleep(max(0.0, t_start + float(c["t"]) / speed - loop.time()))
+        msgs = [{"role": "user", "content": synthetic_prompt(c["prompt_tokens"], c["id"])}]
+        labels = dict(c.get("labels") or {}) | {"trace_id": c["id"]}
+        try:
+            resp = await client.complete(
+                msgs,
+                agent_id=c.get("agent_id"),
+                labels=labels,
+                stream=bool(c.get("stream")),
+                max_tokens=max(1, int(c["completion_tokens"])),
+            )
+            record = resp.record
+        except LLMError as exc:
+            record = exc.record  # type: ignore[attr-defined]
+        finally:
+            done[c["id"]].set()
+        row = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+        row = {k: v for k, v in row.items() if k in _CALL_COLUMNS}
+        row |= {"stage": labels.get("stage"), "trace_id": c["id"], "tick": c.get("tick")}
+        sink.append("llm_calls", row | {"run_id": run_dir.name})
+
+    await asyncio.gather(*(fire(c) for c in calls))
+    await sink.aflush()
+    return run_dir
+
+
+def main(args: Any) -> int:
+    """CLI entry (``agentlab replay-traffic``)."""
+    if args.export:
+        paths = export_traffic(args.run, args.export)
+        print(f"replay-traffic: wrote {', '.join(str(p) for p in paths.values())}")
+        if not args.base_url:
+            return 0
+    if not args.base_url or not args.out:
+        from agentlab.errors import ConfigError
+
+        raise ConfigError("replay-traffic needs --base-url and --out (or only --export DIR)")
+    out = asyncio.run(
+        replay_traffic(
+            args.run,
+            args.base_url,
+            args.out,
+            model=args.model,
+            mode=args.mode,
+            speed=args.speed,
+            timeout=args.timeout,
+        )
+    )
+    print(f"replay-traffic: {args.mode} loop replay of {args.run} recorded in {out}")
+    return 0

@@ -1,0 +1,89 @@
+"""``llm="cache:RUN"``: a run against sim-serve over HTTP (litellm) replayed from its
+response cache with the server stopped gives identical rows."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from agentlab.llm import LLMClient
+from agentlab.llm.cache_backend import CACHE_DIR, CacheMissError
+from agentlab.llm.sim_serve import start_sim_server
+from agentlab.runtime import Society
+from agentlab.store import open_run
+
+if importlib.util.find_spec("litellm") is None:
+    pytest.skip("litellm not installed", allow_module_level=True)
+
+# Real-clock times and per-process request ids cannot repeat; everything else must.
+_VOLATILE = {"ts", "start", "end", "first_token", "queue_wait", "latency", "wall_s"}
+_VOLATILE |= {"request_id", "run_id", "llm_request_id"}
+_DATASETS = ("agent_states", "env_events", "messages", "llm_calls", "agent_errors")
+
+
+def _rows(run_dir: Path, name: str) -> pd.DataFrame:
+    df = open_run(run_dir).df(name)
+    if df.empty:
+        return df
+    df = df.drop(columns=[c for c in df.columns if c in _VOLATILE or c.startswith("_")])
+    keys = [c for c in ("tick", "agent_id", "iteration", "seq", "msg_id") if c in df.columns]
+    text = df.astype(str)
+    return text.sort_values(keys or list(text.columns)).reset_index(drop=True)
+
+
+def _society(path: Path, llm: object, clock: str = "real") -> Society:
+    return Society.create(
+        path, agents={"llm": 10}, env=["social_feed"], llm=llm, seed=5, clock=clock, progress=False
+    )
+
+
+@pytest.mark.slow
+def test_run_over_http_replays_from_cache_with_server_stopped(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "replay"
+    # 429s and malformed replies in the source run: the replay must retry exactly alike
+    with start_sim_server(
+        "vllm-3b", seed=5, overhead_s=0.01, decode_tps=2000, p_rate_limit=0.15, p_malformed=0.05
+    ) as h:
+        client = LLMClient("openai/vllm-3b", base_url=h.base_url, seed=5, max_retries=8)
+        _society(src, client).run_sync(ticks=3)
+    entries = [
+        json.loads(line)
+        for f in (src / CACHE_DIR).glob("*.jsonl")
+        for line in f.read_text().splitlines()
+    ]
+    assert any("error" in e for e in entries) and any("result" in e for e in entries)
+    assert json.loads((src / CACHE_DIR / "config.json").read_text())["model"] == "openai/vllm-3b"
+
+    # the server is gone: any network call would fail. The virtual clock replays the
+    # recorded latencies and backoffs without waiting for them.
+    _society(dst, f"cache:{src}", clock="virtual").run_sync(ticks=3)
+    assert not (dst / CACHE_DIR).exists()  # a replay records nothing
+    calls = open_run(dst).df("llm_calls")
+    assert len(calls) == len(open_run(src).df("llm_calls")) > 10
+    assert (calls["attempts"] > 1).any()
+    for name in _DATASETS:
+        pd.testing.assert_frame_equal(_rows(src, name), _rows(dst, name), obj=name)
+
+
+async def test_cache_miss_names_the_request(tmp_path: Path) -> None:
+    with start_sim_server("instant", seed=0) as h:
+        client = LLMClient("openai/instant", base_url=h.base_url).with_cache(str(tmp_path))
+        await client.complete([{"role": "user", "content": "recorded"}])
+    replay = LLMClient(f"cache:{tmp_path}")
+    again = await replay.complete([{"role": "user", "content": "recorded"}])
+    assert again.text and again.record.model == "openai/instant"
+    with pytest.raises(CacheMissError, match="occurrence 1.*recorded"):
+        await replay.complete([{"role": "user", "content": "recorded"}])  # only asked once
+    with pytest.raises(CacheMissError, match="never asked"):
+        await replay.complete([{"role": "user", "content": "never asked"}])
+
+
+def test_cache_of_a_run_without_one_is_a_clear_error(tmp_path: Path) -> None:
+    from agentlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no response cache"):
+        LLMClient(f"cache:{tmp_path}")

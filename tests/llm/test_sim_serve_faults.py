@@ -1,0 +1,103 @@
+"""LLM faults over HTTP lose nothing: 500 LLM persona agents on ``social_feed`` x 5 ticks
+through a ``sim-serve`` process (fault rates from its CLI flags) with litellm, at 10% 429 /
+5% timeout / 2% malformed replies; then the faults stop and the AIMD limit recovers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentlab.llm import LLMClient
+from agentlab.runtime import Society
+from agentlab.store import open_run
+
+if importlib.util.find_spec("litellm") is None:
+    pytest.skip("litellm not installed", allow_module_level=True)
+
+SLOTS = 8
+
+
+def _free_port() -> int:
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return int(sk.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def faulty_server() -> Iterator[str]:
+    """``agentlab sim-serve`` in its own process (its own core), faults set by CLI flags."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "agentlab.cli", "sim-serve", "--profile", "vllm-3b"]
+    cmd += ["--port", str(port), "--seed", "7", "--rate-limit-rate", "0.10"]
+    cmd += ["--timeout-rate", "0.05", "--malformed-rate", "0.02"]
+    # fast decode keeps the test short; 8 slots is the capacity the limiter must find
+    cmd += ["--set", f"slots={SLOTS}", "--set", "decode_tps=1500", "--set", "overhead_s=0.01"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.1)
+        else:
+            pytest.fail("sim-serve did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _set_faults(url: str, **rates: float) -> None:
+    req = urllib.request.Request(
+        url + "/sim/faults",
+        data=json.dumps(rates).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(req, timeout=5)
+
+
+@pytest.mark.slow
+def test_500_agents_5_ticks_over_http_lose_no_step(faulty_server: str, tmp_path: Path) -> None:
+    client = LLMClient(
+        "openai/vllm-3b", base_url=faulty_server + "/v1", seed=7, timeout=2.0, max_retries=6
+    )
+    run_dir = tmp_path / "faults"
+    s = Society.create(
+        run_dir, agents={"llm": 500}, env=["social_feed"], llm=client, seed=7, progress=False
+    )
+    s.run_sync(ticks=5)
+    run = open_run(run_dir)
+    states = run.df("agent_states")
+    calls = run.df("llm_calls")
+    # 0 agent-steps lost: every agent committed ok at every tick
+    assert len(states) == 2500 and bool(states["ok"].all()), states[~states["ok"]]
+    errors = run.df("agent_errors")
+    assert errors.empty or not errors["final"].any(), errors
+    assert (calls["outcome"] == "ok").all(), calls["outcome"].value_counts()
+    # every fault is visible by kind in the run log (one row per attempt)
+    attempts = run.df("llm_attempts")
+    kinds = attempts["kind"].value_counts().to_dict()
+    n = len(attempts)
+    assert 0.06 * n <= kinds.get("rate_limit", 0) <= 0.14 * n, kinds
+    assert 0.025 * n <= kinds.get("timeout", 0) <= 0.08 * n, kinds
+    assert 0.005 * n <= kinds.get("malformed", 0) <= 0.04 * n, kinds
+    assert int(calls["attempts"].sum()) == n
+    faulty_limit = int(run.df("timeline")["aimd_limit"].iloc[-1])
+
+    # the faults stop: the limiter grows back to the server's capacity
+    _set_faults(faulty_server, p_rate_limit=0.0, p_timeout=0.0, p_malformed=0.0)
+    s.run_sync(ticks=3)
+    timeline = open_run(run_dir).df("timeline").sort_values("tick")
+    assert int(timeline["aimd_limit"].iloc[-1]) >= SLOTS, (faulty_limit, timeline)
