@@ -226,6 +226,9 @@ async def replay_traffic(
     client = LLMClient(
         model, base_url=base_url, timeout=timeout, max_retries=max_retries, concurrency=1 << 20
     )
+    from agentlab.llm.litellm_backend import import_litellm
+
+    import_litellm()  # seconds of import must not delay the first arrivals
     loop = asyncio.get_running_loop()
     t_start = loop.time()
     done: dict[str, asyncio.Event] = {c["id"]: asyncio.Event() for c in calls}

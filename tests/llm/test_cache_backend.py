@@ -76,7 +76,7 @@ async def test_cache_miss_names_the_request(tmp_path: Path) -> None:
     replay = LLMClient(f"cache:{tmp_path}")
     again = await replay.complete([{"role": "user", "content": "recorded"}])
     assert again.text and again.record.model == "openai/instant"
-    with pytest.raises(CacheMissError, match="occurrence 1.*recorded"):
+    with pytest.raises(CacheMissError, match=r"occurrence 1.*recorded"):
         await replay.complete([{"role": "user", "content": "recorded"}])  # only asked once
     with pytest.raises(CacheMissError, match="never asked"):
         await replay.complete([{"role": "user", "content": "never asked"}])

@@ -70,34 +70,39 @@ def _set_faults(url: str, **rates: float) -> None:
 
 @pytest.mark.slow
 def test_500_agents_5_ticks_over_http_lose_no_step(faulty_server: str, tmp_path: Path) -> None:
+    # timeout 1 s: a healthy reply takes ~0.1 s here, a simulated hang is cut after 1 s
     client = LLMClient(
-        "openai/vllm-3b", base_url=faulty_server + "/v1", seed=7, timeout=2.0, max_retries=6
+        "openai/vllm-3b", base_url=faulty_server + "/v1", seed=7, timeout=1.0, max_retries=6
     )
     run_dir = tmp_path / "faults"
-    s = Society.create(
-        run_dir, agents={"llm": 500}, env=["social_feed"], llm=client, seed=7, progress=False
-    )
+    # one LLM call per step (the tool calls it asks for still run): 2,500 calls in 5 ticks
+    agents = [{"type": "llm", "n": 500, "config": {"max_iterations": 1}}]
+    s = Society.create(run_dir, agents=agents, env=["social_feed"], llm=client, seed=7,
+                       progress=False)  # fmt: skip
     s.run_sync(ticks=5)
     run = open_run(run_dir)
     states = run.df("agent_states")
     calls = run.df("llm_calls")
-    # 0 agent-steps lost: every agent committed ok at every tick
-    assert len(states) == 2500 and bool(states["ok"].all()), states[~states["ok"]]
     errors = run.df("agent_errors")
-    assert errors.empty or not errors["final"].any(), errors
-    assert (calls["outcome"] == "ok").all(), calls["outcome"].value_counts()
-    # every fault is visible by kind in the run log (one row per attempt)
-    attempts = run.df("llm_attempts")
-    kinds = attempts["kind"].value_counts().to_dict()
-    n = len(attempts)
-    assert 0.06 * n <= kinds.get("rate_limit", 0) <= 0.14 * n, kinds
-    assert 0.025 * n <= kinds.get("timeout", 0) <= 0.08 * n, kinds
-    assert 0.005 * n <= kinds.get("malformed", 0) <= 0.04 * n, kinds
-    assert int(calls["attempts"].sum()) == n
-    faulty_limit = int(run.df("timeline")["aimd_limit"].iloc[-1])
+    faulty_limits = run.df("timeline").sort_values("tick")["aimd_limit"].tolist()
 
     # the faults stop: the limiter grows back to the server's capacity
     _set_faults(faulty_server, p_rate_limit=0.0, p_timeout=0.0, p_malformed=0.0)
     s.run_sync(ticks=3)
     timeline = open_run(run_dir).df("timeline").sort_values("tick")
-    assert int(timeline["aimd_limit"].iloc[-1]) >= SLOTS, (faulty_limit, timeline)
+    print("aimd_limit per tick:", faulty_limits, timeline["aimd_limit"].tolist()[5:])
+
+    # 0 agent-steps lost: every agent committed ok at every tick
+    assert len(states) == 2500 and bool(states["ok"].all()), states[~states["ok"]]
+    assert errors.empty or not errors["final"].any(), errors
+    assert (calls["outcome"] == "ok").all(), calls["outcome"].value_counts()
+    assert int(timeline["aimd_limit"].iloc[-1]) >= SLOTS, timeline
+    # every fault is visible by kind in the run log (one row per attempt)
+    attempts = run.df("llm_attempts")
+    attempts = attempts[attempts["tick"] <= 5]
+    kinds = attempts["kind"].value_counts().to_dict()
+    n = len(attempts)
+    assert int(calls["attempts"].sum()) == n
+    assert 0.06 * n <= kinds.get("rate_limit", 0) <= 0.14 * n, kinds
+    assert 0.025 * n <= kinds.get("timeout", 0) <= 0.08 * n, kinds
+    assert 0.005 * n <= kinds.get("malformed", 0) <= 0.04 * n, kinds
