@@ -94,6 +94,7 @@ async def test_open_and_closed_loop_replay_against_sim_serve(source: Path, tmp_p
             assert c.loc[i, "start"] >= c.loc[call["parent"], "end"] - 1e-6
 
 
+@pytest.mark.slow  # a subprocess that imports litellm: ~20 s
 def test_replay_traffic_cli_and_errors(source: Path, tmp_path: Path) -> None:
     with start_sim_server("instant", seed=0) as h:
         cmd = [sys.executable, "-m", "agentlab.cli", "replay-traffic", str(source)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -25,6 +26,9 @@ if importlib.util.find_spec("litellm") is None:
     pytest.skip("litellm not installed", allow_module_level=True)
 
 SLOTS = 8
+# The scale. On a shared 2-core box the run takes minutes per tick while the AIMD
+# limiter sits at 1-2 under these fault rates; set a smaller number for a quick look.
+AGENTS = int(os.environ.get("AGENTLAB_HTTP_FAULT_AGENTS", "500"))
 
 
 def _free_port() -> int:
@@ -69,14 +73,14 @@ def _set_faults(url: str, **rates: float) -> None:
 
 
 @pytest.mark.slow
-def test_500_agents_5_ticks_over_http_lose_no_step(faulty_server: str, tmp_path: Path) -> None:
+def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_path: Path) -> None:
     # timeout 1 s: a healthy reply takes ~0.1 s here, a simulated hang is cut after 1 s
     client = LLMClient(
         "openai/vllm-3b", base_url=faulty_server + "/v1", seed=7, timeout=1.0, max_retries=6
     )
     run_dir = tmp_path / "faults"
-    # one LLM call per step (the tool calls it asks for still run): 2,500 calls in 5 ticks
-    agents = [{"type": "llm", "n": 500, "config": {"max_iterations": 1}}]
+    # one LLM call per step (the tool calls it asks for still run): 5 x AGENTS calls
+    agents = [{"type": "llm", "n": AGENTS, "config": {"max_iterations": 1}}]
     s = Society.create(run_dir, agents=agents, env=["social_feed"], llm=client, seed=7,
                        progress=False)  # fmt: skip
     s.run_sync(ticks=5)
@@ -93,7 +97,7 @@ def test_500_agents_5_ticks_over_http_lose_no_step(faulty_server: str, tmp_path:
     print("aimd_limit per tick:", faulty_limits, timeline["aimd_limit"].tolist()[5:])
 
     # 0 agent-steps lost: every agent committed ok at every tick
-    assert len(states) == 2500 and bool(states["ok"].all()), states[~states["ok"]]
+    assert len(states) == 5 * AGENTS and bool(states["ok"].all()), states[~states["ok"]]
     assert errors.empty or not errors["final"].any(), errors
     assert (calls["outcome"] == "ok").all(), calls["outcome"].value_counts()
     assert int(timeline["aimd_limit"].iloc[-1]) >= SLOTS, timeline
