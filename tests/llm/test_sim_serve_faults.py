@@ -110,7 +110,7 @@ def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_pat
     assert (calls["outcome"] == "ok").all(), calls["outcome"].value_counts()
     assert int(timeline["aimd_limit"].iloc[-1]) >= SLOTS, timeline
     # every fault is visible by kind in the run log (one row per attempt)
-    attempts = run.df("llm_attempts")
+    attempts = run.llm_attempts_df()  # every attempt, first-attempt successes included
     attempts = attempts[attempts["tick"] <= 5]
     kinds = attempts["kind"].value_counts().to_dict()
     n = len(attempts)
