@@ -45,9 +45,9 @@ class Vote(BaseModel):
     score: int
 
 
-def _client(url: str, transport: str, **kw: Any) -> LLMClient:
-    kw.setdefault("max_retries", 0)
-    return LLMClient("openai/vllm-3b", base_url=url, seed=0, transport=transport, **kw)
+def _client(url: str, transport: str, model: str = "openai/vllm-3b", **kw: Any) -> LLMClient:
+    kw.setdefault("max_retries", 0)  # sim-serve answers 404 for a model it does not serve
+    return LLMClient(model, base_url=url, seed=0, transport=transport, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ async def _fail(c: LLMClient, stream: bool = False) -> LLMError:
 @pytest.mark.parametrize("transport", ["lean", pytest.param("litellm", marks=needs_litellm)])
 async def test_429_retried_and_fed_to_aimd(transport: str) -> None:
     with start_sim_server("instant", seed=0, p_rate_limit=1.0) as h:
-        c = _client(h.base_url, transport, max_retries=2, aimd_initial=8)
+        c = _client(h.base_url, transport, model="openai/instant", max_retries=2, aimd_initial=8)
         exc = await _fail(c)
         assert isinstance(exc, RateLimitError)
         rec = exc.record  # type: ignore[attr-defined]
@@ -127,12 +127,12 @@ async def test_429_retried_and_fed_to_aimd(transport: str) -> None:
 async def test_timeouts_server_504_and_client_deadline(transport: str) -> None:
     # a "timeout" fault that the server reports as HTTP 504 after 0.1 s
     with start_sim_server("instant", seed=0, p_timeout=1.0, hang_s=0.1) as h:
-        exc = await _fail(_client(h.base_url, transport, max_retries=1))
+        exc = await _fail(_client(h.base_url, transport, model="openai/instant", max_retries=1))
         assert isinstance(exc, LLMTimeoutError)
         assert exc.record.outcome == "timeout" and exc.record.attempts == 2  # type: ignore[attr-defined]
     # a hang the client's own timeout cuts, plain and streaming
     with start_sim_server("instant", seed=0, p_timeout=1.0, hang_s=2) as h:
-        c = _client(h.base_url, transport, max_retries=1, timeout=0.3)
+        c = _client(h.base_url, transport, model="openai/instant", max_retries=1, timeout=0.3)
         exc = await _fail(c)
         assert isinstance(exc, LLMTimeoutError) and exc.record.attempts == 2  # type: ignore[attr-defined]
         s = c.stream(MSGS)
@@ -153,7 +153,7 @@ async def test_malformed_replies_fail_the_same_way_on_both_paths() -> None:
     with start_sim_server("instant", seed=0, p_malformed=1.0) as h:
         out = []
         for transport in ("lean", "litellm"):
-            c = _client(h.base_url, transport, max_retries=1)
+            c = _client(h.base_url, transport, model="openai/instant", max_retries=1)
             with pytest.raises(LLMError) as ei:
                 await c.complete(MSGS, response_format=Vote)
             r = ei.value.record  # type: ignore[attr-defined]
