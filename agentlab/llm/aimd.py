@@ -19,9 +19,7 @@ Policy (TCP-like, no tuning needed):
   answers are not mistaken for congestion while queueing (which adds time to every
   answer) is caught;
 - a fault (429 or timeout) is congestion only when faults cluster: at least three within
-  the current round trip and at least ``fault_tolerance`` of the answers in it, or three
-  in a row with no success between them (a server that rejects everything, seen through
-  one retried call at a time, spreads its faults over many round trips). An
+  the current round trip and at least ``fault_tolerance`` of the answers in it. An
   overloaded server or an empty quota rejects most requests of a round trip; sporadic
   faults that do not depend on load (a flaky network, a fault-injecting test server) are
   counted in ``ignored_faults`` instead of ratcheting the limit down to the floor.
@@ -62,7 +60,6 @@ class AIMDLimiter:
         "_cut_t",
         "_limit",
         "_prev_min",
-        "_streak",
         "_win_bad",
         "_win_n",
         "_win_t",
@@ -106,7 +103,6 @@ class AIMDLimiter:
         self._win_t = -math.inf  # start of the current round-trip window (clock time)
         self._win_n = 0  # answers in it
         self._win_bad = 0  # faulty answers in it
-        self._streak = 0  # faulty answers since the last success
         self._limit = float(initial)
         self.adaptive = adaptive
         self.latency_factor = latency_factor
@@ -151,7 +147,6 @@ class AIMDLimiter:
 
         ``now`` (clock time) enables the one-cut-per-round-trip rule.
         """
-        self._streak = 0
         if now is not None:  # count the answer in this round trip (inlined: hot path)
             srtt = self.srtt
             if now - self._win_t > (srtt if srtt > 0.01 else 0.01):
@@ -212,10 +207,7 @@ class AIMDLimiter:
         self._window(now)
         self._win_n += 1
         self._win_bad += 1
-        self._streak += 1
-        if self._streak >= 3 or (
-            self._win_bad >= 3 and self._win_bad >= self.fault_tolerance * self._win_n
-        ):
+        if self._win_bad >= 3 and self._win_bad >= self.fault_tolerance * self._win_n:
             return True
         self.ignored_faults += 1
         return False
@@ -287,11 +279,10 @@ _LEARNED = (
     "_win_t",
     "_win_n",
     "_win_bad",
-    "_streak",
     "ignored_faults",
 )
 _INTS = frozenset({"epoch", "samples", "decreases", "rate_limited", "slow_signals", "_cur_n",
-                   "_win_n", "_win_bad", "_streak", "ignored_faults"})  # fmt: skip
+                   "_win_n", "_win_bad", "ignored_faults"})  # fmt: skip
 
 
 def _jf(v: float | int | bool) -> float | int | str | bool:
