@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from agentlab.errors import (
     ConfigError,
@@ -20,29 +19,10 @@ from agentlab.errors import (
 )
 from agentlab.llm import LLMClient, litellm_backend, openai_http
 from agentlab.llm.sim_serve import SimServeHandle, start_sim_server
+from tests.llm.serve_helpers import MSGS, TOOLS, Vote, quick_vllm_server
 
 HAVE_LITELLM = importlib.util.find_spec("litellm") is not None
 needs_litellm = pytest.mark.skipif(not HAVE_LITELLM, reason="litellm not installed")
-
-MSGS = [{"role": "user", "content": "say something"}]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "post",
-            "parameters": {
-                "type": "object",
-                "properties": {"text": {"type": "string"}},
-                "required": ["text"],
-            },
-        },
-    }
-]
-
-
-class Vote(BaseModel):
-    agree: bool
-    score: int
 
 
 def _client(url: str, transport: str, model: str = "openai/vllm-3b", **kw: Any) -> LLMClient:
@@ -52,7 +32,7 @@ def _client(url: str, transport: str, model: str = "openai/vllm-3b", **kw: Any) 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimServeHandle]:
-    with start_sim_server("vllm-3b", seed=0, overhead_s=0.2, decode_tps=400) as h:
+    with quick_vllm_server() as h:
         yield h
 
 

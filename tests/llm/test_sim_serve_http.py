@@ -16,8 +16,8 @@ import openai
 import pytest
 
 from agentlab.llm.sim_serve import ATTEMPT_HEADER, SimServeHandle, start_sim_server
+from tests.llm.serve_helpers import MSGS, free_port
 
-MSGS = [{"role": "user", "content": "say something"}]
 TOOL = {
     "type": "function",
     "function": {"name": "post", "parameters": {"type": "object", "properties": {}}},
@@ -161,11 +161,7 @@ async def test_fault_draw_is_fresh_per_request_unless_the_attempt_header_pins_it
 
 
 def test_cli_fault_rate_flags_configure_the_server() -> None:
-    import socket
-
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
+    port = free_port()
     cmd = [sys.executable, "-m", "agentlab.cli", "sim-serve", "--profile", "instant"]
     cmd += ["--port", str(port), "--rate-limit-rate", "1.0", "--set", "slots=2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -8,40 +8,19 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from pydantic import BaseModel
 
 from agentlab.errors import RateLimitError
 from agentlab.llm import LLMClient
 from agentlab.llm.sim_serve import SimServeHandle, start_sim_server
+from tests.llm.serve_helpers import MSGS, TOOLS, Vote, quick_vllm_server
 
 if importlib.util.find_spec("litellm") is None:  # find_spec: do not import at collection
     pytest.skip("litellm not installed", allow_module_level=True)
 
-MSGS = [{"role": "user", "content": "say something"}]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "post",
-            "parameters": {
-                "type": "object",
-                "properties": {"text": {"type": "string"}},
-                "required": ["text"],
-            },
-        },
-    }
-]
-
-
-class Vote(BaseModel):
-    agree: bool
-    score: int
-
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimServeHandle]:
-    # 0.2 s queue-free TTFT, fast decode: short real-time waits
-    with start_sim_server("vllm-3b", seed=0, overhead_s=0.2, decode_tps=400) as h:
+    with quick_vllm_server() as h:
         yield h
 
 
