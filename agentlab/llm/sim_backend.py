@@ -11,7 +11,7 @@ Timing (all times from the client's :class:`~agentlab.core.clock.Clock`):
   ``end = first + (n - 1) / (decode_tps * speed)``.
 
 Completion lengths are drawn per request from the profile's log-normal for the call's
-``labels["stage"]`` (``SimProfile.lengths``, else ``completion_median``/``_sigma``), for free
+``labels["call"]`` or ``labels["stage"]`` (``SimProfile.lengths``, else ``completion_median``/``_sigma``), for free
 text, structured output (free-text fields are lengthened) alike; ``max_tokens`` or the
 profile's ``max_completion`` truncate with ``finish_reason="length"``.
 
@@ -197,7 +197,8 @@ class SimServer:
 
         rng = Rng(h)
         stage = labels.get("stage", labels.get("label")) if labels else None
-        text, calls, n, finish = self._content(rng, spec, tools, params, malformed, stage)
+        call = labels.get("call") if labels else None
+        text, calls, n, finish = self._content(rng, spec, tools, params, malformed, stage, call)
         text, calls, n, finish = play_along(
             messages, tools, params, rng, (text, calls, n, finish), malformed
         )
@@ -242,6 +243,7 @@ class SimServer:
         params: dict[str, Any],
         malformed: bool,
         stage: Any,
+        call: Any = None,
     ) -> tuple[str, list[tuple[str, str, str]], int, str]:
         """(text, tool calls, completion tokens, finish reason) of one attempt."""
         p = self.profile
@@ -266,7 +268,9 @@ class SimServer:
         if n_fixed is not None:
             target = int(n_fixed)
         else:
-            median, sigma = p.length_of(None if stage is None else str(stage))
+            median, sigma = p.length_of(
+                None if stage is None else str(stage), None if call is None else str(call)
+            )
             target = int(median * math.exp(sigma * rng.normal()) + 0.5)
         target = max(1, target)
         if spec is not None:

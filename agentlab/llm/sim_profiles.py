@@ -51,7 +51,8 @@ class SimProfile:
     client_overhead_s: float = 0.0
     completion_median: float = 32.0  # log-normal completion length: median tokens
     completion_sigma: float = 0.5  # ... and sigma of log(tokens)
-    # per-stage lengths: labels["stage"] -> (median, sigma); other stages use the above
+    # per-label lengths: labels["call"] or labels["stage"] -> (median, sigma); others use
+    # the above
     lengths: Lengths = ()
     max_completion: int = 1024  # server-side cap (max_model_len): finish_reason "length"
     rpm: float = 0.0  # requests per minute before 429s; 0 = no limit
@@ -67,11 +68,17 @@ class SimProfile:
     stream_chunks: int = 12  # a streamed completion arrives in about this many chunks
     source: str = ""  # where the numbers come from (benchmark, calibration run)
 
-    def length_of(self, stage: str | None) -> tuple[float, float]:
-        """(median, sigma) of the completion length for a stage label."""
-        if stage is not None:
+    def length_of(self, stage: str | None, call: str | None = None) -> tuple[float, float]:
+        """(median, sigma) of the completion length for a call's labels.
+
+        ``call`` (e.g. the topology workflow's ``full_mesh_message``) is looked up first,
+        then ``stage``; neither listed: ``completion_median`` / ``completion_sigma``.
+        """
+        for key in (call, stage):
+            if key is None:
+                continue
             for label, median, sigma in self.lengths:
-                if label == stage:
+                if label == key:
                     return median, sigma
         return self.completion_median, self.completion_sigma
 
@@ -193,49 +200,19 @@ def load_profile(path: str | Path, **overrides: Any) -> SimProfile:
     return SimProfile(name=name).replace(**data).replace(**overrides)
 
 
-# Per-stage lengths for the agentraffic-style topology workflow (labels["stage"]): the
-# discussion turns and syntheses of its experts are paragraphs (hundreds of tokens), the
-# routing/evaluation replies short. Orders of magnitude, not a fit: calibrate a profile
-# from your own server's llm_calls (agentlab.calibrate) for numbers that transfer.
-_VLLM_3B_LENGTHS: Lengths = (
-    ("recruitment", 150.0, 0.4),
-    ("discussion", 300.0, 0.5),
-    ("synthesis", 400.0, 0.4),
-    ("execution", 500.0, 0.4),
-    ("evaluation", 80.0, 0.5),
-    ("final", 300.0, 0.4),
-)
-_VLLM_3B_SOURCE = (
-    "Hand-set, illustrative: no benchmark or calibration run behind these numbers. "
-    "The scheduler shape is vLLM v1's (chunked prefill, max_num_seqs 8, a 2048-token step "
-    "budget: configuration choices); 60 decode tok/s per sequence, 4% step cost per extra "
-    "sequence and 4,000 prompt tok/s are a plausible order of magnitude for a ~3B model on "
-    "one small GPU. Stage lengths: see _VLLM_3B_LENGTHS. For numbers of a real server, "
-    "calibrate a profile from its llm_calls (agentlab.calibrate); sim/smollm2-cpu is one."
-)
+#: Profiles shipped as TOML files next to this module (``agentlab/llm/profiles/``), each
+#: parameter with a ``# source:`` comment. ``vllm-3b.toml`` is generated from the
+#: agentraffic paper's published server figures by ``datasets/make_vllm_3b_profile.py``.
+PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 
 PROFILES: dict[str, SimProfile] = {
     # No latency at all: measures the toolkit's own overhead and throughput.
     "instant": SimProfile(
         name="instant", tool_call_p=0.5, source="No server: zero time (toolkit overhead only)."
     ),
-    # vLLM serving a ~3B model on a small GPU: 8 sequences at a time, FIFO queue beyond.
-    "vllm-3b": SimProfile(
-        name="vllm-3b",
-        slots=8,
-        max_num_batched_tokens=2048,
-        prefill_tps=4000.0,
-        decode_tps=60.0,
-        decode_degrade=0.04,
-        decode_jitter=0.15,
-        overhead_s=0.01,
-        client_overhead_s=0.004,
-        completion_median=120.0,
-        completion_sigma=0.6,
-        lengths=_VLLM_3B_LENGTHS,
-        max_completion=1024,
-        source=_VLLM_3B_SOURCE,
-    ),
+    # The agentraffic paper's server: Llama-3.2-3B-Instruct on vLLM, max_num_seqs 8
+    # (numbers and their sources in profiles/vllm-3b.toml).
+    "vllm-3b": load_profile(PROFILE_DIR / "vllm-3b.toml"),
     # SmolLM2-135M on llama-cpp-cffi, 1 CPU thread, one decoding slot, on a busy 2-core box:
     # a calibration run, not hand-set (see source).
     "smollm2-cpu": SimProfile(

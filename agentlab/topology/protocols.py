@@ -62,8 +62,14 @@ def _chat(
 async def ask(
     ctx: RunContext, sender: str, role: str, prompt: str, labels: dict[str, Any], **kw: Any
 ) -> tuple[str, float]:
-    """One free-text call; returns the reply and its end time."""
+    """One free-text call; returns the reply and its end time.
+
+    ``cfg.max_tokens`` (when set) caps the call's ``max_tokens``, explicit or not.
+    """
     labels = {"sender": sender, "sender_role": role, **labels}
+    cap = ctx.cfg.max_tokens
+    if cap:
+        kw["max_tokens"] = min(int(kw.get("max_tokens") or cap), cap)
     resp = await ctx.client.complete(
         _chat(ctx, sender, role, prompt, labels), labels=labels, agent_id=sender, **kw
     )

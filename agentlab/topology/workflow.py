@@ -103,6 +103,11 @@ class WorkflowConfig:
         eval_prompt_chars: evaluation prompt cap; the oldest results are cut
             [``EVAL_MAX_PROMPT_CHARS`` = 20000].
         result_chars: per-result cap in the final prompt [8000].
+        max_tokens: completion cap of every free-text call (discussion turns, synthesis,
+            execution, evaluation, final); 0 = none: the client's default, synthesis 2048,
+            final 4096 [the paper's server caps all calls at ``LLM_MAX_TOKENS`` = 6144].
+            Structured calls (recruitment, ``style="structured"`` turns) keep the client's
+            default, since a cut JSON reply cannot be parsed.
     """
 
     agents: int = 4
@@ -120,6 +125,7 @@ class WorkflowConfig:
     context_chars: int = 500
     eval_prompt_chars: int = 20000
     result_chars: int = 8000
+    max_tokens: int = 0
 
     def __post_init__(self) -> None:
         rates = {k: tuple(float(x) for x in v) for k, v in dict(self.consensus_rates).items()}
@@ -138,6 +144,7 @@ class WorkflowConfig:
             "consensus_rates": all(v and all(0 <= x <= 1 for x in v) for v in rates.values()),
             "pass_rates": all(0 <= x <= 1 for x in passes.values()),
             "history_chars": self.history_chars >= 0,
+            "max_tokens": self.max_tokens >= 0,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
@@ -145,7 +152,8 @@ class WorkflowConfig:
             raise ConfigError(
                 f"invalid workflow config {vals}: need agents>=2, rounds>=1, max_parallel>=1, "
                 f"max_iterations>=1, rates_agents>=2, style in {STYLES}, threshold and "
-                "pass_score in [0, 100], non-empty rate tuples in [0, 1], history_chars>=0"
+                "pass_score in [0, 100], non-empty rate tuples in [0, 1], history_chars>=0, "
+                "max_tokens>=0"
             )
 
     def round_rate(self, topology: str, rnd: int) -> float:
