@@ -19,7 +19,7 @@ from agentlab.errors import (
     RateLimitError,
     StructuredOutputError,
 )
-from agentlab.llm import LLMClient
+from agentlab.llm import LLMClient, get_profile
 
 MSGS = [{"role": "user", "content": "hello"}]
 
@@ -119,11 +119,12 @@ async def test_stream_first_chunk_after_queue_and_prefill() -> None:
     rec = s.response.record  # type: ignore[union-attr]
     assert 10 <= len(deltas) <= 12 and "".join(deltas) == s.response.text  # type: ignore[union-attr]
     assert rec.stream and rec.queue_wait == pytest.approx(first.record.end - rec.start, abs=0.02)
-    prefill = rec.prompt_tokens / 4000.0
+    p = get_profile("vllm-3b")  # one prefill step (the prompt fits the step budget)
+    prefill = rec.prompt_tokens / p.prefill_tps
     assert rec.first_token == pytest.approx(
-        rec.start + rec.queue_wait + 0.01 + prefill + 1 / 60, abs=1e-6
+        rec.start + rec.queue_wait + p.overhead_s + prefill + 1 / p.decode_tps, abs=1e-6
     )
-    assert rec.end == pytest.approx(rec.first_token + 119 / 60, abs=1e-6)
+    assert rec.end == pytest.approx(rec.first_token + 119 / p.decode_tps, abs=1e-6)
     r = await c.complete(MSGS, stream=True)
     assert r.record.stream and r.text
 

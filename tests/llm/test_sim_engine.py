@@ -142,12 +142,17 @@ async def test_structured_and_free_text_lengths_follow_the_stage_profile() -> No
 
 
 async def test_decode_jitter_spreads_a_wave_that_starts_together() -> None:
-    clock = VirtualClock()
-    c = LLMClient("sim/vllm-3b", seed=3, client_overhead_s=0).with_clock(clock)
-    msgs = [[{"role": "user", "content": f"expert {i}"}] for i in range(5)]
-    rs = await asyncio.gather(*(c.complete(m, sim_completion_tokens=300) for m in msgs))
-    ends = sorted(r.record.end for r in rs)
-    assert ends[-1] - ends[0] > 0.5  # ~5 s replies, sigma 0.15: seconds apart, not equal
+    async def spread(**kw: float) -> tuple[float, float]:
+        c = LLMClient("sim/vllm-3b", seed=3, client_overhead_s=0, **kw).with_clock(VirtualClock())
+        msgs = [[{"role": "user", "content": f"expert {i}"}] for i in range(5)]
+        rs = await asyncio.gather(*(c.complete(m, sim_completion_tokens=300) for m in msgs))
+        ends = sorted(r.record.end for r in rs)
+        return ends[-1] - ends[0], statistics.mean(ends)
+
+    even, _ = await spread(decode_jitter=0.0)
+    assert even < 0.01  # same length, same start, no jitter: they finish together
+    jittered, mean = await spread()  # the profile's per-request speed spread
+    assert jittered > 0.05 * mean  # ~3 s replies, sigma ~0.09: tenths of a second apart
 
 
 async def test_same_seed_same_records_and_profile_by_toml_path(tmp_path: Path) -> None:

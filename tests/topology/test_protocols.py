@@ -100,8 +100,10 @@ def test_evaluation_parsing(reply: str, score: int, scored: bool) -> None:
 
 
 def test_sequential_shows_previous_rounds_only() -> None:
+    # history_chars=0: no truncation (four ~460-token turns pass the 6000-character cap;
+    # truncation has its own tests), so the whole of round 1 must be visible
     cap, run = _run("sequential", rounds=2, consensus_rates={"sequential": (0.0,)},
-                    pass_rates={"sequential": 1.0})  # fmt: skip
+                    pass_rates={"sequential": 1.0}, history_chars=0)  # fmt: skip
     r1 = _prompts(cap, stage="discussion", round=1)
     r2 = _prompts(cap, stage="discussion", round=2)
     assert len(r1) == len(r2) == 4
