@@ -142,4 +142,9 @@ def test_cli_calibrate_writes_a_loadable_profile(
     assert prof is not None and prof.slots == 8
     assert prof.decode_tps == pytest.approx(truth.decode_tps, rel=0.1)
     assert prof.prefill_tps == pytest.approx(truth.prefill_tps, rel=0.1)
-    assert prof.length_of("discussion")[0] == pytest.approx(300, rel=0.25)
+    # the stage's length fit: the discussion calls' median (the profile draws them per
+    # call label, Sequential turns, Star solver / reviewers, full-mesh messages)
+    calls = exp.results.calls_df()
+    disc = calls[(calls["stage"] == "discussion") & (calls["outcome"] == "ok")]
+    observed = float(disc["completion_tokens"].median())
+    assert prof.length_of("discussion")[0] == pytest.approx(observed, rel=0.25)

@@ -85,7 +85,7 @@ class FirstDelta(LLMClientModel):
 
 
 async def test_interrupt_closes_the_client_stream_and_keeps_partial_text() -> None:
-    # sim/vllm-3b decodes ~60 tokens/s: a 120-token answer streams for ~2 s of real time
+    # sim/vllm-3b decodes ~100 tokens/s: a 120-token answer streams for ~1.2 s of real time
     client = LLMClient("sim/vllm-3b", seed=1)
     model = FirstDelta(client, sim_tool_call_p=0.0, sim_completion_tokens=120)
     system = AgentSystem(model, agent_tools=False)
