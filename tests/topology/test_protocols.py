@@ -36,17 +36,22 @@ class Capture:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.calls: list[tuple[dict[str, Any], str]] = []
+        self.kwargs: list[set[str]] = []
 
     async def complete(self, messages: list[dict[str, Any]], **kw: Any) -> Any:
         self.calls.append((dict(kw.get("labels") or {}), messages[-1]["content"]))
+        self.kwargs.append(set(kw))
         return await self.inner.complete(messages, **kw)
 
 
-def _run(topo: str, seed: int = 0, **cfg: Any) -> tuple[Capture, dict[str, Any]]:
+def _run(
+    topo: str, seed: int = 0, simulated: bool = True, **cfg: Any
+) -> tuple[Capture, dict[str, Any]]:
     async def main() -> tuple[Capture, dict[str, Any]]:
         clock = VirtualClock()
         cap = Capture(LLMClient("sim/vllm-3b", seed=seed).with_clock(clock))
-        ctx = RunContext(cap, WorkflowConfig(**cfg), topo, f"{topo}-0", TASK, clock)
+        ctx = RunContext(cap, WorkflowConfig(**cfg), topo, f"{topo}-0", TASK, clock,
+                         simulated=simulated)  # fmt: skip
         return cap, await run_workflow(ctx)
 
     return asyncio.run(main())
@@ -97,6 +102,28 @@ def test_history_truncation_keeps_the_tail() -> None:
 def test_evaluation_parsing(reply: str, score: int, scored: bool) -> None:
     ev = parse_evaluation(reply)
     assert ev["score"] == score and ev["scored"] is scored
+
+
+@pytest.mark.parametrize(("topo", "marker"), [("sequential", "[CONSENSUS]"),
+                                              ("full_mesh", "[CONSENSUS]"),
+                                              ("star", "[APPROVED]")])  # fmt: skip
+def test_real_and_simulated_servers_get_the_same_marker_instructions(
+    topo: str, marker: str
+) -> None:
+    """A non-``sim/`` backend (``simulated=False``) is asked for the markers in the same
+    words; only the simulator's ``sim_*`` overrides are left out."""
+    sim, _ = _run(topo, rounds=1, max_iterations=1)
+    real, _ = _run(topo, rounds=1, max_iterations=1, simulated=False)
+    asks = [lab.get("call") != "vertical_solver" for lab, _ in sim.calls]
+    disc = [p for (lab, p), a in zip(sim.calls, asks, strict=True)
+            if lab["stage"] == "discussion" and a]  # fmt: skip
+    assert disc and all(marker in p for p in disc)
+    # round 1 shows no earlier reply, so the two backends' prompts are identical
+    assert [p for lab, p in real.calls if lab["stage"] == "discussion"] == [
+        p for lab, p in sim.calls if lab["stage"] == "discussion"
+    ]
+    assert any(any(k.startswith("sim_") for k in kw) for kw in sim.kwargs)
+    assert not any(any(k.startswith("sim_") for k in kw) for kw in real.kwargs)
 
 
 def test_sequential_shows_previous_rounds_only() -> None:
