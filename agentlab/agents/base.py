@@ -28,7 +28,14 @@ from agentlab.core.records import LLMResponse
 from agentlab.errors import AgentError, ConfigError, CorruptRecordError
 from agentlab.store.agent_store import AgentStore, DirectoryStore
 
-__all__ = ["AGENT_SCHEMA_VERSION", "AgentBase", "AgentEnv", "AgentLLM", "AgentServices"]
+__all__ = [
+    "AGENT_SCHEMA_VERSION",
+    "AgentBase",
+    "AgentEnv",
+    "AgentLLM",
+    "AgentServices",
+    "load_agent",
+]
 
 AGENT_SCHEMA_VERSION = 1
 
@@ -126,12 +133,18 @@ def _store_of(run: Any) -> AgentStore:
     raise ConfigError(f"create() expects a run directory or an AgentStore, got {run!r}")
 
 
-def _read_committed(ws: Workspace, committed: int | None) -> tuple[int, int, Any] | None:
+_UNREAD: Any = object()
+
+
+def _read_committed(
+    ws: Workspace, committed: int | None, guessed: bytes | None = _UNREAD
+) -> tuple[int, int, Any] | None:
     # Slots alternate, so in steady state version C sits in slot C % 2: if that slot holds
-    # exactly C nothing newer can qualify and the second read is skipped.
+    # exactly C nothing newer can qualify and the second read is skipped. ``guessed``: that
+    # slot's bytes when the caller already read them (a batch reads them all at once).
     if committed is not None:
         guess = committed % 2
-        raw = ws.read_bytes(SLOT_KEYS[guess])
+        raw = ws.read_bytes(SLOT_KEYS[guess]) if guessed is _UNREAD else guessed
         if raw is not None:
             try:
                 tick, value = decode_slot(raw)
@@ -143,6 +156,40 @@ def _read_committed(ws: Workspace, committed: int | None) -> tuple[int, int, Any
     if all(x is None for x in slots):
         return None
     return pick_version(slots, committed, where=f"of {ws.agent_id!r} ({ws.path or ws.store})")
+
+
+def load_agent(
+    klass: type[T],
+    ws: Workspace,
+    services: AgentServices | None,
+    committed_tick: int | None,
+    config_raw: bytes | None,
+    slot_raw: bytes | None = _UNREAD,
+) -> T:
+    """Build ``klass`` from a workspace's bytes already read (``from_workspace``'s core).
+
+    ``slot_raw``: the bytes of slot ``committed_tick % 2`` when the caller read them (the
+    runtime reads a batch's configs and slots in one store call); otherwise, or when that
+    slot does not hold the committed version, the slots are read here.
+
+    Raises:
+        AgentError: no ``config.json`` (not an agent workspace).
+        CorruptRecordError: unreadable config or committed state.
+    """
+    if config_raw is None:
+        raise AgentError(f"no agent workspace for {ws.agent_id!r} in {ws.store!r}")
+    try:
+        config = orjson.loads(config_raw)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptRecordError(
+            f"workspace key 'config.json' of agent {ws.agent_id!r} is not valid JSON: {exc}"
+        ) from exc
+    agent = klass(ws.agent_id, config, workspace=ws, services=services)
+    found = _read_committed(ws, committed_tick, slot_raw)
+    if found is not None:
+        agent._base_slot, agent.base_tick, value = found
+        agent.set_state(value)
+    return agent
 
 
 class AgentBase:
@@ -174,9 +221,24 @@ class AgentBase:
         #: tick of the loaded state version; ``to_workspace`` writes ``tick`` on top of it
         self.base_tick = 0
         self._base_slot = 0  # the slot holding the loaded version (never overwritten)
-        # The runtime's per-(seed, agent, tick) generator; a fixed seed when detached.
-        rng = getattr(services, "rng", None)
-        self.rng: random.Random = rng if rng is not None else random.Random(0)
+
+    _rng: random.Random | None = None
+
+    @property
+    def rng(self) -> random.Random:
+        """The runtime's per-(seed, agent, tick) generator; a fixed seed when detached.
+
+        Built on first use: an agent that draws nothing pays nothing for it.
+        """
+        rng = self._rng
+        if rng is None:
+            rng = getattr(self.services, "rng", None)
+            self._rng = rng = rng if rng is not None else random.Random(0)
+        return rng
+
+    @rng.setter
+    def rng(self, value: random.Random) -> None:
+        self._rng = value
 
     # --- overridables ------------------------------------------------------------------
 
@@ -269,15 +331,7 @@ class AgentBase:
                 f"agent {ws.agent_id!r} has type {klass.type_name!r} ({klass.__name__}), "
                 f"not a {cls.__name__}"
             )
-        config = ws.read_json("config.json")
-        if config is None:
-            raise AgentError(f"no agent workspace for {ws.agent_id!r} in {ws.store!r}")
-        agent = klass(ws.agent_id, config, workspace=ws, services=services)
-        found = _read_committed(ws, committed_tick)
-        if found is not None:
-            agent._base_slot, agent.base_tick, value = found
-            agent.set_state(value)
-        return agent
+        return load_agent(klass, ws, services, committed_tick, ws.read_bytes("config.json"))
 
     def to_workspace(self, tick: int | None = None) -> None:
         """Persist the state as the version of ``tick`` (default: the loaded tick).

@@ -13,14 +13,19 @@ log offsets right after the last batch.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 import traceback
+from collections.abc import Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentlab.agents.base import AgentBase
+from agentlab.agents.base import AgentBase, load_agent
 from agentlab.agents.registry import ensure_registered, get_agent_class
+from agentlab.agents.workspace import Workspace, preload
 from agentlab.errors import ConfigError
+from agentlab.runtime.batch_log import BatchLog
+from agentlab.runtime.services import AgentContext
 
 if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
@@ -96,19 +101,27 @@ def _count(result: BatchResult, ctx: Any) -> None:
 
 
 async def _step_one(
-    spec: AgentSpec, batch: BatchSpec, proxy: RunServices, result: BatchResult
+    spec: AgentSpec,
+    cls: type[AgentBase],
+    loaded: tuple[bytes | None, bytes | None] | None,
+    batch: BatchSpec,
+    proxy: RunServices,
+    result: BatchResult,
+    log: BatchLog,
 ) -> None:
-    cls = get_agent_class(spec.type)
     store = proxy.store
-    replay = proxy.replay
     tick, policy = batch.tick, batch.retry
     for attempt in range(1, policy.max_attempts + 1):
-        ctx = proxy.for_agent(spec.agent_id, tick, attempt)
+        ctx = AgentContext(proxy, spec.agent_id, tick, attempt, log)
         agent: AgentBase | None = None
         try:
-            agent = cls.from_workspace(
-                (store, spec.agent_id), ctx, committed_tick=batch.committed, agent_class=cls
-            )
+            if loaded is not None and attempt == 1:
+                agent = load_agent(cls, Workspace(store, spec.agent_id), ctx, batch.committed,
+                                   loaded[0], loaded[1])  # fmt: skip
+            else:  # a retry starts from a fresh load (the failed try may have written keys)
+                agent = cls.from_workspace(
+                    (store, spec.agent_id), ctx, committed_tick=batch.committed, agent_class=cls
+                )
             if policy.timeout_s is None:
                 await agent.step(tick)
             else:
@@ -128,7 +141,7 @@ async def _step_one(
                 "error_class": type(exc).__name__,
                 "error": str(exc)[:500],
             }
-            replay.append("agent_errors", err)
+            log.add("agent_errors", err)
             proxy.trace.record_event("agent.error", **err)
             if agent is not None:
                 try:
@@ -137,8 +150,7 @@ async def _step_one(
                     pass
             if final:
                 result.failed.append(spec.agent_id)
-                replay.append(
-                    "agent_states",
+                log.states.append(
                     {
                         "agent_id": spec.agent_id,
                         "type": spec.type,
@@ -146,7 +158,7 @@ async def _step_one(
                         "ok": False,
                         "attempts": attempt,
                         "summary": {},
-                    },
+                    }
                 )
                 return
             if policy.backoff_s:
@@ -154,8 +166,7 @@ async def _step_one(
             continue
         _count(result, ctx)
         result.steps += 1
-        replay.append(
-            "agent_states",
+        log.states.append(
             {
                 "agent_id": spec.agent_id,
                 "type": spec.type,
@@ -163,9 +174,62 @@ async def _step_one(
                 "ok": True,
                 "attempts": attempt,
                 "summary": agent.summary(),
-            },
+            }
         )
         return
+
+
+class _Rest:
+    """The rest of a coroutine that suspended while it was being driven by hand.
+
+    Awaiting it (inside a task) passes every value, result and exception (cancellation
+    included) between the task and the coroutine, as if the task had run it from the start.
+    """
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], first: Any) -> None:
+        self.coro, self.first = coro, first
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coro, value = self.coro, self.first
+        self.first = None
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # thrown in by the task: cancellation
+                try:
+                    value = coro.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration:
+                    return
+
+
+async def _finish(rest: _Rest) -> None:
+    await rest
+
+
+def _start(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
+    """Run ``coro`` now, in its own context, up to its first suspension.
+
+    An agent whose step never waits (an instant simulated model, no env round trip)
+    finishes here without a task; one that waits continues in a task (``None`` if done).
+    The own context is what a task would have given it: a ``ContextVar`` it sets
+    (the current span) does not leak into its batch-mates.
+    """
+    ctx = contextvars.copy_context()
+    try:
+        first = ctx.run(coro.send, None)
+    except StopIteration:
+        return None
+    return asyncio.get_running_loop().create_task(_finish(_Rest(coro, first)), context=ctx)
 
 
 async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
@@ -175,8 +239,28 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     result = BatchResult()
     tracer = proxy.trace
     span = tracer.start_span("society.batch", tick=batch.tick, agents=len(batch.agents))
+    log = BatchLog()
+    pending: list[asyncio.Task[None]] = []
     try:
-        await asyncio.gather(*(_step_one(s, batch, proxy, result) for s in batch.agents))
+        classes = {t: get_agent_class(t) for t in {s.type for s in batch.agents}}
+        store = proxy.store
+        loaded = preload(store, [s.agent_id for s in batch.agents], batch.committed)
+        for s in batch.agents:
+            coro = _step_one(s, classes[s.type], None if loaded is None else loaded[s.agent_id],
+                             batch, proxy, result, log)  # fmt: skip
+            task = _start(coro)
+            if task is not None:
+                pending.append(task)
+        if pending:
+            await asyncio.gather(*pending)
+    except BaseException:
+        for task in pending:  # nothing of this batch may keep running after it gave up
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        raise
+    else:
+        log.write(proxy)
     finally:
         result.wall_s = time.perf_counter() - t0
         tracer.end_span(

@@ -2,12 +2,18 @@
 
 Every ``complete`` and ``stream``, successful or not, writes one ``llm_calls`` row (columns
 from :mod:`agentlab.store.catalog`), the attempts of a retried or failed call to
-``llm_attempts``, and one ``llm.call`` span with OpenTelemetry GenAI attributes. It is
-built by :attr:`agentlab.runtime.RunServices.llm`, the one recording path of every driver.
+``llm_attempts``, and one ``llm.call`` span with OpenTelemetry GenAI attributes (or a
+sample of them: ``RunServices(llm_spans=...)`` / ``AGENTLAB_LLM_SPANS``). It is built by
+:attr:`agentlab.runtime.RunServices.llm`, the one recording path of every driver.
+
+An agent's calls inside a society batch go into the batch's :class:`BatchLog` (written
+once per batch); every other caller's rows are appended one by one. The span row is built
+when the call ends, with ``Tracer.span_row``: no open-span record per call.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
@@ -19,6 +25,7 @@ from agentlab.store.trace import genai_llm_attrs
 
 if TYPE_CHECKING:
     from agentlab.llm import LLMClient
+    from agentlab.runtime.batch_log import BatchLog
     from agentlab.runtime.services import AgentContext, RunServices
 
 __all__ = ["RecordingLLM", "RecordingStream"]
@@ -54,18 +61,18 @@ class RecordingLLM:
         ``counter`` (an :class:`AgentContext`) also gets ``llm_calls``/``llm_errors``/
         ``tokens`` incremented, so concurrent batches in one process count separately.
         """
-        tracer = self._services.trace
-        # agent id: gen_ai.agent.id (set at the end); the row's request_id links the two
-        span = tracer.start_span("llm.call", kind="client", tick=tick)
+        # The span is built when the call ends (no open-span bookkeeping on the hot path);
+        # agent id: gen_ai.agent.id, and the row's request_id links span and row.
+        t0 = self._services.trace.clock.now()
         try:
             resp = await self.client.complete(messages, agent_id=agent_id, labels=labels, **kwargs)
         except LLMError as err:
-            self._log(getattr(err, "record", None), tick, span, None, counter, kwargs)
+            self._log(getattr(err, "record", None), tick, t0, None, counter, kwargs)
             raise
         except BaseException:
-            tracer.end_span(span, status="error", message="cancelled")
+            self._span(counter, t0, tick, "error", "cancelled", None, None, kwargs)
             raise
-        self._log(resp.record, tick, span, resp.finish_reason, counter, kwargs)
+        self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs)
         return resp
 
     def stream(
@@ -85,38 +92,74 @@ class RecordingLLM:
         self,
         record: CallRecord | None,
         tick: int | None,
-        span: Any,
+        start: float,
         finish_reason: str | None,
         counter: AgentContext | None,
         params: dict[str, Any],
     ) -> None:
+        """The call's rows and span; into the batch's log when ``counter`` has one."""
         services = self._services
-        tracer = services.trace
+        log: BatchLog | None = getattr(counter, "log", None)
         if counter is not None:
             counter.llm_calls += 1
         if record is None:  # an error raised before the client made a record
             if counter is not None:
                 counter.llm_errors += 1
-            tracer.end_span(span, status="error")
+            self._span(counter, start, tick, "error", None, None, None, params)
             return
         ok = record.outcome == "ok"
-        ntok = record.prompt_tokens + record.completion_tokens
         if counter is not None:
             counter.llm_errors += not ok
-            counter.tokens += ntok
-        run_id, replay = services.run_id, services.replay
-        row = catalog.llm_call_row(record, run_id=run_id, tick=tick)
-        replay.append("llm_calls", row)
+            counter.tokens += record.prompt_tokens + record.completion_tokens
+        row = catalog.llm_call_row(record, run_id=services.run_id, tick=tick)
+        attempts = None
         if record.attempts > 1 or not ok:
             # A first-attempt success is its llm_calls row; Run.llm_attempts_df adds it back.
             attempts = catalog.llm_attempt_rows(record, run_id=row["run_id"], tick=row["tick"])
-            replay.extend("llm_attempts", attempts)
-        tracer.end_span(
-            span,
-            status="ok" if ok else "error",
-            message=None if ok else record.outcome,
-            **genai_llm_attrs(record, params, finish_reason),
-        )
+        if log is not None:
+            log.calls.append(row)
+            if attempts:
+                log.rows.setdefault("llm_attempts", []).extend(attempts)
+        else:
+            replay = services.replay
+            replay.append("llm_calls", row)
+            if attempts:
+                replay.extend("llm_attempts", attempts)
+        self._span(counter, start, tick, "ok" if ok else "error",
+                   None if ok else record.outcome, record, finish_reason, params)  # fmt: skip
+
+    def _span(
+        self,
+        counter: AgentContext | None,
+        start: float,
+        tick: int | None,
+        status: str,
+        message: str | None,
+        record: CallRecord | None,
+        finish_reason: str | None,
+        params: dict[str, Any],
+    ) -> None:
+        """The ``llm.call`` span of a finished call, if sampled (``RunServices.llm_spans``):
+        buffered in the batch's log, else queued on the tracer."""
+        services = self._services
+        rate = services.llm_spans
+        if rate < 1.0 and (
+            rate <= 0.0
+            or record is None
+            or zlib.crc32(record.request_id.encode()) >= rate * 4294967296.0
+        ):
+            return
+        tracer = services.trace
+        attrs: dict[str, Any] = {"tick": tick}
+        if record is not None:
+            attrs.update(genai_llm_attrs(record, params, finish_reason))
+        row = tracer.span_row("llm.call", start, tracer.clock.now(), attrs, status=status,
+                              message=message, kind="client")  # fmt: skip
+        log: BatchLog | None = getattr(counter, "log", None)
+        if log is not None:
+            log.spans.append(row)
+        else:
+            tracer.extend([row])
 
 
 class RecordingStream:
@@ -143,19 +186,19 @@ class RecordingStream:
         return self.response
 
     async def _run(self) -> AsyncIterator[str]:
-        llm, tracer = self._llm, self._llm._services.trace
-        span = tracer.start_span("llm.call", kind="client", tick=self._tick)
+        llm = self._llm
+        t0 = llm._services.trace.clock.now()
         try:
             # aclosing: an abandoned stream closes the client's at once (frees its slot)
             async with aclosing(self._inner.__aiter__()) as deltas:
                 async for delta in deltas:
                     yield delta
         except LLMError as err:
-            llm._log(getattr(err, "record", None), self._tick, span, None, None, self._params)
+            llm._log(getattr(err, "record", None), self._tick, t0, None, None, self._params)
             raise
         except BaseException:
-            tracer.end_span(span, status="error", message="cancelled")
+            llm._span(None, t0, self._tick, "error", "cancelled", None, None, self._params)
             raise
         self.response = resp = self._inner.response
         finish = resp.finish_reason if resp is not None else None
-        llm._log(resp.record if resp else None, self._tick, span, finish, None, self._params)
+        llm._log(resp.record if resp else None, self._tick, t0, finish, None, self._params)

@@ -16,14 +16,15 @@ and one ``llm.call`` span with OpenTelemetry GenAI attributes. ``services.for_ag
 
 from __future__ import annotations
 
-import hashlib
-import random
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentlab.core.clock import Clock, RealClock
 from agentlab.core.records import LLMResponse
+from agentlab.errors import ConfigError
 from agentlab.runtime.recording import RecordingLLM
+from agentlab.runtime.step_rng import StepRandom, derive_seed
 from agentlab.store import catalog
 from agentlab.store.agent_store import AgentStore
 from agentlab.store.packed_store import open_agent_store
@@ -32,16 +33,26 @@ from agentlab.store.trace import genai_tool_attrs
 if TYPE_CHECKING:
     from agentlab.agents.base import AgentEnv, AgentLLM
     from agentlab.messaging import MessageSink
+    from agentlab.runtime.batch_log import BatchLog
     from agentlab.store.replay import ReplaySink
     from agentlab.store.trace import Tracer
 
 __all__ = ["AgentContext", "RecordingLLM", "RunServices", "derive_seed"]
 
 
-def derive_seed(seed: int, agent_id: str, tick: int, salt: str = "") -> int:
-    """A 63-bit seed from ``(seed, agent_id, tick)`` — independent of execution order."""
-    h = hashlib.blake2b(f"{seed}\x1f{agent_id}\x1f{tick}\x1f{salt}".encode(), digest_size=8)
-    return int.from_bytes(h.digest(), "big") >> 1
+def _span_rate(value: float | None) -> float:
+    if value is None:
+        raw = os.environ.get("AGENTLAB_LLM_SPANS", "1")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(
+                f"AGENTLAB_LLM_SPANS={raw!r}: give a fraction of LLM calls to trace, "
+                "1 (every call, the default) to 0 (none)"
+            ) from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"llm_spans={value!r}: give a fraction from 0 (none) to 1 (every call)")
+    return float(value)
 
 
 class RunServices:
@@ -58,6 +69,12 @@ class RunServices:
             name); a call's ``run_id`` label (an experiment's sub-run) takes precedence.
         clock: ``"real"`` or ``"virtual"``; a live clock can be bound in-process with
             :meth:`bind_clock` (the local executor does, the pickled copy gets a real one).
+        llm_spans: the fraction of LLM calls that also get an ``llm.call`` span (default
+            ``AGENTLAB_LLM_SPANS`` or 1: every call). Sampled by request id, so the same
+            calls are traced on a rerun; the ``llm_calls`` rows are always complete.
+
+    Raises:
+        ConfigError: ``llm_spans`` is not a fraction from 0 to 1.
     """
 
     def __init__(
@@ -69,6 +86,7 @@ class RunServices:
         seed: int = 0,
         run_id: str = "",
         clock: str = "real",
+        llm_spans: float | None = None,
     ) -> None:
         self.run_dir = str(run_dir)
         self._live: dict[str, Any] = {}
@@ -80,6 +98,7 @@ class RunServices:
         self.seed = seed
         self.run_id = run_id or Path(run_dir).name
         self.clock_name = clock
+        self.llm_spans = _span_rate(llm_spans)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -87,6 +106,7 @@ class RunServices:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("llm_spans", 1.0)  # pickled by an older version
         self.__dict__.update(state)
 
     # --- live resources (per process) --------------------------------------------------
@@ -185,9 +205,15 @@ class RunServices:
         self._live.update(replay=replay, trace=trace, store=store)
         self._live.pop("message_sinks", None)
 
-    def for_agent(self, agent_id: str, tick: int, attempt: int = 1) -> AgentContext:
-        """The services one agent sees during one step."""
-        return AgentContext(self, agent_id, tick, attempt)
+    def for_agent(
+        self, agent_id: str, tick: int, attempt: int = 1, log: BatchLog | None = None
+    ) -> AgentContext:
+        """The services one agent sees during one step.
+
+        ``log``: the batch's row buffer; the step's ``llm_calls`` rows and spans go there
+        and are written when the batch ends (``None``: written one by one).
+        """
+        return AgentContext(self, agent_id, tick, attempt, log)
 
 
 class _AgentLLM:
@@ -276,6 +302,7 @@ class AgentContext:
         "llm",
         "llm_calls",
         "llm_errors",
+        "log",
         "proxy",
         "tick",
         "tokens",
@@ -284,14 +311,22 @@ class AgentContext:
     llm: AgentLLM
     env: AgentEnv | None
 
-    def __init__(self, proxy: RunServices, agent_id: str, tick: int, attempt: int) -> None:
+    def __init__(
+        self,
+        proxy: RunServices,
+        agent_id: str,
+        tick: int,
+        attempt: int,
+        log: BatchLog | None = None,
+    ) -> None:
         self.proxy = proxy
+        self.log = log
         self.agent_id = agent_id
         self.tick = tick
         self.attempt = attempt
         self.llm = _AgentLLM(self)
         self.env = None if proxy.env is None else _AgentEnv(self, proxy.env)
-        self._rng: random.Random | None = None
+        self._rng: StepRandom | None = None
         self._asks = 0
         self.llm_calls = self.llm_errors = self.tokens = 0
 
@@ -322,11 +357,13 @@ class AgentContext:
         return self.proxy.message_sink()
 
     @property
-    def rng(self) -> random.Random:
-        """Seeded from ``(seed, agent_id, tick)``: the same under every executor."""
-        if self._rng is None:
-            self._rng = random.Random(derive_seed(self.proxy.seed, self.agent_id, self.tick))
-        return self._rng
+    def rng(self) -> StepRandom:
+        """A ``random.Random`` seeded from ``(seed, agent_id, tick)``: the same under every
+        executor, batching and resume (a :class:`StepRandom`, built on first use)."""
+        rng = self._rng
+        if rng is None:
+            rng = self._rng = StepRandom(derive_seed(self.proxy.seed, self.agent_id, self.tick))
+        return rng
 
     @property
     def trace(self) -> Tracer:

@@ -22,6 +22,7 @@ import contextvars
 import functools
 import inspect
 import os
+import random
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -40,6 +41,8 @@ __all__ = [
     "genai_provider",
     "genai_tool_attrs",
     "get_tracer",
+    "new_span_id",
+    "new_trace_id",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,6 +50,27 @@ _STATUSES = ("ok", "error", "unset")
 _CURRENT: contextvars.ContextVar[Span | None] = contextvars.ContextVar(
     "agentlab_span", default=None
 )
+# Span and trace ids: unique, not reproducible. One generator per process seeded from the
+# OS (two os.urandom syscalls per span were ~2 µs of every LLM call); reseeded in a forked
+# child so parent and child never hand out the same ids.
+_IDS = random.Random(os.urandom(32))
+
+
+def _reseed_ids() -> None:
+    _IDS.seed(os.urandom(32))
+
+
+os.register_at_fork(after_in_child=_reseed_ids)
+
+
+def new_trace_id() -> str:
+    """32 random hex digits (a W3C / OpenTelemetry trace id)."""
+    return f"{_IDS.getrandbits(128):032x}"
+
+
+def new_span_id() -> str:
+    """16 random hex digits (a W3C / OpenTelemetry span id)."""
+    return f"{_IDS.getrandbits(64):016x}"
 
 
 class Span:
@@ -171,8 +195,8 @@ class Tracer:
         trace_id, parent_id = _parent_ids(parent if parent is not None else _CURRENT.get())
         span = Span(
             name,
-            trace_id or os.urandom(16).hex(),
-            os.urandom(8).hex(),
+            trace_id or new_trace_id(),
+            new_span_id(),
             parent_id,
             self.clock.now(),
             attrs,
@@ -197,6 +221,47 @@ class Tracer:
         if attrs:
             span.attributes.update(attrs)
         self._writer.add(f"{TRACE_DIR}/{self._writer.shard}.jsonl", span.to_dict())
+
+    def span_row(
+        self,
+        name: str,
+        start: float,
+        end: float,
+        attributes: dict[str, Any],
+        *,
+        status: str = "ok",
+        message: str | None = None,
+        kind: str = "internal",
+        parent: Any = None,
+    ) -> dict[str, Any]:
+        """The row of a span that already ended, built in one go (no open-span record).
+
+        For hot paths that know a span's start and end (an LLM call): the same row
+        :meth:`end_span` writes, to be written later with :meth:`extend`. ``parent``
+        defaults to the current span, as in :meth:`start_span`.
+        """
+        if status not in _STATUSES:
+            raise ConfigError(f"unknown span status {status!r}; valid: {', '.join(_STATUSES)}")
+        cur = parent if parent is not None else _CURRENT.get()
+        trace_id, parent_id = (None, None) if cur is None else _parent_ids(cur)
+        return {
+            "trace_id": trace_id or new_trace_id(),
+            "span_id": new_span_id(),
+            "parent": parent_id,
+            "name": name,
+            "kind": kind,
+            "start": start,
+            "end": end,
+            "status": status,
+            "status_message": message,
+            "attributes": attributes,
+            "events": [],
+        }
+
+    def extend(self, rows: list[dict[str, Any]]) -> None:
+        """Queue many span rows (from :meth:`span_row`) for writing at once."""
+        w = self._writer
+        w.extend(w.stream(f"{TRACE_DIR}/{w.shard}.jsonl"), rows)
 
     def record_event(self, name: str, span: Span | None = None, **attrs: Any) -> None:
         """Attach an event to ``span`` (default: the current one).

@@ -11,6 +11,7 @@ import pytest
 from agentlab.core.clock import VirtualClock
 from agentlab.errors import ConfigError, StoreError, UnknownNameError
 from agentlab.runtime import RetryPolicy, Society, derive_seed
+from agentlab.runtime.step_rng import StepRandom
 from tests.runtime.society_helpers import log_rows
 
 
@@ -36,10 +37,8 @@ def test_run_writes_state_and_datasets(run_dir: Path) -> None:
     states = s.agent_states()
     assert all(len(v["history"]) == 2 for v in states.values())
     # the per-agent draw derives from (seed, agent_id, tick), not from execution order
-    import random
-
     a0 = s.agent_ids[0]
-    expect = [random.Random(derive_seed(3, a0, t)).randint(0, 999) for t in (1, 2)]
+    expect = [StepRandom(derive_seed(3, a0, t)).randint(0, 999) for t in (1, 2)]
     assert states[a0]["history"] == expect
     timeline = _rows(run_dir, "timeline")
     assert [r["tick"] for r in timeline] == [1, 2]

@@ -1,0 +1,63 @@
+"""``BatchLog``: the rows and spans of one batch, handed to the writers once at its end.
+
+Appending a row to the run log one at a time takes the writer's lock, checks the row's
+keys against the dataset's registered columns and copies it; a span also goes through the
+tracer's open-span table. At 10k agents that was ~20–30 µs of each agent-step's ~120 µs.
+A batch instead collects its ``agent_states``, ``llm_calls`` (and the rare
+``llm_attempts`` / ``agent_errors``) rows and its ``llm.call`` spans in plain lists and
+writes each list with one ``extend`` when the batch ends, right before the batch's flush.
+
+Nothing is lost that was durable before: rows reached disk only at a flush, and a batch
+flushes before it returns (the driver takes log offsets after the last batch). A batch
+that is cancelled or raises past its agents writes none of its buffered rows, which is
+what a tick that is never committed needs anyway (its rows are cut at resume).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentlab.runtime.services import RunServices
+
+__all__ = ["BatchLog"]
+
+
+class BatchLog:
+    """Row buffers of one batch (one per dataset) plus its finished span rows."""
+
+    __slots__ = ("calls", "rows", "spans", "states")
+
+    def __init__(self) -> None:
+        self.states: list[dict[str, Any]] = []  # agent_states
+        self.calls: list[dict[str, Any]] = []  # llm_calls
+        self.spans: list[dict[str, Any]] = []  # finished span rows (Tracer.span_row)
+        self.rows: dict[str, list[dict[str, Any]]] = {}  # any other dataset
+
+    def add(self, dataset: str, row: dict[str, Any]) -> None:
+        """Buffer one row of ``dataset`` (do not mutate it afterwards)."""
+        if dataset == "llm_calls":
+            self.calls.append(row)
+        elif dataset == "agent_states":
+            self.states.append(row)
+        else:
+            self.rows.setdefault(dataset, []).append(row)
+
+    def __len__(self) -> int:
+        return (
+            len(self.states)
+            + len(self.calls)
+            + len(self.spans)
+            + sum(len(v) for v in self.rows.values())
+        )
+
+    def write(self, services: RunServices) -> None:
+        """Hand every buffered row and span to this process's sink and tracer; empties."""
+        replay = services.replay
+        for dataset, rows in (("llm_calls", self.calls), ("agent_states", self.states),
+                              *self.rows.items()):  # fmt: skip
+            if rows:
+                replay.extend(dataset, rows)
+        if self.spans:
+            services.trace.extend(self.spans)
+        self.states, self.calls, self.spans, self.rows = [], [], [], {}
