@@ -272,6 +272,9 @@ def _bounds(schema: dict[str, Any], *, integer: bool) -> tuple[float, float]:
 # --- tool calls --------------------------------------------------------------------------
 
 
+_contextual: Any = None
+
+
 def play_along(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
@@ -284,10 +287,15 @@ def play_along(
 
     ``content`` is ``(text, tool calls, completion tokens, finish reason)``.
     """
-    from agentlab.llm.sim_tools import play_along as contextual
+    global _contextual
+    if _contextual is None:  # sim_tools imports this module: bound on first use, once
+        from agentlab.llm.sim_tools import play_along as contextual
 
+        _contextual = contextual
     text, calls, n, finish = content
-    new_text, new_calls, new_n = contextual(messages, tools, params, rng, text, calls, n, malformed)
+    new_text, new_calls, new_n = _contextual(
+        messages, tools, params, rng, text, calls, n, malformed
+    )
     if new_text is not text:  # a program or plan instead of prose: complete, not cut
         finish = "stop"
     return new_text, new_calls, new_n, finish

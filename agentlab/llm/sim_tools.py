@@ -235,15 +235,19 @@ def play_along(
     malformed: bool,
 ) -> tuple[str, list[tuple[str, str, str]], int]:
     """The simulator's ``(text, tool calls, completion tokens)``, made contextual."""
-    if malformed or not messages:
+    if malformed or not messages or (tools and not calls):
         return text, calls, n
     invalid_p = float(params.get("sim_p_invalid_args", INVALID_ARGS_P))
-    system = next((m.get("content") for m in messages if m.get("role") == "system"), "")
-    system = system if isinstance(system, str) else ""
     if calls and tools:
         choice = params.get("tool_choice")
         ctx = _Context(messages)
         return text, _tool_calls(ctx, tools, calls, rng, invalid_p, isinstance(choice, dict)), n
+    system: Any = ""
+    for m in messages:  # the first system message (a loop: cheaper than next(genexpr))
+        if m.get("role") == "system":
+            system = m.get("content")
+            break
+    system = system if isinstance(system, str) else ""
     if not tools and (CODEGEN_MARK in system or PLAN_MARK in system):
         fns = _signature_fns(system)
         if fns:

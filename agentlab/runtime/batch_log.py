@@ -56,8 +56,8 @@ class BatchLog:
         replay = services.replay
         for dataset, rows in (("llm_calls", self.calls), ("agent_states", self.states),
                               *self.rows.items()):  # fmt: skip
-            if rows:
-                replay.extend(dataset, rows)
+            if rows:  # built here for the log and dropped below: no copy needed
+                replay.extend(dataset, rows, copy=False)
         if self.spans:
-            services.trace.extend(self.spans)
+            services.trace.extend(self.spans, copy=False)
         self.states, self.calls, self.spans, self.rows = [], [], [], {}

@@ -17,6 +17,7 @@ and one ``llm.call`` span with OpenTelemetry GenAI attributes. ``services.for_ag
 from __future__ import annotations
 
 import os
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -222,7 +223,14 @@ class _AgentLLM:
     def __init__(self, ctx: AgentContext) -> None:
         self._ctx = ctx
 
-    async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> LLMResponse:
+    def complete(
+        self, messages: list[dict[str, Any]], **kwargs: Any
+    ) -> Coroutine[Any, Any, LLMResponse]:
+        """``RecordingLLM.complete`` with the agent's id, tick and counters filled in.
+
+        A plain method returning the call's coroutine (``await`` it): one coroutine frame
+        less per LLM call of every agent.
+        """
         ctx = self._ctx
         kwargs.setdefault("agent_id", ctx.agent_id)
         labels = dict(kwargs.pop("labels", None) or {})
@@ -232,7 +240,7 @@ class _AgentLLM:
             # A retried step must not meet the same simulated faults again: its calls
             # continue the attempt count where the failed step's left off.
             kwargs.setdefault("prior_attempts", (ctx.attempt - 1) * (llm.client.max_retries + 1))
-        return await llm.complete(messages, labels=labels, tick=ctx.tick, counter=ctx, **kwargs)
+        return llm.complete(messages, labels=labels, tick=ctx.tick, counter=ctx, **kwargs)
 
 
 class _AgentEnv:

@@ -222,14 +222,24 @@ class _LogWriter:
             self._backlog(n)
         return seq
 
-    def extend(self, stream: _Stream, rows: Sequence[Mapping[str, Any]]) -> int:
-        """Buffer copies of many rows on ``stream``; returns the last ``_seq``."""
+    def extend(
+        self, stream: _Stream, rows: Sequence[Mapping[str, Any]], *, copy: bool = True
+    ) -> int:
+        """Buffer copies of many rows on ``stream``; returns the last ``_seq``.
+
+        ``copy=False``: the rows are dicts the caller built for this and never touches
+        again (a batch's buffered rows); they are buffered as they are.
+        """
         for i in range(0, len(rows), _EXTEND_CHUNK):
             chunk = rows[i : i + _EXTEND_CHUNK]
-            try:
-                copies: list[dict[str, Any]] = list(map(dict.copy, chunk))  # type: ignore[arg-type]
-            except TypeError:  # some rows are other Mappings
-                copies = [dict(r) for r in chunk]
+            copies: list[dict[str, Any]]
+            if not copy:
+                copies = chunk if type(chunk) is list else list(chunk)  # type: ignore[assignment]
+            else:
+                try:
+                    copies = list(map(dict.copy, chunk))  # type: ignore[arg-type]
+                except TypeError:  # some rows are other Mappings
+                    copies = [dict(r) for r in chunk]
             with self._lock:
                 stream.rows += copies
                 stream.seq += len(copies)

@@ -24,11 +24,18 @@ from agentlab.store.atomic import atomic_write_bytes
 __all__ = ["AgentStore", "DirectoryStore", "validate_key"]
 
 
+_VALID_KEYS: set[str] = set()  # keys already checked (a few constants in practice)
+
+
 def validate_key(key: str) -> str:
     """Reject keys that could leave the agent's workspace."""
+    if key in _VALID_KEYS:  # every agent-step writes the same slot keys: check them once
+        return key
     parts = key.split("/")
     if not key or key.startswith("/") or any(p in {"", ".", ".."} for p in parts) or "\\" in key:
         raise StoreError(f"invalid workspace key {key!r}: use a relative path like 'state/x.json'")
+    if len(_VALID_KEYS) < 4096 and type(key) is str:
+        _VALID_KEYS.add(key)
     return key
 
 

@@ -14,10 +14,12 @@ them unless asked (``Run.df(..., internal=True)``).
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentlab.core.records import CallRecord
 from agentlab.errors import UnknownNameError
 
 __all__ = [
@@ -226,6 +228,18 @@ def _record_fields(cls: type) -> tuple[str, ...]:
     return names
 
 
+_GETTERS: dict[type, tuple[tuple[str, ...], Any]] = {}
+_LABEL_SET = frozenset(LABEL_COLUMNS)
+
+
+def _record_getter(cls: type) -> tuple[tuple[str, ...], Any]:
+    got = _GETTERS.get(cls)
+    if got is None:
+        names = _record_fields(cls)
+        got = _GETTERS[cls] = (names, operator.attrgetter(*names))
+    return got
+
+
 def llm_call_row(record: Any, *, run_id: str | None, tick: int | None) -> dict[str, Any]:
     """The ``llm_calls`` row of a ``CallRecord``.
 
@@ -234,13 +248,26 @@ def llm_call_row(record: Any, *, run_id: str | None, tick: int | None) -> dict[s
     the ``tick``/``iteration`` label for drivers without ticks.
     """
     # Field access instead of CallRecord.to_dict(): dataclasses.asdict deep-copies and was
-    # about a third of a society step.
-    row = {name: getattr(record, name) for name in _record_fields(type(record))}
-    labels = row["labels"] = dict(row.get("labels") or {})
-    for key in LABEL_COLUMNS:
+    # about a third of a society step. A CallRecord's row is one dict display (3x cheaper
+    # than building it from the field names; test_catalog checks it has every field).
+    if type(record) is CallRecord:
+        r = record
+        labels = dict(r.labels) if r.labels else {}
+        row = {
+            "request_id": r.request_id, "model": r.model, "start": r.start, "end": r.end,
+            "first_token": r.first_token, "queue_wait": r.queue_wait,
+            "agent_id": r.agent_id, "labels": labels, "prompt_tokens": r.prompt_tokens,
+            "completion_tokens": r.completion_tokens, "outcome": r.outcome,
+            "error": r.error, "attempts": r.attempts, "stream": r.stream,
+            "schema_version": r.schema_version,
+        }  # fmt: skip
+    else:
+        names, get = _record_getter(type(record))
+        row = dict(zip(names, get(record), strict=True))
+        labels = row["labels"] = dict(row.get("labels") or {})
+    for key, value in labels.items():
         # Absent keys read back as NULL: a driver's unused labels cost no bytes per row.
-        value = labels.get(key)
-        if value is not None:
+        if value is not None and key in _LABEL_SET:
             row[key] = value
     # an experiment's sub-run (its ``run_id`` label) is more specific than the directory
     row["run_id"] = labels.get("run_id") or run_id

@@ -156,10 +156,11 @@ class ReplaySink:
             row = rows[0]
         return w.append(d.stream, row)
 
-    def extend(self, dataset: str, rows: Iterable[Mapping[str, Any]]) -> int:
+    def extend(self, dataset: str, rows: Iterable[Mapping[str, Any]], *, copy: bool = True) -> int:
         """Buffer many rows at once (cheaper than ``append`` in a loop); returns the last seq.
 
-        Returns -1 when ``rows`` is empty.
+        Returns -1 when ``rows`` is empty. ``copy=False``: the rows are fresh dicts the
+        caller never touches again (not even the list), buffered without a copy.
         """
         batch = rows if type(rows) is list else list(rows)
         if not batch:
@@ -169,7 +170,7 @@ class ReplaySink:
         if d is None or d.gen != w.gen or not d.ok.issuperset(itertools.chain.from_iterable(batch)):
             batch = list(batch)  # _prepare may replace rows; never touch the caller's list
             d = self._prepare(dataset, batch)
-        return w.extend(d.stream, batch)
+        return w.extend(d.stream, batch, copy=copy)
 
     def flush(self) -> None:
         """Write every buffered row of this process (replay and trace) to disk now."""

@@ -54,6 +54,7 @@ _CURRENT: contextvars.ContextVar[Span | None] = contextvars.ContextVar(
 # OS (two os.urandom syscalls per span were ~2 µs of every LLM call); reseeded in a forked
 # child so parent and child never hand out the same ids.
 _IDS = random.Random(os.urandom(32))
+_M64 = (1 << 64) - 1
 
 
 def _reseed_ids() -> None:
@@ -243,10 +244,14 @@ class Tracer:
         if status not in _STATUSES:
             raise ConfigError(f"unknown span status {status!r}; valid: {', '.join(_STATUSES)}")
         cur = parent if parent is not None else _CURRENT.get()
-        trace_id, parent_id = (None, None) if cur is None else _parent_ids(cur)
+        if cur is None:  # a new trace: both ids from one draw
+            bits = _IDS.getrandbits(192)
+            trace_id, span_id, parent_id = f"{bits >> 64:032x}", f"{bits & _M64:016x}", None
+        else:
+            (trace_id, parent_id), span_id = _parent_ids(cur), new_span_id()
         return {
-            "trace_id": trace_id or new_trace_id(),
-            "span_id": new_span_id(),
+            "trace_id": trace_id,
+            "span_id": span_id,
             "parent": parent_id,
             "name": name,
             "kind": kind,
@@ -258,10 +263,13 @@ class Tracer:
             "events": [],
         }
 
-    def extend(self, rows: list[dict[str, Any]]) -> None:
-        """Queue many span rows (from :meth:`span_row`) for writing at once."""
+    def extend(self, rows: list[dict[str, Any]], *, copy: bool = True) -> None:
+        """Queue many span rows (from :meth:`span_row`) for writing at once.
+
+        ``copy=False``: rows (and the list) the caller never touches again.
+        """
         w = self._writer
-        w.extend(w.stream(f"{TRACE_DIR}/{w.shard}.jsonl"), rows)
+        w.extend(w.stream(f"{TRACE_DIR}/{w.shard}.jsonl"), rows, copy=copy)
 
     def record_event(self, name: str, span: Span | None = None, **attrs: Any) -> None:
         """Attach an event to ``span`` (default: the current one).
