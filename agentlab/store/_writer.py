@@ -234,7 +234,7 @@ class _LogWriter:
             chunk = rows[i : i + _EXTEND_CHUNK]
             copies: list[dict[str, Any]]
             if not copy:
-                copies = chunk if type(chunk) is list else list(chunk)  # type: ignore[assignment]
+                copies = chunk if type(chunk) is list else list(chunk)  # type: ignore[assignment,arg-type]
             else:
                 try:
                     copies = list(map(dict.copy, chunk))  # type: ignore[arg-type]

@@ -252,8 +252,8 @@ def llm_call_row(record: Any, *, run_id: str | None, tick: int | None) -> dict[s
     # than building it from the field names; test_catalog checks it has every field).
     if type(record) is CallRecord:
         r = record
-        labels = dict(r.labels) if r.labels else {}
-        row = {
+        labels: dict[str, Any] = dict(r.labels) if r.labels else {}
+        row: dict[str, Any] = {
             "request_id": r.request_id, "model": r.model, "start": r.start, "end": r.end,
             "first_token": r.first_token, "queue_wait": r.queue_wait,
             "agent_id": r.agent_id, "labels": labels, "prompt_tokens": r.prompt_tokens,
@@ -264,7 +264,7 @@ def llm_call_row(record: Any, *, run_id: str | None, tick: int | None) -> dict[s
     else:
         names, get = _record_getter(type(record))
         row = dict(zip(names, get(record), strict=True))
-        labels = row["labels"] = dict(row.get("labels") or {})
+        labels = row["labels"] = dict(row.get("labels") or {})  # type: ignore[call-overload]
     for key, value in labels.items():
         # Absent keys read back as NULL: a driver's unused labels cost no bytes per row.
         if value is not None and key in _LABEL_SET:

@@ -244,6 +244,7 @@ class Tracer:
         if status not in _STATUSES:
             raise ConfigError(f"unknown span status {status!r}; valid: {', '.join(_STATUSES)}")
         cur = parent if parent is not None else _CURRENT.get()
+        trace_id: str | None
         if cur is None:  # a new trace: both ids from one draw
             bits = _IDS.getrandbits(192)
             trace_id, span_id, parent_id = f"{bits >> 64:032x}", f"{bits & _M64:016x}", None
