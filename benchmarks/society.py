@@ -1,18 +1,28 @@
-"""Society throughput: agent-steps/s, wall per tick, peak RSS, bytes on disk per agent.
+"""Society throughput: agent-steps/s (per core), wall per tick, peak RSS, bytes per agent.
 
-Each configuration (N agents x executor) runs in a fresh subprocess with ``sim/instant``
-and ``counter`` agents making exactly one LLM call per step (so every step also writes one
-``llm_calls`` row, one ``agent_states`` row, one span and one state file). Creation is
-timed separately from stepping; Ray start-up is excluded (reported as ``ray_init_s``).
+Each configuration (N agents x executor x store) runs in a fresh subprocess with
+``sim/instant`` and ``counter`` agents making exactly one LLM call per step (so every step
+also writes one ``llm_calls`` row, one ``agent_states`` row, one ``llm.call`` span and one
+state version). Creation is timed separately from stepping; Ray start-up is excluded
+(reported as ``ray_init_s``).
 
-    python benchmarks/society.py            # N = 1k, 10k, 100k; local and ray
-    python benchmarks/society.py --quick    # N = 1k, 10k; local and ray (< 1 min idle box)
-    python benchmarks/society.py --quick --no-ray --profile   # + pyinstrument of 10k local
-    python benchmarks/society.py --json out.json
-    python benchmarks/society.py --quick --no-ray --store packed   # one store only
+*Per core* is the process's CPU time (``time.process_time``, every thread) over the timed
+ticks: on a shared machine wall time also counts other people's processes. Next to it the
+**floor** of the same work on this machine, measured in the same run: the bare state round
+trip (read + parse + modify + write of one agent's state) in the packed store's layout
+(SQLite rows, one transaction per 256 agents) plus one bare ``LLMClient("sim/instant")``
+call. The ratio ``society us/step / floor us/step`` is the overhead the toolkit adds.
+Goal (issue 16): >= 30,000 agent-steps/s per core at N = 10k local, within 2x of the floor.
 
-Every configuration runs with the directory and the packed agent store side by side
-(``--store``), followed by the floor micro-benchmark (bare state round trip per layout).
+    python benchmarks/society.py                 # N = 1k, 10k, 100k; local and ray; both stores
+    python benchmarks/society.py --quick         # N = 1k, 10k; local only (< 1 min idle box)
+    python benchmarks/society.py --quick --store packed --json out.json
+    python benchmarks/society.py --quick --before /tmp/old-checkout   # + the old code, same run
+    python benchmarks/society.py --quick --no-ray --profile prof.txt  # + pyinstrument, 10k local
+
+``--before DIR`` runs every configuration a second time with ``PYTHONPATH=DIR`` (a checkout
+of an earlier commit, e.g. ``git archive <rev> | tar -x -C DIR``), interleaved with the
+current code, so before and after are measured side by side under the same load.
 """
 
 from __future__ import annotations
@@ -166,9 +176,9 @@ def _one(
 
         prof = Profiler()
         prof.start()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     out = s.run_sync(ticks=ticks)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
     if prof is not None:
         prof.stop()
         Path(profile).write_text(prof.output_text(unicode=False, color=False, show_all=False))
@@ -183,6 +193,8 @@ def _one(
         "store": store,
         "ticks": ticks,
         "steps_per_s": n * ticks / wall,
+        "steps_per_cpu_s": n * ticks / cpu,
+        "us_per_step_cpu": cpu / (n * ticks) * 1e6,
         "llm_calls_per_s": out["llm_calls"] / wall,
         "wall_per_tick_s": wall / ticks,
         "create_s": create_s,
@@ -198,14 +210,61 @@ def _one(
     }
 
 
+def bare_call_us(n: int = 20_000) -> float:
+    """CPU us of one bare ``LLMClient("sim/instant").complete`` (the counter agent's call)."""
+    import asyncio
+
+    from agentlab.llm import LLMClient
+
+    client = LLMClient("sim/instant", seed=0)
+
+    async def loop(k: int) -> None:
+        for i in range(k):
+            aid = f"a{i:07d}"
+            await client.complete(
+                [{"role": "user", "content": f"{aid} tick 1 draw {i % 1000}"}],
+                agent_id=aid,
+                labels={"stage": "count", "iteration": 0, "tick": 1},
+            )
+
+    asyncio.run(loop(min(n, 2000)))  # warm-up
+    t = time.process_time()
+    asyncio.run(loop(n))
+    return (time.process_time() - t) / n * 1e6
+
+
+GOAL_STEPS_PER_CORE = 30_000
+
+
+def _run_one(
+    n: int, ex: str, st: str, ticks: int, root: str, profile: str | None, src: str | None
+) -> dict[str, Any] | None:
+    cmd = [sys.executable, __file__, "--one", str(n), ex, "--ticks", str(ticks), "--dir", root,
+           "--store", st] + (["--profile", profile] if profile else [])  # fmt: skip
+    env = dict(os.environ)
+    if src:  # the code under test comes first on the path (the "before" checkout)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    shutil.rmtree(Path(root) / f"society-{ex}-{st}-{n}", ignore_errors=True)
+    if proc.returncode != 0:
+        print(f"N={n} {ex} {st} ({src or 'this checkout'}): failed\n{proc.stderr[-2000:]}",
+              file=sys.stderr)  # fmt: skip
+        return None
+    row: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    row["code"] = "before" if src else "after"
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="N = 1k and 10k only")
+    ap.add_argument("--quick", action="store_true", help="N = 1k and 10k, local only (< 1 min)")
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray executor")
-    ap.add_argument("--ticks", type=int, default=None, help="timed ticks (default 2; quick 1)")
+    ap.add_argument("--ticks", type=int, default=None, help="timed ticks (default 2)")
     ap.add_argument("--dir", default=None, help="where runs go (default: a temp dir)")
     ap.add_argument("--profile", default=None, help="write a pyinstrument profile of 10k local")
     ap.add_argument("--json", default=None, help="write the figures to this path")
+    ap.add_argument("--before", default=None, metavar="DIR",
+                    help="also run a checkout of older code (PYTHONPATH=DIR), interleaved")  # fmt: skip
     ap.add_argument(
         "--store",
         default="both",
@@ -214,7 +273,7 @@ def main() -> int:
     )
     ap.add_argument("--one", nargs=2, metavar=("N", "EXECUTOR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    ticks = args.ticks or (1 if args.quick else 2)
+    ticks = args.ticks or 2
     root = args.dir or tempfile.mkdtemp(prefix="agentlab-bench-")
     if args.one:
         n, ex = int(args.one[0]), args.one[1]
@@ -222,63 +281,71 @@ def main() -> int:
         print(json.dumps(_one(n, ex, ticks, root, prof, args.store)))
         return 0
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
-    executors = ["local"] if args.no_ray else ["local", "ray"]
-    rows: list[dict[str, Any]] = []
+    executors = ["local"] if (args.no_ray or args.quick) else ["local", "ray"]
     stores = ["directory", "packed"] if args.store == "both" else [args.store]
+    srcs: list[str | None] = [None] if not args.before else [args.before, None]
+    rows: list[dict[str, Any]] = []
     for n, ex, st in ((n, ex, st) for n in sizes for ex in executors for st in stores):
-        if True:
-            cmd = [
-                sys.executable,
-                __file__,
-                "--one",
-                str(n),
-                ex,
-                "--ticks",
-                str(ticks),
-                "--dir",
-                root,
-                "--store",
-                st,
-            ] + (["--profile", args.profile] if args.profile else [])
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(f"N={n} {ex} {st}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
-                continue
-            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-            shutil.rmtree(Path(root) / f"society-{ex}-{st}-{n}", ignore_errors=True)
+        for src in srcs:
+            row = _run_one(n, ex, st, ticks, root, None if src else args.profile, src)
+            if row is not None:
+                rows.append(row)
     head = (
-        f"{'N':>7} {'executor':>8} {'store':>9} {'steps/s':>9} {'s/tick':>8} {'create s':>9} "
-        f"{'peak RSS MB':>11} {'B/agent (ws)':>12} {'alloc B/agent':>13} {'B/agent (run)':>13}"
+        f"{'N':>7} {'executor':>8} {'store':>9} {'code':>6} {'steps/s':>9} {'steps/s/core':>12} "
+        f"{'us/step cpu':>11} {'s/tick':>7} {'create s':>8} {'RSS MB':>7} {'B/agent (ws)':>12} "
+        f"{'B/agent (run)':>13}"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
-            f"{r['n']:>7} {r['executor']:>8} {r['store']:>9} {r['steps_per_s']:>9.0f} "
-            f"{r['wall_per_tick_s']:>8.2f} {r['create_s']:>9.1f} {r['peak_rss_mb']:>11.0f} "
-            f"{r['agent_bytes_per_agent']:>12.0f} {r['agent_alloc_bytes_per_agent']:>13.0f} "
-            f"{r['run_bytes_per_agent']:>13.0f}"
+            f"{r['n']:>7} {r['executor']:>8} {r['store']:>9} {r['code']:>6} "
+            f"{r['steps_per_s']:>9.0f} {r['steps_per_cpu_s']:>12.0f} {r['us_per_step_cpu']:>11.1f} "
+            f"{r['wall_per_tick_s']:>7.2f} {r['create_s']:>8.1f} {r['peak_rss_mb']:>7.0f} "
+            f"{r['agent_bytes_per_agent']:>12.0f} {r['run_bytes_per_agent']:>13.0f}"
         )
-    local = {(r["n"], r["store"]): r for r in rows if r["executor"] == "local"}
+    local = {(r["n"], r["store"], r["code"]): r for r in rows if r["executor"] == "local"}
     for r in rows:
-        if r["executor"] == "ray" and (r["n"], r["store"]) in local:
-            ratio = r["steps_per_s"] / local[r["n"], r["store"]]["steps_per_s"]
-            print(f"N={r['n']}: ray/local steps/s = {ratio:.2f} (ray init {r['ray_init_s']:.0f} s)")
+        key = (r["n"], r["store"], r["code"])
+        if r["executor"] == "ray" and key in local:
+            ratio = r["steps_per_s"] / local[key]["steps_per_s"]
+            print(f"N={r['n']} {r['store']}: ray/local steps/s = {ratio:.2f} "
+                  f"(ray init {r['ray_init_s']:.0f} s)")  # fmt: skip
     fl = floor(10_000, root)
-    print("floor at N = 10k: read + parse + write of one agent's state (us per agent)")
+    call_us = bare_call_us(5_000 if args.quick else 20_000)
+    packed_floor = fl["sqlite_txn_per_segment_us"] + call_us
+    best_floor = fl["orjson_segment_us"] + call_us
+    print("\nfloor at N = 10k (this machine, this run), us per agent-step:")
     for k, v in fl.items():
-        print(f"  {k.removesuffix('_us'):<24} {v:>7.1f}  -> {1e6 / v:>9.0f} agent-steps/s ceiling")
+        print(f"  state round trip, {k.removesuffix('_us'):<24} {v:>7.1f}")
+    print(f"  bare sim/instant call (CPU)             {call_us:>7.1f}")
+    print(f"  packed floor = sqlite_txn_per_segment + call = {packed_floor:.1f} us "
+          f"-> {1e6 / packed_floor:,.0f} steps/s/core")  # fmt: skip
+    print(f"  best floor   = orjson_segment + call         = {best_floor:.1f} us "
+          f"-> {1e6 / best_floor:,.0f} steps/s/core")  # fmt: skip
+    print(f"\nN = 10k local vs the floor (goal: >= {GOAL_STEPS_PER_CORE:,} steps/s/core, "
+          "<= 2x the packed floor):")  # fmt: skip
+    print(f"  {'store':>9} {'code':>6} {'us/step cpu':>11} {'steps/s/core':>12} "
+          f"{'x packed floor':>14} {'x best floor':>12} {'goal':>5}")  # fmt: skip
     for r in rows:
         if r["n"] == 10_000 and r["executor"] == "local":
-            us = 1e6 / r["steps_per_s"]
-            print(
-                f"N=10k local {r['store']}: {us:.0f} us per agent-step = "
-                f"{us / fl['orjson_segment_us']:.0f}x the packed (orjson segment) floor, "
-                f"{us / fl['file_per_agent_us']:.1f}x the file-per-agent floor"
-            )
-    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; runs in {root}")
+            us = r["us_per_step_cpu"]
+            met = r["steps_per_cpu_s"] >= GOAL_STEPS_PER_CORE and us <= 2 * packed_floor
+            print(f"  {r['store']:>9} {r['code']:>6} {us:>11.1f} {r['steps_per_cpu_s']:>12,.0f} "
+                  f"{us / packed_floor:>14.2f} {us / best_floor:>12.2f} "
+                  f"{'met' if met else 'no':>5}")  # fmt: skip
+    print(f"\nload average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; runs in {root}")
     if args.json:
-        doc = {"rows": rows, "ticks": ticks, "floor_10k": fl}
+        doc = {
+            "rows": rows,
+            "ticks": ticks,
+            "floor_10k": fl,
+            "bare_call_us": call_us,
+            "packed_floor_us": packed_floor,
+            "best_floor_us": best_floor,
+            "goal_steps_per_core": GOAL_STEPS_PER_CORE,
+            "load_average": os.getloadavg()[0],
+        }
         Path(args.json).write_text(json.dumps(doc, indent=1))
     if not args.dir:
         shutil.rmtree(root, ignore_errors=True)

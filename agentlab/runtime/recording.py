@@ -143,11 +143,7 @@ class RecordingLLM:
         buffered in the batch's log, else queued on the tracer."""
         services = self._services
         rate = services.llm_spans
-        if rate < 1.0 and (
-            rate <= 0.0
-            or record is None
-            or zlib.crc32(record.request_id.encode()) >= rate * 4294967296.0
-        ):
+        if rate < 1.0 and (rate <= 0.0 or not _sampled(rate, counter, record, tick)):
             return
         tracer = services.trace
         attrs: dict[str, Any] = {"tick": tick}
@@ -160,6 +156,21 @@ class RecordingLLM:
             log.spans.append(row)
         else:
             tracer.extend([row])
+
+
+def _sampled(
+    rate: float, counter: AgentContext | None, record: CallRecord | None, tick: int | None
+) -> bool:
+    """Whether a call's span is kept at ``rate``: a hash of what identifies the call in
+    every rerun (agent, tick, its number in the step; else the request id), not a draw."""
+    agent = getattr(counter, "agent_id", None)
+    if agent is not None:
+        key = f"{agent}\x1f{tick}\x1f{getattr(counter, 'llm_calls', 0)}"
+    elif record is not None:
+        key = record.request_id
+    else:
+        return False
+    return zlib.crc32(key.encode()) < rate * 4294967296.0
 
 
 class RecordingStream:

@@ -71,8 +71,9 @@ class RunServices:
         clock: ``"real"`` or ``"virtual"``; a live clock can be bound in-process with
             :meth:`bind_clock` (the local executor does, the pickled copy gets a real one).
         llm_spans: the fraction of LLM calls that also get an ``llm.call`` span (default
-            ``AGENTLAB_LLM_SPANS`` or 1: every call). Sampled by request id, so the same
-            calls are traced on a rerun; the ``llm_calls`` rows are always complete.
+            ``AGENTLAB_LLM_SPANS`` or 1: every call). Chosen by a hash of the agent, tick
+            and call number (else the request id), so a rerun traces the same agents'
+            calls; the ``llm_calls`` rows are always complete.
 
     Raises:
         ConfigError: ``llm_spans`` is not a fraction from 0 to 1.
