@@ -67,6 +67,16 @@ class Workspace:
     def __post_init__(self) -> None:
         validate_agent_id(self.agent_id)
 
+    @classmethod
+    def of_known(cls, store: AgentStore, agent_id: str) -> Workspace:
+        """A handle for an id validated earlier (a society's agent list, checked at
+        create): skips the frozen dataclass's ``__init__`` and the regex, ~10x cheaper on
+        the per-agent-step path."""
+        ws = object.__new__(cls)
+        object.__setattr__(ws, "store", store)
+        object.__setattr__(ws, "agent_id", agent_id)
+        return ws
+
     @property
     def path(self) -> Path | None:
         """The directory of the workspace for a directory store, else ``None``."""
@@ -186,6 +196,9 @@ def preload(
     return {a: (got.get((a, "config.json")), got.get((a, slot))) for a in agent_ids}
 
 
+_SLOT = b'{"schema_version":%d,"tick":%d,"len":%d,"crc":%d,"value":%b}'
+
+
 def _crc(tick: int, body: bytes) -> int:
     # The tick is covered too: a torn write must not pair a new tick with an old body.
     return zlib.crc32(body, zlib.crc32(str(tick).encode()))
@@ -194,11 +207,8 @@ def _crc(tick: int, body: bytes) -> int:
 def encode_slot(tick: int, value: Any) -> bytes:
     """The bytes of one state slot holding ``value`` as the version of ``tick``."""
     body = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    head = (
-        f'{{"schema_version":{SLOT_SCHEMA_VERSION},"tick":{int(tick)},'
-        f'"len":{len(body)},"crc":{_crc(int(tick), body)},"value":'
-    )
-    return head.encode() + body + b"}"
+    t = int(tick)
+    return _SLOT % (SLOT_SCHEMA_VERSION, t, len(body), _crc(t, body), body)
 
 
 def decode_slot(raw: bytes, *, where: str = "") -> tuple[int, Any]:

@@ -116,8 +116,8 @@ async def _step_one(
         agent: AgentBase | None = None
         try:
             if loaded is not None and attempt == 1:
-                agent = load_agent(cls, Workspace(store, spec.agent_id), ctx, batch.committed,
-                                   loaded[0], loaded[1])  # fmt: skip
+                ws = Workspace.of_known(store, spec.agent_id)  # ids checked at create
+                agent = load_agent(cls, ws, ctx, batch.committed, loaded[0], loaded[1])
             else:  # a retry starts from a fresh load (the failed try may have written keys)
                 agent = cls.from_workspace(
                     (store, spec.agent_id), ctx, committed_tick=batch.committed, agent_class=cls

@@ -192,3 +192,36 @@ def test_packed_read_many_sees_pending_writes(tmp_path: Path) -> None:
     store.flush()
     got = store.read_many(ids, ["k"])
     assert len(got) == 1200 and got["b1199", "k"] == b"b1199"
+
+
+def test_load_agent_from_preloaded_bytes_equals_from_workspace(tmp_path: Path) -> None:
+    from agentlab.agents.base import load_agent
+    from agentlab.agents.builtin import CounterAgent
+    from agentlab.agents.workspace import Workspace, preload
+
+    soc = Society.create(tmp_path, agents={"counter": 3}, seed=2, progress=False,
+                         store="packed")  # fmt: skip
+    soc.run_sync(ticks=3)
+    store, ids, c = soc.store, soc.agent_ids, soc.tick
+    loaded = preload(store, ids, c)
+    assert loaded is not None and set(loaded) == set(ids)
+    for a in ids:
+        ws = Workspace.of_known(store, a)
+        assert ws == Workspace(store, a)
+        ref = CounterAgent.from_workspace(ws, committed_tick=c)
+        for slot in (loaded[a][1], None, b"garbage"):  # guessed slot, missing, unreadable
+            got = load_agent(CounterAgent, ws, None, c, loaded[a][0], slot)
+            assert (got.state, got.base_tick, got._base_slot) == (
+                ref.state, ref.base_tick, ref._base_slot,
+            )  # fmt: skip
+        # the other slot (tick c - 1) is not the committed one: both slots are read
+        other = store.read(a, f"state/state.{1 - c % 2}.json")
+        got = load_agent(CounterAgent, ws, None, c, loaded[a][0], other)
+        assert got.base_tick == c and got.state == ref.state
+    assert preload(_dir_store(tmp_path), ids, c) is None  # reads key by key
+
+
+def _dir_store(path: Path) -> Any:
+    from agentlab.store.agent_store import DirectoryStore
+
+    return DirectoryStore(path / "agents")
