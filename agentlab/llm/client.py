@@ -397,7 +397,9 @@ class LLMClient:
         tries = rec.tries
         attempt = 0
         while True:
-            epoch = await gate.acquire()
+            epoch = gate.try_acquire()
+            if epoch is None:  # no free slot: queue (FIFO) for one
+                epoch = await gate.acquire()
             t0 = clock.now()
             try:
                 if pipe is not None:
