@@ -76,6 +76,21 @@ class StepRandom(random.Random):
             n += 64
         return out >> (n - k)
 
+    def randint(self, a: int, b: int) -> int:
+        """An int in ``[a, b]``: the same value ``random.Random.randint`` computes from
+        this generator's bits, without its three Python frames for plain ints."""
+        if type(a) is not int or type(b) is not int or b < a:
+            return super().randint(a, b)
+        n = b - a + 1  # _randbelow_with_getrandbits(n), inlined
+        k = n.bit_length()
+        if k > 64:
+            return super().randint(a, b)
+        shift = 64 - k
+        r = self._next() >> shift
+        while r >= n:
+            r = self._next() >> shift
+        return a + r
+
     def getstate(self) -> tuple[Any, ...]:
         """``(state, gauss_next)``; restore with :meth:`setstate`."""
         return (self._s, self.gauss_next)

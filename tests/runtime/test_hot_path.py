@@ -225,3 +225,12 @@ def _dir_store(path: Path) -> Any:
     from agentlab.store.agent_store import DirectoryStore
 
     return DirectoryStore(path / "agents")
+
+
+def test_step_random_randint_fast_path_matches_random_random() -> None:
+    for seed in range(100):
+        a, b = StepRandom(seed), StepRandom(seed)
+        for lo, hi in ((0, 999), (0, 0), (5, 6), (-10, 10), (3, 1_000_003), (0, 2**70)):
+            assert a.randint(lo, hi) == random.Random.randint(b, lo, hi)
+    with pytest.raises(ValueError):
+        StepRandom(1).randint(5, 4)
