@@ -213,7 +213,10 @@ class AgentBase:
         workspace: Workspace | None = None,
         services: AgentServices | None = None,
     ) -> None:
-        self.agent_id = validate_agent_id(agent_id)
+        # The workspace's id was checked when the handle was made (or, for the runtime's
+        # Workspace.of_known, when the society was created): no second regex per step.
+        known = workspace is not None and workspace.agent_id is agent_id
+        self.agent_id = agent_id if known else validate_agent_id(agent_id)
         self.config: dict[str, Any] = dict(config or {})
         self.workspace = workspace
         self.services = services

@@ -33,6 +33,7 @@ from typing import Any
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import get_agent_class, portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
+from agentlab.core.ids import validate_agent_id
 from agentlab.errors import ConfigError, CorruptRecordError, StoreError
 from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy
 from agentlab.runtime.datasets import messages_from_events, register_society_datasets
@@ -96,7 +97,8 @@ class Society:
         weakref.finalize(self, self._lock.release)
         self.meta = meta
         self.seed = int(meta["seed"])
-        self.agent_specs = [AgentSpec(a, t) for a, t in meta["agents"]]
+        # ids checked once per open: the batch hot path then trusts them (Workspace.of_known)
+        self.agent_specs = [AgentSpec(validate_agent_id(a), t) for a, t in meta["agents"]]
         self.batch_size = _batch_size(batch_size or meta.get("batch_size"))
         self.retry = RetryPolicy(**meta.get("retry", {}))
         self.tick_seconds = float(meta.get("tick_seconds", 0.0))

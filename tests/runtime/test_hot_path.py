@@ -234,3 +234,15 @@ def test_step_random_randint_fast_path_matches_random_random() -> None:
             assert a.randint(lo, hi) == random.Random.randint(b, lo, hi)
     with pytest.raises(ValueError):
         StepRandom(1).randint(5, 4)
+
+
+def test_open_refuses_an_invalid_agent_id_in_a_hand_edited_society_file(tmp_path: Path) -> None:
+    from agentlab.errors import InvalidAgentIdError
+
+    soc = Society.create(tmp_path, agents={"counter": 2}, progress=False, store="packed")
+    soc.close()
+    meta = json.loads((tmp_path / "SOCIETY.json").read_text())
+    meta["agents"][0][0] = "../escape"
+    (tmp_path / "SOCIETY.json").write_text(json.dumps(meta))
+    with pytest.raises(InvalidAgentIdError, match="escape"):
+        Society.open(tmp_path, progress=False)
