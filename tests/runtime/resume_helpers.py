@@ -12,7 +12,8 @@ columns are left out, and why:
 - ``wall_s``: wall-clock seconds a tick took on this machine (not virtual time).
 
 Trace spans are compared the same way, with all their timing, minus their random ids
-(``trace_id``, ``span_id``, ``parent``: drawn from ``os.urandom`` on purpose).
+(``trace_id``, ``span_id``, ``parent``: random on purpose, from a per-process generator
+seeded by ``os.urandom``).
 """
 
 from __future__ import annotations
