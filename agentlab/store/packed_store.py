@@ -51,7 +51,6 @@ STORE_KINDS = ("directory", "packed")
 PACKED_THRESHOLD = 1000
 _SYNC = ("OFF", "NORMAL", "FULL")
 _GROUP_MAX = 4096  # pending keys before a group-commit store writes them anyway
-_AHEAD_ROWS = 1024  # rows per read-ahead query of a group-commit store (~256 agents)
 
 
 class PackedStore:
@@ -83,8 +82,6 @@ class PackedStore:
         self.synchronous = synchronous
         self.group_commit = group_commit
         self._pending: dict[tuple[str, str], bytes] = {}
-        self._ahead: dict[tuple[str, str], bytes] = {}  # rows read ahead (group commit)
-        self._ahead_agents: set[str] = set()  # agents whose every row is in _ahead
         self._local = threading.local()
         self._connect()  # create the schema now: errors surface at open, not mid-step
 
@@ -129,11 +126,6 @@ class PackedStore:
             data = self._pending.get((agent_id, key))
             if data is not None:
                 return data
-        if self.group_commit:
-            if agent_id not in self._ahead_agents:
-                self._read_ahead(agent_id)
-            if agent_id in self._ahead_agents:
-                return self._ahead.get((agent_id, key))
         row = (
             self._connect()
             .execute("SELECT value FROM kv WHERE agent=? AND key=?", (agent_id, key))
@@ -153,35 +145,8 @@ class PackedStore:
             return
         self._commit(rows, agent_id)
 
-    def _read_ahead(self, agent_id: str) -> None:
-        # A batch reads its agents in id order (ids of a batch are neighbours in the
-        # table): one range query for the rows of the next ~_AHEAD_ROWS / 4 agents instead
-        # of two point queries per agent. Only a group-commit store does this: its owner
-        # is the run's one writer and flushes at the end of every batch, which drops what
-        # was read ahead (so nothing read ahead outlives a batch of this process).
-        if len(self._ahead) > 4 * _AHEAD_ROWS:
-            self._ahead.clear()
-            self._ahead_agents.clear()
-        rows = (
-            self._connect()
-            .execute(
-                "SELECT agent, key, value FROM kv WHERE agent >= ? ORDER BY agent, key LIMIT ?",
-                (agent_id, _AHEAD_ROWS),
-            )
-            .fetchall()
-        )
-        if not rows or rows[0][0] != agent_id:
-            self._ahead_agents.add(agent_id)  # no row at all: the agent is absent
-        last = rows[-1][0] if len(rows) == _AHEAD_ROWS else None  # may be cut short
-        for agent, key, value in rows:
-            if agent != last:
-                self._ahead[agent, key] = bytes(value)
-                self._ahead_agents.add(agent)
-
     def flush(self) -> None:
         """Write the pending writes of ``group_commit`` in one transaction."""
-        self._ahead.clear()
-        self._ahead_agents.clear()
         if self._pending:
             rows = [(a, k, v) for (a, k), v in self._pending.items()]
             self._commit(rows, f"{len(rows)} pending keys")

@@ -256,24 +256,3 @@ def test_kill9_anywhere_then_resume_equals_uninterrupted(
     assert got["tick"] == UNTIL
     assert got["agents"] == ref_state["agents"] and got["env"] == ref_state["env"]
     assert log_rows(run) == ref_rows
-
-
-def test_group_commit_store_reads_ahead_and_never_serves_stale_rows(tmp_path: Path) -> None:
-    from agentlab.store import packed_store
-
-    path = tmp_path / "a.sqlite"
-    writer = PackedStore(path)
-    writer.insert_new([(f"a{i:04d}", "k", b"%d" % i) for i in range(3000)])
-    big = {f"log/{j:05d}": b"x" for j in range(packed_store._AHEAD_ROWS + 5)}
-    writer.write_many("a0001x", big)  # more rows than one read-ahead holds
-    st = PackedStore(path, group_commit=True)
-    assert [st.read(f"a{i:04d}", "k") for i in range(3000)] == [b"%d" % i for i in range(3000)]
-    assert st.read("a0001x", "log/00000") == b"x" and st.read("a0001x", "log/01028") == b"x"
-    assert st.read("a0000", "missing") is None and st.read("zzz", "k") is None
-    st.write_many("a0002", {"k": b"new"})  # pending: read back before and after the flush
-    assert st.read("a0002", "k") == b"new"
-    st.flush()
-    assert st.read("a0002", "k") == b"new" and PackedStore(path).read("a0002", "k") == b"new"
-    writer.write_many("a0003", {"k": b"other"})  # another writer: seen after the next flush
-    st.flush()
-    assert st.read("a0003", "k") == b"other"
