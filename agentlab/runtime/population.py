@@ -51,7 +51,8 @@ class _Group:
     def id(self, i: int) -> str:
         return f"{self.prefix}-{self.start + i:0{self.width}d}"
 
-    def agents(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    def configs(self) -> Iterator[dict[str, Any]]:
+        """Each agent's config, in id order (a fresh dict each: agents may change theirs)."""
         personas = (
             load_personas(self.n, self.seed)
             if self.type == "llm" and "persona" not in self.config
@@ -61,7 +62,7 @@ class _Group:
             cfg = dict(self.config)
             if personas is not None:
                 cfg["persona"] = personas[i]
-            yield self.type, self.id(i), cfg
+            yield cfg
 
 
 class Population:
@@ -122,11 +123,15 @@ class Population:
 
     def __iter__(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
         """``(type, agent_id, config)`` per agent, configs built one at a time."""
+        pairs, at = self.pairs, 0
         for part in self._parts:
             if isinstance(part, _Group):
-                yield from part.agents()
+                for i, cfg in enumerate(part.configs(), at):
+                    yield part.type, pairs[i][0], cfg
+                at += part.n
             else:
                 yield part[0], part[1], dict(part[2])
+                at += 1
 
 
 def expand_agents(agents: Any, seed: int = 0) -> list[tuple[str, str, dict[str, Any]]]:
