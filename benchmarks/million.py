@@ -26,8 +26,8 @@ Then the two run directories are compared:
 Resumed == straight on all of them, or the benchmark exits 1. Timing goals are printed
 next to the measurements, not asserted (this is a benchmark).
 
-    python benchmarks/million.py --quick          # N = 100k (< 1 min on a quiet box)
-    python benchmarks/million.py                  # N = 1M (~15 min on 2 cores)
+    python benchmarks/million.py --quick          # N = 100k (~80 s of CPU; 4.4 min at load 8)
+    python benchmarks/million.py                  # N = 1M (~36 min at load 4-9)
     python benchmarks/million.py --n 300000 --ticks 3 --json out.json --root /tmp/m
 """
 
