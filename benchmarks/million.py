@@ -7,13 +7,18 @@ fresh subprocess so ``ru_maxrss`` is the driver's own peak:
 1. **straight**: create, then ``--ticks`` ticks. Measures create time, wall per tick, the
    bytes the file system allocated for agent state (``agents.sqlite`` + WAL + SHM) and
    for the log (``replay/`` + ``trace/``), and the driver's peak RSS.
-2. **killed**: create, run tick 1, then SIGKILL the driver half-way through tick 2 (at
-   half the straight run's tick time); a second driver ``Society.open``s it (resume) and
-   runs to ``--ticks``. The benchmark checks that the kill landed mid-tick (commit record
-   still at tick 1, some agents already holding a tick-2 version in their other slot).
+2. **killed**: create, run tick 1, then SIGKILL the driver half-way through tick 2 (half
+   its own tick-1 time after tick 1 committed); a second driver ``Society.open``s it
+   (resume) and runs to ``--ticks``. The benchmark checks that the kill landed mid-tick
+   (commit record still at tick 1, some agents already holding a tick-2 version in their
+   other slot).
 
-Wall time on a shared box depends on the load; the driver's CPU time per tick (all its
-threads, ``time.process_time``) is printed next to it, and the 1-minute load average.
+By default one driver runs at a time (the killed run's first driver, then the straight
+run, then the resume), so the straight run's timings are its own. ``--parallel`` (the
+default of ``--quick``) runs the killed run's first driver next to the straight one, one
+core each: a quick check whose timings carry the other driver's contention. Wall time on
+a shared box depends on the load; the driver's CPU time per tick (all its threads,
+``time.process_time``) is printed next to it, and the 1-minute load average.
 
 Then the two run directories are compared:
 
@@ -26,7 +31,7 @@ Then the two run directories are compared:
 Resumed == straight on all of them, or the benchmark exits 1. Timing goals are printed
 next to the measurements, not asserted (this is a benchmark).
 
-    python benchmarks/million.py --quick          # N = 100k (~80 s of CPU; 4.4 min at load 8)
+    python benchmarks/million.py --quick          # N = 100k, --parallel (see below)
     python benchmarks/million.py                  # N = 1M (~36 min at load 4-9)
     python benchmarks/million.py --n 300000 --ticks 3 --json out.json --root /tmp/m
 """
@@ -34,6 +39,7 @@ next to the measurements, not asserted (this is a benchmark).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -100,8 +106,9 @@ def child(run: str, n: int, ticks: int) -> None:
 
 
 def _drive(run: Path, n: int, ticks: int, kill_after_tick: int | None = None,
-           kill_delay: float = 0.0) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
-    """Run a driver subprocess; SIGKILL it ``kill_delay`` s after ``kill_after_tick``."""
+           ) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+    """Run a driver subprocess; with ``kill_after_tick`` SIGKILL it half its last tick's
+    wall time after that tick committed (half-way through the next one)."""
     cmd = [sys.executable, __file__, "--child", str(run), "--n", str(n), "--ticks", str(ticks)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None
@@ -111,7 +118,8 @@ def _drive(run: Path, n: int, ticks: int, kill_after_tick: int | None = None,
         events.append(ev)
         print(f"  {run.name}: {ev}", file=sys.stderr, flush=True)
         if kill_after_tick is not None and ev["event"] == "tick" and ev["tick"] == kill_after_tick:
-            time.sleep(kill_delay)
+            ev["kill_after_s"] = ev["s"] / 2
+            time.sleep(ev["kill_after_s"])
             p.send_signal(signal.SIGKILL)
             break
     return events, p.wait()
@@ -193,9 +201,13 @@ def main() -> int:
     ap.add_argument("--root", default=None, help="where the two runs go (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--parallel", action="store_true",
+                    help="run the killed run's first driver next to the straight one "
+                         "(default with --quick; timings then carry contention)")  # fmt: skip
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     n = args.n or (100_000 if args.quick else 1_000_000)
+    args.parallel = args.parallel or args.quick
     if args.child:
         child(args.child, n, args.ticks)
         return 0
@@ -206,6 +218,12 @@ def main() -> int:
     for d in (straight, killed):
         shutil.rmtree(d, ignore_errors=True)
     try:
+        # --parallel: the killed run's first driver next to the straight one (one core
+        # each): faster, but each one's wall and CPU times carry the other's contention
+        pool = concurrent.futures.ThreadPoolExecutor(2)
+        first = pool.submit(_drive, killed, n, args.ticks, 1)
+        if not args.parallel:
+            first.result()
         ev, rc = _drive(straight, n, args.ticks)
         if rc != 0:
             print(f"straight driver failed (rc {rc})", file=sys.stderr)
@@ -217,8 +235,9 @@ def main() -> int:
         log_bytes = _alloc([straight / "replay", straight / "trace"])
         rss = max(e["rss"] for e in ev)
 
-        delay = tick_s[1] / 2
-        _, krc = _drive(killed, n, args.ticks, kill_after_tick=1, kill_delay=delay)
+        kev, krc = first.result()
+        pool.shutdown()
+        delay = next(e["kill_after_s"] for e in kev if "kill_after_s" in e)
         step = json.loads((killed / "SOCIETY_STEP.json").read_bytes())
         mid = uncommitted_versions(killed)
         killed_ok = krc == -signal.SIGKILL and step["tick"] == 1
