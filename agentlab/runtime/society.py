@@ -30,6 +30,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
@@ -53,7 +55,7 @@ from agentlab.runtime.society_files import (
     write_tick_checkpoint,
 )
 from agentlab.store.agent_store import AgentStore
-from agentlab.store.atomic import atomic_write_json, read_json
+from agentlab.store.atomic import atomic_write_bytes, atomic_write_json, read_json
 from agentlab.store.packed_store import open_agent_store, store_kind
 from agentlab.store.writer_lock import WriterLock
 
@@ -266,7 +268,14 @@ class Society:
                 m.to_workspace(run_dir, path=rel, fsync=False)
                 m.to_workspace(run_dir, fsync=False)
                 ckpt.append(rel)
-            atomic_write_json(run_dir / SOCIETY_FILE, meta)
+            # orjson, not json: json's indented encoder is pure Python, 12 s and ~300 MB
+            # for the agent list of 1M agents (measured); the document parses the same.
+            doc = orjson.dumps(
+                meta,
+                default=str,
+                option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+            )
+            atomic_write_bytes(run_dir / SOCIETY_FILE, doc)
             sink.flush()
             start = VirtualClock().now() if clock == "virtual" else time.time()
             marks = log_marks(run_dir)
