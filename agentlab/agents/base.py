@@ -287,21 +287,41 @@ class AgentBase:
         ws = Workspace(_store_of(run), validate_agent_id(agent_id))
         if ws.exists():
             raise AgentError(f"agent {agent_id!r} already exists in {ws.store!r}")
-        agent = cls(agent_id, config, workspace=ws)
+        agent, items = cls.new_workspace_items(agent_id, config, workspace=ws)
+        # AGENT.json goes last (atomically): its presence means the workspace is complete,
+        # so the files before it can be plain writes (a rename each made create 3x slower).
+        if ws.path is not None:
+            (ws.path / "state").mkdir(parents=True, exist_ok=True)
+        ws.overwrite_bytes("config.json", items["config.json"])
+        ws.overwrite_bytes(SLOT_KEYS[0], items[SLOT_KEYS[0]])
+        ws.write_bytes("AGENT.json", items["AGENT.json"])
+        return agent
+
+    @classmethod
+    def new_workspace_items(
+        cls: type[T],
+        agent_id: str,
+        config: dict[str, Any] | None = None,
+        *,
+        workspace: Workspace | None = None,
+    ) -> tuple[T, dict[str, bytes]]:
+        """The new agent and the keys of its fresh workspace (``AGENT.json`` last).
+
+        What :meth:`create` writes; a bulk writer (``runtime/population.py``) stores many
+        agents' items in one transaction instead.
+        """
+        agent = cls(agent_id, config, workspace=workspace)
         ident = {
             "schema_version": AGENT_SCHEMA_VERSION,
             "agent_id": agent_id,
             "type": cls.type_name,
             "class": f"{cls.__module__}:{cls.__qualname__}",
         }
-        # AGENT.json goes last (atomically): its presence means the workspace is complete,
-        # so the files before it can be plain writes (a rename each made create 3x slower).
-        if ws.path is not None:
-            (ws.path / "state").mkdir(parents=True, exist_ok=True)
-        ws.overwrite_bytes("config.json", orjson.dumps(agent.config, option=orjson.OPT_SORT_KEYS))
-        ws.overwrite_bytes(SLOT_KEYS[0], encode_slot(0, agent.get_state()))
-        ws.write_json({"AGENT.json": ident})
-        return agent
+        return agent, {
+            "config.json": orjson.dumps(agent.config, option=orjson.OPT_SORT_KEYS),
+            SLOT_KEYS[0]: encode_slot(0, agent.get_state()),
+            "AGENT.json": orjson.dumps(ident, option=orjson.OPT_SORT_KEYS),
+        }
 
     @classmethod
     def from_workspace(

@@ -201,9 +201,19 @@ def _child(run_dir: str, kill_at: int, mode: str, count_file: str) -> None:
         if mode != "before" and hit():
             die()
 
+    def insert_new(self, rows):  # type: ignore[no-untyped-def]
+        # a bulk create transaction (one per segment of new agents)
+        if mode == "before" and hit():
+            die()
+        real_insert(self, rows)
+        if mode != "before" and hit():
+            die()
+
+    real_insert = PackedStore.insert_new
     os.replace, os.write = replace, write  # type: ignore[assignment]
     PackedStore.write_many = write_many  # type: ignore[method-assign]
     PackedStore._commit = commit  # type: ignore[method-assign]
+    PackedStore.insert_new = insert_new  # type: ignore[method-assign]
     _society(Path(run_dir), "packed", UNTIL)
     if count_file:
         Path(count_file).write_text(str(events[0]))
