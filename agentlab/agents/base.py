@@ -26,7 +26,8 @@ from agentlab.agents.workspace import (
 from agentlab.core.ids import validate_agent_id
 from agentlab.core.records import LLMResponse
 from agentlab.errors import AgentError, ConfigError, CorruptRecordError
-from agentlab.store.agent_store import AgentStore, DirectoryStore
+from agentlab.store.agent_store import AgentStore
+from agentlab.store.packed_store import open_agent_store
 
 __all__ = [
     "AGENT_SCHEMA_VERSION",
@@ -126,7 +127,7 @@ class AgentServices(Protocol):
 
 def _store_of(run: Any) -> AgentStore:
     if isinstance(run, str | os.PathLike):
-        return DirectoryStore(os.path.join(os.fspath(run), "agents"))
+        return open_agent_store(run)  # a packed run's path reaches its packed store
     store = getattr(run, "store", run)  # a Society or a store
     if hasattr(store, "write_many") and hasattr(store, "read"):
         return store  # type: ignore[no-any-return]
@@ -272,7 +273,7 @@ class AgentBase:
         """Write a new workspace and return the agent.
 
         Args:
-            run: the run directory (workspaces go under ``<run>/agents``), an
+            run: the run directory (its directory or packed agent store), an
                 ``AgentStore``, or an object with a ``.store``.
             agent_id: the new agent's id (validated; must not exist yet).
             config: JSON-able configuration.

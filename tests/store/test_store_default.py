@@ -155,3 +155,14 @@ def test_kill9_mid_tick_then_resume_equals_straight_on_both_stores(
     assert got["tick"] == ref["tick"] == UNTIL
     assert got["agents"] == ref["agents"]
     assert log_rows(killed) == log_rows(straight)
+
+
+def test_agent_create_and_open_by_run_path_use_a_packed_runs_store(tmp_path: Path) -> None:
+    from agentlab.agents.registry import get_agent_class
+
+    run = tmp_path / "r"
+    _create(run, 3, store="packed").close()
+    cls = get_agent_class("counter")
+    cls.create(run, "late", {"llm_calls": 0})  # a path, not the store: must not write dirs
+    assert not (run / "agents" / "late").exists()
+    assert PackedStore(run / PACKED_FILE).read("late", "AGENT.json") is not None
