@@ -227,6 +227,25 @@ async def _run_ray(run: Path, n: int, ticks: int, batch: int) -> dict[str, Any]:
     }
 
 
+async def _call_cpu(n: int, conc: int = 16) -> dict[str, Any]:
+    """CPU per call of AS2's own LLM path alone: ``LLMClient.call`` (AIMD + Router + mock)."""
+    from agentsociety2.config.llm_dispatcher import build_client_for_role
+
+    client = build_client_for_role("default")
+    msgs = [{"role": "user", "content": "a0 tick 1 draw 5"}]
+
+    async def burst(k: int) -> None:
+        for _ in range(0, k, conc):
+            await asyncio.gather(
+                *[client.call(messages=msgs, mock_response=MOCK) for _ in range(conc)]
+            )
+
+    await burst(200)  # Router construction, lazy imports
+    t = time.process_time()
+    await burst(n)
+    return {"system": "agentsociety2", "llm_call_us": (time.process_time() - t) / n * 1e6}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--n", type=int, required=True)
@@ -235,6 +254,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=256, help="AS2 batch_size (its default 256)")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--model", default="gpt-4o-mini", help="model name (openai/ prefix implied)")
+    ap.add_argument("--calls", type=int, default=0, help="only time N bare LLMClient.call s")
     args = ap.parse_args()
     # AS2 refuses to import without these; nothing is sent anywhere (mock_response).
     os.environ.setdefault("AGENTSOCIETY_LLM_API_KEY", "sk-mock")
@@ -244,6 +264,11 @@ def main() -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # mem0 (an AS2 dependency) starts a posthog telemetry thread; agentlab has none.
+    os.environ.setdefault("MEM0_TELEMETRY", "False")
+    if args.calls:
+        print(json.dumps(asyncio.run(_call_cpu(args.calls))))
+        return 0
     base = Path(args.dir or tempfile.mkdtemp(prefix="as2-bench-"))
     run = base / f"as2-{args.mode}-{args.n}"
     shutil.rmtree(run, ignore_errors=True)

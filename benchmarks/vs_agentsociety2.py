@@ -228,24 +228,27 @@ def litellm_per_call(model: str, n: int, reps: int) -> dict[str, Any]:
 
 
 def _spy_shares(raw: Path) -> dict[str, float]:
-    """Share of py-spy samples: litellm, the system's own code, executor idle, the rest."""
+    """Share of py-spy samples: litellm, the system's own code, the rest.
+
+    py-spy counts executor threads parked in their queue as running; those samples (and
+    imports) are left out, so the shares are of the work that was sampled.
+    """
     c: collections.Counter[str] = collections.Counter()
     for line in raw.read_text().splitlines():
         stack, _, k = line.rpartition(" ")
-        if not stack:
+        if not stack or "_find_and_load" in stack:
             continue
-        if "_find_and_load" in stack:
-            cat = "imports"
-        elif "litellm/" in stack:
+        if "litellm/" in stack:
             cat = "litellm"
-        elif "agentsociety2/" in stack or "/agentlab/" in stack:
-            cat = "own code"
         elif "_worker (concurrent/futures/thread.py" in stack:
-            cat = "executor threads waiting"
+            continue  # a parked executor thread
+        elif "posthog/" in stack:
+            cat = "telemetry thread"
+        elif any(m in stack for m in ("agentsociety2/", "agentlab/", "simple_person.py")):
+            cat = "own code (agents, state, records)"
         else:
-            cat = "event loop, Ray, stdlib"
+            cat = "event loop, stdlib, Ray"
         c[cat] += int(k)
-    c.pop("imports", None)
     tot = sum(c.values()) or 1
     return {k: round(v / tot * 100, 1) for k, v in c.most_common()}
 
@@ -338,7 +341,8 @@ def main() -> int:
     )
     print(f"{args.ticks} timed ticks after one warm-up; load avg {os.getloadavg()[0]:.1f}")
     _table(rows)
-    per_call = litellm_per_call(args.model, 400 if args.quick else 4000, 2 if args.quick else 6)
+    per_call_n = 400 if args.quick else 4000
+    per_call = litellm_per_call(args.model, per_call_n, 2 if args.quick else 6)
     print(
         f"litellm.acompletion + mock_response alone: {per_call['total_us']:.0f} us CPU per call "
         f"({per_call['main_thread_us']:.0f} event-loop thread, "
@@ -351,6 +355,26 @@ def main() -> int:
         print(f"  {k:<38} {v:>6.0f} / {med:>6.0f}  ({(v - best) / best * 100:+.0f}% vs default)")
     for s, shares in spy.items():
         print(f"py-spy {s}: " + ", ".join(f"{k} {v}%" for k, v in shares.items()))
+    cmd = [py, str(HERE / "_as2_harness.py"), "--n", "1", "--model", args.model]
+    as2_call = (_run_json([*cmd, "--calls", str(per_call_n)], "AS2 LLMClient.call") or [{}])[0]
+    as2_us = as2_call.get("llm_call_us")
+    if as2_us:
+        print(
+            f"AS2's LLM path alone (LLMClient.call: AIMD semaphore + litellm Router + mock): "
+            f"{as2_us:.0f} us CPU per call"
+        )
+    print("per step (local): CPU = LLM call path + own work (the rest: agent, state, records)")
+    for r in rows:
+        if r["mode"] != "local" or "mock_response" not in r["path"]:
+            continue
+        call = as2_us if r["system"] == "agentsociety2" else per_call["total_us"]
+        if call:
+            r["llm_call_ms"] = call / 1e3
+            r["own_ms"] = r["cpu_ms_per_step"] - call / 1e3
+            print(
+                f"  {r['system']:<14} N={r['n']:<6} {r['cpu_ms_per_step']:.2f} ms = "
+                f"{r['llm_call_ms']:.2f} LLM call + {r['own_ms']:.2f} own"
+            )
     # If agentlab's own per-step work cost nothing, a step would still pay litellm's call:
     # AS2's CPU per step over litellm's per-call CPU bounds the like-for-like ratio.
     lm_ms = per_call["total_us"] / 1e3
@@ -365,7 +389,13 @@ def main() -> int:
     met = bool(mock) and all(r["x_as2_cpu"] >= GOAL for r in mock)
     print(f"goal >= {GOAL:.0f}x AS2 through litellm (CPU per step): {'MET' if met else 'NOT MET'}")
     if args.json:
-        doc = {"rows": rows, "litellm_per_call": per_call, "py_spy_shares": spy, "goal_met": met}
+        doc = {
+            "rows": rows,
+            "litellm_per_call": per_call,
+            "as2_llm_call_us": as2_us,
+            "py_spy_shares": spy,
+            "goal_met": met,
+        }
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0
 
