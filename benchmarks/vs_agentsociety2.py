@@ -227,16 +227,20 @@ def litellm_per_call(model: str, n: int, reps: int) -> dict[str, Any]:
 # ---------------------------------------------------------------- py-spy
 
 
+# frames of imports and of building / removing the society: not the ticks being compared
+_SETUP = ("_find_and_load", "Society.create", "create_agents_batch", "AgentSociety.init", "rmtree")
+
+
 def _spy_shares(raw: Path) -> dict[str, float]:
     """Share of py-spy samples: litellm, the system's own code, the rest.
 
-    py-spy counts executor threads parked in their queue as running; those samples (and
-    imports) are left out, so the shares are of the work that was sampled.
+    Recorded with ``--gil`` (only the thread running Python counts); imports, creating and
+    removing the society are left out, so the shares are of the ticks (warm-up included).
     """
     c: collections.Counter[str] = collections.Counter()
     for line in raw.read_text().splitlines():
         stack, _, k = line.rpartition(" ")
-        if not stack or "_find_and_load" in stack:
+        if not stack or any(x in stack for x in _SETUP):
             continue
         if "litellm/" in stack:
             cat = "litellm"
@@ -257,7 +261,8 @@ def _spy_cmd(cmd: list[str], out: Path | None) -> list[str]:
     if out is None:
         return cmd
     spy = shutil.which("py-spy", path=str(REPO / ".venv" / "bin")) or "py-spy"
-    return [spy, "record", "-r", "200", "-f", "raw", "-o", str(out), "--", *cmd]
+    # --gil: sample only the thread holding the GIL, so parked threads do not count
+    return [spy, "record", "--gil", "-r", "200", "-f", "raw", "-o", str(out), "--", *cmd]
 
 
 # ---------------------------------------------------------------- driver
