@@ -275,7 +275,14 @@ def _run_json(cmd: list[str], what: str) -> list[dict] | None:
         print(f"{what}: failed (rc {proc.returncode})\n{proc.stderr[-1500:]}", file=sys.stderr)
         return None
     got = json.loads(lines[-1])
-    return got if isinstance(got, list) else [got]
+    got = got if isinstance(got, list) else [got]
+    for r in got:  # progress, so a long run shows its rows as they come
+        if "steps" in r:
+            print(
+                f"  {what}: {r['path']}: {r['steps'] / r['cpu_s']:.0f} steps per CPU-s",
+                file=sys.stderr,
+            )
+    return got
 
 
 def _table(rows: list[dict]) -> None:
