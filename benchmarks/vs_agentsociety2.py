@@ -28,6 +28,33 @@ that might cut it.
     python benchmarks/vs_agentsociety2.py                    # N = 1k, 5k; local and Ray
     python benchmarks/vs_agentsociety2.py --json out.json --py-spy /tmp/prof
 
+Measured (Dec 2026, 2-core box shared with other work at load 7-12, 3 timed ticks, model
+gpt-4o-mini; CPU ms per agent-step, ``x`` = AS2's CPU per step over this row's):
+
+    system    path                      exec   N=1000          N=5000
+    AS2       litellm Router mock       local  5.79            5.87
+    agentlab  litellm mock_response     local  3.43  x1.7      3.13  x1.9
+    agentlab  sim/instant               local  0.16  x36       0.17  x35
+    agentlab  lean -> sim-serve HTTP    local  0.44  x13       0.53  x11   (client CPU)
+    agentlab  litellm -> sim-serve HTTP local  6.02  x1.0      6.94  x0.8  (client CPU)
+    AS2       litellm Router mock       ray    6.09            6.33
+    agentlab  litellm mock_response     ray    3.31  x1.8      3.29  x1.9
+    agentlab  sim/instant               ray    0.38  x16       0.27  x23
+
+In steps/s (wall; noisier) the litellm rows are 1.9-3.0x AS2. Per call: litellm
+``acompletion`` + mock alone 2.1-2.5 ms CPU (~1.3-1.4 ms on the event-loop thread, ~1.0 ms
+in the executor thread every ``acompletion`` hops to); AS2's own LLM path (its
+``LLMClient.call`` → ``Router``) 4.45 ms. So per step AS2 ≈ 4.45 ms LLM path + 1.3-2.6 ms
+own work, agentlab ≈ 2.3 ms litellm + 0.5-0.9 ms own. py-spy (``--gil``) agrees: litellm
+holds the GIL in 75-84% of AS2's samples and ~70% of agentlab's. Hence the bound: even if
+agentlab's own work cost nothing, a step still pays litellm's call, and AS2's step over
+that call is 2.5-3.0x. **≥ 5x through litellm is not reachable like for like**; only
+leaving litellm out is (the lean transport's row, 11-13x, is real HTTP to a server against
+AS2's in-process mock, so not like for like; ``sim/instant`` 35x). None of the litellm
+settings tried was measurably cheaper (-5% to +24%, within noise or dearer), so none is set.
+AS2 Ray mode ran here (AS2's own ``ray.init``, its env-router actor, one task per 256
+agents); ``--quick`` takes ~1.8 min at load 7 (AS2's import alone is 11-36 s here).
+
 AS2's interpreter: ``$AS2_PYTHON``, else ``.venv-as2/bin/python``, created on first use with
 ``.venv/bin/uv venv .venv-as2`` and ``uv pip install agentsociety2==2.9.3`` (git-ignored).
 """
@@ -286,7 +313,7 @@ def _run_json(cmd: list[str], what: str) -> list[dict] | None:
 
 
 def _table(rows: list[dict]) -> None:
-    as2 = {r["mode"]: r for r in rows if r["system"] == "agentsociety2"}
+    as2 = {(r["mode"], r["n"]): r for r in rows if r["system"] == "agentsociety2"}
     head = (
         f"{'system':<14} {'path':<26} {'exec':<5} {'N':>6} {'steps/s':>8} {'CPU ms/step':>11} "
         f"{'x AS2 steps/s':>13} {'x AS2 CPU':>9}"
@@ -296,7 +323,7 @@ def _table(rows: list[dict]) -> None:
     for r in rows:
         r["steps_per_s"] = r["steps"] / r["wall_s"]
         r["cpu_ms_per_step"] = r["cpu_s"] / r["steps"] * 1e3
-        base = as2.get(r["mode"])
+        base = as2.get((r["mode"], r["n"]))
         if base is not None and base is not r:
             r["x_as2_steps_per_s"] = r["steps_per_s"] / (base["steps"] / base["wall_s"])
             r["x_as2_cpu"] = (base["cpu_s"] / base["steps"]) / (r["cpu_s"] / r["steps"])
