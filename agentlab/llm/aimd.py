@@ -11,13 +11,21 @@ Policy (TCP-like, no tuning needed):
   (additive: about +1 per round trip);
 - grow only while the limit is actually used (in flight >= half the limit), so a quiet
   client does not drift to a limit it never tested;
-- on a rate-limit error, or a healthy completion slower than ``latency_factor`` × the recent
-  baseline (or than ``slow_s``), multiply by ``backoff`` (0.5 when leaving slow start,
+- on a rate-limit error, or a healthy completion slower than ``latency_factor`` × its
+  no-load latency while the smoothed ratio latency / no-load latency of the current
+  epoch's answers (weight 2 / (limit + 1), about one round trip) is too (or than
+  ``slow_s``), multiply by ``backoff`` (0.5 when leaving slow start,
   which overshoots by up to 2x) — at most once per "epoch", i.e. the requests already in
   flight when the limit dropped do not cut it again;
-- the baseline is the windowed minimum of latency per (completion token + 8), so long
-  answers are not mistaken for congestion while queueing (which adds time to every
-  answer) is caught;
+- "slower" is judged against the latency the same answer would have without load, modelled
+  as a fixed part plus a per-token part, ``a + s * (tokens - t_a)`` (see
+  :meth:`AIMDLimiter.expected`): ``a`` is the windowed minimum latency (the fixed cost —
+  HTTP, prefill, scheduling — plus the few tokens ``t_a`` of that answer) and ``s`` the
+  windowed minimum slope from that anchor to clearly longer answers (the decode time per
+  token). A latency per token alone mistakes the fixed cost of a short answer for
+  congestion (measured over HTTP: 8-token answers at 0.25 s, 10x the per-token minimum
+  of long ones, cut the limit to 1 with one request in flight); a latency alone
+  mistakes long answers for it. Queueing adds time to every answer and is caught;
 - a fault (429 or timeout) is congestion only when faults cluster: at least three within
   the current round trip and at least ``fault_tolerance`` of the answers in it. An
   overloaded server or an empty quota rejects most requests of a round trip; sporadic
@@ -33,7 +41,10 @@ import math
 
 __all__ = ["AIMDLimiter", "ConcurrencyGate"]
 
-_TOKEN_PAD = 8.0  # fixed per-call cost in token units, so tiny answers are not "slow"
+# A slope sample must be this much longer than the anchor answer (2x + 16 tokens), so that
+# latency noise over a few tokens' difference does not pose as the decode time per token.
+_SLOPE_MIN_RATIO = 2
+_SLOPE_MIN_EXTRA = 16
 
 
 class AIMDLimiter:
@@ -48,18 +59,23 @@ class AIMDLimiter:
         backoff: multiplicative decrease after slow start.
         floor: lowest limit (1).
         ceiling: highest limit (a sanity bound, not a tuning knob).
-        window: number of healthy samples over which the baseline minimum is kept.
+        window: number of healthy samples over which the no-load minima are kept.
         adaptive: False keeps the limit fixed at ``initial`` (for comparisons).
         fault_tolerance: share of faulty answers within one round trip below which a
             fault is noise, not congestion (see the module docs).
     """
 
     __slots__ = (
-        "_cur_min",
         "_cur_n",
         "_cut_t",
+        "_fix",
+        "_fix_prev",
+        "_fix_prev_t",
+        "_fix_t",
         "_limit",
-        "_prev_min",
+        "_ratio",
+        "_slope",
+        "_slope_prev",
         "_win_bad",
         "_win_n",
         "_win_t",
@@ -117,8 +133,15 @@ class AIMDLimiter:
         self.decreases = 0
         self.rate_limited = 0
         self.slow_signals = 0
-        self._cur_min = math.inf
-        self._prev_min = math.inf
+        # No-load latency model, each a sliding minimum over two half-window buckets:
+        # the fixed part (minimum latency, with that answer's tokens) and the slope.
+        self._fix = math.inf
+        self._fix_t = 0
+        self._fix_prev = math.inf
+        self._fix_prev_t = 0
+        self._slope = math.inf
+        self._slope_prev = math.inf
+        self._ratio = 1.0  # smoothed latency / no-load latency of this epoch's answers
         self._cur_n = 0
         self._wmax = math.inf  # limit at the last cut: where congestion was last seen
         self._cut_t = -math.inf
@@ -131,9 +154,37 @@ class AIMDLimiter:
 
     @property
     def baseline(self) -> float | None:
-        """Recent healthy latency per (completion token + 8), or None before any sample."""
-        b = min(self._cur_min, self._prev_min)
+        """Recent no-load latency of the shortest answers (the fixed part), or None."""
+        b = min(self._fix, self._fix_prev)
         return None if b == math.inf else b
+
+    @property
+    def per_token(self) -> float | None:
+        """Recent no-load decode time per completion token (the slope), or None."""
+        s = min(self._slope, self._slope_prev)
+        return None if s == math.inf else s
+
+    def expected(self, completion_tokens: int) -> float | None:
+        """No-load latency of an answer of ``completion_tokens`` tokens, or None.
+
+        ``a + s * max(0, tokens - t_a)``: ``a`` the recent minimum latency, ``t_a`` the
+        tokens of that answer, ``s`` the recent minimum slope from there to longer
+        answers. Before any slope sample (all answers about as long), ``s = a / t_a``:
+        latency proportional to length beyond the anchor, an upper bound.
+        """
+        if self._fix <= self._fix_prev:
+            a, ta = self._fix, self._fix_t
+        else:
+            a, ta = self._fix_prev, self._fix_prev_t
+        if a == math.inf:
+            return None
+        extra = completion_tokens - ta
+        if extra <= 0:
+            return a
+        s = self._slope if self._slope <= self._slope_prev else self._slope_prev
+        if s == math.inf:
+            s = a / ta if ta > 0 else 0.0
+        return a + s * extra
 
     def on_success(
         self,
@@ -153,26 +204,43 @@ class AIMDLimiter:
                 self._win_t, self._win_n, self._win_bad = now, 1, 0
             else:
                 self._win_n += 1
-        cost = latency / (completion_tokens + _TOKEN_PAD)
-        base = self.baseline
-        slow = (self.slow_s is not None and latency > self.slow_s) or (
-            base is not None
-            and self.samples >= 8
-            and latency > self.min_slow_s
-            and cost > self.latency_factor * base
-        )
+        slow = self.slow_s is not None and latency > self.slow_s
+        late = False  # slower than latency_factor x its no-load latency
+        if not slow and self.samples >= 8 and latency > self.min_slow_s:
+            want = self.expected(completion_tokens)
+            if want is not None:
+                r = latency / want if want > 0 else math.inf
+                late = r > self.latency_factor
+                if epoch == self.epoch:
+                    # Smoothed over about one round trip (weight 2 / (limit + 1)): a queue
+                    # delays every answer, a hiccup of a busy client host delays a few.
+                    w = 2.0 / (self._limit + 1.0)
+                    self._ratio += (w if w < 1.0 else 1.0) * (min(r, 100.0) - self._ratio)
+                slow = late and self._ratio > self.latency_factor
         if slow:
             self.slow_signals += 1
             self._decrease(epoch, now)
             return
+        if late:
+            return  # an outlier: neither congestion nor a no-load sample
         self.samples += 1
         self.srtt = latency if self.samples == 1 else 0.9 * self.srtt + 0.1 * latency
-        # Two half-window buckets give a sliding minimum in O(1).
-        if cost < self._cur_min:
-            self._cur_min = cost
+        # Two half-window buckets give sliding minima in O(1).
+        if latency < self._fix:
+            self._fix, self._fix_t = latency, completion_tokens
+        if self._fix <= self._fix_prev:
+            a, ta = self._fix, self._fix_t
+        else:
+            a, ta = self._fix_prev, self._fix_prev_t
+        if completion_tokens >= _SLOPE_MIN_RATIO * ta + _SLOPE_MIN_EXTRA:
+            slope = (latency - a) / (completion_tokens - ta)
+            if slope < self._slope:
+                self._slope = slope
         self._cur_n += 1
         if self._cur_n >= self.window // 2:
-            self._prev_min, self._cur_min, self._cur_n = self._cur_min, math.inf, 0
+            self._fix_prev, self._fix_prev_t = self._fix, self._fix_t
+            self._slope_prev = self._slope
+            self._fix, self._fix_t, self._slope, self._cur_n = math.inf, 0, math.inf, 0
         if self.adaptive and in_flight * 2 >= self._limit:
             if self.slow_start:
                 step = 1.0
@@ -226,6 +294,7 @@ class AIMDLimiter:
         self._wmax = self._limit
         self.slow_start = False
         self._limit = max(self.floor, self._limit * factor)
+        self._ratio = 1.0  # the next epoch's answers are judged afresh
         self.epoch += 1
         self.decreases += 1
 
@@ -240,6 +309,7 @@ class AIMDLimiter:
             "slow_signals": self.slow_signals,
             "ignored_faults": self.ignored_faults,
             "baseline": self.baseline,
+            "per_token": self.per_token,
         }
 
     def export_state(self) -> dict[str, float | int | str | bool]:
@@ -270,8 +340,13 @@ _LEARNED = (
     "decreases",
     "rate_limited",
     "slow_signals",
-    "_cur_min",
-    "_prev_min",
+    "_fix",
+    "_fix_t",
+    "_fix_prev",
+    "_fix_prev_t",
+    "_slope",
+    "_slope_prev",
+    "_ratio",
     "_cur_n",
     "_wmax",
     "_cut_t",
@@ -282,7 +357,7 @@ _LEARNED = (
     "ignored_faults",
 )
 _INTS = frozenset({"epoch", "samples", "decreases", "rate_limited", "slow_signals", "_cur_n",
-                   "_win_n", "_win_bad", "ignored_faults"})  # fmt: skip
+                   "_win_n", "_win_bad", "ignored_faults", "_fix_t", "_fix_prev_t"})  # fmt: skip
 
 
 def _jf(v: float | int | bool) -> float | int | str | bool:

@@ -421,7 +421,7 @@ class LLMClient:
                         res = await server.wait(res, self.model)
                 else:
                     res = await self._transport.acall(
-                        clock, **self._lkw(messages, spec, tools, params)
+                        clock, **self._lkw(messages, spec, tools, params, prior + attempt)
                     )
             except LLMError as exc:
                 gate.release()
@@ -481,7 +481,10 @@ class LLMClient:
         spec: OutputSpec | None,
         tools: list[dict[str, Any]] | None,
         params: dict[str, Any],
+        attempt: int,
     ) -> dict[str, Any]:
+        # ``attempt`` (0 = first, counting the agent-step's earlier attempts) goes out as
+        # the X-Agentlab-Attempt header, so sim-serve's fault draw follows the attempt.
         return {
             "model": self._wire_model,
             "base_url": self.base_url,
@@ -492,6 +495,7 @@ class LLMClient:
             "params": params,
             "seed": self.seed,
             "timeout": self.timeout,
+            "attempt": attempt,
         }
 
     async def _backoff(self, rec: CallRecord, attempt: int) -> None:
@@ -625,7 +629,7 @@ class _Pipe:
             deltas = live.server.chunks(res, client.model)
         else:
             deltas = client._transport.astream(
-                clock, holder, **client._lkw(messages, spec, tools, params)
+                clock, holder, **client._lkw(messages, spec, tools, params, attempt)
             )
         async for d in deltas:
             if d:

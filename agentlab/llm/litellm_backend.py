@@ -18,7 +18,12 @@ from agentlab.errors import ConfigError, LLMError, LLMTimeoutError, ProviderErro
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.structured import OutputSpec
 
-__all__ = ["acall", "astream", "import_litellm", "map_exception"]
+__all__ = ["ATTEMPT_HEADER", "acall", "astream", "import_litellm", "map_exception"]
+
+#: request header carrying the attempt number (0 = first) of a call: ``agentlab sim-serve``
+#: draws its faults from (seed, request, attempt), so a retry meets a fresh draw whatever
+#: the arrival order; other servers ignore it.
+ATTEMPT_HEADER = "X-Agentlab-Attempt"
 
 _litellm: Any = None
 
@@ -69,9 +74,12 @@ def _kwargs(
     params: dict[str, Any],
     seed: int | None,
     timeout: float,
+    attempt: int | None = None,
 ) -> dict[str, Any]:
     kw: dict[str, Any] = {k: v for k, v in params.items() if not k.startswith("sim_")}
     kw.update(model=model, messages=messages, timeout=timeout, num_retries=0, max_retries=0)
+    if attempt is not None:
+        kw["extra_headers"] = {ATTEMPT_HEADER: str(attempt)}
     if base_url:
         kw["api_base"] = base_url
     key = os.environ.get(api_key_env) if api_key_env else None

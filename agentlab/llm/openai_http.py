@@ -37,7 +37,9 @@ __all__ = ["LEAN_PREFIXES", "TRANSPORTS", "acall", "astream", "lean_eligible", "
 LEAN_PREFIXES = ("openai/", "hosted_vllm/")
 TRANSPORTS = ("auto", "lean", "litellm")
 # keys of the litellm kwargs that are transport options, not request-body fields
-_NOT_BODY = ("model", "api_base", "api_key", "timeout", "num_retries", "max_retries")
+_NOT_BODY = (
+    "model", "api_base", "api_key", "timeout", "num_retries", "max_retries", "extra_headers"
+)  # fmt: skip
 
 
 def lean_eligible(model: str, base_url: str | None, transport: str) -> bool:
@@ -96,6 +98,7 @@ def _request(kw: dict[str, Any], stream: bool) -> tuple[str, bytes, dict[str, st
         body.update(stream=True, stream_options={"include_usage": True})
     key = lk.get("api_key") or "sk-none"  # local servers ignore the key
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    headers.update(lk.get("extra_headers") or {})  # the attempt header (ATTEMPT_HEADER)
     return f"{base}/chat/completions", orjson.dumps(body), headers
 
 

@@ -48,6 +48,7 @@ from pydantic import ValidationError
 
 from agentlab.core.clock import RealClock
 from agentlab.errors import LLMError
+from agentlab.llm.litellm_backend import ATTEMPT_HEADER  # our clients send it
 from agentlab.llm.serve_metrics import ServeMetrics
 from agentlab.llm.serve_models import (
     ChatCompletionRequest,
@@ -73,8 +74,6 @@ __all__ = [
 SIM_KEY = web.AppKey("sim", SimServer)
 METRICS_KEY = web.AppKey("metrics", ServeMetrics)
 
-#: request header whose integer value seeds the fault draw instead of the arrival number
-ATTEMPT_HEADER = "X-Agentlab-Attempt"
 _MAX_HANG_S = 3600.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -36,14 +36,39 @@ def test_no_growth_when_the_limit_is_not_used() -> None:
 def test_latency_above_factor_times_baseline_cuts() -> None:
     lim = AIMDLimiter(latency_factor=4.0)
     for _ in range(20):
-        lim.on_success(1.0, 92, in_flight=1, epoch=lim.epoch)  # 0.01 s per token
-    assert lim.baseline is not None and abs(lim.baseline - 0.01) < 1e-9
+        lim.on_success(1.0, 92, in_flight=1, epoch=lim.epoch)  # answers all of one length
+    assert lim.baseline == 1.0 and lim.expected(92) == 1.0 and lim.per_token is None
     lim.on_success(3.5, 92, in_flight=1, epoch=lim.epoch)  # 3.5x: still healthy
     assert lim.decreases == 0
-    lim.on_success(5.0, 92, in_flight=1, epoch=lim.epoch)  # 5x: congestion
-    assert lim.decreases == 1 and lim.limit == 8 and lim.slow_signals == 1
+    lim.on_success(5.0, 92, in_flight=1, epoch=lim.epoch)  # one 5x answer: a hiccup
+    assert lim.decreases == 0 and lim.limit == 16
+    n = 0
+    while lim.decreases == 0:  # 5x, answer after answer: a queue
+        lim.on_success(5.0, 92, in_flight=1, epoch=lim.epoch)
+        n += 1
+    assert n <= 16 and lim.slow_signals == 1  # within about one round trip (16 answers)
+    assert lim.limit == 8
     lim.on_success(20.0, 1000, in_flight=1, epoch=lim.epoch)  # long answer, normal pace
     assert lim.decreases == 1
+
+
+def test_fixed_cost_of_short_answers_is_not_congestion() -> None:
+    # Measured over HTTP against sim-serve: ~0.25 s fixed (HTTP, prefill) + 0.67 ms/token.
+    # Per token, an 8-token answer costs 10x a 300-token one; it is not slower than no-load.
+    lim = AIMDLimiter(initial=8)
+    for k in range(40):
+        tokens = (8, 20, 60, 150, 300)[k % 5]
+        lim.on_success(0.25 + 0.00067 * tokens, tokens, in_flight=8, epoch=lim.epoch)
+    assert lim.slow_signals == 0 and lim.decreases == 0 and lim.limit > 8
+    assert abs((lim.per_token or 0) - 0.00067) < 1e-6
+    want = lim.expected(100)
+    assert want is not None and abs(want - (0.25 + 0.067)) < 1e-6  # fixed + per-token
+    # queueing adds a wait to every answer, short ones included: that is congestion
+    before, n = lim.limit, 0
+    while lim.decreases == 0:
+        lim.on_success(0.25 + 0.00067 * 8 + 1.2, 8, in_flight=8, epoch=lim.epoch)
+        n += 1
+    assert n <= before and lim.slow_signals == 1  # within about one round trip
 
 
 def test_absolute_slow_threshold_and_floor() -> None:

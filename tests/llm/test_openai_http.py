@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import aiohttp
 import pytest
 
 from agentlab.errors import (
@@ -206,3 +207,40 @@ async def test_http_errors_map_to_agentlab_classes(
             assert "boom" in str(exc) or "bad model" in str(exc)
     finally:
         srv.close()
+
+
+def _predicted_faults(seed: int, messages: list[dict[str, Any]], n: int) -> list[str | None]:
+    """The fault the simulator draws for attempts 0..n-1 of ``messages`` (in process)."""
+    from agentlab.core.clock import RealClock
+    from agentlab.llm.sim_backend import SimServer
+    from agentlab.llm.sim_profiles import get_profile
+
+    sim = SimServer(get_profile("instant", p_rate_limit=0.5), seed, RealClock())
+    return [sim.plan(messages, attempt=k).fault for k in range(n)]
+
+
+@pytest.mark.parametrize("transport", ["lean", pytest.param("litellm", marks=needs_litellm)])
+async def test_retries_send_the_attempt_so_sim_serve_draws_afresh(transport: str) -> None:
+    # Over HTTP the server sees only arrivals; our clients send X-Agentlab-Attempt, so the
+    # fault of attempt k is the draw of (seed, request, k) whatever else reaches the server.
+    seed = 5
+    msgs = next(
+        m
+        for i in range(200)
+        if _predicted_faults(seed, m := [{"role": "user", "content": f"probe {i}"}], 3)
+        == ["rate_limited", "rate_limited", None]
+    )
+    with start_sim_server("instant", seed=seed, p_rate_limit=0.5) as h:
+        c = _client(h.base_url, transport, model="openai/instant", max_retries=4)
+        kinds = []
+        for prior in (0, 0, 1):
+            # other traffic first (no header), so arrival numbers differ between calls
+            async with aiohttp.ClientSession() as s:
+                for j in range(3 + prior):
+                    other = {"model": "instant", "messages": [{"role": "user", "content": str(j)}]}
+                    (await s.post(h.base_url + "/chat/completions", json=other)).release()
+            r = await c.complete(msgs, prior_attempts=prior)
+            kinds.append([t[1] for t in r.record.tries])
+    # the same request, retried: 429 at attempts 0 and 1, a fresh draw (ok) at attempt 2
+    assert kinds[0] == kinds[1] == ["rate_limited", "rate_limited", "ok"], kinds
+    assert kinds[2] == ["rate_limited", "ok"], kinds  # an agent-step retry counts on

@@ -26,8 +26,7 @@ if importlib.util.find_spec("litellm") is None:
     pytest.skip("litellm not installed", allow_module_level=True)
 
 SLOTS = 8
-# make test runs 60 agents (~3 min); the issue's 500 (AGENTLAB_HTTP_FAULT_AGENTS=500) takes
-# ~2-3 min per tick on 2 cores under the real clock and stays a manual run.
+# make test runs 60 agents; the issue's 500 is AGENTLAB_HTTP_FAULT_AGENTS=500 (a manual run).
 AGENTS = int(os.environ.get("AGENTLAB_HTTP_FAULT_AGENTS", "60"))
 
 
@@ -44,8 +43,12 @@ def faulty_server() -> Iterator[str]:
     cmd = [sys.executable, "-m", "agentlab.cli", "sim-serve", "--profile", "vllm-3b"]
     cmd += ["--port", str(port), "--seed", "7", "--rate-limit-rate", "0.10"]
     cmd += ["--timeout-rate", "0.05", "--malformed-rate", "0.02"]
-    # fast decode keeps the test short; 8 slots is the capacity the limiter must find
-    cmd += ["--set", f"slots={SLOTS}", "--set", "decode_tps=1500", "--set", "overhead_s=0.01"]
+    # vllm-3b 25x faster (decode and prefill alike) keeps the test short with the profile's
+    # shape: 8 slots are its capacity. Speeding up decode alone makes the ~880-token prompts'
+    # prefill the bottleneck: measured in process, throughput 3.3 req/s at 2 in flight and
+    # 3.6 at 8 (latency 0.60 -> 2.19 s), so no limiter should drive it at 8.
+    cmd += ["--set", f"slots={SLOTS}", "--set", "decode_tps=1500", "--set", "prefill_tps=100000"]
+    cmd += ["--set", "overhead_s=0.01"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -73,14 +76,11 @@ def _set_faults(url: str, **rates: float) -> None:
 
 
 @pytest.mark.slow
-# 6-13 min on a shared 2-core box: under 10%/5% 429s/timeouts the AIMD limit sits at 2-4,
-# so ~500 calls per tick run 2-4 at a time
 @pytest.mark.timeout(1500)
 def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_path: Path) -> None:
     # timeout 2 s: a healthy reply takes ~0.1 s unqueued, a simulated hang is cut after 2 s
-    client = LLMClient(
-        "openai/vllm-3b", base_url=faulty_server + "/v1", seed=7, timeout=2.0, max_retries=6
-    )
+    client = LLMClient("openai/vllm-3b", base_url=faulty_server + "/v1", seed=7, timeout=2.0,
+                       max_retries=6, transport="litellm")  # fmt: skip
     run_dir = tmp_path / "faults"
     # one LLM call per step (the tool calls it asks for still run): 5 x AGENTS calls
     agents = [{"type": "llm", "n": AGENTS, "config": {"max_iterations": 1}}]
@@ -115,8 +115,4 @@ def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_pat
     assert 0.005 * n <= kinds.get("malformed", 0) <= 0.04 * n, kinds
     # the limiter grows back to the server's capacity once the faults stop
     recovered = timeline["aimd_limit"].tolist()[5:]
-    if recovered[-1] < SLOTS:
-        # Known open (reported): with this 25x-accelerated server the fixed HTTP cost
-        # (~0.1 s) makes short replies look "slow" to the per-token latency baseline (pad
-        # of 8 tokens), so latency signals keep cutting the limit after the faults end.
-        pytest.xfail(f"AIMD limit {recovered} after the faults stopped, below {SLOTS} slots")
+    assert recovered[-1] >= SLOTS, (faulty_limits, recovered)
