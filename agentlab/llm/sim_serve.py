@@ -165,9 +165,8 @@ def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> web.
                 )
             if res.fault == "timeout":
                 metrics.fault("timeout")  # a hung request: the client's timeout ends it
-            limit = cap or server.profile.max_completion
-            if res.finish_reason == "length" and res.completion_tokens < limit:
-                metrics.fault("malformed")  # cut short before any token limit: on purpose
+            if res.malformed:  # on purpose: cut-short text, JSON or tool-call arguments
+                metrics.fault("malformed")
             if not req.stream:
                 try:  # the engine re-predicts while others arrive; wait() follows it
                     await server.wait(res, model_id)

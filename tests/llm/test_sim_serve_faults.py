@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -66,6 +67,19 @@ def faulty_server() -> Iterator[str]:
         proc.wait(10)
 
 
+def _server_faults(url: str) -> dict[str, float]:
+    """``agentlab_sim_faults_total`` by kind from the server's Prometheus /metrics."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = re.match(r"agentlab_sim_faults_total\{(.*)\} (\S+)$", line)
+        if m:
+            kind = re.search(r'kind="([^"]+)"', m.group(1))
+            if kind:
+                out[kind.group(1)] = out.get(kind.group(1), 0.0) + float(m.group(2))
+    return out
+
+
 def _set_faults(url: str, **rates: float) -> None:
     req = urllib.request.Request(
         url + "/sim/faults",
@@ -86,7 +100,10 @@ def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_pat
     agents = [{"type": "llm", "n": AGENTS, "config": {"max_iterations": 1}}]
     s = Society.create(run_dir, agents=agents, env=["social_feed"], llm=client, seed=7,
                        progress=False)  # fmt: skip
+    t0 = time.perf_counter()
     s.run_sync(ticks=5)
+    fault_s = time.perf_counter() - t0
+    served = _server_faults(faulty_server)
     run = open_run(run_dir)
     states = run.df("agent_states")
     calls = run.df("llm_calls")
@@ -98,6 +115,7 @@ def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_pat
     s.run_sync(ticks=3)
     timeline = open_run(run_dir).df("timeline").sort_values("tick")
     print("aimd_limit per tick:", faulty_limits, timeline["aimd_limit"].tolist()[5:])
+    print(f"{AGENTS} agents x 5 ticks with faults: {fault_s:.1f} s; server faults {served}")
 
     # 0 agent-steps lost: every agent committed ok at every tick
     assert len(states) == 5 * AGENTS and bool(states["ok"].all()), states[~states["ok"]]
@@ -108,7 +126,15 @@ def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_pat
     attempts = attempts[attempts["tick"] <= 5]
     kinds = attempts["kind"].value_counts().to_dict()
     n = len(attempts)
+    print(f"attempts {n}, by kind {kinds}")
     assert int(calls["attempts"].sum()) == n
+    # the run log holds every fault the server sent, by kind (/metrics counts them)
+    assert kinds.get("rate_limit", 0) == served.get("rate_limited", 0), (kinds, served)
+    # timeouts: the injected hangs, plus replies a queue made slower than the client's
+    # timeout (a malformed one among them is counted sent by the server, a timeout here)
+    late = kinds.get("timeout", 0) - served.get("timeout", 0)
+    assert late >= 0, (kinds, served)
+    assert 0 <= served.get("malformed", 0) - kinds.get("malformed", 0) <= late, (kinds, served)
     assert 0.06 * n <= kinds.get("rate_limit", 0) <= 0.14 * n, kinds
     # injected hangs, plus replies a queue made slower than the client's timeout
     assert kinds.get("timeout", 0) >= 0.025 * n, kinds
