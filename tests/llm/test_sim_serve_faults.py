@@ -4,11 +4,13 @@ through a ``sim-serve`` process (fault rates from its CLI flags) with litellm, a
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -28,6 +30,7 @@ if importlib.util.find_spec("litellm") is None:
 
 SLOTS = 8
 # make test runs 60 agents; the issue's 500 is AGENTLAB_HTTP_FAULT_AGENTS=500 (a manual run).
+RECOVERY_TICKS = 5
 AGENTS = int(os.environ.get("AGENTLAB_HTTP_FAULT_AGENTS", "60"))
 
 
@@ -48,7 +51,7 @@ def faulty_server() -> Iterator[str]:
     # shape: 8 slots are its capacity. Speeding up decode alone makes the ~880-token prompts'
     # prefill the bottleneck: measured in process, throughput 3.3 req/s at 2 in flight and
     # 3.6 at 8 (latency 0.60 -> 2.19 s), so no limiter should drive it at 8.
-    cmd += ["--set", f"slots={SLOTS}", "--set", "decode_tps=1500", "--set", "prefill_tps=100000"]
+    cmd += ["--set", f"slots={SLOTS}", "--set", "decode_tps=300", "--set", "prefill_tps=20000"]
     cmd += ["--set", "overhead_s=0.01"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -80,6 +83,23 @@ def _server_faults(url: str) -> dict[str, float]:
     return out
 
 
+async def _run_sampling_limit(s: Society, ticks: int) -> list[int]:
+    """Run ``ticks`` more ticks; the client's AIMD limit sampled every 0.1 s meanwhile."""
+    limits: list[int] = []
+
+    async def sample() -> None:
+        while True:
+            limits.append(s.proxy.llm.limit)
+            await asyncio.sleep(0.1)
+
+    sampler = asyncio.ensure_future(sample())
+    try:
+        await s.run(ticks)
+    finally:
+        sampler.cancel()
+    return limits
+
+
 def _set_faults(url: str, **rates: float) -> None:
     req = urllib.request.Request(
         url + "/sim/faults",
@@ -92,8 +112,8 @@ def _set_faults(url: str, **rates: float) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_path: Path) -> None:
-    # timeout 2 s: a healthy reply takes ~0.1 s unqueued, a simulated hang is cut after 2 s
-    client = LLMClient("openai/vllm-3b", base_url=faulty_server + "/v1", seed=7, timeout=2.0,
+    # timeout 3 s: a healthy reply takes ~0.4 s unqueued, a simulated hang is cut after 3 s
+    client = LLMClient("openai/vllm-3b", base_url=faulty_server + "/v1", seed=7, timeout=3.0,
                        max_retries=6, transport="litellm")  # fmt: skip
     run_dir = tmp_path / "faults"
     # one LLM call per step (the tool calls it asks for still run): 5 x AGENTS calls
@@ -112,9 +132,14 @@ def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_pat
 
     # the faults stop: the limiter grows back to the server's capacity
     _set_faults(faulty_server, p_rate_limit=0.0, p_timeout=0.0, p_malformed=0.0)
-    s.run_sync(ticks=3)
+    samples = asyncio.run(_run_sampling_limit(s, RECOVERY_TICKS))
     timeline = open_run(run_dir).df("timeline").sort_values("tick")
     print("aimd_limit per tick:", faulty_limits, timeline["aimd_limit"].tolist()[5:])
+    half = samples[len(samples) // 2 :]
+    print(
+        f"limit sampled every 0.1 s after the faults: median {statistics.median(samples)}, "
+        f"second half median {statistics.median(half)}, min {min(half)}, max {max(samples)}"
+    )
     print(f"{AGENTS} agents x 5 ticks with faults: {fault_s:.1f} s; server faults {served}")
 
     # 0 agent-steps lost: every agent committed ok at every tick
@@ -139,6 +164,5 @@ def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_pat
     # injected hangs, plus replies a queue made slower than the client's timeout
     assert kinds.get("timeout", 0) >= 0.025 * n, kinds
     assert 0.005 * n <= kinds.get("malformed", 0) <= 0.04 * n, kinds
-    # the limiter grows back to the server's capacity once the faults stop
-    recovered = timeline["aimd_limit"].tolist()[5:]
-    assert recovered[-1] >= SLOTS, (faulty_limits, recovered)
+    # the limiter grows back to the server's capacity once the faults stop (it sat at 1-3)
+    assert statistics.median(half) >= SLOTS, samples
