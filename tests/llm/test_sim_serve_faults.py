@@ -48,10 +48,11 @@ def faulty_server() -> Iterator[str]:
     cmd = [sys.executable, "-m", "agentlab.cli", "sim-serve", "--profile", "vllm-3b"]
     cmd += ["--port", str(port), "--seed", "7", "--rate-limit-rate", "0.10"]
     cmd += ["--timeout-rate", "0.05", "--malformed-rate", "0.02"]
-    # vllm-3b 25x faster (decode and prefill alike) keeps the test short with the profile's
-    # shape: 8 slots are its capacity. Speeding up decode alone makes the ~880-token prompts'
-    # prefill the bottleneck: measured in process, throughput 3.3 req/s at 2 in flight and
-    # 3.6 at 8 (latency 0.60 -> 2.19 s), so no limiter should drive it at 8.
+    # A faster vllm-3b (decode 300 tok/s, prefill 20,000 tok/s: 3x and 2x the profile's)
+    # keeps the test short with the profile's shape: 8 slots are its capacity, and replies
+    # (~0.4 s) stay well above a busy client host's scheduling noise. Speeding up decode
+    # alone (1500 tok/s, prefill 4000) made the ~880-token prompts' prefill the bottleneck:
+    # measured in process, 3.3 req/s at 2 in flight and 3.6 at 8 (latency 0.60 -> 2.19 s).
     cmd += ["--set", f"slots={SLOTS}", "--set", "decode_tps=300", "--set", "prefill_tps=20000"]
     cmd += ["--set", "overhead_s=0.01"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
