@@ -47,16 +47,6 @@ def import_litellm() -> Any:
     return _litellm
 
 
-async def _own_task() -> None:
-    """Yield once, so what follows runs in the caller's own task.
-
-    ``asyncio.timeout`` cancels the task current when it is entered. The society steps an
-    agent without a task up to its first suspension (``runtime/batch.py``), inside its
-    batch's task; a timeout entered there would cancel the whole batch, not this call.
-    """
-    await asyncio.sleep(0)
-
-
 def map_exception(exc: BaseException, model: str) -> LLMError:
     """Translate a litellm/openai/asyncio exception into an ``agentlab.errors`` class."""
     if isinstance(exc, LLMError):
@@ -139,7 +129,6 @@ async def acall(clock: Any, **kw: Any) -> SimResult:
     lm = import_litellm()
     t0 = clock.now()
     try:
-        await _own_task()
         async with asyncio.timeout(kw["timeout"]):
             resp = await lm.acompletion(**_kwargs(**kw))
     except BaseException as exc:
@@ -182,7 +171,6 @@ async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterat
     p_tok = c_tok = 0
     finish = "stop"
     try:
-        await _own_task()
         async with asyncio.timeout(kw["timeout"]):
             resp = await lm.acompletion(**kw2)
             async for chunk in resp:

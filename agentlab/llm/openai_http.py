@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from agentlab.errors import ConfigError, LLMError, LLMTimeoutError, ProviderError, RateLimitError
-from agentlab.llm.litellm_backend import _kwargs, _own_task
+from agentlab.llm.litellm_backend import _kwargs
 from agentlab.llm.sim_backend import SimResult
 
 if TYPE_CHECKING:
@@ -146,7 +146,6 @@ async def acall(clock: Any, **kw: Any) -> SimResult:
     model = kw["model"]
     t0 = clock.now()
     try:
-        await _own_task()
         async with asyncio.timeout(kw["timeout"]):
             async with _session().post(url, data=body, headers=headers) as resp:
                 raw = await resp.read()
@@ -197,7 +196,6 @@ async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterat
     finish: str | None = None
     done = False
     try:
-        await _own_task()
         async with asyncio.timeout(kw["timeout"]):
             async with _session().post(url, data=body, headers=headers) as resp:
                 if resp.status >= 400:

@@ -1,5 +1,5 @@
-"""The society's per-step hot path (issue 16): agents stepped without a task unless they
-wait, rows and spans buffered per batch, sampled ``llm.call`` spans, ``StepRandom``, and
+"""The society's per-step hot path (issue 16): each agent-step its own task (timeouts and
+task groups stay the agent's), rows and spans buffered per batch, sampled ``llm.call`` spans, ``StepRandom``, and
 one packed-store read per batch."""
 
 from __future__ import annotations
@@ -44,6 +44,26 @@ class Sleeper(AgentBase):
         self.state["steps"] += 1
 
 
+@register_agent("test_scoped")
+class Scoped(AgentBase):
+    """Enters ``asyncio.timeout`` and a ``TaskGroup`` before its first await (user code may)."""
+
+    def initial_state(self) -> dict[str, Any]:
+        return {"steps": 0}
+
+    async def step(self, tick: int) -> None:
+        me = asyncio.current_task()
+        _TASKS.append(me)
+        async with asyncio.timeout(float(self.config.get("timeout_s", 5.0))):
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(asyncio.sleep(float(self.config.get("sleep_s", 0.0))))
+        assert asyncio.current_task() is me
+        self.state["steps"] += 1
+
+
+_TASKS: list[Any] = []
+
+
 def _spans(run: Path) -> list[dict[str, Any]]:
     return [
         json.loads(x) for f in (run / "trace").glob("*.jsonl") for x in f.read_bytes().splitlines()
@@ -74,6 +94,25 @@ def test_agents_that_wait_still_run_concurrently_and_do_not_share_context(
     assert all(seen == agent for agent, seen in _LOG)
     assert all(s["steps"] == 1 for s in soc.agent_states().values())
     assert len(_rows(tmp_path, "agent_states")) == 20
+
+
+def test_timeouts_and_task_groups_in_a_step_belong_to_the_agent_not_its_batch(
+    tmp_path: Path,
+) -> None:
+    # one agent whose timeout fires (its step fails) must not cancel its batch-mates
+    _TASKS.clear()
+    agents = [{"type": "test_scoped", "n": 6, "config": {"sleep_s": 0.05}},
+              {"type": "test_scoped", "n": 1, "prefix": "late",
+               "config": {"sleep_s": 5.0, "timeout_s": 0.2}}]  # fmt: skip
+    soc = Society.create(tmp_path, agents=agents, retry={"max_attempts": 1}, progress=False)
+    soc.run_sync(ticks=1)
+    rows = _rows(tmp_path, "agent_states")
+    ok = sorted(r["agent_id"] for r in rows if r["ok"])
+    failed = [r["agent_id"] for r in rows if not r["ok"]]
+    assert len(ok) == 6 and len(failed) == 1 and failed[0].startswith("late"), rows
+    errors = _rows(tmp_path, "agent_errors")
+    assert [e["error_class"] for e in errors] == ["TimeoutError"]
+    assert len({id(t) for t in _TASKS}) == 7  # every step ran in a task of its own
 
 
 def test_a_cancelled_batch_leaves_no_agent_running(tmp_path: Path) -> None:
