@@ -11,6 +11,7 @@ __all__ = [
     "AgentError",
     "AgentlabError",
     "BadResponseError",
+    "BatchDeadlineError",
     "ConfigError",
     "CorruptRecordError",
     "EnvActorDiedError",
@@ -151,3 +152,8 @@ class EnvActorDiedError(ExecutorError):
 
 class SweepError(AgentlabError):
     """A sweep could not be planned or collected."""
+
+
+class BatchDeadlineError(WorkerLostError):
+    """A Ray batch task ran past the executor's ``batch_deadline_s`` (a hung or partitioned
+    node): the attempt was abandoned and its staged writes dropped."""

@@ -376,9 +376,16 @@ class AgentBase:
             self.base_tick, self._base_slot = t, slot
 
     def log(self, name: str, record: dict[str, Any]) -> None:
-        """Append a diagnostic JSON line to ``.runtime/logs/<name>.jsonl`` (best effort)."""
+        """Append a diagnostic JSON line to ``.runtime/logs/<name>.jsonl`` (best effort).
+
+        A store without files that can append (a Ray batch's segment) takes the line; the
+        driver appends it to the run's workspace.
+        """
         path = self.workspace.path if self.workspace else None
         if path is None:
+            append = getattr(self.workspace.store, "append", None) if self.workspace else None
+            if append is not None:
+                append(self.agent_id, f".runtime/logs/{name}.jsonl", orjson.dumps(record) + b"\n")
             return
         logs = path / ".runtime" / "logs"
         logs.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,12 @@
 """``RayExecutor``: batches as Ray tasks, the env in one Ray actor, failures survived.
 
-Every batch task is *staged* (``runtime/staging.py``): it writes nothing into the run
-directory and returns its log bytes and state writes, which the driver commits when it
-accepts the result. That makes failures safe to retry:
+No worker touches the run directory, so nodes need not share a filesystem: the driver
+sends each batch task its agents' committed workspace bytes (a segment), the task returns
+the new state versions, its log bytes and diagnostics (``runtime/staging.py``), and the
+driver commits them when it accepts the result. The env actor gets and returns its
+checkpoints as bytes (``runtime/ray_env.py``); people are asked through the run's human
+desk, which the driver serves (``runtime/ray_human.py``). That makes failures safe to
+retry:
 
 * a worker or node dies mid-batch (``WorkerCrashedError``, ``NodeDiedError``...): the other
   tasks of the tick are cancelled with ``force=True`` and drained (best effort, bounded by
@@ -12,6 +16,9 @@ accepts the result. That makes failures safe to retry:
   Without an env the batches are independent, so only the lost batch runs again.
   A task that could not be confirmed stopped (a partitioned node) cannot hurt: it only
   ever writes into its own staging area and into the old, killed env actor.
+* a batch task runs past ``batch_deadline_s`` (a hung worker, a partitioned node Ray
+  never declares dead): it is force-cancelled and handled like a lost worker above; its
+  staged writes are never committed however late it finishes.
 * the env actor dies: :class:`~agentlab.errors.EnvActorDiedError`, nothing of the tick is
   committed; ``Society.open`` (or stepping again) restarts it from the checkpoint.
 
@@ -21,17 +28,22 @@ Each lost attempt is recorded in :attr:`RayExecutor.lost` (the driver logs it).
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import time
 import warnings
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
-from agentlab.errors import EnvActorDiedError, WorkerLostError
+from agentlab.errors import BatchDeadlineError, ConfigError, EnvActorDiedError, WorkerLostError
 from agentlab.runtime.batch import BatchResult, BatchSpec
-from agentlab.runtime.envhost import ENV_CKPT_DIR, EnvHost, RayEnvHandle, modules_from_specs
-from agentlab.runtime.staging import Promoted, StagedBatch, run_staged_batch
+from agentlab.runtime.envhost import ENV_CKPT_DIR, RayEnvHandle
+from agentlab.runtime.ray_env import EnvActor, EnvCheckpoint, read_files
+from agentlab.runtime.ray_human import DeskServer, HumanDesk
+from agentlab.runtime.staging import Promoted, StagedBatch, read_segment, run_staged_batch
+from agentlab.store.atomic import atomic_write_bytes
+from agentlab.store.packed_store import open_agent_store
 
 __all__ = ["RayExecutor"]
 
@@ -46,65 +58,16 @@ _LOST_NAMES = (
 )
 
 
-class _EnvActor:
-    """Body of the Ray env actor: an :class:`EnvHost` built inside the actor."""
-
-    def __init__(
-        self, specs: list[Any], seed: int, run_dir: str, restore: list[str] | None
-    ) -> None:
-        self.host = EnvHost(modules_from_specs(specs))
-        if restore:
-            self.host.restore(run_dir, restore)
-
-    def info(self) -> tuple[list[dict[str, Any]], str]:
-        return self.host.tools(), self.host.describe()
-
-    def ping(self) -> int:
-        return os.getpid()
-
-    async def call(
-        self, agent_id: str, name: str, arguments: dict[str, Any], tick: int
-    ) -> tuple[bool, Any]:
-        # Errors come back as values: a raised error would reach the agent wrapped in a
-        # RayTaskError whose message (with a traceback) differs from the local executor's.
-        try:
-            return True, await self.host.call(agent_id, name, arguments, tick)
-        except Exception as exc:
-            return False, exc
-
-    async def observe(self, agent_id: str, tick: int) -> str:
-        return await self.host.observe(agent_id, tick)
-
-    async def ask(
-        self, agent_id: str, text: str, tick: int, services: Any, module: str | None
-    ) -> tuple[bool, Any]:
-        try:  # errors as values, as call() does
-            return True, await self.host.ask(agent_id, text, tick, services, module)
-        except Exception as exc:
-            return False, exc
-
-    def take_tick_stats(self) -> dict[str, Any]:
-        return self.host.take_tick_stats()
-
-    async def step(self, tick: int) -> list[dict[str, Any]]:
-        return await self.host.step(tick)
-
-    def checkpoint(self, run_dir: str, tick: int, publish: bool) -> list[str]:
-        paths = self.host.checkpoint(run_dir, tick)
-        if publish:
-            self.host.publish(run_dir)
-        return paths
-
-
 _REMOTE: dict[str, Any] = {}
 
 
-def _remote(ray: Any) -> tuple[Any, Any]:
+def _remote(ray: Any) -> tuple[Any, Any, Any]:
     if "task" not in _REMOTE:
         # max_retries=0: a re-execution by Ray would be an attempt the driver cannot fence.
         _REMOTE["task"] = ray.remote(num_cpus=1, max_retries=0)(run_staged_batch)
-        _REMOTE["actor"] = ray.remote(num_cpus=0, max_restarts=0)(_EnvActor)
-    return _REMOTE["task"], _REMOTE["actor"]
+        _REMOTE["actor"] = ray.remote(num_cpus=0, max_restarts=0)(EnvActor)
+        _REMOTE["desk"] = ray.remote(num_cpus=0, max_restarts=0)(HumanDesk)
+    return _REMOTE["task"], _REMOTE["actor"], _REMOTE["desk"]
 
 
 class _TickLost(Exception):
@@ -123,6 +86,12 @@ class RayExecutor:
             cluster's CPU count).
         max_attempts: runs of a tick (or, without an env, of a batch) when workers die.
         drain_timeout_s: how long to wait for cancelled tasks to end before retrying.
+        batch_deadline_s: how long one batch task may run (from its submission) before
+            its attempt is abandoned: force-cancelled, its staged writes never committed,
+            the batch (with an env: the tick) run again, counted like a lost worker
+            (``BatchDeadlineError`` once ``max_attempts`` are spent). This is what ends
+            a wait on a hung or partitioned node that Ray never declares dead. Default
+            ``AGENTLAB_RAY_BATCH_DEADLINE_S`` or 1800 s; ``None`` or ``0``: no deadline.
     """
 
     name = "ray"
@@ -133,6 +102,7 @@ class RayExecutor:
         max_workers: int | None = None,
         max_attempts: int = 3,
         drain_timeout_s: float = 30.0,
+        batch_deadline_s: float | str | None = "default",
     ) -> None:
         from agentlab.runtime.ray_init import ensure_ray
 
@@ -142,7 +112,11 @@ class RayExecutor:
         self.max_workers = max_workers or (int(env_max) if env_max else max(1, cpus))
         self.max_attempts = max(1, int(max_attempts))
         self.drain_timeout_s = float(drain_timeout_s)
+        self.batch_deadline_s = _deadline(batch_deadline_s)
         self.actor: Any = None
+        self.desk: Any = None  # the human desk actor (runtime/ray_human.py), made lazily
+        #: committed batches per Ray node id (where the run's work went)
+        self.batch_nodes: Counter[str] = Counter()
         #: one dict per lost attempt: tick, batch, attempt, error_class, error, ts
         self.lost: list[dict[str, Any]] = []
         self._env_args: tuple[list[Any], int, str] | None = None
@@ -160,16 +134,18 @@ class RayExecutor:
             return None
         self._env_args = (specs, seed, run_dir)
         self._env_tick, self._dirty = None, False
-        return self._spawn_env(restore)
+        return self._spawn_env(read_files(run_dir, restore) if restore else None)
 
-    def _spawn_env(self, restore: list[str] | None) -> RayEnvHandle:
+    def _spawn_env(self, restore: dict[str, bytes] | None) -> RayEnvHandle:
         assert self._env_args is not None
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        _, actor_cls = _remote(self.ray)
+        _, actor_cls, _ = _remote(self.ray)
         options: dict[str, Any] = {}
         try:
-            # On the driver's node: a worker node that dies must not take the env with it.
+            # The actor reads and writes no file of the run (its checkpoints travel as
+            # bytes), so any node would do; the driver's is preferred because a worker
+            # node that dies must not take the env with it.
             node = self.ray.get_runtime_context().get_node_id()
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
         except Exception:  # a Ray client driver has no node of its own: Ray decides
@@ -208,7 +184,8 @@ class RayExecutor:
                 pass
         n = len(self._env_args[0])
         # The layout EnvHost.checkpoint and Society.create write.
-        restore = [f"{ENV_CKPT_DIR}/{committed}/{i}.json" for i in range(n)]
+        paths = [f"{ENV_CKPT_DIR}/{committed}/{i}.json" for i in range(n)]
+        restore = read_files(self._env_args[2], paths)
         for attempt in range(1, 4):
             try:
                 proxy.env = await asyncio.to_thread(self._spawn_env, restore)
@@ -238,22 +215,36 @@ class RayExecutor:
             raise self._env_died("reading router counters", None, exc) from exc
 
     def env_checkpoint(self, run_dir: str, tick: int, publish: bool) -> list[str]:
+        """Take the env actor's checkpoint bytes and rows, and write them into the run."""
         if self.actor is None:
             return []
         try:
-            paths: list[str] = self.ray.get(self.actor.checkpoint.remote(run_dir, tick, publish))
+            ckpt: EnvCheckpoint = self.ray.get(self.actor.checkpoint.remote(tick, publish))
         except self.ray.exceptions.RayActorError as exc:
             raise self._env_died("writing its checkpoint", tick, exc) from exc
+        for rel, data in ckpt.files.items():
+            target = Path(run_dir) / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(target, data, fsync=False)
+        if ckpt.log:
+            self._promoter(run_dir).commit_log(ckpt.log, ckpt.schema)
         self._env_tick, self._dirty = tick, False
-        return paths
+        return ckpt.paths
+
+    def _promoter(self, run_dir: str | os.PathLike[str]) -> Promoted:
+        if self._promoted is None or self._promoted.run_dir != Path(run_dir):
+            self._promoted = Promoted(run_dir)
+        return self._promoted
 
     def close(self) -> None:
-        if self.actor is not None:
-            try:
-                self.ray.kill(self.actor)
-            except Exception:  # already dead
-                pass
-            self.actor = None
+        for name in ("actor", "desk"):
+            handle = getattr(self, name)
+            if handle is not None:
+                try:
+                    self.ray.kill(handle)
+                except Exception:  # already dead
+                    pass
+                setattr(self, name, None)
 
     # --- batches -----------------------------------------------------------------------
 
@@ -261,9 +252,7 @@ class RayExecutor:
         if not batches:
             return []
         tick, committed = batches[0].tick, batches[0].committed
-        if self._promoted is None or self._promoted.run_dir != Path(proxy.run_dir):
-            self._promoted = Promoted(proxy.run_dir)
-        promoted = self._promoted
+        promoted = self._promoter(proxy.run_dir)
         if self.actor is not None and (self._dirty or self._env_tick not in (None, committed)):
             # An earlier attempt of this tick failed after touching the env: start clean.
             await self._restart_env(proxy, committed)
@@ -271,7 +260,7 @@ class RayExecutor:
             self._dirty = self.actor is not None
             promoted.begin()
             try:
-                results = await self._attempt(batches, proxy)
+                results = await self._serving_humans(self._attempt(batches, proxy), proxy)
                 if self.actor is not None:
                     await self._check_env(tick)
                 return results
@@ -279,7 +268,12 @@ class RayExecutor:
                 promoted.rollback()
                 self._record(tick, lost.batch, attempt, lost.cause)
                 if attempt == self.max_attempts or self._env_args is None:
-                    raise WorkerLostError(
+                    kind = (
+                        BatchDeadlineError
+                        if isinstance(lost.cause, BatchDeadlineError)
+                        else WorkerLostError
+                    )
+                    raise kind(
                         f"tick {tick}: batch {lost.batch} lost its Ray worker on all "
                         f"{self.max_attempts} attempts (last: {type(lost.cause).__name__}: "
                         f"{lost.cause}); nothing of the tick was committed"
@@ -298,42 +292,94 @@ class RayExecutor:
         except self.ray.exceptions.RayActorError as exc:
             raise self._env_died("mid-tick", tick, exc) from exc
 
+    async def _serving_humans(self, attempt: Any, proxy: Any) -> list[BatchResult]:
+        """Run ``attempt`` while the driver serves the human desk (``ray_human.py``)."""
+        if self.desk is None:
+            _, _, desk_cls = _remote(self.ray)
+            self.desk = desk_cls.remote()
+        server = asyncio.ensure_future(DeskServer(self.desk, proxy.run_dir).serve())
+        try:
+            return await attempt  # type: ignore[no-any-return]
+        finally:
+            server.cancel()
+            await asyncio.gather(server, return_exceptions=True)
+
     async def _attempt(self, batches: list[BatchSpec], proxy: Any) -> list[BatchResult]:
         """One run of the tick; raises :class:`_TickLost` when it must start over."""
         ray = self.ray
-        task, _ = _remote(ray)
-        proxy_ref = ray.put(proxy)
-        assert self._promoted is not None
+        task, _, _ = _remote(ray)
+        # The tasks' copy (no live resources) asks people through the desk, not the run.
+        task_proxy = copy.copy(proxy)
+        task_proxy.human_desk = self.desk
+        proxy_ref = ray.put(task_proxy)
+        promoted = self._promoter(proxy.run_dir)
+        store = open_agent_store(proxy.run_dir)
         results: dict[int, BatchResult] = {}
         runs = [0] * len(batches)
         todo = deque(range(len(batches)))
         pending: dict[Any, int] = {}
+        started: dict[Any, float] = {}
+        deadline = self.batch_deadline_s
         try:
             while todo or pending:
                 while todo and len(pending) < self.max_workers:
                     i = todo.popleft()
                     runs[i] += 1
-                    pending[task.remote(batches[i], proxy_ref)] = i
+                    ids = [a.agent_id for a in batches[i].agents]
+                    segment = await asyncio.to_thread(read_segment, store, ids)
+                    ref = task.remote(batches[i], proxy_ref, segment)
+                    pending[ref], started[ref] = i, time.monotonic()
+                wait_s = None
+                if deadline is not None:
+                    wait_s = max(
+                        0.0, min(started[r] for r in pending) + deadline - time.monotonic()
+                    )
                 done, _ = await asyncio.to_thread(
-                    ray.wait, list(pending), num_returns=1, timeout=None
+                    ray.wait, list(pending), num_returns=1, timeout=wait_s
                 )
                 for ref in done:
                     i = pending.pop(ref)
+                    started.pop(ref)
                     try:
                         staged: StagedBatch = await ref
                     except self._lost_names as exc:
-                        if self.actor is not None or runs[i] >= self.max_attempts:
-                            raise _TickLost(i, exc) from exc
-                        # No env: batches are independent; only this one runs again.
-                        self._record(batches[i].tick, i, runs[i], exc)
-                        todo.appendleft(i)
+                        self._lost_batch(batches, i, runs[i], exc, todo)
                         continue
-                    self._promoted.commit(staged)
+                    promoted.commit(staged)
+                    self.batch_nodes[staged.node] += 1
                     results[i] = staged.result
+                if deadline is not None:
+                    now = time.monotonic()
+                    for ref in [r for r in pending if now - started[r] >= deadline]:
+                        i = pending.pop(ref)
+                        started.pop(ref)
+                        self._cancel(ref)  # its staging is never committed: harmless if late
+                        late = BatchDeadlineError(
+                            f"tick {batches[i].tick}: batch {i} ran past batch_deadline_s="
+                            f"{deadline:g} s (a hung or partitioned node?); the attempt was "
+                            "abandoned and its staged writes dropped"
+                        )
+                        self._lost_batch(batches, i, runs[i], late, todo)
         except BaseException:
             self._drain(pending)
             raise
         return [results[i] for i in range(len(batches))]
+
+    def _lost_batch(
+        self, batches: list[BatchSpec], i: int, runs: int, exc: BaseException, todo: deque[int]
+    ) -> None:
+        """A batch attempt is lost: run it again (no env) or give the tick up."""
+        if self.actor is not None or runs >= self.max_attempts:
+            raise _TickLost(i, exc) from exc
+        # No env: batches are independent; only this one runs again.
+        self._record(batches[i].tick, i, runs, exc)
+        todo.appendleft(i)
+
+    def _cancel(self, ref: Any) -> None:
+        try:
+            self.ray.cancel(ref, force=True)
+        except Exception:  # finished meanwhile, or its node is gone
+            pass
 
     def _drain(self, pending: dict[Any, int]) -> None:
         """Force-cancel the tasks still running and wait (bounded) until they end."""
@@ -341,10 +387,7 @@ class RayExecutor:
         if not refs:
             return
         for ref in refs:
-            try:
-                self.ray.cancel(ref, force=True)
-            except Exception:  # finished meanwhile, or its node is gone
-                pass
+            self._cancel(ref)
         _, left = self.ray.wait(
             refs, num_returns=len(refs), timeout=self.drain_timeout_s, fetch_local=False
         )
@@ -367,3 +410,18 @@ class RayExecutor:
                 "ts": time.time(),
             }
         )
+
+
+def _deadline(value: float | str | None) -> float | None:
+    """The batch deadline in seconds (``None``: none); see :class:`RayExecutor`."""
+    if value == "default":
+        value = os.environ.get("AGENTLAB_RAY_BATCH_DEADLINE_S", "1800")
+    try:
+        seconds = None if value is None else float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"batch_deadline_s must be a number of seconds or None, got {value!r}"
+        ) from None
+    if seconds is not None and seconds < 0:
+        raise ConfigError(f"batch_deadline_s must be >= 0 (0 or None: no deadline), got {value!r}")
+    return seconds or None

@@ -101,6 +101,9 @@ class RunServices:
         self.run_id = run_id or Path(run_dir).name
         self.clock_name = clock
         self.llm_spans = _span_rate(llm_spans)
+        #: a Ray handle on the run's human desk (``runtime/ray_human.py``): set in the copy
+        #: a Ray task gets, so ``ask_user`` goes through the driver, not the run directory
+        self.human_desk: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -110,6 +113,7 @@ class RunServices:
     def __setstate__(self, state: dict[str, Any]) -> None:
         state.setdefault("llm_spans", 1.0)  # pickled by an older version
         self.__dict__.update(state)
+        self.__dict__.setdefault("human_desk", None)
 
     # --- live resources (per process) --------------------------------------------------
 
@@ -142,7 +146,7 @@ class RunServices:
             if client.clock is not self.clock:
                 client = client.with_clock(self.clock)
             # real providers also record a response cache in the run dir (llm="cache:RUN")
-            client = client.with_cache(self.run_dir)
+            client = client.with_cache(str(self._live.get("stage_root", self.run_dir)))
             # declared before the first row, so no column type is ever inferred
             catalog.register(self.replay, ("llm_calls", "llm_attempts"), module=__name__)
             llm = self._live["llm"] = RecordingLLM(client, self)
@@ -198,13 +202,26 @@ class RunServices:
         if "trace" in self._live:
             self._live["trace"].flush()
 
-    def stage(self, *, replay: ReplaySink, trace: Tracer, store: AgentStore) -> None:
+    def stage(
+        self,
+        *,
+        replay: ReplaySink,
+        trace: Tracer,
+        store: AgentStore | None = None,
+        root: Path | None = None,
+    ) -> None:
         """Use these sink, tracer and agent store in this process instead of the run's.
 
-        A staged Ray batch (``runtime/staging.py``) writes nowhere in the run directory;
-        the driver commits what it returns.
+        A staged Ray batch or the Ray env actor (``runtime/staging.py``) writes nowhere in
+        the run directory; the driver commits what it returns. ``root`` (the staging
+        directory) also takes a real provider's response cache.
         """
-        self._live.update(replay=replay, trace=trace, store=store)
+        self._live.update(replay=replay, trace=trace)
+        if store is not None:
+            self._live["store"] = store
+        if root is not None:
+            self._live["stage_root"] = root
+            self._live.pop("llm", None)  # rebuilt with the cache under root
         self._live.pop("message_sinks", None)
 
     def for_agent(
@@ -350,6 +367,20 @@ class AgentContext:
         from agentlab.store.human import ask_user
 
         self._asks += 1
+        desk = self.proxy.human_desk
+        if desk is not None:  # a Ray task: through the driver (runtime/ray_human.py)
+            from agentlab.runtime.ray_human import ask_desk
+
+            return await ask_desk(
+                desk,
+                question,
+                schema,
+                ts=self.proxy.clock.now(),
+                agent_id=self.agent_id,
+                tick=self.tick,
+                request_id=f"{self.agent_id}:{self.tick}:{self._asks}",
+                timeout=timeout,
+            )
         return await ask_user(
             self.proxy.run_dir,
             question,

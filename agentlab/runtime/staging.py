@@ -1,20 +1,26 @@
-"""Staged Ray batches: a batch attempt's writes reach the run only if the driver accepts it.
+"""Staged Ray batches: a batch task never touches the run directory; the driver commits.
 
-A Ray batch task never writes into the run directory. Its agents' new state versions go
-into a :class:`StagingStore` (reads fall through to the run's agent store), its log rows
-and spans into a per-process staging directory outside the run. When the task ends it
-returns a :class:`StagedBatch`: the counters plus those bytes. The driver *accepts* an
-attempt by receiving that return value and then commits it with :func:`commit_staged`:
-the log bytes are appended to the run's shard of the worker (``replay/<ds>/<host>-<pid>
-.jsonl``, the layout readers already know), the state slots are written, new columns are
-registered in the catalogue.
+The driver reads the committed workspace bytes of a batch's agents (:func:`read_segment`,
+a :data:`Segment`) and sends them with the task. The task runs its agents on a
+:class:`SegmentStore` over those bytes, writes its log rows, spans and a real provider's
+response cache into a per-process staging directory under its own temp dir, and asks
+people through the run's human desk (``runtime/ray_human.py``). When it ends it returns a
+:class:`StagedBatch`: the counters, the log bytes, the catalogue columns, the new state
+versions and the diagnostics it appended. So a node needs nothing but Ray (and the
+installed package): no shared filesystem.
+
+The driver *accepts* an attempt by receiving that return value and commits it with
+:meth:`Promoted.commit`: the log bytes are appended to the run's shard of the worker
+(``replay/<ds>/<host>-<pid>.jsonl``, the layout readers already know), the state slots are
+written, new columns are registered in the catalogue.
 
 Why this is the fence: an attempt the driver gave up on (its worker crashed, was
-cancelled, or sits on a partitioned node) can only ever write into its own staging
-directory and memory, never into the run. However late it runs, nothing it does reaches
-the committed log or a committed state slot — even when cancelling it failed. The driver
-is the only writer of the run's log files, so it may cut back what an aborted tick
-appended (:meth:`Promoted.rollback`) and ``truncate_log`` on resume holds its premise.
+cancelled, ran past its deadline, or sits on a partitioned node) can only ever write into
+its own staging directory and memory, never into the run. However late it runs, nothing
+it does reaches the committed log or a committed state slot — even when cancelling it
+failed. The driver is the only writer of the run's log files, so it may cut back what an
+aborted tick appended (:meth:`Promoted.rollback`) and ``truncate_log`` on resume holds its
+premise.
 """
 
 from __future__ import annotations
@@ -28,52 +34,107 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.agents.workspace import SLOT_KEYS, Workspace
+from agentlab.core.ids import validate_agent_id
+from agentlab.errors import StoreError
+from agentlab.llm.cache_backend import CACHE_DIR
 from agentlab.runtime.batch import BatchResult, BatchSpec, run_batch_blocking
-from agentlab.store.agent_store import DirectoryStore, validate_key
+from agentlab.store.agent_store import AgentStore, DirectoryStore, iter_bytes, validate_key
+from agentlab.store.atomic import atomic_write_bytes
 from agentlab.store.layout import REPLAY_DIR, TRACE_DIR, shard_files
 from agentlab.store.packed_store import open_agent_store
 
-__all__ = ["Promoted", "StagedBatch", "StagingStore", "run_staged_batch"]
+__all__ = [
+    "Promoted",
+    "Segment",
+    "SegmentStore",
+    "StagedBatch",
+    "read_segment",
+    "run_staged_batch",
+    "stage_root",
+    "take_log",
+]
 
 
-class StagingStore(DirectoryStore):
-    """A :class:`DirectoryStore` whose writes stay in memory until :meth:`take`.
+#: ``{agent_id: {key: bytes}}``: agents' workspace bytes travelling between driver and task
+Segment = dict[str, dict[str, bytes]]
 
-    Reads see the staged bytes first, then the run's files, so an agent reads back what it
-    wrote in the same attempt. A subclass (not the exact type) on purpose: the workspace
-    fast paths that write files directly check ``type(store) is DirectoryStore``.
+#: keys under this prefix are diagnostics, never state: not shipped to a task
+_DIAGNOSTICS = ".runtime/"
+
+
+def read_segment(store: AgentStore, agent_ids: list[str]) -> Segment:
+    """The committed workspace bytes of ``agent_ids`` (the driver's side of a batch).
+
+    Every key but the ``.runtime/`` diagnostics: both state slots (the task picks the
+    version not after the committed tick, as it would from files), ``config.json``,
+    ``AGENT.json`` and whatever else an agent keeps in its workspace.
+    """
+    out: Segment = {}
+    for agent_id in agent_ids:
+        keys = [k for k in store.keys(agent_id) if not k.startswith(_DIAGNOSTICS)]
+        out[agent_id] = iter_bytes(store, agent_id, keys)
+    return out
+
+
+class SegmentStore:
+    """An :class:`AgentStore` over a :data:`Segment` held in memory (the task's side).
+
+    Reads see the task's own writes first, then the segment the driver sent; writes and
+    diagnostic appends stay in memory until :meth:`take`. It never opens a file, so a
+    batch task runs on a node that cannot see the run directory.
     """
 
-    def __init__(self, root: str | os.PathLike[str], fsync: bool = False) -> None:
-        super().__init__(root, fsync=fsync)
-        self._staged: dict[str, dict[str, bytes]] = {}
-        # reads fall through to the run's own store: directories, or a packed run's file
-        self._base = open_agent_store(self.root.parent)
+    def __init__(self, segment: Segment, run: str = "") -> None:
+        self._base = segment
+        self._run = run
+        self._writes: Segment = {}
+        self._appends: dict[str, dict[str, bytearray]] = {}
 
     def read(self, agent_id: str, key: str) -> bytes | None:
-        staged = self._staged.get(agent_id)
+        staged = self._writes.get(agent_id)
         if staged is not None and key in staged:
             return staged[key]
-        return self._base.read(agent_id, key)
+        return self._base.get(agent_id, {}).get(key)
 
     def write(self, agent_id: str, key: str, data: bytes) -> None:
+        """Store one key (in memory)."""
         self.write_many(agent_id, {key: data})
 
     def write_many(self, agent_id: str, items: Mapping[str, bytes]) -> None:
-        self.path(agent_id)  # validates the id
-        staged = self._staged.setdefault(agent_id, {})
+        staged = self._writes.setdefault(validate_agent_id(agent_id), {})
         for key, data in items.items():
             staged[validate_key(key)] = bytes(data)
 
-    def take(self) -> dict[str, dict[str, bytes]]:
-        """The staged writes ``{agent_id: {key: bytes}}``; the store is empty afterwards."""
-        out, self._staged = self._staged, {}
-        return out
+    def append(self, agent_id: str, key: str, data: bytes) -> None:
+        """Append to a diagnostic key (``.runtime/logs/...``); the driver appends it."""
+        logs = self._appends.setdefault(validate_agent_id(agent_id), {})
+        logs.setdefault(validate_key(key), bytearray()).extend(data)
 
-    def __reduce__(self) -> tuple[type, tuple[str, bool]]:
-        # A copy is an empty *staging* store (never a plain one that would write files):
-        # staged writes belong to one process's attempt.
-        return (StagingStore, (str(self.root), self.fsync))
+    def delete(self, agent_id: str) -> None:
+        raise StoreError(
+            f"a batch task cannot delete agent {agent_id!r}: its store is the segment of "
+            f"{self._run or 'the run'} the driver sent"
+        )
+
+    def agents(self) -> list[str]:
+        return sorted(set(self._base) | set(self._writes))
+
+    def keys(self, agent_id: str) -> list[str]:
+        return sorted(set(self._base.get(agent_id, {})) | set(self._writes.get(agent_id, {})))
+
+    def exists(self, agent_id: str) -> bool:
+        """Whether the segment (or a write of this task) holds the agent."""
+        return agent_id in self._base or agent_id in self._writes
+
+    def take(self) -> tuple[Segment, dict[str, dict[str, bytes]]]:
+        """``(writes, appends)`` of the task; both are empty afterwards."""
+        writes, self._writes = self._writes, {}
+        appends = {a: {k: bytes(v) for k, v in d.items()} for a, d in self._appends.items()}
+        self._appends = {}
+        return writes, appends
+
+    def __repr__(self) -> str:
+        return f"<segment of {len(self._base)} agents of {self._run or 'a run'}>"
 
 
 @dataclass(slots=True)
@@ -86,7 +147,9 @@ class StagedBatch:
     #: ``{dataset: {column: type}}`` the batch's rows need in the catalogue
     schema: dict[str, dict[str, str]] = field(default_factory=dict)
     #: ``{agent_id: {key: bytes}}`` workspace writes (new state versions)
-    writes: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    writes: Segment = field(default_factory=dict)
+    #: ``{agent_id: {key: bytes}}`` appended to diagnostics (``.runtime/logs/...``)
+    appends: dict[str, dict[str, bytes]] = field(default_factory=dict)
     pid: int = 0
     node: str = ""
 
@@ -94,10 +157,13 @@ class StagedBatch:
 _SWEPT: set[int] = set()
 
 
-def _stage_root(run_dir: str) -> Path:
-    # One directory per (worker process, run), outside the run so that nothing a
-    # superseded attempt writes can ever show up there; reused by the process's next task.
-    digest = hashlib.blake2b(str(Path(run_dir).resolve()).encode(), digest_size=6).hexdigest()
+def stage_root(run_dir: str) -> Path:
+    """This process's staging directory for ``run_dir`` (under its own temp dir).
+
+    One directory per (process, run), outside the run so that nothing a superseded
+    attempt writes can ever show up there; reused by the process's next task.
+    """
+    digest = hashlib.blake2b(str(Path(run_dir).absolute()).encode(), digest_size=6).hexdigest()
     base = Path(tempfile.gettempdir()) / "agentlab-stage"
     if os.getpid() not in _SWEPT:
         _SWEPT.add(os.getpid())
@@ -125,49 +191,69 @@ def _sweep_dead(base: Path) -> None:
             pass
 
 
-def _take_log(root: Path) -> dict[str, bytes]:
-    """Bytes of every staged shard, which are then emptied (same inode: the writer keeps
-    its file and its ``_seq``, so sequence numbers stay unique per worker process)."""
+#: written once per run (the driver keeps the first), never appended
+_ONCE = (f"{CACHE_DIR}/config.json",)
+
+
+def take_log(root: Path) -> dict[str, bytes]:
+    """Bytes of every staged shard under ``root``, which are then emptied (same inode: the
+    writer keeps its file and its ``_seq``, so sequence numbers stay unique per process).
+
+    Also the response cache a real provider records (``llm_cache/``).
+    """
     files = shard_files(root / TRACE_DIR)
     replay = root / REPLAY_DIR
     if replay.is_dir():
         for d in sorted(replay.iterdir()):
             if d.is_dir():
                 files.extend(shard_files(d))
+    cache = root / CACHE_DIR
+    if cache.is_dir():
+        files.extend(sorted(cache.glob("*.jsonl")))
     out: dict[str, bytes] = {}
     for p in files:
         data = p.read_bytes()
         if data:
             out[p.relative_to(root).as_posix()] = data
             os.truncate(p, 0)
+    for rel in _ONCE:
+        if (root / rel).is_file():
+            out[rel] = (root / rel).read_bytes()
     return out
 
 
-def run_staged_batch(batch: BatchSpec, proxy: Any) -> StagedBatch:
-    """The body of a Ray batch task: run ``batch`` with every write staged (module doc)."""
-    from agentlab.store.replay import get_replay_sink
+def staged_schema(root: Path) -> dict[str, dict[str, str]]:
+    """``{dataset: {column: type}}`` of the staged catalogue under ``root``."""
     from agentlab.store.schema import load_schema
-    from agentlab.store.trace import get_tracer
 
-    root = _stage_root(proxy.run_dir)
-    leftover = _take_log(root)  # an earlier task of this process that did not finish
-    del leftover
-    store = StagingStore(Path(proxy.run_dir) / "agents")
-    proxy.stage(
-        replay=get_replay_sink(root),
-        trace=get_tracer(root),
-        store=store,
-    )
-    result = run_batch_blocking(batch, proxy)  # flushes the staged sink and tracer
-    schema = {
+    return {
         name: dict(entry.get("columns", {}))
         for name, entry in load_schema(root)["datasets"].items()
     }
+
+
+def run_staged_batch(batch: BatchSpec, proxy: Any, segment: Segment) -> StagedBatch:
+    """The body of a Ray batch task: run ``batch`` on ``segment`` with every write staged.
+
+    Touches nothing of the run directory: state comes from ``segment``, rows, spans and
+    a real provider's response cache go to this process's staging directory, and human
+    requests to the run's desk (``RunServices.human_desk``).
+    """
+    from agentlab.store.replay import get_replay_sink
+    from agentlab.store.trace import get_tracer
+
+    root = stage_root(proxy.run_dir)
+    take_log(root)  # drop what an earlier task of this process left unfinished
+    store = SegmentStore(segment, proxy.run_dir)
+    proxy.stage(replay=get_replay_sink(root), trace=get_tracer(root), store=store, root=root)
+    result = run_batch_blocking(batch, proxy)  # flushes the staged sink and tracer
+    writes, appends = store.take()
     return StagedBatch(
         result,
-        log=_take_log(root),
-        schema=schema,
-        writes=store.take(),
+        log=take_log(root),
+        schema=staged_schema(root),
+        writes=writes,
+        appends=appends,
         pid=os.getpid(),
         node=_node_id(),
     )
@@ -219,26 +305,36 @@ class Promoted:
 
     def commit(self, staged: StagedBatch) -> None:
         """Register new columns, append the log bytes, write the agents' state."""
+        self.commit_log(staged.log, staged.schema)
+        self.commit_state(staged.writes, staged.appends)
+
+    def commit_log(self, log: Mapping[str, bytes], schema: Mapping[str, Mapping[str, str]]) -> None:
+        """Register new columns and append staged log bytes to the run's shards."""
         from agentlab.store.schema import register_dataset
 
-        for name, cols in staged.schema.items():
+        for name, cols in schema.items():
             have = self._columns.get(name, {})
             if not set(cols) <= set(have):
-                self._columns[name] = register_dataset(self.run_dir, name, cols, strict=False)
-        for rel, data in staged.log.items():
+                self._columns[name] = register_dataset(self.run_dir, name, dict(cols), strict=False)
+        for rel, data in log.items():
             path = self.run_dir / rel
             path.parent.mkdir(parents=True, exist_ok=True)
+            if rel in _ONCE:
+                if not path.exists():
+                    atomic_write_bytes(path, data, fsync=False)
+                continue
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 if rel not in self._before:
                     self._before[rel] = os.fstat(fd).st_size
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                _write_all(fd, data)
             finally:
                 os.close(fd)
+
+    def commit_state(self, writes: Segment, appends: dict[str, dict[str, bytes]]) -> None:
+        """Write the agents' new state versions and append their diagnostics."""
         store = open_agent_store(self.run_dir, group_commit=True)  # packed: one transaction
-        for agent_id, items in staged.writes.items():
+        for agent_id, items in writes.items():
             ws = Workspace(store, agent_id)
             for key, data in items.items():
                 if key in SLOT_KEYS:
@@ -247,6 +343,26 @@ class Promoted:
                     ws.overwrite_bytes(key, data)
                 else:
                     ws.write_bytes(key, data)
+        for agent_id, items in appends.items():
+            for key, data in items.items():
+                append_diagnostic(store, agent_id, key, data)
         flush = getattr(store, "flush", None)
         if flush is not None:  # a packed store's batch, before the driver commits the tick
             flush()
+
+
+def append_diagnostic(store: AgentStore, agent_id: str, key: str, data: bytes) -> None:
+    """Append ``data`` to one diagnostic key (a file append in a directory store)."""
+    if isinstance(store, DirectoryStore):
+        path = store.path(agent_id) / validate_key(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as f:
+            f.write(data)
+        return
+    store.write_many(agent_id, {key: (store.read(agent_id, key) or b"") + data})
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

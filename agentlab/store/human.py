@@ -35,9 +35,12 @@ __all__ = [
     "REQUESTS",
     "answer_request",
     "ask_user",
+    "convert_answer",
     "decode_json_text",
     "pending_requests",
     "post_request",
+    "post_row",
+    "request_row",
     "validate_answer",
 ]
 
@@ -84,11 +87,26 @@ def post_request(
     request_id: str | None = None,
 ) -> str:
     """Append a request to ``human_requests`` and return its id (no waiting)."""
+    row = request_row(question, schema, agent_id=agent_id, tick=tick, ts=ts, request_id=request_id)
+    post_row(run_dir, row)
+    return str(row["request_id"])
+
+
+def request_row(
+    question: str,
+    schema: Any = None,
+    *,
+    agent_id: str | None = None,
+    tick: int | None = None,
+    ts: float | None = None,
+    request_id: str | None = None,
+) -> dict[str, Any]:
+    """The ``human_requests`` row of a request (built where it is asked, posted by the
+    process that writes the run: :func:`post_row`)."""
     import time
 
-    rid = request_id or new_id("hq-")
-    row = {
-        "request_id": rid,
+    return {
+        "request_id": request_id or new_id("hq-"),
         "agent_id": agent_id,
         "question": str(question),
         "schema": json.dumps(_schema_dict(schema)),
@@ -96,8 +114,11 @@ def post_request(
         "tick": tick,
         "schema_version": SCHEMA_VERSION,
     }
+
+
+def post_row(run_dir: str | os.PathLike[str], row: dict[str, Any]) -> None:
+    """Append a :func:`request_row` to ``human_requests`` (durable at once)."""
     _append(Path(run_dir), REQUESTS, row)
-    return rid
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -255,6 +276,11 @@ async def ask_user(
         if deadline is not None and loop.time() >= deadline:
             raise TimeoutError(f"no answer to human request {rid!r} within {timeout} s")
         await asyncio.sleep(poll_interval)
+
+
+def convert_answer(answer: Any, schema: Any) -> Any:
+    """A decoded answer as the caller asked for it (a pydantic model becomes an instance)."""
+    return _convert(answer, schema)
 
 
 def _convert(answer: Any, schema: Any) -> Any:

@@ -214,7 +214,7 @@ def test_a_superseded_attempt_running_late_cannot_touch_the_run(
 ) -> None:
     """What a partitioned node's orphan does: finish a batch attempt the driver gave up
     on, long after. Batches are staged, so not one byte of the run changes."""
-    from agentlab.runtime.staging import run_staged_batch
+    from agentlab.runtime.staging import read_segment, run_staged_batch
 
     path = tmp_path / "run"
     s = Society.create(path, executor="ray", progress=False, **INSTANT_SOCIETY)
@@ -223,7 +223,9 @@ def test_a_superseded_attempt_running_late_cannot_touch_the_run(
     late = ray_session.remote(num_cpus=1, max_retries=0)(run_staged_batch)
     # An attempt of the committed tick 2 and of the coming tick 3, each run to the end.
     late_batches = [s._batches(2)[0], *s._batches(3)]
-    staged = ray_session.get([late.remote(b, s.proxy) for b in late_batches], timeout=150)
+    segments = [read_segment(s.store, [a.agent_id for a in b.agents]) for b in late_batches]
+    refs = [late.remote(b, s.proxy, seg) for b, seg in zip(late_batches, segments, strict=True)]
+    staged = ray_session.get(refs, timeout=150)
     assert sum(x.result.steps for x in staged) == 10 and all(x.log and x.writes for x in staged)
     after = tree(path)
     assert after.keys() == before.keys()
