@@ -4,6 +4,11 @@ Both nodes run ``ray start --block`` as child processes of the test, so every pr
 node (raylet, workers, agents) descends from its ``ray start`` and can be killed by pid —
 never with ``ray stop``, which would also stop the session's Ray and other users' clusters.
 Ports are picked free, the object store is kept small, and the head has its own temp dir.
+
+``hide=[...]`` starts the second node as a machine that shares nothing with the first but
+the network: inside its own mount namespace (``unshare -m``, needs root) with an empty
+tmpfs over each hidden directory (the run's parent) and over its private directory, which
+holds its Ray temp dir, its ``TMPDIR`` and its working directory.
 """
 
 from __future__ import annotations
@@ -82,18 +87,39 @@ class Node:
 
 @dataclass
 class Cluster:
-    """The head's address and both nodes."""
+    """The head's address and both nodes (``worker`` is ``None`` for a one-node cluster)."""
 
     address: str
     head: Node
-    worker: Node
+    worker: Node | None
     env: dict[str, str] = field(default_factory=dict)
+    #: the second node's private directory (only visible inside its mount namespace)
+    private: Path | None = None
 
 
-def _start(name: str, args: list[str], log: Path, env: dict[str, str]) -> Node:
+# Runs as the second node's process: hides directories, then becomes ``ray start``.
+_ISOLATE = (
+    'set -e; for d in $AGENTLAB_HIDE; do mount -t tmpfs -o size=512m tmpfs "$d"; done; '
+    'mkdir -p "$TMPDIR" "$AGENTLAB_WD"; cd "$AGENTLAB_WD"; exec "$@"'
+)
+
+
+def can_isolate() -> bool:
+    """Whether this process may start a node in its own mount namespace (root, unshare)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "true"], capture_output=True, check=False
+    )
+    return probe.returncode == 0
+
+
+def _start(
+    name: str, args: list[str], log: Path, env: dict[str, str], prefix: list[str] | None = None
+) -> Node:
     f = open(log, "wb")  # noqa: SIM115 - kept open for the child's lifetime
     proc = subprocess.Popen(
-        [RAY, "start", "--block", "--disable-usage-stats", *args],
+        [*(prefix or []), RAY, "start", "--block", "--disable-usage-stats", *args],
         stdout=f,
         stderr=subprocess.STDOUT,
         env=env,
@@ -103,13 +129,23 @@ def _start(name: str, args: list[str], log: Path, env: dict[str, str]) -> Node:
 
 
 @contextmanager
-def two_node_cluster(tmp: Path) -> Iterator[Cluster]:
-    """Start a head and a second node (1 CPU each); tear both down by pid afterwards."""
+def two_node_cluster(
+    tmp: Path, *, hide: list[Path] | None = None, second: bool = True
+) -> Iterator[Cluster]:
+    """Start a head and a second node (1 CPU each); tear both down by pid afterwards.
+
+    Args:
+        tmp: where the nodes' logs go.
+        hide: start the second node in its own mount namespace with these directories
+            hidden (see the module docstring).
+        second: ``False``: the head alone (a one-node cluster, for comparisons).
+    """
     tmp.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **FAST_HEALTH, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     nodes: list[Node] = []
     # Short on purpose: Ray's socket paths under it must stay within AF_UNIX's 107 bytes.
     temp_dir = tempfile.mkdtemp(prefix="alray-", dir="/tmp")
+    private = Path(tempfile.mkdtemp(prefix="alw-", dir="/tmp")) if hide else None
     gcs, *p = free_ports(14)
     common = [
         "--num-cpus",
@@ -152,6 +188,20 @@ def two_node_cluster(tmp: Path) -> Iterator[Cluster]:
         nodes.append(head)
         address = f"127.0.0.1:{gcs}"
         _wait_port(gcs, head, 90)
+        if not second:
+            yield Cluster(address, head, None, env)
+            return
+        wenv, prefix, extra = env, list[str](), list[str]()
+        if private is not None:
+            assert hide is not None
+            wenv = {
+                **env,
+                "AGENTLAB_HIDE": " ".join(str(d) for d in [*hide, private]),
+                "TMPDIR": str(private / "t"),
+                "AGENTLAB_WD": str(private / "wd"),
+            }
+            prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c", _ISOLATE, "sh"]
+            extra = ["--temp-dir", str(private / "r")]
         worker = _start(
             "worker",
             [
@@ -169,17 +219,21 @@ def two_node_cluster(tmp: Path) -> Iterator[Cluster]:
                 str(p[10]),
                 "--metrics-export-port",
                 str(p[11]),
+                *extra,
                 *common,
             ],
             tmp / "worker.log",
-            env,
+            wenv,
+            prefix,
         )
         nodes.append(worker)
-        yield Cluster(address, head, worker, env)
+        yield Cluster(address, head, worker, env, private)
     finally:
         for n in reversed(nodes):
             n.kill()
         shutil.rmtree(temp_dir, ignore_errors=True)
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
 
 
 def _wait_port(port: int, node: Node, timeout: float) -> None:

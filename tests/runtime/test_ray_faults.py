@@ -331,9 +331,11 @@ def test_second_node_killed_mid_tick(
 
         wait_for(lambda: committed() >= 1 or proc.poll() is not None, 120, "tick 1")
         assert proc.poll() is None, proc.communicate()[0][-3000:]
-        wait_for(lambda: cluster.worker.task_pids(BATCH_TITLE), 60, "a batch on node 2")
+        assert cluster.worker is not None
+        node2 = cluster.worker
+        wait_for(lambda: node2.task_pids(BATCH_TITLE), 60, "a batch on node 2")
         time.sleep(1.0)
-        n_killed = cluster.worker.kill()
+        n_killed = node2.kill()
         assert n_killed >= 2  # ray start + raylet + workers
         out, _ = proc.communicate(timeout=150)
         result = [line for line in out.splitlines() if line.startswith(("RESULT", "ERROR"))]
