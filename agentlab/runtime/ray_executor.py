@@ -28,8 +28,10 @@ Each lost attempt is recorded in :attr:`RayExecutor.lost` (the driver logs it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
+import signal
 import time
 import warnings
 from collections import Counter, deque
@@ -61,13 +63,20 @@ _LOST_NAMES = (
 _REMOTE: dict[str, Any] = {}
 
 
-def _remote(ray: Any) -> tuple[Any, Any, Any]:
+def _reap(pid: int) -> None:
+    """Kill a batch worker that ran past its deadline (runs on that worker's node)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _remote(ray: Any) -> tuple[Any, Any, Any, Any]:
     if "task" not in _REMOTE:
         # max_retries=0: a re-execution by Ray would be an attempt the driver cannot fence.
         _REMOTE["task"] = ray.remote(num_cpus=1, max_retries=0)(run_staged_batch)
         _REMOTE["actor"] = ray.remote(num_cpus=0, max_restarts=0)(EnvActor)
         _REMOTE["desk"] = ray.remote(num_cpus=0, max_restarts=0)(HumanDesk)
-    return _REMOTE["task"], _REMOTE["actor"], _REMOTE["desk"]
+        _REMOTE["reap"] = ray.remote(num_cpus=0, max_retries=0)(_reap)
+    return _REMOTE["task"], _REMOTE["actor"], _REMOTE["desk"], _REMOTE["reap"]
 
 
 class _TickLost(Exception):
@@ -83,14 +92,18 @@ class RayExecutor:
         address: a cluster address for ``ray.init`` (``None``: reuse the running Ray or
             start a local one).
         max_workers: batch tasks in flight (default ``AGENTLAB_RAY_MAX_WORKERS`` or the
-            cluster's CPU count).
+            cluster's CPU count); tasks cancelled but not confirmed ended count against it,
+            since each may still hold its CPU.
         max_attempts: runs of a tick (or, without an env, of a batch) when workers die.
         drain_timeout_s: how long to wait for cancelled tasks to end before retrying.
         batch_deadline_s: how long one batch task may run (from its submission) before
             its attempt is abandoned: force-cancelled, its staged writes never committed,
             the batch (with an env: the tick) run again, counted like a lost worker
             (``BatchDeadlineError`` once ``max_attempts`` are spent). This is what ends
-            a wait on a hung or partitioned node that Ray never declares dead. Default
+            a wait on a hung or partitioned node that Ray never declares dead. The
+            abandoned task's worker is killed where it can be reached (see
+            :meth:`_end`); one on a partitioned node keeps its CPU, so the tick goes on
+            with one task fewer in flight. Measured from submission. Default
             ``AGENTLAB_RAY_BATCH_DEADLINE_S`` or 1800 s; ``None`` or ``0``: no deadline.
     """
 
@@ -117,6 +130,9 @@ class RayExecutor:
         self.desk: Any = None  # the human desk actor (runtime/ray_human.py), made lazily
         #: committed batches per Ray node id (where the run's work went)
         self.batch_nodes: Counter[str] = Counter()
+        # Cancelled tasks not confirmed ended: each may still hold a CPU (a stopped worker,
+        # a partitioned node), so fewer new tasks are sent while they last.
+        self._abandoned: list[Any] = []
         #: one dict per lost attempt: tick, batch, attempt, error_class, error, ts
         self.lost: list[dict[str, Any]] = []
         self._env_args: tuple[list[Any], int, str] | None = None
@@ -140,7 +156,7 @@ class RayExecutor:
         assert self._env_args is not None
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        _, actor_cls, _ = _remote(self.ray)
+        _, actor_cls, _, _ = _remote(self.ray)
         options: dict[str, Any] = {}
         try:
             # The actor reads and writes no file of the run (its checkpoints travel as
@@ -295,7 +311,7 @@ class RayExecutor:
     async def _serving_humans(self, attempt: Any, proxy: Any) -> list[BatchResult]:
         """Run ``attempt`` while the driver serves the human desk (``ray_human.py``)."""
         if self.desk is None:
-            _, _, desk_cls = _remote(self.ray)
+            _, _, desk_cls, _ = _remote(self.ray)
             self.desk = desk_cls.remote()
         server = asyncio.ensure_future(DeskServer(self.desk, proxy.run_dir).serve())
         try:
@@ -307,7 +323,7 @@ class RayExecutor:
     async def _attempt(self, batches: list[BatchSpec], proxy: Any) -> list[BatchResult]:
         """One run of the tick; raises :class:`_TickLost` when it must start over."""
         ray = self.ray
-        task, _, _ = _remote(ray)
+        task, _, _, _ = _remote(ray)
         # The tasks' copy (no live resources) asks people through the desk, not the run.
         task_proxy = copy.copy(proxy)
         task_proxy.human_desk = self.desk
@@ -319,16 +335,18 @@ class RayExecutor:
         todo = deque(range(len(batches)))
         pending: dict[Any, int] = {}
         started: dict[Any, float] = {}
+        tokens: dict[Any, str] = {}
         deadline = self.batch_deadline_s
         try:
             while todo or pending:
-                while todo and len(pending) < self.max_workers:
+                while todo and len(pending) < self._slots():
                     i = todo.popleft()
                     runs[i] += 1
                     ids = [a.agent_id for a in batches[i].agents]
                     segment = await asyncio.to_thread(read_segment, store, ids)
-                    ref = task.remote(batches[i], proxy_ref, segment)
-                    pending[ref], started[ref] = i, time.monotonic()
+                    token = f"{batches[i].tick}:{i}:{runs[i]}:{os.urandom(4).hex()}"
+                    ref = task.remote(batches[i], proxy_ref, segment, token)
+                    pending[ref], started[ref], tokens[ref] = i, time.monotonic(), token
                 wait_s = None
                 if deadline is not None:
                     wait_s = max(
@@ -340,6 +358,7 @@ class RayExecutor:
                 for ref in done:
                     i = pending.pop(ref)
                     started.pop(ref)
+                    self.desk.forget.remote([tokens.pop(ref)])
                     try:
                         staged: StagedBatch = await ref
                     except self._lost_names as exc:
@@ -354,6 +373,8 @@ class RayExecutor:
                         i = pending.pop(ref)
                         started.pop(ref)
                         self._cancel(ref)  # its staging is never committed: harmless if late
+                        await self._end(tokens.pop(ref))
+                        self._abandoned.append(ref)
                         late = BatchDeadlineError(
                             f"tick {batches[i].tick}: batch {i} ran past batch_deadline_s="
                             f"{deadline:g} s (a hung or partitioned node?); the attempt was "
@@ -375,6 +396,46 @@ class RayExecutor:
         self._record(batches[i].tick, i, runs, exc)
         todo.appendleft(i)
 
+    async def _end(self, token: str) -> None:
+        """End the worker process of a task past its deadline, where it can be reached.
+
+        ``ray.cancel(force=True)`` asks the worker to exit; a stopped or wedged worker
+        never serves that request, and Ray would keep handing its lease (and its CPU) to
+        nobody else. The task reported its node and pid to the desk when it started: on
+        the driver's node the driver kills it, on another node a zero-CPU task pinned
+        there does. A partitioned node is not reached: its task keeps its CPU there.
+        """
+        try:
+            where = await asyncio.wait_for(self.desk.where.remote(token), 10)
+        except Exception:  # the desk is gone or slow: cancelling is all that is left
+            return
+        if where is None:  # never started (still queued): the cancel was enough
+            return
+        node, pid = where
+        try:
+            here = self.ray.get_runtime_context().get_node_id()
+        except Exception:  # a Ray client driver has no node of its own
+            here = None
+        if node == here:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+        _remote(self.ray)[3].options(scheduling_strategy=strategy).remote(pid)
+
+    def _slots(self) -> int:
+        """Tasks to keep in flight: ``max_workers`` less the abandoned ones still running."""
+        if self._abandoned:
+            _, self._abandoned = self.ray.wait(
+                self._abandoned,
+                num_returns=len(self._abandoned),
+                timeout=0,
+                fetch_local=False,
+            )
+        return max(1, self.max_workers - len(self._abandoned))
+
     def _cancel(self, ref: Any) -> None:
         try:
             self.ray.cancel(ref, force=True)
@@ -391,6 +452,7 @@ class RayExecutor:
         _, left = self.ray.wait(
             refs, num_returns=len(refs), timeout=self.drain_timeout_s, fetch_local=False
         )
+        self._abandoned.extend(left)
         if left:
             # Their writes stay in their staging areas and the killed env actor: harmless.
             warnings.warn(

@@ -9,6 +9,9 @@ log (once per ``request_id``, so a re-run step after a lost attempt or a resume 
 ask twice), tails ``human_answers`` and hands each answer back to the desk, which wakes
 the waiting task. The desk itself stores nothing durable: the log stays the record, as in
 the local executor, and a restarted desk is rebuilt from it.
+
+Batch tasks also tell the desk where they run (node id, pid), so that the executor can
+end a task that ran past its deadline (``RayExecutor.batch_deadline_s``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class HumanDesk:
         self._answers: dict[str, str] = {}
         self._waiting: dict[str, asyncio.Future[str]] = {}
         self._wake: asyncio.Event | None = None
+        self._started: dict[str, tuple[str, int]] = {}
 
     def _event(self) -> asyncio.Event:
         if self._wake is None:  # made inside the actor's event loop
@@ -67,6 +71,19 @@ class HumanDesk:
 
     async def ping(self) -> bool:
         return True
+
+    async def started(self, token: str, node: str, pid: int) -> None:
+        """A batch task reports where it runs (the executor's deadline needs it)."""
+        self._started[token] = (node, pid)
+
+    async def where(self, token: str) -> tuple[str, int] | None:
+        """``(node id, pid)`` of the task that reported ``token`` (and forget it)."""
+        return self._started.pop(token, None)
+
+    async def forget(self, tokens: list[str]) -> None:
+        """Drop the reports of tasks that ended."""
+        for t in tokens:
+            self._started.pop(t, None)
 
 
 async def ask_desk(

@@ -232,16 +232,22 @@ def staged_schema(root: Path) -> dict[str, dict[str, str]]:
     }
 
 
-def run_staged_batch(batch: BatchSpec, proxy: Any, segment: Segment) -> StagedBatch:
+def run_staged_batch(
+    batch: BatchSpec, proxy: Any, segment: Segment, token: str = ""
+) -> StagedBatch:
     """The body of a Ray batch task: run ``batch`` on ``segment`` with every write staged.
 
     Touches nothing of the run directory: state comes from ``segment``, rows, spans and
     a real provider's response cache go to this process's staging directory, and human
-    requests to the run's desk (``RunServices.human_desk``).
+    requests to the run's desk (``RunServices.human_desk``), which also learns where the
+    attempt ``token`` runs.
     """
     from agentlab.store.replay import get_replay_sink
     from agentlab.store.trace import get_tracer
 
+    desk = getattr(proxy, "human_desk", None)
+    if token and desk is not None:  # where this attempt runs, for the executor's deadline
+        desk.started.remote(token, _node_id(), os.getpid())
     root = stage_root(proxy.run_dir)
     take_log(root)  # drop what an earlier task of this process left unfinished
     store = SegmentStore(segment, proxy.run_dir)

@@ -51,7 +51,17 @@ COUNTER_SOCIETY: dict[str, Any] = {
 }
 # No latencies: for the test that needs no kill timing.
 INSTANT_SOCIETY: dict[str, Any] = {**COUNTER_SOCIETY, "llm": "sim/instant"}
-SOCIETIES = {"llm_feed": LLM_SOCIETY, "counter": COUNTER_SOCIETY, "instant": INSTANT_SOCIETY}
+# One call per step: batches of a few seconds, for the deadline test.
+COUNTER1_SOCIETY: dict[str, Any] = {
+    **COUNTER_SOCIETY,
+    "agents": [{"type": "counter", "n": 8, "config": {"llm_calls": 1}}],
+}
+SOCIETIES = {
+    "llm_feed": LLM_SOCIETY,
+    "counter": COUNTER_SOCIETY,
+    "instant": INSTANT_SOCIETY,
+    "counter1": COUNTER1_SOCIETY,
+}
 BATCH_TITLE = "ray::run_staged_batch"
 ENV_TITLE = "ray::_EnvActor"
 # Rows the driver adds about lost attempts: they are the difference we expect.
@@ -258,6 +268,61 @@ def test_env_actor_killed_mid_tick_errors_then_resumes_cleanly(
     assert out["tick"] == TICKS
     s.close()
     assert_same(snapshot(path), references["llm_feed"])
+
+
+@pytest.mark.parametrize("society", ["counter1", "llm_feed"])
+def test_a_hung_worker_is_abandoned_at_the_batch_deadline(
+    ray_session: Any, tmp_path: Path, references: dict[str, Any], society: str
+) -> None:
+    """A worker that stops answering (SIGSTOP: what a partitioned node that Ray never
+    declares dead looks like to the driver) would make the tick wait forever; past
+    ``batch_deadline_s`` the attempt is abandoned and the batch (with an env: the tick)
+    runs again elsewhere, with the same rows as an uninterrupted run."""
+    path = tmp_path / "run"
+    # Measured here (local, unloaded): ticks of these societies take 3-9 s; a batch as
+    # long as the tick at most. vllm-3b decodes are slow, so leave a wide margin.
+    deadline = 30.0
+    s = Society.create(
+        path,
+        executor="ray",
+        executor_options={"batch_deadline_s": deadline},
+        progress=False,
+        **SOCIETIES[society],
+    )
+    thread, box = run_in_thread(s)
+    wait_for(lambda: s.tick >= 1, 90, "tick 1")
+    pid = wait_for(lambda: descendants_titled(BATCH_TITLE), 60, "a running batch task")[0]
+    os.kill(pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        thread.join(timeout=240)
+        assert not thread.is_alive(), "the tick waited on the stopped worker"
+        assert "error" not in box, repr(box.get("error"))
+        assert time.monotonic() - stopped >= deadline * 0.9
+        # Ray's force-cancel is an RPC a stopped worker never serves: the executor killed
+        # it (it had reported its pid), so its CPU went back to the run.
+        wait_for(lambda: not psutil.pid_exists(pid), 30, "the stopped worker's end")
+    finally:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    s.close()
+    got = snapshot(path)
+    assert_same(got, references[society])
+    lost = [json.loads(k) for k in got["lost"]]
+    assert "BatchDeadlineError" in {r["error_class"] for r in lost}, lost
+    assert all("batch_deadline_s=30" in r["error"] for r in lost
+               if r["error_class"] == "BatchDeadlineError")  # fmt: skip
+
+
+def test_batch_deadline_option_is_checked() -> None:
+    from agentlab.errors import ConfigError
+    from agentlab.runtime.ray_executor import _deadline
+
+    assert _deadline(None) is None and _deadline(0) is None and _deadline("2.5") == 2.5
+    with pytest.raises(ConfigError, match="batch_deadline_s"):
+        _deadline(-1)
+    with pytest.raises(ConfigError, match="'soon'"):
+        _deadline("soon")
 
 
 _DRIVER = r"""
