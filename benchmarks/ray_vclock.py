@@ -1,0 +1,366 @@
+"""What virtual time across Ray workers would cost per event (design: runtime/README.md).
+
+Three measurements, side by side in one run:
+
+1. **Ray actor round trip**: one async actor method call awaited from the driver and from
+   inside a Ray task, sequentially (latency) and with 64 calls in flight (throughput).
+2. **Conservative time-advance barrier**: K Ray worker tasks, each with M agent
+   coroutines that sleep E times on virtual time (seeded random durations). A clock actor
+   advances virtual time only when *every* worker is blocked on it: each worker sends its
+   new wake-up requests when all its agents wait, the actor pops the earliest time, wakes
+   the waiters due then (on every worker) and answers their workers. Durations are either
+   continuous (every event its own advance: the worst case) or quantized to 10 ms (many
+   events share one advance, as when agents wait on one simulated server's ticks).
+3. **Baseline**: the same agents on agentlab's in-process ``VirtualClock`` (one process).
+
+    python benchmarks/ray_vclock.py            # K = 1, 2; M = 100; E = 20
+    python benchmarks/ray_vclock.py --quick    # fewer events
+    python benchmarks/ray_vclock.py --json out.json
+
+On this 2-core box K = 2 already shares the cores with the actor and the driver: the
+numbers are the cost of the protocol, not of a cluster's network (add its RTT per round).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import json
+import logging
+import random
+import statistics
+import time
+from typing import Any
+
+# --- 1. actor round trip ---------------------------------------------------------------
+
+
+class Echo:
+    async def ping(self, x: int) -> int:
+        return x
+
+
+async def _rtt(actor: Any, n: int, inflight: int) -> float:
+    """Seconds per call: ``n`` calls, ``inflight`` at a time."""
+    t0 = time.perf_counter()
+    if inflight == 1:
+        for i in range(n):
+            await actor.ping.remote(i)
+    else:
+        for start in range(0, n, inflight):
+            await asyncio.gather(*(actor.ping.remote(i) for i in range(start, start + inflight)))
+    return (time.perf_counter() - t0) / n
+
+
+def rtt_in_task(actor: Any, n: int) -> dict[str, float]:
+    """The same round trips, measured inside a Ray worker (what an agent would pay)."""
+
+    async def main() -> dict[str, float]:
+        await _rtt(actor, 50, 1)  # warm-up
+        return {"task_seq_us": await _rtt(actor, n, 1) * 1e6,
+                "task_64_us": await _rtt(actor, n, 64) * 1e6}  # fmt: skip
+
+    return asyncio.run(main())
+
+
+# --- 2. conservative barrier -------------------------------------------------------------
+
+
+class ClockActor:
+    """Virtual time shared by K workers; advances only when all K are blocked."""
+
+    def __init__(self, workers: int) -> None:
+        self.k = workers
+        self.now = 0.0
+        self.heap: list[tuple[float, int, int, int]] = []  # (t, worker, seq, waiter)
+        self.blocked: dict[int, asyncio.Future[tuple[float, list[int]]]] = {}
+        self.done: set[int] = set()
+        self.advances = 0
+        self._ready: set[int] = set()
+        self._heads: dict[int, float] = {}
+        self._win: asyncio.Future[float] | None = None
+        self._lookahead = 0.0
+        self._all_ready: asyncio.Event | None = None
+
+    async def ready(self, worker: int) -> None:
+        """A start barrier, so that no worker's wall time includes another's start-up."""
+        if self._all_ready is None:
+            self._all_ready = asyncio.Event()
+        self._ready.add(worker)
+        if len(self._ready) == self.k:
+            self._all_ready.set()
+        await self._all_ready.wait()
+
+    async def block(self, worker: int, requests: list[tuple[float, int, int]]) -> Any:
+        """Worker ``worker`` waits; ``requests``: new (wake time, seq, waiter id)."""
+        for t, seq, waiter in requests:
+            heapq.heappush(self.heap, (t, worker, seq, waiter))
+        fut: asyncio.Future[tuple[float, list[int]]] = asyncio.get_running_loop().create_future()
+        self.blocked[worker] = fut
+        self._maybe_advance()
+        return await fut
+
+    async def finish(self, worker: int) -> None:
+        self.done.add(worker)
+        self._heads.pop(worker, None)
+        self._maybe_advance()
+        self._maybe_window()
+
+    def _maybe_advance(self) -> None:
+        # Conservative: nobody may still send an event earlier than the heap's head.
+        while len(self.blocked) + len(self.done) == self.k and self.heap:
+            t = self.heap[0][0]
+            self.now = max(self.now, t)
+            self.advances += 1
+            wake: dict[int, list[int]] = {}
+            while self.heap and self.heap[0][0] == t:
+                _, w, _, waiter = heapq.heappop(self.heap)
+                wake.setdefault(w, []).append(waiter)
+            for w, waiters in wake.items():
+                self.blocked.pop(w).set_result((self.now, waiters))
+
+    async def stats(self) -> dict[str, Any]:
+        return {"advances": self.advances, "now": self.now}
+
+    # --- windows (lookahead L): one barrier per window instead of per event -----------
+
+    async def window(self, worker: int, head: float, lookahead: float) -> float:
+        """Worker reports its earliest pending event; all report -> bound = min + L."""
+        if self._win is None or self._win.done():
+            self._win = asyncio.get_running_loop().create_future()
+        fut = self._win
+        self._heads[worker] = head
+        self._lookahead = lookahead
+        self._maybe_window()
+        return await fut
+
+    def _maybe_window(self) -> None:
+        if self._win is None or self._win.done() or not self._heads:
+            return
+        if len(self._heads) + len(self.done) >= self.k:
+            low = min(self._heads.values())
+            self._heads = {}
+            self.advances += 1
+            self.now = low
+            self._win.set_result(low + self._lookahead)
+
+
+def _durations(seed: int, m: int, e: int, quantum: float) -> list[list[float]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(m):
+        ds = [rng.uniform(0.05, 2.0) for _ in range(e)]
+        out.append([max(quantum, round(d / quantum) * quantum) if quantum else d for d in ds])
+    return out
+
+
+def barrier_worker(clock: Any, worker: int, m: int, e: int, quantum: float) -> dict[str, Any]:
+    """One Ray task: ``m`` agents, ``e`` virtual sleeps each, through the clock actor."""
+
+    async def main() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        durations = _durations(1000 + worker, m, e, quantum)
+        now = [0.0]
+        futs: dict[int, asyncio.Future[None]] = {}
+        new: list[tuple[float, int, int]] = []
+        seq = iter(range(10**9))
+        running = [m]
+        idle = asyncio.Event()
+
+        async def vsleep(waiter: int, d: float) -> None:
+            fut = futs[waiter] = loop.create_future()
+            new.append((now[0] + d, next(seq), waiter))
+            running[0] -= 1
+            if running[0] == 0:
+                idle.set()
+            await fut
+
+        async def agent(i: int) -> None:
+            for d in durations[i]:
+                await vsleep(i, d)
+            running[0] -= 1
+            if running[0] == 0:
+                idle.set()
+
+        await clock.ready.remote(worker)
+        tasks = [asyncio.ensure_future(agent(i)) for i in range(m)]
+        rounds = 0
+        t0 = time.perf_counter()
+        while True:
+            await idle.wait()
+            idle.clear()
+            if not new and not futs:  # every agent finished
+                break
+            batch, new[:] = list(new), []
+            t, waiters = await clock.block.remote(worker, batch)
+            rounds += 1
+            now[0] = t
+            running[0] += len(waiters)
+            for w in waiters:
+                futs.pop(w).set_result(None)
+        await clock.finish.remote(worker)
+        await asyncio.gather(*tasks)
+        return {"rounds": rounds, "events": m * e, "wall_s": time.perf_counter() - t0,
+                "end": now[0]}  # fmt: skip
+
+    return asyncio.run(main())
+
+
+def window_worker(clock: Any, worker: int, m: int, e: int, lookahead: float) -> dict[str, Any]:
+    """One Ray task: agents on a local event heap, synchronised once per window."""
+
+    async def main() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        durations = _durations(1000 + worker, m, e, 0.0)
+        heap: list[tuple[float, int, asyncio.Future[None]]] = []
+        now = [0.0]
+        seq = iter(range(10**9))
+
+        async def agent(i: int) -> None:
+            for d in durations[i]:
+                fut = loop.create_future()
+                heapq.heappush(heap, (now[0] + d, next(seq), fut))
+                await fut
+
+        await clock.ready.remote(worker)
+        tasks = [asyncio.ensure_future(agent(i)) for i in range(m)]
+        for _ in range(3):
+            await asyncio.sleep(0)  # let every agent post its first sleep
+        windows = 0
+        t0 = time.perf_counter()
+        bound = 0.0
+        while heap or not all(t.done() for t in tasks):
+            while heap and heap[0][0] < bound:
+                t, _, fut = heapq.heappop(heap)
+                now[0] = t
+                fut.set_result(None)
+                await asyncio.sleep(0)  # the woken agent posts its next sleep
+            head = heap[0][0] if heap else float("inf")
+            if head == float("inf") and all(t.done() for t in tasks):
+                break
+            bound = await clock.window.remote(worker, head, lookahead)
+            windows += 1
+        await clock.finish.remote(worker)
+        await asyncio.gather(*tasks)
+        return {"rounds": windows, "events": m * e, "wall_s": time.perf_counter() - t0}
+
+    return asyncio.run(main())
+
+
+def local_baseline(m: int, e: int, quantum: float, workers: int) -> dict[str, float]:
+    """All ``workers * m`` agents on agentlab's in-process VirtualClock."""
+    from agentlab.core.clock import VirtualClock
+
+    async def main() -> float:
+        clock = VirtualClock()
+
+        async def agent(ds: list[float]) -> None:
+            for d in ds:
+                await clock.sleep(d)
+
+        plans = [d for w in range(workers) for d in _durations(1000 + w, m, e, quantum)]
+        t0 = time.perf_counter()
+        await asyncio.gather(*(agent(ds) for ds in plans))
+        return time.perf_counter() - t0
+
+    wall = asyncio.run(main())
+    events = workers * m * e
+    return {"wall_s": wall, "us_per_event": wall / events * 1e6}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--agents", type=int, default=None, help="agents per worker (M)")
+    ap.add_argument("--events", type=int, default=None, help="sleeps per agent (E)")
+    ap.add_argument("--windows-only", action="store_true", help="skip per-event barriers")
+    args = ap.parse_args()
+    import ray
+
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR, configure_logging=False)  # fmt: skip
+    n = 300 if args.quick else 1000
+    m, e = (50, 10) if args.quick else (100, 20)
+    m, e = args.agents or m, args.events or e
+    out: dict[str, Any] = {"m": m, "e": e}
+
+    echo = ray.remote(num_cpus=0)(Echo).remote()
+    ray.get(echo.ping.remote(0))
+    asyncio.run(_rtt(echo, 50, 1))
+    out["driver_seq_us"] = asyncio.run(_rtt(echo, n, 1)) * 1e6
+    out["driver_64_us"] = asyncio.run(_rtt(echo, n, 64)) * 1e6
+    out.update(ray.get(ray.remote(num_cpus=1)(rtt_in_task).remote(echo, n)))
+    print("actor round trip (µs per call):")
+    for k in ("driver_seq_us", "driver_64_us", "task_seq_us", "task_64_us"):
+        print(f"  {k:<14} {out[k]:8.1f}")
+
+    rows = []
+    worker_task = ray.remote(num_cpus=1)(barrier_worker)
+    for quantum in () if args.windows_only else (0.0, 0.01):
+        for k in [int(x) for x in args.workers.split(",")]:
+            walls = []
+            for _ in range(2 if args.quick else 3):
+                clock = ray.remote(num_cpus=0)(ClockActor).remote(k)
+                res = ray.get([worker_task.remote(clock, w, m, e, quantum) for w in range(k)])
+                walls.append(max(r["wall_s"] for r in res))
+                st = ray.get(clock.stats.remote())
+                ray.kill(clock)
+            wall = statistics.median(walls)
+            events = sum(r["events"] for r in res)
+            rounds = sum(r["rounds"] for r in res)
+            base = local_baseline(m, e, quantum, k)
+            row = {
+                "quantum_s": quantum, "workers": k, "events": events,
+                "advances": st["advances"], "worker_rounds": rounds,
+                "wall_s": wall, "us_per_event": wall / events * 1e6,
+                "us_per_advance": wall / st["advances"] * 1e6,
+                "local_us_per_event": base["us_per_event"],
+            }  # fmt: skip
+            rows.append(row)
+    window_task = ray.remote(num_cpus=1)(window_worker)
+    for lookahead in (0.05, 0.2):
+        for k in [int(x) for x in args.workers.split(",")]:
+            walls = []
+            for _ in range(2 if args.quick else 3):
+                clock = ray.remote(num_cpus=0)(ClockActor).remote(k)
+                res = ray.get([window_task.remote(clock, w, m, e, lookahead) for w in range(k)])
+                walls.append(max(r["wall_s"] for r in res))
+                st = ray.get(clock.stats.remote())
+                ray.kill(clock)
+            wall = statistics.median(walls)
+            events = sum(r["events"] for r in res)
+            base = local_baseline(m, e, 0.0, k)
+            rows.append({
+                "quantum_s": None, "lookahead_s": lookahead, "workers": k, "events": events,
+                "advances": st["advances"], "worker_rounds": sum(r["rounds"] for r in res),
+                "wall_s": wall, "us_per_event": wall / events * 1e6,
+                "us_per_advance": wall / max(1, st["advances"]) * 1e6,
+                "local_us_per_event": base["us_per_event"],
+            })  # fmt: skip
+    out["barrier"] = rows
+    print("\nconservative barrier (wall from the start barrier to the last event):")
+    print(
+        "| durations | workers | events | advances | µs/event | µs/advance | in-process µs/event |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r.get("lookahead_s"):
+            kind = f"continuous, windows of L = {r['lookahead_s'] * 1000:g} ms"
+        elif not r["quantum_s"]:
+            kind = "continuous, one barrier per event time"
+        else:
+            kind = f"{r['quantum_s'] * 1000:g} ms steps, one barrier per event time"
+        print(f"| {kind} | {r['workers']} | {r['events']} | {r['advances']} | "
+              f"{r['us_per_event']:.0f} | {r['us_per_advance']:.0f} | "
+              f"{r['local_us_per_event']:.1f} |")  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
