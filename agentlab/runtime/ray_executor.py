@@ -72,7 +72,11 @@ def _reap(pid: int) -> None:
 def _remote(ray: Any) -> tuple[Any, Any, Any, Any]:
     if "task" not in _REMOTE:
         # max_retries=0: a re-execution by Ray would be an attempt the driver cannot fence.
-        _REMOTE["task"] = ray.remote(num_cpus=1, max_retries=0)(run_staged_batch)
+        # SPREAD: batches carry their state with them, so no node is closer to the data
+        # than another; without it Ray keeps most short batches on the driver's node.
+        _REMOTE["task"] = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")(
+            run_staged_batch
+        )
         _REMOTE["actor"] = ray.remote(num_cpus=0, max_restarts=0)(EnvActor)
         _REMOTE["desk"] = ray.remote(num_cpus=0, max_restarts=0)(HumanDesk)
         _REMOTE["reap"] = ray.remote(num_cpus=0, max_retries=0)(_reap)

@@ -63,7 +63,7 @@ SOCIETIES = {
     "counter1": COUNTER1_SOCIETY,
 }
 BATCH_TITLE = "ray::run_staged_batch"
-ENV_TITLE = "ray::_EnvActor"
+ENV_TITLE = "ray::EnvActor"
 # Rows the driver adds about lost attempts: they are the difference we expect.
 EXPECTED_EXTRA = {"batch_failures"}
 
