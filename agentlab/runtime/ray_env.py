@@ -74,6 +74,12 @@ class EnvActor:
     def ping(self) -> int:
         return os.getpid()
 
+    def where(self) -> tuple[str, int]:
+        """``(Ray node id, pid)`` of the actor."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id()), os.getpid()
+
     async def call(
         self, agent_id: str, name: str, arguments: dict[str, Any], tick: int
     ) -> tuple[bool, Any]:

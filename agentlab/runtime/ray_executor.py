@@ -109,6 +109,8 @@ class RayExecutor:
             :meth:`_end`); one on a partitioned node keeps its CPU, so the tick goes on
             with one task fewer in flight. Measured from submission. Default
             ``AGENTLAB_RAY_BATCH_DEADLINE_S`` or 1800 s; ``None`` or ``0``: no deadline.
+        env_node_id: the Ray node id to place the env actor on (soft affinity); default
+            the driver's node. The actor needs no file of the run, so any node will do.
     """
 
     name = "ray"
@@ -120,6 +122,7 @@ class RayExecutor:
         max_attempts: int = 3,
         drain_timeout_s: float = 30.0,
         batch_deadline_s: float | str | None = "default",
+        env_node_id: str | None = None,
     ) -> None:
         from agentlab.runtime.ray_init import ensure_ray
 
@@ -130,6 +133,7 @@ class RayExecutor:
         self.max_attempts = max(1, int(max_attempts))
         self.drain_timeout_s = float(drain_timeout_s)
         self.batch_deadline_s = _deadline(batch_deadline_s)
+        self.env_node_id = env_node_id
         self.actor: Any = None
         self.desk: Any = None  # the human desk actor (runtime/ray_human.py), made lazily
         #: committed batches per Ray node id (where the run's work went)
@@ -166,7 +170,7 @@ class RayExecutor:
             # The actor reads and writes no file of the run (its checkpoints travel as
             # bytes), so any node would do; the driver's is preferred because a worker
             # node that dies must not take the env with it.
-            node = self.ray.get_runtime_context().get_node_id()
+            node = self.env_node_id or self.ray.get_runtime_context().get_node_id()
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
         except Exception:  # a Ray client driver has no node of its own: Ray decides
             pass

@@ -203,14 +203,16 @@ def probe(p):
 
 pin = NodeAffinitySchedulingStrategy(second, soft=False)
 seen = ray.get(probe.options(scheduling_strategy=pin).remote(path), timeout=120)
-options = {"address": address, "max_workers": 2}
+# the env actor too on the node that cannot see the run
+options = {"address": address, "max_workers": 2, "env_node_id": second}
 s = Society.create(path, executor="ray", executor_options=options, progress=False,
                    **json.loads(cfg))
 out = s.run_sync(until=TICKS)
 nodes = dict(s.executor.batch_nodes)
+env_node = ray.get(s.executor.actor.where.remote())[0]
 s.close()
 print("RESULT " + json.dumps({"tick": out["tick"], "probe": seen, "second": second,
-                              "batch_nodes": nodes}), flush=True)
+                              "batch_nodes": nodes, "env_node": env_node}), flush=True)
 """.replace("TICKS", str(TICKS))
 
 
@@ -257,6 +259,7 @@ def test_two_nodes_sharing_no_filesystem_equal_local(tmp_path: Path) -> None:
     assert probe["tmp"].startswith("/tmp/alw-") and probe["cwd"].startswith("/tmp/alw-")
     # node 2 did run batches (1 CPU each, 2 tasks in flight)
     assert got["batch_nodes"].get(got["second"], 0) >= 1, got["batch_nodes"]
+    assert got["env_node"] == got["second"]  # the env actor ran there too
     assert snap["tick"] == ref["tick"] == TICKS
     assert snap["agents"] == ref["agents"] and snap["env"] == ref["env"]
     askers = [v for k, v in snap["agents"].items() if k.startswith("nb-asker")]
