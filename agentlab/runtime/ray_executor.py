@@ -109,8 +109,9 @@ class RayExecutor:
             :meth:`_end`); one on a partitioned node keeps its CPU, so the tick goes on
             with one task fewer in flight. Measured from submission. Default
             ``AGENTLAB_RAY_BATCH_DEADLINE_S`` or 1800 s; ``None`` or ``0``: no deadline.
-        env_node_id: the Ray node id to place the env actor on (soft affinity); default
-            the driver's node. The actor needs no file of the run, so any node will do.
+        env_node_id: the Ray node id the env actor must run on (hard affinity: if that
+            node is gone, starting the env fails with ``EnvActorDiedError``); default the
+            driver's node, as a preference. The actor needs no file of the run.
     """
 
     name = "ray"
@@ -171,7 +172,9 @@ class RayExecutor:
             # bytes), so any node would do; the driver's is preferred because a worker
             # node that dies must not take the env with it.
             node = self.env_node_id or self.ray.get_runtime_context().get_node_id()
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
+            # An explicit node is a requirement (hard), the driver's a preference.
+            soft = self.env_node_id is None
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=soft)
         except Exception:  # a Ray client driver has no node of its own: Ray decides
             pass
         self.actor = actor_cls.options(**options).remote(*self._env_args, restore)
