@@ -27,7 +27,7 @@ class HumanDesk:
     """Body of the desk actor: open requests and the answers the driver delivered."""
 
     def __init__(self) -> None:
-        self._new: list[dict[str, Any]] = []
+        self._open: dict[str, dict[str, Any]] = {}  # asked, not answered yet
         self._answers: dict[str, str] = {}
         self._waiting: dict[str, asyncio.Future[str]] = {}
         self._wake: asyncio.Event | None = None
@@ -46,25 +46,29 @@ class HumanDesk:
         fut = self._waiting.get(rid)
         if fut is None:
             fut = self._waiting[rid] = asyncio.get_running_loop().create_future()
-            self._new.append(row)
+            self._open[rid] = row
             self._event().set()
         return await asyncio.shield(fut)
 
     async def take(self, timeout: float) -> list[dict[str, Any]]:
-        """New requests since the last call (waits up to ``timeout`` s for one)."""
+        """Every open request (waits up to ``timeout`` s for a new one first).
+
+        Not "new since the last call": a caller that gave up on an earlier call (the
+        driver cancels its server between ticks) must not lose the rows that call took.
+        """
         wake = self._event()
-        if not self._new:
+        if not wake.is_set():
             try:
                 await asyncio.wait_for(wake.wait(), timeout)
             except TimeoutError:
                 pass
         wake.clear()
-        out, self._new = self._new, []
-        return out
+        return list(self._open.values())
 
     async def answer(self, request_id: str, answer: str) -> None:
         """Deliver an answer (JSON text) to whoever waits for ``request_id``."""
         self._answers[request_id] = answer
+        self._open.pop(request_id, None)
         fut = self._waiting.pop(request_id, None)
         if fut is not None and not fut.done():
             fut.set_result(answer)
@@ -129,6 +133,7 @@ class DeskServer:
         self.run_dir = Path(run_dir)
         self.poll_s = poll_s
         self._open: set[str] = set()  # posted (or found posted), not answered yet
+        self._posted: set[str] = set()
         self._answers: dict[str, str] = {}
         self._cursor: Any = None
 
@@ -143,15 +148,17 @@ class DeskServer:
         from agentlab.store.tail import tail_rows
 
         rows = await self.desk.take.remote(self.poll_s)
-        if rows:
+        new = [r for r in rows if str(r["request_id"]) not in self._posted]
+        if new:
             posted, _ = await asyncio.to_thread(tail_rows, self.run_dir, REQUESTS)
             known = {str(r.get("request_id")) for r in posted}
-            for row in rows:
+            for row in new:
                 rid = str(row["request_id"])
                 if rid not in known:  # a step re-run (lost attempt, resume) asks once
                     await asyncio.to_thread(post_row, self.run_dir, row)
                     known.add(rid)
-                self._open.add(rid)
+                self._posted.add(rid)
+        self._open |= {str(r["request_id"]) for r in rows}
         if not self._open:
             return
         found, self._cursor = await asyncio.to_thread(

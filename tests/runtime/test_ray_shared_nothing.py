@@ -271,3 +271,37 @@ def test_two_nodes_sharing_no_filesystem_equal_local(tmp_path: Path) -> None:
     assert set(snap["rows"]) == set(ref["rows"])
     assert snap["spans"] == ref["spans"] and snap["sql"] == ref["sql"]
     assert diagnostics(hidden / "run") == ref_logs and ref_logs
+
+
+def test_desk_keeps_requests_taken_by_a_cancelled_server(ray_session: Any, tmp_path: Path) -> None:
+    """The driver cancels its desk server between ticks while a ``take`` is in flight; a
+    request that arrives then must still reach the next server. (A suspected cause of one
+    hang seen in this file; this scenario passes with the old destructive ``take`` too, so
+    it guards the behaviour, it does not reproduce that hang.)"""
+    import asyncio
+
+    from agentlab.runtime.ray_human import DeskServer, HumanDesk, ask_desk
+
+    desk = ray_session.remote(num_cpus=0)(HumanDesk).remote()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+
+    async def scenario() -> Any:
+        old = asyncio.ensure_future(DeskServer(desk, run_dir, poll_s=2.0).serve())
+        await asyncio.sleep(0.5)  # its take(2.0) is now waiting in the actor
+        old.cancel()
+        asking = asyncio.ensure_future(
+            ask_desk(desk, "Q?", None, ts=0.0, agent_id="a", tick=1, request_id="a:1:1")
+        )
+        await asyncio.sleep(0.3)  # the orphaned take returns the request to nobody
+        new = asyncio.ensure_future(DeskServer(desk, run_dir, poll_s=0.1).serve())
+        while not pending_requests(run_dir):
+            await asyncio.sleep(0.05)
+        answer_request(run_dir, "a:1:1", "yes")
+        try:
+            return await asyncio.wait_for(asking, 20)
+        finally:
+            new.cancel()
+
+    assert asyncio.run(scenario()) == "yes"
+    assert [r["request_id"] for r in pending_requests(run_dir)] == []
