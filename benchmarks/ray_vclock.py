@@ -297,49 +297,40 @@ def main() -> None:
     for k in ("driver_seq_us", "driver_64_us", "task_seq_us", "task_64_us"):
         print(f"  {k:<14} {out[k]:8.1f}")
 
-    rows = []
-    worker_task = ray.remote(num_cpus=1)(barrier_worker)
-    for quantum in () if args.windows_only else (0.0, 0.01):
-        for k in [int(x) for x in args.workers.split(",")]:
-            walls = []
-            for _ in range(2 if args.quick else 3):
-                clock = ray.remote(num_cpus=0)(ClockActor).remote(k)
-                res = ray.get([worker_task.remote(clock, w, m, e, quantum) for w in range(k)])
-                walls.append(max(r["wall_s"] for r in res))
-                st = ray.get(clock.stats.remote())
-                ray.kill(clock)
-            wall = statistics.median(walls)
-            events = sum(r["events"] for r in res)
-            rounds = sum(r["rounds"] for r in res)
-            base = local_baseline(m, e, quantum, k)
-            row = {
-                "quantum_s": quantum, "workers": k, "events": events,
-                "advances": st["advances"], "worker_rounds": rounds,
-                "wall_s": wall, "us_per_event": wall / events * 1e6,
-                "us_per_advance": wall / st["advances"] * 1e6,
-                "local_us_per_event": base["us_per_event"],
-            }  # fmt: skip
-            rows.append(row)
+    reps = 2 if args.quick else 3
+
+    def measure(task: Any, k: int, arg: float, quantum: float) -> dict[str, Any]:
+        """``k`` workers of ``task`` against one clock actor, median wall of ``reps``."""
+        walls = []
+        for _ in range(reps):
+            clock = ray.remote(num_cpus=0)(ClockActor).remote(k)
+            res = ray.get([task.remote(clock, w, m, e, arg) for w in range(k)])
+            walls.append(max(r["wall_s"] for r in res))
+            st = ray.get(clock.stats.remote())
+            ray.kill(clock)
+        wall = statistics.median(walls)
+        events = sum(r["events"] for r in res)
+        return {
+            "workers": k, "events": events, "advances": st["advances"],
+            "worker_rounds": sum(r["rounds"] for r in res),
+            "wall_s": wall, "us_per_event": wall / events * 1e6,
+            "us_per_advance": wall / max(1, st["advances"]) * 1e6,
+            "local_us_per_event": local_baseline(m, e, quantum, k)["us_per_event"],
+        }  # fmt: skip
+
+    workers = [int(x) for x in args.workers.split(",")]
+    barrier_task = ray.remote(num_cpus=1)(barrier_worker)
     window_task = ray.remote(num_cpus=1)(window_worker)
-    for lookahead in (0.05, 0.2):
-        for k in [int(x) for x in args.workers.split(",")]:
-            walls = []
-            for _ in range(2 if args.quick else 3):
-                clock = ray.remote(num_cpus=0)(ClockActor).remote(k)
-                res = ray.get([window_task.remote(clock, w, m, e, lookahead) for w in range(k)])
-                walls.append(max(r["wall_s"] for r in res))
-                st = ray.get(clock.stats.remote())
-                ray.kill(clock)
-            wall = statistics.median(walls)
-            events = sum(r["events"] for r in res)
-            base = local_baseline(m, e, 0.0, k)
-            rows.append({
-                "quantum_s": None, "lookahead_s": lookahead, "workers": k, "events": events,
-                "advances": st["advances"], "worker_rounds": sum(r["rounds"] for r in res),
-                "wall_s": wall, "us_per_event": wall / events * 1e6,
-                "us_per_advance": wall / max(1, st["advances"]) * 1e6,
-                "local_us_per_event": base["us_per_event"],
-            })  # fmt: skip
+    rows = [
+        {"quantum_s": quantum, **measure(barrier_task, k, quantum, quantum)}
+        for quantum in (() if args.windows_only else (0.0, 0.01))
+        for k in workers
+    ]
+    rows += [
+        {"quantum_s": None, "lookahead_s": lookahead, **measure(window_task, k, lookahead, 0.0)}
+        for lookahead in (0.05, 0.2)
+        for k in workers
+    ]
     out["barrier"] = rows
     print("\nconservative barrier (wall from the start barrier to the last event):")
     print(

@@ -166,18 +166,7 @@ def two_node_cluster(
                 temp_dir,
                 "--include-dashboard",
                 "false",
-                "--node-manager-port",
-                str(p[0]),
-                "--object-manager-port",
-                str(p[1]),
-                "--dashboard-agent-listen-port",
-                str(p[2]),
-                "--dashboard-agent-grpc-port",
-                str(p[3]),
-                "--runtime-env-agent-port",
-                str(p[4]),
-                "--metrics-export-port",
-                str(p[5]),
+                *_node_port_flags(p[0:6]),
                 "--ray-client-server-port",
                 str(p[12]),
                 *common,
@@ -207,18 +196,7 @@ def two_node_cluster(
             [
                 "--address",
                 address,
-                "--node-manager-port",
-                str(p[6]),
-                "--object-manager-port",
-                str(p[7]),
-                "--dashboard-agent-listen-port",
-                str(p[8]),
-                "--dashboard-agent-grpc-port",
-                str(p[9]),
-                "--runtime-env-agent-port",
-                str(p[10]),
-                "--metrics-export-port",
-                str(p[11]),
+                *_node_port_flags(p[6:12]),
                 *extra,
                 *common,
             ],
@@ -234,6 +212,23 @@ def two_node_cluster(
         shutil.rmtree(temp_dir, ignore_errors=True)
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)
+
+
+_NODE_PORT_FLAGS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--runtime-env-agent-port",
+    "--metrics-export-port",
+)
+
+
+def _node_port_flags(ports: list[int]) -> list[str]:
+    """The per-node port flags of ``ray start`` (each node of the cluster needs its own)."""
+    return [
+        x for flag, port in zip(_NODE_PORT_FLAGS, ports, strict=True) for x in (flag, str(port))
+    ]
 
 
 def _wait_port(port: int, node: Node, timeout: float) -> None:
