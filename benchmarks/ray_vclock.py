@@ -28,6 +28,7 @@ import asyncio
 import heapq
 import json
 import logging
+import math
 import random
 import statistics
 import time
@@ -155,17 +156,21 @@ def _durations(seed: int, m: int, e: int, quantum: float) -> list[list[float]]:
     return out
 
 
-def barrier_worker(clock: Any, worker: int, m: int, e: int, quantum: float) -> dict[str, Any]:
-    """One Ray task: ``m`` agents, ``e`` virtual sleeps each, through the clock actor."""
+def barrier_worker(
+    clock: Any, worker: int, m: int, e: int, quantum: float, plans: list[list[float]] | None = None
+) -> dict[str, Any]:
+    """One Ray task: ``m`` agents, ``e`` virtual sleeps each, through the clock actor
+    (``plans``: the agents' sleeps given, e.g. taken from a real society's calls)."""
 
     async def main() -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        durations = _durations(1000 + worker, m, e, quantum)
+        durations = _durations(1000 + worker, m, e, quantum) if plans is None else plans
+        m_ = len(durations)
         now = [0.0]
         futs: dict[int, asyncio.Future[None]] = {}
         new: list[tuple[float, int, int]] = []
         seq = iter(range(10**9))
-        running = [m]
+        running = [m_]
         idle = asyncio.Event()
 
         async def vsleep(waiter: int, d: float) -> None:
@@ -184,7 +189,7 @@ def barrier_worker(clock: Any, worker: int, m: int, e: int, quantum: float) -> d
                 idle.set()
 
         await clock.ready.remote(worker)
-        tasks = [asyncio.ensure_future(agent(i)) for i in range(m)]
+        tasks = [asyncio.ensure_future(agent(i)) for i in range(m_)]
         rounds = 0
         t0 = time.perf_counter()
         while True:
@@ -201,18 +206,25 @@ def barrier_worker(clock: Any, worker: int, m: int, e: int, quantum: float) -> d
                 futs.pop(w).set_result(None)
         await clock.finish.remote(worker)
         await asyncio.gather(*tasks)
-        return {"rounds": rounds, "events": m * e, "wall_s": time.perf_counter() - t0,
-                "end": now[0]}  # fmt: skip
+        return {"rounds": rounds, "events": sum(map(len, durations)),
+                "wall_s": time.perf_counter() - t0, "end": now[0]}  # fmt: skip
 
     return asyncio.run(main())
 
 
-def window_worker(clock: Any, worker: int, m: int, e: int, lookahead: float) -> dict[str, Any]:
+def window_worker(
+    clock: Any,
+    worker: int,
+    m: int,
+    e: int,
+    lookahead: float,
+    plans: list[list[float]] | None = None,
+) -> dict[str, Any]:
     """One Ray task: agents on a local event heap, synchronised once per window."""
 
     async def main() -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        durations = _durations(1000 + worker, m, e, 0.0)
+        durations = _durations(1000 + worker, m, e, 0.0) if plans is None else plans
         heap: list[tuple[float, int, asyncio.Future[None]]] = []
         now = [0.0]
         seq = iter(range(10**9))
@@ -224,7 +236,7 @@ def window_worker(clock: Any, worker: int, m: int, e: int, lookahead: float) -> 
                 await fut
 
         await clock.ready.remote(worker)
-        tasks = [asyncio.ensure_future(agent(i)) for i in range(m)]
+        tasks = [asyncio.ensure_future(agent(i)) for i in range(len(durations))]
         for _ in range(3):
             await asyncio.sleep(0)  # let every agent post its first sleep
         windows = 0
@@ -243,7 +255,8 @@ def window_worker(clock: Any, worker: int, m: int, e: int, lookahead: float) -> 
             windows += 1
         await clock.finish.remote(worker)
         await asyncio.gather(*tasks)
-        return {"rounds": windows, "events": m * e, "wall_s": time.perf_counter() - t0}
+        return {"rounds": windows, "events": sum(map(len, durations)),
+                "wall_s": time.perf_counter() - t0}  # fmt: skip
 
     return asyncio.run(main())
 
@@ -269,6 +282,155 @@ def local_baseline(m: int, e: int, quantum: float, workers: int) -> dict[str, fl
     return {"wall_s": wall, "us_per_event": wall / events * 1e6}
 
 
+# --- 4. the real event stream: a society on one simulated server ------------------------
+
+
+def society_stream(n: int) -> dict[str, Any]:
+    """One tick of ``n`` LLM persona agents on ``social_feed`` (``sim/vllm-3b``), local
+    executor, virtual clock, every batch in flight at once: its wall time, the clock's
+    wake-ups, and per agent the virtual times at which it resumed from an LLM answer."""
+    import tempfile
+    from pathlib import Path
+
+    from agentlab import Society
+    from agentlab.core.clock import VirtualClock
+    from agentlab.llm import LLMClient
+
+    wakes = [0]
+    plain = VirtualClock.sleep
+
+    async def counted(self: VirtualClock, seconds: float) -> None:
+        wakes[0] += 1
+        await plain(self, seconds)
+
+    VirtualClock.sleep = counted  # type: ignore[method-assign]  # benchmark only: count wake-ups
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            run = Path(d) / "run"
+            s = Society.create(run, agents=n, env=["social_feed"],
+                               llm=LLMClient("sim/vllm-3b", seed=7), clock="virtual", seed=7,
+                               batch_size=max(1, -(-n // 8)), progress=False)  # fmt: skip
+            s.run_sync(ticks=1)
+            s.close()
+            rows = [json.loads(line) for f in sorted((run / "replay" / "llm_calls").glob("*.jsonl"))
+                    for line in f.read_bytes().splitlines()]  # fmt: skip
+            tl = [json.loads(line) for f in sorted((run / "replay" / "timeline").glob("*.jsonl"))
+                  for line in f.read_bytes().splitlines()]  # fmt: skip
+    finally:
+        VirtualClock.sleep = plain  # type: ignore[method-assign]
+    ends: dict[str, list[float]] = {}
+    for r in rows:
+        ends.setdefault(r["agent_id"], []).append(float(r["end"]))
+    answers = [sorted(v) for _, v in sorted(ends.items())]
+    return {"agents": n, "calls": len(rows), "wakes": wakes[0], "answers": answers,
+            "tick_wall_s": float(tl[0]["wall_s"]),
+            "span_s": max(t for a in answers for t in a)}  # fmt: skip
+
+
+def windows_needed(times: list[float], lookahead: float) -> int:
+    """Barriers of a lookahead-``L`` protocol over these event times: greedy windows
+    ``[head, head + L)``; ``L = 0`` gives one per distinct time (a barrier per event)."""
+    count, bound = 0, -math.inf
+    for t in sorted(times):
+        if (t > bound) if lookahead == 0 else (t >= bound):
+            count += 1
+            bound = t + lookahead
+    return count
+
+
+def _sleeps(times: list[float]) -> list[float]:
+    """An agent's answer times as the successive sleeps that reach them from 0."""
+    return [b - a for a, b in zip([0.0, *times[:-1]], times, strict=True)]
+
+
+def replay_in_process(plans: list[list[float]]) -> float:
+    """Wall seconds of the same sleeps on agentlab's one in-process ``VirtualClock``."""
+    from agentlab.core.clock import VirtualClock
+
+    async def main() -> float:
+        clock = VirtualClock()
+
+        async def agent(ds: list[float]) -> None:
+            for d in ds:
+                await clock.sleep(d)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(agent(ds) for ds in plans))
+        return time.perf_counter() - t0
+
+    return asyncio.run(main())
+
+
+def min_dispatch_s(client_overhead_s: float = 0.004) -> float:
+    """The smallest client-CPU share ``SimServer.dispatch`` can draw (u clamped at 1e-9,
+    sigma 0.5): how soon after an answer the resumed agent's next call touches the
+    shared client state (dispatch queue, AIMD gate) at the earliest."""
+    z = statistics.NormalDist().inv_cdf(1e-9)
+    return client_overhead_s * math.exp(0.5 * z - 0.125)
+
+
+def stream_table(ray: Any, workers: list[int], n: int, reps: int) -> dict[str, Any]:
+    """The real stream: how many barriers each protocol needs, and their measured cost
+    when K Ray workers replay the agents' answer times against one clock actor."""
+    st = society_stream(n)
+    times = [t for a in st["answers"] for t in a]
+    events = len(times)
+    looks = {"exact (a barrier per answer time)": 0.0,
+             f"L = min dispatch ({min_dispatch_s() * 1e3:.2f} ms)": min_dispatch_s(),
+             "L = overhead_s (4.8 ms)": 0.0048, "L = design (19 ms)": 0.019}  # fmt: skip
+    need = {k: windows_needed(times, v) for k, v in looks.items()}
+    in_process = replay_in_process([_sleeps(ts) for ts in st["answers"]])
+    per_virtual_s = events / st["span_s"]
+    print(f"\nreal stream: {n} persona agents, social_feed, sim/vllm-3b, one tick, local virtual")
+    print(
+        f"  {st['calls']} calls, {events} answers over {st['span_s']:.1f} virtual s "
+        f"({per_virtual_s:.1f} answers per virtual s: the 8-slot server caps it, "
+        f"{per_virtual_s * 0.019:.2f} per 19 ms window); {st['wakes']} clock wake-ups"
+    )
+    print(
+        f"  local: {st['tick_wall_s']:.3f} s per tick, "
+        f"{st['tick_wall_s'] / events * 1e6:.0f} µs per answer, "
+        f"{st['tick_wall_s'] / st['wakes'] * 1e6:.1f} µs per clock wake-up (everything)"
+    )
+    print("  barriers an exact protocol needs per tick, by usable lookahead:")
+    for k, v in need.items():
+        print(f"    {k:<40} {v:6d}  ({events / v:.2f} answers per barrier)")
+    rows = []
+    barrier_task = ray.remote(num_cpus=1)(barrier_worker)
+    window_task = ray.remote(num_cpus=1)(window_worker)
+    for label, task, arg in (("a barrier per answer time", barrier_task, 0.0),
+                             ("windows, L = 19 ms", window_task, 0.019)):  # fmt: skip
+        for k in workers:
+            split = [[_sleeps(ts) for ts in st["answers"][w::k]] for w in range(k)]
+            walls, rounds = [], 0
+            for _ in range(reps):
+                clock = ray.remote(num_cpus=0)(ClockActor).remote(k)
+                res = ray.get([
+                    task.remote(clock, w, 0, 0, arg, split[w]) for w in range(k)
+                ])  # fmt: skip
+                walls.append(max(r["wall_s"] for r in res))
+                rounds = ray.get(clock.stats.remote())["advances"]
+                ray.kill(clock)
+            wall = statistics.median(walls)
+            rows.append({"protocol": label, "workers": k, "answers": events, "barriers": rounds,
+                         "sync_wall_s": wall, "sync_us_per_answer": wall / events * 1e6,
+                         "local_tick_wall_s": st["tick_wall_s"],
+                         "in_process_us_per_answer": in_process / events * 1e6,
+                         "local_us_per_answer": st["tick_wall_s"] / events * 1e6})  # fmt: skip
+    print(
+        "\n| protocol on the real stream | workers | answers | barriers | sync only, s per tick "
+        "| sync µs per answer | local s per tick (all work) | local µs per answer |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['protocol']} | {r['workers']} | {r['answers']} | {r['barriers']} | "
+              f"{r['sync_wall_s']:.3f} | {r['sync_us_per_answer']:.0f} | "
+              f"{r['in_process_us_per_answer']:.1f} | "
+              f"{r['local_tick_wall_s']:.3f} | {r['local_us_per_answer']:.0f} |")  # fmt: skip
+    return {"stream": {k: v for k, v in st.items() if k != "answers"},
+            "barriers_needed": need, "rows": rows}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -277,6 +439,12 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=None, help="agents per worker (M)")
     ap.add_argument("--events", type=int, default=None, help="sleeps per agent (E)")
     ap.add_argument("--windows-only", action="store_true", help="skip per-event barriers")
+    ap.add_argument(
+        "--society",
+        type=int,
+        default=None,
+        help="agents of the real-stream table (default 200; 0 skips it)",
+    )
     args = ap.parse_args()
     import ray
 
@@ -347,6 +515,9 @@ def main() -> None:
         print(f"| {kind} | {r['workers']} | {r['events']} | {r['advances']} | "
               f"{r['us_per_event']:.0f} | {r['us_per_advance']:.0f} | "
               f"{r['local_us_per_event']:.1f} |")  # fmt: skip
+    n_soc = args.society if args.society is not None else 200
+    if n_soc:
+        out["society"] = stream_table(ray, workers, n_soc, reps)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

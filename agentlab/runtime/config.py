@@ -16,11 +16,36 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agentlab.errors import ConfigError
 
-__all__ = ["CLI_KEYS", "RetryConfig", "SocietyConfig", "validate_society_config"]
+__all__ = [
+    "CLI_KEYS",
+    "RetryConfig",
+    "SocietyConfig",
+    "validate_society_config",
+    "virtual_clock_refusal",
+]
 
 #: keys a config file may hold besides the ``Society.create`` arguments
 CLI_KEYS = frozenset({"out", "ticks", "progress"})
 EXECUTORS = ("local", "ray")
+
+
+def virtual_clock_refusal(executor: str) -> str:
+    """Why ``clock="virtual"`` is refused with ``executor`` (every refusal says the same).
+
+    Virtual timings are a function of the one simulated server, client-CPU queue and AIMD
+    limiter every agent shares in one event loop. Kept exact across Ray workers, they need
+    one round trip to a time server per LLM answer, serially (measured: slower than the
+    local executor at any size; runtime/README.md, "Virtual time across Ray workers").
+    """
+    return (
+        f"clock 'virtual' needs executor 'local', got {executor!r}: virtual timings come "
+        "from the one simulated server, client queue and AIMD limiter all agents share in "
+        "one event loop, and keeping them exact across workers costs a round trip per LLM "
+        "answer, serially (see 'Virtual time across Ray workers' in "
+        f"agentlab/runtime/README.md); use clock='real' with {executor!r}, or "
+        "executor='local'"
+    )
+
 
 _Count = Annotated[int, Field(strict=True, ge=0)]
 _Seconds = Annotated[float, Field(strict=True, ge=0)]
@@ -135,9 +160,7 @@ class SocietyConfig(BaseModel):
     def _virtual_needs_local(self) -> SocietyConfig:
         name = self.executor if isinstance(self.executor, str) else self.executor.name
         if self.clock == "virtual" and name != "local":
-            raise ValueError(
-                f"clock 'virtual' needs executor 'local', got {name!r}; use clock='real'"
-            )
+            raise ValueError(virtual_clock_refusal(name))
         return self
 
 

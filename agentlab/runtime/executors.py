@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.runtime.batch import BatchResult, BatchSpec, step_agent_batch
+from agentlab.runtime.config import virtual_clock_refusal
 from agentlab.runtime.envhost import ENV_CKPT_DIR, EnvHost, LocalEnvHandle, modules_from_specs
 from agentlab.runtime.ray_executor import RayExecutor
 
@@ -153,6 +154,4 @@ def make_executor(name: str | Executor, **options: Any) -> Executor:
 def check_clock(executor: Executor, clock_name: str) -> None:
     """Virtual time needs every waiter in one event loop: local executor only."""
     if clock_name == "virtual" and executor.name != "local":
-        raise ConfigError(
-            f"clock 'virtual' needs executor 'local', got {executor.name!r}; use clock='real'"
-        )
+        raise ConfigError(virtual_clock_refusal(executor.name))

@@ -38,6 +38,7 @@ from agentlab.core.clock import Clock, RealClock, VirtualClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.errors import ConfigError, CorruptRecordError, StoreError
 from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy
+from agentlab.runtime.config import virtual_clock_refusal
 from agentlab.runtime.datasets import messages_from_events, register_society_datasets
 from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_of
 from agentlab.runtime.executors import Executor, check_clock, make_executor
@@ -113,9 +114,7 @@ class Society:
         )
         chosen = executor or meta.get("executor", "local")
         if isinstance(chosen, str) and meta.get("clock") == "virtual" and chosen != "local":
-            raise ConfigError(
-                f"clock 'virtual' needs executor 'local', got {chosen!r}; use clock='real'"
-            )
+            raise ConfigError(virtual_clock_refusal(chosen))
         self.executor = make_executor(chosen, **(executor_options or {}))
         check_clock(self.executor, meta.get("clock", "real"))
         self._step = step_state
