@@ -12,10 +12,17 @@ Three measurements, side by side in one run:
    continuous (every event its own advance: the worst case) or quantized to 10 ms (many
    events share one advance, as when agents wait on one simulated server's ticks).
 3. **Baseline**: the same agents on agentlab's in-process ``VirtualClock`` (one process).
+4. **The real event stream**: one tick of LLM persona agents on ``social_feed`` with
+   ``sim/vllm-3b`` on the local executor (wall per tick, clock wake-ups), the barriers an
+   exact protocol needs for its answer times by usable lookahead, and those answer times
+   replayed by K Ray workers through protocols 2 (a barrier per answer time) and windows.
+5. **What an exact time server would have to reproduce**: the engine's float times under
+   another advance schedule, and the local run's rows under other batch splits.
 
     python benchmarks/ray_vclock.py            # K = 1, 2; M = 100; E = 20
     python benchmarks/ray_vclock.py --quick    # fewer events
     python benchmarks/ray_vclock.py --json out.json
+    python benchmarks/ray_vclock.py --quick --society 1000 --split-agents 0
 
 On this 2-core box K = 2 already shares the cores with the actor and the driver: the
 numbers are the cost of the protocol, not of a cluster's network (add its RTT per round).
@@ -419,9 +426,10 @@ def stream_table(ray: Any, workers: list[int], n: int, reps: int) -> dict[str, A
                          "local_us_per_answer": st["tick_wall_s"] / events * 1e6})  # fmt: skip
     print(
         "\n| protocol on the real stream | workers | answers | barriers | sync only, s per tick "
-        "| sync µs per answer | local s per tick (all work) | local µs per answer |"
+        "| sync µs per answer | same sleeps on one VirtualClock, µs per answer "
+        "| local s per tick (all work) | local µs per answer |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['protocol']} | {r['workers']} | {r['answers']} | {r['barriers']} | "
               f"{r['sync_wall_s']:.3f} | {r['sync_us_per_answer']:.0f} | "
@@ -429,6 +437,93 @@ def stream_table(ray: Any, workers: list[int], n: int, reps: int) -> dict[str, A
               f"{r['local_tick_wall_s']:.3f} | {r['local_us_per_answer']:.0f} |")  # fmt: skip
     return {"stream": {k: v for k, v in st.items() if k != "answers"},
             "barriers_needed": need, "rows": rows}  # fmt: skip
+
+
+# --- 5. what an exact time server would have to reproduce ------------------------------
+
+
+def engine_granularity(n: int = 40) -> list[dict[str, Any]]:
+    """The same arrivals, the simulated engine also advanced every ``dt``: how many
+    requests get other float times (a time server stepping the engine at window ends
+    instead of at the local run's wake-ups would not reproduce its timings bit for bit)."""
+    from agentlab.llm.sim_engine import Engine, EngineRequest
+    from agentlab.llm.sim_profiles import get_profile
+
+    prof = get_profile("vllm-3b")
+    rng = random.Random(1)
+    arrivals, t = [], 0.0
+    for _ in range(n):
+        t += rng.uniform(0.0, 0.3)
+        arrivals.append((t, rng.randint(200, 900), rng.randint(20, 200), rng.uniform(0.9, 1.1)))
+
+    def times(every: float) -> list[tuple[float | None, float | None]]:
+        eng, reqs = Engine(prof), []
+        probes = [k * every for k in range(1, int(30 / every))] if every else []
+        evs = sorted([(a[0], 0, i) for i, a in enumerate(arrivals)] + [(x, 1, -1) for x in probes])
+        for tt, kind, i in evs:
+            eng.advance(tt)
+            if kind == 0:
+                a = arrivals[i]
+                req = EngineRequest(i, a[0] + prof.overhead_s, a[1], a[2], a[3])
+                eng.add(req)
+                reqs.append(req)
+        eng.advance(math.inf, inclusive=True)
+        return [(r.first_token, r.end) for r in reqs]
+
+    base, out = times(0.0), []
+    for every in (0.5, 0.1, 0.013):
+        got = times(every)
+        diff = [abs((x or 0) - (y or 0)) for a, b in zip(base, got, strict=True)
+                for x, y in zip(a, b, strict=True)]  # fmt: skip
+        changed = sum(1 for a, b in zip(base, got, strict=True) if a != b)
+        out.append({"advanced_every_s": every, "requests": n, "changed": changed,
+                    "max_abs_diff_s": max(diff)})  # fmt: skip
+    return out
+
+
+def local_split(n: int) -> list[dict[str, Any]]:
+    """Local virtual runs of ``n`` persona agents (2 ticks) with other batch splits:
+    rows that differ from the run whose batches are all in flight (8 batches)."""
+    import os
+    import tempfile
+    from collections import Counter
+    from pathlib import Path
+
+    from agentlab import Society
+    from agentlab.llm import LLMClient
+
+    def rows(bs: int, max_batches: int, d: str) -> dict[str, Counter[str]]:
+        os.environ["AGENTLAB_LOCAL_MAX_BATCHES"] = str(max_batches)
+        try:
+            run = Path(d) / f"{bs}-{max_batches}" / "run"  # the same run_id every time
+            s = Society.create(run, agents=n, env=["social_feed"],
+                               llm=LLMClient("sim/vllm-3b", seed=7), clock="virtual", seed=7,
+                               batch_size=bs, progress=False)  # fmt: skip
+            s.run_sync(ticks=2)
+            s.close()
+        finally:
+            os.environ.pop("AGENTLAB_LOCAL_MAX_BATCHES", None)
+        out: dict[str, Counter[str]] = {}
+        for ds in ("llm_calls", "agent_states", "messages"):
+            c: Counter[str] = Counter()
+            for f in sorted((run / "replay" / ds).glob("*.jsonl")):
+                for line in f.read_bytes().splitlines():
+                    row = json.loads(line)
+                    for k in ("_shard", "_seq", "wall_s"):
+                        row.pop(k, None)
+                    c[json.dumps(row, sort_keys=True)] += 1
+            out[ds] = c
+        return out
+
+    with tempfile.TemporaryDirectory() as d:
+        ref = rows(-(-n // 8), 8, d)
+        res = []
+        for bs, mb in ((-(-n // 3), 8), (-(-n // 16), 8), (-(-n // 8), 2)):
+            got = rows(bs, mb, d)
+            res.append({"batch_size": bs, "batches": -(-n // bs), "max_batches": mb,
+                        **{f"{ds}_differ": sum((ref[ds] - got[ds]).values()) for ds in ref},
+                        "llm_calls": sum(ref["llm_calls"].values())})  # fmt: skip
+    return res
 
 
 def main() -> None:
@@ -445,6 +540,10 @@ def main() -> None:
         default=None,
         help="agents of the real-stream table (default 200; 0 skips it)",
     )
+    ap.add_argument(
+        "--split-agents", type=int, default=200,
+        help="agents of the local batch-split check (0 skips it)",
+    )  # fmt: skip
     args = ap.parse_args()
     import ray
 
@@ -518,6 +617,23 @@ def main() -> None:
     n_soc = args.society if args.society is not None else 200
     if n_soc:
         out["society"] = stream_table(ray, workers, n_soc, reps)
+    out["engine_granularity"] = engine_granularity()
+    print("\nthe engine's float times depend on when it is advanced (same 40 arrivals):")
+    for g in out["engine_granularity"]:
+        print(f"  also advanced every {g['advanced_every_s']} s: {g['changed']}/{g['requests']}"
+              f" requests with other first_token/end bits, max |diff| "
+              f"{g['max_abs_diff_s']:.2g} s")  # fmt: skip
+    if args.split_agents:
+        out["local_split"] = local_split(args.split_agents)
+        print(f"\nlocal virtual, {args.split_agents} persona agents, 2 ticks: rows that differ "
+              "from the run with 8 batches all in flight")  # fmt: skip
+        print("| batch_size | batches | max in flight | llm_calls differ | agent_states differ "
+              "| messages differ |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        for r in out["local_split"]:
+            print(f"| {r['batch_size']} | {r['batches']} | {r['max_batches']} | "
+                  f"{r['llm_calls_differ']} of {r['llm_calls']} | {r['agent_states_differ']} | "
+                  f"{r['messages_differ']} |")  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
