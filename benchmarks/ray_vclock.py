@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import heapq
 import json
 import logging
@@ -78,8 +79,9 @@ def rtt_in_task(actor: Any, n: int) -> dict[str, float]:
 class ClockActor:
     """Virtual time shared by K workers; advances only when all K are blocked."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, bounds: list[float] | None = None) -> None:
         self.k = workers
+        self.bounds = bounds  # windows end at these times (given) instead of min + L
         self.now = 0.0
         self.heap: list[tuple[float, int, int, int]] = []  # (t, worker, seq, waiter)
         self.blocked: dict[int, asyncio.Future[tuple[float, list[int]]]] = {}
@@ -151,7 +153,11 @@ class ClockActor:
             self._heads = {}
             self.advances += 1
             self.now = low
-            self._win.set_result(low + self._lookahead)
+            if self.bounds is None:
+                self._win.set_result(low + self._lookahead)
+            else:
+                i = bisect.bisect_right(self.bounds, low)
+                self._win.set_result(self.bounds[i] if i < len(self.bounds) else math.inf)
 
 
 def _durations(seed: int, m: int, e: int, quantum: float) -> list[list[float]]:
@@ -302,6 +308,7 @@ def society_stream(n: int) -> dict[str, Any]:
     from agentlab import Society
     from agentlab.core.clock import VirtualClock
     from agentlab.llm import LLMClient
+    from agentlab.llm.aimd import AIMDLimiter
 
     wakes = [0]
     plain = VirtualClock.sleep
@@ -310,7 +317,18 @@ def society_stream(n: int) -> dict[str, Any]:
         wakes[0] += 1
         await plain(self, seconds)
 
-    VirtualClock.sleep = counted  # type: ignore[method-assign]  # benchmark only: count wake-ups
+    grants: list[tuple[float, float]] = []  # (answer, slot taken) of each successful call
+    plain_success = AIMDLimiter.on_success
+
+    def success(self: AIMDLimiter, latency: float, tokens: int, in_flight: int, epoch: int,
+                now: float | None = None) -> None:  # fmt: skip
+        assert now is not None
+        grants.append((now, now - latency))
+        plain_success(self, latency, tokens, in_flight, epoch, now)
+
+    # benchmark only: count wake-ups, and note when each call got its AIMD slot
+    VirtualClock.sleep = counted  # type: ignore[method-assign]
+    AIMDLimiter.on_success = success  # type: ignore[method-assign]
     try:
         with tempfile.TemporaryDirectory() as d:
             run = Path(d) / "run"
@@ -325,13 +343,56 @@ def society_stream(n: int) -> dict[str, Any]:
                   for line in f.read_bytes().splitlines()]  # fmt: skip
     finally:
         VirtualClock.sleep = plain  # type: ignore[method-assign]
+        AIMDLimiter.on_success = plain_success  # type: ignore[method-assign]
+    slot_taken: dict[float, list[float]] = {}
+    for t1, t0 in grants:
+        slot_taken.setdefault(t1, []).append(t0)
+    calls = []  # (issued, slot taken, answered): issued at the agent's previous answer
+    for _, rs in sorted(_by_agent(rows).items()):
+        prev = 0.0
+        for r in rs:
+            calls.append((prev, slot_taken[float(r["end"])].pop(), float(r["end"])))
+            prev = float(r["end"])
     ends: dict[str, list[float]] = {}
     for r in rows:
         ends.setdefault(r["agent_id"], []).append(float(r["end"]))
     answers = [sorted(v) for _, v in sorted(ends.items())]
     return {"agents": n, "calls": len(rows), "wakes": wakes[0], "answers": answers,
+            "call_times": calls,
             "tick_wall_s": float(tl[0]["wall_s"]),
             "span_s": max(t for a in answers for t in a)}  # fmt: skip
+
+
+def _by_agent(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: float(r["start"])):
+        out.setdefault(r["agent_id"], []).append(r)
+    return out
+
+
+def fifo_bounds(calls: list[tuple[float, float, float]], share_min: float) -> list[float]:
+    """Window ends of a dependency-aware exact protocol (studied, not built).
+
+    The client CPU, the AIMD gate and the engine are FIFO queues, so a call not yet known
+    to the time server (issued at an answer at or after the barrier ``T``) queues behind
+    every known call in each of them: it can change nothing before the gate's known
+    backlog drains (``D``, the last known call's slot) nor before its own earliest slot
+    (the first answer at or after ``T`` plus the smallest client share). Every answer
+    before ``H = max(D, first answer + share)`` is final; the next barrier is at ``H``.
+    ``calls``: (issued, slot taken, answered) per call."""
+    bounds: list[float] = []
+    t = 0.0
+    answered = sorted(c[2] for c in calls)
+    while True:
+        known = [c[1] for c in calls if c[0] < t or c[0] == 0.0]
+        i = bisect.bisect_left(answered, t)
+        if i == len(answered):
+            return bounds
+        h = max(max(known), answered[i] + share_min)
+        if h <= t:
+            return bounds
+        bounds.append(h)
+        t = h
 
 
 def windows_needed(times: list[float], lookahead: float) -> int:
@@ -386,6 +447,8 @@ def stream_table(ray: Any, workers: list[int], n: int, reps: int) -> dict[str, A
              f"L = min dispatch ({min_dispatch_s() * 1e3:.2f} ms)": min_dispatch_s(),
              "L = overhead_s (4.8 ms)": 0.0048, "L = design (19 ms)": 0.019}  # fmt: skip
     need = {k: windows_needed(times, v) for k, v in looks.items()}
+    bounds = fifo_bounds(st["call_times"], min_dispatch_s())
+    need["FIFO-aware (unknown calls queue behind known)"] = len(bounds)
     in_process = replay_in_process([_sleeps(ts) for ts in st["answers"]])
     per_virtual_s = events / st["span_s"]
     print(f"\nreal stream: {n} persona agents, social_feed, sim/vllm-3b, one tick, local virtual")
@@ -405,13 +468,16 @@ def stream_table(ray: Any, workers: list[int], n: int, reps: int) -> dict[str, A
     rows = []
     barrier_task = ray.remote(num_cpus=1)(barrier_worker)
     window_task = ray.remote(num_cpus=1)(window_worker)
-    for label, task, arg in (("a barrier per answer time", barrier_task, 0.0),
-                             ("windows, L = 19 ms", window_task, 0.019)):  # fmt: skip
+    for label, task, arg, given in (
+        ("a barrier per answer time", barrier_task, 0.0, None),
+        ("windows, L = 19 ms", window_task, 0.019, None),
+        ("FIFO-aware windows", window_task, 0.0, bounds),
+    ):
         for k in workers:
             split = [[_sleeps(ts) for ts in st["answers"][w::k]] for w in range(k)]
             walls, rounds = [], 0
             for _ in range(reps):
-                clock = ray.remote(num_cpus=0)(ClockActor).remote(k)
+                clock = ray.remote(num_cpus=0)(ClockActor).remote(k, given)
                 res = ray.get([
                     task.remote(clock, w, 0, 0, arg, split[w]) for w in range(k)
                 ])  # fmt: skip

@@ -33,15 +33,15 @@ def virtual_clock_refusal(executor: str) -> str:
     """Why ``clock="virtual"`` is refused with ``executor`` (every refusal says the same).
 
     Virtual timings are a function of the one simulated server, client-CPU queue and AIMD
-    limiter every agent shares in one event loop. Kept exact across Ray workers, they need
-    one round trip to a time server per LLM answer, serially (measured: slower than the
-    local executor at any size; runtime/README.md, "Virtual time across Ray workers").
+    gate every agent shares in one event loop. A time server that keeps them exact across
+    Ray workers is designed and costed but not built (runtime/README.md, "Virtual time
+    across Ray workers"): a run must not get timings that are not reproducible.
     """
     return (
         f"clock 'virtual' needs executor 'local', got {executor!r}: virtual timings come "
-        "from the one simulated server, client queue and AIMD limiter all agents share in "
-        "one event loop, and keeping them exact across workers costs a round trip per LLM "
-        "answer, serially (see 'Virtual time across Ray workers' in "
+        "from the one simulated server, client queue and AIMD gate all agents share in one "
+        "event loop, and the time server that would keep them exact across workers is "
+        "designed and costed but not built (see 'Virtual time across Ray workers' in "
         f"agentlab/runtime/README.md); use clock='real' with {executor!r}, or "
         "executor='local'"
     )

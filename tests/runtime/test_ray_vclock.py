@@ -1,12 +1,11 @@
 """Virtual time with the Ray executor: refused, every way in, with the reason.
 
-Why it is not built (measured; runtime/README.md, "Virtual time across Ray workers"): the
+Why it is not built (runtime/README.md, "Virtual time across Ray workers", measured): the
 timings of a virtual run are a function of the one simulated server, client-CPU queue and
-AIMD limiter that every agent shares in one event loop, and the agent that an answer wakes
-touches that shared client state at the answer's own instant. An exact Ray version needs a
-round trip to a time server per LLM answer, serially: slower than the local executor at any
-size, because one 8-slot server caps the answers per virtual second whatever the number of
-agents. What is checked here:
+AIMD gate every agent shares in one event loop. A time server that runs the client as it
+is needs a round trip per LLM answer, serially (slower than local at any size); one that
+exploits the FIFO order of those queues needs ~32-37 barriers per tick and would be cheap,
+but needs the client's call path split in two and was not built. What is checked here:
 
 - ``Society.create``, a run config, ``Society.open`` of a virtual run, and a live
   ``RayExecutor`` object are all refused with one ``ConfigError`` that says why and what
@@ -31,7 +30,7 @@ from tests.runtime.resume_helpers import committed_files, diff_summary, strict_r
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-WHY = "round trip per LLM answer"
+WHY = "designed and costed but not built"
 
 
 def _assert_refusal(exc: pytest.ExceptionInfo[ConfigError]) -> None:
