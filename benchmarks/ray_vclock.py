@@ -358,7 +358,7 @@ def society_stream(n: int) -> dict[str, Any]:
         ends.setdefault(r["agent_id"], []).append(float(r["end"]))
     answers = [sorted(v) for _, v in sorted(ends.items())]
     return {"agents": n, "calls": len(rows), "wakes": wakes[0], "answers": answers,
-            "call_times": calls,
+            "call_times": calls, "rows": rows,
             "tick_wall_s": float(tl[0]["wall_s"]),
             "span_s": max(t for a in answers for t in a)}  # fmt: skip
 
@@ -393,6 +393,67 @@ def fifo_bounds(calls: list[tuple[float, float, float]], share_min: float) -> li
             return bounds
         bounds.append(h)
         t = h
+
+
+def fifo_check(n: int, st: dict[str, Any], bounds: list[float]) -> list[dict[str, Any]]:
+    """Is every answer before a FIFO bound ``H`` really final? Rerun the tick with every
+    call issued at or after the previous barrier ``T`` changed (4,000 more prompt
+    characters: more prefill, other content and lengths) and compare each ``llm_calls`` row
+    answered before ``H`` — all columns, timings included — with the unchanged run."""
+    import tempfile
+    from pathlib import Path
+
+    from agentlab import Society
+    from agentlab.llm import LLMClient
+    from agentlab.llm.client import LLMClient as Client
+
+    def canon(rows: list[dict[str, Any]], before: float) -> list[str]:
+        drop = ("_shard", "_seq")
+        return sorted(json.dumps({k: v for k, v in r.items() if k not in drop}, sort_keys=True)
+                      for r in rows if float(r["end"]) < before)  # fmt: skip
+
+    plain = Client._call
+    out = []
+    edges = [0.0, *bounds]
+    for k in (1, 2, 3):
+        if k >= len(edges):
+            break
+        t, h = max(edges[k - 1], 1e-12), edges[k]  # the calls at the tick's start are known
+
+        async def changed(self: Client, live: Any, messages: list[dict[str, Any]],
+                          *args: Any, _t: float = t) -> Any:  # fmt: skip
+            if self._clock.now() >= _t:
+                messages = [*messages, {"role": "user", "content": "x" * 4000}]
+            return await plain(self, live, messages, *args)
+
+        Client._call = changed  # type: ignore[method-assign]  # benchmark only
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                run = Path(d) / "run"
+                s = Society.create(run, agents=n, env=["social_feed"],
+                                   llm=LLMClient("sim/vllm-3b", seed=7), clock="virtual",
+                                   seed=7, batch_size=max(1, -(-n // 8)),
+                                   progress=False)  # fmt: skip
+                s.run_sync(ticks=1)
+                s.close()
+                rows = [json.loads(line)
+                        for f in sorted((run / "replay" / "llm_calls").glob("*.jsonl"))
+                        for line in f.read_bytes().splitlines()]  # fmt: skip
+        finally:
+            Client._call = plain  # type: ignore[method-assign]
+        base_before, got_before = canon(st["rows"], h), canon(rows, h)
+        later = set(canon(st["rows"], math.inf)) ^ set(canon(rows, math.inf))
+        out.append({"window": k, "T": t, "H": h, "answers_before_H": len(base_before),
+                    "equal_before_H": base_before == got_before,
+                    "changed_calls": sum(1 for c in st["call_times"] if c[0] >= t),
+                    "rows_differing_overall": len(later)})  # fmt: skip
+    print("  FIFO bound check (calls issued at or after T changed; rows answered before H):")
+    for c in out:
+        print(f"    window {c['window']}: T = {c['T']:.3f} s, H = {c['H']:.3f} s: "
+              f"{c['changed_calls']} calls changed, {c['answers_before_H']} answers before H "
+              f"{'identical' if c['equal_before_H'] else 'DIFFER'}, "
+              f"{c['rows_differing_overall']} rows differ in all")  # fmt: skip
+    return out
 
 
 def windows_needed(times: list[float], lookahead: float) -> int:
@@ -501,7 +562,9 @@ def stream_table(ray: Any, workers: list[int], n: int, reps: int) -> dict[str, A
               f"{r['sync_wall_s']:.3f} | {r['sync_us_per_answer']:.0f} | "
               f"{r['in_process_us_per_answer']:.1f} | "
               f"{r['local_tick_wall_s']:.3f} | {r['local_us_per_answer']:.0f} |")  # fmt: skip
-    return {"stream": {k: v for k, v in st.items() if k != "answers"},
+    out = {"fifo_check": fifo_check(n, st, bounds)}
+    return {**out, "stream": {k: v for k, v in st.items()
+                              if k not in ("answers", "call_times", "rows")},
             "barriers_needed": need, "rows": rows}  # fmt: skip
 
 
