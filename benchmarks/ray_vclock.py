@@ -14,8 +14,11 @@ Three measurements, side by side in one run:
 3. **Baseline**: the same agents on agentlab's in-process ``VirtualClock`` (one process).
 4. **The real event stream**: one tick of LLM persona agents on ``social_feed`` with
    ``sim/vllm-3b`` on the local executor (wall per tick, clock wake-ups), the barriers an
-   exact protocol needs for its answer times by usable lookahead, and those answer times
-   replayed by K Ray workers through protocols 2 (a barrier per answer time) and windows.
+   exact protocol needs for its answer times by usable lookahead and with FIFO-aware bounds
+   (``fifo_bounds``: a call the time server does not know yet queues behind every known
+   one), those answer times replayed by K Ray workers through a barrier per answer time,
+   19 ms windows and the FIFO-aware windows, and ``fifo_check``: the tick rerun with every
+   call issued after a barrier changed gives identical rows for all answers before the bound.
 5. **What an exact time server would have to reproduce**: the engine's float times under
    another advance schedule, and the local run's rows under other batch splits.
 
