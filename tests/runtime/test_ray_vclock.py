@@ -109,7 +109,6 @@ def test_a_live_ray_executor_is_refused_for_virtual_time(ray_session: Any, tmp_p
     assert not (tmp_path / "new" / "SOCIETY.json").exists()
 
 
-@pytest.mark.slow
 def test_local_virtual_timings_do_not_depend_on_the_batch_split_while_all_batches_run(
     tmp_path: Path,
 ) -> None:
