@@ -119,52 +119,101 @@ def _sdk_fns(base: str) -> tuple[Any, Any]:
     return plain, stream
 
 
-def _aiohttp_fns(base: str) -> tuple[Any, Any]:
-    from agentlab.llm import LLMClient, openai_http
+def _bare_fns(base: str, client: str) -> tuple[Any, Any]:
+    """An HTTP client alone posting the lean path's exact request bytes and reading the
+    reply without parsing it: the floor under the lean path on that client."""
+    from agentlab.llm import LLMClient, http1, openai_http
 
     c = LLMClient("openai/instant", base_url=base, seed=0, transport="lean")
     reqs = {
-        stream: openai_http._request(c._lkw(MSGS, None, None, dict(c._req_defaults)), stream)
+        stream: openai_http._request(c._lkw(MSGS, None, None, dict(c._req_defaults), 0), stream)
         for stream in (False, True)
     }
+    target = http1.Target(reqs[False][0])
+    raws = {s: http1.encode(target, body, headers) for s, (_, body, headers) in reqs.items()}
 
-    async def plain() -> None:
+    if client == "httptools":
+
+        async def plain() -> None:
+            r = await http1.request(target, raws[False])
+            await r.read()
+            r.release()
+
+        async def stream() -> None:
+            r = await http1.request(target, raws[True])
+            while await r.read_some():
+                pass
+            r.release()
+
+        return plain, stream
+
+    async def aplain() -> None:
         url, body, headers = reqs[False]
         async with openai_http._session().post(url, data=body, headers=headers) as resp:
             await resp.read()
 
-    async def stream() -> None:
+    async def astream() -> None:
         url, body, headers = reqs[True]
         async with openai_http._session().post(url, data=body, headers=headers) as resp:
             async for _ in resp.content.iter_any():
                 pass
 
+    return aplain, astream
+
+
+def _transport_fns(base: str) -> tuple[Any, Any]:
+    """``openai_http.acall`` / ``astream`` alone: the lean transport's parse without the
+    client around it (no limiter, stream task or records)."""
+    from agentlab.core.clock import RealClock
+    from agentlab.llm import LLMClient, openai_http
+
+    c = LLMClient("openai/instant", base_url=base, seed=0, transport="lean")
+    clock = RealClock()
+
+    async def plain() -> None:
+        await openai_http.acall(clock, **c._lkw(MSGS, None, None, dict(c._req_defaults), 0))
+
+    async def stream() -> None:
+        holder: list[Any] = []
+        kw = c._lkw(MSGS, None, None, dict(c._req_defaults), 0)
+        async for _ in openai_http.astream(clock, holder, **kw):
+            pass
+
     return plain, stream
 
 
+HTTP = "AGENTLAB_LEAN_HTTP"  # openai_http.HTTP_ENV, named here to keep imports lazy
+# name -> (count key, how to make its two functions, the HTTP client it runs on)
+PATHS: dict[str, tuple[str, Callable[[str], tuple[Any, Any]], str]] = {
+    "lean (LLMClient, httptools)": ("lean", lambda b: _client_fns(b, "lean"), "httptools"),
+    "lean (LLMClient, aiohttp: before)": ("lean", lambda b: _client_fns(b, "lean"), "aiohttp"),
+    "litellm (LLMClient)": ("litellm", lambda b: _client_fns(b, "litellm"), "auto"),
+    "openai SDK alone (no records)": ("sdk", _sdk_fns, "auto"),
+    "lean transport alone (httptools)": ("lean", _transport_fns, "httptools"),
+    "httptools alone (no parse)": ("lean", lambda b: _bare_fns(b, "httptools"), "httptools"),
+    "aiohttp alone (no parse)": ("lean", lambda b: _bare_fns(b, "aiohttp"), "aiohttp"),
+}
+
+
 async def _run(base: str, counts: dict[str, int]) -> list[dict[str, Any]]:
-    paths = {
-        "lean (LLMClient, aiohttp+orjson)": _client_fns(base, "lean"),
-        "litellm (LLMClient)": _client_fns(base, "litellm"),
-        "openai SDK alone (no records)": _sdk_fns(base),
-        "aiohttp alone (no parse, no records)": _aiohttp_fns(base),
-    }
+    paths = {name: (counts[k], make(base), http) for name, (k, make, http) in PATHS.items()}
     # Interleaved repetitions, each path's best kept: on a shared box the load drifts
     # within a run, and sequential rows would compare different loads.
     got: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in paths}
     for _ in range(REPS):
-        for (name, (plain, stream)), n in zip(paths.items(), counts.values(), strict=True):
+        for name, (n, (plain, stream), http) in paths.items():
+            os.environ[HTTP] = http
             p_us, p_sys = await _cpu_per_call(plain, n // REPS)
             s_us, s_sys = await _cpu_per_call(stream, n // REPS)
             got[name].append((p_us, p_sys, s_us, s_sys))
     rows = []
-    for (name, reps), n in zip(got.items(), counts.values(), strict=True):
+    for name, reps in got.items():
         p_us, p_sys = min((r[0], r[1]) for r in reps)
         s_us, s_sys = min((r[2], r[3]) for r in reps)
         rows.append(
             {
                 "path": name,
-                "calls": n,
+                "calls": paths[name][0],
                 "plain_us": round(p_us, 1),
                 "plain_sys_us": round(p_sys, 1),
                 "stream_us": round(s_us, 1),
@@ -174,42 +223,90 @@ async def _run(base: str, counts: dict[str, int]) -> list[dict[str, Any]]:
     return rows
 
 
+async def _concurrent(base: str, calls: int, width: int) -> list[dict[str, Any]]:
+    """CPU per call with ``width`` calls in flight (a society's traffic): socket wake-ups
+    are shared between connections, so what is left is each call's own Python."""
+    out = []
+    for http in ("httptools", "aiohttp"):
+        os.environ[HTTP] = http
+        plain, stream = _client_fns(base, "lean")
+        row: dict[str, Any] = {"path": f"lean ({http}), {width} in flight", "calls": calls}
+        for kind, fn in (("plain", plain), ("stream", stream)):
+            best = float("inf")
+            for _ in range(REPS):
+                await asyncio.gather(*(fn() for _ in range(width)))  # warm the pool
+                t0 = time.process_time()
+                for _ in range(calls // width):
+                    await asyncio.gather(*(fn() for _ in range(width)))
+                best = min(best, (time.process_time() - t0) / (calls // width * width) * 1e6)
+            row[f"{kind}_us"] = round(best, 1)
+        out.append(row)
+    return out
+
+
+def _events_per_stream(base: str) -> int:
+    req = urllib.request.Request(
+        base + "/chat/completions",
+        data=json.dumps(
+            {"model": "instant", "messages": MSGS, "stream": True,
+             "stream_options": {"include_usage": True}}
+        ).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.read().count(b"data:")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer calls (< 1 minute)")
     ap.add_argument("--json", default=None, help="write the figures to this path")
     args = ap.parse_args()
     k = 1 if args.quick else 5
-    counts = {"lean": 600 * k, "litellm": 100 * k, "sdk": 300 * k, "aiohttp": 600 * k}
+    counts = {"lean": 600 * k, "litellm": 60 * k, "sdk": 300 * k}
     proc, base = start_server()
+    saved = os.environ.get(HTTP)
     try:
+        events = _events_per_stream(base)
         rows = asyncio.run(_run(base, counts))
+        wide = asyncio.run(_concurrent(base, 640 * k, 32))
     finally:
+        if saved is None:
+            os.environ.pop(HTTP, None)
+        else:
+            os.environ[HTTP] = saved
         proc.terminate()
         proc.wait(timeout=10)
     lean = rows[0]
-    print("client CPU per call in us (user+system; the kernel's share in brackets)")
-    print(f"{'path':<36} {'calls':>6} {'plain':>16} {'stream':>16} {'x lean':>7}")
+    print(f"client CPU per call in us (user+system; the kernel's share in brackets), one call in "
+          f"flight; a streamed reply is {events} SSE events")  # fmt: skip
+    print(f"{'path':<36} {'calls':>6} {'plain':>12} {'stream':>12} {'x lean':>13}")
     for r in rows:
-        ratio = r["plain_us"] / lean["plain_us"]
-        r["ratio_plain_vs_lean"] = round(ratio, 1)
+        r["ratio_plain_vs_lean"] = round(r["plain_us"] / lean["plain_us"], 1)
         r["ratio_stream_vs_lean"] = round(r["stream_us"] / lean["stream_us"], 1)
         plain = f"{r['plain_us']:.0f} ({r['plain_sys_us']:.0f})"
         stream = f"{r['stream_us']:.0f} ({r['stream_sys_us']:.0f})"
-        print(f"{r['path']:<36} {r['calls']:>6} {plain:>16} {stream:>16} {ratio:>7.1f}")
+        ratio = f"{r['ratio_plain_vs_lean']:.1f} / {r['ratio_stream_vs_lean']:.1f}"
+        print(f"{r['path']:<36} {r['calls']:>6} {plain:>12} {stream:>12} {ratio:>13}")
+    print(f"{'':<36} {'calls':>6} {'plain':>12} {'stream':>12}")
+    for r in wide:
+        print(f"{r['path']:<36} {r['calls']:>6} {r['plain_us']:>12.0f} {r['stream_us']:>12.0f}")
     ok = lean["plain_us"] <= TARGET_US and lean["stream_us"] <= TARGET_US
     print(
-        f"target lean <= {TARGET_US:.0f} us CPU per call (plain and stream): "
+        f"target lean <= {TARGET_US:.0f} us CPU per call (plain and stream, one in flight): "
         f"{'MET' if ok else 'NOT MET'}"
     )
-    floor = rows[-1]
+    floor = next(r for r in rows if r["path"].startswith("httptools alone"))
     print(
         f"lean above its HTTP client alone: plain +{lean['plain_us'] - floor['plain_us']:.0f} us, "
-        f"stream +{lean['stream_us'] - floor['stream_us']:.0f} us"
+        f"stream +{lean['stream_us'] - floor['stream_us']:.0f} us "
+        f"({(lean['stream_us'] - floor['stream_us']) / events:.1f} us per SSE event)"
     )
     if args.json:
+        out = {"rows": rows, "in_flight_32": wide, "sse_events_per_stream": events}
+        out |= {"target_us": TARGET_US, "target_met": ok}
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "target_us": TARGET_US, "target_met": ok}, f, indent=1)
+            json.dump(out, f, indent=1)
     return 0
 
 

@@ -18,6 +18,7 @@ before their end → ``ProviderError`` (retryable).
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from agentlab.errors import ConfigError, LLMError, LLMTimeoutError, ProviderError, RateLimitError
+from agentlab.llm import http1
 from agentlab.llm.litellm_backend import _kwargs
 from agentlab.llm.sim_backend import SimResult
 
@@ -63,6 +65,13 @@ def lean_eligible(model: str, base_url: str | None, transport: str) -> bool:
 _SESSIONS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, Any]] = (
     weakref.WeakKeyDictionary()
 )
+#: the environment variable that picks the HTTP client: "auto" (httptools unless a proxy
+#: is configured for the URL), "httptools" or "aiohttp"
+HTTP_ENV = "AGENTLAB_LEAN_HTTP"
+HTTP_CLIENTS = ("auto", "httptools", "aiohttp")
+# base URL and choice -> the httptools target, or None for aiohttp; decided once, since
+# reading the proxy variables costs more than a whole request
+_TARGETS: dict[tuple[str, str], http1.Target | None] = {}
 
 
 async def _keep(session: aiohttp.ClientSession) -> None:
@@ -80,12 +89,80 @@ def _session() -> aiohttp.ClientSession:
     if entry is None or entry[0].closed:
         import aiohttp  # here, so that choosing a transport does not import it
 
-        # limit=0: the client's limiter already bounds concurrency per config
+        # limit=0: the client's limiter already bounds concurrency per config;
+        # trust_env: aiohttp serves the URLs that go through a proxy (see _target)
         conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        session = aiohttp.ClientSession(connector=conn)
+        session = aiohttp.ClientSession(connector=conn, trust_env=True)
         entry = (session, loop.create_task(_keep(session), name="agentlab-lean-http"))
         _SESSIONS[loop] = entry
     return entry[0]
+
+
+def _target(url: str) -> http1.Target | None:
+    """The httptools target for ``url``, or None where aiohttp serves it.
+
+    Raises:
+        ConfigError: ``AGENTLAB_LEAN_HTTP`` is not one of :data:`HTTP_CLIENTS`.
+    """
+    choice = os.environ.get(HTTP_ENV) or "auto"
+    key = (url, choice)
+    try:
+        return _TARGETS[key]
+    except KeyError:
+        pass
+    if choice not in HTTP_CLIENTS:
+        raise ConfigError(f"{HTTP_ENV}={choice!r} is not valid; valid: {', '.join(HTTP_CLIENTS)}")
+    use = choice == "httptools" or (choice == "auto" and not http1.proxied(url))
+    target = None
+    if use:
+        try:
+            target = http1.Target(url)
+        except ValueError as exc:
+            raise ConfigError(f"base_url: {exc}") from None
+    _TARGETS[key] = target
+    return target
+
+
+class _AiohttpReply:
+    """aiohttp's response behind :class:`agentlab.llm.http1.Response`'s reading methods."""
+
+    __slots__ = ("_resp", "status")
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self._resp = resp
+        self.status = resp.status
+
+    async def read(self) -> bytes:
+        return await self._resp.read()
+
+    async def read_some(self) -> bytes:
+        return await self._resp.content.readany()
+
+    def release(self, drain: bool = False) -> None:
+        if drain or self._resp.content.at_eof():
+            self._resp.release()
+        else:
+            self._resp.close()
+
+
+def _prepare(url: str, body: bytes, headers: dict[str, str]) -> tuple[http1.Target | None, Any]:
+    """Which HTTP client sends the request, and what it sends (before any I/O, so that a
+    bad setting is a ConfigError rather than a retried provider error)."""
+    target = _target(url)
+    if target is None:
+        return None, (url, body, headers)
+    try:
+        return target, http1.encode(target, body, headers)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+async def _post(prepared: tuple[http1.Target | None, Any]) -> http1.Response | _AiohttpReply:
+    target, req = prepared
+    if target is not None:
+        return await http1.request(target, req)
+    url, body, headers = req
+    return _AiohttpReply(await _session().post(url, data=body, headers=headers))
 
 
 def _request(kw: dict[str, Any], stream: bool) -> tuple[str, bytes, dict[str, str]]:
@@ -116,8 +193,10 @@ def map_status(status: int, body: bytes, model: str) -> LLMError:
         return RateLimitError(msg)
     if status in (408, 504):
         return LLMTimeoutError(msg)
+    if 300 <= status < 400:  # only aiohttp follows redirects; retrying cannot help either
+        msg += " (redirects are not followed: set base_url to the final address)"
     out = ProviderError(msg)
-    if 400 <= status < 500:
+    if status < 500:
         out.retryable = False  # bad request, auth, unknown model: retrying cannot help
     return out
 
@@ -142,19 +221,22 @@ def _usage(obj: dict[str, Any]) -> tuple[int, int]:
 
 async def acall(clock: Any, **kw: Any) -> SimResult:
     """One non-streaming attempt (same keyword arguments as the litellm backend's)."""
-    url, body, headers = _request(kw, stream=False)
+    prepared = _prepare(*_request(kw, stream=False))
     model = kw["model"]
     t0 = clock.now()
     try:
         async with asyncio.timeout(kw["timeout"]):
-            async with _session().post(url, data=body, headers=headers) as resp:
+            resp = await _post(prepared)
+            status = resp.status  # before release, which readies the connection's next use
+            try:
                 raw = await resp.read()
-                status = resp.status
+            finally:
+                resp.release()
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError):
             raise
         raise _map_exc(exc, model) from exc
-    if status >= 400:
+    if status >= 300:
         raise map_status(status, raw, model)
     t1 = clock.now()
     try:
@@ -165,9 +247,9 @@ async def acall(clock: Any, **kw: Any) -> SimResult:
             (tc.get("id") or f"call_{i}", tc["function"]["name"], tc["function"]["arguments"])
             for i, tc in enumerate(msg.get("tool_calls") or [])
         ]
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+        p_tok, c_tok = _usage(obj)
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError):
         raise _malformed(model, raw) from None
-    p_tok, c_tok = _usage(obj)
     return SimResult(
         msg.get("content") or "",
         p_tok,
@@ -181,57 +263,78 @@ async def acall(clock: Any, **kw: Any) -> SimResult:
     )
 
 
+class _Acc:
+    """What a stream has said so far, event by event."""
+
+    __slots__ = ("c_tok", "calls", "finish", "p_tok")
+
+    def __init__(self) -> None:
+        self.calls: dict[int, list[str]] = {}
+        self.finish: str | None = None
+        self.p_tok = self.c_tok = 0
+
+    def event(self, chunk: dict[str, Any]) -> str | None:
+        """Take one ``chat.completion.chunk``; its text delta, if any."""
+        u = chunk.get("usage")
+        if u:
+            pt, ct = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
+            if pt or ct:
+                self.p_tok, self.c_tok = pt, ct
+        choices = chunk.get("choices")
+        if not choices:
+            return None
+        ch = choices[0]
+        self.finish = ch.get("finish_reason") or self.finish
+        delta = ch.get("delta")
+        if not delta:
+            return None
+        tcs = delta.get("tool_calls")
+        if tcs:
+            for tc in tcs:
+                slot = self.calls.setdefault(tc.get("index") or 0, ["", "", ""])
+                slot[0] = tc.get("id") or slot[0]
+                fn = tc.get("function") or {}
+                slot[1] = fn.get("name") or slot[1]
+                slot[2] += fn.get("arguments") or ""
+        return delta.get("content")
+
+
 async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterator[str]:
     """Stream text deltas over SSE; the final result is appended to ``holder``.
 
     Time to first token = the first chunk with non-empty ``delta.content``.
     """
-    url, body, headers = _request(kw, stream=True)
+    prepared = _prepare(*_request(kw, stream=True))
     model = kw["model"]
     t0 = clock.now()
     first: float | None = None
     parts: list[str] = []
-    calls: dict[int, list[str]] = {}
-    p_tok = c_tok = 0
-    finish: str | None = None
+    acc = _Acc()
     done = False
     try:
         async with asyncio.timeout(kw["timeout"]):
-            async with _session().post(url, data=body, headers=headers) as resp:
-                if resp.status >= 400:
+            resp = await _post(prepared)
+            try:
+                if resp.status >= 300:
                     raise map_status(resp.status, await resp.read(), model)
                 # Whole network reads split here: one await per read, not per SSE line.
                 tail = b""
-                async for data in resp.content.iter_any():
-                    lines = (tail + data).split(b"\n")
+                while data := await resp.read_some():
+                    if tail:
+                        data = tail + data
+                    lines = data.split(b"\n")
                     tail = lines.pop()
                     for line in lines:
-                        if not line.startswith(b"data:"):
+                        if line[:5] != b"data:":
                             continue  # blank separators, comments, event names
                         payload = line[5:].strip()
                         if payload == b"[DONE]":
                             done = True
                             break
                         try:
-                            chunk = orjson.loads(payload)
-                        except orjson.JSONDecodeError:
+                            text = acc.event(orjson.loads(payload))
+                        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
                             raise _malformed(model, payload) from None
-                        pt, ct = _usage(chunk)
-                        if pt or ct:
-                            p_tok, c_tok = pt, ct
-                        choices = chunk.get("choices")
-                        if not choices:
-                            continue
-                        ch = choices[0]
-                        finish = ch.get("finish_reason") or finish
-                        delta = ch.get("delta") or {}
-                        for tc in delta.get("tool_calls") or ():
-                            slot = calls.setdefault(tc.get("index") or 0, ["", "", ""])
-                            slot[0] = tc.get("id") or slot[0]
-                            fn = tc.get("function") or {}
-                            slot[1] = fn.get("name") or slot[1]
-                            slot[2] += fn.get("arguments") or ""
-                        text = delta.get("content")
                         if text:
                             if first is None:
                                 first = clock.now()
@@ -239,16 +342,27 @@ async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterat
                             yield text
                     if done:
                         break
+            finally:
+                resp.release(drain=done)
     except BaseException as exc:
         if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
             raise
         raise _map_exc(exc, model) from exc
-    if not done and finish is None:  # the server cut the stream (e.g. a fault mid-decode)
+    if not done and acc.finish is None:  # the server cut the stream (e.g. a fault mid-decode)
         raise ProviderError(f"{model}: stream ended before its finish (no [DONE])")
     t1 = clock.now()
+    finish = acc.finish
     res = SimResult(
-        "".join(parts), p_tok, c_tok, t0, None, first or t1, t1, finish_reason=finish or "stop"
+        "".join(parts),
+        acc.p_tok,
+        acc.c_tok,
+        t0,
+        None,
+        first or t1,
+        t1,
+        finish_reason=finish or "stop",
     )
+    calls = acc.calls
     res.tool_calls = [(c[0] or f"call_{i}", c[1], c[2] or "{}") for i, c in sorted(calls.items())]
     if not res.completion_tokens:
         res.completion_tokens = max(1, len(res.text) // 4) if res.text else 0

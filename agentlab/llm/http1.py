@@ -1,0 +1,364 @@
+"""A minimal HTTP/1.1 client for the lean path: ``asyncio.Protocol`` + ``httptools``.
+
+Why not aiohttp here: a streamed reply is one socket read per SSE event when the server
+writes each token separately (vLLM does, and so does ``agentlab sim-serve``), and aiohttp
+spends ~10 µs of Python per read (its payload parser, ``StreamReader``, the iterator) plus
+~100 µs per request (``ClientRequest``, header multidicts, cookie jar, tracing). This module
+parses with ``httptools`` (llhttp, the C parser uvicorn uses) inside ``data_received`` and
+wakes the reader once per read with whatever bytes arrived; the request is one pre-built
+``bytes`` write.
+
+What it does: one request at a time per connection, keep-alive pooling per event loop (idle
+connections are dropped after :data:`IDLE_S`, below uvicorn's 5 s keep-alive timeout, so a
+reused connection is rarely one the server is closing), ``Content-Length``, chunked and
+read-until-close bodies, gzip/deflate bodies, TLS through ``ssl=``, and flow control (a
+slow consumer pauses the socket). What it does not: proxies (:func:`proxied` tells;
+:mod:`agentlab.llm.openai_http` then uses aiohttp with ``trust_env``), redirects (a 3xx is
+returned to the caller as a status), HTTP/2, ``Expect: 100-continue``.
+
+Errors are built-in exceptions, which ``openai_http`` maps to ``agentlab.errors``:
+``ConnectionResetError`` when the connection closes before the response ends (reset
+mid-stream, a server closing a keep-alive connection as we reuse it), :class:`HTTPError`
+(a ``ConnectionError``) for bytes that are not HTTP, ``OSError`` from connecting; timeouts
+are the caller's (``asyncio.timeout``), and cancelling a request closes its connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import urllib.request
+import weakref
+import zlib
+from typing import Any
+from urllib.parse import urlsplit
+
+import httptools
+
+__all__ = ["IDLE_S", "HTTPError", "Response", "proxied", "request"]
+
+#: seconds an idle keep-alive connection is kept for reuse
+IDLE_S = 4.0
+_HIGH_WATER = 1 << 20  # bytes buffered for a slow reader before the socket is paused
+
+
+class HTTPError(ConnectionError):
+    """The server's bytes are not a valid HTTP/1.1 response."""
+
+
+def proxied(url: str) -> bool:
+    """Whether the environment routes ``url`` through a proxy (``HTTP(S)_PROXY``,
+    ``ALL_PROXY``, honouring ``NO_PROXY``) — this client does not speak to proxies."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    if not (proxies.get(parts.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass(parts.hostname or "")
+
+
+class Response(asyncio.Protocol):
+    """One keep-alive connection; while a request is in flight, also its response."""
+
+    def __init__(self, pool: _Pool, key: tuple[str, int, bool]) -> None:
+        self._pool = pool
+        self._key = key
+        self._loop = pool.loop
+        self._tr: asyncio.Transport | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter: asyncio.Future[None] | None = None
+        self._exc: BaseException | None = None
+        self._idle_since = 0.0
+        self._paused = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self.status = 0
+        self._headers_done = False
+        self._complete = False
+        self._keep = False
+        self._framed = False  # Content-Length or chunked: EOF before the end is a cut
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._inflate: Any = None
+        self._active = False
+        self._draining = False  # released after its logical end, the rest is discarded
+
+    # -- asyncio.Protocol ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._tr = transport
+
+    def data_received(self, data: bytes) -> None:
+        if not self._active:  # bytes nobody asked for (e.g. a 408 as the server idles out)
+            self._fail(HTTPError("unsolicited bytes on an idle connection"))
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            # a callback's own error (e.g. an unsupported encoding) is the better message
+            why = exc.__context__ if isinstance(exc, httptools.HttpParserCallbackError) else exc
+            self._fail(HTTPError(f"malformed HTTP response: {why or exc}"))
+
+    def eof_received(self) -> bool:
+        return False  # close our side too; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._exc is not None:  # we closed it, for a reason the reader already has
+            self._wake()
+            return
+        if self._active and not self._complete:
+            if self._headers_done and not self._framed and exc is None:
+                self._complete = True  # read-until-close body: EOF is its end
+            else:
+                why = f": {exc}" if exc else ""
+                self._fail(
+                    ConnectionResetError(f"connection closed before the response ended{why}")
+                )
+                return
+        self._exc = self._exc or ConnectionResetError("connection closed")
+        self._wake()
+
+    # -- httptools callbacks --------------------------------------------------------------
+    def on_header(self, name: bytes, value: bytes) -> None:
+        n = name.lower()
+        if n == b"content-length" or n == b"transfer-encoding":
+            self._framed = True
+        elif n == b"content-encoding":
+            enc = value.strip().lower()
+            if enc in (b"gzip", b"x-gzip"):
+                self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif enc == b"deflate":
+                self._inflate = zlib.decompressobj()
+            elif enc != b"identity":
+                raise HTTPError(f"unsupported Content-Encoding {value.decode('latin-1')!r}")
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:
+            return  # an interim response (100 Continue, 103 Early Hints): the real one follows
+        self.status = status
+        self._headers_done = True
+        self._wake()
+
+    def on_body(self, body: bytes) -> None:
+        if self.status == 0 or self._draining:
+            return
+        if self._inflate is not None:
+            body = self._inflate.decompress(body)
+        self._parts.append(body)
+        self._size += len(body)
+        if self._size > _HIGH_WATER and not self._paused and self._tr is not None:
+            self._paused = True
+            self._tr.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        if self.status == 0:
+            return  # end of an interim response
+        self._complete = True
+        # read here: once this callback returns, llhttp has reset for the next message
+        self._keep = self._parser.should_keep_alive()
+        if self._draining:
+            self._to_pool()
+        self._wake()
+
+    # -- the reader's side ----------------------------------------------------------------
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        self._exc = exc
+        if self._tr is not None:
+            self._tr.abort()
+        self._wake()
+
+    async def _wait(self) -> None:
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    async def _start(self, raw: bytes) -> None:
+        assert self._tr is not None
+        self._active = True
+        self._tr.write(raw)
+        while not self._headers_done:
+            if self._exc is not None:
+                raise self._exc
+            await self._wait()
+
+    async def read_some(self) -> bytes:
+        """The body bytes that arrived since the last call (waiting for some); ``b""`` at
+        the end of the body.
+
+        Raises:
+            ConnectionResetError: the connection closed before the body ended.
+            HTTPError: the server sent bytes that are not HTTP.
+        """
+        while True:
+            parts = self._parts
+            if parts:
+                data = parts[0] if len(parts) == 1 else b"".join(parts)
+                parts.clear()
+                self._size = 0
+                if self._paused and self._tr is not None:
+                    self._paused = False
+                    self._tr.resume_reading()
+                return data
+            if self._complete:
+                if self._inflate is not None:
+                    tail, self._inflate = self._inflate.flush(), None
+                    if tail:
+                        return tail
+                return b""
+            if self._exc is not None:
+                raise self._exc
+            await self._wait()
+
+    async def read(self) -> bytes:
+        """The whole (rest of the) body."""
+        out = []
+        while data := await self.read_some():
+            out.append(data)
+        return b"".join(out)
+
+    def release(self, drain: bool = False) -> None:
+        """Back to the pool if the response was read to its end and the server keeps the
+        connection alive; otherwise close it (a cancelled or failed request).
+
+        ``drain=True``: the caller has seen the body's logical end (an SSE ``[DONE]``)
+        before its framing ended; the connection goes back to the pool once the rest
+        (the last chunk marker, usually a read of its own) has arrived, without waking
+        the caller for it.
+        """
+        tr = self._tr
+        ok = self._exc is None and tr is not None and not tr.is_closing()
+        if ok and not self._complete and drain:
+            self._draining = True
+            return
+        if ok and self._complete:
+            self._to_pool()
+        else:
+            self._reset()
+            if tr is not None:
+                tr.close()
+
+    def _to_pool(self) -> None:
+        keep = self._keep
+        self._reset()
+        if keep:
+            self._idle_since = self._loop.time()
+            self._pool.idle.setdefault(self._key, []).append(self)
+        elif self._tr is not None:
+            self._tr.close()
+
+
+class _Pool:
+    """Idle connections of one event loop, by (host, port, tls)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.idle: dict[tuple[str, int, bool], list[Response]] = {}
+        self.ssl: ssl.SSLContext | None = None
+
+    async def get(self, host: str, port: int, tls: bool) -> Response:
+        key = (host, port, tls)
+        stack = self.idle.get(key)
+        now = self.loop.time()
+        while stack:
+            conn = stack.pop()
+            tr = conn._tr
+            if conn._exc is None and tr is not None and not tr.is_closing():
+                if now - conn._idle_since < IDLE_S:
+                    return conn
+                tr.close()
+        ctx = None
+        if tls:
+            if self.ssl is None:  # ~1 ms to load the CA store: once per loop
+                self.ssl = ssl.create_default_context()
+            ctx = self.ssl
+        _, conn = await self.loop.create_connection(
+            lambda: Response(self, key), host, port, ssl=ctx, server_hostname=host if tls else None
+        )
+        return conn
+
+    def close(self) -> None:
+        for stack in self.idle.values():
+            for conn in stack:
+                if conn._tr is not None:
+                    conn._tr.close()
+        self.idle.clear()
+
+
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool] = weakref.WeakKeyDictionary()
+_TASKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _keep(pool: _Pool) -> None:
+    # Parked until the loop shuts down (asyncio.run cancels it), then closes idle sockets
+    # so no "unclosed transport" warning is left behind.
+    try:
+        await pool.loop.create_future()
+    finally:
+        pool.close()
+
+
+def _pool() -> _Pool:
+    loop = asyncio.get_running_loop()
+    pool = _POOLS.get(loop)
+    if pool is None:
+        pool = _POOLS[loop] = _Pool(loop)
+        _TASKS[loop] = loop.create_task(_keep(pool), name="agentlab-lean-http1")
+    return pool
+
+
+class Target:
+    """A parsed base URL: where to connect and the request line's path prefix."""
+
+    __slots__ = ("host", "path", "port", "tls")
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https"):
+            raise ValueError(
+                f"unsupported URL scheme {parts.scheme!r} in {url!r}; valid: http, https"
+            )
+        self.tls = parts.scheme == "https"
+        self.host = parts.hostname or ""
+        self.port = parts.port or (443 if self.tls else 80)
+        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def encode(target: Target, body: bytes, headers: dict[str, str]) -> bytes:
+    """The request's bytes: ``POST`` with ``body`` and ``headers``.
+
+    Raises:
+        ValueError: a header name or value contains CR or LF (header injection).
+    """
+    host = target.host if ":" not in target.host else f"[{target.host}]"
+    default_port = 443 if target.tls else 80
+    hostport = host if target.port == default_port else f"{host}:{target.port}"
+    lines = [f"POST {target.path} HTTP/1.1", f"Host: {hostport}", f"Content-Length: {len(body)}"]
+    for k, v in headers.items():
+        if "\r" in k or "\n" in k or "\r" in v or "\n" in v:
+            raise ValueError(f"HTTP header {k!r} contains a line break")
+        lines.append(f"{k}: {v}")
+    lines.append("\r\n")
+    return "\r\n".join(lines).encode("latin-1") + body
+
+
+async def request(target: Target, raw: bytes) -> Response:
+    """Send ``raw`` (from :func:`encode`) and wait for the response's status line and
+    headers. The caller reads the body and must call :meth:`Response.release`."""
+    conn = await _pool().get(target.host, target.port, target.tls)
+    try:
+        await conn._start(raw)
+    except BaseException:
+        conn.release()  # not complete: closes it
+        raise
+    return conn
