@@ -4,15 +4,21 @@ One ``agentlab sim-serve --profile instant`` process on 127.0.0.1 serves every r
 server's CPU is not in the figures; each row is this process's ``time.process_time`` over
 its calls divided by the number of calls, sequential, one call in flight:
 
-- ``LLMClient(transport="lean")`` — :mod:`agentlab.llm.openai_http` (aiohttp + orjson);
+- ``LLMClient(transport="lean")`` on its own HTTP/1.1 client (:mod:`agentlab.llm.http1`,
+  httptools), and the same on aiohttp (``AGENTLAB_LEAN_HTTP=aiohttp``, the client of the
+  previous release: "before" in the same run);
 - ``LLMClient(transport="litellm")`` — the same client over ``litellm.acompletion``;
 - ``openai.AsyncOpenAI().chat.completions.create`` — the SDK alone, no agentlab work
   (no records, limiter or retries): a reference for what a plain HTTP client costs;
-- bare ``aiohttp`` posting the lean path's exact request bytes and reading the reply
-  without parsing it: the floor under the lean path (its HTTP client alone).
+- ``openai_http.acall`` / ``astream`` alone: the lean transport without the client's
+  limiter, stream task and records;
+- bare ``http1`` and bare ``aiohttp`` posting the lean path's exact request bytes and
+  reading the reply without parsing it: the floor under each HTTP client.
 
-A streamed reply costs more than a plain one even at that floor: the server writes each SSE
-chunk separately, so the client takes more socket reads and wake-ups per call.
+A streamed reply costs more than a plain one even at the floor: the server writes each SSE
+event separately (as vLLM does, one per token), so the client takes one socket read and
+wake-up per event, ~10-20 µs of kernel and event loop each on this 2-core VM whatever
+the client. A second table runs 32 calls in flight, as a society does.
 
 Each plain (non-streaming) and streaming, in interleaved repetitions (the best of each path
 is shown). Target: lean <= 300 us client CPU per call.
@@ -41,7 +47,8 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 MSGS = [{"role": "user", "content": "Summarise the discussion in one sentence."}]
 TARGET_US = 300.0
-REPS = 3  # interleaved repetitions per path; the least disturbed one is reported
+REPS = 3  # interleaved repetitions per path (5 without --quick); the least disturbed one is kept
+_CLOSERS: list[Callable[[], Awaitable[Any]]] = []  # clients to close before the loop ends
 
 
 def _free_port() -> int:
@@ -102,6 +109,7 @@ def _sdk_fns(base: str) -> tuple[Any, Any]:
     import openai
 
     sdk = openai.AsyncOpenAI(base_url=base, api_key="sk-none", max_retries=0)
+    _CLOSERS.append(sdk.close)
 
     async def plain() -> None:
         await sdk.chat.completions.create(model="instant", messages=MSGS)  # type: ignore[arg-type]
@@ -135,12 +143,12 @@ def _bare_fns(base: str, client: str) -> tuple[Any, Any]:
     if client == "httptools":
 
         async def plain() -> None:
-            r = await http1.request(target, raws[False])
+            r = await http1.request(target, raws[False], 60.0)
             await r.read()
             r.release()
 
         async def stream() -> None:
-            r = await http1.request(target, raws[True])
+            r = await http1.request(target, raws[True], 60.0)
             while await r.read_some():
                 pass
             r.release()
@@ -195,17 +203,19 @@ PATHS: dict[str, tuple[str, Callable[[str], tuple[Any, Any]], str]] = {
 }
 
 
-async def _run(base: str, counts: dict[str, int]) -> list[dict[str, Any]]:
+async def _run(base: str, counts: dict[str, int], reps: int) -> list[dict[str, Any]]:
     paths = {name: (counts[k], make(base), http) for name, (k, make, http) in PATHS.items()}
     # Interleaved repetitions, each path's best kept: on a shared box the load drifts
     # within a run, and sequential rows would compare different loads.
     got: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in paths}
-    for _ in range(REPS):
+    for _ in range(reps):
         for name, (n, (plain, stream), http) in paths.items():
             os.environ[HTTP] = http
-            p_us, p_sys = await _cpu_per_call(plain, n // REPS)
-            s_us, s_sys = await _cpu_per_call(stream, n // REPS)
+            p_us, p_sys = await _cpu_per_call(plain, n // reps)
+            s_us, s_sys = await _cpu_per_call(stream, n // reps)
             got[name].append((p_us, p_sys, s_us, s_sys))
+    for close in _CLOSERS:
+        await close()
     rows = []
     for name, reps in got.items():
         p_us, p_sys = min((r[0], r[1]) for r in reps)
@@ -223,7 +233,7 @@ async def _run(base: str, counts: dict[str, int]) -> list[dict[str, Any]]:
     return rows
 
 
-async def _concurrent(base: str, calls: int, width: int) -> list[dict[str, Any]]:
+async def _concurrent(base: str, calls: int, width: int, reps: int) -> list[dict[str, Any]]:
     """CPU per call with ``width`` calls in flight (a society's traffic): socket wake-ups
     are shared between connections, so what is left is each call's own Python."""
     out = []
@@ -233,7 +243,7 @@ async def _concurrent(base: str, calls: int, width: int) -> list[dict[str, Any]]
         row: dict[str, Any] = {"path": f"lean ({http}), {width} in flight", "calls": calls}
         for kind, fn in (("plain", plain), ("stream", stream)):
             best = float("inf")
-            for _ in range(REPS):
+            for _ in range(reps):
                 await asyncio.gather(*(fn() for _ in range(width)))  # warm the pool
                 t0 = time.process_time()
                 for _ in range(calls // width):
@@ -268,8 +278,9 @@ def main() -> int:
     saved = os.environ.get(HTTP)
     try:
         events = _events_per_stream(base)
-        rows = asyncio.run(_run(base, counts))
-        wide = asyncio.run(_concurrent(base, 640 * k, 32))
+        reps = REPS if args.quick else 5
+        rows = asyncio.run(_run(base, counts, reps))
+        wide = asyncio.run(_concurrent(base, 640 * k, 32, reps))
     finally:
         if saved is None:
             os.environ.pop(HTTP, None)

@@ -12,15 +12,16 @@ What it does: one request at a time per connection, keep-alive pooling per event
 connections are dropped after :data:`IDLE_S`, below uvicorn's 5 s keep-alive timeout, so a
 reused connection is rarely one the server is closing), ``Content-Length``, chunked and
 read-until-close bodies, gzip/deflate bodies, TLS through ``ssl=``, and flow control (a
-slow consumer pauses the socket). What it does not: proxies (:func:`proxied` tells;
-:mod:`agentlab.llm.openai_http` then uses aiohttp with ``trust_env``), redirects (a 3xx is
+slow consumer pauses the socket). What it does not: proxies (:func:`proxy_for` tells;
+:mod:`agentlab.llm.openai_http` then sends through aiohttp and that proxy), redirects (a 3xx is
 returned to the caller as a status), HTTP/2, ``Expect: 100-continue``.
 
 Errors are built-in exceptions, which ``openai_http`` maps to ``agentlab.errors``:
 ``ConnectionResetError`` when the connection closes before the response ends (reset
 mid-stream, a server closing a keep-alive connection as we reuse it), :class:`HTTPError`
 (a ``ConnectionError``) for bytes that are not HTTP, ``OSError`` from connecting; timeouts
-are the caller's (``asyncio.timeout``), and cancelling a request closes its connection.
+``TimeoutError`` past the request's deadline, and cancelling a request closes its
+connection.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-__all__ = ["IDLE_S", "HTTPError", "Response", "proxied", "request"]
+__all__ = ["IDLE_S", "HTTPError", "Response", "Target", "encode", "proxy_for", "request"]
 
 #: seconds an idle keep-alive connection is kept for reuse
 IDLE_S = 4.0
@@ -46,14 +47,15 @@ class HTTPError(ConnectionError):
     """The server's bytes are not a valid HTTP/1.1 response."""
 
 
-def proxied(url: str) -> bool:
-    """Whether the environment routes ``url`` through a proxy (``HTTP(S)_PROXY``,
-    ``ALL_PROXY``, honouring ``NO_PROXY``) — this client does not speak to proxies."""
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment routes ``url`` through (``HTTP(S)_PROXY``, ``ALL_PROXY``,
+    honouring ``NO_PROXY``), or None — this client does not speak to proxies."""
     parts = urlsplit(url)
     proxies = urllib.request.getproxies_environment()
-    if not (proxies.get(parts.scheme) or proxies.get("all")):
-        return False
-    return not urllib.request.proxy_bypass(parts.hostname or "")
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy
 
 
 class Response(asyncio.Protocol):
@@ -68,6 +70,7 @@ class Response(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._exc: BaseException | None = None
         self._idle_since = 0.0
+        self._timer: asyncio.TimerHandle | None = None
         self._paused = False
         self._reset()
 
@@ -168,6 +171,10 @@ class Response(asyncio.Protocol):
         if w is not None and not w.done():
             w.set_result(None)
 
+    def _expire(self, timeout: float) -> None:
+        self._timer = None
+        self._fail(TimeoutError(f"no complete response within {timeout} s"))
+
     def _fail(self, exc: BaseException) -> None:
         self._exc = exc
         if self._tr is not None:
@@ -234,6 +241,9 @@ class Response(asyncio.Protocol):
         (the last chunk marker, usually a read of its own) has arrived, without waking
         the caller for it.
         """
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         tr = self._tr
         ok = self._exc is None and tr is not None and not tr.is_closing()
         if ok and not self._complete and drain:
@@ -264,7 +274,7 @@ class _Pool:
         self.idle: dict[tuple[str, int, bool], list[Response]] = {}
         self.ssl: ssl.SSLContext | None = None
 
-    async def get(self, host: str, port: int, tls: bool) -> Response:
+    async def get(self, host: str, port: int, tls: bool, deadline: float) -> Response:
         key = (host, port, tls)
         stack = self.idle.get(key)
         now = self.loop.time()
@@ -280,9 +290,10 @@ class _Pool:
             if self.ssl is None:  # ~1 ms to load the CA store: once per loop
                 self.ssl = ssl.create_default_context()
             ctx = self.ssl
-        _, conn = await self.loop.create_connection(
+        connect = self.loop.create_connection(
             lambda: Response(self, key), host, port, ssl=ctx, server_hostname=host if tls else None
         )
+        _, conn = await asyncio.wait_for(connect, max(0.0, deadline - now))
         return conn
 
     def close(self) -> None:
@@ -352,10 +363,24 @@ def encode(target: Target, body: bytes, headers: dict[str, str]) -> bytes:
     return "\r\n".join(lines).encode("latin-1") + body
 
 
-async def request(target: Target, raw: bytes) -> Response:
+async def request(target: Target, raw: bytes, timeout: float) -> Response:
     """Send ``raw`` (from :func:`encode`) and wait for the response's status line and
-    headers. The caller reads the body and must call :meth:`Response.release`."""
-    conn = await _pool().get(target.host, target.port, target.tls)
+    headers. The caller reads the body and must call :meth:`Response.release`.
+
+    ``timeout`` (seconds) bounds the whole exchange, connecting included, up to the end of
+    the body or the release: past it the connection closes and the waiting read raises
+    ``TimeoutError``. One timer on the loop, not ``asyncio.timeout`` (which costs ~5 µs
+    per call in cancelling machinery).
+    """
+    pool = _pool()
+    deadline = pool.loop.time() + timeout
+    try:
+        conn = await pool.get(target.host, target.port, target.tls, deadline)
+    except TimeoutError:
+        raise TimeoutError(
+            f"connecting to {target.host}:{target.port} took over {timeout} s"
+        ) from None
+    conn._timer = pool.loop.call_at(deadline, conn._expire, timeout)
     try:
         await conn._start(raw)
     except BaseException:

@@ -290,13 +290,13 @@ async def test_proxy_variables_hand_the_url_to_aiohttp(monkeypatch: pytest.Monke
 
     async with Scripted(reply) as srv:
         monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
-        assert openai_http._target(srv.url + "/chat/completions") is None
+        assert openai_http._target(srv.url + "/chat/completions") == "http://127.0.0.1:9"
         with pytest.raises(ProviderError):  # it went to the (dead) proxy
             await _client(srv.url).complete(MSGS)
         assert srv.requests == 0
         monkeypatch.setattr(openai_http, "_TARGETS", {})
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-        assert openai_http._target(srv.url + "/chat/completions") is not None
+        assert isinstance(openai_http._target(srv.url + "/chat/completions"), http1.Target)
         assert (await _client(srv.url).complete(MSGS)).text == "Hello, world!"
         monkeypatch.setenv(openai_http.HTTP_ENV, "curl")
         with pytest.raises(
