@@ -18,7 +18,8 @@ its calls divided by the number of calls, sequential, one call in flight:
 A streamed reply costs more than a plain one even at the floor: the server writes each SSE
 event separately (as vLLM does, one per token), so the client takes one socket read and
 wake-up per event, ~10-20 µs of kernel and event loop each on this 2-core VM whatever
-the client. A second table runs 32 calls in flight, as a society does.
+the client. A second table runs 32 calls in flight, as a society does; a third streams
+from a second sim-serve framed like vLLM, one SSE event per token, to price an event.
 
 Each plain (non-streaming) and streaming, in interleaved repetitions (the best of each path
 is shown). Target: lean <= 300 us client CPU per call.
@@ -57,12 +58,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server() -> tuple[subprocess.Popen[bytes], str]:
+def start_server(*extra: str) -> tuple[subprocess.Popen[bytes], str]:
     """``agentlab sim-serve`` in its own process; returns it and its base URL."""
     port = _free_port()
     exe = shutil.which("agentlab", path=os.path.dirname(sys.executable))
     head = [exe] if exe else [sys.executable, "-m", "agentlab.cli"]
-    cmd = [*head, "sim-serve", "--profile", "instant", "--port", str(port)]
+    cmd = [*head, "sim-serve", "--profile", "instant", "--port", str(port), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}/v1"
     for _ in range(300):
@@ -190,6 +191,12 @@ def _transport_fns(base: str) -> tuple[Any, Any]:
     return plain, stream
 
 
+PER_TOKEN = (
+    "lean (LLMClient, httptools)",
+    "lean (LLMClient, aiohttp: before)",
+    "litellm (LLMClient)",
+    "httptools alone (no parse)",
+)
 HTTP = "AGENTLAB_LEAN_HTTP"  # openai_http.HTTP_ENV, named here to keep imports lazy
 # name -> (count key, how to make its two functions, the HTTP client it runs on)
 PATHS: dict[str, tuple[str, Callable[[str], tuple[Any, Any]], str]] = {
@@ -203,8 +210,14 @@ PATHS: dict[str, tuple[str, Callable[[str], tuple[Any, Any]], str]] = {
 }
 
 
-async def _run(base: str, counts: dict[str, int], reps: int) -> list[dict[str, Any]]:
-    paths = {name: (counts[k], make(base), http) for name, (k, make, http) in PATHS.items()}
+async def _run(
+    base: str, counts: dict[str, int], reps: int, only: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    paths = {
+        name: (counts[k], make(base), http)
+        for name, (k, make, http) in PATHS.items()
+        if not only or name in only
+    }
     # Interleaved repetitions, each path's best kept: on a shared box the load drifts
     # within a run, and sequential rows would compare different loads.
     got: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in paths}
@@ -275,19 +288,23 @@ def main() -> int:
     k = 1 if args.quick else 5
     counts = {"lean": 600 * k, "litellm": 60 * k, "sdk": 300 * k}
     proc, base = start_server()
+    # vLLM's framing: one SSE event per token (sim-serve's default is ~12 chunks a reply)
+    proc_t, base_t = start_server("--set", "stream_chunks=1000000")
     saved = os.environ.get(HTTP)
     try:
-        events = _events_per_stream(base)
+        events, events_t = _events_per_stream(base), _events_per_stream(base_t)
         reps = REPS if args.quick else 5
         rows = asyncio.run(_run(base, counts, reps))
         wide = asyncio.run(_concurrent(base, 640 * k, 32, reps))
+        per_token = asyncio.run(_run(base_t, counts, reps, PER_TOKEN))
     finally:
         if saved is None:
             os.environ.pop(HTTP, None)
         else:
             os.environ[HTTP] = saved
-        proc.terminate()
-        proc.wait(timeout=10)
+        for p in (proc, proc_t):
+            p.terminate()
+            p.wait(timeout=10)
     lean = rows[0]
     print(f"client CPU per call in us (user+system; the kernel's share in brackets), one call in "
           f"flight; a streamed reply is {events} SSE events")  # fmt: skip
@@ -302,19 +319,28 @@ def main() -> int:
     print(f"{'':<36} {'calls':>6} {'plain':>12} {'stream':>12}")
     for r in wide:
         print(f"{r['path']:<36} {r['calls']:>6} {r['plain_us']:>12.0f} {r['stream_us']:>12.0f}")
+    print(f"streamed as vLLM frames it, one SSE event per token ({events_t} events a reply):")
+    for r in per_token:
+        print(f"{r['path']:<36} {r['calls']:>6} {'':>12} {r['stream_us']:>12.0f}")
     ok = lean["plain_us"] <= TARGET_US and lean["stream_us"] <= TARGET_US
     print(
         f"target lean <= {TARGET_US:.0f} us CPU per call (plain and stream, one in flight): "
         f"{'MET' if ok else 'NOT MET'}"
     )
     floor = next(r for r in rows if r["path"].startswith("httptools alone"))
+    over_p = lean["plain_us"] - floor["plain_us"]
+    over_s = lean["stream_us"] - floor["stream_us"]
+    print(f"lean above its HTTP client alone: plain +{over_p:.0f} us, stream +{over_s:.0f} us")
+    lean_t, floor_t = per_token[0], per_token[-1]
+    ev = events_t - events
     print(
-        f"lean above its HTTP client alone: plain +{lean['plain_us'] - floor['plain_us']:.0f} us, "
-        f"stream +{lean['stream_us'] - floor['stream_us']:.0f} us "
-        f"({(lean['stream_us'] - floor['stream_us']) / events:.1f} us per SSE event)"
+        f"per SSE event ({events} -> {events_t} events): lean "
+        f"{(lean_t['stream_us'] - lean['stream_us']) / ev:.1f} us, httptools alone "
+        f"{(floor_t['stream_us'] - floor['stream_us']) / ev:.1f} us"
     )
     if args.json:
         out = {"rows": rows, "in_flight_32": wide, "sse_events_per_stream": events}
+        out |= {"one_event_per_token": per_token, "sse_events_per_token_stream": events_t}
         out |= {"target_us": TARGET_US, "target_met": ok}
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -317,6 +317,9 @@ async def _keep(pool: _Pool) -> None:
         await pool.loop.create_future()
     finally:
         pool.close()
+        # the entries refer to their loop (the weak key): drop them, or no loop is freed
+        _POOLS.pop(pool.loop, None)
+        _TASKS.pop(pool.loop, None)
 
 
 def _pool() -> _Pool:

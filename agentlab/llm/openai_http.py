@@ -78,9 +78,11 @@ _TARGETS: dict[tuple[str, str], http1.Target | str | None] = {}
 async def _keep(session: aiohttp.ClientSession) -> None:
     # Parked until the loop shuts down: asyncio.run cancels it while the loop still runs,
     # so the session closes cleanly instead of warning "Unclosed client session".
+    loop = asyncio.get_running_loop()
     try:
-        await asyncio.get_running_loop().create_future()
+        await loop.create_future()
     finally:
+        _SESSIONS.pop(loop, None)  # the entry refers to its loop: drop it so the loop is freed
         await session.close()
 
 
