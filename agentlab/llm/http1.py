@@ -140,14 +140,17 @@ class Response(asyncio.Protocol):
         if 100 <= status < 200:
             return  # an interim response (100 Continue, 103 Early Hints): the real one follows
         self.status = status
+        # no wake-up yet: the reader wants the body's first bytes too (a server that sends
+        # the headers on their own, as sim-serve does, would otherwise cost one more)
         self._headers_done = True
-        self._wake()
 
     def on_body(self, body: bytes) -> None:
         if self.status == 0 or self._draining:
             return
         if self._inflate is not None:
             body = self._inflate.decompress(body)
+            if not body:
+                return  # b"" from read_some means the end; partial gzip yields nothing yet
         self._parts.append(body)
         self._size += len(body)
         if self._size > _HIGH_WATER and not self._paused and self._tr is not None:
@@ -192,7 +195,7 @@ class Response(asyncio.Protocol):
         assert self._tr is not None
         self._active = True
         self._tr.write(raw)
-        while not self._headers_done:
+        while not (self._headers_done and (self._parts or self._complete)):
             if self._exc is not None:
                 raise self._exc
             await self._wait()
@@ -368,7 +371,8 @@ def encode(target: Target, body: bytes, headers: dict[str, str]) -> bytes:
 
 async def request(target: Target, raw: bytes, timeout: float) -> Response:
     """Send ``raw`` (from :func:`encode`) and wait for the response's status line and
-    headers. The caller reads the body and must call :meth:`Response.release`.
+    headers, and its first body bytes (or its end). The caller reads the body and must
+    call :meth:`Response.release`.
 
     ``timeout`` (seconds) bounds the whole exchange, connecting included, up to the end of
     the body or the release: past it the connection closes and the waiting read raises
