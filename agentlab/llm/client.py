@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from agentlab.core.clock import Clock, RealClock
+from agentlab.core.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 from agentlab.core.records import CallRecord, LLMResponse, ToolCall, Usage
 from agentlab.errors import BadResponseError, ConfigError, LLMError, RateLimitError
 from agentlab.llm._live import REAL_CLOCK, Live, get_live
@@ -361,6 +362,69 @@ class LLMClient:
         return self._call(live, messages, spec, tools, params, agent_id, labels,
                           prior_attempts, None)  # fmt: skip
 
+    def complete_now(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        agent_id: str | None = None,
+        labels: dict[str, Any] | None = None,
+    ) -> LLMResponse | None:
+        """``complete(messages, agent_id=..., labels=...)`` done at once, when it can be.
+
+        On a simulated server without latency (``sim/instant``) a call that needs no
+        wait, no retry and no queued slot is plain computation: this does it without a
+        coroutine and returns what awaiting :meth:`complete` would (the same response and
+        record, limiter update, usage and server counters). Any other call — another
+        backend, faults that may strike, a full concurrency gate, a program-writing prompt
+        — returns ``None`` having done nothing: then await :meth:`complete`. Call it from
+        a running event loop (the concurrency gate is per loop).
+        """
+        live = self._live or self._get_live()
+        server = live.server
+        if server is None or not server.instant:
+            return None
+        return self._now(live, messages, self._req_defaults, agent_id,
+                         dict(labels) if labels else {})  # fmt: skip
+
+    def _now(
+        self,
+        live: Live,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        agent_id: str | None,
+        labels: dict[str, Any],
+    ) -> LLMResponse | None:
+        """The retry loop of :meth:`_call` for a free-text call on an instant server, when
+        it finishes at its first attempt (``SimServer.plan_instant``); else ``None``, with
+        nothing done. ``labels`` (a dict of the caller's own) becomes the record's.
+
+        Most calls of a simulated society are of this kind; this path makes them with no
+        coroutine, no ``SimResult`` and no retry bookkeeping, for the same outcome.
+        """
+        gate = live.gate()
+        limiter = live.limiter
+        # The slot would be taken and handed back with no await in between, so nothing
+        # can see it: only check that one is free with nobody queued ahead.
+        if gate.waiters or gate.in_flight >= limiter.limit:
+            return None
+        clock = self._clock
+        start = clock.now()
+        planned = live.server.plan_instant(messages, params, labels)  # type: ignore[union-attr]
+        if planned is None:
+            return None
+        text, prompt_tokens, n, finish = planned
+        end = clock.now()
+        limiter.on_success(end - start, n, gate.in_flight + 1, limiter.epoch, end)
+        # every field in order (records.CallRecord): no keyword matching, no default factory
+        rec = CallRecord(live.next_id(), self._wire_model, start, end, start, 0.0, agent_id,
+                         labels, prompt_tokens, n, "ok", None, 1, False,
+                         RECORD_SCHEMA_VERSION, [])  # fmt: skip
+        usage = live.usage
+        usage.prompt_tokens += prompt_tokens
+        usage.completion_tokens += n
+        usage.calls += 1
+        return LLMResponse(text, rec, [], None, finish)
+
     async def _call(
         self,
         live: Live,
@@ -382,10 +446,14 @@ class LLMClient:
         retried at once — unless a stream already delivered text, which a retry would
         duplicate. After ``max_retries`` retries the last error is raised.
         """
+        server = live.server
+        if pipe is None and spec is None and not tools and server is not None and server.instant:
+            resp = self._now(live, messages, params, agent_id, dict(labels) if labels else {})
+            if resp is not None:
+                return resp
         clock = self._clock
         gate = live.gate()
         limiter = live.limiter
-        server = live.server
         if server is not None and server.profile.client_overhead_s > 0:
             await server.dispatch()
         rec = CallRecord(

@@ -44,10 +44,10 @@ from agentlab.llm.sim_content import (
     gen_text,
     gen_tool_call,
     play_along,
-    request_hash,
 )
 from agentlab.llm.sim_engine import Engine, EngineRequest
 from agentlab.llm.sim_profiles import SimProfile
+from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program
 from agentlab.llm.structured import OutputSpec
 
 __all__ = ["SIM_OVERRIDES", "SimResult", "SimServer"]
@@ -88,6 +88,23 @@ class SimResult:
     malformed: bool = False  # a malformed reply on purpose (counted in SimServer.faults)
 
 
+class _Knobs:
+    """What :meth:`SimServer.plan_instant` needs of a call's parameters, converted once."""
+
+    __slots__ = ("cap", "default_length", "marker", "marker_p", "n_fixed")
+
+    def __init__(
+        self,
+        cap: int,
+        n_fixed: int | None,
+        marker: str | None,
+        marker_p: float,
+        default_length: tuple[float, float],
+    ) -> None:
+        self.cap, self.n_fixed, self.marker, self.marker_p = cap, n_fixed, marker, marker_p
+        self.default_length = default_length
+
+
 class SimServer:
     """State of one simulated server (engine, buckets, totals). See the module docstring."""
 
@@ -105,6 +122,15 @@ class SimServer:
             and profile.rpm == 0
             and profile.tpm == 0
         )
+        #: :meth:`plan_instant` may serve calls: instant and no client CPU to spend first
+        self.instant = self._instant and profile.client_overhead_s == 0
+        self._seed_str = str(seed)
+        # per-label lengths as a dict, first entry of a label wins (as in SimProfile.length_of)
+        self._lengths: dict[str, tuple[float, float]] = {}
+        for label, median, sigma in profile.lengths:
+            self._lengths.setdefault(label, (median, sigma))
+        self._knobs_for: dict[str, Any] | None = None  # the params _knobs was derived from
+        self._knobs: _Knobs | None = None
         self._rpm_level = profile.rpm / 60.0 * profile.burst_s
         self._tpm_level = profile.tpm / 60.0 * profile.burst_s
         self._bucket_t = clock.now()
@@ -169,11 +195,7 @@ class SimServer:
             extra = spec.name
         if tools:
             extra += "|" + ",".join(str(t.get("function", t).get("name")) for t in tools)
-        h = request_hash(self.seed, messages, extra)
-        prompt_tokens = 4 * len(messages)
-        for m in messages:
-            c = m.get("content")
-            prompt_tokens += len(c) // 4 if isinstance(c, str) else 16
+        h, prompt_tokens = self._digest(messages, extra)
         if tools:
             prompt_tokens += len(json.dumps(tools)) // 4
         self.requests_total += 1
@@ -234,6 +256,100 @@ class SimServer:
         else:
             self._unbatched(res, now, timeout, speed)
         return res
+
+    def _digest(self, messages: list[dict[str, Any]], extra: str) -> tuple[int, int]:
+        """(request hash, prompt tokens) in one pass over the messages.
+
+        The hash is :func:`~agentlab.llm.sim_content.request_hash` (the same join of the
+        same parts); the estimate is 4 tokens per message plus ~4 characters per token.
+        """
+        parts = [self._seed_str, extra]
+        tokens = 4 * len(messages)
+        for m in messages:
+            c = m.get("content")
+            if isinstance(c, str):
+                tokens += len(c) // 4
+            else:
+                tokens += 16
+                c = repr(c)
+            parts.append(m.get("role", ""))
+            parts.append(c)
+        return zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass")), tokens
+
+    def plan_instant(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], labels: dict[str, Any] | None
+    ) -> tuple[str, int, int, str] | None:
+        """:meth:`plan` of a free-text attempt on an instant server that cannot fail, cheaply.
+
+        Returns ``(text, prompt tokens, completion tokens, finish reason)`` — exactly what
+        :meth:`plan` would answer, with the same counters updated — or ``None`` when the
+        request needs :meth:`plan` (faults possible, a program-writing prompt, parameters
+        that do not convert, a cap that would leave the reply empty); then nothing changed.
+        For ``sim/instant`` this is most of an agent-step's LLM call: the parameters are
+        converted once per distinct ``params`` (not per call) and no ``SimResult`` is built.
+        The caller offers no tools and asks for no structured output.
+        """
+        # Everything that can raise comes before the first change of state, so that a
+        # request plan() would fail on fails there, with plan()'s side effects.
+        try:
+            if params != self._knobs_for:
+                self._derive_knobs(params)
+            k = self._knobs
+            if k is None or (messages and asks_for_program(messages)):
+                return None
+            h, prompt_tokens = self._digest(messages, "")
+            rng = Rng(h)
+            n = k.n_fixed
+            if n is None:
+                stage = labels.get("stage", labels.get("label")) if labels else None
+                call = labels.get("call") if labels else None
+                lengths = self._lengths
+                pair = k.default_length
+                if lengths:  # as SimProfile.length_of: the call's label first, then the stage
+                    if call is not None and str(call) in lengths:
+                        pair = lengths[str(call)]
+                    elif stage is not None and str(stage) in lengths:
+                        pair = lengths[str(stage)]
+                n = int(pair[0] * math.exp(pair[1] * rng.normal()) + 0.5)
+        except Exception:
+            return None
+        n = max(1, n)
+        self.requests_total += 1
+        if n > k.cap:  # cut: a marker the model would have ended with never comes
+            text, n, finish = gen_text(rng, k.cap)[:-1], k.cap, "length"
+        else:
+            text, finish = gen_text(rng, n), "stop"
+            if k.marker:  # a marker the caller parses, at rate sim_marker_p
+                text = append_marker(text, rng, k.marker, k.marker_p)
+        self.prompt_tokens_total += prompt_tokens
+        self._gen_unbatched += n
+        return text, prompt_tokens, n, finish
+
+    def _derive_knobs(self, params: dict[str, Any]) -> None:
+        """Convert the parameters :meth:`plan_instant` reads as :meth:`plan` and
+        :meth:`_content` do, once per distinct ``params``; ``_knobs`` is ``None`` when a
+        call with them needs :meth:`plan` (faults possible, a value that does not convert).
+        """
+        p = self.profile
+        self._knobs_for, self._knobs = dict(params), None
+        faults = (
+            float(params.get("sim_p_rate_limit", p.p_rate_limit))
+            or float(params.get("sim_p_timeout", p.p_timeout))
+            or float(params.get("sim_p_malformed", p.p_malformed))
+        )
+        float(params.get("sim_bool_p", p.bool_p))  # converted by plan() too: may raise
+        float(params.get("sim_p_invalid_args", INVALID_ARGS_P))  # likewise (play_along)
+        cap = int(
+            params.get("max_tokens") or params.get("max_completion_tokens") or p.max_completion
+        )
+        n_fixed = params.get("sim_completion_tokens")
+        n_fixed = None if n_fixed is None else int(n_fixed)
+        marker = params.get("sim_marker")
+        marker_p = float(params.get("sim_marker_p", 1.0))
+        # cap < 1 would leave the reply empty (a malformed answer: plan() and a retry)
+        if not faults and cap >= 1 and (marker is None or isinstance(marker, str)):
+            default = (p.completion_median, p.completion_sigma)
+            self._knobs = _Knobs(cap, n_fixed, marker, marker_p, default)
 
     def _content(
         self,

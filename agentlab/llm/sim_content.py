@@ -26,6 +26,8 @@ __all__ = [
 _MASK = (1 << 64) - 1
 _MUL = 6364136223846793005
 _INC = 1442695040888963407
+_TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53: the top 53 bits of the state as a float
+_sqrt, _log, _cos = math.sqrt, math.log, math.cos
 
 # Short words: about four characters with the space, i.e. about one token each under the
 # ~4 chars/token estimate used for prompts.
@@ -61,7 +63,7 @@ class Rng:
     def random(self) -> float:
         """Uniform in [0, 1)."""
         self.s = (self.s * _MUL + _INC) & _MASK
-        return (self.s >> 11) * (1.0 / 9007199254740992.0)
+        return (self.s >> 11) * _TO_UNIT
 
     def randint(self, n: int) -> int:
         """Uniform integer in [0, n)."""
@@ -70,8 +72,12 @@ class Rng:
 
     def normal(self) -> float:
         """Standard normal (Box–Muller)."""
-        u = self.random() or 1e-12
-        return math.sqrt(-2.0 * math.log(u)) * math.cos(6.283185307179586 * self.random())
+        # Two ``random()`` draws written out: the same floats as calling it twice, without
+        # two method calls in every simulated completion's length draw.
+        s = (self.s * _MUL + _INC) & _MASK
+        u = (s >> 11) * _TO_UNIT or 1e-12
+        self.s = s = (s * _MUL + _INC) & _MASK
+        return _sqrt(-2.0 * _log(u)) * _cos(6.283185307179586 * ((s >> 11) * _TO_UNIT))
 
 
 def _build_corpus(n_words: int = 16384) -> tuple[str, list[int]]:
@@ -89,15 +95,20 @@ def _build_corpus(n_words: int = 16384) -> tuple[str, list[int]]:
 
 _CORPUS, _STARTS = _build_corpus()
 _CORPUS_WORDS = len(_STARTS) - 1
+_HALF = _CORPUS_WORDS // 2  # the longest slice one draw takes
 
 
 def gen_text(rng: Rng, n_tokens: int) -> str:
     """``n_tokens`` words of deterministic filler, sentence-cased, ending with a period."""
     if n_tokens <= 0:
         return ""
+    if n_tokens <= _HALF:  # one slice (every completion but the longest): no list, no join
+        off = rng.randint(_CORPUS_WORDS - n_tokens)
+        a = _STARTS[off]
+        return f"{_CORPUS[a].upper()}{_CORPUS[a + 1 : _STARTS[off + n_tokens] - 1]}."
     parts = []
     while n_tokens > 0:
-        k = min(n_tokens, _CORPUS_WORDS // 2)
+        k = min(n_tokens, _HALF)
         off = rng.randint(_CORPUS_WORDS - k)
         parts.append(_CORPUS[_STARTS[off] : _STARTS[off + k] - 1])
         n_tokens -= k

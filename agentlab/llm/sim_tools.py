@@ -27,7 +27,7 @@ from typing import Any
 
 from agentlab.llm.sim_content import Rng, gen_value
 
-__all__ = ["INVALID_ARGS_P", "play_along"]
+__all__ = ["INVALID_ARGS_P", "asks_for_program", "play_along"]
 
 #: default share of tool calls with a wrong argument (``sim_p_invalid_args`` overrides it)
 INVALID_ARGS_P = 0.0
@@ -224,6 +224,25 @@ def _plan(ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float) 
     return json.dumps(steps)
 
 
+def _first_system(messages: list[dict[str, Any]]) -> str:
+    """The first system message's text ("" if none, or not text)."""
+    for m in messages:  # a loop: cheaper than next(genexpr)
+        if m.get("role") == "system":
+            system = m.get("content")
+            return system if isinstance(system, str) else ""
+    return ""
+
+
+def asks_for_program(messages: list[dict[str, Any]]) -> bool:
+    """Whether :func:`play_along` may answer these messages (offered no tools) with a
+    program or plan instead of prose: a code-generation or plan prompt."""
+    for m in messages:  # _first_system inlined: checked on every simulated free-text call
+        if m.get("role") == "system":
+            system = m.get("content")
+            return isinstance(system, str) and (CODEGEN_MARK in system or PLAN_MARK in system)
+    return False
+
+
 def play_along(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
@@ -242,12 +261,7 @@ def play_along(
         choice = params.get("tool_choice")
         ctx = _Context(messages)
         return text, _tool_calls(ctx, tools, calls, rng, invalid_p, isinstance(choice, dict)), n
-    system: Any = ""
-    for m in messages:  # the first system message (a loop: cheaper than next(genexpr))
-        if m.get("role") == "system":
-            system = m.get("content")
-            break
-    system = system if isinstance(system, str) else ""
+    system = _first_system(messages)
     if not tools and (CODEGEN_MARK in system or PLAN_MARK in system):
         fns = _signature_fns(system)
         if fns:

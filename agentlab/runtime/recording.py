@@ -14,7 +14,7 @@ when the call ends, with ``Tracer.span_row``: no open-span record per call.
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ class RecordingLLM:
             raise AttributeError(name)
         return getattr(self.client, name)
 
-    async def complete(
+    def complete(
         self,
         messages: list[dict[str, Any]],
         *,
@@ -55,15 +55,34 @@ class RecordingLLM:
         tick: int | None = None,
         counter: AgentContext | None = None,
         **kwargs: Any,
-    ) -> LLMResponse:
-        """``LLMClient.complete`` plus the run log (see the class docstring).
+    ) -> Coroutine[Any, Any, LLMResponse]:
+        """``LLMClient.complete`` plus the run log (see the class docstring); awaitable.
 
         ``counter`` (an :class:`AgentContext`) also gets ``llm_calls``/``llm_errors``/
         ``tokens`` incremented, so concurrent batches in one process count separately.
         """
+        return self._complete(messages, agent_id, labels, tick, counter, kwargs)
+
+    async def _complete(
+        self,
+        messages: list[dict[str, Any]],
+        agent_id: str | None,
+        labels: dict[str, Any] | None,
+        tick: int | None,
+        counter: AgentContext | None,
+        kwargs: dict[str, Any],
+    ) -> LLMResponse:
+        """:meth:`complete` with positional arguments (an agent's calls come here directly)."""
         # The span is built when the call ends (no open-span bookkeeping on the hot path);
         # agent id: gen_ai.agent.id, and the row's request_id links span and row.
         t0 = self._services.trace.clock.now()
+        if not kwargs:
+            # Answered at once where it can be (an instant simulator: most calls of a
+            # sim/instant society): no second coroutine and no exception handling needed.
+            resp = self.client.complete_now(messages, agent_id=agent_id, labels=labels)
+            if resp is not None:
+                self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs)
+                return resp
         try:
             resp = await self.client.complete(messages, agent_id=agent_id, labels=labels, **kwargs)
         except LLMError as err:
@@ -112,10 +131,15 @@ class RecordingLLM:
             counter.llm_errors += not ok
             counter.tokens += record.prompt_tokens + record.completion_tokens
         row = catalog.llm_call_row(record, run_id=services.run_id, tick=tick)
-        attempts = None
-        if record.attempts > 1 or not ok:
+        if ok and record.attempts <= 1:
             # A first-attempt success is its llm_calls row; Run.llm_attempts_df adds it back.
-            attempts = catalog.llm_attempt_rows(record, run_id=row["run_id"], tick=row["tick"])
+            if log is not None:
+                log.calls.append(row)
+            else:
+                services.replay.append("llm_calls", row)
+            self._span(counter, start, tick, "ok", None, record, finish_reason, params)
+            return
+        attempts = catalog.llm_attempt_rows(record, run_id=row["run_id"], tick=row["tick"])
         if log is not None:
             log.calls.append(row)
             if attempts:
@@ -147,10 +171,10 @@ class RecordingLLM:
             return
         tracer = services.trace
         attrs: dict[str, Any] = {"tick": tick}
-        if record is not None:
-            attrs.update(genai_llm_attrs(record, params, finish_reason))
-        row = tracer.span_row("llm.call", start, tracer.clock.now(), attrs, status=status,
-                              message=message, kind="client")  # fmt: skip
+        if record is not None:  # the GenAI attributes go into the same dict
+            genai_llm_attrs(record, params, finish_reason, attrs)
+        row = tracer.span_row("llm.call", start, tracer.clock.now(), attrs, status, message,
+                              "client")  # fmt: skip
         log: BatchLog | None = getattr(counter, "log", None)
         if log is not None:
             log.spans.append(row)

@@ -242,23 +242,27 @@ class _AgentLLM:
         self._ctx = ctx
 
     def complete(
-        self, messages: list[dict[str, Any]], **kwargs: Any
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        labels: dict[str, Any] | None = None,
+        **kwargs: Any,
     ) -> Coroutine[Any, Any, LLMResponse]:
         """``RecordingLLM.complete`` with the agent's id, tick and counters filled in.
 
         A plain method returning the call's coroutine (``await`` it): one coroutine frame
-        less per LLM call of every agent.
+        less per LLM call of every agent, and its arguments passed positionally.
         """
         ctx = self._ctx
-        kwargs.setdefault("agent_id", ctx.agent_id)
-        labels = dict(kwargs.pop("labels", None) or {})
+        agent_id = kwargs.pop("agent_id", ctx.agent_id)
+        labels = dict(labels) if labels else {}
         labels.setdefault("tick", ctx.tick)
         llm = ctx.proxy.llm
         if ctx.attempt > 1:
             # A retried step must not meet the same simulated faults again: its calls
             # continue the attempt count where the failed step's left off.
             kwargs.setdefault("prior_attempts", (ctx.attempt - 1) * (llm.client.max_retries + 1))
-        return llm.complete(messages, labels=labels, tick=ctx.tick, counter=ctx, **kwargs)
+        return llm._complete(messages, agent_id, labels, ctx.tick, ctx, kwargs)
 
 
 class _AgentEnv:

@@ -253,11 +253,13 @@ def llm_call_row(record: Any, *, run_id: str | None, tick: int | None) -> dict[s
     if type(record) is CallRecord:
         r = record
         labels: dict[str, Any] = dict(r.labels) if r.labels else {}
+        start, end, first = r.start, r.end, r.first_token
+        prompt, completion = r.prompt_tokens, r.completion_tokens
         row: dict[str, Any] = {
-            "request_id": r.request_id, "model": r.model, "start": r.start, "end": r.end,
-            "first_token": r.first_token, "queue_wait": r.queue_wait,
-            "agent_id": r.agent_id, "labels": labels, "prompt_tokens": r.prompt_tokens,
-            "completion_tokens": r.completion_tokens, "outcome": r.outcome,
+            "request_id": r.request_id, "model": r.model, "start": start, "end": end,
+            "first_token": first, "queue_wait": r.queue_wait,
+            "agent_id": r.agent_id, "labels": labels, "prompt_tokens": prompt,
+            "completion_tokens": completion, "outcome": r.outcome,
             "error": r.error, "attempts": r.attempts, "stream": r.stream,
             "schema_version": r.schema_version,
         }  # fmt: skip
@@ -265,17 +267,22 @@ def llm_call_row(record: Any, *, run_id: str | None, tick: int | None) -> dict[s
         names, get = _record_getter(type(record))
         row = dict(zip(names, get(record), strict=True))
         labels = row["labels"] = dict(row.get("labels") or {})  # type: ignore[call-overload]
-    for key, value in labels.items():
-        # Absent keys read back as NULL: a driver's unused labels cost no bytes per row.
-        if value is not None and key in _LABEL_SET:
-            row[key] = value
-    # an experiment's sub-run (its ``run_id`` label) is more specific than the directory
-    row["run_id"] = labels.get("run_id") or run_id
-    row["tick"] = tick if tick is not None else labels.get("tick", labels.get("iteration"))
-    start, end, first = record.start, record.end, record.first_token
+        start, end, first = record.start, record.end, record.first_token
+        prompt, completion = record.prompt_tokens, record.completion_tokens
+    if labels:
+        for key, value in labels.items():
+            # Absent keys read back as NULL: a driver's unused labels cost no bytes per row.
+            if value is not None and key in _LABEL_SET:
+                row[key] = value
+        # an experiment's sub-run (its ``run_id`` label) is more specific than the directory
+        run_id = labels.get("run_id") or run_id
+        if tick is None:
+            tick = labels.get("tick", labels.get("iteration"))
+    row["run_id"] = run_id
+    row["tick"] = tick
     row["latency"] = end - start
     row["ttft"] = None if first is None else first - start
-    row["total_tokens"] = record.prompt_tokens + record.completion_tokens
+    row["total_tokens"] = prompt + completion
     return row
 
 

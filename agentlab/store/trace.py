@@ -54,7 +54,6 @@ _CURRENT: contextvars.ContextVar[Span | None] = contextvars.ContextVar(
 # OS (two os.urandom syscalls per span were ~2 µs of every LLM call); reseeded in a forked
 # child so parent and child never hand out the same ids.
 _IDS = random.Random(os.urandom(32))
-_M64 = (1 << 64) - 1
 
 
 def _reseed_ids() -> None:
@@ -229,10 +228,10 @@ class Tracer:
         start: float,
         end: float,
         attributes: dict[str, Any],
-        *,
         status: str = "ok",
         message: str | None = None,
         kind: str = "internal",
+        *,
         parent: Any = None,
     ) -> dict[str, Any]:
         """The row of a span that already ended, built in one go (no open-span record).
@@ -245,9 +244,9 @@ class Tracer:
             raise ConfigError(f"unknown span status {status!r}; valid: {', '.join(_STATUSES)}")
         cur = parent if parent is not None else _CURRENT.get()
         trace_id: str | None
-        if cur is None:  # a new trace: both ids from one draw
-            bits = _IDS.getrandbits(192)
-            trace_id, span_id, parent_id = f"{bits >> 64:032x}", f"{bits & _M64:016x}", None
+        if cur is None:  # a new trace: both ids from one draw, formatted once
+            ids = f"{_IDS.getrandbits(192):048x}"
+            trace_id, span_id, parent_id = ids[:32], ids[32:], None
         else:
             (trace_id, parent_id), span_id = _parent_ids(cur), new_span_id()
         return {
@@ -396,19 +395,24 @@ def genai_provider(model: str) -> str:
 
 
 def genai_llm_attrs(
-    record: Any, params: Mapping[str, Any], finish_reason: str | None
+    record: Any,
+    params: Mapping[str, Any],
+    finish_reason: str | None,
+    attrs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """GenAI attributes of one chat call (``record`` is a ``CallRecord``).
 
-    ``gen_ai.provider.name`` follows from the model and is added by the OTLP export
-    (:mod:`agentlab.store.otlp`), so each stored span is that much smaller.
+    Added to ``attrs`` when given (a span's own attributes: one dict per span, not two),
+    else to a new dict; returns it. ``gen_ai.provider.name`` follows from the model and is
+    added by the OTLP export (:mod:`agentlab.store.otlp`), so each stored span is that
+    much smaller.
     """
-    attrs: dict[str, Any] = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": record.model,
-        "gen_ai.usage.input_tokens": record.prompt_tokens,
-        "gen_ai.usage.output_tokens": record.completion_tokens,
-    }
+    if attrs is None:
+        attrs = {}
+    attrs["gen_ai.operation.name"] = "chat"
+    attrs["gen_ai.request.model"] = record.model
+    attrs["gen_ai.usage.input_tokens"] = record.prompt_tokens
+    attrs["gen_ai.usage.output_tokens"] = record.completion_tokens
     if params:
         for key, name in _REQUEST_PARAMS.items():
             value = params.get(key)
