@@ -103,7 +103,8 @@ def gen_text(rng: Rng, n_tokens: int) -> str:
     if n_tokens <= 0:
         return ""
     if n_tokens <= _HALF:  # one slice (every completion but the longest): no list, no join
-        off = rng.randint(_CORPUS_WORDS - n_tokens)
+        rng.s = s = (rng.s * _MUL + _INC) & _MASK  # rng.randint(_CORPUS_WORDS - n_tokens)
+        off = (s >> 33) % (_CORPUS_WORDS - n_tokens)
         a = _STARTS[off]
         return f"{_CORPUS[a].upper()}{_CORPUS[a + 1 : _STARTS[off + n_tokens] - 1]}."
     parts = []

@@ -1,0 +1,70 @@
+"""The recorded ``sim/instant`` fast path (``RecordingLLM`` answering at once through
+``LLMClient.complete_now``) writes exactly the rows, spans and states of the general path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlab.llm.sim_backend import SimServer
+from agentlab.runtime import Society
+from tests.runtime.resume_helpers import strict_rows, strict_spans
+
+
+def _rows(path: Path) -> dict[str, Any]:
+    """strict_rows, but env_requests' latency_s: wall-clock seconds (under any clock)."""
+    rows = strict_rows(path)
+    if "env_requests" in rows:
+        rows["env_requests"] = sorted(
+            json.dumps({k: v for k, v in json.loads(r).items() if k != "latency_s"})
+            for r in rows["env_requests"].elements()
+        )
+    return rows
+
+
+def _run(path: Path, agents: Any, env: list[str]) -> dict[str, Any]:
+    soc = Society.create(path, agents=agents, env=env, llm="sim/instant", seed=4,
+                         clock="virtual", batch_size=16, progress=False)  # fmt: skip
+    soc.run_sync(ticks=3)
+    states = soc.agent_states()
+    soc.close()
+    return {"rows": _rows(path), "spans": strict_spans(path), "states": states}
+
+
+@pytest.mark.parametrize(
+    ("agents", "env"),
+    [
+        ([{"type": "counter", "n": 40, "config": {"llm_calls": 2}}], []),
+        # persona agents: react calls with tools (the loop) and intent calls (at once)
+        (
+            [{"type": "llm", "n": 12, "config": {"env_mode": "ask"}}, {"type": "llm", "n": 12}],
+            ["social_feed"],
+        ),
+    ],
+    ids=["counter", "personas"],
+)
+def test_fast_path_writes_what_the_general_path_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agents: Any, env: list[str]
+) -> None:
+    real = SimServer.plan_instant
+    answered: list[bool] = []
+
+    def counted(self: SimServer, *args: Any) -> Any:
+        out = real(self, *args)
+        answered.append(out is not None)
+        return out
+
+    monkeypatch.setattr(SimServer, "plan_instant", counted)
+    fast = _run(tmp_path / "fast" / "run", agents, env)  # same name: the run_id column
+    assert any(answered), "no call took the fast path"
+    monkeypatch.setattr(SimServer, "plan_instant", lambda self, *args: None)
+    slow = _run(tmp_path / "slow" / "run", agents, env)
+    assert fast["states"] == slow["states"]
+    assert fast["spans"] == slow["spans"]
+    assert fast["rows"] == slow["rows"]
+    assert sum(fast["rows"]["llm_calls"].values()) > 0
+    if env:  # the routers ran, and the personas posted
+        assert fast["rows"]["env_requests"] and fast["rows"]["messages"]
