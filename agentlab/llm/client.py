@@ -404,8 +404,10 @@ class LLMClient:
         gate = live.gate()
         limiter = live.limiter
         # The slot would be taken and handed back with no await in between, so nothing
-        # can see it: only check that one is free with nobody queued ahead.
-        if gate.waiters or gate.in_flight >= limiter.limit:
+        # can see it: only check that one is free with nobody queued ahead (the limit is
+        # at least 1, so with nothing in flight it need not be looked at).
+        in_flight = gate.in_flight
+        if gate.waiters or (in_flight and in_flight >= limiter.limit):
             return None
         clock = self._clock
         start = clock.now()
@@ -414,7 +416,7 @@ class LLMClient:
             return None
         text, prompt_tokens, n, finish = planned
         end = clock.now()
-        limiter.on_success(end - start, n, gate.in_flight + 1, limiter.epoch, end)
+        limiter.on_success(end - start, n, in_flight + 1, limiter.epoch, end)
         # every field in order (records.CallRecord): no keyword matching, no default factory
         rec = CallRecord(live.next_id(), self._wire_model, start, end, start, 0.0, agent_id,
                          labels, prompt_tokens, n, "ok", None, 1, False,

@@ -52,6 +52,8 @@ from agentlab.llm.structured import OutputSpec
 
 __all__ = ["SIM_OVERRIDES", "SimResult", "SimServer"]
 
+_exp = math.exp
+
 #: per-call overrides the simulator understands (everything else ``sim_*`` is an error)
 SIM_OVERRIDES = frozenset(
     {
@@ -263,6 +265,12 @@ class SimServer:
         The hash is :func:`~agentlab.llm.sim_content.request_hash` (the same join of the
         same parts); the estimate is 4 tokens per message plus ~4 characters per token.
         """
+        if len(messages) == 1:  # a single-turn call: one f-string instead of a list and join
+            m = messages[0]
+            c, role = m.get("content"), m.get("role", "")
+            if type(c) is str and type(role) is str:  # else the join (and its errors) below
+                text = f"{self._seed_str}\x1f{extra}\x1f{role}\x1f{c}"
+                return zlib.crc32(text.encode("utf-8", "surrogatepass")), 4 + len(c) // 4
         parts = [self._seed_str, extra]
         tokens = 4 * len(messages)
         for m in messages:
@@ -301,19 +309,19 @@ class SimServer:
             rng = Rng(h)
             n = k.n_fixed
             if n is None:
-                stage = labels.get("stage", labels.get("label")) if labels else None
-                call = labels.get("call") if labels else None
-                lengths = self._lengths
                 pair = k.default_length
-                if lengths:  # as SimProfile.length_of: the call's label first, then the stage
+                lengths = self._lengths
+                if lengths and labels:  # as SimProfile.length_of: the call label, the stage
+                    call, stage = labels.get("call"), labels.get("stage", labels.get("label"))
                     if call is not None and str(call) in lengths:
                         pair = lengths[str(call)]
                     elif stage is not None and str(stage) in lengths:
                         pair = lengths[str(stage)]
-                n = int(pair[0] * math.exp(pair[1] * rng.normal()) + 0.5)
+                n = int(pair[0] * _exp(pair[1] * rng.normal()) + 0.5)
         except Exception:
             return None
-        n = max(1, n)
+        if n < 1:
+            n = 1
         self.requests_total += 1
         if n > k.cap:  # cut: a marker the model would have ended with never comes
             text, n, finish = gen_text(rng, k.cap)[:-1], k.cap, "length"

@@ -262,6 +262,9 @@ class _AgentLLM:
             # A retried step must not meet the same simulated faults again: its calls
             # continue the attempt count where the failed step's left off.
             kwargs.setdefault("prior_attempts", (ctx.attempt - 1) * (llm.client.max_retries + 1))
+        if kwargs and ("tick" in kwargs or "counter" in kwargs):  # the caller's TypeError
+            return llm.complete(messages, agent_id=agent_id, labels=labels, tick=ctx.tick,
+                                counter=ctx, **kwargs)  # fmt: skip
         return llm._complete(messages, agent_id, labels, ctx.tick, ctx, kwargs)
 
 
