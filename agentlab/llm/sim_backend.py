@@ -131,8 +131,9 @@ class SimServer:
         self._lengths: dict[str, tuple[float, float]] = {}
         for label, median, sigma in profile.lengths:
             self._lengths.setdefault(label, (median, sigma))
-        self._knobs_for: dict[str, Any] | None = None  # the params _knobs was derived from
-        self._knobs: _Knobs | None = None
+        # (params, what plan_instant needs of them or None): one attribute, swapped whole,
+        # so threads sharing this server never see the knobs of another params dict
+        self._knobs: tuple[dict[str, Any] | None, _Knobs | None] = (None, None)
         self._rpm_level = profile.rpm / 60.0 * profile.burst_s
         self._tpm_level = profile.tpm / 60.0 * profile.burst_s
         self._bucket_t = clock.now()
@@ -300,9 +301,9 @@ class SimServer:
         # Everything that can raise comes before the first change of state, so that a
         # request plan() would fail on fails there, with plan()'s side effects.
         try:
-            if params != self._knobs_for:
-                self._derive_knobs(params)
-            k = self._knobs
+            derived_for, k = self._knobs
+            if params != derived_for:
+                k = self._derive_knobs(params)
             if k is None or (messages and asks_for_program(messages)):
                 return None
             h, prompt_tokens = self._digest(messages, "")
@@ -333,13 +334,15 @@ class SimServer:
         self._gen_unbatched += n
         return text, prompt_tokens, n, finish
 
-    def _derive_knobs(self, params: dict[str, Any]) -> None:
+    def _derive_knobs(self, params: dict[str, Any]) -> _Knobs | None:
         """Convert the parameters :meth:`plan_instant` reads as :meth:`plan` and
-        :meth:`_content` do, once per distinct ``params``; ``_knobs`` is ``None`` when a
-        call with them needs :meth:`plan` (faults possible, a value that does not convert).
+        :meth:`_content` do, once per distinct ``params``; ``None`` (also remembered) when
+        a call with them needs :meth:`plan`: faults possible, a value that does not convert
+        (raised, after remembering it).
         """
         p = self.profile
-        self._knobs_for, self._knobs = dict(params), None
+        snapshot = dict(params)
+        self._knobs = (snapshot, None)
         faults = (
             float(params.get("sim_p_rate_limit", p.p_rate_limit))
             or float(params.get("sim_p_timeout", p.p_timeout))
@@ -355,9 +358,12 @@ class SimServer:
         marker = params.get("sim_marker")
         marker_p = float(params.get("sim_marker_p", 1.0))
         # cap < 1 would leave the reply empty (a malformed answer: plan() and a retry)
-        if not faults and cap >= 1 and (marker is None or isinstance(marker, str)):
-            default = (p.completion_median, p.completion_sigma)
-            self._knobs = _Knobs(cap, n_fixed, marker, marker_p, default)
+        if faults or cap < 1 or not (marker is None or isinstance(marker, str)):
+            return None
+        default = (p.completion_median, p.completion_sigma)
+        knobs = _Knobs(cap, n_fixed, marker, marker_p, default)
+        self._knobs = (snapshot, knobs)
+        return knobs
 
     def _content(
         self,
