@@ -47,6 +47,11 @@ class RecordingLLM:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "client":  # copy/pickle probes, half-built
             raise AttributeError(name)
+        if name == "complete_now":  # the client's would make a call the log never sees
+            raise AttributeError(
+                "RecordingLLM has no complete_now (it would bypass the run log); "
+                "await complete(...), which answers at once where it can"
+            )
         return getattr(self.client, name)
 
     def complete(

@@ -68,3 +68,12 @@ def test_fast_path_writes_what_the_general_path_writes(
     assert sum(fast["rows"]["llm_calls"].values()) > 0
     if env:  # the routers ran, and the personas posted
         assert fast["rows"]["env_requests"] and fast["rows"]["messages"]
+
+
+def test_the_recording_wrapper_does_not_hand_out_an_unrecorded_call(tmp_path: Path) -> None:
+    from agentlab.runtime.services import RunServices
+
+    llm = RunServices(tmp_path, "sim/instant").llm
+    assert llm.limit >= 1  # other client attributes still show through
+    with pytest.raises(AttributeError, match="bypass the run log"):
+        llm.complete_now  # noqa: B018
