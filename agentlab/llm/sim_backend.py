@@ -298,8 +298,9 @@ class SimServer:
         converted once per distinct ``params`` (not per call) and no ``SimResult`` is built.
         The caller offers no tools and asks for no structured output.
         """
-        # Everything that can raise comes before the first change of state, so that a
-        # request plan() would fail on fails there, with plan()'s side effects.
+        # Everything that can raise comes before the first change of state: a request that
+        # plan() would fail on is declined here with nothing changed, and plan() then
+        # raises it with its own side effects.
         try:
             derived_for, k = self._knobs
             if params != derived_for:
@@ -336,9 +337,9 @@ class SimServer:
 
     def _derive_knobs(self, params: dict[str, Any]) -> _Knobs | None:
         """Convert the parameters :meth:`plan_instant` reads as :meth:`plan` and
-        :meth:`_content` do, once per distinct ``params``; ``None`` (also remembered) when
-        a call with them needs :meth:`plan`: faults possible, a value that does not convert
-        (raised, after remembering it).
+        :meth:`_content` do, once per distinct ``params``. ``None`` (remembered too) when
+        a call with them needs :meth:`plan`: faults possible, an empty reply; a value that
+        does not convert raises, with the refusal already remembered.
         """
         p = self.profile
         snapshot = dict(params)
