@@ -99,6 +99,28 @@ class SimplePersonAgent(AgentBase):
 '''
 
 
+def agentlab_litellm_settings() -> None:
+    """What ``agentlab.llm.litellm_backend.import_litellm`` sets, applied to AS2's litellm.
+
+    A copy (agentlab is not installed in AS2's venv); keep it in step with that function.
+    Only this process (the driver): AS2's Ray workers import litellm on their own.
+    """
+    import gc
+    import logging
+
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    litellm.set_verbose = False
+    litellm.drop_params = True
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if os.environ.get("AGENTLAB_GC_FREEZE", "1") != "0":
+        gc.collect()
+        gc.freeze()
+
+
 def _tree_cpu_s(root_pid: int, exclude: frozenset[int] = frozenset()) -> float:
     """User+system CPU seconds of ``root_pid`` and its live descendants (from /proc).
 
@@ -255,6 +277,11 @@ def main() -> int:
     ap.add_argument("--dir", default=None)
     ap.add_argument("--model", default="gpt-4o-mini", help="model name (openai/ prefix implied)")
     ap.add_argument("--calls", type=int, default=0, help="only time N bare LLMClient.call s")
+    ap.add_argument(
+        "--agentlab-settings",
+        action="store_true",
+        help="apply agentlab's litellm settings (import_litellm's, incl. gc.freeze) after import",
+    )
     args = ap.parse_args()
     # AS2 refuses to import without these; nothing is sent anywhere (mock_response).
     os.environ.setdefault("AGENTSOCIETY_LLM_API_KEY", "sk-mock")
@@ -267,6 +294,10 @@ def main() -> int:
     # mem0 (an AS2 dependency) starts a posthog telemetry thread; agentlab has none.
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     if args.calls:
+        if args.agentlab_settings:
+            import agentsociety2  # litellm with it, as the run below imports them
+
+            agentlab_litellm_settings()
         print(json.dumps(asyncio.run(_call_cpu(args.calls))))
         return 0
     base = Path(args.dir or tempfile.mkdtemp(prefix="as2-bench-"))
@@ -283,6 +314,8 @@ def main() -> int:
     from agentsociety2.registry import get_agent_module_class, get_registry
 
     import_s = time.perf_counter() - t
+    if args.agentlab_settings:
+        agentlab_litellm_settings()
     get_registry().set_workspace(run)
     if get_agent_module_class("SimplePersonAgent") is None:
         print("SimplePersonAgent was not registered from custom/agents", file=sys.stderr)
@@ -295,7 +328,9 @@ def main() -> int:
         return 3
     out.update(
         system="agentsociety2",
-        path="litellm Router mock_response",
+        path="Router mock, agentlab settings"
+        if args.agentlab_settings
+        else "litellm Router mock_response",
         version=agentsociety2.__version__,
         mode=args.mode,
         n=args.n,

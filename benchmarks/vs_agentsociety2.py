@@ -64,6 +64,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import json
 import os
 import shutil
@@ -204,9 +205,12 @@ def _thread_cpu() -> dict[int, float]:
     return out
 
 
-# litellm settings that might skip per-call work; each measured, none assumed
+# litellm settings that might skip per-call work; each measured, none assumed. The default
+# row is what agentlab's import_litellm sets (gc.freeze() of the import heap included).
+NO_FREEZE = "no gc.freeze() (litellm's import heap GC-tracked)"
 SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "default (agentlab's import_litellm)": ({}, {}),
+    NO_FREEZE: ({}, {}),
     "no-log=True per call": ({}, {"no-log": True}),
     "litellm.turn_off_message_logging": ({"turn_off_message_logging": True}, {}),
     "litellm.disable_token_counter": ({"disable_token_counter": True}, {}),
@@ -237,7 +241,12 @@ def litellm_per_call(model: str, n: int, reps: int) -> dict[str, Any]:
             for name, (glob, kw) in SETTINGS.items():
                 for k, v in saved.items():
                     setattr(lm, k, glob.get(k, v))
+                frozen = gc.get_freeze_count()
+                if name == NO_FREEZE:
+                    gc.unfreeze()
                 res[name].append(await _lm_rep(lm, full, kw, n // 2, 16))
+                if name == NO_FREEZE and frozen:
+                    gc.freeze()
         for k, v in saved.items():
             setattr(lm, k, v)
         return {
@@ -312,11 +321,20 @@ def _run_json(cmd: list[str], what: str) -> list[dict] | None:
     return got
 
 
+SETTINGS_PATH = "Router mock, agentlab settings"
+
+
 def _table(rows: list[dict]) -> None:
-    as2 = {(r["mode"], r["n"]): r for r in rows if r["system"] == "agentsociety2"}
+    """``x AS2``: AS2 as shipped over this row; ``x AS2+set``: AS2 with agentlab's settings."""
+    as2 = {
+        (r["mode"], r["n"]): r
+        for r in rows
+        if r["system"] == "agentsociety2" and r["path"] != SETTINGS_PATH
+    }
+    as2s = {(r["mode"], r["n"]): r for r in rows if r["path"] == SETTINGS_PATH}
     head = (
-        f"{'system':<14} {'path':<26} {'exec':<5} {'N':>6} {'steps/s':>8} {'CPU ms/step':>11} "
-        f"{'x AS2 steps/s':>13} {'x AS2 CPU':>9}"
+        f"{'system':<14} {'path':<30} {'exec':<5} {'N':>6} {'steps/s':>8} {'CPU ms/step':>11} "
+        f"{'x AS2 steps/s':>13} {'x AS2 CPU':>9} {'x AS2+set CPU':>13}"
     )
     print(head)
     print("-" * len(head))
@@ -327,11 +345,15 @@ def _table(rows: list[dict]) -> None:
         if base is not None and base is not r:
             r["x_as2_steps_per_s"] = r["steps_per_s"] / (base["steps"] / base["wall_s"])
             r["x_as2_cpu"] = (base["cpu_s"] / base["steps"]) / (r["cpu_s"] / r["steps"])
+        sbase = as2s.get((r["mode"], r["n"]))
+        if sbase is not None and r["system"] != "agentsociety2":
+            r["x_as2_settings_cpu"] = (sbase["cpu_s"] / sbase["steps"]) / (r["cpu_s"] / r["steps"])
         xs = f"{r['x_as2_steps_per_s']:.1f}" if "x_as2_steps_per_s" in r else "-"
         xc = f"{r['x_as2_cpu']:.1f}" if "x_as2_cpu" in r else "-"
+        xz = f"{r['x_as2_settings_cpu']:.1f}" if "x_as2_settings_cpu" in r else "-"
         print(
-            f"{r['system']:<14} {r['path']:<26} {r['mode']:<5} {r['n']:>6} "
-            f"{r['steps_per_s']:>8.0f} {r['cpu_ms_per_step']:>11.2f} {xs:>13} {xc:>9}"
+            f"{r['system']:<14} {r['path']:<30} {r['mode']:<5} {r['n']:>6} "
+            f"{r['steps_per_s']:>8.0f} {r['cpu_ms_per_step']:>11.2f} {xs:>13} {xc:>9} {xz:>13}"
         )
 
 
@@ -344,6 +366,12 @@ def main() -> int:
     ap.add_argument("--model", default="gpt-4o-mini", help="model name on both sides")
     ap.add_argument("--json", default=None, help="write the figures to this path")
     ap.add_argument("--py-spy", default=None, help="dir: profile the N-smallest local mock runs")
+    ap.add_argument(
+        "--before",
+        default=None,
+        help="a checkout of an earlier agentlab (e.g. `git worktree add DIR HEAD~1`): its "
+        "litellm mock row runs in the same session, for a before/after in one run",
+    )
     ap.add_argument("--one", nargs=3, metavar=("N", "EXECUTOR", "PATHS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -366,7 +394,17 @@ def main() -> int:
             cmd += ["--mode", mode, "--model", args.model]
             got = _run_json(_spy_cmd(cmd, prof and prof / "as2.raw"), f"AS2 N={n} {mode}")
             rows += got or []
+            if mode == "local":  # the same litellm settings as agentlab's (driver process only)
+                rows += _run_json([*cmd, "--agentlab-settings"], f"AS2+settings N={n}") or []
             me = [sys.executable, __file__, "--ticks", str(args.ticks), "--model", args.model]
+            if args.before and mode == "local":
+                env = {**os.environ, "PYTHONPATH": str(Path(args.before).resolve())}
+                one = [*me, "--one", str(n), mode, "litellm mock_response"]
+                proc = subprocess.run(one, capture_output=True, text=True, env=env)
+                got = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("[")]
+                for r in got[-1] if got else []:
+                    r["path"] = "litellm mock (before)"
+                    rows.append(r)
             paths = ["litellm mock_response"] + (context if mode == "local" else ["sim/instant"])
             if prof:  # profile the like-for-like path alone, then the rest unprofiled
                 one = [*me, "--one", str(n), mode, paths[0]]
@@ -397,21 +435,31 @@ def main() -> int:
     cmd = [py, str(HERE / "_as2_harness.py"), "--n", "1", "--model", args.model]
     as2_call = (_run_json([*cmd, "--calls", str(per_call_n)], "AS2 LLMClient.call") or [{}])[0]
     as2_us = as2_call.get("llm_call_us")
+    cmd_s = [*cmd, "--calls", str(per_call_n), "--agentlab-settings"]
+    as2_us_s = (_run_json(cmd_s, "AS2 LLMClient.call, settings") or [{}])[0].get("llm_call_us")
     if as2_us:
         print(
             f"AS2's LLM path alone (LLMClient.call: AIMD semaphore + litellm Router + mock): "
-            f"{as2_us:.0f} us CPU per call"
+            f"{as2_us:.0f} us CPU per call as shipped, {as2_us_s or float('nan'):.0f} with "
+            "agentlab's litellm settings"
         )
     print("per step (local): CPU = LLM call path + own work (the rest: agent, state, records)")
     for r in rows:
-        if r["mode"] != "local" or "mock_response" not in r["path"]:
+        if r["mode"] != "local" or r["path"] not in (
+            "litellm mock_response",
+            "litellm Router mock_response",
+            SETTINGS_PATH,
+        ):
             continue
-        call = as2_us if r["system"] == "agentsociety2" else per_call["total_us"]
+        if r["system"] != "agentsociety2":
+            call = per_call["total_us"]
+        else:
+            call = as2_us_s if r["path"] == SETTINGS_PATH else as2_us
         if call:
             r["llm_call_ms"] = call / 1e3
             r["own_ms"] = r["cpu_ms_per_step"] - call / 1e3
             print(
-                f"  {r['system']:<14} N={r['n']:<6} {r['cpu_ms_per_step']:.2f} ms = "
+                f"  {r['system']:<14} {r['path']:<30} N={r['n']:<6} {r['cpu_ms_per_step']:.2f} ms = "
                 f"{r['llm_call_ms']:.2f} LLM call + {r['own_ms']:.2f} own"
             )
     # If agentlab's own per-step work cost nothing, a step would still pay litellm's call:
@@ -421,17 +469,25 @@ def main() -> int:
         if r["system"] == "agentsociety2":
             r["ratio_bound_through_litellm"] = r["cpu_ms_per_step"] / lm_ms
             print(
-                f"bound through litellm ({r['mode']}, N={r['n']}): AS2 {r['cpu_ms_per_step']:.2f} "
-                f"ms/step / litellm {lm_ms:.2f} ms/call = {r['ratio_bound_through_litellm']:.1f}x"
+                f"bound through litellm ({r['path']}, {r['mode']}, N={r['n']}): AS2 "
+                f"{r['cpu_ms_per_step']:.2f} ms/step / litellm {lm_ms:.2f} ms/call = "
+                f"{r['ratio_bound_through_litellm']:.1f}x"
             )
     mock = [r for r in rows if r["path"] == "litellm mock_response" and "x_as2_cpu" in r]
     met = bool(mock) and all(r["x_as2_cpu"] >= GOAL for r in mock)
-    print(f"goal >= {GOAL:.0f}x AS2 through litellm (CPU per step): {'MET' if met else 'NOT MET'}")
+    met_s = bool(mock) and all(r.get("x_as2_settings_cpu", 0) >= GOAL for r in mock)
+    print(
+        f"goal >= {GOAL:.0f}x AS2 through litellm (CPU per step): vs AS2 as shipped "
+        f"{'MET' if met else 'NOT MET'}; vs AS2 with the same settings "
+        f"{'MET' if met_s else 'NOT MET'}"
+    )
     if args.json:
         doc = {
             "rows": rows,
             "litellm_per_call": per_call,
             "as2_llm_call_us": as2_us,
+            "as2_llm_call_us_agentlab_settings": as2_us_s,
+            "goal_met_vs_as2_with_settings": met_s,
             "py_spy_shares": spy,
             "goal_met": met,
         }

@@ -9,6 +9,7 @@ the CPU per call and sleeps its backoff in real time (invisible to a virtual clo
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -43,8 +44,24 @@ def import_litellm() -> Any:
         litellm.drop_params = True  # e.g. `seed` for providers that do not take it
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
             logging.getLogger(name).setLevel(logging.ERROR)
+        if os.environ.get("AGENTLAB_GC_FREEZE", "1") != "0":
+            _freeze_import_heap()
         _litellm = litellm
     return _litellm
+
+
+def _freeze_import_heap() -> None:
+    """Move every object alive now (litellm's ~400k import-time objects) out of the GC's reach.
+
+    litellm allocates ~1k container objects per call, so the cyclic GC runs every few calls,
+    and each full collection re-scans litellm's whole import heap (model cost map, pydantic
+    schemas): measured 0.2-0.5 ms CPU per call in a society. ``gc.freeze()`` (CPython's
+    documented API) parks those objects in the permanent generation; later collections
+    scan only what was allocated after. One ``gc.collect()`` first, so no garbage cycle of
+    the import is kept forever. ``AGENTLAB_GC_FREEZE=0`` turns this off.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def map_exception(exc: BaseException, model: str) -> LLMError:
