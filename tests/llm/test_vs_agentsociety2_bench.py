@@ -55,7 +55,9 @@ def test_agentlab_side_makes_one_litellm_mock_call_per_step() -> None:
     assert [r["path"] for r in rows] == ["litellm mock_response", "sim/instant"]
     for r in rows:
         assert r["steps"] == 20 and r["llm_calls"] == 20
-        assert r["cpu_s"] > 0 and r["wall_s"] > 0
+        # /proc counts CPU in 10 ms ticks: 20 sim/instant steps (~2 ms) may read as 0
+        assert r["cpu_s"] >= 0 and r["wall_s"] > 0
+    assert rows[0]["cpu_s"] > 0
     # litellm's per-call work dominates the mocked path; the simulator path is far cheaper
     assert rows[0]["cpu_s"] > 2 * rows[1]["cpu_s"]
 
