@@ -28,32 +28,39 @@ that might cut it.
     python benchmarks/vs_agentsociety2.py                    # N = 1k, 5k; local and Ray
     python benchmarks/vs_agentsociety2.py --json out.json --py-spy /tmp/prof
 
-Measured (Dec 2026, 2-core box shared with other work at load 7-12, 3 timed ticks, model
-gpt-4o-mini; CPU ms per agent-step, ``x`` = AS2's CPU per step over this row's):
+Measured (Dec 2026, 2-core box shared with other work at load 3-5, 3 timed ticks, model
+gpt-4o-mini, local executor; CPU ms per agent-step; ``x`` = AS2 as shipped over this row,
+``x set`` = AS2 with agentlab's litellm settings over this row; two runs, N = 1000 from run 1,
+N = 5000 from run 2; ``before`` = the previous commit's agentlab in the same run):
 
-    system    path                      exec   N=1000          N=5000
-    AS2       litellm Router mock       local  5.79            5.87
-    agentlab  litellm mock_response     local  3.43  x1.7      3.13  x1.9
-    agentlab  sim/instant               local  0.16  x36       0.17  x35
-    agentlab  lean -> sim-serve HTTP    local  0.44  x13       0.53  x11   (client CPU)
-    agentlab  litellm -> sim-serve HTTP local  6.02  x1.0      6.94  x0.8  (client CPU)
-    AS2       litellm Router mock       ray    6.09            6.33
-    agentlab  litellm mock_response     ray    3.31  x1.8      3.29  x1.9
-    agentlab  sim/instant               ray    0.38  x16       0.27  x23
+    system    path                        N=1000                N=5000
+    AS2       litellm Router mock         5.39                  6.42
+    AS2       Router mock, agentlab set.  5.30                  5.53
+    agentlab  litellm mock (before)       3.09  x1.7  set x1.7  3.45  x1.9  set x1.6
+    agentlab  litellm mock_response       2.53  x2.1  set x2.1  2.80  x2.3  set x2.0
+    agentlab  sim/instant                 0.10  x56             0.15  x43
+    agentlab  lean -> sim-serve HTTP      0.32  x17             0.54  x12   (client CPU)
+    agentlab  litellm -> sim-serve HTTP   5.77  x0.9            6.91  x0.9  (client CPU)
 
-In steps/s (wall; noisier) the litellm rows are 1.9-3.0x AS2. Per call: litellm
-``acompletion`` + mock alone 2.1-2.5 ms CPU (~1.3-1.4 ms on the event-loop thread, ~1.0 ms
-in the executor thread every ``acompletion`` hops to); AS2's own LLM path (its
-``LLMClient.call`` → ``Router``) 4.45 ms. So per step AS2 ≈ 4.45 ms LLM path + 1.3-2.6 ms
-own work, agentlab ≈ 2.3 ms litellm + 0.5-0.9 ms own. py-spy (``--gil``) agrees: litellm
-holds the GIL in 75-84% of AS2's samples and ~70% of agentlab's. Hence the bound: even if
-agentlab's own work cost nothing, a step still pays litellm's call, and AS2's step over
-that call is 2.5-3.0x. **≥ 5x through litellm is not reachable like for like**; only
-leaving litellm out is (the lean transport's row, 11-13x, is real HTTP to a server against
-AS2's in-process mock, so not like for like; ``sim/instant`` 35x). None of the litellm
-settings tried was measurably cheaper (-5% to +24%, within noise or dearer), so none is set.
-AS2 Ray mode ran here (AS2's own ``ray.init``, its env-router actor, one task per 256
-agents); ``--quick`` takes ~1.8 min at load 7 (AS2's import alone is 11-36 s here).
+Single runs are noisy on this box (run 2 had N = 1000 at 3.64 before / 3.65 after);
+interleaved (``before, after`` x 3 processes, N = 1000): 3.18/3.61/3.30 before, 2.86/2.90/3.18
+after. Per call: litellm ``acompletion`` + mock alone 2.06-2.34 ms CPU (~1.2-1.35 ms on the
+event-loop thread, ~0.9-1.0 ms in the executor thread every ``acompletion`` hops to); AS2's
+own LLM path (its ``LLMClient.call`` → ``Router``) 5.04 ms, 4.60 ms with agentlab's
+settings. py-spy (``--gil --native``) of agentlab's mocked step, N = 1000: litellm 2.06 ms,
+the cyclic GC 0.14 ms (0.44 before ``gc.freeze``), the response cache recorder 0.04 ms
+(0.12 before), adapter + client + records 0.11 ms, agent step and store 0.15 ms (the full
+split is in ``agentlab/llm/README.md``). Hence the bound: even if agentlab's own work cost
+nothing, a step still pays litellm's call, and AS2's step over that call is 2.4-2.9x
+(5.3-6.7 ms / 2.06-2.34 ms). **≥ 5x through litellm is not reachable like for like**;
+only leaving litellm out is (the lean transport's row is real HTTP to a server against
+AS2's in-process mock, so not like for like; ``sim/instant`` 43-56x). Of the litellm
+settings tried only ``gc.freeze()`` of the import heap helps (set by ``import_litellm``);
+the others are -4% to +22% (within noise or dearer), so none is set. AS2 Ray mode runs
+here too (AS2's own ``ray.init``, its env-router actor, one task per 256 agents), without
+the settings row: they reach only AS2's driver, not its Ray workers. Last round's Ray
+figures (before this round's changes): AS2 6.09/6.33, agentlab 3.31/3.29 ms per step at
+N = 1k/5k. ``--quick`` takes ~1.8 min at load 7 (AS2's import alone is 11-36 s here).
 
 AS2's interpreter: ``$AS2_PYTHON``, else ``.venv-as2/bin/python``, created on first use with
 ``.venv/bin/uv venv .venv-as2`` and ``uv pip install agentsociety2==2.9.3`` (git-ignored).

@@ -2,7 +2,8 @@
 
 **Recording.** A society run with a real provider (anything that is not ``sim/`` or
 ``cache:``) writes each attempt's request and answer to ``RUN/llm_cache/*.jsonl`` (one file
-per process, appended line by line) plus the client config in ``RUN/llm_cache/config.json``.
+per process, kept open and flushed line by line; lines written with orjson, sorted keys)
+plus the client config in ``RUN/llm_cache/config.json``.
 An attempt that failed (429, timeout, provider error) is recorded with its error, so a
 replay retries exactly as the original did.
 

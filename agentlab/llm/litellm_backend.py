@@ -1,7 +1,8 @@
 """Real providers through litellm (``openai/...``, ``hosted_vllm/...``, any litellm model).
 
 litellm is imported lazily (5-7 s CPU) with its network price-list fetch, telemetry and
-verbose logging switched off. We call ``litellm.acompletion`` directly rather than a
+verbose logging switched off, and its import heap frozen out of the cyclic GC's reach
+(``gc.freeze``, see :func:`_freeze_import_heap`; ``AGENTLAB_GC_FREEZE=0`` turns it off). We call ``litellm.acompletion`` directly rather than a
 ``Router``: our limiter and retry loop replace the Router's, and the Router costs twice
 the CPU per call and sleeps its backoff in real time (invisible to a virtual clock).
 """
