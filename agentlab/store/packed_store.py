@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,8 @@ class PackedStore:
         self.path = Path(path)
         self.synchronous = synchronous
         self.group_commit = group_commit
-        self._pending: dict[tuple[str, str], bytes] = {}
+        # (agent, key) -> the row as it will be inserted (no tuple rebuilt at flush)
+        self._pending: dict[tuple[str, str], tuple[str, str, bytes]] = {}
         self._local = threading.local()
         self._connect()  # create the schema now: errors surface at open, not mid-step
 
@@ -123,9 +124,9 @@ class PackedStore:
     def read(self, agent_id: str, key: str) -> bytes | None:
         """The stored bytes, or ``None`` if absent."""
         if self._pending:
-            data = self._pending.get((agent_id, key))
-            if data is not None:
-                return data
+            staged = self._pending.get((agent_id, key))
+            if staged is not None:
+                return staged[2]
         row = (
             self._connect()
             .execute("SELECT value FROM kv WHERE agent=? AND key=?", (agent_id, key))
@@ -158,9 +159,9 @@ class PackedStore:
         if pending:
             for agent in agent_ids:
                 for key in keys:
-                    data = pending.get((agent, key))
-                    if data is not None:
-                        out[agent, key] = data
+                    staged = pending.get((agent, key))
+                    if staged is not None:
+                        out[agent, key] = staged[2]
         return out
 
     def write_many(self, agent_id: str, items: Mapping[str, bytes]) -> None:
@@ -168,25 +169,40 @@ class PackedStore:
         validate_agent_id(agent_id)
         rows = [(agent_id, validate_key(k), bytes(v)) for k, v in items.items()]
         if self.group_commit:
-            for a, k, v in rows:
-                self._pending[a, k] = v
+            for row in rows:
+                self._pending[row[0], row[1]] = row
             if len(self._pending) >= _GROUP_MAX:
                 self.flush()
             return
         self._commit(rows, agent_id)
 
+    def write_known(self, agent_id: str, key: str, data: bytes) -> None:
+        """``write_many(agent_id, {key: data})`` for an id and key already validated.
+
+        The per-agent-step write of a state slot: a ``Workspace`` validated its id when it
+        was made (or the society did at create) and the slot keys are constants, so the
+        regex and the per-call dict are skipped. Same transaction rules as ``write_many``.
+        """
+        if not self.group_commit:
+            self._commit([(agent_id, key, data)], agent_id)
+            return
+        pending = self._pending
+        pending[agent_id, key] = (agent_id, key, data)
+        if len(pending) >= _GROUP_MAX:
+            self.flush()
+
     def flush(self) -> None:
         """Write the pending writes of ``group_commit`` in one transaction."""
-        if self._pending:
-            rows = [(a, k, v) for (a, k), v in self._pending.items()]
-            self._commit(rows, f"{len(rows)} pending keys")
-            self._pending.clear()
+        pending = self._pending
+        if pending:
+            self._commit(pending.values(), f"{len(pending)} pending keys")
+            pending.clear()
 
-    def _commit(self, rows: list[tuple[str, str, bytes]], what: str) -> None:
+    def _commit(self, rows: Collection[tuple[str, str, bytes]], what: str) -> None:
         db = self._connect()
         try:
             if len(rows) == 1:  # autocommit: one implicit transaction
-                db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", rows[0])
+                db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", next(iter(rows)))
                 return
             db.execute("BEGIN IMMEDIATE")
             try:
