@@ -196,10 +196,16 @@ def preload(
     slots when the guessed one does not hold ``committed``). ``None`` when the store has
     no ``read_many`` (the directory store: a file read per key costs the same either way).
     """
+    slot = SLOT_KEYS[committed % 2]
+    if type(store) is PackedStore:  # one row per agent (see PackedStore.read_pairs)
+        pairs = store.read_pairs(agent_ids, "config.json", slot)
+        if len(pairs) < len(agent_ids):
+            missing = (None, None)
+            return {a: pairs.get(a, missing) for a in agent_ids}
+        return pairs
     read_many = getattr(store, "read_many", None)
     if read_many is None:
         return None
-    slot = SLOT_KEYS[committed % 2]
     got: dict[tuple[str, str], bytes] = read_many(agent_ids, ("config.json", slot))
     return {a: (got.get((a, "config.json")), got.get((a, slot))) for a in agent_ids}
 

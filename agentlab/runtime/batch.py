@@ -28,6 +28,7 @@ from agentlab.runtime.services import AgentContext
 
 if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
+    from agentlab.store.agent_store import AgentStore
 
 __all__ = ["AgentSpec", "BatchResult", "BatchSpec", "RetryPolicy", "step_agent_batch"]
 
@@ -129,9 +130,9 @@ async def _step_one(
     result: BatchResult,
     log: BatchLog,
     countdown: _Countdown,
+    store: AgentStore,
 ) -> None:
     try:
-        store = proxy.store
         tick, policy = batch.tick, batch.retry
         agent_id = spec.agent_id
         for attempt in range(1, policy.max_attempts + 1):
@@ -222,7 +223,7 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
         task_of = asyncio.Task
         for s in batch.agents:
             coro = _step_one(s, classes[s.type], None if loaded is None else loaded[s.agent_id],
-                             batch, proxy, result, log, countdown)  # fmt: skip
+                             batch, proxy, result, log, countdown, store)  # fmt: skip
             if _EAGER:  # may finish right here (see _EAGER); kept for the error path
                 pending.append(task_of(coro, loop=loop, eager_start=True))  # type: ignore[call-arg,unused-ignore]
             else:  # one real task per agent (see _EAGER)
