@@ -32,7 +32,8 @@ _blake2b = hashlib.blake2b
 
 def derive_seed(seed: int, agent_id: str, tick: int, salt: str = "") -> int:
     """A 63-bit seed from ``(seed, agent_id, tick)`` — independent of execution order."""
-    if type(seed) is int and type(tick) is int:  # the same bytes as the f-string below
+    if type(seed) is type(tick) is int and type(agent_id) is type(salt) is str:
+        # the bytes of the f-string below, formatted without building the str first
         data = b"%d\x1f%b\x1f%d\x1f%b" % (seed, agent_id.encode(), tick, salt.encode())
     else:
         data = f"{seed}\x1f{agent_id}\x1f{tick}\x1f{salt}".encode()
