@@ -213,11 +213,6 @@ def preload(
 _SLOT = b'{"schema_version":%d,"tick":%d,"len":%d,"crc":%d,"value":%b}'
 
 
-def _crc(tick: int, body: bytes) -> int:
-    # The tick is covered too: a torn write must not pair a new tick with an old body.
-    return zlib.crc32(body, zlib.crc32(b"%d" % tick))
-
-
 _dumps, _loads, _SORT = orjson.dumps, orjson.loads, orjson.OPT_SORT_KEYS
 
 
@@ -225,6 +220,7 @@ def encode_slot(tick: int, value: Any) -> bytes:
     """The bytes of one state slot holding ``value`` as the version of ``tick``."""
     body = _dumps(value, option=_SORT)
     t = tick if type(tick) is int else int(tick)
+    # The CRC covers the tick too: a torn write must not pair a new tick with an old body.
     return _SLOT % (
         SLOT_SCHEMA_VERSION,
         t,
