@@ -34,6 +34,10 @@ next to the measurements, not asserted (this is a benchmark).
     python benchmarks/million.py --quick          # N = 100k, --parallel (see below)
     python benchmarks/million.py                  # N = 1M (~36 min at load 4-9)
     python benchmarks/million.py --n 300000 --ticks 3 --json out.json --root /tmp/m
+    python benchmarks/million.py --no-kill        # N = 1M, the straight run only (~6 min)
+
+``--no-kill`` measures create, the ticks, disk and RSS of the straight run alone, without
+the killed run, its resume and the comparison (a third of the time).
 """
 
 from __future__ import annotations
@@ -204,6 +208,8 @@ def main() -> int:
     ap.add_argument("--parallel", action="store_true",
                     help="run the killed run's first driver next to the straight one "
                          "(default with --quick; timings then carry contention)")  # fmt: skip
+    ap.add_argument("--no-kill", action="store_true",
+                    help="the straight run only: create, ticks, disk, RSS (no kill/resume)")  # fmt: skip
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     n = args.n or (100_000 if args.quick else 1_000_000)
@@ -221,8 +227,8 @@ def main() -> int:
         # --parallel: the killed run's first driver next to the straight one (one core
         # each): faster, but each one's wall and CPU times carry the other's contention
         pool = concurrent.futures.ThreadPoolExecutor(2)
-        first = pool.submit(_drive, killed, n, args.ticks, 1)
-        if not args.parallel:
+        first = None if args.no_kill else pool.submit(_drive, killed, n, args.ticks, 1)
+        if first is not None and not args.parallel:
             first.result()
         ev, rc = _drive(straight, n, args.ticks)
         if rc != 0:
@@ -234,18 +240,7 @@ def main() -> int:
         agent_bytes = _alloc([straight / f for f in os.listdir(straight) if "agents" in f])
         log_bytes = _alloc([straight / "replay", straight / "trace"])
         rss = max(e["rss"] for e in ev)
-
-        kev, krc = first.result()
-        pool.shutdown()
-        delay = next(e["kill_after_s"] for e in kev if "kill_after_s" in e)
-        step = json.loads((killed / "SOCIETY_STEP.json").read_bytes())
-        mid = uncommitted_versions(killed)
-        killed_ok = krc == -signal.SIGKILL and step["tick"] == 1
-        rev, rrc = _drive(killed, n, args.ticks)
-        resume = next((e for e in rev if e["event"] == "open"), {})
-        same_state = state_digest(straight) == (rd := state_digest(killed))
-        same_log = log_summary(straight) == log_summary(killed)
-        out = {
+        out: dict[str, Any] = {
             "n": n,
             "ticks": args.ticks,
             "store": create["store"],
@@ -257,6 +252,24 @@ def main() -> int:
             "agent_state_bytes_per_agent": agent_bytes / n,
             "log_bytes": log_bytes,
             "driver_rss_bytes": rss,
+        }
+        if first is None:
+            pool.shutdown()
+            _print(out)
+            if args.json:
+                Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+            return 0
+        kev, krc = first.result()
+        pool.shutdown()
+        delay = next(e["kill_after_s"] for e in kev if "kill_after_s" in e)
+        step = json.loads((killed / "SOCIETY_STEP.json").read_bytes())
+        mid = uncommitted_versions(killed)
+        killed_ok = krc == -signal.SIGKILL and step["tick"] == 1
+        rev, rrc = _drive(killed, n, args.ticks)
+        resume = next((e for e in rev if e["event"] == "open"), {})
+        same_state = state_digest(straight) == (rd := state_digest(killed))
+        same_log = log_summary(straight) == log_summary(killed)
+        out |= {
             "resume_driver_rss_bytes": max(e["rss"] for e in rev),
             "kill": {
                 "rc": krc,
@@ -291,8 +304,19 @@ def _print(o: dict[str, Any]) -> None:
         ("agent state on disk", "<= 2 GB",
          f"{o['agent_state_bytes'] / gb:.2f} GB ({o['agent_state_bytes_per_agent']:.0f} B/agent)"),
         ("log on disk (not agent state)", "-", f"{o['log_bytes'] / gb:.2f} GB"),
-        ("driver peak RSS", "<= 4 GB",
-         f"{o['driver_rss_bytes'] / gb:.2f} GB (resume {o['resume_driver_rss_bytes'] / gb:.2f})"),
+        ("driver peak RSS", "<= 4 GB", f"{o['driver_rss_bytes'] / gb:.2f} GB"
+         + (f" (resume {o['resume_driver_rss_bytes'] / gb:.2f})" if "kill" in o else "")),
+    ]  # fmt: skip
+    if "kill" in o:
+        rows += _kill_rows(o)
+    w = max(len(r[0]) for r in rows)
+    print(f"\n{'':{w}} | goal      | measured")
+    for name, goal, got in rows:
+        print(f"{name:{w}} | {goal:9} | {got}")
+
+
+def _kill_rows(o: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [
         ("kill -9 mid tick 2", "yes",
          f"rc {o['kill']['rc']}, committed {o['kill']['committed_at_kill']}, "
          f"{o['kill']['agents_with_uncommitted_version']:,} agents had written tick 2"),
@@ -302,10 +326,6 @@ def _print(o: dict[str, Any]) -> None:
          f"sha256 {o['state']['sha256'][:12]})"),
         ("resumed log == straight", "yes", str(o["resumed_log_equals_straight"])),
     ]  # fmt: skip
-    w = max(len(r[0]) for r in rows)
-    print(f"\n{'':{w}} | goal      | measured")
-    for name, goal, got in rows:
-        print(f"{name:{w}} | {goal:9} | {got}")
 
 
 if __name__ == "__main__":

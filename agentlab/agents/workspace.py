@@ -41,6 +41,7 @@ import orjson
 from agentlab.core.ids import validate_agent_id
 from agentlab.errors import CorruptRecordError, StoreError
 from agentlab.store.agent_store import AgentStore, DirectoryStore
+from agentlab.store.packed_store import PackedStore
 
 __all__ = [
     "SLOT_KEYS",
@@ -99,7 +100,11 @@ class Workspace:
 
     def write_bytes(self, key: str, data: bytes) -> None:
         """Replace one key atomically (the store's own atomic write)."""
-        self.store.write_many(self.agent_id, {key: data})
+        store = self.store
+        if type(store) is PackedStore and type(data) is bytes and key in SLOT_KEYS:
+            store.write_known(self.agent_id, key, data)  # the id was checked with the handle
+            return
+        store.write_many(self.agent_id, {key: data})
 
     def overwrite_bytes(self, key: str, data: bytes) -> None:
         """Overwrite one key *in place* (not atomic: only for the non-committed slot).
@@ -107,6 +112,9 @@ class Workspace:
         Stores other than the directory store use their atomic write.
         """
         store = self.store
+        if type(store) is PackedStore and type(data) is bytes and key in SLOT_KEYS:
+            store.write_known(self.agent_id, key, data)  # a packed write is atomic anyway
+            return
         if type(store) is not DirectoryStore or store.fsync:
             store.write_many(self.agent_id, {key: data})
             return
@@ -188,10 +196,16 @@ def preload(
     slots when the guessed one does not hold ``committed``). ``None`` when the store has
     no ``read_many`` (the directory store: a file read per key costs the same either way).
     """
+    slot = SLOT_KEYS[committed % 2]
+    if type(store) is PackedStore:  # one row per agent (see PackedStore.read_pairs)
+        pairs = store.read_pairs(agent_ids, "config.json", slot)
+        if len(pairs) < len(agent_ids):
+            missing = (None, None)
+            return {a: pairs.get(a, missing) for a in agent_ids}
+        return pairs
     read_many = getattr(store, "read_many", None)
     if read_many is None:
         return None
-    slot = SLOT_KEYS[committed % 2]
     got: dict[tuple[str, str], bytes] = read_many(agent_ids, ("config.json", slot))
     return {a: (got.get((a, "config.json")), got.get((a, slot))) for a in agent_ids}
 
@@ -199,25 +213,30 @@ def preload(
 _SLOT = b'{"schema_version":%d,"tick":%d,"len":%d,"crc":%d,"value":%b}'
 
 
-def _crc(tick: int, body: bytes) -> int:
-    # The tick is covered too: a torn write must not pair a new tick with an old body.
-    return zlib.crc32(body, zlib.crc32(str(tick).encode()))
+_dumps, _loads, _SORT = orjson.dumps, orjson.loads, orjson.OPT_SORT_KEYS
 
 
 def encode_slot(tick: int, value: Any) -> bytes:
     """The bytes of one state slot holding ``value`` as the version of ``tick``."""
-    body = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    t = int(tick)
-    return _SLOT % (SLOT_SCHEMA_VERSION, t, len(body), _crc(t, body), body)
+    body = _dumps(value, option=_SORT)
+    t = tick if type(tick) is int else int(tick)
+    # The CRC covers the tick too: a torn write must not pair a new tick with an old body.
+    return _SLOT % (
+        SLOT_SCHEMA_VERSION,
+        t,
+        len(body),
+        zlib.crc32(body, zlib.crc32(b"%d" % t)),
+        body,
+    )
 
 
 def decode_slot(raw: bytes, *, where: str = "") -> tuple[int, Any]:
     """``(tick, value)`` of a slot; raises ``CorruptRecordError`` if torn or foreign."""
     try:
-        doc = orjson.loads(raw)
-        n = int(doc["len"])
-        tick = int(doc["tick"])
-        crc = int(doc["crc"])
+        doc = _loads(raw)
+        n, tick, crc = doc["len"], doc["tick"], doc["crc"]
+        if type(n) is not int or type(tick) is not int or type(crc) is not int:
+            n, tick, crc = int(n), int(tick), int(crc)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise CorruptRecordError(f"unreadable state slot {where}: {exc}") from exc
     if doc.get("schema_version") != SLOT_SCHEMA_VERSION:
@@ -225,7 +244,7 @@ def decode_slot(raw: bytes, *, where: str = "") -> tuple[int, Any]:
             f"state slot {where} has schema_version {doc.get('schema_version')!r}; "
             f"expected {SLOT_SCHEMA_VERSION}"
         )
-    if len(raw) < n + 1 or _crc(tick, raw[-n - 1 : -1]) != crc:
+    if len(raw) < n + 1 or zlib.crc32(raw[-n - 1 : -1], zlib.crc32(b"%d" % tick)) != crc:
         raise CorruptRecordError(f"state slot {where} fails its length/CRC check (torn write)")
     return tick, doc["value"]
 

@@ -16,7 +16,6 @@ import asyncio
 import sys
 import time
 import traceback
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ from agentlab.runtime.services import AgentContext
 
 if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
+    from agentlab.store.agent_store import AgentStore
 
 __all__ = ["AgentSpec", "BatchResult", "BatchSpec", "RetryPolicy", "step_agent_batch"]
 
@@ -94,10 +94,31 @@ class BatchResult:
         return self
 
 
-def _count(result: BatchResult, ctx: Any) -> None:
-    result.llm_calls += ctx.llm_calls
-    result.llm_errors += ctx.llm_errors
-    result.tokens += ctx.tokens
+class _Countdown:
+    """Wakes the batch when its last agent's step has finished (``gather`` without its
+    per-task done callback: one event-loop handle and one Python call less per agent)."""
+
+    __slots__ = ("left", "waiter")
+
+    def __init__(self, waiter: asyncio.Future[None]) -> None:
+        self.left = 0
+        self.waiter = waiter
+
+    def done(self) -> None:
+        self.left -= 1
+        if not self.left and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def fail(self, exc: BaseException) -> None:
+        # What escaped a step (its own handler keeps every Exception): the batch raises it,
+        # as ``gather`` did, and cancels the batch-mates still running.
+        if not self.waiter.done():
+            self.waiter.set_exception(exc)
+
+
+def _state_row(spec: AgentSpec, tick: int, ok: bool, attempt: int, summary: Any) -> dict[str, Any]:
+    return {"agent_id": spec.agent_id, "type": spec.type, "tick": tick, "ok": ok,
+            "attempts": attempt, "summary": summary}  # fmt: skip
 
 
 async def _step_one(
@@ -108,75 +129,69 @@ async def _step_one(
     proxy: RunServices,
     result: BatchResult,
     log: BatchLog,
+    countdown: _Countdown,
+    store: AgentStore,
 ) -> None:
-    store = proxy.store
-    tick, policy = batch.tick, batch.retry
-    for attempt in range(1, policy.max_attempts + 1):
-        ctx = AgentContext(proxy, spec.agent_id, tick, attempt, log)
-        agent: AgentBase | None = None
-        try:
-            if loaded is not None and attempt == 1:
-                ws = Workspace.of_known(store, spec.agent_id)  # ids checked at create
-                agent = load_agent(cls, ws, ctx, batch.committed, loaded[0], loaded[1])
-            else:  # a retry starts from a fresh load (the failed try may have written keys)
-                agent = cls.from_workspace(
-                    (store, spec.agent_id), ctx, committed_tick=batch.committed, agent_class=cls
-                )
-            if policy.timeout_s is None:
-                await agent.step(tick)
-            else:
-                await asyncio.wait_for(agent.step(tick), policy.timeout_s)
-            # Sync file IO on purpose: one small write per agent is cheaper than a thread hop.
-            agent.to_workspace(tick)
-        except Exception as exc:
-            _count(result, ctx)
-            result.errors += 1
-            final = attempt == policy.max_attempts
-            err: dict[str, Any] = {
-                "agent_id": spec.agent_id,
-                "type": spec.type,
-                "tick": tick,
-                "attempt": attempt,
-                "final": final,
-                "error_class": type(exc).__name__,
-                "error": str(exc)[:500],
-            }
-            log.add("agent_errors", err)
-            proxy.trace.record_event("agent.error", **err)
-            if agent is not None:
-                try:
-                    agent.log("errors", {**err, "traceback": traceback.format_exc()[-2000:]})
-                except OSError:
-                    pass
-            if final:
-                result.failed.append(spec.agent_id)
-                log.states.append(
-                    {
-                        "agent_id": spec.agent_id,
-                        "type": spec.type,
-                        "tick": tick,
-                        "ok": False,
-                        "attempts": attempt,
-                        "summary": {},
-                    }
-                )
-                return
-            if policy.backoff_s:
-                await proxy.clock.sleep(policy.backoff_s * attempt)
-            continue
-        _count(result, ctx)
-        result.steps += 1
-        log.states.append(
-            {
-                "agent_id": spec.agent_id,
-                "type": spec.type,
-                "tick": tick,
-                "ok": True,
-                "attempts": attempt,
-                "summary": agent.summary(),
-            }
-        )
-        return
+    try:
+        tick, policy = batch.tick, batch.retry
+        agent_id = spec.agent_id
+        for attempt in range(1, policy.max_attempts + 1):
+            ctx = AgentContext(proxy, agent_id, tick, attempt, log)
+            agent: AgentBase | None = None
+            try:
+                if loaded is not None and attempt == 1:
+                    ws = Workspace.of_known(store, agent_id)  # ids checked at create
+                    agent = load_agent(cls, ws, ctx, batch.committed, loaded[0], loaded[1])
+                else:  # a retry starts from a fresh load (the failed try may have written keys)
+                    agent = cls.from_workspace(
+                        (store, agent_id), ctx, committed_tick=batch.committed, agent_class=cls
+                    )
+                if policy.timeout_s is None:
+                    await agent.step(tick)
+                else:
+                    await asyncio.wait_for(agent.step(tick), policy.timeout_s)
+                # Sync file IO on purpose: one small write per agent is cheaper than a thread hop.
+                agent.to_workspace(tick)
+            except Exception as exc:
+                result.llm_calls += ctx.llm_calls
+                result.llm_errors += ctx.llm_errors
+                result.tokens += ctx.tokens
+                result.errors += 1
+                final = attempt == policy.max_attempts
+                err: dict[str, Any] = {
+                    "agent_id": agent_id,
+                    "type": spec.type,
+                    "tick": tick,
+                    "attempt": attempt,
+                    "final": final,
+                    "error_class": type(exc).__name__,
+                    "error": str(exc)[:500],
+                }
+                log.add("agent_errors", err)
+                proxy.trace.record_event("agent.error", **err)
+                if agent is not None:
+                    try:
+                        agent.log("errors", {**err, "traceback": traceback.format_exc()[-2000:]})
+                    except OSError:
+                        pass
+                if final:
+                    result.failed.append(agent_id)
+                    log.states.append(_state_row(spec, tick, False, attempt, {}))
+                    return
+                if policy.backoff_s:
+                    await proxy.clock.sleep(policy.backoff_s * attempt)
+                continue
+            result.llm_calls += ctx.llm_calls
+            result.llm_errors += ctx.llm_errors
+            result.tokens += ctx.tokens
+            result.steps += 1
+            log.states.append(_state_row(spec, tick, True, attempt, agent.summary()))
+            return
+    except BaseException as exc:
+        countdown.fail(exc)
+        raise
+    finally:
+        countdown.done()
 
 
 # Python 3.12's eager tasks run a step up to its first suspension at once, as a real task:
@@ -188,18 +203,6 @@ async def _step_one(
 _EAGER = sys.version_info >= (3, 12)
 
 
-def _start(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
-    """Start one agent's step as its own task; ``None`` if it already finished (eagerly)."""
-    loop = asyncio.get_running_loop()
-    if not _EAGER:
-        return loop.create_task(coro)
-    task: asyncio.Task[None] = asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
-    if task.done():
-        task.result()  # re-raise what escaped the step (it handles its own exceptions)
-        return None
-    return task
-
-
 async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     """Step every agent of ``batch`` concurrently and persist them (see module docstring)."""
     ensure_registered(batch.classes)
@@ -209,18 +212,24 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     span = tracer.start_span("society.batch", tick=batch.tick, agents=len(batch.agents))
     log = BatchLog()
     pending: list[asyncio.Task[None]] = []
+    loop = asyncio.get_running_loop()
+    countdown = _Countdown(loop.create_future())
     try:
         classes = {t: get_agent_class(t) for t in {s.type for s in batch.agents}}
         store = proxy.store
         loaded = preload(store, [s.agent_id for s in batch.agents], batch.committed)
+        # Counted up front: an eager step that finishes at once must not reach zero early.
+        countdown.left = len(batch.agents) + 1
+        task_of = asyncio.Task
         for s in batch.agents:
             coro = _step_one(s, classes[s.type], None if loaded is None else loaded[s.agent_id],
-                             batch, proxy, result, log)  # fmt: skip
-            task = _start(coro)
-            if task is not None:
-                pending.append(task)
-        if pending:
-            await asyncio.gather(*pending)
+                             batch, proxy, result, log, countdown, store)  # fmt: skip
+            if _EAGER:  # may finish right here (see _EAGER); kept for the error path
+                pending.append(task_of(coro, loop=loop, eager_start=True))  # type: ignore[call-arg,unused-ignore]
+            else:  # one real task per agent (see _EAGER)
+                pending.append(task_of(coro, loop=loop))
+        countdown.done()  # the up-front extra count
+        await countdown.waiter
     except BaseException:
         for task in pending:  # nothing of this batch may keep running after it gave up
             task.cancel()

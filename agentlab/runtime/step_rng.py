@@ -27,10 +27,17 @@ _M2 = 0x94D049BB133111EB
 _INV53 = 1.0 / (1 << 53)
 
 
+_blake2b = hashlib.blake2b
+
+
 def derive_seed(seed: int, agent_id: str, tick: int, salt: str = "") -> int:
     """A 63-bit seed from ``(seed, agent_id, tick)`` — independent of execution order."""
-    h = hashlib.blake2b(f"{seed}\x1f{agent_id}\x1f{tick}\x1f{salt}".encode(), digest_size=8)
-    return int.from_bytes(h.digest(), "big") >> 1
+    if type(seed) is type(tick) is int and type(agent_id) is type(salt) is str:
+        # the bytes of the f-string below, formatted without building the str first
+        data = b"%d\x1f%b\x1f%d\x1f%b" % (seed, agent_id.encode(), tick, salt.encode())
+    else:
+        data = f"{seed}\x1f{agent_id}\x1f{tick}\x1f{salt}".encode()
+    return int.from_bytes(_blake2b(data, digest_size=8).digest(), "big") >> 1
 
 
 class StepRandom(random.Random):
@@ -43,7 +50,11 @@ class StepRandom(random.Random):
 
     def __init__(self, x: Any = 0) -> None:
         # Not super().__init__: that would seed the unused Mersenne Twister state too.
-        self.seed(x)
+        if type(x) is int:  # seed(x), inlined: the runtime builds one per agent-step
+            self._s = x & _MASK
+            self.gauss_next = None
+        else:
+            self.seed(x)
 
     def seed(self, a: Any = 0, version: int = 2) -> None:
         """Reset the state from ``a`` (an int is used as is, modulo 2**64)."""
@@ -86,10 +97,13 @@ class StepRandom(random.Random):
         if k > 64:
             return super().randint(a, b)
         shift = 64 - k
-        r = self._next() >> shift
-        while r >= n:
-            r = self._next() >> shift
-        return a + r
+        while True:  # _next(), inlined (one method call less per draw)
+            z = self._s = (self._s + _GAMMA) & _MASK
+            z = ((z ^ (z >> 30)) * _M1) & _MASK
+            z = ((z ^ (z >> 27)) * _M2) & _MASK
+            r = (z ^ (z >> 31)) >> shift
+            if r < n:
+                return a + r
 
     def getstate(self) -> tuple[Any, ...]:
         """``(state, gauss_next)``; restore with :meth:`setstate`."""

