@@ -186,16 +186,6 @@ def load_agent(
             f"workspace key 'config.json' of agent {ws.agent_id!r} is not valid JSON: {exc}"
         ) from exc
     agent = klass(ws.agent_id, config, workspace=ws, services=services)
-    if slot_raw is not _UNREAD and slot_raw is not None and committed_tick is not None:
-        # _read_committed's steady state, inlined: the preloaded slot holds the version
-        try:
-            tick, value = decode_slot(slot_raw)
-        except CorruptRecordError:
-            tick = -1
-        if tick == committed_tick:
-            agent._base_slot, agent.base_tick = committed_tick % 2, tick
-            agent.set_state(value)
-            return agent
     found = _read_committed(ws, committed_tick, slot_raw)
     if found is not None:
         agent._base_slot, agent.base_tick, value = found
