@@ -116,6 +116,12 @@ class _Countdown:
             self.waiter.set_exception(exc)
 
 
+def _count(result: BatchResult, ctx: AgentContext) -> None:
+    result.llm_calls += ctx.llm_calls
+    result.llm_errors += ctx.llm_errors
+    result.tokens += ctx.tokens
+
+
 def _state_row(spec: AgentSpec, tick: int, ok: bool, attempt: int, summary: Any) -> dict[str, Any]:
     return {"agent_id": spec.agent_id, "type": spec.type, "tick": tick, "ok": ok,
             "attempts": attempt, "summary": summary}  # fmt: skip
@@ -153,9 +159,7 @@ async def _step_one(
                 # Sync file IO on purpose: one small write per agent is cheaper than a thread hop.
                 agent.to_workspace(tick)
             except Exception as exc:
-                result.llm_calls += ctx.llm_calls
-                result.llm_errors += ctx.llm_errors
-                result.tokens += ctx.tokens
+                _count(result, ctx)
                 result.errors += 1
                 final = attempt == policy.max_attempts
                 err: dict[str, Any] = {
@@ -181,9 +185,7 @@ async def _step_one(
                 if policy.backoff_s:
                     await proxy.clock.sleep(policy.backoff_s * attempt)
                 continue
-            result.llm_calls += ctx.llm_calls
-            result.llm_errors += ctx.llm_errors
-            result.tokens += ctx.tokens
+            _count(result, ctx)
             result.steps += 1
             log.states.append(_state_row(spec, tick, True, attempt, agent.summary()))
             return
