@@ -27,11 +27,8 @@ if TYPE_CHECKING:
     from agentlab.llm import LLMClient
     from agentlab.runtime.batch_log import BatchLog
     from agentlab.runtime.services import AgentContext, RunServices
-    from agentlab.store.trace import Tracer
 
 __all__ = ["RecordingLLM", "RecordingStream"]
-
-_NO_PARAMS: dict[str, Any] = {}  # request parameters of a call made without any
 
 
 class RecordingLLM:
@@ -83,14 +80,13 @@ class RecordingLLM:
         """:meth:`complete` with positional arguments (an agent's calls come here directly)."""
         # The span is built when the call ends (no open-span bookkeeping on the hot path);
         # agent id: gen_ai.agent.id, and the row's request_id links span and row.
-        tracer = self._services.trace
-        t0 = tracer.clock.now()
+        t0 = self._services.trace.clock.now()
         if not kwargs:
             # Answered at once where it can be (an instant simulator: most calls of a
             # sim/instant society): no second coroutine and no exception handling needed.
             resp = self.client.complete_now(messages, agent_id=agent_id, labels=labels)
             if resp is not None:
-                self._log_answer(resp, tick, t0, counter, tracer)
+                self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs)
                 return resp
         try:
             resp = await self.client.complete(messages, agent_id=agent_id, labels=labels, **kwargs)
@@ -140,15 +136,10 @@ class RecordingLLM:
             counter.llm_errors += not ok
             counter.tokens += record.prompt_tokens + record.completion_tokens
         row = catalog.llm_call_row(record, run_id=services.run_id, tick=tick)
-        if ok and record.attempts <= 1:
+        attempts = None
+        if record.attempts > 1 or not ok:
             # A first-attempt success is its llm_calls row; Run.llm_attempts_df adds it back.
-            if log is not None:
-                log.calls.append(row)
-            else:
-                services.replay.append("llm_calls", row)
-            self._span(counter, start, tick, "ok", None, record, finish_reason, params)
-            return
-        attempts = catalog.llm_attempt_rows(record, run_id=row["run_id"], tick=row["tick"])
+            attempts = catalog.llm_attempt_rows(record, run_id=row["run_id"], tick=row["tick"])
         if log is not None:
             log.calls.append(row)
             if attempts:
@@ -160,37 +151,6 @@ class RecordingLLM:
                 replay.extend("llm_attempts", attempts)
         self._span(counter, start, tick, "ok" if ok else "error",
                    None if ok else record.outcome, record, finish_reason, params)  # fmt: skip
-
-    def _log_answer(
-        self,
-        resp: LLMResponse,
-        tick: int | None,
-        start: float,
-        counter: AgentContext | None,
-        tracer: Tracer,
-    ) -> None:
-        """:meth:`_log` of a first-attempt answer with no request parameters (what
-        ``LLMClient.complete_now`` returns): the same row and span, fewer checks."""
-        services = self._services
-        record = resp.record
-        log: BatchLog | None = getattr(counter, "log", None)
-        if counter is not None:
-            counter.llm_calls += 1
-            counter.tokens += record.prompt_tokens + record.completion_tokens
-        row = catalog.llm_call_row(record, run_id=services.run_id, tick=tick)
-        if log is not None:
-            log.calls.append(row)
-        else:
-            services.replay.append("llm_calls", row)
-        rate = services.llm_spans
-        if rate < 1.0 and (rate <= 0.0 or not _sampled(rate, counter, record, tick)):
-            return
-        attrs = genai_llm_attrs(record, _NO_PARAMS, resp.finish_reason, {"tick": tick})
-        span = tracer.span_row("llm.call", start, tracer.clock.now(), attrs, "ok", None, "client")
-        if log is not None:
-            log.spans.append(span)
-        else:
-            tracer.extend([span])
 
     def _span(
         self,
