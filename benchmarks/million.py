@@ -58,23 +58,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from society import _alloc_bytes  # one block counter for both benchmarks
+
 GOALS = {"create_s": 120.0, "tick_s": 30.0, "agent_state_bytes": 2e9, "driver_rss_bytes": 4e9}
 
 
 def _alloc(paths: list[Path]) -> int:
-    """Bytes the file system allocated (blocks) under ``paths``."""
-    total = 0
-    for top in paths:
-        if top.is_file():
-            total += top.stat().st_blocks * 512
-            continue
-        for root, dirs, files in os.walk(top):
-            for f in [*files, *dirs]:
-                try:
-                    total += os.lstat(os.path.join(root, f)).st_blocks * 512
-                except FileNotFoundError:
-                    pass
-    return total
+    """Bytes the file system allocated (blocks) under ``paths`` (files or trees)."""
+    return sum(_alloc_bytes(p) for p in paths)
 
 
 def _emit(event: str, **kw: Any) -> None:

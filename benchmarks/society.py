@@ -56,7 +56,9 @@ def _disk_bytes(path: Path) -> int:
 
 
 def _alloc_bytes(path: Path) -> int:
-    """Bytes the file system allocated (blocks), which is what fills a disk."""
+    """Bytes the file system allocated (blocks) for a file or a tree, which is what fills a disk."""
+    if path.is_file():
+        return path.stat().st_blocks * 512
     total = 0
     for root, dirs, files in os.walk(path):
         for f in [*files, *dirs]:
