@@ -27,6 +27,8 @@ connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import ssl
 import urllib.request
 import weakref
@@ -244,14 +246,16 @@ class Response(asyncio.Protocol):
         (the last chunk marker, usually a read of its own) has arrived, without waking
         the caller for it.
         """
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         tr = self._tr
         ok = self._exc is None and tr is not None and not tr.is_closing()
         if ok and not self._complete and drain:
+            # the deadline timer stays: a server that never ends the body (no last chunk,
+            # no close) must not hold this socket open for ever
             self._draining = True
             return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if ok and self._complete:
             self._to_pool()
         else:
@@ -260,6 +264,9 @@ class Response(asyncio.Protocol):
                 tr.close()
 
     def _to_pool(self) -> None:
+        if self._timer is not None:  # a drained response: its deadline no longer applies
+            self._timer.cancel()
+            self._timer = None
         keep = self._keep
         self._reset()
         if keep:
@@ -325,10 +332,32 @@ async def _keep(pool: _Pool) -> None:
         _TASKS.pop(pool.loop, None)
 
 
+def _drop_closed_loops() -> None:
+    """Forget the pools of loops closed without ``asyncio.run``'s shutdown (a script's
+    ``loop.run_until_complete(...)`` then ``loop.close()``): their parked task never runs,
+    so without this each such loop, and its idle sockets, stayed alive for ever."""
+    for loop in [lp for lp in _POOLS if lp.is_closed()]:
+        pool = _POOLS.pop(loop)
+        task = _TASKS.pop(loop, None)
+        if task is not None:
+            task._log_destroy_pending = False  # it can never run: nothing to report
+        for stack in pool.idle.values():
+            for conn in stack:
+                tr = conn._tr
+                sock = tr.get_extra_info("socket") if tr is not None else None
+                if sock is not None:
+                    # the loop cannot close the transport any more: end the TCP connection
+                    # now; the file descriptor closes with the unreferenced transport
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+        pool.idle.clear()
+
+
 def _pool() -> _Pool:
     loop = asyncio.get_running_loop()
     pool = _POOLS.get(loop)
     if pool is None:
+        _drop_closed_loops()  # once per new loop: cheap, and where a closed one is noticed
         pool = _POOLS[loop] = _Pool(loop)
         _TASKS[loop] = loop.create_task(_keep(pool), name="agentlab-lean-http1")
     return pool

@@ -1,0 +1,160 @@
+"""Adversarial: a packed society killed with a real SIGKILL from outside, at random wall
+times of its ticks (not at instrumented points), then reopened and run on: its agents,
+log rows and spans equal a straight run's. Plus the packed store's odd inputs."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlab.store.packed_store import PackedStore, export_dirs
+from tests.runtime.resume_helpers import strict_rows, strict_spans
+
+UNTIL = 6
+_SCRIPT = """
+import sys
+from pathlib import Path
+from agentlab.runtime import Society
+run, until = Path(sys.argv[1]), int(sys.argv[2])
+if (run / "SOCIETY_STEP.json").exists():
+    s = Society.open(run, progress=False)
+else:
+    s = Society.create(run, agents=[{"type": "counter", "n": 2500, "config": {"llm_calls": 1}},
+                                    {"type": "counter", "n": 500}],
+                       llm="sim/instant", seed=3, batch_size=200, clock="virtual",
+                       progress=False, store="packed")
+print("ready", flush=True)
+s.run_sync(until=until)
+s.close()
+"""
+
+
+def _child(run: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _SCRIPT, str(run), str(UNTIL)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _summary(run: Path) -> dict[str, Any]:
+    from agentlab.runtime import Society
+
+    s = Society.open(run, progress=False)
+    out = {"tick": s.tick, "agents": s.agent_states()}
+    s.close()
+    out["rows"] = strict_rows(run)
+    out["spans"] = strict_spans(run)
+    return out
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    run = tmp_path_factory.mktemp("straight") / "run"
+    p = _child(run)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    return _summary(run)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(3))
+def test_real_sigkill_mid_tick_then_open_equals_straight_run(
+    straight: dict[str, Any], tmp_path: Path, trial: int
+) -> None:
+    rng = random.Random(1000 + trial)
+    run = tmp_path / "run"
+    kills = 0
+    for _ in range(3):  # killed up to three times, each at a random moment after start-up
+        p = _child(run)
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "ready", p.stderr.read() if p.stderr else ""
+        time.sleep(rng.uniform(0.02, 0.9))
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            kills += 1
+        p.communicate(timeout=60)
+    assert kills, "no kill landed"
+    p = _child(run)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    got = _summary(run)
+    assert got["tick"] == UNTIL == straight["tick"]
+    assert got["agents"] == straight["agents"]
+    assert got["rows"] == straight["rows"]
+    assert got["spans"] == straight["spans"]
+
+
+IDS = ["a1", "A1", "x.y-z_9", "9" * 128, "b"]
+KEYS = ["config.json", "state/state.0.json", "state/state.1.json", "AGENT.json", "notes/ü.txt"]
+
+
+@pytest.mark.parametrize("group_commit", [False, True])
+def test_packed_store_reads_what_was_written_under_random_operations(
+    tmp_path: Path, group_commit: bool
+) -> None:
+    """A random mix of write_many, write_known, flush and delete against a dict model:
+    read, read_many, read_pairs (the batch preload), agents and keys always agree, with
+    empty, binary, unicode and 100 KB values and ids that differ only in case; the
+    export to directories holds the same bytes."""
+    from agentlab.store.agent_store import DirectoryStore
+
+    for seed in range(6):
+        rng = random.Random(seed)
+        store = PackedStore(tmp_path / f"{seed}" / "agents.sqlite", group_commit=group_commit)
+        model: dict[tuple[str, str], bytes] = {}
+
+        def value(rng: random.Random = rng) -> bytes:
+            return rng.choice(
+                [b"", b"\x00\xff" * rng.randint(0, 5), "ünï ✓".encode() * 3, bytes(100_000)]
+            )
+
+        for step in range(250):
+            op, a, k = rng.random(), rng.choice(IDS), rng.choice(KEYS)
+            where = (seed, step)
+            if op < 0.3:
+                items = {kk: value() for kk in rng.sample(KEYS, rng.randint(1, 3))}
+                store.write_many(a, items)
+                model.update({(a, kk): v for kk, v in items.items()})
+            elif op < 0.5 and k.startswith("state/"):
+                v = value()
+                store.write_known(a, k, v)
+                model[a, k] = v
+            elif op < 0.55:
+                store.flush()
+            elif op < 0.6:
+                store.delete(a)
+                model = {ak: v for ak, v in model.items() if ak[0] != a}
+            elif op < 0.7:
+                assert store.read(a, k) == model.get((a, k)), where
+            elif op < 0.8:
+                sel, ks = rng.sample(IDS, rng.randint(0, 5)), rng.sample(KEYS, rng.randint(1, 3))
+                want = {(x, y): model[x, y] for x in sel for y in ks if (x, y) in model}
+                assert store.read_many(sel, ks) == want, where
+            elif op < 0.9:
+                sel = rng.sample(IDS, rng.randint(0, 5))
+                first, second = rng.sample(KEYS, 2)
+                want_pairs = {
+                    x: (model[x, first], model.get((x, second))) for x in sel if (x, first) in model
+                }
+                assert store.read_pairs(sel, first, second) == want_pairs, where
+            elif op < 0.95:
+                assert store.agents() == sorted({x for x, _ in model}), where
+            else:
+                assert store.keys(a) == sorted(kk for x, kk in model if x == a), where
+        store.flush()
+        # a second connection (another process would open its own) sees the same rows
+        again = PackedStore(store.path)
+        assert {(x, y): again.read(x, y) for x, y in model} == model
+        out = tmp_path / f"{seed}" / "export"
+        assert export_dirs(store, out) == len({x for x, _ in model})
+        exported = DirectoryStore(out)
+        assert {(x, y): exported.read(x, y) for x, y in model} == model
