@@ -340,7 +340,7 @@ def _drop_closed_loops() -> None:
         pool = _POOLS.pop(loop)
         task = _TASKS.pop(loop, None)
         if task is not None:
-            task._log_destroy_pending = False  # it can never run: nothing to report
+            task._log_destroy_pending = False  # type: ignore[attr-defined]  # never runs
         for stack in pool.idle.values():
             for conn in stack:
                 tr = conn._tr
