@@ -81,9 +81,10 @@ async def _keep(session: aiohttp.ClientSession) -> None:
     loop = asyncio.get_running_loop()
     try:
         await loop.create_future()
-    finally:
+    except asyncio.CancelledError:  # not GeneratorExit: a dropped, never-run _keep has no loop
         _SESSIONS.pop(loop, None)  # the entry refers to its loop: drop it so the loop is freed
         await session.close()
+        raise
 
 
 def _session() -> aiohttp.ClientSession:
@@ -91,6 +92,13 @@ def _session() -> aiohttp.ClientSession:
     entry = _SESSIONS.get(loop)
     if entry is None or entry[0].closed:
         import aiohttp  # here, so that choosing a transport does not import it
+
+        # Loops closed without asyncio.run's shutdown (run_until_complete, then close()):
+        # their parked _keep never runs; dropped here, their sessions and sockets can be
+        # freed instead of living (and holding a connection open) for ever.
+        for closed in [lp for lp in _SESSIONS if lp.is_closed()]:
+            old = _SESSIONS.pop(closed)[1]
+            old._log_destroy_pending = False  # type: ignore[attr-defined]  # never runs
 
         # limit=0: the client's limiter already bounds concurrency per config. No
         # trust_env: it re-reads the proxy variables and ~/.netrc on every request (~0.6 ms

@@ -115,12 +115,15 @@ def _open_fds() -> int:
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.parametrize("http", ["httptools", "aiohttp"])
 def test_many_event_loops_closed_without_asyncio_run_leave_no_socket_open(
-    threaded_server: Scripted,
+    threaded_server: Scripted, monkeypatch: pytest.MonkeyPatch, http: str
 ) -> None:
     """A script's ``loop.run_until_complete(...)`` + ``loop.close()`` per call (no
     ``asyncio.run`` shutdown): each loop's pooled keep-alive socket used to stay open for
-    ever (40 loops: +40 client sockets, and the server's 40 ends of them)."""
+    ever (40 loops: +40 client sockets, and the server's 40 ends of them), on both of the
+    lean path's HTTP clients."""
+    monkeypatch.setenv("AGENTLAB_LEAN_HTTP", http)
     c = _client(threaded_server.url)
     for _ in range(3):  # warm: imports, the target cache
         loop = asyncio.new_event_loop()
