@@ -72,12 +72,14 @@ class Response(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._exc: BaseException | None = None
         self._idle_since = 0.0
+        self.reused = False  # has been back in the pool (a request may meet a stale close)
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False
         self._reset()
 
     def _reset(self) -> None:
         self.status = 0
+        self._seen = False  # a byte of the reply arrived (on_message_begin)
         self._headers_done = False
         self._complete = False
         self._keep = False
@@ -124,6 +126,9 @@ class Response(asyncio.Protocol):
         self._wake()
 
     # -- httptools callbacks --------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._seen = True
+
     def on_header(self, name: bytes, value: bytes) -> None:
         n = name.lower()
         if n == b"content-length" or n == b"transfer-encoding":
@@ -271,6 +276,7 @@ class Response(asyncio.Protocol):
         self._reset()
         if keep:
             self._idle_since = self._loop.time()
+            self.reused = True
             self._pool.idle.setdefault(self._key, []).append(self)
         elif self._tr is not None:
             self._tr.close()
@@ -410,16 +416,28 @@ async def request(target: Target, raw: bytes, timeout: float) -> Response:
     """
     pool = _pool()
     deadline = pool.loop.time() + timeout
-    try:
-        conn = await pool.get(target.host, target.port, target.tls, deadline)
-    except TimeoutError:
-        raise TimeoutError(
-            f"connecting to {target.host}:{target.port} took over {timeout} s"
-        ) from None
-    conn._timer = pool.loop.call_at(deadline, conn._expire, timeout)
-    try:
-        await conn._start(raw)
-    except BaseException:
-        conn.release()  # not complete: closes it
-        raise
-    return conn
+    while True:
+        try:
+            conn = await pool.get(target.host, target.port, target.tls, deadline)
+        except TimeoutError:
+            raise TimeoutError(
+                f"connecting to {target.host}:{target.port} took over {timeout} s"
+            ) from None
+        conn._timer = pool.loop.call_at(deadline, conn._expire, timeout)
+        try:
+            await conn._start(raw)
+        except ConnectionResetError:
+            # The keep-alive race: a kept-alive connection the server closed as it was
+            # reused (its close not yet seen, e.g. while the loop was busy) ends before a
+            # byte of reply. The server answered nothing: send it again on another
+            # connection, as HTTP clients do, instead of failing the attempt. Each pass
+            # takes an idle connection or a new one, which is never retried: it ends.
+            stale = conn.reused and not conn._seen
+            conn.release()  # not complete: closes it
+            if stale:
+                continue
+            raise
+        except BaseException:
+            conn.release()  # not complete: closes it
+            raise
+        return conn

@@ -147,9 +147,10 @@ def test_many_event_loops_closed_without_asyncio_run_leave_no_socket_open(
 
 
 async def test_server_closing_a_reused_connection_as_the_request_arrives() -> None:
-    """The keep-alive race: the server drops a reused connection on reading the request.
-    Without retries the call fails with a *retryable* error at once (no hang); with one
-    retry it succeeds on a fresh connection."""
+    """The keep-alive race: the server drops a reused connection on reading the request,
+    without a byte of reply. The request goes out once more on a new connection and the
+    call succeeds at its first attempt, at once. A server that drops *new* connections so
+    is not retried by the transport: a retryable error, no hang, no loop."""
 
     async def drop_every_second(n: int, w: asyncio.StreamWriter) -> bool:
         if n % 2 == 0:
@@ -159,13 +160,18 @@ async def test_server_closing_a_reused_connection_as_the_request_arrives() -> No
         return True
 
     t0 = time.monotonic()
-    out, _, _ = await _calls(drop_every_second, 2)
-    assert out[0] == ("Hi there", 1)
-    assert isinstance(out[1], ProviderError) and out[1].retryable
+    out, conns, reqs = await _calls(drop_every_second, 3)  # max_retries=0
+    assert out == [("Hi there", 1)] * 3
+    assert (conns, reqs) == (3, 5)  # the two dropped requests were sent again
+    assert time.monotonic() - t0 < 1
+
+    async def drop_all(n: int, w: asyncio.StreamWriter) -> bool:
+        return False
+
+    out, conns, reqs = await _calls(drop_all, 2)
+    assert all(isinstance(o, ProviderError) and o.retryable for o in out), out
+    assert (conns, reqs) == (2, 2)  # one request per call: fresh connections are not resent
     assert time.monotonic() - t0 < 2
-    out, conns, _ = await _calls(drop_every_second, 3, max_retries=1)
-    assert [o if isinstance(o, LLMError) else o[0] for o in out] == ["Hi there"] * 3
-    assert conns >= 2
 
 
 async def test_framing_variants_give_the_right_answer() -> None:
@@ -255,3 +261,26 @@ async def test_broken_replies_are_errors_never_answers() -> None:
         out, _, _ = await _calls(reply, 1, timeout=0.5)
         assert isinstance(out[0], kind) and out[0].retryable == retryable, (i, out)
         assert time.monotonic() - t0 < 2, i
+
+
+async def test_a_close_the_busy_loop_has_not_seen_yet_costs_no_attempt() -> None:
+    """The server closes each connection after its answer without saying so; the caller
+    does CPU work without yielding before its next call (an agent-step), so the close is
+    not yet seen when the connection is reused. The request then meets a closed socket
+    before any reply byte: sent again on a new connection, the call still succeeds at its
+    first attempt (it used to fail, or cost a retry and its backoff)."""
+
+    async def close_after_each(n: int, w: asyncio.StreamWriter) -> bool:
+        w.write(json_reply(completion(f"reply {n}")))
+        await w.drain()
+        return False
+
+    async with Scripted(close_after_each) as srv:
+        c = _client(srv.url)  # max_retries=0: a failed attempt fails the call
+        for n in (1, 2, 3, 4):
+            t0 = time.monotonic()
+            r = await c.complete(MSGS)
+            assert r.text == f"reply {n}" and r.record.attempts == 1
+            assert time.monotonic() - t0 < 0.3  # no backoff
+            time.sleep(0.05)  # busy: the loop does not run, the FIN waits in the kernel
+        assert srv.connections == 4
