@@ -136,7 +136,9 @@ class LLMClient:
             s(self, "_wire_model", src["model"])
             s(self, "timeout", float(src.get("timeout", timeout)))
             s(self, "max_retries", int(src.get("max_retries", max_retries)))
-            defaults = {**src.get("defaults", {}), **defaults}
+            # the recorded transport (e.g. transport="lean") is not this client's: it replays
+            recorded = {k: v for k, v in src.get("defaults", {}).items() if k != "transport"}
+            defaults = {**recorded, **defaults}
         limiter: dict[str, Any] = {}
         profile_params: dict[str, Any] = {}
         req: dict[str, Any] = {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import weakref
 from collections.abc import AsyncIterator
@@ -199,7 +200,21 @@ def _request(kw: dict[str, Any], stream: bool) -> tuple[str, bytes, dict[str, st
     key = lk.get("api_key") or "sk-none"  # local servers ignore the key
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     headers.update(lk.get("extra_headers") or {})  # the attempt header (ATTEMPT_HEADER)
-    return f"{base}/chat/completions", orjson.dumps(body), headers
+    try:
+        raw = orjson.dumps(body)
+    except TypeError as exc:  # a lone surrogate in a message (orjson.JSONEncodeError)
+        # litellm's path fails such a request as a (retryable) provider error too
+        raise ProviderError(f"{kw['model']}: request body cannot be sent as JSON: {exc}") from None
+    return f"{base}/chat/completions", raw, headers
+
+
+def _loads(raw: bytes) -> Any:
+    """orjson's parse; where it refuses what ``json`` (the litellm / openai SDK path) reads
+    — a lone surrogate escape such as ``"\\ud83d"``, ``NaN`` — ``json.loads`` decides."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 def map_status(status: int, body: bytes, model: str) -> LLMError:
@@ -263,7 +278,7 @@ async def acall(clock: Any, **kw: Any) -> SimResult:
         raise map_status(status, raw, model)
     t1 = clock.now()
     try:
-        obj = orjson.loads(raw)
+        obj = _loads(raw)
         choice = obj["choices"][0]
         msg = choice["message"]
         calls = [
@@ -355,7 +370,7 @@ async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterat
                             done = True
                             break
                         try:
-                            text = acc.event(orjson.loads(payload))
+                            text = acc.event(_loads(payload))
                         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
                             raise _malformed(model, payload) from None
                         if text:
