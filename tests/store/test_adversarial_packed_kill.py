@@ -158,3 +158,35 @@ def test_packed_store_reads_what_was_written_under_random_operations(
         assert export_dirs(store, out) == len({x for x, _ in model})
         exported = DirectoryStore(out)
         assert {(x, y): exported.read(x, y) for x, y in model} == model
+
+
+def test_a_packed_run_exported_to_directories_runs_on_as_a_directory_run(
+    tmp_path: Path,
+) -> None:
+    """``export_dirs`` into the run's ``agents/`` and the SQLite file removed: the run
+    reopens on the directory store and its next ticks equal the packed run's."""
+    from agentlab.runtime import Society
+    from agentlab.store.packed_store import PACKED_FILE
+
+    def make(run: Path) -> Any:
+        return Society.create(run, agents=[{"type": "counter", "n": 30, "config": {"llm_calls": 1}}],
+                              env=["social_feed"], llm="sim/instant", seed=3, batch_size=8,
+                              clock="virtual", progress=False, store="packed")  # fmt: skip
+
+    straight = make(tmp_path / "a" / "run")
+    straight.run_sync(until=4)
+    want = straight.agent_states()
+    straight.close()
+    run = tmp_path / "b" / "run"
+    soc = make(run)
+    soc.run_sync(until=2)
+    soc.close()
+    assert export_dirs(PackedStore(run / PACKED_FILE), run / "agents") == 30
+    for f in run.glob(PACKED_FILE + "*"):
+        f.unlink()
+    soc = Society.open(run, progress=False)
+    assert type(soc.store).__name__ == "DirectoryStore"
+    soc.run_sync(until=4)
+    assert soc.agent_states() == want
+    soc.close()
+    assert strict_rows(run) == strict_rows(tmp_path / "a" / "run")
