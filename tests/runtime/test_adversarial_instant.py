@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import register_agent
 from agentlab.core.clock import VirtualClock
+from agentlab.errors import ConfigError
 from agentlab.llm import LLMClient
 from agentlab.llm._live import reset_live
 from agentlab.llm.sim_backend import SimServer
@@ -174,6 +175,16 @@ def test_complete_sync_pickle_and_dict_round_trips_mid_run() -> None:
         return texts, state["usage"], server, state["next_request"]  # wall times left out
 
     assert run(True) == run(False)
+
+
+def test_complete_now_outside_an_event_loop_is_a_clear_error() -> None:
+    """A sync-looking public method called in plain code: a ConfigError that says what
+    to use, not asyncio's bare "no running event loop"; nothing was counted."""
+    c = LLMClient("sim/instant", seed=1)
+    with pytest.raises(ConfigError, match=r"complete_now\(\) needs a running event loop"):
+        c.complete_now([{"role": "user", "content": "x"}])
+    assert c.usage.calls == 0 and c.server_metrics()["requests_total"] == 0
+    assert c.complete_sync([{"role": "user", "content": "x"}]).text
 
 
 class Vote(BaseModel):
