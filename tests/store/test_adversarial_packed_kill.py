@@ -193,3 +193,54 @@ def test_a_packed_run_exported_to_directories_runs_on_as_a_directory_run(
     assert soc.agent_states() == want
     soc.close()
     assert strict_rows(run) == strict_rows(tmp_path / "a" / "run")
+
+
+def _register_odd_state_agent() -> None:
+    from agentlab.agents.base import AgentBase
+    from agentlab.agents.registry import register_agent
+
+    @register_agent("adversarial_odd_state")
+    class OddState(AgentBase):
+        """State of every awkward shape: empty containers, unicode, 200 KB, deep nesting."""
+
+        def initial_state(self) -> dict[str, Any]:
+            return {}
+
+        async def step(self, tick: int) -> None:
+            svc = self.services
+            assert svc is not None
+            r = await svc.llm.complete([{"role": "user", "content": f"ünï {self.agent_id}"}])
+            n = svc.rng.randint(0, 3)
+            self.state = {
+                "empty": {} if n else [],
+                "text": "ünïcødé ✓ 日本語 \u0000 \t" * (tick + 1),
+                "big": r.text * (2000 if n == 0 else 1),
+                "deep": {"a": [[{"b": [tick, None, True, 1.5e-300, -0.0]}]]},
+                "ticks": [*self.state.get("ticks", []), tick],
+            }
+
+
+@pytest.mark.parametrize("store", ["packed", "directory"])
+def test_unicode_large_and_empty_state_survive_reopening(tmp_path: Path, store: str) -> None:
+    from agentlab.runtime import Society
+
+    _register_odd_state_agent()
+
+    def run(path: Path, reopen: bool) -> Any:
+        soc = Society.create(path, agents=[{"type": "adversarial_odd_state", "n": 12}],
+                             llm="sim/instant", seed=8, batch_size=5, clock="virtual",
+                             progress=False, store=store)  # fmt: skip
+        if reopen:
+            soc.run_sync(until=2)
+            soc.close()
+            soc = Society.open(path, progress=False)
+        out = soc.run_sync(until=4)
+        assert out["errors"] == 0
+        states = soc.agent_states()
+        soc.close()
+        return states
+
+    straight, reopened = run(tmp_path / "a" / "run", False), run(tmp_path / "b" / "run", True)
+    assert straight == reopened
+    assert all(s["ticks"] == [1, 2, 3, 4] for s in straight.values())
+    assert max(len(s["big"]) for s in straight.values()) > 100_000
