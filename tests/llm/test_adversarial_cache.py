@@ -79,6 +79,7 @@ async def test_a_prompt_with_a_lone_surrogate_is_an_llm_error_on_the_lean_client
         assert srv.requests == 0
 
 
+@pytest.mark.slow  # litellm's import: ~7-10 s on this machine when it is the first
 async def test_litellm_reply_with_a_lone_surrogate_is_recorded_not_a_crash(
     tmp_path: Path,
 ) -> None:
