@@ -18,7 +18,7 @@ returned to the caller as a status), HTTP/2, ``Expect: 100-continue``.
 
 Errors are built-in exceptions, which ``openai_http`` maps to ``agentlab.errors``:
 ``ConnectionResetError`` when the connection closes before the response ends (reset
-mid-stream; a reused keep-alive connection the server closed before any reply byte is
+mid-stream; a reused keep-alive connection the server closed before any reply byte
 is sent again on another connection first: the keep-alive race), :class:`HTTPError`
 (a ``ConnectionError``) for bytes that are not HTTP, ``OSError`` from connecting; timeouts
 ``TimeoutError`` past the request's deadline, and cancelling a request closes its
