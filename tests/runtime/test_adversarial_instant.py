@@ -237,10 +237,14 @@ def _society(path: Path, clock: str, ticks: int, reopen_at: int | None) -> dict[
     return {"states": states, "rows": strict_rows(path), "spans": strict_spans(path)}
 
 
-@pytest.mark.parametrize("reopen_at", [None, 2], ids=["straight", "reopened"])
+@pytest.mark.parametrize(
+    ("reopen_at", "spans"), [(None, "1"), (2, "1"), (None, "0.3")],
+    ids=["straight", "reopened", "sampled-spans"],
+)  # fmt: skip
 def test_a_notebook_style_agent_society_writes_what_the_general_loop_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reopen_at: int | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reopen_at: int | None, spans: str
 ) -> None:
+    monkeypatch.setenv("AGENTLAB_LLM_SPANS", spans)
     real = SimServer.plan_instant
     taken: list[bool] = []
 
@@ -258,3 +262,5 @@ def test_a_notebook_style_agent_society_writes_what_the_general_loop_writes(
     assert fast["rows"] == slow["rows"]
     assert fast["spans"] == slow["spans"]
     assert sum(fast["rows"]["llm_calls"].values()) == 9 * 4 * 8
+    llm_spans = sum(n for k, n in fast["spans"].items() if '"name": "llm.call"' in k)
+    assert 0 < llm_spans < 9 * 4 * 8 if spans != "1" else llm_spans == 9 * 4 * 8
