@@ -312,7 +312,18 @@ class _Acc:
         self.p_tok = self.c_tok = 0
 
     def event(self, chunk: dict[str, Any]) -> str | None:
-        """Take one ``chat.completion.chunk``; its text delta, if any."""
+        """Take one ``chat.completion.chunk``; its text delta, if any.
+
+        Raises:
+            ProviderError: the event is the server's error report (vLLM sends
+                ``{"error": {...}}`` when a request fails mid-stream, then ``[DONE]``):
+                retryable, as the openai SDK / litellm path raises it; the text so far is
+                not a complete answer.
+        """
+        err = chunk.get("error")
+        if err:
+            why = err.get("message", err) if isinstance(err, dict) else err
+            raise ProviderError(f"server error mid-stream: {str(why)[:300]}")
         u = chunk.get("usage")
         if u:
             pt, ct = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
@@ -373,6 +384,8 @@ async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterat
                             text = acc.event(_loads(payload))
                         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
                             raise _malformed(model, payload) from None
+                        except ProviderError as exc:  # the server's error event
+                            raise ProviderError(f"{model}: {exc}") from None
                         if text:
                             if first is None:
                                 first = clock.now()

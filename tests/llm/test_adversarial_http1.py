@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import threading
 import time
@@ -284,3 +285,35 @@ async def test_a_close_the_busy_loop_has_not_seen_yet_costs_no_attempt() -> None
             assert time.monotonic() - t0 < 0.3  # no backoff
             time.sleep(0.05)  # busy: the loop does not run, the FIN waits in the kernel
         assert srv.connections == 4
+
+
+async def test_an_error_event_mid_stream_is_a_retryable_error_not_an_answer() -> None:
+    """vLLM reports a request that fails mid-stream as an ``{"error": ...}`` event, then
+    ``[DONE]``. The openai SDK (litellm's path) raises on it; the lean client returned the
+    text so far as a complete answer (finish "stop"). Now: a retryable ProviderError —
+    retried when no text had reached the caller yet (the client's rule for streams)."""
+
+    def event(e: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(e).encode() + b"\n\n"
+
+    def fail_first(text_first: bool) -> Reply:
+        async def reply(n: int, w: asyncio.StreamWriter) -> bool:
+            if n == 1:
+                body = event({"choices": [{"index": 0, "delta": {"content": "Hel"}}]})
+                body = body if text_first else b""
+                body += event({"error": {"message": "engine died", "code": 500}})
+                body += b"data: [DONE]\n\n"
+            else:
+                body = sse()
+            w.write(stream_head() + chunk(body) + b"0\r\n\r\n")
+            await w.drain()
+            return True
+
+        return reply
+
+    for kw in ({}, {"max_retries": 1}):  # text delivered: never retried (it would repeat)
+        out, _, _ = await _calls(fail_first(True), 1, stream=True, **kw)
+        assert isinstance(out[0], ProviderError) and out[0].retryable, out
+        assert "engine died" in str(out[0])
+    out, conns, _ = await _calls(fail_first(False), 1, stream=True, max_retries=1)
+    assert out == [("Hello, world!", 2)] and conns == 1  # retried on the kept connection
