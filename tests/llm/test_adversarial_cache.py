@@ -9,6 +9,7 @@ in the old line format (``json.dumps``) replays.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import shutil
 from pathlib import Path
@@ -92,6 +93,13 @@ async def test_litellm_reply_with_a_lone_surrogate_is_recorded_not_a_crash(
         r = await c.complete(MSGS)
     assert r.text == CUT
     assert await _replay(run, [MSGS]) == [CUT]
+    # the import heap is frozen once per process, not again on every later import
+    from agentlab.llm.litellm_backend import import_litellm
+
+    frozen = gc.get_freeze_count()
+    for _ in range(3):
+        import_litellm()
+    assert gc.get_freeze_count() == frozen
 
 
 async def test_a_run_directory_deleted_and_made_again_records_into_the_new_one(
