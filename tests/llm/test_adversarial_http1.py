@@ -8,6 +8,7 @@ within the call's timeout: never a hang, never garbage, never a socket left open
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -111,8 +112,22 @@ def threaded_server() -> Iterator[Scripted]:
     t.join(10)
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _client_sockets(port: int) -> int:
+    """This process's open sockets connected to ``port`` (the client ends, whatever else
+    the test session has open): socket inodes of /proc/self/fd found in /proc/net/tcp."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if int(cols[2].rsplit(":", 1)[1], 16) == port:  # remote address: the server
+                    inodes.add(cols[9])
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            link = os.readlink(f"/proc/self/fd/{fd}")
+            n += link.startswith("socket:[") and link[8:-1] in inodes
+    return n
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -126,25 +141,18 @@ def test_many_event_loops_closed_without_asyncio_run_leave_no_socket_open(
     lean path's HTTP clients."""
     monkeypatch.setenv("AGENTLAB_LEAN_HTTP", http)
     c = _client(threaded_server.url)
-    for _ in range(3):  # warm: imports, the target cache
-        loop = asyncio.new_event_loop()
-        loop.run_until_complete(c.complete(MSGS))
-        loop.close()
-    gc.collect()
-    before = _open_fds()
+    port = int(threaded_server.url.rsplit(":", 1)[1].split("/")[0])
     for _ in range(40):
         loop = asyncio.new_event_loop()
         assert loop.run_until_complete(c.complete(MSGS)).text == "Hi there"
         loop.close()
     asyncio.run(c.complete(MSGS))  # a new loop notices the closed ones
     gc.collect()
-    time.sleep(0.2)  # the server thread closes its ends
-    assert _open_fds() - before <= 4
+    assert _client_sockets(port) <= 1  # was 40: one kept-alive socket per closed loop
     for _ in range(5):  # asyncio.run twice and more (Jupyter-free scripts): no growth
         assert asyncio.run(c.complete(MSGS)).text == "Hi there"
     gc.collect()
-    time.sleep(0.1)
-    assert _open_fds() - before <= 4
+    assert _client_sockets(port) <= 1
 
 
 async def test_server_closing_a_reused_connection_as_the_request_arrives() -> None:
