@@ -343,8 +343,14 @@ def _drop_closed_loops() -> None:
     """Forget the pools of loops closed without ``asyncio.run``'s shutdown (a script's
     ``loop.run_until_complete(...)`` then ``loop.close()``): their parked task never runs,
     so without this each such loop, and its idle sockets, stayed alive for ever."""
-    for loop in [lp for lp in _POOLS if lp.is_closed()]:
-        pool = _POOLS.pop(loop)
+    try:
+        closed = [lp for lp in _POOLS if lp.is_closed()]
+    except RuntimeError:  # another thread's loop came or went meanwhile: next time, then
+        return
+    for loop in closed:
+        pool = _POOLS.pop(loop, None)
+        if pool is None:  # dropped by another thread
+            continue
         task = _TASKS.pop(loop, None)
         if task is not None:  # it never runs: no "destroyed but pending" report
             with contextlib.suppress(AttributeError):  # a task class without the flag

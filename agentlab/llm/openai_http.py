@@ -97,10 +97,15 @@ def _session() -> aiohttp.ClientSession:
         # Loops closed without asyncio.run's shutdown (run_until_complete, then close()):
         # their parked _keep never runs; dropped here, their sessions and sockets can be
         # freed instead of living (and holding a connection open) for ever.
-        for closed in [lp for lp in _SESSIONS if lp.is_closed()]:
-            old = _SESSIONS.pop(closed)[1]
-            with contextlib.suppress(AttributeError):  # it never runs: nothing to report
-                old._log_destroy_pending = False  # type: ignore[attr-defined]
+        try:
+            closed = [lp for lp in _SESSIONS if lp.is_closed()]
+        except RuntimeError:  # another thread's loop came or went meanwhile: next time
+            closed = []
+        for lp in closed:
+            gone = _SESSIONS.pop(lp, None)
+            if gone is not None:
+                with contextlib.suppress(AttributeError):  # never runs: nothing to report
+                    gone[1]._log_destroy_pending = False  # type: ignore[attr-defined]
 
         # limit=0: the client's limiter already bounds concurrency per config. No
         # trust_env: it re-reads the proxy variables and ~/.netrc on every request (~0.6 ms

@@ -155,6 +155,38 @@ def test_many_event_loops_closed_without_asyncio_run_leave_no_socket_open(
     assert _client_sockets(port) <= 1
 
 
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_threads_each_opening_and_closing_loops(threaded_server: Scripted) -> None:
+    """Eight threads, each making calls in loops of its own (closed without shutdown, or
+    by asyncio.run), at once: every call answers, no thread sees another's pool break,
+    and the closed loops' sockets are gone once the next loops have started."""
+    c = _client(threaded_server.url)
+    port = int(threaded_server.url.rsplit(":", 1)[1].split("/")[0])
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for i in range(12):
+                if i % 3:
+                    loop = asyncio.new_event_loop()
+                    assert loop.run_until_complete(c.complete(MSGS)).text == "Hi there"
+                    loop.close()
+                else:
+                    assert asyncio.run(c.complete(MSGS)).text == "Hi there"
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    asyncio.run(c.complete(MSGS))
+    gc.collect()
+    assert _client_sockets(port) <= 8  # measured 0; more only where a sweep met a race
+
+
 async def test_server_closing_a_reused_connection_as_the_request_arrives() -> None:
     """The keep-alive race: the server drops a reused connection on reading the request,
     without a byte of reply. The request goes out once more on a new connection and the
