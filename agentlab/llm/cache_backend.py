@@ -145,8 +145,7 @@ class CacheRecorder:
             opened = f is None
             if f is None:
                 f = self._file = self.path.open("ab")
-            # orjson: several times cheaper than json.dumps; the replayer's json.loads reads it
-            f.write(orjson.dumps(entry, default=str, option=_LINE_OPTS))
+            f.write(_line(entry))
             f.flush()
         if opened:
             _keep_open(self)
@@ -157,6 +156,17 @@ class CacheRecorder:
             if self._file is not None:
                 self._file.close()
                 self._file = None
+
+
+def _line(entry: dict[str, Any]) -> bytes:
+    """One cache line. orjson: several times cheaper than json.dumps, and the replayer's
+    json.loads reads it; what orjson refuses (a lone surrogate in a prompt or a reply,
+    which json.loads accepts from a server; an int past 64 bits) goes through json as
+    before, escaped, instead of failing a call the provider already answered."""
+    try:
+        return orjson.dumps(entry, default=str, option=_LINE_OPTS)
+    except TypeError:  # orjson.JSONEncodeError
+        return (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
 
 
 _RECORDERS: dict[str, CacheRecorder] = {}
@@ -184,6 +194,11 @@ _REPLAYERS: dict[str, CacheReplayer] = {}
 def get_recorder(run_dir: str, config: dict[str, Any]) -> CacheRecorder:
     """This process's recorder for ``run_dir`` (one file per process and run)."""
     rec = _RECORDERS.get(run_dir)
+    if rec is not None and not (rec.dir / "config.json").exists():
+        # the run directory was deleted and made again (a notebook re-running a cell): the
+        # old recorder's open file is the deleted one, whose lines no replay would see
+        rec.close()
+        rec = None
     if rec is None:
         rec = _RECORDERS[run_dir] = CacheRecorder(run_dir, config)
     return rec

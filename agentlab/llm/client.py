@@ -136,7 +136,9 @@ class LLMClient:
             s(self, "_wire_model", src["model"])
             s(self, "timeout", float(src.get("timeout", timeout)))
             s(self, "max_retries", int(src.get("max_retries", max_retries)))
-            defaults = {**src.get("defaults", {}), **defaults}
+            # the recorded transport (e.g. transport="lean") is not this client's: it replays
+            recorded = {k: v for k, v in src.get("defaults", {}).items() if k != "transport"}
+            defaults = {**recorded, **defaults}
         limiter: dict[str, Any] = {}
         profile_params: dict[str, Any] = {}
         req: dict[str, Any] = {}
@@ -378,13 +380,26 @@ class LLMClient:
         backend, faults that may strike, a full concurrency gate, a program-writing prompt
         — returns ``None`` having done nothing: then await :meth:`complete`. Call it from
         a running event loop (the concurrency gate is per loop).
+
+        Raises:
+            ConfigError: no event loop is running (plain code: use :meth:`complete_sync`).
         """
         live = self._live or self._get_live()
         server = live.server
         if server is None or not server.instant:
             return None
-        return self._now(live, messages, self._req_defaults, agent_id,
-                         dict(labels) if labels else {})  # fmt: skip
+        try:
+            return self._now(live, messages, self._req_defaults, agent_id,
+                             dict(labels) if labels else {})  # fmt: skip
+        except RuntimeError:  # checked only here: the hot path pays nothing for it
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                raise ConfigError(
+                    "complete_now() needs a running event loop (the concurrency gate is "
+                    "per loop); in plain code use complete_sync(...)"
+                ) from None
+            raise
 
     def _now(
         self,

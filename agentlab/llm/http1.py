@@ -18,7 +18,8 @@ returned to the caller as a status), HTTP/2, ``Expect: 100-continue``.
 
 Errors are built-in exceptions, which ``openai_http`` maps to ``agentlab.errors``:
 ``ConnectionResetError`` when the connection closes before the response ends (reset
-mid-stream, a server closing a keep-alive connection as we reuse it), :class:`HTTPError`
+mid-stream; a reused keep-alive connection the server closed before any reply byte
+is sent again on another connection first: the keep-alive race), :class:`HTTPError`
 (a ``ConnectionError``) for bytes that are not HTTP, ``OSError`` from connecting; timeouts
 ``TimeoutError`` past the request's deadline, and cancelling a request closes its
 connection.
@@ -27,6 +28,8 @@ connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import ssl
 import urllib.request
 import weakref
@@ -70,12 +73,14 @@ class Response(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._exc: BaseException | None = None
         self._idle_since = 0.0
+        self.reused = False  # has been back in the pool (a request may meet a stale close)
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False
         self._reset()
 
     def _reset(self) -> None:
         self.status = 0
+        self._seen = False  # a byte of the reply arrived (on_message_begin)
         self._headers_done = False
         self._complete = False
         self._keep = False
@@ -122,6 +127,9 @@ class Response(asyncio.Protocol):
         self._wake()
 
     # -- httptools callbacks --------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._seen = True
+
     def on_header(self, name: bytes, value: bytes) -> None:
         n = name.lower()
         if n == b"content-length" or n == b"transfer-encoding":
@@ -244,14 +252,16 @@ class Response(asyncio.Protocol):
         (the last chunk marker, usually a read of its own) has arrived, without waking
         the caller for it.
         """
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         tr = self._tr
         ok = self._exc is None and tr is not None and not tr.is_closing()
         if ok and not self._complete and drain:
+            # the deadline timer stays: a server that never ends the body (no last chunk,
+            # no close) must not hold this socket open for ever
             self._draining = True
             return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if ok and self._complete:
             self._to_pool()
         else:
@@ -260,10 +270,14 @@ class Response(asyncio.Protocol):
                 tr.close()
 
     def _to_pool(self) -> None:
+        if self._timer is not None:  # a drained response: its deadline no longer applies
+            self._timer.cancel()
+            self._timer = None
         keep = self._keep
         self._reset()
         if keep:
             self._idle_since = self._loop.time()
+            self.reused = True
             self._pool.idle.setdefault(self._key, []).append(self)
         elif self._tr is not None:
             self._tr.close()
@@ -325,10 +339,39 @@ async def _keep(pool: _Pool) -> None:
         _TASKS.pop(pool.loop, None)
 
 
+def _drop_closed_loops() -> None:
+    """Forget the pools of loops closed without ``asyncio.run``'s shutdown (a script's
+    ``loop.run_until_complete(...)`` then ``loop.close()``): their parked task never runs,
+    so without this each such loop, and its idle sockets, stayed alive for ever."""
+    try:
+        closed = [lp for lp in _POOLS if lp.is_closed()]
+    except RuntimeError:  # another thread's loop came or went meanwhile: next time, then
+        return
+    for loop in closed:
+        pool = _POOLS.pop(loop, None)
+        if pool is None:  # dropped by another thread
+            continue
+        task = _TASKS.pop(loop, None)
+        if task is not None:  # it never runs: no "destroyed but pending" report
+            with contextlib.suppress(AttributeError):  # a task class without the flag
+                task._log_destroy_pending = False  # type: ignore[attr-defined]
+        for stack in pool.idle.values():
+            for conn in stack:
+                tr = conn._tr
+                sock = tr.get_extra_info("socket") if tr is not None else None
+                if sock is not None:
+                    # the loop cannot close the transport any more: end the TCP connection
+                    # now; the file descriptor closes with the unreferenced transport
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+        pool.idle.clear()
+
+
 def _pool() -> _Pool:
     loop = asyncio.get_running_loop()
     pool = _POOLS.get(loop)
     if pool is None:
+        _drop_closed_loops()  # once per new loop: cheap, and where a closed one is noticed
         pool = _POOLS[loop] = _Pool(loop)
         _TASKS[loop] = loop.create_task(_keep(pool), name="agentlab-lean-http1")
     return pool
@@ -381,16 +424,28 @@ async def request(target: Target, raw: bytes, timeout: float) -> Response:
     """
     pool = _pool()
     deadline = pool.loop.time() + timeout
-    try:
-        conn = await pool.get(target.host, target.port, target.tls, deadline)
-    except TimeoutError:
-        raise TimeoutError(
-            f"connecting to {target.host}:{target.port} took over {timeout} s"
-        ) from None
-    conn._timer = pool.loop.call_at(deadline, conn._expire, timeout)
-    try:
-        await conn._start(raw)
-    except BaseException:
-        conn.release()  # not complete: closes it
-        raise
-    return conn
+    while True:
+        try:
+            conn = await pool.get(target.host, target.port, target.tls, deadline)
+        except TimeoutError:
+            raise TimeoutError(
+                f"connecting to {target.host}:{target.port} took over {timeout} s"
+            ) from None
+        conn._timer = pool.loop.call_at(deadline, conn._expire, timeout)
+        try:
+            await conn._start(raw)
+        except ConnectionResetError:
+            # The keep-alive race: a kept-alive connection the server closed as it was
+            # reused (its close not yet seen, e.g. while the loop was busy) ends before a
+            # byte of reply. The server answered nothing: send it again on another
+            # connection, as HTTP clients do, instead of failing the attempt. Each pass
+            # takes an idle connection or a new one, which is never retried: it ends.
+            stale = conn.reused and not conn._seen
+            conn.release()  # not complete: closes it
+            if stale:
+                continue
+            raise
+        except BaseException:
+            conn.release()  # not complete: closes it
+            raise
+        return conn

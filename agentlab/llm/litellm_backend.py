@@ -154,7 +154,10 @@ async def acall(clock: Any, **kw: Any) -> SimResult:
             raise
         raise map_exception(exc, kw["model"]) from exc
     t1 = clock.now()
-    choice = resp.choices[0]
+    choices = getattr(resp, "choices", None)
+    if not choices:  # {"choices": []}: malformed, as the lean path says (was an IndexError)
+        raise ProviderError(f"{kw['model']}: malformed reply from server: no choices")
+    choice = choices[0]
     msg = choice.message
     calls = [
         (tc.id or f"call_{i}", tc.function.name, tc.function.arguments or "{}")

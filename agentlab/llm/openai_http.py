@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import weakref
 from collections.abc import AsyncIterator
@@ -81,9 +82,10 @@ async def _keep(session: aiohttp.ClientSession) -> None:
     loop = asyncio.get_running_loop()
     try:
         await loop.create_future()
-    finally:
+    except asyncio.CancelledError:  # not GeneratorExit: a dropped, never-run _keep has no loop
         _SESSIONS.pop(loop, None)  # the entry refers to its loop: drop it so the loop is freed
         await session.close()
+        raise
 
 
 def _session() -> aiohttp.ClientSession:
@@ -91,6 +93,19 @@ def _session() -> aiohttp.ClientSession:
     entry = _SESSIONS.get(loop)
     if entry is None or entry[0].closed:
         import aiohttp  # here, so that choosing a transport does not import it
+
+        # Loops closed without asyncio.run's shutdown (run_until_complete, then close()):
+        # their parked _keep never runs; dropped here, their sessions and sockets can be
+        # freed instead of living (and holding a connection open) for ever.
+        try:
+            closed = [lp for lp in _SESSIONS if lp.is_closed()]
+        except RuntimeError:  # another thread's loop came or went meanwhile: next time
+            closed = []
+        for lp in closed:
+            gone = _SESSIONS.pop(lp, None)
+            if gone is not None:
+                with contextlib.suppress(AttributeError):  # never runs: nothing to report
+                    gone[1]._log_destroy_pending = False  # type: ignore[attr-defined]
 
         # limit=0: the client's limiter already bounds concurrency per config. No
         # trust_env: it re-reads the proxy variables and ~/.netrc on every request (~0.6 ms
@@ -191,7 +206,21 @@ def _request(kw: dict[str, Any], stream: bool) -> tuple[str, bytes, dict[str, st
     key = lk.get("api_key") or "sk-none"  # local servers ignore the key
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     headers.update(lk.get("extra_headers") or {})  # the attempt header (ATTEMPT_HEADER)
-    return f"{base}/chat/completions", orjson.dumps(body), headers
+    try:
+        raw = orjson.dumps(body)
+    except TypeError as exc:  # a lone surrogate in a message (orjson.JSONEncodeError)
+        # litellm's path fails such a request as a (retryable) provider error too
+        raise ProviderError(f"{kw['model']}: request body cannot be sent as JSON: {exc}") from None
+    return f"{base}/chat/completions", raw, headers
+
+
+def _loads(raw: bytes) -> Any:
+    """orjson's parse; where it refuses what ``json`` (the litellm / openai SDK path) reads
+    — a lone surrogate escape such as ``"\\ud83d"``, ``NaN`` — ``json.loads`` decides."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 def map_status(status: int, body: bytes, model: str) -> LLMError:
@@ -255,7 +284,7 @@ async def acall(clock: Any, **kw: Any) -> SimResult:
         raise map_status(status, raw, model)
     t1 = clock.now()
     try:
-        obj = orjson.loads(raw)
+        obj = _loads(raw)
         choice = obj["choices"][0]
         msg = choice["message"]
         calls = [
@@ -289,7 +318,18 @@ class _Acc:
         self.p_tok = self.c_tok = 0
 
     def event(self, chunk: dict[str, Any]) -> str | None:
-        """Take one ``chat.completion.chunk``; its text delta, if any."""
+        """Take one ``chat.completion.chunk``; its text delta, if any.
+
+        Raises:
+            ProviderError: the event is the server's error report (vLLM sends
+                ``{"error": {...}}`` when a request fails mid-stream, then ``[DONE]``):
+                retryable, as the openai SDK / litellm path raises it; the text so far is
+                not a complete answer.
+        """
+        err = chunk.get("error")
+        if err:
+            why = err.get("message", err) if isinstance(err, dict) else err
+            raise ProviderError(f"server error mid-stream: {str(why)[:300]}")
         u = chunk.get("usage")
         if u:
             pt, ct = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
@@ -347,9 +387,11 @@ async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterat
                             done = True
                             break
                         try:
-                            text = acc.event(orjson.loads(payload))
+                            text = acc.event(_loads(payload))
                         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
                             raise _malformed(model, payload) from None
+                        except ProviderError as exc:  # the server's error event
+                            raise ProviderError(f"{model}: {exc}") from None
                         if text:
                             if first is None:
                                 first = clock.now()
