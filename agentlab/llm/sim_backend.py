@@ -179,10 +179,22 @@ class SimServer:
         if mean <= 0:
             return now
         self._client_draws += 1
-        u = Rng(self.seed * 1_000_003 + self._client_draws).random()
-        ready = max(now, self._client_free) + mean * _lognormal_factor(u, 0.5)
+        ready = max(now, self._client_free) + mean * self._share(self._client_draws)
         self._client_free = ready
         return ready
+
+    def next_send(self, now: float) -> float:
+        """When the next request would be sent if issued at ``now`` (nothing is booked):
+        a lower bound on the ``start`` of every request issued at ``now`` or later."""
+        mean = self.profile.client_overhead_s
+        if mean <= 0:
+            return now
+        ready = max(now, self._client_free) + mean * self._share(self._client_draws + 1)
+        return now + (ready - now)
+
+    def _share(self, draw: int) -> float:
+        """The jitter factor of the client's ``draw``-th request (deterministic per seed)."""
+        return _lognormal_factor(Rng(self.seed * 1_000_003 + draw).random(), 0.5)
 
     # --- planning --------------------------------------------------------------------
 
