@@ -20,8 +20,8 @@ __all__ = [
     "CLI_KEYS",
     "RetryConfig",
     "SocietyConfig",
-    "validate_society_config",
     "ray_virtual_refusal",
+    "validate_society_config",
     "virtual_clock_refusal",
 ]
 

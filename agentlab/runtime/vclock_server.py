@@ -278,6 +278,7 @@ class _Tick:
         self.send_min = math.inf  # earliest a call not yet reported can be sent
         self.ran: set[float] = set()  # event times run since the last admission
         self.failure: BaseException | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
 
     async def window(self, calls: list[CallIn]) -> list[tuple[Answer, int]]:
         self.admit(calls)
@@ -303,8 +304,11 @@ class _Tick:
             kw = dict(c.kwargs)
             labels = kw.pop("labels", None)
             rec = self.client._open(self.live, start, c.agent_id, labels, False)
-            loop = asyncio.get_running_loop()
-            loop.create_task(self.serve(c, rec, kw, start if start < now else None, start))
+            task = asyncio.get_running_loop().create_task(
+                self.serve(c, rec, kw, start if start < now else None, start)
+            )
+            self.tasks.add(task)  # a reference until it ends (the loop keeps weak ones)
+            task.add_done_callback(self.tasks.discard)
         self.ran = set()
 
     async def serve(

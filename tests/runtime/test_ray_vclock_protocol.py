@@ -94,7 +94,7 @@ def _served(client: LLMClient, agents: list[list[str]], calls: int) -> tuple[lis
     for t in threads:
         t.join(120)
     assert not errors, errors
-    end, state = server.end_tick()
+    _end, state = server.end_tick()
     return sorted(out), state, windows[0]
 
 
