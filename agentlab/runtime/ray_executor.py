@@ -162,6 +162,8 @@ class RayExecutor:
         # (server, tick start) for the batch tasks (runtime/vclock_server.py)
         self._ts: tuple[Any, int] | None = None
         self._virtual: tuple[Any, float] | None = None
+        #: clock="virtual": per tick its end, the time server's windows and answers
+        self.vclock_ticks: list[dict[str, Any]] = []
 
     # --- env actor ---------------------------------------------------------------------
 
@@ -357,9 +359,10 @@ class RayExecutor:
         """What the time server learned becomes the driver's: its client state (the
         commit's ``llm``, the timeline's limit) and the tick's end time."""
         assert self._ts is not None
-        end, state = await self._ts[0].end_tick.remote()
-        proxy.llm.client.restore_state(state)
-        proxy.clock.advance_to(end)
+        out = await self._ts[0].end_tick.remote()
+        proxy.llm.client.restore_state(out.pop("state"))
+        proxy.clock.advance_to(out["end"])
+        self.vclock_ticks.append(out)
 
     def _drop_time_server(self) -> None:
         # A tick given up leaves batches blocked in the server: a fresh one serves the next.

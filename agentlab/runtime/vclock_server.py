@@ -175,8 +175,9 @@ class TimeServer:
             self._error = None
             self._tick = self._run(_begin(self._config, start, state, workers))
 
-    def end_tick(self) -> tuple[float, dict[str, Any]]:
-        """After every worker reported done: the tick's end time and the client state."""
+    def end_tick(self) -> dict[str, Any]:
+        """After every worker reported done: the tick's ``end`` time, the client
+        ``state``, and how many ``windows`` it took for how many ``answers``."""
         with self._cv:
             tick = self._require()
             if tick.expected or tick.waiting:
@@ -258,9 +259,11 @@ async def _begin(
     return _Tick(clock, client, set(range(workers)))
 
 
-async def _end(tick: _Tick) -> tuple[float, dict[str, Any]]:
+async def _end(tick: _Tick) -> dict[str, Any]:
     await asyncio.sleep(0)
-    return tick.clock.now(), tick.client.export_state()
+    state = tick.client.export_state()
+    return {"end": tick.clock.now(), "state": state, "windows": tick.windows,
+            "answers": tick.ordinal}  # fmt: skip
 
 
 class _Tick:
@@ -279,9 +282,11 @@ class _Tick:
         self.ran: set[float] = set()  # event times run since the last admission
         self.failure: BaseException | None = None
         self.tasks: set[asyncio.Task[None]] = set()
+        self.windows = 0
 
     async def window(self, calls: list[CallIn]) -> list[tuple[Answer, int]]:
         self.admit(calls)
+        self.windows += 1
         self.answers, self.send_min = [], math.inf
         await self.clock.run(self.may_wake)
         if self.failure is not None:
