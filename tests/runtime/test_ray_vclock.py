@@ -53,7 +53,7 @@ def _assert_equal_runs(ref: Path, got: Path) -> None:
     a, b = strict_rows(ref), strict_rows(got)
     assert a == b, diff_summary(a, b)
     sa, sb = strict_spans(ref), strict_spans(got)
-    assert sa == sb, f"{sum((sa - sb).values())} spans differ, e.g. {sorted((sa - sb))[:1]}"
+    assert sa == sb, f"{sum((sa - sb).values())} spans differ, e.g. {sorted(sa - sb)[:1]}"
     fa, fb = committed_files(ref), committed_files(got)
     assert fa == fb, sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k))
 
@@ -143,7 +143,7 @@ def test_virtual_society_on_ray_with_faults_and_retries_equals_local(
     _virtual_run(ray, n=60, ticks=3, batch_size=30, executor="ray", **faults)
     _assert_equal_runs(local, ray)
     attempts = strict_rows(local)["llm_attempts"]
-    outcomes = Counter(json.loads(r)["outcome"] for r in attempts.elements())
+    outcomes = Counter(json.loads(r)["error_class"] for r in attempts.elements())
     assert outcomes["rate_limited"] and outcomes["timeout"], outcomes
 
 
