@@ -177,7 +177,8 @@ class Society:
             seed: root seed (per-agent RNGs derive from ``(seed, agent_id, tick)``).
             executor: ``"local"`` (default), ``"ray"`` or an executor object.
             batch_size: agents per batch task (default 256 or ``AGENTLAB_BATCH_SIZE``).
-            clock: ``"real"`` or ``"virtual"`` (local executor only).
+            clock: ``"real"`` or ``"virtual"`` (local executor, or Ray where its time server
+                keeps it exact: ``config.ray_virtual_refusal``).
             retry: the failed-step retry policy.
             tick_seconds: clock time that passes at the end of every tick.
             progress: show a per-tick progress bar.
