@@ -694,11 +694,16 @@ def built_table(n: int, ticks: int, reps: int, workers: int = 2) -> list[dict[st
         res: dict[str, Any] = {"rep": rep, "agents": n, "workers": workers}
         with tempfile.TemporaryDirectory() as d:
             runs = {}
-            for name in ("local", "ray"):
+            for name in ("local", "ray", "ray_real_instant"):
                 run = Path(d) / name / "run"
-                ex = RayExecutor() if name == "ray" else "local"
+                ex = RayExecutor() if name.startswith("ray") else "local"
+                # the last: the same society on Ray with no time server (real clock, an
+                # instant model): what the Ray executor itself costs here
+                real = name == "ray_real_instant"
                 s = Society.create(run, agents=n, env=["social_feed"],
-                                   llm=LLMClient("sim/vllm-3b", seed=7), clock="virtual",
+                                   llm=LLMClient("sim/instant" if real else "sim/vllm-3b",
+                                                 seed=7),
+                                   clock="real" if real else "virtual",
                                    seed=7, batch_size=-(-n // workers), executor=ex,
                                    progress=False)  # fmt: skip
                 s.run_sync(ticks=ticks + 1)
@@ -711,19 +716,23 @@ def built_table(n: int, ticks: int, reps: int, workers: int = 2) -> list[dict[st
                     vt = ex.vclock_ticks[1:]  # type: ignore[union-attr]
                     res["windows_per_tick"] = statistics.mean(t["windows"] for t in vt)
                     res["answers_per_tick"] = statistics.mean(t["answers"] for t in vt)
-                runs[name] = run
+                    res["server_busy_s_per_tick"] = statistics.mean(t["busy_s"] for t in vt)
+                if not real:
+                    runs[name] = run
             res["rows_equal"] = _replay_rows(runs["local"]) == _replay_rows(runs["ray"])
         res["ratio"] = res["ray_s_per_tick"] / res["local_s_per_tick"]
         out.append(res)
     print(f"\nthe built time server, {n} persona agents, {workers} batches, {ticks} ticks "
           "after a warm-up (wall s per tick):")  # fmt: skip
     print("| rep | local | ray, virtual | ray / local | windows per tick | answers per tick "
-          "| rows equal local |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "| rows equal local | server busy s per tick "
+          "| ray, real clock, sim/instant (no time server) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in out:
         print(f"| {r['rep']} | {r['local_s_per_tick']:.3f} | {r['ray_s_per_tick']:.3f} | "
               f"{r['ratio']:.2f} | {r['windows_per_tick']:.1f} | {r['answers_per_tick']:.0f} | "
-              f"{r['rows_equal']} |")  # fmt: skip
+              f"{r['rows_equal']} | {r['server_busy_s_per_tick']:.3f} | "
+              f"{r['ray_real_instant_s_per_tick']:.3f} |")  # fmt: skip
     return out
 
 

@@ -31,6 +31,7 @@ import asyncio
 import contextvars
 import math
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -263,7 +264,7 @@ async def _end(tick: _Tick) -> dict[str, Any]:
     await asyncio.sleep(0)
     state = tick.client.export_state()
     return {"end": tick.clock.now(), "state": state, "windows": tick.windows,
-            "answers": tick.ordinal}  # fmt: skip
+            "answers": tick.ordinal, "busy_s": tick.busy_s}  # fmt: skip
 
 
 class _Tick:
@@ -283,12 +284,15 @@ class _Tick:
         self.failure: BaseException | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         self.windows = 0
+        self.busy_s = 0.0  # wall seconds the server ran windows (the rest is waiting)
 
     async def window(self, calls: list[CallIn]) -> list[tuple[Answer, int]]:
+        t0 = time.perf_counter()
         self.admit(calls)
         self.windows += 1
         self.answers, self.send_min = [], math.inf
         await self.clock.run(self.may_wake)
+        self.busy_s += time.perf_counter() - t0
         if self.failure is not None:
             raise self.failure
         return self.answers
