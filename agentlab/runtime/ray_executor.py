@@ -296,11 +296,12 @@ class RayExecutor:
             return []
         tick, committed = batches[0].tick, batches[0].committed
         virtual = getattr(proxy, "clock_name", "real") == "virtual"
-        if virtual and len(batches) > self.max_workers:
+        if virtual and len(batches) > self._slots():
             raise ConfigError(
                 f"clock 'virtual' on executor 'ray' needs every batch in flight at once: "
-                f"tick {tick} has {len(batches)} batches, max_workers is {self.max_workers}; "
-                "raise batch_size or max_workers (nothing of the tick was run)"
+                f"tick {tick} has {len(batches)} batches, {self._slots()} can run (max_workers "
+                f"{self.max_workers}); raise batch_size or max_workers (nothing of the tick "
+                "was run)"
             )
         promoted = self._promoter(proxy.run_dir)
         if self.actor is not None and (self._dirty or self._env_tick not in (None, committed)):

@@ -174,7 +174,8 @@ def test_more_batches_than_run_at_once_are_refused_before_the_tick(
     ex = RayExecutor(max_workers=2)
     try:
         s = Society.open(run, executor=ex, batch_size=2, progress=False)
-        with pytest.raises(ConfigError, match="needs every batch in flight at once: tick 2 has 3"):
+        why = "needs every batch in flight at once: tick 2 has 3 batches, 2 can run"
+        with pytest.raises(ConfigError, match=why):
             s.run_sync(ticks=1)
         s.close()
     finally:
