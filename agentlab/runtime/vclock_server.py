@@ -189,12 +189,6 @@ class TimeServer:
             self._tick = None
             return out
 
-    def abort(self, reason: str) -> None:
-        """Give the tick up (a worker was lost): every waiting worker gets the error."""
-        with self._cv:
-            self._error = TimeServerError(reason)
-            self._cv.notify_all()
-
     # --- the workers' side ---------------------------------------------------------------
 
     def exchange(self, worker: int, calls: list[CallIn], done: bool) -> list[Answer]:
