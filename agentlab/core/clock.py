@@ -153,9 +153,9 @@ class HorizonClock(VirtualClock):
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
-    def due_at(self, t: float) -> bool:
-        """Whether a live sleeper is due at exactly ``t`` (a tie the owner must see)."""
-        return any(w == t and not f.cancelled() for w, _, f in self._heap)
+    def due_times(self) -> set[float]:
+        """When the live sleepers are due (to see ties with events planned elsewhere)."""
+        return {w for w, _, f in self._heap if not f.cancelled()}
 
     async def run(self, may_wake: Callable[[float], bool]) -> None:
         """Wake sleepers while ``may_wake(next wake-up)``; return when settled and not."""

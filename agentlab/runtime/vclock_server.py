@@ -295,11 +295,12 @@ class _Tick:
         """The front halves of ``calls`` at their explicit times, in issue order."""
         server = self.live.server
         assert server is not None
-        clock, now = self.clock, self.clock.now()
+        now = self.clock.now()
+        due = self.clock.due_times()
         for c in sorted(calls, key=lambda c: (c.issued, c.rank)):
             ready = server.dispatch_at(c.issued)
             start = c.issued + (ready - c.issued)  # as the clock computes that wake-up
-            if start in self.ran or clock.due_at(start):
+            if start in self.ran or start in due:
                 raise TimeServerError(
                     f"a call of agent {c.agent_id!r} is sent at t={start!r}, the instant of "
                     "another event: their order in a local run is not known here"

@@ -124,3 +124,63 @@ def test_time_server_equals_one_event_loop(
     assert windows <= most_windows * len(ref), windows
     if faults:
         assert any("attempts=1," not in r[4] for r in ref)
+
+
+def test_ordered_gate_puts_a_late_call_in_its_place_and_refuses_a_free_slot() -> None:
+    from agentlab.core.clock import HorizonClock
+    from agentlab.llm.aimd import AIMDLimiter
+    from agentlab.runtime.vclock_server import _QUEUED_AT, OrderedGate, TimeServerError
+
+    async def main() -> list[str]:
+        clock = HorizonClock(0.0)
+        gate = OrderedGate(AIMDLimiter(1, adaptive=False), clock)
+        assert gate.try_acquire() == 0  # the one slot is taken
+        order: list[str] = []
+
+        async def waiter(name: str, late: float | None) -> None:
+            if late is not None:
+                _QUEUED_AT.set(late)
+                assert gate.try_acquire() is None  # a late call always queues
+            await gate.acquire()
+            order.append(name)
+            gate.release()
+
+        clock.advance_to(5.0)
+        first = asyncio.ensure_future(waiter("queued at 5", None))
+        await asyncio.sleep(0)
+        late = asyncio.ensure_future(waiter("queued at 3, heard of late", 3.0))
+        await asyncio.sleep(0)
+        assert gate.waiting_before(4.0, 10) == 1  # the late one, ahead
+        gate.release()
+        await asyncio.gather(first, late)
+
+        async def free_slot() -> None:
+            _QUEUED_AT.set(6.0)
+            gate.try_acquire()
+
+        with pytest.raises(TimeServerError, match="horizon violated"):
+            await asyncio.ensure_future(free_slot())
+        return order
+
+    assert asyncio.run(main()) == ["queued at 3, heard of late", "queued at 5"]
+
+
+def test_horizon_clock_wakes_only_what_may_run_and_at_exact_times() -> None:
+    from agentlab.core.clock import HorizonClock
+
+    async def main() -> list[float]:
+        clock = HorizonClock(1.0)
+        woke: list[float] = []
+
+        async def at(t: float) -> None:
+            await clock.sleep_until(t)
+            woke.append(clock.now())
+
+        tasks = [asyncio.ensure_future(at(t)) for t in (1.3, 2.0, 1.1)]
+        await clock.run(lambda t: t < 1.5)
+        assert woke == [1.1, 1.3] and clock.next_wake() == 2.0 and clock.due_times() == {2.0}
+        await clock.run(lambda t: True)
+        await asyncio.gather(*tasks)
+        return woke
+
+    assert asyncio.run(main()) == [1.1, 1.3, 2.0]
