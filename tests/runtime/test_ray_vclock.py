@@ -10,6 +10,8 @@ while the agents run in the batch workers with their own clocks. What is checked
   attempts, tokens), every span with its timing, every committed file (agent states, env
   checkpoint, the commit's learned LLM state) — with simulated faults and retries too;
 - a run stopped after a completed tick and reopened on Ray equals the straight run;
+- a batch worker SIGKILLed mid-tick: the tick runs again on a fresh time server and the
+  rows equal the uninterrupted local run's (plus the ``batch_failures`` row);
 - what the time server cannot keep exact is refused with one ``ConfigError`` that says
   why, before anything of the run (or of the tick) is written: a model whose calls cost
   no client CPU, an env that is not tick-synchronous or has a language router, a
@@ -181,6 +183,49 @@ def test_more_batches_than_run_at_once_are_refused_before_the_tick(
     finally:
         ex.close()
     assert committed_files(run) == before
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_batch_worker_killed_mid_tick_reruns_the_tick_to_the_same_rows(
+    ray_session: Any, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import threading
+
+    from tests.runtime.test_ray_faults import descendants_titled, wait_for
+
+    local, ray = tmp_path / "local" / "run", tmp_path / "ray" / "run"
+    _virtual_run(local, n=400, ticks=3, batch_size=200)
+    s = Society.create(
+        ray, agents=400, env=["social_feed"], llm=LLMClient("sim/vllm-3b", seed=7),
+        clock="virtual", seed=7, batch_size=200, executor="ray", progress=False,
+    )  # fmt: skip
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            box["out"] = s.run_sync(ticks=3)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    wait_for(lambda: s.tick >= 1, 120, "tick 1")
+    pid = wait_for(lambda: descendants_titled("ray::run_staged_batch"), 60, "a batch task")[0]
+    os.kill(pid, signal.SIGKILL)  # the other batch waits on the time server meanwhile
+    thread.join(300)
+    assert not thread.is_alive() and "error" not in box, repr(box.get("error"))
+    s.close()
+    a, b = strict_rows(local), strict_rows(ray)
+    lost = b.pop("batch_failures", Counter())
+    assert lost, "the kill did not hit a running batch"
+    assert a == b, diff_summary(a, b)
+    assert strict_spans(local) == strict_spans(ray)
+    fa, fb = committed_files(local), committed_files(ray)
+    assert fb["committed lines per dataset"].pop("replay/batch_failures") == sum(lost.values())
+    assert fa == fb
 
 
 # --- the local reference ----------------------------------------------------------------
