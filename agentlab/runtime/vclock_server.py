@@ -278,18 +278,36 @@ class _Tick:
         self.failure: BaseException | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         self.windows = 0
+        # ordinals (lo, hi] of the answers whose agents report next (-1: the tick's start)
+        self.fresh: tuple[float, float] = (-1, -1)
         self.busy_s = 0.0  # wall seconds the server ran windows (the rest is waiting)
 
     async def window(self, calls: list[CallIn]) -> list[tuple[Answer, int]]:
         t0 = time.perf_counter()
+        self.check_fresh(calls)
         self.admit(calls)
         self.windows += 1
+        self.fresh = (self.ordinal, math.inf)  # answers of this window wake the next calls
         self.answers, self.send_min = [], math.inf
         await self.clock.run(self.may_wake)
         self.busy_s += time.perf_counter() - t0
         if self.failure is not None:
             raise self.failure
         return self.answers
+
+    def check_fresh(self, calls: list[CallIn]) -> None:
+        """Every call must come from an agent the last window woke (or, in the first, from
+        the tick's start): an agent that waited on something else meanwhile (a person,
+        a thread) reports a call the server may already have run past — raise."""
+        lo, hi = self.fresh
+        for c in calls:
+            first = c.rank[0] == 0
+            if (first and lo >= 0) or (not first and not lo < c.rank[1] <= hi):
+                raise TimeServerError(
+                    f"agent {c.agent_id!r} issued an LLM call at t={c.issued!r} only after "
+                    "the time server ran on: under clock='virtual' on executor 'ray' an "
+                    "agent may wait only on the LLM and the env between its calls"
+                )
 
     def admit(self, calls: list[CallIn]) -> None:
         """The front halves of ``calls`` at their explicit times, in issue order."""

@@ -184,3 +184,42 @@ def test_horizon_clock_wakes_only_what_may_run_and_at_exact_times() -> None:
         return woke
 
     assert asyncio.run(main()) == [1.1, 1.3, 2.0]
+
+
+def test_an_agent_that_waits_on_something_else_is_refused_not_mistimed() -> None:
+    # a1 waits 0.3 s of wall time (a person, a thread) after its first answer: the server
+    # runs on with the others meanwhile, so a1's next call may come after its time has
+    # passed there; it must raise, never be timed as if it had come in time
+    from agentlab.runtime.vclock_server import TimeServerError
+
+    reset_live()
+    client = LLMClient("sim/vllm-3b", seed=7)
+    server = TimeServer(client.to_dict())
+    server.begin_tick(0.0, None, 1)
+    errors: list[BaseException] = []
+
+    async def napper(llm: Any, aid: str) -> None:
+        msgs = [{"role": "user", "content": f"I am {aid}."}]
+        await llm.complete(msgs, agent_id=aid)
+        await asyncio.sleep(0.3)
+        await llm.complete(msgs, agent_id=aid)
+
+    async def main() -> None:
+        async def exchange(batch: list[CallIn], done: bool) -> list[Answer]:
+            return await asyncio.to_thread(server.exchange, 0, batch, done)
+
+        ids = [f"a{i}" for i in range(20)]
+        hub = WorkerHub(exchange, 0, ids, AgentTime(0.0))
+        llm = RemoteLLM(client, hub)
+        out: list[Row] = []
+        tasks = [napper(llm, "a1")] + [_agent(llm, hub.clock, a, 3, out) for a in ids if a != "a1"]
+        task = asyncio.ensure_future(asyncio.gather(*tasks))
+        try:
+            await hub.drive(task)
+        except TimeServerError as exc:
+            errors.append(exc)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+    assert errors and "may wait only on the LLM and the env" in str(errors[0])
