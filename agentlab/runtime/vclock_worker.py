@@ -34,7 +34,15 @@ from agentlab.llm.sim_backend import check_sim_overrides
 from agentlab.llm.structured import output_spec
 from agentlab.runtime.vclock_server import Answer, CallIn
 
-__all__ = ["AgentTime", "RemoteLLM", "WorkerHub"]
+__all__ = [
+    "PROCESS_CLOCK",
+    "AgentTime",
+    "CountingEnv",
+    "RemoteLLM",
+    "WorkerHub",
+    "run_virtual_batch",
+    "step_virtual_batch",
+]
 
 #: the running agent's (time, rank, calls issued since that wake-up)
 _NOW: contextvars.ContextVar[tuple[float, tuple[int, ...], list[int]] | None] = (
