@@ -259,6 +259,7 @@ def run_staged_batch(
     else:
         from agentlab.runtime.vclock_worker import PROCESS_CLOCK, run_virtual_batch
 
+        proxy.bind_clock(PROCESS_CLOCK)  # first: binding a clock drops the staged tracer
         trace = get_tracer(root, clock=PROCESS_CLOCK)
         proxy.stage(replay=get_replay_sink(root), trace=trace, store=store, root=root)
         result = run_virtual_batch(batch, proxy, *virtual)

@@ -290,7 +290,8 @@ async def step_virtual_batch(batch: Any, proxy: Any, server: Any, worker: int, s
     clock = PROCESS_CLOCK
     clock.latest = float(start)
     hub = WorkerHub(exchange, worker, [a.agent_id for a in batch.agents], clock)
-    proxy.bind_clock(clock)
+    if proxy.clock is not clock:  # (a staged batch has it bound already:
+        proxy.bind_clock(clock)  # binding again would drop its staged tracer)
     client = proxy.llm.client  # the run's client config (its calls go to the server)
     proxy.bind_llm(RemoteLLM(client, hub))
     if proxy.env is not None:

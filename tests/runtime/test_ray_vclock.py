@@ -254,3 +254,55 @@ def _files(run: Path) -> dict[str, Any]:
     files = committed_files(run)
     files["committed lines per dataset"].pop("trace", None)
     return files
+
+
+_TWO_NODE_DRIVER = r"""
+import json, sys, time
+path, address = sys.argv[1:3]
+import ray
+from agentlab.runtime import Society
+from agentlab.runtime.ray_init import ensure_ray
+ensure_ray(address)
+deadline = time.monotonic() + 90
+while sum(n["Alive"] for n in ray.nodes()) < 2 and time.monotonic() < deadline:
+    time.sleep(0.2)
+second = [n["NodeID"] for n in ray.nodes()
+          if n["Alive"] and "node:__internal_head__" not in n["Resources"]][0]
+s = Society.create(path, agents=60, env=["social_feed"], llm="sim/vllm-3b", clock="virtual",
+                   seed=7, batch_size=30, executor="ray", progress=False,
+                   executor_options={"address": address, "max_workers": 2})
+s.run_sync(ticks=2)
+nodes = dict(s.executor.batch_nodes)
+s.close()
+print("RESULT " + json.dumps({"second": second, "batch_nodes": nodes}), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_virtual_society_on_two_nodes_sharing_no_filesystem_equals_local(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.runtime.ray_cluster import can_isolate, two_node_cluster
+
+    if not can_isolate():
+        pytest.skip("needs root and unshare -m to hide the run from the second node")
+    local = tmp_path / "local" / "run"
+    s = Society.create(local, agents=60, env=["social_feed"], llm="sim/vllm-3b",
+                       clock="virtual", seed=7, batch_size=30, progress=False)  # fmt: skip
+    s.run_sync(ticks=2)
+    s.close()
+    hidden = tmp_path / "runs"  # the parent of the run: hidden from node 2
+    hidden.mkdir()
+    with two_node_cluster(tmp_path / "cluster", hide=[hidden]) as cluster:
+        proc = subprocess.run(
+            [sys.executable, "-c", _TWO_NODE_DRIVER, str(hidden / "run"), cluster.address],
+            cwd=Path(__file__).resolve().parents[2], env=cluster.env, capture_output=True,
+            text=True, timeout=400,
+        )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, out[-4000:]
+    got = json.loads(lines[-1][7:])
+    assert got["batch_nodes"].get(got["second"], 0) >= 1, got  # node 2 ran batches
+    _assert_equal_runs(local, hidden / "run")
