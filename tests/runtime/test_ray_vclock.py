@@ -12,6 +12,8 @@ while the agents run in the batch workers with their own clocks. What is checked
 - a run stopped after a completed tick and reopened on Ray equals the straight run;
 - a batch worker SIGKILLed mid-tick: the tick runs again on a fresh time server and the
   rows equal the uninterrupted local run's (plus the ``batch_failures`` row);
+- on two nodes that share no filesystem (the second cannot see the run) rows and spans
+  equal the local run's: the workers' spans and rows travel staged, as on the real clock;
 - what the time server cannot keep exact is refused with one ``ConfigError`` that says
   why, before anything of the run (or of the tick) is written: a model whose calls cost
   no client CPU, an env that is not tick-synchronous or has a language router, a
