@@ -21,11 +21,14 @@ Three measurements, side by side in one run:
    call issued after a barrier changed gives identical rows for all answers before the bound.
 5. **What an exact time server would have to reproduce**: the engine's float times under
    another advance schedule, and the local run's rows under other batch splits.
+6. **The built time server** (``runtime/vclock_server.py``): a virtual society on Ray next
+   to the same society local, wall per tick, the server's windows per tick, rows equal.
 
     python benchmarks/ray_vclock.py            # K = 1, 2; M = 100; E = 20
     python benchmarks/ray_vclock.py --quick    # fewer events
     python benchmarks/ray_vclock.py --json out.json
     python benchmarks/ray_vclock.py --quick --society 1000 --split-agents 0
+    python benchmarks/ray_vclock.py --quick --built-only --built 1000
 
 On this 2-core box K = 2 already shares the cores with the actor and the driver: the
 numbers are the cost of the protocol, not of a cluster's network (add its RTT per round).
@@ -658,6 +661,81 @@ def local_split(n: int) -> list[dict[str, Any]]:
     return res
 
 
+def _replay_rows(run: Any) -> dict[str, list[str]]:
+    """Every replay row per dataset, all columns but where it was written (sorted)."""
+    out: dict[str, list[str]] = {}
+    for d in sorted((run / "replay").iterdir()):
+        rows = []
+        for f in sorted(d.glob("*.jsonl")):
+            for line in f.read_bytes().splitlines():
+                row = {k: v for k, v in json.loads(line).items()
+                       if k not in ("_shard", "_seq", "wall_s")}  # fmt: skip
+                rows.append(json.dumps(row, sort_keys=True))
+        out[d.name] = sorted(rows)
+    return out
+
+
+def built_table(n: int, ticks: int, reps: int, workers: int = 2) -> list[dict[str, Any]]:
+    """The built time server: a virtual tick on Ray next to the same tick local.
+
+    LLM persona agents on ``social_feed`` with ``sim/vllm-3b`` in ``workers`` batches (all
+    in flight), ``ticks`` ticks after a warm-up tick, per executor in alternation; wall
+    per tick from the ``timeline``; windows and answers from the time server; and
+    whether every replay row equals the local run's."""
+    import tempfile
+    from pathlib import Path
+
+    from agentlab import Society
+    from agentlab.llm import LLMClient
+    from agentlab.runtime.ray_executor import RayExecutor
+
+    out = []
+    for rep in range(reps):
+        res: dict[str, Any] = {"rep": rep, "agents": n, "workers": workers}
+        with tempfile.TemporaryDirectory() as d:
+            runs = {}
+            for name in ("local", "ray", "ray_real_instant"):
+                run = Path(d) / name / "run"
+                ex = RayExecutor() if name.startswith("ray") else "local"
+                # the last: the same society on Ray with no time server (real clock, an
+                # instant model): what the Ray executor itself costs here
+                real = name == "ray_real_instant"
+                s = Society.create(run, agents=n, env=["social_feed"],
+                                   llm=LLMClient("sim/instant" if real else "sim/vllm-3b",
+                                                 seed=7),
+                                   clock="real" if real else "virtual",
+                                   seed=7, batch_size=-(-n // workers), executor=ex,
+                                   progress=False)  # fmt: skip
+                s.run_sync(ticks=ticks + 1)
+                s.close()
+                walls = [json.loads(line)["wall_s"]
+                         for f in (run / "replay" / "timeline").glob("*.jsonl")
+                         for line in f.read_bytes().splitlines()][1:]  # fmt: skip
+                res[f"{name}_s_per_tick"] = statistics.mean(walls)
+                if name == "ray":
+                    vt = ex.vclock_ticks[1:]  # type: ignore[union-attr]
+                    res["windows_per_tick"] = statistics.mean(t["windows"] for t in vt)
+                    res["answers_per_tick"] = statistics.mean(t["answers"] for t in vt)
+                    res["server_busy_s_per_tick"] = statistics.mean(t["busy_s"] for t in vt)
+                if not real:
+                    runs[name] = run
+            res["rows_equal"] = _replay_rows(runs["local"]) == _replay_rows(runs["ray"])
+        res["ratio"] = res["ray_s_per_tick"] / res["local_s_per_tick"]
+        out.append(res)
+    print(f"\nthe built time server, {n} persona agents, {workers} batches, {ticks} ticks "
+          "after a warm-up (wall s per tick):")  # fmt: skip
+    print("| rep | local | ray, virtual | ray / local | windows per tick | answers per tick "
+          "| rows equal local | server busy s per tick "
+          "| ray, real clock, sim/instant (no time server) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in out:
+        print(f"| {r['rep']} | {r['local_s_per_tick']:.3f} | {r['ray_s_per_tick']:.3f} | "
+              f"{r['ratio']:.2f} | {r['windows_per_tick']:.1f} | {r['answers_per_tick']:.0f} | "
+              f"{r['rows_equal']} | {r['server_busy_s_per_tick']:.3f} | "
+              f"{r['ray_real_instant_s_per_tick']:.3f} |")  # fmt: skip
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -676,11 +754,23 @@ def main() -> None:
         "--split-agents", type=int, default=200,
         help="agents of the local batch-split check (0 skips it)",
     )  # fmt: skip
+    ap.add_argument(
+        "--built", type=int, default=200,
+        help="agents of the built time server's table (0 skips it)",
+    )  # fmt: skip
+    ap.add_argument("--built-only", action="store_true", help="only the built time server")
     args = ap.parse_args()
     import ray
 
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
              logging_level=logging.ERROR, configure_logging=False)  # fmt: skip
+    if args.built_only:
+        built = built_table(args.built, 2, 2 if args.quick else 3)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"built": built}, f, indent=1)
+        ray.shutdown()
+        return
     n = 300 if args.quick else 1000
     m, e = (50, 10) if args.quick else (100, 20)
     m, e = args.agents or m, args.events or e
@@ -766,6 +856,8 @@ def main() -> None:
             print(f"| {r['batch_size']} | {r['batches']} | {r['max_batches']} | "
                   f"{r['llm_calls_differ']} of {r['llm_calls']} | {r['agent_states_differ']} | "
                   f"{r['messages_differ']} |")  # fmt: skip
+    if args.built:
+        out["built"] = built_table(args.built, 2, reps)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -16,9 +16,10 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "RealClock", "VirtualClock", "clock_from_name"]
+__all__ = ["Clock", "HorizonClock", "RealClock", "VirtualClock", "clock_from_name"]
 
 
 @runtime_checkable
@@ -110,8 +111,66 @@ class VirtualClock:
             self._now = max(self._now, wake)
             fut.set_result(None)
 
+    def advance_to(self, t: float) -> None:
+        """Move time forward to ``t`` (never back) without waking anyone.
+
+        For a driver whose events ran elsewhere (the time server of a virtual run on Ray):
+        afterwards ``now()`` is exactly ``t``, as if the last of those events had run here.
+        """
+        if self._heap and self._heap[0][0] < t:
+            raise ValueError(f"advance_to({t}) would skip a sleeper due at {self._heap[0][0]}")
+        self._now = max(self._now, float(t))
+
     def __repr__(self) -> str:
         return f"VirtualClock(now={self._now:.6f}, sleepers={len(self._heap)})"
+
+
+class HorizonClock(VirtualClock):
+    """A :class:`VirtualClock` that its owner drives, one wake-up at a time, up to a bound.
+
+    Nothing runs on its own: :meth:`run` wakes sleepers in the same order as
+    ``VirtualClock`` (earliest first, ties in the order the sleeps were made, the loop
+    left to settle after each) while ``may_wake(t)`` allows the next one, and returns
+    when it does not or nobody sleeps. :meth:`sleep_until` parks a coroutine until an
+    exact time (``sleep(t - now())`` would round ``now + (t - now)``).
+    """
+
+    def _ensure_driver(self, loop: asyncio.AbstractEventLoop) -> None:
+        return  # driven by run()
+
+    async def sleep_until(self, t: float) -> None:
+        """Wait until exactly ``t`` (at once, if ``t`` is not in the future)."""
+        if t <= self._now:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._heap, (float(t), next(self._seq), fut))
+        await fut
+
+    def next_wake(self) -> float | None:
+        """When the next live sleeper is due (None: nobody sleeps)."""
+        heap = self._heap
+        while heap and heap[0][2].cancelled():
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def due_times(self) -> set[float]:
+        """When the live sleepers are due (to see ties with events planned elsewhere)."""
+        return {w for w, _, f in self._heap if not f.cancelled()}
+
+    async def run(self, may_wake: Callable[[float], bool]) -> None:
+        """Wake sleepers while ``may_wake(next wake-up)``; return when settled and not."""
+        loop = asyncio.get_running_loop()
+        ready = loop._ready  # type: ignore[attr-defined]  # CPython's runnable deque
+        while True:
+            await asyncio.sleep(0)
+            if len(ready) > 0:
+                continue
+            t = self.next_wake()
+            if t is None or not may_wake(t):
+                return
+            wake, _, fut = heapq.heappop(self._heap)
+            self._now = max(self._now, wake)
+            fut.set_result(None)
 
 
 def clock_from_name(name: str) -> Clock:

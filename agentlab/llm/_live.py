@@ -71,6 +71,16 @@ class Live:
         self._last_loop, self._last_gate = loop, g
         return g
 
+    def use_gate(self, gate: ConcurrencyGate) -> None:
+        """Make ``gate`` (over this limiter) the running event loop's gate.
+
+        For the time server of a virtual run on Ray, whose gate also takes calls that
+        queued before the server heard of them (``runtime/vclock_server.py``).
+        """
+        loop = asyncio.get_running_loop()
+        self._gates[loop] = gate
+        self._last_loop, self._last_gate = loop, gate
+
     def in_flight(self) -> int:
         """Calls in flight in all event loops of this process."""
         return sum(g.in_flight for g in self._gates.values())

@@ -468,17 +468,50 @@ class LLMClient:
             resp = self._now(live, messages, params, agent_id, dict(labels) if labels else {})
             if resp is not None:
                 return resp
+        if server is not None and server.profile.client_overhead_s > 0:
+            await server.dispatch()
+        rec = self._open(live, self._clock.now(), agent_id, labels, pipe is not None)
+        return await self._serve(live, rec, messages, spec, tools, params, prior, pipe)
+
+    def _open(
+        self,
+        live: Live,
+        start: float,
+        agent_id: str | None,
+        labels: dict[str, Any] | None,
+        stream: bool,
+    ) -> CallRecord:
+        """The front half of a call, at an explicit time: its request id and record.
+
+        ``start`` is when the request was sent (after its client-CPU share,
+        :meth:`SimServer.dispatch_at`). Ids are drawn in call order, as the shares are.
+        """
+        rec = CallRecord(live.next_id(), self._wire_model, start, agent_id=agent_id,
+                         labels=dict(labels) if labels else {})  # fmt: skip
+        if stream:
+            rec.stream = True
+        return rec
+
+    async def _serve(
+        self,
+        live: Live,
+        rec: CallRecord,
+        messages: list[dict[str, Any]],
+        spec: OutputSpec | None,
+        tools: list[dict[str, Any]] | None,
+        params: dict[str, Any],
+        prior: int,
+        pipe: _Pipe | None,
+    ) -> LLMResponse:
+        """The back half of a call opened by :meth:`_open`, from its first gate entry on.
+
+        Every attempt queues (FIFO) for a limiter slot, runs, and feeds the limiter; see
+        :meth:`_call` for the retry rules. Everything here reads the clock as it runs.
+        """
+        server = live.server
         clock = self._clock
         gate = live.gate()
         limiter = live.limiter
-        if server is not None and server.profile.client_overhead_s > 0:
-            await server.dispatch()
-        rec = CallRecord(
-            live.next_id(), self._wire_model, clock.now(), agent_id=agent_id,
-            labels=dict(labels) if labels else {},
-        )  # fmt: skip
-        if pipe is not None:
-            rec.stream = True
         tries = rec.tries
         attempt = 0
         while True:

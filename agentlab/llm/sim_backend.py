@@ -161,16 +161,40 @@ class SimServer:
         log-normally jittered share of CPU (deterministic per seed), so their start times
         differ by milliseconds as they do with a real client, never by exactly zero.
         """
+        if self.profile.client_overhead_s <= 0:
+            return
+        now = self.clock.now()
+        await self.clock.sleep(self.dispatch_at(now) - now)
+
+    def dispatch_at(self, now: float) -> float:
+        """The client-CPU share of one request issued at ``now``, at an explicit time.
+
+        Draws the share and books it on the client queue (:meth:`dispatch` without the
+        wait); returns when the request is sent. The record's ``start`` is then
+        ``now + (ready - now)``, as a clock computes the wake-up of that sleep. Shares are
+        drawn in call order, so callers must book the requests in the order they were
+        issued. With no client overhead nothing is booked and ``now`` is returned.
+        """
         mean = self.profile.client_overhead_s
         if mean <= 0:
-            return
+            return now
         self._client_draws += 1
-        u = Rng(self.seed * 1_000_003 + self._client_draws).random()
-        cost = mean * _lognormal_factor(u, 0.5)
-        now = self.clock.now()
-        ready = max(now, self._client_free) + cost
+        ready = max(now, self._client_free) + mean * self._share(self._client_draws)
         self._client_free = ready
-        await self.clock.sleep(ready - now)
+        return ready
+
+    def next_send(self, now: float) -> float:
+        """When the next request would be sent if issued at ``now`` (nothing is booked):
+        a lower bound on the ``start`` of every request issued at ``now`` or later."""
+        mean = self.profile.client_overhead_s
+        if mean <= 0:
+            return now
+        ready = max(now, self._client_free) + mean * self._share(self._client_draws + 1)
+        return now + (ready - now)
+
+    def _share(self, draw: int) -> float:
+        """The jitter factor of the client's ``draw``-th request (deterministic per seed)."""
+        return _lognormal_factor(Rng(self.seed * 1_000_003 + draw).random(), 0.5)
 
     # --- planning --------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ __all__ = [
     "CLI_KEYS",
     "RetryConfig",
     "SocietyConfig",
+    "ray_virtual_refusal",
     "validate_society_config",
     "virtual_clock_refusal",
 ]
@@ -30,20 +31,77 @@ EXECUTORS = ("local", "ray")
 
 
 def virtual_clock_refusal(executor: str) -> str:
-    """Why ``clock="virtual"`` is refused with ``executor`` (every refusal says the same).
+    """Why ``clock="virtual"`` is refused with an executor other than local and Ray.
 
     Virtual timings are a function of the one simulated server, client-CPU queue and AIMD
-    gate every agent shares in one event loop. A time server that keeps them exact across
-    Ray workers is designed and costed but not built (runtime/README.md, "Virtual time
-    across Ray workers"): a run must not get timings that are not reproducible.
+    gate every agent shares; the local executor runs them in one event loop, the Ray
+    executor through its time server (runtime/README.md, "Virtual time across Ray
+    workers"). Any other executor would give timings that are not reproducible.
     """
     return (
-        f"clock 'virtual' needs executor 'local', got {executor!r}: virtual timings come "
-        "from the one simulated server, client queue and AIMD gate all agents share in one "
-        "event loop, and the time server that would keep them exact across workers is "
-        "designed and costed but not built (see 'Virtual time across Ray workers' in "
-        f"agentlab/runtime/README.md); use clock='real' with {executor!r}, or "
-        "executor='local'"
+        f"clock 'virtual' needs executor 'local' or 'ray', got {executor!r}: virtual "
+        "timings come from the one simulated server, client queue and AIMD gate all agents "
+        "share, which only those two keep exact (see 'Virtual time across Ray workers' in "
+        f"agentlab/runtime/README.md); use clock='real' with {executor!r}"
+    )
+
+
+#: envs whose tool calls take effect at the tick's end in an order of their own, so the
+#: order in which agents call them within a tick changes nothing (a virtual run on Ray)
+TICK_SYNCHRONOUS_ENVS = frozenset({"social_feed"})
+
+
+def ray_virtual_refusal(llm: Any, env: Any, backoff_s: float) -> str | None:
+    """Why this society cannot run under ``clock="virtual"`` on Ray, or ``None``.
+
+    The time server reproduces a local virtual run exactly only for a simulated model
+    whose calls cost client CPU (``client_overhead_s > 0``: a call is never sent at the
+    instant it is issued, which is what lets the server run ahead of the workers), envs
+    whose tool calls are tick-synchronous and have no language router (a router's LLM
+    calls would run in the env actor), and no backoff between agent-step attempts (a
+    sleep in a worker the server cannot order). Every unmet condition is listed.
+    """
+    from agentlab.llm import LLMClient
+
+    problems = []
+    try:
+        if isinstance(llm, LLMClient):
+            client = llm
+        elif isinstance(llm, dict):
+            client = LLMClient.from_dict(llm)
+        else:
+            client = LLMClient(str(llm))
+        profile = client.profile
+        overhead = profile.client_overhead_s if profile is not None else 0.0
+        model = client.model
+    except Exception:  # an invalid llm is reported by the llm check itself
+        overhead, model = 0.0, repr(llm)
+    if overhead <= 0:
+        problems.append(
+            "a simulated model whose calls cost client CPU (sim/<profile> with "
+            f"client_overhead_s > 0, e.g. 'sim/vllm-3b'), got {model}"
+        )
+    for m in env or ():
+        name = m if isinstance(m, str) else m.get("type") if isinstance(m, dict) else None
+        if name is None:
+            name = getattr(type(m), "env_type", None) or type(m).__name__
+            if type(m).__name__ == "SocialFeed" and type(m).__module__.startswith("agentlab."):
+                name = "social_feed"
+        router = isinstance(m, dict) and m.get("router")
+        if name not in TICK_SYNCHRONOUS_ENVS or router:
+            problems.append(
+                f"envs whose tool calls are tick-synchronous, with no language router "
+                f"({', '.join(sorted(TICK_SYNCHRONOUS_ENVS))}), got {name!r}"
+                + (f" with router {router!r}" if router else "")
+            )
+    if backoff_s:
+        problems.append(f"retry.backoff_s = 0 (a sleep in a worker), got {backoff_s!r}")
+    if not problems:
+        return None
+    return (
+        "clock 'virtual' on executor 'ray' needs " + "; ".join(problems) + ": the time "
+        "server keeps a run on Ray equal to the local one only then (see 'Virtual time "
+        "across Ray workers' in agentlab/runtime/README.md); use executor='local'"
     )
 
 
@@ -159,7 +217,11 @@ class SocietyConfig(BaseModel):
     @model_validator(mode="after")
     def _virtual_needs_local(self) -> SocietyConfig:
         name = self.executor if isinstance(self.executor, str) else self.executor.name
-        if self.clock == "virtual" and name != "local":
+        if self.clock == "virtual" and name == "ray":
+            why = ray_virtual_refusal(self.llm, self.env, self.retry.backoff_s if self.retry else 0)
+            if why:
+                raise ValueError(why)
+        elif self.clock == "virtual" and name != "local":
             raise ValueError(virtual_clock_refusal(name))
         return self
 

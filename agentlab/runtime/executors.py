@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.runtime.batch import BatchResult, BatchSpec, step_agent_batch
-from agentlab.runtime.config import virtual_clock_refusal
+from agentlab.runtime.config import ray_virtual_refusal, virtual_clock_refusal
 from agentlab.runtime.envhost import ENV_CKPT_DIR, EnvHost, LocalEnvHandle, modules_from_specs
 from agentlab.runtime.ray_executor import RayExecutor
 
@@ -152,6 +152,18 @@ def make_executor(name: str | Executor, **options: Any) -> Executor:
 
 
 def check_clock(executor: Executor, clock_name: str) -> None:
-    """Virtual time needs every waiter in one event loop: local executor only."""
-    if clock_name == "virtual" and executor.name != "local":
+    """Virtual time needs the local executor's one event loop or the Ray time server."""
+    if clock_name == "virtual" and executor.name not in ("local", "ray"):
         raise ConfigError(virtual_clock_refusal(executor.name))
+
+
+def check_virtual(executor: str, meta: dict[str, Any]) -> None:
+    """Refuse a virtual run (its ``SOCIETY.json`` ``meta``) on ``executor`` that could not
+    be kept exact there (:func:`~agentlab.runtime.config.ray_virtual_refusal`)."""
+    if executor == "ray":
+        backoff = float((meta.get("retry") or {}).get("backoff_s", 0.0))
+        why = ray_virtual_refusal(meta.get("llm"), meta.get("env") or [], backoff)
+        if why:
+            raise ConfigError(why)
+    elif executor != "local":
+        raise ConfigError(virtual_clock_refusal(executor))

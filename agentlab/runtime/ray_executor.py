@@ -83,6 +83,15 @@ def _remote(ray: Any) -> tuple[Any, Any, Any, Any]:
     return _REMOTE["task"], _REMOTE["actor"], _REMOTE["desk"], _REMOTE["reap"]
 
 
+def _time_server(ray: Any) -> Any:
+    if "time" not in _REMOTE:
+        from agentlab.runtime.vclock_server import TimeServer
+
+        # threaded: every batch of the tick blocks in exchange() until its next answers
+        _REMOTE["time"] = ray.remote(num_cpus=0, max_restarts=0)(TimeServer)
+    return _REMOTE["time"]
+
+
 class _TickLost(Exception):
     def __init__(self, batch: int, cause: BaseException) -> None:
         super().__init__(f"batch {batch}: {type(cause).__name__}: {cause}")
@@ -149,6 +158,12 @@ class RayExecutor:
         self._dirty = False  # a tick ran on the env since its last checkpoint
         self._promoted: Promoted | None = None
         self._lost_names = tuple(getattr(ray.exceptions, n) for n in _LOST_NAMES)
+        # clock="virtual": the time server actor (its concurrency) and, during a tick,
+        # (server, tick start) for the batch tasks (runtime/vclock_server.py)
+        self._ts: tuple[Any, int] | None = None
+        self._virtual: tuple[Any, float] | None = None
+        #: clock="virtual": per tick its end, the time server's windows and answers
+        self.vclock_ticks: list[dict[str, Any]] = []
 
     # --- env actor ---------------------------------------------------------------------
 
@@ -264,6 +279,7 @@ class RayExecutor:
         return self._promoted
 
     def close(self) -> None:
+        self._drop_time_server()
         for name in ("actor", "desk"):
             handle = getattr(self, name)
             if handle is not None:
@@ -279,6 +295,14 @@ class RayExecutor:
         if not batches:
             return []
         tick, committed = batches[0].tick, batches[0].committed
+        virtual = getattr(proxy, "clock_name", "real") == "virtual"
+        if virtual and len(batches) > self._slots():
+            raise ConfigError(
+                f"clock 'virtual' on executor 'ray' needs every batch in flight at once: "
+                f"tick {tick} has {len(batches)} batches, {self._slots()} can run (max_workers "
+                f"{self.max_workers}); raise batch_size or max_workers (nothing of the tick "
+                "was run)"
+            )
         promoted = self._promoter(proxy.run_dir)
         if self.actor is not None and (self._dirty or self._env_tick not in (None, committed)):
             # An earlier attempt of this tick failed after touching the env: start clean.
@@ -287,12 +311,17 @@ class RayExecutor:
             self._dirty = self.actor is not None
             promoted.begin()
             try:
+                if virtual:
+                    await self._begin_virtual(proxy, len(batches))
                 results = await self._serving_humans(self._attempt(batches, proxy), proxy)
                 if self.actor is not None:
                     await self._check_env(tick)
+                if virtual:
+                    await self._end_virtual(proxy)
                 return results
             except _TickLost as lost:
                 promoted.rollback()
+                self._drop_time_server()
                 self._record(tick, lost.batch, attempt, lost.cause)
                 if attempt == self.max_attempts or self._env_args is None:
                     kind = (
@@ -308,8 +337,40 @@ class RayExecutor:
                 await self._restart_env(proxy, committed)
             except BaseException:
                 promoted.rollback()
+                self._drop_time_server()
                 raise
+            finally:
+                self._virtual = None
         raise AssertionError("unreachable")
+
+    async def _begin_virtual(self, proxy: Any, batches: int) -> None:
+        """Start the tick on the time server with the driver's client state."""
+        need = batches + 8  # each batch blocks one of its threads in exchange()
+        if self._ts is None or self._ts[1] < need:
+            self._drop_time_server()
+            cls = _time_server(self.ray)
+            handle = cls.options(max_concurrency=need).remote(proxy.llm.client.to_dict())
+            self._ts = (handle, need)
+        start = proxy.clock.now()
+        state = proxy.llm.client.export_state()
+        await self._ts[0].begin_tick.remote(start, state, batches)
+        self._virtual = (self._ts[0], start)
+
+    async def _end_virtual(self, proxy: Any) -> None:
+        """What the time server learned becomes the driver's: its client state (the
+        commit's ``llm``, the timeline's limit) and the tick's end time."""
+        assert self._ts is not None
+        out = await self._ts[0].end_tick.remote()
+        proxy.llm.client.restore_state(out.pop("state"))
+        proxy.clock.advance_to(out["end"])
+        self.vclock_ticks.append(out)
+
+    def _drop_time_server(self) -> None:
+        # A tick given up leaves batches blocked in the server: a fresh one serves the next.
+        if self._ts is not None:
+            with contextlib.suppress(Exception):
+                self.ray.kill(self._ts[0])
+            self._ts = None
 
     async def _check_env(self, tick: int) -> None:
         # An env actor that died mid-tick turned every later tool call into an agent error;
@@ -356,7 +417,11 @@ class RayExecutor:
                     ids = [a.agent_id for a in batches[i].agents]
                     segment = await asyncio.to_thread(read_segment, store, ids)
                     token = f"{batches[i].tick}:{i}:{runs[i]}:{os.urandom(4).hex()}"
-                    ref = task.remote(batches[i], proxy_ref, segment, token)
+                    if self._virtual is not None:
+                        server, start = self._virtual
+                        ref = task.remote(batches[i], proxy_ref, segment, token, (server, i, start))
+                    else:
+                        ref = task.remote(batches[i], proxy_ref, segment, token)
                     pending[ref], started[ref], tokens[ref] = i, time.monotonic(), token
                 wait_s = None
                 if deadline is not None:
@@ -401,8 +466,8 @@ class RayExecutor:
         self, batches: list[BatchSpec], i: int, runs: int, exc: BaseException, todo: deque[int]
     ) -> None:
         """A batch attempt is lost: run it again (no env) or give the tick up."""
-        if self.actor is not None or runs >= self.max_attempts:
-            raise _TickLost(i, exc) from exc
+        if self.actor is not None or self._virtual is not None or runs >= self.max_attempts:
+            raise _TickLost(i, exc) from exc  # (virtual: every batch of the tick waits on it)
         # No env: batches are independent; only this one runs again.
         self._record(batches[i].tick, i, runs, exc)
         todo.appendleft(i)

@@ -152,6 +152,13 @@ class RunServices:
             llm = self._live["llm"] = RecordingLLM(client, self)
         return llm  # type: ignore[no-any-return]
 
+    def bind_llm(self, client: Any) -> None:
+        """Record ``client``'s calls in this process instead of the run's ``LLMClient``'s
+        (a virtual batch on Ray, whose calls the time server answers:
+        ``runtime/vclock_worker.py``)."""
+        catalog.register(self.replay, ("llm_calls", "llm_attempts"), module=__name__)
+        self._live["llm"] = RecordingLLM(client, self)
+
     @property
     def replay(self) -> ReplaySink:
         """This process's ``ReplaySink`` for the run."""

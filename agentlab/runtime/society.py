@@ -38,10 +38,9 @@ from agentlab.core.clock import Clock, RealClock, VirtualClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.errors import ConfigError, CorruptRecordError, StoreError
 from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy
-from agentlab.runtime.config import virtual_clock_refusal
 from agentlab.runtime.datasets import messages_from_events, register_society_datasets
 from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_of
-from agentlab.runtime.executors import Executor, check_clock, make_executor
+from agentlab.runtime.executors import Executor, check_clock, check_virtual, make_executor
 from agentlab.runtime.population import Population, write_population
 from agentlab.runtime.progress import TickProgress
 from agentlab.runtime.services import RunServices
@@ -113,10 +112,12 @@ class Society:
             else RealClock()
         )
         chosen = executor or meta.get("executor", "local")
-        if isinstance(chosen, str) and meta.get("clock") == "virtual" and chosen != "local":
-            raise ConfigError(virtual_clock_refusal(chosen))
+        if isinstance(chosen, str) and meta.get("clock") == "virtual":
+            check_virtual(chosen, meta)  # before the executor starts anything
         self.executor = make_executor(chosen, **(executor_options or {}))
         check_clock(self.executor, meta.get("clock", "real"))
+        if meta.get("clock") == "virtual":
+            check_virtual(self.executor.name, meta)
         self._step = step_state
         self._stop = False
         self._failed = False  # the last step() raised before committing
@@ -176,7 +177,8 @@ class Society:
             seed: root seed (per-agent RNGs derive from ``(seed, agent_id, tick)``).
             executor: ``"local"`` (default), ``"ray"`` or an executor object.
             batch_size: agents per batch task (default 256 or ``AGENTLAB_BATCH_SIZE``).
-            clock: ``"real"`` or ``"virtual"`` (local executor only).
+            clock: ``"real"`` or ``"virtual"`` (local executor, or Ray where its time server
+                keeps it exact: ``config.ray_virtual_refusal``).
             retry: the failed-step retry policy.
             tick_seconds: clock time that passes at the end of every tick.
             progress: show a per-tick progress bar.
@@ -463,10 +465,11 @@ class Society:
             )
 
     def _llm_state_kept(self) -> bool:
-        # Only under the virtual clock with the local executor is the driver's client the
-        # one every call goes through and its state a function of the committed history;
-        # under the real clock (or on Ray workers) timings are not reproducible anyway.
-        return self.meta.get("clock") == "virtual" and self.executor.name == "local"
+        # Only under the virtual clock is the client's state a function of the committed
+        # history: the driver's client runs every call (local executor) or holds what the
+        # Ray time server learned in the tick; under the real clock timings are not
+        # reproducible anyway.
+        return self.meta.get("clock") == "virtual"
 
     def _ensure_env(self) -> None:
         if self._started_env:

@@ -233,14 +233,16 @@ def staged_schema(root: Path) -> dict[str, dict[str, str]]:
 
 
 def run_staged_batch(
-    batch: BatchSpec, proxy: Any, segment: Segment, token: str = ""
+    batch: BatchSpec, proxy: Any, segment: Segment, token: str = "", virtual: Any = None
 ) -> StagedBatch:
     """The body of a Ray batch task: run ``batch`` on ``segment`` with every write staged.
 
     Touches nothing of the run directory: state comes from ``segment``, rows, spans and
     a real provider's response cache go to this process's staging directory, and human
     requests to the run's desk (``RunServices.human_desk``), which also learns where the
-    attempt ``token`` runs.
+    attempt ``token`` runs. ``virtual`` (a virtual-clock run): ``(time server, batch
+    index, tick start)``; the batch's calls and clock are then the time server's
+    (``runtime/vclock_worker.py``).
     """
     from agentlab.store.replay import get_replay_sink
     from agentlab.store.trace import get_tracer
@@ -251,8 +253,16 @@ def run_staged_batch(
     root = stage_root(proxy.run_dir)
     take_log(root)  # drop what an earlier task of this process left unfinished
     store = SegmentStore(segment, proxy.run_dir)
-    proxy.stage(replay=get_replay_sink(root), trace=get_tracer(root), store=store, root=root)
-    result = run_batch_blocking(batch, proxy)  # flushes the staged sink and tracer
+    if virtual is None:
+        proxy.stage(replay=get_replay_sink(root), trace=get_tracer(root), store=store, root=root)
+        result = run_batch_blocking(batch, proxy)  # flushes the staged sink and tracer
+    else:
+        from agentlab.runtime.vclock_worker import PROCESS_CLOCK, run_virtual_batch
+
+        proxy.bind_clock(PROCESS_CLOCK)  # first: binding a clock drops the staged tracer
+        trace = get_tracer(root, clock=PROCESS_CLOCK)
+        proxy.stage(replay=get_replay_sink(root), trace=trace, store=store, root=root)
+        result = run_virtual_batch(batch, proxy, *virtual)
     writes, appends = store.take()
     return StagedBatch(
         result,
