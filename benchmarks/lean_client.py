@@ -24,7 +24,11 @@ from a second sim-serve framed like vLLM, one SSE event per token, to price an e
 Each plain (non-streaming) and streaming, in interleaved repetitions (the best of each path
 is shown). Target: lean <= 300 us client CPU per call.
 
-    python benchmarks/lean_client.py [--quick] [--json PATH]
+    python benchmarks/lean_client.py [--quick] [--json PATH] [--before DIR]
+
+``--before DIR`` adds a table of the lean client's rows (plain, streamed with 15 and 33
+events, one call and 32 in flight) on the code in ``DIR`` and on this checkout, in child
+processes that alternate against the same two servers.
 """
 
 from __future__ import annotations
@@ -246,6 +250,15 @@ async def _run(
     return rows
 
 
+async def _wide_us(fn: Callable[[], Awaitable[Any]], calls: int, width: int) -> float:
+    """CPU per call in microseconds with ``width`` calls in flight."""
+    await asyncio.gather(*(fn() for _ in range(width)))  # warm the pool
+    t0 = time.process_time()
+    for _ in range(calls // width):
+        await asyncio.gather(*(fn() for _ in range(width)))
+    return (time.process_time() - t0) / (calls // width * width) * 1e6
+
+
 async def _concurrent(base: str, calls: int, width: int, reps: int) -> list[dict[str, Any]]:
     """CPU per call with ``width`` calls in flight (a society's traffic): socket wake-ups
     are shared between connections, so what is left is each call's own Python."""
@@ -255,19 +268,125 @@ async def _concurrent(base: str, calls: int, width: int, reps: int) -> list[dict
         plain, stream = _client_fns(base, "lean")
         row: dict[str, Any] = {"path": f"lean ({http}), {width} in flight", "calls": calls}
         for kind, fn in (("plain", plain), ("stream", stream)):
-            best = float("inf")
-            for _ in range(reps):
-                await asyncio.gather(*(fn() for _ in range(width)))  # warm the pool
-                t0 = time.process_time()
-                for _ in range(calls // width):
-                    await asyncio.gather(*(fn() for _ in range(width)))
-                best = min(best, (time.process_time() - t0) / (calls // width * width) * 1e6)
+            best = min([await _wide_us(fn, calls, width) for _ in range(reps)])
             row[f"{kind}_us"] = round(best, 1)
         out.append(row)
     return out
 
 
+# --before: the lean client's rows, measured in a child process on one checkout
+SIDE = ("plain", "stream", "stream per token", "plain, 32 in flight", "stream, 32 in flight",
+        "stream, no socket", "stream per token, no socket")  # fmt: skip
+READS = ("reads per stream", "reads per stream per token")
+
+
+async def _side_rows(base: str, base_t: str, n: int, wide: int) -> dict[str, float]:
+    """One pass over :data:`SIDE` with whatever ``agentlab`` this process imports."""
+    plain, stream = _client_fns(base, "lean")
+    _, stream_t = _client_fns(base_t, "lean")
+    out = {
+        "plain": (await _cpu_per_call(plain, n))[0],
+        "stream": (await _cpu_per_call(stream, n))[0],
+        "stream per token": (await _cpu_per_call(stream_t, n))[0],
+        "plain, 32 in flight": await _wide_us(plain, wide, 32),
+        "stream, 32 in flight": await _wide_us(stream, wide, 32),
+    }
+    # After the timings: socket reads per streamed call. The server writes each event
+    # separately, so a client that is quicker between reads takes more, smaller reads.
+    from agentlab.llm import http1
+
+    seen = [0]
+    received = http1.Response.data_received
+
+    def counted(self: Any, data: bytes) -> None:
+        seen[0] += 1
+        received(self, data)
+
+    http1.Response.data_received = counted  # type: ignore[method-assign]
+    for key, fn in (("reads per stream", stream), ("reads per stream per token", stream_t)):
+        seen[0] = 0
+        for _ in range(100):
+            await fn()
+        out[key] = seen[0] / 100
+    http1.Response.data_received = received  # type: ignore[method-assign]
+    out |= await _no_socket_rows(base, base_t, n)
+    return out
+
+
+class _Replay:
+    """A captured SSE reply handed out one event per read, each after one loop turn: the
+    socket's place in ``openai_http._post``, so the client's Python is timed alone."""
+
+    status = 200
+
+    def __init__(self, events: list[bytes]) -> None:
+        self._it = iter(events)
+
+    async def read_some(self) -> bytes:
+        await asyncio.sleep(0)
+        return next(self._it, b"")
+
+    async def read(self) -> bytes:
+        return b""
+
+    def release(self, drain: bool = False) -> None:
+        pass
+
+
+async def _no_socket_rows(base: str, base_t: str, n: int) -> dict[str, float]:
+    """Streamed calls of ``LLMClient`` on captured replies (no socket, no kernel): CPU
+    that does not depend on how the server's writes coalesce into reads."""
+    from agentlab.llm import openai_http
+
+    out = {}
+    post = openai_http._post
+    for key, url in (("stream, no socket", base), ("stream per token, no socket", base_t)):
+        events = [e + b"\n\n" for e in _stream_body(url).split(b"\n\n") if e]
+
+        async def replay(prepared: Any, timeout: float, ev: list[bytes] = events) -> _Replay:
+            return _Replay(ev)
+
+        openai_http._post = replay  # type: ignore[assignment]
+        _, stream = _client_fns(url, "lean")
+        out[key] = (await _cpu_per_call(stream, n))[0]
+    openai_http._post = post
+    return out
+
+
+def _side_by_side(before: str, base: str, base_t: str, n: int, wide: int, reps: int) -> list[str]:
+    """The lean client's rows on the ``before`` checkout and on this one, in child
+    processes that alternate ``reps`` times against the same servers (the least CPU of
+    each is kept, and every run's figure is printed, for the spread)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    got: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    for i in range(reps):
+        order = (("before", before), ("after", here))
+        for code, src in order if i % 2 == 0 else order[::-1]:  # neither always goes first
+            env = {**os.environ, "PYTHONPATH": src, HTTP: "httptools"}
+            cmd = [sys.executable, os.path.abspath(__file__), "--side-worker",
+                   base, base_t, str(n), str(wide)]  # fmt: skip
+            out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+            got[code].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    lines = [f"lean client (httptools), before = {before}, after = this checkout; us CPU per "
+          f"call, least of {reps} alternating child runs [all runs]"]  # fmt: skip
+    lines.append(f"{'row':<24} {'before':>8} {'after':>8}   before runs / after runs")
+    for row in SIDE:
+        b = [r[row] for r in got["before"]]
+        a = [r[row] for r in got["after"]]
+        runs = f"{' '.join(f'{x:.0f}' for x in b)} / {' '.join(f'{x:.0f}' for x in a)}"
+        lines.append(f"{row:<24} {min(b):>8.0f} {min(a):>8.0f}   {runs}")
+    for row in READS:  # not CPU: the mean over the runs
+        b = [r[row] for r in got["before"]]
+        a = [r[row] for r in got["after"]]
+        lines.append(f"{row:<24} {sum(b) / len(b):>8.1f} {sum(a) / len(a):>8.1f}   (socket reads)")
+    return lines
+
+
 def _events_per_stream(base: str) -> int:
+    return _stream_body(base).count(b"data:")
+
+
+def _stream_body(base: str) -> bytes:
     req = urllib.request.Request(
         base + "/chat/completions",
         data=json.dumps(
@@ -277,14 +396,35 @@ def _events_per_stream(base: str) -> int:
         headers={"Content-Type": "application/json"},
     )  # fmt: skip
     with urllib.request.urlopen(req, timeout=10) as r:
-        return r.read().count(b"data:")
+        return bytes(r.read())
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer calls (< 1 minute)")
     ap.add_argument("--json", default=None, help="write the figures to this path")
+    ap.add_argument(
+        "--before",
+        default=None,
+        metavar="DIR",
+        help="also run the lean client's rows on the checkout in DIR (e.g. "
+        "`git archive REV | tar -x -C DIR`) and on this one, alternating",
+    )
+    ap.add_argument("--side-worker", nargs=4, default=None, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--side-only", action="store_true", help="with --before: only the side-by-side table"
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="alternating child runs for --before (default: 3, 5 without --quick)",
+    )
     args = ap.parse_args()
+    if args.side_worker:  # a child of --before: one pass, figures as JSON on stdout
+        base, base_t, n, wide = args.side_worker
+        print(json.dumps(asyncio.run(_side_rows(base, base_t, int(n), int(wide)))))
+        return 0
     k = 1 if args.quick else 5
     counts = {"lean": 600 * k, "litellm": 60 * k, "sdk": 300 * k}
     proc, base = start_server()
@@ -294,6 +434,15 @@ def main() -> int:
     try:
         events, events_t = _events_per_stream(base), _events_per_stream(base_t)
         reps = REPS if args.quick else 5
+        side = []
+        if args.before:
+            side = _side_by_side(
+                args.before, base, base_t, counts["lean"], 640 * k, args.repeat or reps
+            )
+            if args.side_only:
+                print(f"streamed replies: {events} SSE events, one per token {events_t}")
+                print("\n".join(side))
+                return 0
         rows = asyncio.run(_run(base, counts, reps))
         wide = asyncio.run(_concurrent(base, 640 * k, 32, reps))
         per_token = asyncio.run(_run(base_t, counts, reps, PER_TOKEN))
@@ -338,6 +487,7 @@ def main() -> int:
         f"{(lean_t['stream_us'] - lean['stream_us']) / ev:.1f} us, httptools alone "
         f"{(floor_t['stream_us'] - floor['stream_us']) / ev:.1f} us"
     )
+    print("\n".join(side))
     if args.json:
         out = {"rows": rows, "in_flight_32": wide, "sse_events_per_stream": events}
         out |= {"one_event_per_token": per_token, "sse_events_per_token_stream": events_t}

@@ -9,10 +9,10 @@ the state its worker already learned. ``sim/<profile>`` models are served in-pro
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any
+import types
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator
+from typing import Any, cast
 
 from agentlab.core.clock import Clock, RealClock
 from agentlab.core.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
@@ -712,19 +712,27 @@ def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
     return ToolCall(call_id, name, args)
 
 
-_END = object()
-
-
 class _Pipe:
-    """One stream's transport inside :meth:`LLMClient._call`: deltas go to the consumer."""
+    """One stream's transport inside :meth:`LLMClient._call`: its deltas go to the consumer.
 
-    __slots__ = ("clock", "delivered", "first", "queue")
+    ``_call`` runs inside the :class:`LLMStream` iterator, driven step by step by it (no
+    task, no queue). Each attempt builds its transport's delta generator and awaits the
+    pipe: that hands the generator to the iterator, which runs it, yields each delta
+    straight to the consumer and then resumes the attempt (or throws the transport's
+    error into it, for the retry loop). Only that iterator may drive a ``_call`` given a
+    pipe (a task would refuse the pipe as a "bad yield").
+    """
+
+    __slots__ = ("clock", "delivered", "deltas", "first")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.deltas: AsyncGenerator[str, None] | None = None
         self.delivered = False  # text reached the consumer: a retry would duplicate it
         self.first: float | None = None
+
+    def __await__(self) -> Generator[_Pipe, None, None]:
+        yield self  # to LLMStream._run, which runs self.deltas
 
     async def send(
         self,
@@ -744,28 +752,43 @@ class _Pipe:
                                    params=params, timeout=client.timeout,
                                    labels=labels)  # fmt: skip
             holder.append(res)
-            deltas = live.server.chunks(res, client.model)
+            deltas = cast(AsyncGenerator[str, None], live.server.chunks(res, client.model))
         else:
             deltas = client._transport.astream(
                 clock, holder, **client._lkw(messages, spec, tools, params, attempt)
             )
-        async for d in deltas:
-            if d:
-                self.delivered = True
-                if self.first is None:
-                    self.first = clock.now()
-            self.queue.put_nowait(d)
+        self.deltas = deltas
+        try:
+            await self
+        except BaseException:
+            # The transport failed (then this is a no-op), or the consumer left while it
+            # held a delta: the transport is suspended at its yield; close it now
+            # (connection, timer) rather than whenever the generator is collected.
+            await deltas.aclose()
+            raise
+        finally:
+            self.deltas = None
         res = holder[-1]
         res.first_token = self.first if self.first is not None else clock.now()
         return res
+
+
+@types.coroutine
+def _wait(awaited: Any) -> Generator[Any, Any, Any]:
+    # Pass what the attempt awaits (a future, or None for a bare yield) to the task running
+    # the consumer, and its answer back: the task waits on it in the attempt's place.
+    return (yield awaited)
 
 
 class LLMStream:
     """An in-progress streamed completion (see :meth:`LLMClient.stream`).
 
     The attempts run in :meth:`LLMClient._call` (the same retry/limiter loop as
-    ``complete``) as a task; its deltas reach the iterator through a queue. Closing the
-    iterator early cancels the task, which frees its concurrency slot at once.
+    ``complete``), driven inline by the iterator the caller consumes: each delta the
+    transport produces is yielded at once, with no task or queue in between. Closing the
+    iterator early (``aclose``, or breaking out and letting it be collected), an error in
+    the consumer's loop body, or cancelling the consumer cancels the attempt where it
+    stands, which frees its concurrency slot and its connection at once.
     """
 
     def __init__(self, client: LLMClient, args: tuple[Any, ...], overrides: dict[str, Any]) -> None:
@@ -791,22 +814,52 @@ class LLMStream:
         live = c._get_live()
         params = {**c._req_defaults, **self._overrides}
         pipe = _Pipe(c._clock)
-
-        async def produce() -> LLMResponse:
-            try:
-                return await c._call(live, messages, spec, tools, params, agent_id, labels,
-                                     prior, pipe)  # fmt: skip
-            finally:
-                pipe.queue.put_nowait(_END)
-
-        task = asyncio.ensure_future(produce())
+        call = c._call(live, messages, spec, tools, params, agent_id, labels, prior, pipe)
+        send, throw = call.send, call.throw
+        clock = pipe.clock
+        # What to throw into the attempt at its next step (what a task would): the
+        # transport's error, the consumer's cancellation, or CancelledError once the
+        # consumer has gone (``gone``: why it stopped listening).
+        exc: BaseException | None = None
+        gone: BaseException | None = None
+        # The attempt starts one loop turn after iteration does, where a task running it
+        # (the previous design) took its first step: the request id, the gate's FIFO
+        # order and so every record stay what they were next to calls made in the same
+        # turn (a virtual-clock run repeats across releases). One loop turn, ~3 us.
         try:
-            while (d := await pipe.queue.get()) is not _END:
-                self.chunks += 1
-                yield d
-            self.response = await task
+            await asyncio.sleep(0)  # in the try: cancelled here, the unstarted call is closed
+            while True:
+                try:
+                    got = send(None) if exc is None else throw(exc)
+                except StopIteration as stop:
+                    if gone is None:
+                        self.response = stop.value
+                        return
+                    raise gone from None
+                except asyncio.CancelledError:
+                    if gone is None:
+                        raise
+                    raise gone from None
+                exc = None
+                if got is not pipe:  # the attempt waits (a slot, a backoff): so do we
+                    try:
+                        await _wait(got)
+                    except BaseException as why:  # e.g. the consumer's task was cancelled
+                        exc = why
+                    continue
+                # The attempt streams: run its transport here, each delta straight out.
+                try:
+                    async for d in pipe.deltas:  # type: ignore[union-attr]
+                        if d and pipe.first is None:  # the first text of the stream
+                            pipe.first = clock.now()
+                            pipe.delivered = True
+                        self.chunks += 1
+                        try:
+                            yield d
+                        except BaseException as why:  # GeneratorExit (closed early), athrow
+                            gone, exc = why, asyncio.CancelledError()
+                            break
+                except BaseException as why:  # the transport's error: the retry loop's
+                    exc = why
         finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            call.close()  # a no-op once finished; else (left some other way) no awaits now

@@ -44,6 +44,7 @@ __all__ = ["IDLE_S", "HTTPError", "Response", "Target", "encode", "proxy_for", "
 #: seconds an idle keep-alive connection is kept for reuse
 IDLE_S = 4.0
 _HIGH_WATER = 1 << 20  # bytes buffered for a slow reader before the socket is paused
+_READ_SIZE = 1 << 16  # bytes per socket read (the connection's one read buffer)
 
 
 class HTTPError(ConnectionError):
@@ -61,8 +62,15 @@ def proxy_for(url: str) -> str | None:
     return proxy
 
 
-class Response(asyncio.Protocol):
-    """One keep-alive connection; while a request is in flight, also its response."""
+class Response(asyncio.BufferedProtocol):
+    """One keep-alive connection; while a request is in flight, also its response.
+
+    A buffered protocol: the socket is read into one buffer the connection keeps, not
+    into a fresh ``bytes`` per read. asyncio's plain protocols ``recv(256 KiB)`` each
+    time; a block that size comes from ``mmap`` or the top of the heap, and depending on
+    where the heap stands, each read then pays page faults (measured: 2 minor faults and
+    ~40-90 us of CPU per read in some processes, none in others).
+    """
 
     def __init__(self, pool: _Pool, key: tuple[str, int, bool]) -> None:
         self._pool = pool
@@ -76,6 +84,7 @@ class Response(asyncio.Protocol):
         self.reused = False  # has been back in the pool (a request may meet a stale close)
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False
+        self._buf = memoryview(bytearray(_READ_SIZE))
         self._reset()
 
     def _reset(self) -> None:
@@ -96,7 +105,13 @@ class Response(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self._tr = transport
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buf
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._buf[:nbytes])  # the parser copies what it keeps
+
+    def data_received(self, data: bytes | memoryview) -> None:
         if not self._active:  # bytes nobody asked for (e.g. a 408 as the server idles out)
             self._fail(HTTPError("unsolicited bytes on an idle connection"))
             return

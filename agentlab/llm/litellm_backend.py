@@ -191,30 +191,40 @@ async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterat
     calls: dict[int, list[str]] = {}
     p_tok = c_tok = 0
     finish = "stop"
+    # The deadline bounds each await, not one ``asyncio.timeout`` around the loop: the
+    # deltas are yielded to a consumer running in the same task (``LLMStream``), and a
+    # timeout firing while it awaited something of its own would cancel that instead.
+    deadline = asyncio.get_running_loop().time() + kw["timeout"]
     try:
-        async with asyncio.timeout(kw["timeout"]):
+        async with asyncio.timeout_at(deadline):
             resp = await lm.acompletion(**kw2)
-            async for chunk in resp:
-                pt, ct = _usage(chunk)
-                if pt or ct:
-                    p_tok, c_tok = pt, ct
-                if not chunk.choices:
-                    continue
-                ch = chunk.choices[0]
-                finish = ch.finish_reason or finish
-                delta = ch.delta
-                for tc in getattr(delta, "tool_calls", None) or []:
-                    slot = calls.setdefault(tc.index or 0, ["", "", ""])
-                    slot[0] = tc.id or slot[0]
-                    if tc.function is not None:
-                        slot[1] = tc.function.name or slot[1]
-                        slot[2] += tc.function.arguments or ""
-                text = getattr(delta, "content", None)
-                if text:
-                    if first is None:
-                        first = clock.now()
-                    parts.append(text)
-                    yield text
+        chunks = resp.__aiter__()
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+            pt, ct = _usage(chunk)
+            if pt or ct:
+                p_tok, c_tok = pt, ct
+            if not chunk.choices:
+                continue
+            ch = chunk.choices[0]
+            finish = ch.finish_reason or finish
+            delta = ch.delta
+            for tc in getattr(delta, "tool_calls", None) or []:
+                slot = calls.setdefault(tc.index or 0, ["", "", ""])
+                slot[0] = tc.id or slot[0]
+                if tc.function is not None:
+                    slot[1] = tc.function.name or slot[1]
+                    slot[2] += tc.function.arguments or ""
+            text = getattr(delta, "content", None)
+            if text:
+                if first is None:
+                    first = clock.now()
+                parts.append(text)
+                yield text
     except BaseException as exc:
         if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
             raise

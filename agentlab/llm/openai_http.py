@@ -144,19 +144,28 @@ def _target(url: str) -> http1.Target | str | None:
 
 
 class _AiohttpReply:
-    """aiohttp's response behind :class:`agentlab.llm.http1.Response`'s reading methods."""
+    """aiohttp's response behind :class:`agentlab.llm.http1.Response`'s reading methods,
+    each read bounded by the request's deadline (as http1's one timer bounds its reads).
 
-    __slots__ = ("_resp", "status")
+    Per read, not one ``asyncio.timeout`` around the whole stream: a stream's deltas are
+    yielded to a consumer running in the same task (``LLMStream``), and a timeout that
+    fired while the consumer awaited something of its own would cancel that instead.
+    """
 
-    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+    __slots__ = ("_deadline", "_resp", "status")
+
+    def __init__(self, resp: aiohttp.ClientResponse, deadline: float) -> None:
         self._resp = resp
+        self._deadline = deadline
         self.status = resp.status
 
     async def read(self) -> bytes:
-        return await self._resp.read()
+        async with asyncio.timeout_at(self._deadline):
+            return await self._resp.read()
 
     async def read_some(self) -> bytes:
-        return await self._resp.content.readany()
+        async with asyncio.timeout_at(self._deadline):
+            return await self._resp.content.readany()
 
     def release(self, drain: bool = False) -> None:
         if drain or self._resp.content.at_eof():
@@ -177,22 +186,15 @@ def _prepare(url: str, body: bytes, headers: dict[str, str]) -> tuple[Any, Any]:
         raise ConfigError(str(exc)) from None
 
 
-def _deadline(prepared: tuple[Any, Any], timeout: float) -> Any:
-    # httptools requests carry their own deadline (one loop timer); aiohttp's need this
-    if isinstance(prepared[0], http1.Target):
-        return _NO_TIMEOUT
-    return asyncio.timeout(timeout)
-
-
-_NO_TIMEOUT = contextlib.nullcontext()
-
-
 async def _post(prepared: tuple[Any, Any], timeout: float) -> http1.Response | _AiohttpReply:
     target, req = prepared
     if isinstance(target, http1.Target):
         return await http1.request(target, req, timeout)
     url, body, headers = req  # target: the proxy, or None
-    return _AiohttpReply(await _session().post(url, data=body, headers=headers, proxy=target))
+    deadline = asyncio.get_running_loop().time() + timeout
+    async with asyncio.timeout_at(deadline):
+        resp = await _session().post(url, data=body, headers=headers, proxy=target)
+    return _AiohttpReply(resp, deadline)
 
 
 def _request(kw: dict[str, Any], stream: bool) -> tuple[str, bytes, dict[str, str]]:
@@ -269,13 +271,12 @@ async def acall(clock: Any, **kw: Any) -> SimResult:
     model, timeout = kw["model"], kw["timeout"]
     t0 = clock.now()
     try:
-        async with _deadline(prepared, timeout):
-            resp = await _post(prepared, timeout)
-            status = resp.status  # before release, which readies the connection's next use
-            try:
-                raw = await resp.read()
-            finally:
-                resp.release()
+        resp = await _post(prepared, timeout)
+        status = resp.status  # before release, which readies the connection's next use
+        try:
+            raw = await resp.read()
+        finally:
+            resp.release()
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError):
             raise
@@ -367,40 +368,39 @@ async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterat
     acc = _Acc()
     done = False
     try:
-        async with _deadline(prepared, timeout):
-            resp = await _post(prepared, timeout)
-            try:
-                if resp.status >= 300:
-                    raise map_status(resp.status, await resp.read(), model)
-                # Whole network reads split here: one await per read, not per SSE line.
-                tail = b""
-                while data := await resp.read_some():
-                    if tail:
-                        data = tail + data
-                    lines = data.split(b"\n")
-                    tail = lines.pop()
-                    for line in lines:
-                        if line[:5] != b"data:":
-                            continue  # blank separators, comments, event names
-                        payload = line[5:].strip()
-                        if payload == b"[DONE]":
-                            done = True
-                            break
-                        try:
-                            text = acc.event(_loads(payload))
-                        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
-                            raise _malformed(model, payload) from None
-                        except ProviderError as exc:  # the server's error event
-                            raise ProviderError(f"{model}: {exc}") from None
-                        if text:
-                            if first is None:
-                                first = clock.now()
-                            parts.append(text)
-                            yield text
-                    if done:
+        resp = await _post(prepared, timeout)
+        try:
+            if resp.status >= 300:
+                raise map_status(resp.status, await resp.read(), model)
+            # Whole network reads split here: one await per read, not per SSE line.
+            tail = b""
+            while data := await resp.read_some():
+                if tail:
+                    data = tail + data
+                lines = data.split(b"\n")
+                tail = lines.pop()
+                for line in lines:
+                    if line[:5] != b"data:":
+                        continue  # blank separators, comments, event names
+                    payload = line[5:].strip()
+                    if payload == b"[DONE]":
+                        done = True
                         break
-            finally:
-                resp.release(drain=done)
+                    try:
+                        text = acc.event(_loads(payload))
+                    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+                        raise _malformed(model, payload) from None
+                    except ProviderError as exc:  # the server's error event
+                        raise ProviderError(f"{model}: {exc}") from None
+                    if text:
+                        if first is None:
+                            first = clock.now()
+                        parts.append(text)
+                        yield text
+                if done:
+                    break
+        finally:
+            resp.release(drain=done)
     except BaseException as exc:
         if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
             raise
