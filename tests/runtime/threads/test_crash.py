@@ -104,7 +104,9 @@ CHILD = textwrap.dedent(
     from agentlab.runtime.threads import AgentSystem, ScriptedModel, SQLiteThreadStore, Tool
 
     async def slow(ctx, args):
-        await asyncio.sleep(random.random() * 0.02)
+        # long enough that the parent's SIGKILL lands mid-run even on a loaded machine
+        # (with 20 ms the whole run could finish before the parent got to kill it)
+        await asyncio.sleep(0.5 + random.random() * 0.5)
         return "done " + ctx.call_id
 
     async def main():
