@@ -16,8 +16,9 @@ import asyncio
 import sys
 import time
 import traceback
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from agentlab.agents.base import AgentBase, load_agent
 from agentlab.agents.registry import ensure_registered, get_agent_class
@@ -30,7 +31,14 @@ if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
     from agentlab.store.agent_store import AgentStore
 
-__all__ = ["AgentSpec", "BatchResult", "BatchSpec", "RetryPolicy", "step_agent_batch"]
+__all__ = [
+    "AgentSpec",
+    "AgentSpecs",
+    "BatchResult",
+    "BatchSpec",
+    "RetryPolicy",
+    "step_agent_batch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +68,65 @@ class AgentSpec:
     type: str
 
 
+class AgentSpecs(Sequence[AgentSpec]):
+    """Many agents as two lists of ``str`` (ids, types): a ``Sequence[AgentSpec]`` whose
+    items are built when read.
+
+    Why: one ``AgentSpec`` per agent (and the ``[id, type]`` lists of ``SOCIETY.json``)
+    was 2 objects per agent that the cyclic garbage collector tracks; at N = 1M every full
+    collection walked ~2M of them, and full collections come at a fixed rate per
+    agent-step, so the step got dearer with N (runtime/README.md, "1M vs 10k"). Strings
+    are not tracked: these are two tracked objects whatever N. A slice is an
+    ``AgentSpecs`` of its own (a batch pickles only its agents).
+    """
+
+    __slots__ = ("ids", "types")
+
+    def __init__(self, ids: list[str], types: list[str]) -> None:
+        if len(ids) != len(types):
+            raise ValueError(f"AgentSpecs: {len(ids)} ids but {len(types)} types")
+        self.ids = ids
+        self.types = types
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, i: int) -> AgentSpec: ...
+    @overload
+    def __getitem__(self, i: slice) -> AgentSpecs: ...
+    def __getitem__(self, i: int | slice) -> AgentSpec | AgentSpecs:
+        if isinstance(i, slice):
+            return AgentSpecs(self.ids[i], self.types[i])
+        return AgentSpec(self.ids[i], self.types[i])
+
+    def __iter__(self) -> Iterator[AgentSpec]:
+        return map(AgentSpec, self.ids, self.types)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, AgentSpecs):
+            return self.ids == other.ids and self.types == other.types
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"AgentSpecs({len(self)} agents)"
+
+
 @dataclass(slots=True)
 class BatchSpec:
-    """Everything a batch task needs besides the ``RunServices``."""
+    """Everything a batch task needs besides the ``RunServices``.
+
+    ``agents``: a list of :class:`AgentSpec` or an :class:`AgentSpecs` (what a society
+    gives its batches).
+    """
 
     tick: int
     committed: int
-    agents: list[AgentSpec]
+    agents: Sequence[AgentSpec]
     classes: dict[str, type[AgentBase]] = field(default_factory=dict)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
@@ -217,9 +277,14 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     loop = asyncio.get_running_loop()
     countdown = _Countdown(loop.create_future())
     try:
-        classes = {t: get_agent_class(t) for t in {s.type for s in batch.agents}}
+        agents = batch.agents
+        if isinstance(agents, AgentSpecs):
+            types, ids = set(agents.types), agents.ids
+        else:
+            types, ids = {s.type for s in agents}, [s.agent_id for s in agents]
+        classes = {t: get_agent_class(t) for t in types}
         store = proxy.store
-        loaded = preload(store, [s.agent_id for s in batch.agents], batch.committed)
+        loaded = preload(store, ids, batch.committed)
         # Counted up front: an eager step that finishes at once must not reach zero early.
         countdown.left = len(batch.agents) + 1
         task_of = asyncio.Task

@@ -37,7 +37,7 @@ from agentlab.agents.registry import portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.errors import ConfigError, CorruptRecordError, StoreError
-from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy
+from agentlab.runtime.batch import AgentSpecs, BatchResult, BatchSpec, RetryPolicy
 from agentlab.runtime.config import llm_span_rate, llm_spans_name
 from agentlab.runtime.datasets import messages_from_events, register_society_datasets
 from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_of
@@ -100,8 +100,11 @@ class Society:
         weakref.finalize(self, self._lock.release)
         self.meta = meta
         self.seed = int(meta["seed"])
-        # ids checked once per open: the batch hot path then trusts them (Workspace.of_known)
-        self.agent_specs = [AgentSpec(validate_agent_id(a), t) for a, t in meta["agents"]]
+        # ids checked once per open: the batch hot path then trusts them (Workspace.of_known).
+        # Kept as lists of str and exact tuples, which the cyclic GC does not track (see
+        # batch.AgentSpecs): per-agent objects made every full collection dearer with N.
+        pairs = meta["agents"] = [(a, t) for a, t in meta["agents"]]
+        self._specs = AgentSpecs([validate_agent_id(a) for a, _ in pairs], [t for _, t in pairs])
         self.batch_size = _batch_size(batch_size or meta.get("batch_size"))
         self.retry = RetryPolicy(**meta.get("retry", {}))
         self.tick_seconds = float(meta.get("tick_seconds", 0.0))
@@ -440,9 +443,14 @@ class Society:
         return int(self._step["tick"])
 
     @property
+    def agent_specs(self) -> AgentSpecs:
+        """Every agent's :class:`AgentSpec` (id and type), in batch order."""
+        return self._specs
+
+    @property
     def agent_ids(self) -> list[str]:
         """Ids of every agent, in batch order."""
-        return [s.agent_id for s in self.agent_specs]
+        return list(self._specs.ids)
 
     @property
     def store(self) -> AgentStore:
@@ -500,9 +508,9 @@ class Society:
     # --- running -----------------------------------------------------------------------
 
     def _batches(self, tick: int) -> list[BatchSpec]:
-        classes = portable_classes({s.type for s in self.agent_specs})
+        specs = self._specs
+        classes = portable_classes(set(specs.types))
         size = self.batch_size
-        specs = self.agent_specs
         return [
             BatchSpec(tick, tick - 1, specs[i : i + size], classes, self.retry)
             for i in range(0, len(specs), size)
