@@ -156,13 +156,20 @@ class BatchResult:
 
 class _Countdown:
     """Wakes the batch when its last agent's step has finished (``gather`` without its
-    per-task done callback: one event-loop handle and one Python call less per agent)."""
+    per-task done callback: one event-loop handle and one Python call less per agent).
 
-    __slots__ = ("left", "waiter")
+    ``tasks`` holds the batch's step tasks for its error path (cancel what still runs); a
+    step that finished normally clears its own entry, so its task, coroutine and context
+    are freed at once instead of surviving to the end of the batch: three objects per
+    agent-step less for the cyclic GC to promote and walk again (fewer full collections).
+    """
+
+    __slots__ = ("left", "tasks", "waiter")
 
     def __init__(self, waiter: asyncio.Future[None]) -> None:
         self.left = 0
         self.waiter = waiter
+        self.tasks: list[asyncio.Task[None] | None] = []
 
     def done(self) -> None:
         self.left -= 1
@@ -197,7 +204,9 @@ async def _step_one(
     log: BatchLog,
     countdown: _Countdown,
     store: AgentStore,
+    index: int,
 ) -> None:
+    failed = False
     try:
         tick, policy = batch.tick, batch.retry
         agent_id = spec.agent_id
@@ -250,9 +259,12 @@ async def _step_one(
             log.states.append(_state_row(spec, tick, True, attempt, agent.summary()))
             return
     except BaseException as exc:
+        failed = True  # its task stays listed: the batch cancels and awaits the rest
         countdown.fail(exc)
         raise
     finally:
+        if not failed:
+            countdown.tasks[index] = None
         countdown.done()
 
 
@@ -273,9 +285,9 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     tracer = proxy.trace
     span = tracer.start_span("society.batch", tick=batch.tick, agents=len(batch.agents))
     log = BatchLog()
-    pending: list[asyncio.Task[None]] = []
     loop = asyncio.get_running_loop()
     countdown = _Countdown(loop.create_future())
+    pending = countdown.tasks
     try:
         agents = batch.agents
         if isinstance(agents, AgentSpecs):
@@ -287,21 +299,23 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
         loaded = preload(store, ids, batch.committed)
         # Counted up front: an eager step that finishes at once must not reach zero early.
         countdown.left = len(batch.agents) + 1
+        pending.extend([None] * len(batch.agents))  # each step clears its own entry
         task_of = asyncio.Task
-        for s in batch.agents:
+        for i, s in enumerate(batch.agents):
             coro = _step_one(s, classes[s.type], None if loaded is None else loaded[s.agent_id],
-                             batch, proxy, result, log, countdown, store)  # fmt: skip
-            if _EAGER:  # may finish right here (see _EAGER); kept for the error path
-                pending.append(task_of(coro, loop=loop, eager_start=True))  # type: ignore[call-arg,unused-ignore]
+                             batch, proxy, result, log, countdown, store, i)  # fmt: skip
+            if _EAGER:  # may finish right here (see _EAGER; then its entry is kept: harmless)
+                pending[i] = task_of(coro, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
             else:  # one real task per agent (see _EAGER)
-                pending.append(task_of(coro, loop=loop))
+                pending[i] = task_of(coro, loop=loop)
         countdown.done()  # the up-front extra count
         await countdown.waiter
     except BaseException:
-        for task in pending:  # nothing of this batch may keep running after it gave up
+        left = [t for t in pending if t is not None]
+        for task in left:  # nothing of this batch may keep running after it gave up
             task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        if left:
+            await asyncio.gather(*left, return_exceptions=True)
         raise
     else:
         log.write(proxy)
