@@ -69,24 +69,24 @@ class AgentSpec:
 
 
 class AgentSpecs(Sequence[AgentSpec]):
-    """Many agents as two lists of ``str`` (ids, types): a ``Sequence[AgentSpec]`` whose
+    """Many agents as two tuples of ``str`` (ids, types): a ``Sequence[AgentSpec]`` whose
     items are built when read.
 
     Why: one ``AgentSpec`` per agent (and the ``[id, type]`` lists of ``SOCIETY.json``)
-    was 2 objects per agent that the cyclic garbage collector tracks; at N = 1M every full
-    collection walked ~2M of them, and full collections come at a fixed rate per
-    agent-step, so the step got dearer with N (runtime/README.md, "1M vs 10k"). Strings
-    are not tracked: these are two tracked objects whatever N. A slice is an
-    ``AgentSpecs`` of its own (a batch pickles only its agents).
+    was 2 objects per agent that the cyclic garbage collector tracks; at N = 1M each full
+    collection walked them all (~360 ms), so the step got dearer with N (runtime/README.md,
+    "1M vs 10k"). A list of ``str`` would still be walked item by item (a cache miss per
+    item); a tuple of ``str`` is untracked by the first collection that sees it, and then
+    never walked. A slice is an ``AgentSpecs`` of its own (a batch pickles only its agents).
     """
 
     __slots__ = ("ids", "types")
 
-    def __init__(self, ids: list[str], types: list[str]) -> None:
+    def __init__(self, ids: Sequence[str], types: Sequence[str]) -> None:
         if len(ids) != len(types):
             raise ValueError(f"AgentSpecs: {len(ids)} ids but {len(types)} types")
-        self.ids = ids
-        self.types = types
+        self.ids: tuple[str, ...] = tuple(ids)
+        self.types: tuple[str, ...] = tuple(types)
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -101,9 +101,11 @@ class Society:
         self.meta = meta
         self.seed = int(meta["seed"])
         # ids checked once per open: the batch hot path then trusts them (Workspace.of_known).
-        # Kept as lists of str and exact tuples, which the cyclic GC does not track (see
-        # batch.AgentSpecs): per-agent objects made every full collection dearer with N.
-        pairs = meta["agents"] = [(a, t) for a, t in meta["agents"]]
+        # Held in tuples of str, which the cyclic GC stops tracking (see batch.AgentSpecs):
+        # per-agent objects (or lists of them) made every full collection dearer with N.
+        # (the pairs first, then the outer tuple: a collection untracks it only when it
+        # meets it after its items, i.e. allocated after them)
+        pairs = meta["agents"] = tuple([(a, t) for a, t in meta["agents"]])
         self._specs = AgentSpecs([validate_agent_id(a) for a, _ in pairs], [t for _, t in pairs])
         self.batch_size = _batch_size(batch_size or meta.get("batch_size"))
         self.retry = RetryPolicy(**meta.get("retry", {}))
