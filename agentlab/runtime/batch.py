@@ -290,6 +290,7 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     pending = countdown.tasks
     try:
         agents = batch.agents
+        ids: Sequence[str]
         if isinstance(agents, AgentSpecs):
             types, ids = set(agents.types), agents.ids
         else:
