@@ -110,7 +110,7 @@ class AgentSpecs(Sequence[AgentSpec]):
             return list(self) == list(other)
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, which are unhashable
 
     def __repr__(self) -> str:
         return f"AgentSpecs({len(self)} agents)"
