@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy, step_agent_batch
+from agentlab.runtime.batch import (
+    AgentSpec,
+    AgentSpecs,
+    BatchResult,
+    BatchSpec,
+    RetryPolicy,
+    step_agent_batch,
+)
 from agentlab.runtime.executors import LocalExecutor, RayExecutor, make_executor
 from agentlab.runtime.proxy import ServiceProxy
 from agentlab.runtime.services import AgentContext, RecordingLLM, RunServices, derive_seed
@@ -16,6 +23,7 @@ from agentlab.runtime.society import Society
 __all__ = [
     "AgentContext",
     "AgentSpec",
+    "AgentSpecs",
     "AgentSystem",
     "BatchResult",
     "BatchSpec",

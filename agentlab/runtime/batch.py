@@ -16,8 +16,9 @@ import asyncio
 import sys
 import time
 import traceback
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from agentlab.agents.base import AgentBase, load_agent
 from agentlab.agents.registry import ensure_registered, get_agent_class
@@ -30,7 +31,14 @@ if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
     from agentlab.store.agent_store import AgentStore
 
-__all__ = ["AgentSpec", "BatchResult", "BatchSpec", "RetryPolicy", "step_agent_batch"]
+__all__ = [
+    "AgentSpec",
+    "AgentSpecs",
+    "BatchResult",
+    "BatchSpec",
+    "RetryPolicy",
+    "step_agent_batch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +68,65 @@ class AgentSpec:
     type: str
 
 
+class AgentSpecs(Sequence[AgentSpec]):
+    """Many agents as two tuples of ``str`` (ids, types): a ``Sequence[AgentSpec]`` whose
+    items are built when read.
+
+    Why: one ``AgentSpec`` per agent (and the ``[id, type]`` lists of ``SOCIETY.json``)
+    was 2 objects per agent that the cyclic garbage collector tracks; at N = 1M each full
+    collection walked them all (~360 ms), so the step got dearer with N (runtime/README.md,
+    "1M vs 10k"). A list of ``str`` would still be walked item by item (a cache miss per
+    item); a tuple of ``str`` is untracked by the first collection that sees it, and then
+    never walked. A slice is an ``AgentSpecs`` of its own (a batch pickles only its agents).
+    """
+
+    __slots__ = ("ids", "types")
+
+    def __init__(self, ids: Sequence[str], types: Sequence[str]) -> None:
+        if len(ids) != len(types):
+            raise ValueError(f"AgentSpecs: {len(ids)} ids but {len(types)} types")
+        self.ids: tuple[str, ...] = tuple(ids)
+        self.types: tuple[str, ...] = tuple(types)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, i: int) -> AgentSpec: ...
+    @overload
+    def __getitem__(self, i: slice) -> AgentSpecs: ...
+    def __getitem__(self, i: int | slice) -> AgentSpec | AgentSpecs:
+        if isinstance(i, slice):
+            return AgentSpecs(self.ids[i], self.types[i])
+        return AgentSpec(self.ids[i], self.types[i])
+
+    def __iter__(self) -> Iterator[AgentSpec]:
+        return map(AgentSpec, self.ids, self.types)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, AgentSpecs):
+            return self.ids == other.ids and self.types == other.types
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, which are unhashable
+
+    def __repr__(self) -> str:
+        return f"AgentSpecs({len(self)} agents)"
+
+
 @dataclass(slots=True)
 class BatchSpec:
-    """Everything a batch task needs besides the ``RunServices``."""
+    """Everything a batch task needs besides the ``RunServices``.
+
+    ``agents``: a list of :class:`AgentSpec` or an :class:`AgentSpecs` (what a society
+    gives its batches).
+    """
 
     tick: int
     committed: int
-    agents: list[AgentSpec]
+    agents: Sequence[AgentSpec]
     classes: dict[str, type[AgentBase]] = field(default_factory=dict)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
@@ -96,13 +156,20 @@ class BatchResult:
 
 class _Countdown:
     """Wakes the batch when its last agent's step has finished (``gather`` without its
-    per-task done callback: one event-loop handle and one Python call less per agent)."""
+    per-task done callback: one event-loop handle and one Python call less per agent).
 
-    __slots__ = ("left", "waiter")
+    ``tasks`` holds the batch's step tasks for its error path (cancel what still runs); a
+    step that finished normally clears its own entry, so its task, coroutine and context
+    are freed at once instead of surviving to the end of the batch: three objects per
+    agent-step less for the cyclic GC to promote and walk again (fewer full collections).
+    """
+
+    __slots__ = ("left", "tasks", "waiter")
 
     def __init__(self, waiter: asyncio.Future[None]) -> None:
         self.left = 0
         self.waiter = waiter
+        self.tasks: list[asyncio.Task[None] | None] = []
 
     def done(self) -> None:
         self.left -= 1
@@ -137,7 +204,9 @@ async def _step_one(
     log: BatchLog,
     countdown: _Countdown,
     store: AgentStore,
+    index: int,
 ) -> None:
+    failed = False
     try:
         tick, policy = batch.tick, batch.retry
         agent_id = spec.agent_id
@@ -190,9 +259,12 @@ async def _step_one(
             log.states.append(_state_row(spec, tick, True, attempt, agent.summary()))
             return
     except BaseException as exc:
+        failed = True  # its task stays listed: the batch cancels and awaits the rest
         countdown.fail(exc)
         raise
     finally:
+        if not failed:
+            countdown.tasks[index] = None
         countdown.done()
 
 
@@ -213,30 +285,38 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     tracer = proxy.trace
     span = tracer.start_span("society.batch", tick=batch.tick, agents=len(batch.agents))
     log = BatchLog()
-    pending: list[asyncio.Task[None]] = []
     loop = asyncio.get_running_loop()
     countdown = _Countdown(loop.create_future())
+    pending = countdown.tasks
     try:
-        classes = {t: get_agent_class(t) for t in {s.type for s in batch.agents}}
+        agents = batch.agents
+        ids: Sequence[str]
+        if isinstance(agents, AgentSpecs):
+            types, ids = set(agents.types), agents.ids
+        else:
+            types, ids = {s.type for s in agents}, [s.agent_id for s in agents]
+        classes = {t: get_agent_class(t) for t in types}
         store = proxy.store
-        loaded = preload(store, [s.agent_id for s in batch.agents], batch.committed)
+        loaded = preload(store, ids, batch.committed)
         # Counted up front: an eager step that finishes at once must not reach zero early.
         countdown.left = len(batch.agents) + 1
+        pending.extend([None] * len(batch.agents))  # each step clears its own entry
         task_of = asyncio.Task
-        for s in batch.agents:
+        for i, s in enumerate(batch.agents):
             coro = _step_one(s, classes[s.type], None if loaded is None else loaded[s.agent_id],
-                             batch, proxy, result, log, countdown, store)  # fmt: skip
-            if _EAGER:  # may finish right here (see _EAGER); kept for the error path
-                pending.append(task_of(coro, loop=loop, eager_start=True))  # type: ignore[call-arg,unused-ignore]
+                             batch, proxy, result, log, countdown, store, i)  # fmt: skip
+            if _EAGER:  # may finish right here (see _EAGER; then its entry is kept: harmless)
+                pending[i] = task_of(coro, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
             else:  # one real task per agent (see _EAGER)
-                pending.append(task_of(coro, loop=loop))
+                pending[i] = task_of(coro, loop=loop)
         countdown.done()  # the up-front extra count
         await countdown.waiter
     except BaseException:
-        for task in pending:  # nothing of this batch may keep running after it gave up
+        left = [t for t in pending if t is not None]
+        for task in left:  # nothing of this batch may keep running after it gave up
             task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        if left:
+            await asyncio.gather(*left, return_exceptions=True)
         raise
     else:
         log.write(proxy)

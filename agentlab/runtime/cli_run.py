@@ -41,6 +41,7 @@ _CREATE_KEYS = {
     "executor_options",
     "retry",
     "keep_checkpoints",
+    "llm_spans",
 }
 
 

@@ -18,8 +18,11 @@ from agentlab.errors import ConfigError
 
 __all__ = [
     "CLI_KEYS",
+    "LLM_SPANS_FORMS",
     "RetryConfig",
     "SocietyConfig",
+    "llm_span_rate",
+    "llm_spans_name",
     "ray_virtual_refusal",
     "validate_society_config",
     "virtual_clock_refusal",
@@ -105,6 +108,47 @@ def ray_virtual_refusal(llm: Any, env: Any, backoff_s: float) -> str | None:
     )
 
 
+#: the values of ``llm_spans`` (which LLM calls also get an ``llm.call`` span)
+LLM_SPANS_FORMS = ("all", "none", "sample:<rate>")
+
+
+def llm_span_rate(value: str) -> float:
+    """The fraction of LLM calls traced for an ``llm_spans`` value.
+
+    ``"all"`` is 1 (every call gets its ``llm.call`` span, the default), ``"none"`` 0,
+    ``"sample:<rate>"`` a rate strictly between 0 and 1 (``"sample:0.01"``: 1 %). Which
+    calls are kept is a hash of the run seed, agent, tick and call number, so a rerun, a
+    Ray run and a resumed run keep the same spans; ``llm_calls`` rows are always complete.
+
+    Raises:
+        ConfigError: anything else, naming the value and the valid forms.
+    """
+    if value == "all":
+        return 1.0
+    if value == "none":
+        return 0.0
+    if isinstance(value, str) and value.startswith("sample:"):
+        try:
+            rate = float(value[len("sample:") :])
+        except ValueError:
+            rate = -1.0
+        if 0.0 < rate < 1.0:
+            return rate
+    raise ConfigError(
+        f"llm_spans={value!r}: valid: {', '.join(repr(f) for f in LLM_SPANS_FORMS)}, with "
+        "0 < rate < 1 (e.g. 'sample:0.01' keeps the spans of 1% of LLM calls)"
+    )
+
+
+def llm_spans_name(rate: float) -> str:
+    """The ``llm_spans`` value of a rate from 0 to 1 (inverse of :func:`llm_span_rate`)."""
+    if rate >= 1.0:
+        return "all"
+    if rate <= 0.0:
+        return "none"
+    return f"sample:{rate!r}"
+
+
 _Count = Annotated[int, Field(strict=True, ge=0)]
 _Seconds = Annotated[float, Field(strict=True, ge=0)]
 
@@ -142,6 +186,18 @@ class SocietyConfig(BaseModel):
     tick_seconds: _Seconds = 0.0
     executor_options: dict[str, Any] | None = None
     keep_checkpoints: Annotated[bool, Field(strict=True)] = False
+    #: ``None``: ``AGENTLAB_LLM_SPANS`` or ``"all"`` (see :func:`llm_span_rate`)
+    llm_spans: str | None = None
+
+    @field_validator("llm_spans", mode="before")
+    @classmethod
+    def _llm_spans(cls, v: Any) -> Any:
+        if v is not None:
+            try:
+                llm_span_rate(v)
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix(f"llm_spans={v!r}: ")) from None
+        return v
 
     @field_validator("agents", mode="before")
     @classmethod

@@ -167,7 +167,7 @@ class RecordingLLM:
         buffered in the batch's log, else queued on the tracer."""
         services = self._services
         rate = services.llm_spans
-        if rate < 1.0 and (rate <= 0.0 or not _sampled(rate, counter, record, tick)):
+        if rate < 1.0 and (rate <= 0.0 or not _sampled(rate, services.seed, counter, record, tick)):
             return
         tracer = services.trace
         attrs: dict[str, Any] = {"tick": tick}
@@ -183,15 +183,21 @@ class RecordingLLM:
 
 
 def _sampled(
-    rate: float, counter: AgentContext | None, record: CallRecord | None, tick: int | None
+    rate: float,
+    seed: int,
+    counter: AgentContext | None,
+    record: CallRecord | None,
+    tick: int | None,
 ) -> bool:
     """Whether a call's span is kept at ``rate``: a hash of what identifies the call in
-    every rerun (agent, tick, its number in the step; else the request id), not a draw."""
+    every rerun, local or Ray, straight or resumed (the run seed, agent, tick and the
+    call's number in the step; else the request id), not a draw: another seed samples
+    other calls."""
     agent = getattr(counter, "agent_id", None)
     if agent is not None:
-        key = f"{agent}\x1f{tick}\x1f{getattr(counter, 'llm_calls', 0)}"
+        key = f"{seed}\x1f{agent}\x1f{tick}\x1f{getattr(counter, 'llm_calls', 0)}"
     elif record is not None:
-        key = record.request_id
+        key = f"{seed}\x1f{record.request_id}"
     else:
         return False
     return zlib.crc32(key.encode()) < rate * 4294967296.0

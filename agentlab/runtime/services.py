@@ -105,6 +105,15 @@ class RunServices:
         #: a Ray task gets, so ``ask_user`` goes through the driver, not the run directory
         self.human_desk: Any = None
 
+    @staticmethod
+    def span_rate(value: float | None = None) -> float:
+        """The ``llm_spans`` fraction for ``value`` (``None``: ``AGENTLAB_LLM_SPANS`` or 1).
+
+        Raises:
+            ConfigError: not a fraction from 0 to 1.
+        """
+        return _span_rate(value)
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_live"] = {}

@@ -37,7 +37,8 @@ from agentlab.agents.registry import portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.errors import ConfigError, CorruptRecordError, StoreError
-from agentlab.runtime.batch import AgentSpec, BatchResult, BatchSpec, RetryPolicy
+from agentlab.runtime.batch import AgentSpecs, BatchResult, BatchSpec, RetryPolicy
+from agentlab.runtime.config import llm_span_rate, llm_spans_name
 from agentlab.runtime.datasets import messages_from_events, register_society_datasets
 from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_of
 from agentlab.runtime.executors import Executor, check_clock, check_virtual, make_executor
@@ -99,8 +100,13 @@ class Society:
         weakref.finalize(self, self._lock.release)
         self.meta = meta
         self.seed = int(meta["seed"])
-        # ids checked once per open: the batch hot path then trusts them (Workspace.of_known)
-        self.agent_specs = [AgentSpec(validate_agent_id(a), t) for a, t in meta["agents"]]
+        # ids checked once per open: the batch hot path then trusts them (Workspace.of_known).
+        # Held in tuples of str, which the cyclic GC stops tracking (see batch.AgentSpecs):
+        # per-agent objects (or lists of them) made every full collection dearer with N.
+        # (the pairs first, then the outer tuple: a collection untracks it only when it
+        # meets it after its items, i.e. allocated after them)
+        pairs = meta["agents"] = tuple([(a, t) for a, t in meta["agents"]])
+        self._specs = AgentSpecs([validate_agent_id(a) for a, _ in pairs], [t for _, t in pairs])
         self.batch_size = _batch_size(batch_size or meta.get("batch_size"))
         self.retry = RetryPolicy(**meta.get("retry", {}))
         self.tick_seconds = float(meta.get("tick_seconds", 0.0))
@@ -137,6 +143,9 @@ class Society:
             seed=self.seed,
             run_id=meta.get("run_id", ""),
             clock=meta.get("clock", "real"),
+            # kept in the run: a resume (or a Ray worker) traces the same calls whatever
+            # its environment says; runs of older versions had none (AGENTLAB_LLM_SPANS)
+            llm_spans=llm_span_rate(meta["llm_spans"]) if "llm_spans" in meta else None,
         )
         self.proxy.bind_clock(self.clock)
         if self._llm_state_kept() and step_state.get("llm") is not None and not read_only:
@@ -163,6 +172,7 @@ class Society:
         executor_options: dict[str, Any] | None = None,
         keep_checkpoints: bool = False,
         store: str = "auto",
+        llm_spans: str | None = None,
     ) -> Society:
         """Write a new society into ``path`` and return it (tick 0 committed).
 
@@ -190,6 +200,11 @@ class Society:
                 ``agentlab.store.packed_store``) or ``"auto"`` (default: packed from
                 ``PACKED_THRESHOLD`` agents up, see ``store/README.md``); later opens
                 detect which.
+            llm_spans: which LLM calls also get an ``llm.call`` span: ``"all"`` (the
+                default, or ``AGENTLAB_LLM_SPANS``), ``"none"`` or ``"sample:<rate>"``
+                (e.g. ``"sample:0.01"``), chosen by a hash of the seed, agent, tick and
+                call number. Kept in the run (a resume traces the same calls); the
+                ``llm_calls`` rows and every other dataset are the same whatever it is.
         """
         from agentlab.llm import LLMClient
         from agentlab.runtime.config import validate_society_config
@@ -211,8 +226,11 @@ class Society:
                 "progress": progress,
                 "keep_checkpoints": keep_checkpoints,
                 "executor_options": executor_options,
+                "llm_spans": llm_spans,
             }
         )
+        # resolved once, here: the env var read at create, never again at a resume
+        spans = llm_spans if llm_spans is not None else llm_spans_name(RunServices.span_rate())
         if cfg.retry is not None:
             retry = RetryPolicy(**cfg.retry.model_dump())
         store_kind(store, 0)  # an unknown store fails before anything is written
@@ -252,6 +270,7 @@ class Society:
                 },
                 "tick_seconds": tick_seconds,
                 "keep_checkpoints": bool(keep_checkpoints),
+                "llm_spans": spans,
                 "agents": population.pairs,
             }
             write_manifest(
@@ -426,9 +445,14 @@ class Society:
         return int(self._step["tick"])
 
     @property
+    def agent_specs(self) -> AgentSpecs:
+        """Every agent's :class:`AgentSpec` (id and type), in batch order."""
+        return self._specs
+
+    @property
     def agent_ids(self) -> list[str]:
         """Ids of every agent, in batch order."""
-        return [s.agent_id for s in self.agent_specs]
+        return list(self._specs.ids)
 
     @property
     def store(self) -> AgentStore:
@@ -486,9 +510,9 @@ class Society:
     # --- running -----------------------------------------------------------------------
 
     def _batches(self, tick: int) -> list[BatchSpec]:
-        classes = portable_classes({s.type for s in self.agent_specs})
+        specs = self._specs
+        classes = portable_classes(set(specs.types))
         size = self.batch_size
-        specs = self.agent_specs
         return [
             BatchSpec(tick, tick - 1, specs[i : i + size], classes, self.retry)
             for i in range(0, len(specs), size)

@@ -50,6 +50,8 @@ STORE_KINDS = ("directory", "packed")
 #: agent against ~0.05 ms and ~0.5 KB packed (measured, see ``store/README.md``).
 PACKED_THRESHOLD = 1000
 _SYNC = ("OFF", "NORMAL", "FULL")
+_PAGE_SIZE = 16384  # bytes per page of a new store file (see _connect)
+_WAL_BYTES = 4096 * 1000  # WAL size that triggers a checkpoint (SQLite's default)
 _GROUP_MAX = 4096  # pending keys before a group-commit store writes them anyway
 # An upsert updates the row in place; ``INSERT OR REPLACE`` deletes and reinserts it:
 # ~2.8 vs ~3.8 µs per row for a tick's slot writes (measured), the same rows after.
@@ -99,7 +101,15 @@ class PackedStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, isolation_level=None, timeout=60.0)
+            # Before the first write of a new file (a no-op on an existing one): a batch's
+            # read_pairs + slot upserts + commit cost ~10% less CPU with 16 KiB pages than
+            # with SQLite's 4 KiB default, at 20k and 200k agents alike (measured).
+            db.execute(f"PRAGMA page_size={_PAGE_SIZE}")
             db.execute("PRAGMA journal_mode=WAL")
+            # checkpoint at ~4 MiB of WAL whatever the page size (SQLite's default is 1000
+            # pages): the WAL file keeps the size it had before 16 KiB pages
+            page = db.execute("PRAGMA page_size").fetchone()[0]
+            db.execute(f"PRAGMA wal_autocheckpoint={max(1, _WAL_BYTES // page)}")
             db.execute(f"PRAGMA synchronous={self.synchronous}")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS kv (agent TEXT NOT NULL, key TEXT NOT NULL, "

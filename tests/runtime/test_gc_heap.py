@@ -1,0 +1,75 @@
+"""A society keeps no GC-tracked object per agent, so a full collection costs the same at
+any N (it walked ~2 objects per agent before: ``AgentSpec`` and the ``[id, type]`` pairs).
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+from pathlib import Path
+
+from agentlab.runtime import AgentSpec, AgentSpecs, Society
+from agentlab.runtime.batch import BatchSpec
+
+
+def _tracked_after_open(path: Path, n: int) -> int:
+    soc = Society.create(path, agents={"counter": n}, progress=False, store="packed")
+    soc.close()
+    soc = Society.open(path, progress=False)
+    gc.collect()  # tuples of str are untracked by a collection that sees them
+    tracked = len(gc.get_objects())
+    assert len(soc.agent_ids) == n
+    soc.close()
+    return tracked
+
+
+def test_tracked_objects_do_not_grow_with_the_number_of_agents(tmp_path: Path) -> None:
+    _tracked_after_open(tmp_path / "warm", 100)  # imports, caches
+    small = _tracked_after_open(tmp_path / "small", 1_000)
+    large = _tracked_after_open(tmp_path / "large", 20_000)
+    assert large - small < 500, (small, large)  # was ~2 per agent: +38,000
+
+
+def test_agent_specs_read_like_a_list_of_agent_specs() -> None:
+    specs = AgentSpecs(["a", "b", "c"], ["counter", "counter", "echo"])
+    assert len(specs) == 3 and specs[1] == AgentSpec("b", "counter")
+    assert list(specs) == [AgentSpec("a", "counter"), AgentSpec("b", "counter"),
+                           AgentSpec("c", "echo")]  # fmt: skip
+    part = specs[1:]
+    assert isinstance(part, AgentSpecs) and part.ids == ("b", "c")
+    assert part == [AgentSpec("b", "counter"), AgentSpec("c", "echo")]
+    again = pickle.loads(pickle.dumps(BatchSpec(1, 0, part)))
+    assert again.agents == part and again.agents.ids == ("b", "c")  # type: ignore[attr-defined]
+    assert [s.agent_id for s in specs[::-1]] == ["c", "b", "a"]
+
+
+def test_society_batches_carry_their_own_slice(tmp_path: Path) -> None:
+    soc = Society.create(tmp_path, agents={"counter": 10}, progress=False, batch_size=4)
+    batches = soc._batches(1)
+    assert [len(b.agents) for b in batches] == [4, 4, 2]
+    assert [a for b in batches for a in b.agents] == list(soc.agent_specs)
+    assert len(pickle.dumps(batches[2])) < len(pickle.dumps(batches[0]))
+    soc.close()
+
+
+def test_no_per_agent_list_is_left_for_a_full_collection_to_walk(tmp_path: Path) -> None:
+    # A tracked list of n items is walked item by item by every full collection even when
+    # its items are untracked (a cache miss each at 1M): nothing the society holds may be
+    # a tracked container with one item per agent.
+    n = 5_000
+    soc = Society.create(tmp_path, agents={"counter": n}, progress=False, store="packed")
+    soc.run_sync(1)
+    gc.collect()
+    gc.collect()  # a tuple of tuples is untracked once its items were (the next pass)
+    big, seen, todo = [], set(), [soc]
+    while todo:  # everything reachable from the society through tracked objects
+        obj = todo.pop()
+        if id(obj) in seen or not gc.is_tracked(obj) or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, list | tuple | dict | set) and len(obj) >= n:
+            big.append(type(obj).__name__)
+        if not hasattr(obj, "__module__") or not str(getattr(obj, "__name__", "")):
+            todo.extend(gc.get_referents(obj))
+    assert big == [], big
+    soc.close()
