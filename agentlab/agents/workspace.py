@@ -28,6 +28,7 @@ with ``C = crc32(str(T) + value bytes)``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import zlib
@@ -218,7 +219,14 @@ _dumps, _loads, _SORT = orjson.dumps, orjson.loads, orjson.OPT_SORT_KEYS
 
 def encode_slot(tick: int, value: Any) -> bytes:
     """The bytes of one state slot holding ``value`` as the version of ``tick``."""
-    body = _dumps(value, option=_SORT)
+    try:
+        body = _dumps(value, option=_SORT)
+    except TypeError as exc:
+        if "surrogates" not in str(exc):
+            raise
+        # a lone surrogate (half an emoji, e.g. from a provider's "\\ud83d" escape, which
+        # json.loads accepts): orjson refuses it; json writes it escaped, and reads it back
+        body = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
     t = tick if type(tick) is int else int(tick)
     # The CRC covers the tick too: a torn write must not pair a new tick with an old body.
     return _SLOT % (
@@ -233,7 +241,10 @@ def encode_slot(tick: int, value: Any) -> bytes:
 def decode_slot(raw: bytes, *, where: str = "") -> tuple[int, Any]:
     """``(tick, value)`` of a slot; raises ``CorruptRecordError`` if torn or foreign."""
     try:
-        doc = _loads(raw)
+        try:
+            doc = _loads(raw)
+        except orjson.JSONDecodeError:
+            doc = json.loads(raw)  # a slot json wrote (a lone surrogate, escaped)
         n, tick, crc = doc["len"], doc["tick"], doc["crc"]
         if type(n) is not int or type(tick) is not int or type(crc) is not int:
             n, tick, crc = int(n), int(tick), int(crc)
