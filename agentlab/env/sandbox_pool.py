@@ -201,7 +201,10 @@ class SandboxPool:
 
     def warm(self, memory_mb: int = Limits.max_memory_mb) -> None:
         """Start idle workers now, so the first requests do not pay for start-up."""
-        fresh = [self._take(memory_mb) for _ in range(self.size)]
+        # started by the pool's own threads, not the caller's (see _replace: a worker dies
+        # with the thread that started it, and the caller may be a short-lived thread)
+        starting = [self._threads.submit(self._take, memory_mb) for _ in range(self.size)]
+        fresh = [f.result() for f in starting]
         for w in fresh:
             self._wait_ready(w)
             self._give_back(w)
@@ -217,20 +220,33 @@ class SandboxPool:
 
     def _replace(self, memory_mb: int) -> None:
         """Start a fresh worker in the background for the one just lost, so the next
-        request does not pay for a start-up (a plain thread: the I/O threads stay free)."""
+        request does not pay for a start-up.
 
-        def spawn() -> None:
-            if self._closed:
+        The process is started by one of the pool's own threads, which live as long as
+        the pool: a worker's ``PR_SET_PDEATHSIG`` fires when the *thread* that started it
+        exits, so a worker started by a short-lived thread was SIGKILLed as that thread
+        ended — possibly after a request had taken it. Only its start-up wait runs in a
+        plain thread (the I/O threads stay free for requests meanwhile)."""
+        if self._closed:
+            return
+        try:
+            started = self._threads.submit(_Worker, memory_mb)
+        except RuntimeError:  # the pool closed meanwhile
+            return
+        self.stats.spawned += 1
+
+        def ready() -> None:
+            try:
+                w = started.result()
+            except Exception:  # could not start (OSError...): the next request spawns one
                 return
-            self.stats.spawned += 1
-            w = _Worker(memory_mb)
             try:
                 self._wait_ready(w)
             except _Dead:
                 return
             self._give_back(w)
 
-        threading.Thread(target=spawn, name="sandbox-spawn", daemon=True).start()
+        threading.Thread(target=ready, name="sandbox-spawn", daemon=True).start()
 
     def close(self) -> None:
         """Kill every idle worker (busy ones are killed when their request ends)."""

@@ -103,7 +103,9 @@ class _Worker:
 
 def _die_with_parent(parent: int) -> None:
     # A parent killed with SIGKILL cannot kill a worker spinning in C; the kernel can
-    # (Linux PR_SET_PDEATHSIG). Elsewhere the stdin EOF and RLIMIT_CPU remain.
+    # (Linux PR_SET_PDEATHSIG). Elsewhere the stdin EOF and RLIMIT_CPU remain. The signal
+    # comes when the parent *thread* that started us exits, so the pool starts workers
+    # only from threads that live as long as it does (sandbox_pool._replace).
     try:
         import ctypes
         import signal
