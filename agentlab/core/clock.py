@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "HorizonClock", "RealClock", "VirtualClock", "clock_from_name"]
+__all__ = ["Clock", "HorizonClock", "RealClock", "VirtualClock", "clock_from_name", "settle"]
 
 
 @runtime_checkable
@@ -159,18 +159,28 @@ class HorizonClock(VirtualClock):
 
     async def run(self, may_wake: Callable[[float], bool]) -> None:
         """Wake sleepers while ``may_wake(next wake-up)``; return when settled and not."""
-        loop = asyncio.get_running_loop()
-        ready = loop._ready  # type: ignore[attr-defined]  # CPython's runnable deque
         while True:
-            await asyncio.sleep(0)
-            if len(ready) > 0:
-                continue
+            await settle()
             t = self.next_wake()
             if t is None or not may_wake(t):
                 return
             wake, _, fut = heapq.heappop(self._heap)
             self._now = max(self._now, wake)
             fut.set_result(None)
+
+
+async def settle() -> None:
+    """Return once the running loop has nothing else to run (only waits remain).
+
+    For code that drives events by hand (``HorizonClock.run``, the workers of a virtual
+    run on Ray): every coroutine woken so far has run until it waits again. Needs
+    CPython's event loop (its runnable-callback deque).
+    """
+    ready = asyncio.get_running_loop()._ready  # type: ignore[attr-defined]
+    while True:
+        await asyncio.sleep(0)
+        if not ready:
+            return
 
 
 def clock_from_name(name: str) -> Clock:

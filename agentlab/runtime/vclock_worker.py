@@ -28,6 +28,7 @@ import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from agentlab.core.clock import settle
 from agentlab.core.records import LLMResponse
 from agentlab.errors import ConfigError
 from agentlab.llm.sim_backend import check_sim_overrides
@@ -140,12 +141,8 @@ class WorkerHub:
 
     async def drive(self, batch: asyncio.Future[Any]) -> None:
         """Report and deliver until ``batch`` has finished, then tell the server."""
-        loop = asyncio.get_running_loop()
-        ready = loop._ready  # type: ignore[attr-defined]  # CPython's runnable deque
         while True:
-            await asyncio.sleep(0)
-            if len(ready) > 0:
-                continue
+            await settle()
             if self._in_env:
                 await self._env_idle.wait()
                 continue
