@@ -229,14 +229,14 @@ class SimServer:
 
         # Faults are drawn per attempt number (the client's retries and, through
         # ``prior_attempts``, an agent-step retry count on), so a retry can succeed;
-        # content is not.
+        # content is not. Each attempt's draw is independent of the others (_fault_u).
         fault = None
         p_rl = float(params.get("sim_p_rate_limit", p.p_rate_limit))
         p_to = float(params.get("sim_p_timeout", p.p_timeout))
         p_mal = float(params.get("sim_p_malformed", p.p_malformed))
         malformed = False
         if p_rl or p_to or p_mal:
-            u = Rng(h * 1000003 + attempt + 1).random()
+            u = _fault_u(h, attempt)
             if u < p_rl:
                 fault = "rate_limited"
             elif u < p_rl + p_to:
@@ -722,6 +722,20 @@ class SimServer:
 
 #: version of :meth:`SimServer.export_state`'s layout (1: the pre-engine slot heap)
 _STATE_VERSION = 2
+
+
+def _fault_u(h: int, attempt: int) -> float:
+    """The uniform draw deciding the fault of attempt ``attempt`` of request ``h``.
+
+    SplitMix64's finaliser over ``(h, attempt)``: the first ``Rng`` output is linear in
+    its seed, so seeds ``s, s + 1, s + 2`` (consecutive attempts) drew ``u, u + 0.097,
+    u + 0.195, ...`` and a timeout was always followed by a success. Mixed, the draws of
+    one request's attempts are independent.
+    """
+    z = (h * 0x9E3779B97F4A7C15 + attempt + 1) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return ((z ^ (z >> 31)) >> 11) * 2.0**-53
 
 
 def _lognormal_factor(u: float, sigma: float) -> float:
