@@ -188,6 +188,12 @@ class SocietyConfig(BaseModel):
     keep_checkpoints: Annotated[bool, Field(strict=True)] = False
     #: ``None``: ``AGENTLAB_LLM_SPANS`` or ``"all"`` (see :func:`llm_span_rate`)
     llm_spans: str | None = None
+    #: the agent store (``store/packed_store.py``: ``store_kind``)
+    store: Literal["auto", "directory", "packed"] = "auto"
+    #: the stop rule (``runtime/stop_rule.py``); ``None``: never stop
+    max_error_share: Annotated[float, Field(strict=True, ge=0, le=1)] | None = 1.0
+    #: what ``Society.create`` does when ``out`` already holds a run
+    exist_ok: Annotated[bool, Field(strict=True)] | Literal["replace"] = False
 
     @field_validator("llm_spans", mode="before")
     @classmethod

@@ -57,6 +57,7 @@ from agentlab.runtime.society_files import (
     unlock_on_error,
     write_tick_checkpoint,
 )
+from agentlab.runtime.stop_rule import DEFAULT_MAX_ERROR_SHARE, check_tick
 from agentlab.store.agent_store import AgentStore
 from agentlab.store.atomic import atomic_write_bytes, atomic_write_json, read_json
 from agentlab.store.lifecycle import RunStatus, clear_run_dir, mark_status, read_status
@@ -176,6 +177,7 @@ class Society:
         store: str = "auto",
         llm_spans: str | None = None,
         exist_ok: bool | Literal["replace"] = False,
+        max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
     ) -> Society:
         """Write a new society into ``path`` and return it (tick 0 committed).
 
@@ -215,6 +217,11 @@ class Society:
                 a running ``Society`` object of this one) writes the run, it is refused
                 with ``RunLockedError`` naming the holder and nothing is removed. This is
                 the notebook way to start over (never ``shutil.rmtree`` a run).
+            max_error_share: the stop rule (``runtime/stop_rule.py``), kept in the run: a
+                tick in which no agent step succeeded, or more than this share of agents
+                failed every attempt, is not committed and raises ``TickFailedError``
+                (``run()`` marks the run ``failed``). Default 1.0: stop only when every
+                step failed; ``None``: never stop.
         """
         from agentlab.llm import LLMClient
         from agentlab.runtime.config import validate_society_config
@@ -237,6 +244,8 @@ class Society:
                 "keep_checkpoints": keep_checkpoints,
                 "executor_options": executor_options,
                 "llm_spans": llm_spans,
+                "store": store,
+                "max_error_share": max_error_share,
             }
         )
         # resolved once, here: the env var read at create, never again at a resume
@@ -291,6 +300,8 @@ class Society:
                 "tick_seconds": tick_seconds,
                 "keep_checkpoints": bool(keep_checkpoints),
                 "llm_spans": spans,
+                "store": store_kind(store, len(population)),
+                "max_error_share": max_error_share,
                 "agents": population.pairs,
             }
             write_manifest(
@@ -557,6 +568,9 @@ class Society:
         total = BatchResult()
         for r in await self.executor.run_batches(self._batches(tick), self.proxy):
             total += r
+        rule = self.meta.get("max_error_share", DEFAULT_MAX_ERROR_SHARE)
+        check_tick(str(self.run_dir), tick, len(self.agent_specs), total.steps, total.failed,
+                   rule, self.proxy.flush)  # fmt: skip
         events = await self.executor.env_step(tick)
         router_stats = getattr(self.executor, "env_router_stats", None)
         routers = await router_stats() if router_stats is not None else {}
