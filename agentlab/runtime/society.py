@@ -62,6 +62,7 @@ from agentlab.store.agent_store import AgentStore
 from agentlab.store.atomic import atomic_write_bytes, atomic_write_json, read_json
 from agentlab.store.lifecycle import RunStatus, clear_run_dir, mark_status, read_status
 from agentlab.store.packed_store import open_agent_store, store_kind
+from agentlab.store.store_check import check_agent_store
 from agentlab.store.writer_lock import WriterLock
 
 __all__ = ["SOCIETY_SCHEMA_VERSION", "Society"]
@@ -315,6 +316,7 @@ class Society:
             register_society_datasets(sink)
             agent_store = open_agent_store(run_dir, store_kind(store, len(population)))
             write_population(agent_store, population, sink, schema_version=SOCIETY_SCHEMA_VERSION)
+            _mark_store(agent_store, 0, close=True)
             ckpt: list[str] = []
             for i, m in enumerate(env_modules):
                 rel = f"{ENV_CKPT_DIR}/0/{i}.json"
@@ -401,6 +403,9 @@ class Society:
                     f"{run_dir / key} lacks {missing}: it was edited or cut outside agentlab; "
                     "restore it from a copy of the run, or create the society again"
                 )
+        # a deleted or damaged agent store is named here, not by every agent's next step
+        check_agent_store(run_dir, [a for a, _ in meta["agents"]], int(step["tick"]),
+                          meta.get("store"))  # fmt: skip
         if read_only:
             return cls(run_dir, meta, step, executor=executor, progress=progress, read_only=True)
         lock = WriterLock(run_dir).acquire()  # truncating the log needs the only writer
@@ -623,6 +628,7 @@ class Society:
             step["llm"] = self.proxy.llm.client.export_state()
         if self.keep_checkpoints:
             write_tick_checkpoint(self.run_dir, step, self.agent_ids)
+        _mark_store(self.proxy.store, tick)
         atomic_write_json(self.run_dir / STEP_FILE, step)  # the commit point
         self._failed = False
         old = self._step.get("env") or []
@@ -766,6 +772,7 @@ class Society:
         self.proxy.flush()
         self.executor.close()
         self._started_env = False
+        _mark_store(self.proxy._live.get("store"), None, close=True)  # SQLite closed
         if self._lock.held and read_status(self.run_dir) in ("running", "paused"):
             self._mark("stopped" if self._status == "stopped" else "done")
         self._lock.release()
@@ -775,6 +782,16 @@ class Society:
             f"Society({str(self.run_dir)!r}, agents={len(self.agent_specs)}, "
             f"tick={self.tick}, executor={self.executor.name!r})"
         )
+
+
+def _mark_store(store: Any, tick: int | None, *, close: bool = False) -> None:
+    """A packed store records ``tick`` as written (``store/store_check.py``) and, with
+    ``close``, checkpoints its WAL and closes its connections; a directory store has
+    nothing to do."""
+    if tick is not None and hasattr(store, "mark_committed"):
+        store.mark_committed(tick)
+    if close and hasattr(store, "close"):
+        store.close()
 
 
 def _uncancel() -> None:
