@@ -177,6 +177,7 @@ s.run_sync(ticks=100000)
 """
 
 
+@pytest.mark.slow
 def test_forks_of_a_parent_another_process_is_writing_are_consistent(tmp_path: Path) -> None:
     from agentlab.store import open_run
 
