@@ -9,6 +9,11 @@ Worker -> parent: ``{"op": "ready"}`` once at start, ``{"op": "tool", "name", "a
 "kwargs"}`` per tool call, and ``{"op": "done", "ok", "value", "printed", "steps",
 "tool_calls" | "error", "error_type", "from_tool"}`` per program, with ``"retire": true``
 when the worker exits after it (CPU time used up, or a MemoryError left it unreliable).
+Every worker message carries ``"busy"``: seconds since the worker read the parent's last
+message (the parent bills the program no more than that). A tool result the parent refuses
+for the request as a whole (too many tool calls) has ``"error_type": "UnsafeCodeError"``.
+A worker that cannot confine itself sends ``{"op": "error", "error"}`` instead of
+``ready`` and exits.
 """
 
 from __future__ import annotations

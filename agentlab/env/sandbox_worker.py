@@ -37,13 +37,18 @@ class _RemoteToolError(ToolError):
 class _Worker:
     def __init__(self, rx: BinaryIO, tx: BinaryIO, cpu_limit: float) -> None:
         self.rx, self.tx, self.cpu_limit = rx, tx, cpu_limit
+        self.since = time.monotonic()
 
     def send(self, msg: dict[str, Any]) -> None:
+        # how long this answer took here: the parent charges the program no more than
+        # that (its event loop may have been busy elsewhere when the answer arrived)
+        msg["busy"] = round(time.monotonic() - self.since, 6)
         self.tx.write(wire.dumps(msg))
         self.tx.flush()
 
     def receive(self) -> dict[str, Any] | None:
         line = self.rx.readline()
+        self.since = time.monotonic()
         return wire.loads(line) if line else None
 
     def tool(self, name: str, limits: Limits) -> Any:
