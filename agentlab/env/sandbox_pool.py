@@ -590,6 +590,10 @@ class SandboxPool:
                 return outcome
         except _Dead:
             assert w is not None
+            for _ in range(20):  # its pipe closed: the exit status follows within moments
+                if w.proc.poll() is not None:
+                    break
+                await asyncio.sleep(0.025)
             status = w.proc.poll()
             self.stats.died += 1
             self._lose(w)
