@@ -10,8 +10,10 @@ Timing (all times from the client's :class:`~agentlab.core.clock.Clock`):
   ``first = sent + overhead_s + 1 / decode_tps + prompt / prefill_tps`` and
   ``end = first + (n - 1) / (decode_tps * speed)``.
 
-Completion lengths are drawn per request from the profile's log-normal for the call's
-``labels["call"]`` or ``labels["stage"]`` (``SimProfile.lengths``, else ``completion_median``/``_sigma``), for free
+Completion lengths are drawn per request from the profile's length law for the call's
+``labels["call"]`` or ``labels["stage"]``, qualified by ``@topology`` / ``#round``
+(``SimProfile.length_dist``: quartiles and mean kept; else the log-normal
+``completion_median``/``_sigma``), for free
 text, structured output (free-text fields are lengthened) alike; ``max_tokens`` or the
 profile's ``max_completion`` truncate with ``finish_reason="length"``.
 
@@ -46,14 +48,13 @@ from agentlab.llm.sim_content import (
     play_along,
 )
 from agentlab.llm.sim_engine import Engine, EngineRequest
-from agentlab.llm.sim_profiles import SimProfile
+from agentlab.llm.sim_profiles import LengthDist, SimProfile
 from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program
 from agentlab.llm.structured import OutputSpec
 from agentlab.llm.tokens import CharsTokenizer, get_tokenizer
 
 __all__ = ["SIM_OVERRIDES", "SimResult", "SimServer"]
 
-_exp = math.exp
 
 #: per-call overrides the simulator understands (everything else ``sim_*`` is an error)
 SIM_OVERRIDES = frozenset(
@@ -94,18 +95,10 @@ class SimResult:
 class _Knobs:
     """What :meth:`SimServer.plan_instant` needs of a call's parameters, converted once."""
 
-    __slots__ = ("cap", "default_length", "marker", "marker_p", "n_fixed")
+    __slots__ = ("cap", "marker", "marker_p", "n_fixed")
 
-    def __init__(
-        self,
-        cap: int,
-        n_fixed: int | None,
-        marker: str | None,
-        marker_p: float,
-        default_length: tuple[float, float],
-    ) -> None:
+    def __init__(self, cap: int, n_fixed: int | None, marker: str | None, marker_p: float) -> None:
         self.cap, self.n_fixed, self.marker, self.marker_p = cap, n_fixed, marker, marker_p
-        self.default_length = default_length
 
 
 class SimServer:
@@ -133,10 +126,8 @@ class SimServer:
         self._chars_per_token = (
             self._tokenizer.chars_per_token if isinstance(self._tokenizer, CharsTokenizer) else 0.0
         )
-        # per-label lengths as a dict, first entry of a label wins (as in SimProfile.length_of)
-        self._lengths: dict[str, tuple[float, float]] = {}
-        for label, median, sigma in profile.lengths:
-            self._lengths.setdefault(label, (median, sigma))
+        # length law per (call, stage, topology, round) labels: SimProfile.length_dist, cached
+        self._length_cache: dict[tuple[Any, ...], LengthDist] = {}
         # (params, what plan_instant needs of them or None): one attribute, swapped whole,
         # so threads sharing this server never see the knobs of another params dict
         self._knobs: tuple[dict[str, Any] | None, _Knobs | None] = (None, None)
@@ -249,9 +240,7 @@ class SimServer:
                 malformed = True
 
         rng = Rng(h)
-        stage = labels.get("stage", labels.get("label")) if labels else None
-        call = labels.get("call") if labels else None
-        text, calls, n, finish = self._content(rng, spec, tools, params, malformed, stage, call)
+        text, calls, n, finish = self._content(rng, spec, tools, params, malformed, labels)
         text, calls, n, finish = play_along(
             messages, tools, params, rng, (text, calls, n, finish), malformed
         )
@@ -344,15 +333,7 @@ class SimServer:
             rng = Rng(h)
             n = k.n_fixed
             if n is None:
-                pair = k.default_length
-                lengths = self._lengths
-                if lengths and labels:  # as SimProfile.length_of: the call label, the stage
-                    call, stage = labels.get("call"), labels.get("stage", labels.get("label"))
-                    if call is not None and str(call) in lengths:
-                        pair = lengths[str(call)]
-                    elif stage is not None and str(stage) in lengths:
-                        pair = lengths[str(stage)]
-                n = int(pair[0] * _exp(pair[1] * rng.normal()) + 0.5)
+                n = int(self._length_dist(labels).at(rng.normal()) + 0.5)
         except Exception:
             return None
         if n < 1:
@@ -394,8 +375,7 @@ class SimServer:
         # cap < 1 would leave the reply empty (a malformed answer: plan() and a retry)
         if faults or cap < 1 or not (marker is None or isinstance(marker, str)):
             return None
-        default = (p.completion_median, p.completion_sigma)
-        knobs = _Knobs(cap, n_fixed, marker, marker_p, default)
+        knobs = _Knobs(cap, n_fixed, marker, marker_p)
         self._knobs = (snapshot, knobs)
         return knobs
 
@@ -406,8 +386,7 @@ class SimServer:
         tools: list[dict[str, Any]] | None,
         params: dict[str, Any],
         malformed: bool,
-        stage: Any,
-        call: Any = None,
+        labels: dict[str, Any] | None = None,
     ) -> tuple[str, list[tuple[str, str, str]], int, str]:
         """(text, tool calls, completion tokens, finish reason) of one attempt."""
         p = self.profile
@@ -432,10 +411,7 @@ class SimServer:
         if n_fixed is not None:
             target = int(n_fixed)
         else:
-            median, sigma = p.length_of(
-                None if stage is None else str(stage), None if call is None else str(call)
-            )
-            target = int(median * math.exp(sigma * rng.normal()) + 0.5)
+            target = int(self._length_dist(labels).at(rng.normal()) + 0.5)
         target = max(1, target)
         if spec is not None:
             text, n = gen_json(spec.schema, rng, target, bool_p=bool_p)
@@ -454,6 +430,20 @@ class SimServer:
             gen_text(rng, target), rng, marker, float(params.get("sim_marker_p", 1.0))
         )
         return text, [], target, "stop"
+
+    def _length_dist(self, labels: dict[str, Any] | None) -> LengthDist:
+        """:meth:`SimProfile.length_dist` of a call's labels, cached per label values."""
+        if not labels:
+            key: tuple[Any, ...] = ()
+        else:
+            g = labels.get
+            key = (g("call"), g("stage", g("label")), g("topology"), g("round"))
+        dist = self._length_cache.get(key)
+        if dist is None:
+            if len(self._length_cache) > 4096:
+                self._length_cache.clear()
+            dist = self._length_cache[key] = self.profile.length_dist(labels)
+        return dist
 
     def _take_quota(self, now: float, tokens: int) -> bool:
         p = self.profile
