@@ -66,6 +66,16 @@ class SimProfile:
     tool_call_p: float = 0.5  # probability of a tool call when tools are offered
     bool_p: float = 0.5  # probability a boolean JSON field is true
     stream_chunks: int = 12  # a streamed completion arrives in about this many chunks
+    # --- engine mechanisms (vLLM v1); TOML section [engine]; each off-setting gives the
+    # engine as it was before the mechanism existed
+    # automatic prefix caching: a request skips the prompt blocks found cached (false: off)
+    prefix_caching: bool = False
+    block_size: int = 16  # tokens per KV block (vLLM's default on GPUs)
+    kv_blocks: int = 0  # KV cache capacity in blocks; 0 = unlimited (no preemption)
+    # step time added per cached token attended by each decoding sequence (0: no attention)
+    attention_decode_s: float = 0.0
+    # step time added per (prefill token x context token) pair of prefill chunks (0: none)
+    attention_prefill_s: float = 0.0
     source: str = ""  # where the numbers come from (benchmark, calibration run)
 
     def length_of(self, stage: str | None, call: str | None = None) -> tuple[float, float]:
@@ -92,8 +102,12 @@ class SimProfile:
         """Write the profile as TOML (readable by :func:`load_profile`)."""
         path = Path(path)
         flat, lengths = [], []
+        engine = []
         for k, v in self.to_dict().items():
             if k == "lengths":
+                continue
+            if k in ENGINE_KEYS:
+                engine.append(f"{k} = {_toml_value(v)}")
                 continue
             flat.append(f"{k} = {_toml_value(v)}")
         for label, (m, s) in self.to_dict()["lengths"].items():
@@ -102,6 +116,8 @@ class SimProfile:
         if lengths:
             text += "\n[lengths]  # stage label = [median tokens, sigma of log tokens]\n"
             text += "\n".join(lengths) + "\n"
+        text += "\n[engine]  # vLLM v1 mechanisms (agentlab/llm/sim_engine.py)\n"
+        text += "\n".join(engine) + "\n"
         path.write_text(text, encoding="utf-8")
         return path
 
@@ -145,6 +161,11 @@ class SimProfile:
             if k == "lengths":
                 clean[k] = _lengths(v)
                 continue
+            if f.type == "bool":
+                if not isinstance(v, bool) and str(v).lower() not in ("0", "1", "true", "false"):
+                    raise ConfigError(f"sim profile parameter {k}={v!r} is not a boolean")
+                clean[k] = v if isinstance(v, bool) else str(v).lower() in ("1", "true")
+                continue
             try:
                 clean[k] = int(v) if f.type == "int" else float(v)
             except (TypeError, ValueError) as exc:
@@ -152,6 +173,12 @@ class SimProfile:
             if clean[k] < 0:
                 raise ConfigError(f"sim profile parameter {k}={v!r} must be >= 0")
         return dataclasses.replace(self, **clean)
+
+
+#: parameters of the engine's vLLM mechanisms (written in a profile's ``[engine]`` section)
+ENGINE_KEYS = frozenset(
+    {"prefix_caching", "block_size", "kv_blocks", "attention_decode_s", "attention_prefill_s"}
+)
 
 
 def _toml_value(v: Any) -> str:
@@ -197,6 +224,14 @@ def load_profile(path: str | Path, **overrides: Any) -> SimProfile:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"sim profile file {str(path)!r} is not valid TOML: {exc}") from exc
     name = str(data.pop("name", path.stem))
+    engine = data.pop("engine", {})
+    if not isinstance(engine, dict) or set(engine) - ENGINE_KEYS:
+        bad = sorted(set(engine) - ENGINE_KEYS) if isinstance(engine, dict) else engine
+        raise ConfigError(
+            f"sim profile file {str(path)!r}: unknown [engine] parameter(s) {bad!r}; "
+            f"valid: {', '.join(sorted(ENGINE_KEYS))}"
+        )
+    data.update(engine)
     return SimProfile(name=name).replace(**data).replace(**overrides)
 
 
