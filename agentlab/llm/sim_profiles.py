@@ -172,6 +172,8 @@ class SimProfile:
                 raise ConfigError(f"sim profile parameter {k}={v!r} is not a number") from exc
             if clean[k] < 0:
                 raise ConfigError(f"sim profile parameter {k}={v!r} must be >= 0")
+            if k == "block_size" and clean[k] < 1:
+                raise ConfigError(f"sim profile parameter block_size={v!r} must be >= 1")
         return dataclasses.replace(self, **clean)
 
 

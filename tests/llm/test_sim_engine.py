@@ -31,6 +31,9 @@ SMALL = {
     "decode_jitter": 0.0,
     "overhead_s": 0.0,
     "client_overhead_s": 0.0,
+    # the engine without its KV model (hand computations below; KV tests: test_sim_kv.py)
+    "prefix_caching": False,
+    "kv_blocks": 0,
 }
 # prompt-token estimate of the simulator: 4 per message + len(content) // 4
 SHORT = [{"role": "user", "content": "abcd"}]  # 5 tokens
