@@ -361,7 +361,40 @@ def render(x: dict) -> str:
             lines.append(f"{key} = {{" + ", ".join(f"{k} = {x!r}" for k, x in v.items()) + "}")
         else:
             lines.append(f"{key} = [{v[0]!r}, {v[1]!r}]")
+    lines += _engine_lines(x["server_config"])
     return "\n".join(lines) + "\n"
+
+
+def _engine_lines(cfg: dict) -> list[str]:
+    """The ``[engine]`` section: vLLM v1 mechanisms, from vLLM defaults, the model's
+    architecture and the server's memory settings (none are fitted to outcomes)."""
+    # Llama-3.2-3B (config.json of meta-llama/Llama-3.2-3B-Instruct): 28 layers, 8 KV heads
+    # (GQA), head_dim 128, 3.21e9 parameters; fp16 = 2 bytes
+    kv_bytes_per_token = 2 * 28 * 8 * 128 * 2  # K and V
+    block = 16
+    gpu_gib, util = 24.0, float(cfg["gpu_memory_utilization"])
+    weights_gib = 3.21e9 * 2 / 2**30
+    activations_gib = 1.0  # assumption: vLLM's profiling peak at 11,200 batched tokens
+    kv_gib = gpu_gib * util - weights_gib - activations_gib
+    blocks = int(kv_gib * 2**30 / (kv_bytes_per_token * block) / 100) * 100
+    return [
+        "",
+        "# vLLM v1 engine mechanisms (agentlab/llm/sim_engine.py); off-settings in brackets",
+        "[engine]",
+        "# source: vLLM v1 default (enable_prefix_caching=True); [false]",
+        "prefix_caching = true",
+        "# source: vLLM default block_size on CUDA",
+        f"block_size = {block}",
+        f"# source: ({gpu_gib:g} GiB x gpu_memory_utilization {util:g} - fp16 weights "
+        f"{weights_gib:.2f} GiB - ~{activations_gib:g} GiB activations, an assumption) / "
+        f"{kv_bytes_per_token * block / 2**20:g} MiB per block (Llama-3.2-3B: 28 layers x 8 KV "
+        f"heads x head_dim 128 x K,V x 2 bytes x {block} tokens), rounded down; [0 = unlimited]",
+        f"kv_blocks = {blocks}",
+        "# source: not published for this server (no per-context decode timings); [0]",
+        "attention_decode_s = 0.0",
+        "# source: not published for this server; [0]",
+        "attention_prefill_s = 0.0",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,7 @@ from agentlab.llm.sim_content import (
     play_along,
 )
 from agentlab.llm.sim_engine import Engine, EngineRequest
+from agentlab.llm.sim_kv import prompt_block_hashes
 from agentlab.llm.sim_profiles import LengthDist, SimProfile
 from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program
 from agentlab.llm.structured import OutputSpec
@@ -90,6 +91,7 @@ class SimResult:
     fault_at: float = 0.0  # when the fault is reported
     req: EngineRequest | None = None  # the engine's request (slots > 0), updated as it runs
     malformed: bool = False  # a malformed reply on purpose (counted in SimServer.faults)
+    cached_tokens: int = 0  # prompt tokens served from the engine's prefix cache
 
 
 class _Knobs:
@@ -272,7 +274,10 @@ class SimServer:
             Rng(zlib.crc32(h.to_bytes(4, "little"), 0x5EED)).random(), p.decode_jitter
         )
         if p.slots > 0:
-            self._enqueue(res, now, timeout, speed)
+            hashes = (
+                _block_hashes(messages, tools, extra, prompt_tokens, p) if p.prefix_caching else ()
+            )
+            self._enqueue(res, now, timeout, speed, hashes)
         else:
             self._unbatched(res, now, timeout, speed)
         return res
@@ -465,7 +470,9 @@ class SimServer:
             self._rpm_level -= 1.0
         return True
 
-    def _enqueue(self, res: SimResult, now: float, timeout: float, speed: float) -> None:
+    def _enqueue(
+        self, res: SimResult, now: float, timeout: float, speed: float, hashes: tuple[int, ...]
+    ) -> None:
         engine = self.engine
         engine.advance(now)
         req = EngineRequest(
@@ -475,6 +482,7 @@ class SimServer:
             max(1, res.completion_tokens),
             speed,
             now + timeout,
+            hashes=hashes,
         )
         engine.add(req)
         res.req = req
@@ -491,6 +499,7 @@ class SimServer:
             res.end = math.inf
         if view.admitted is not None:
             res.queue_wait = max(0.0, view.admitted - view.arrival)
+            res.cached_tokens = view.cached_tokens
 
     def _unbatched(self, res: SimResult, now: float, timeout: float, speed: float) -> None:
         p = self.profile
@@ -538,6 +547,9 @@ class SimServer:
             if req.aborted or now >= req.deadline:
                 return False
             planned = engine.predict(req).time_of_token(m)
+            if planned is not None and planned <= now + 1e-9:
+                engine.replan()  # the plan fell behind the committed steps (KV limits)
+                planned = engine.predict(req).time_of_token(m)
             target = req.deadline if planned is None else min(planned, req.deadline)
             if target <= now + 1e-9:  # zero-length steps due now: run them
                 engine.advance(now, inclusive=True)
@@ -630,6 +642,7 @@ class SimServer:
         self.engine.advance(now)
         self._prune(now)
         running, waiting = self.engine.load()
+        kv = self.engine.kv
         running += sum(1 for s, e, _ in self._active if s <= now < e)
         dt = now - self._rate_t
         total = self.generation_tokens_total
@@ -648,6 +661,10 @@ class SimServer:
             "prompt_tokens_total": self.prompt_tokens_total,
             "generation_tokens_total": total,
             "steps_total": self.engine.steps_total,
+            "kv_cache_usage_perc": self.engine.kv_usage(),
+            "num_preemptions_total": self.engine.preemptions_total,
+            "prefix_cache_queries_total": 0 if kv is None else kv.query_tokens_total,
+            "prefix_cache_hits_total": 0 if kv is None else kv.hit_tokens_total,
         }
 
     def export_state(self) -> dict[str, Any]:
@@ -721,6 +738,23 @@ class SimServer:
 
 #: version of :meth:`SimServer.export_state`'s layout (1: the pre-engine slot heap)
 _STATE_VERSION = 2
+
+
+def _block_hashes(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    extra: str,
+    prompt_tokens: int,
+    p: SimProfile,
+) -> tuple[int, ...]:
+    """The prompt's KV block hashes for the engine's prefix cache (the token-identity seam:
+    the prompt's text in the order a chat template lays it out, tools first)."""
+    parts = [json.dumps(tools) if tools else "", extra]
+    for m in messages:
+        c = m.get("content")
+        parts.append(str(m.get("role", "")))
+        parts.append(c if isinstance(c, str) else repr(c))
+    return prompt_block_hashes("\x1f".join(parts), prompt_tokens, block_size=p.block_size)
 
 
 def _lognormal_factor(u: float, sigma: float) -> float:

@@ -278,6 +278,16 @@ class SimProfile:
     # how prompts are counted (agentlab.llm.tokens): "llama3" (exact vocabulary + chat
     # template) or "chars:R" (R characters per token, 4 tokens of template per message)
     tokenizer: str = "chars:4"
+    # --- engine mechanisms (vLLM v1); TOML section [engine]; each off-setting gives the
+    # engine as it was before the mechanism existed
+    # automatic prefix caching: a request skips the prompt blocks found cached (false: off)
+    prefix_caching: bool = False
+    block_size: int = 16  # tokens per KV block (vLLM's default on GPUs)
+    kv_blocks: int = 0  # KV cache capacity in blocks; 0 = unlimited (no preemption)
+    # step time added per cached token attended by each decoding sequence (0: no attention)
+    attention_decode_s: float = 0.0
+    # step time added per (prefill token x context token) pair of prefill chunks (0: none)
+    attention_prefill_s: float = 0.0
     source: str = ""  # where the numbers come from (benchmark, calibration run)
 
     def __post_init__(self) -> None:
@@ -322,8 +332,12 @@ class SimProfile:
         """Write the profile as TOML (readable by :func:`load_profile`)."""
         path = Path(path)
         flat, lengths = [], []
+        engine = []
         for k, v in self.to_dict().items():
             if k == "lengths":
+                continue
+            if k in ENGINE_KEYS:
+                engine.append(f"{k} = {_toml_value(v)}")
                 continue
             flat.append(f"{k} = {_toml_value(v)}")
         for label, v in self.to_dict()["lengths"].items():
@@ -332,6 +346,8 @@ class SimProfile:
         if lengths:
             text += "\n[lengths]  # label = [median, sigma of log tokens] or {p25, median, p75, p95, mean}\n"
             text += "\n".join(lengths) + "\n"
+        text += "\n[engine]  # vLLM v1 mechanisms (agentlab/llm/sim_engine.py)\n"
+        text += "\n".join(engine) + "\n"
         path.write_text(text, encoding="utf-8")
         return path
 
@@ -376,13 +392,26 @@ class SimProfile:
                 cap = changes.get("max_completion", self.max_completion)
                 clean[k] = _lengths(v, float(cap))
                 continue
+            if f.type == "bool":
+                if not isinstance(v, bool) and str(v).lower() not in ("0", "1", "true", "false"):
+                    raise ConfigError(f"sim profile parameter {k}={v!r} is not a boolean")
+                clean[k] = v if isinstance(v, bool) else str(v).lower() in ("1", "true")
+                continue
             try:
                 clean[k] = int(v) if f.type == "int" else float(v)
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"sim profile parameter {k}={v!r} is not a number") from exc
             if clean[k] < 0:
                 raise ConfigError(f"sim profile parameter {k}={v!r} must be >= 0")
+            if k == "block_size" and clean[k] < 1:
+                raise ConfigError(f"sim profile parameter block_size={v!r} must be >= 1")
         return dataclasses.replace(self, **clean)
+
+
+#: parameters of the engine's vLLM mechanisms (written in a profile's ``[engine]`` section)
+ENGINE_KEYS = frozenset(
+    {"prefix_caching", "block_size", "kv_blocks", "attention_decode_s", "attention_prefill_s"}
+)
 
 
 def _toml_value(v: Any) -> str:
@@ -462,6 +491,14 @@ def load_profile(path: str | Path, **overrides: Any) -> SimProfile:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"sim profile file {str(path)!r} is not valid TOML: {exc}") from exc
     name = str(data.pop("name", path.stem))
+    engine = data.pop("engine", {})
+    if not isinstance(engine, dict) or set(engine) - ENGINE_KEYS:
+        bad = sorted(set(engine) - ENGINE_KEYS) if isinstance(engine, dict) else engine
+        raise ConfigError(
+            f"sim profile file {str(path)!r}: unknown [engine] parameter(s) {bad!r}; "
+            f"valid: {', '.join(sorted(ENGINE_KEYS))}"
+        )
+    data.update(engine)
     return SimProfile(name=name).replace(**data).replace(**overrides)
 
 
