@@ -12,6 +12,10 @@ sigma (goal: within 0.1), the share of n = 200 subsamples that reject the expone
 (goal: within 10 points) and the full-mesh burst fraction by N (goal: 5 points) follow.
 
     python benchmarks/topology_paper.py [--quick] [--runs N] [--json PATH] [--out DIR]
+        [--cross-fit]
+
+``--cross-fit``: the calibration goal — the server fitted (``agentlab.calibrate``) on one
+topology's calls predicts the other two topologies' discussion latency and TTFT.
 
 ``--quick``: 40 runs per topology and per N. The must-show bound: the 3 x 200 x 4 run in
 at most 2 minutes of wall time (``wall_s`` in the output).
@@ -110,6 +114,62 @@ def format_burst(burst: dict[int, float]) -> str:
     return "\n".join(lines)
 
 
+def cross_fit(calls: Any, runs: int, seed: int, base: Path) -> list[dict[str, Any]]:
+    """Calibration across topologies: fit the server on one topology's calls (``sim/vllm-3b``
+    as the real server), keep the per-call-label lengths (inputs), re-run the other two
+    topologies on the fitted server and compare their discussion latency and TTFT with the
+    ``sim/vllm-3b`` runs (truth). Each row: fitted on, predicted, metric, truth, predicted."""
+    import numpy as np
+
+    from agentlab.analysis.calibrate import fit_calibration
+    from agentlab.llm import get_profile
+
+    server = ("prefill_tps", "overhead_s", "decode_tps", "decode_degrade", "decode_jitter")
+    truth = get_profile("vllm-3b")
+
+    def disc(c: Any) -> Any:
+        return c[(c["stage"] == "discussion") & (c["outcome"] == "ok")]
+
+    def metrics(c: Any) -> dict[str, float]:
+        d = disc(c)
+        lat, ttft = (d["end"] - d["start"]).to_numpy(), (d["first_token"] - d["start"]).to_numpy()
+        return {"latency_p50": float(np.median(lat)), "latency_p95": float(np.percentile(lat, 95)),
+                "ttft_p50": float(np.median(ttft)), "ttft_p95": float(np.percentile(ttft, 95))}  # fmt: skip
+
+    rows = []
+    for fit_on in TOPOLOGIES:
+        cal = fit_calibration(calls[calls["topology"] == fit_on], slots=truth.slots,
+                              max_num_batched_tokens=truth.max_num_batched_tokens,
+                              by="run_id", n_boot=5, n_sim=0, seed=seed)  # fmt: skip
+        fitted = {k: getattr(cal.profile, k) for k in server}
+        path = truth.replace(**fitted).save(base / f"fitted_on_{fit_on}.toml")
+        for topo in TOPOLOGIES:
+            if topo == fit_on:
+                continue
+            pred = _run([topo], 4, runs, seed, base / f"cross_{fit_on}_{topo}", llm=f"sim/{path}")
+            want = metrics(calls[calls["topology"] == topo])
+            got = metrics(pred.calls_df())
+            for m in want:
+                rows.append({"fitted_on": fit_on, "predicted": topo, "metric": m,
+                             "truth": want[m], "pred": got[m],
+                             "diff": got[m] / want[m] - 1.0, **fitted})  # fmt: skip
+    return rows
+
+
+def format_cross_fit(rows: list[dict[str, Any]]) -> str:
+    lines = ["\nCalibration across topologies (server fitted on one topology's calls, lengths",
+             "per call label as inputs, the other two re-run; truth = the sim/vllm-3b runs):",
+             f"{'fitted on':10s} {'predicted':10s} {'metric':12s} {'truth':>8s} {'pred':>8s} "
+             f"{'diff':>7s} <=15%"]  # fmt: skip
+    for r in rows:
+        ok = "yes" if abs(r["diff"]) <= 0.15 else "NO"
+        lines.append(f"{r['fitted_on']:10s} {r['predicted']:10s} {r['metric']:12s} "
+                     f"{r['truth']:8.3f} {r['pred']:8.3f} {_pct(r['diff']):>7s} {ok}")  # fmt: skip
+    n_ok = sum(abs(r["diff"]) <= 0.15 for r in rows)
+    lines.append(f"within 15 %: {n_ok} of {len(rows)}")
+    return "\n".join(lines)
+
+
 def _exponential_rejection(calls: Any, seed: int) -> dict[str, float]:
     from agentlab.analysis import paper_fit_samples, subsample_ks_df
 
@@ -122,10 +182,12 @@ def _exponential_rejection(calls: Any, seed: int) -> dict[str, float]:
     return out
 
 
-def _run(topologies: list[str], agents: int, runs: int, seed: int, out: Path) -> Any:
+def _run(
+    topologies: list[str], agents: int, runs: int, seed: int, out: Path, llm: str = "sim/vllm-3b"
+) -> Any:
     from agentlab.topology import Experiment
 
-    exp = Experiment(topologies=topologies, agents=agents, runs=runs, llm="sim/vllm-3b",
+    exp = Experiment(topologies=topologies, agents=agents, runs=runs, llm=llm,
                      seed=seed, clock="virtual", out=out, progress=False)  # fmt: skip
     return exp.run_sync()
 
@@ -137,6 +199,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="parent of the run directories (default: temp)")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
+    ap.add_argument("--cross-fit", action="store_true",
+                    help="also fit the server on each topology and predict the other two")  # fmt: skip
     args = ap.parse_args(argv)
     runs = args.runs or (40 if args.quick else 200)
 
@@ -173,13 +237,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(format_table2(cmp2))
     print(format_table3(cmp3, rej))
     print(format_burst(burst))
+    cross = cross_fit(calls, runs, args.seed, base) if args.cross_fit else []
+    if cross:
+        print(format_cross_fit(cross))
     result = {
         "runs": runs, "agents": 4, "calls": len(calls), "wall_s": wall,
         "analysis_s": analysis_s, "table2": table.to_dict("records"),
         "table2_vs_paper": cmp2.to_dict("records"), "table3": fits.drop(columns="params")
         .to_dict("records"), "table3_vs_paper": cmp3.to_dict("records"),
         "full_mesh_burst_fraction_by_n": {str(k): v for k, v in burst.items()},
-        "exponential_rejection_n200": rej,
+        "exponential_rejection_n200": rej, "cross_fit": cross,
     }  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
