@@ -278,11 +278,14 @@ def _lengths(wf: dict, a1: dict, cap: float) -> tuple[dict[str, object], dict[st
     for topo, q in wf["orchestrator_completion"].items():
         for stage in ("recruitment", "synthesis", "evaluation", "final"):
             key = f"{stage}@{TOPOLOGY[topo]}"
-            lengths[key] = {"p25": q[0], "median": q[1], "p75": q[2]}
+            p95 = q[1] * math.exp(sigma_from_quartiles(q[0], q[2]) * Z95)
+            lengths[key] = {"p25": q[0], "median": q[1], "p75": q[2], "p95": round(p95, 1)}
             srcs[key] = (
                 f"workflow roles.{topo}.orchestrator completion quartiles (n {q[3]}); the"
                 " aggregates do not split the orchestrator's four stages, so all four share"
-                " them; no mean published: log-normal tail above p75"
+                " them; no p95 or mean published: p95 of the log-normal with the same IQR"
+                " (an assumption; the body's own upper slope would put ~0.5 % of structured"
+                " recruitment replies past the 6,144-token cap)"
             )
     om, osg = pooled(list(wf["orchestrator_completion"].values()))
     for stage in ("recruitment", "synthesis", "evaluation", "final"):
