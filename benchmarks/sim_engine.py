@@ -11,6 +11,7 @@ by side in the same run, for the engine of an earlier commit (``--before REV``: 
     python benchmarks/sim_engine.py                 # N = 100, 1000 on 8 slots
     python benchmarks/sim_engine.py --quick --json out.json
     python benchmarks/sim_engine.py --before 47dfa3e --mechanisms   # + prefix caching, KV, attention
+    python benchmarks/sim_engine.py --quick --before /tmp/old-checkout   # a directory works too
 
 Goal (issue 22): <= 30 us of engine CPU per simulated call at 1,000 agents on 8 slots.
 """
@@ -34,8 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _old_engine(rev: str) -> Any:
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:agentlab/llm/sim_engine.py"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    if Path(rev).is_dir():  # a checkout of the older code
+        src = (Path(rev) / "agentlab" / "llm" / "sim_engine.py").read_text()
+    else:
+        show = ["git", "show", f"{rev}:agentlab/llm/sim_engine.py"]
+        got = subprocess.run([show[0], "-C", str(ROOT), *show[1:]], capture_output=True, text=True)
+        if got.returncode != 0:  # this script copied out of the repository: try the cwd's
+            got = subprocess.run(show, capture_output=True, text=True, check=True)
+        src = got.stdout
     path = Path(tempfile.mkdtemp(prefix="old-engine-")) / "old_sim_engine.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("old_sim_engine", path)
@@ -118,7 +125,8 @@ def drive(mod: Any, prof: Any, clients: int, calls: int, seed: int = 0) -> dict[
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer calls")
-    ap.add_argument("--before", default=None, help="git revision of the engine to compare with")
+    ap.add_argument("--before", default=None,
+                    help="git revision (or checkout directory) of the engine to compare with")  # fmt: skip
     ap.add_argument("--mechanisms", action="store_true",
                     help="also: prefix caching, KV capacity and attention switched on")  # fmt: skip
     ap.add_argument("--json", default=None)
