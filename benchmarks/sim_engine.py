@@ -23,6 +23,7 @@ import heapq
 import importlib.util
 import json
 import math
+import os
 import random
 import subprocess
 import sys
@@ -129,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="git revision (or checkout directory) of the engine to compare with")  # fmt: skip
     ap.add_argument("--mechanisms", action="store_true",
                     help="also: prefix caching, KV capacity and attention switched on")  # fmt: skip
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each row K times (interleaved) and keep the least CPU per call")  # fmt: skip
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -146,10 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for clients in (100, 1000):
         calls = (2000 if args.quick else 6000) if clients == 1000 else 1000
-        for name, mod, prof in engines:
-            r = drive(mod, prof, clients, calls)
-            r["engine"] = name
-            rows.append(r)
+        best: dict[str, dict[str, Any]] = {}
+        for _ in range(args.repeat):  # interleaved: the machine's load hits all alike
+            for name, mod, prof in engines:
+                r = drive(mod, prof, clients, calls)
+                r["engine"] = name
+                if name not in best or r["us_per_call"] < best[name]["us_per_call"]:
+                    best[name] = r
+        rows.extend(best.values())
     print(f"{'engine':<22} {'clients':>7} {'calls':>6} {'timeouts':>8} {'wakes/call':>10} "
           f"{'us/call':>9} {'TTFT p50 s':>10}")  # fmt: skip
     for r in rows:
@@ -157,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['engine']:<22} {r['clients']:>7} {r['calls']:>6} {r['timeouts']:>8} "
               f"{r['wakes_per_call']:>10.2f} {r['us_per_call']:>9.1f} {ttft:>10}")  # fmt: skip
     print("goal: <= 30 us per call at 1,000 clients on 8 slots (this engine)")
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
