@@ -11,6 +11,7 @@ by side in the same run, for the engine of an earlier commit (``--before REV``: 
     python benchmarks/sim_engine.py                 # N = 100, 1000 on 8 slots
     python benchmarks/sim_engine.py --quick --json out.json
     python benchmarks/sim_engine.py --before 47dfa3e --mechanisms   # + prefix caching, KV, attention
+    python benchmarks/sim_engine.py --quick --before /tmp/old-checkout   # a directory works too
 
 Goal (issue 22): <= 30 us of engine CPU per simulated call at 1,000 agents on 8 slots.
 """
@@ -22,6 +23,7 @@ import heapq
 import importlib.util
 import json
 import math
+import os
 import random
 import subprocess
 import sys
@@ -34,8 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _old_engine(rev: str) -> Any:
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:agentlab/llm/sim_engine.py"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    if Path(rev).is_dir():  # a checkout of the older code
+        src = (Path(rev) / "agentlab" / "llm" / "sim_engine.py").read_text()
+    else:
+        show = ["git", "show", f"{rev}:agentlab/llm/sim_engine.py"]
+        got = subprocess.run([show[0], "-C", str(ROOT), *show[1:]], capture_output=True, text=True)
+        if got.returncode != 0:  # this script copied out of the repository: try the cwd's
+            got = subprocess.run(show, capture_output=True, text=True, check=True)
+        src = got.stdout
     path = Path(tempfile.mkdtemp(prefix="old-engine-")) / "old_sim_engine.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("old_sim_engine", path)
@@ -118,9 +126,12 @@ def drive(mod: Any, prof: Any, clients: int, calls: int, seed: int = 0) -> dict[
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer calls")
-    ap.add_argument("--before", default=None, help="git revision of the engine to compare with")
+    ap.add_argument("--before", default=None,
+                    help="git revision (or checkout directory) of the engine to compare with")  # fmt: skip
     ap.add_argument("--mechanisms", action="store_true",
                     help="also: prefix caching, KV capacity and attention switched on")  # fmt: skip
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each row K times (interleaved) and keep the least CPU per call")  # fmt: skip
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -138,10 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for clients in (100, 1000):
         calls = (2000 if args.quick else 6000) if clients == 1000 else 1000
-        for name, mod, prof in engines:
-            r = drive(mod, prof, clients, calls)
-            r["engine"] = name
-            rows.append(r)
+        best: dict[str, dict[str, Any]] = {}
+        for _ in range(args.repeat):  # interleaved: the machine's load hits all alike
+            for name, mod, prof in engines:
+                r = drive(mod, prof, clients, calls)
+                r["engine"] = name
+                if name not in best or r["us_per_call"] < best[name]["us_per_call"]:
+                    best[name] = r
+        rows.extend(best.values())
     print(f"{'engine':<22} {'clients':>7} {'calls':>6} {'timeouts':>8} {'wakes/call':>10} "
           f"{'us/call':>9} {'TTFT p50 s':>10}")  # fmt: skip
     for r in rows:
@@ -149,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['engine']:<22} {r['clients']:>7} {r['calls']:>6} {r['timeouts']:>8} "
               f"{r['wakes_per_call']:>10.2f} {r['us_per_call']:>9.1f} {ttft:>10}")  # fmt: skip
     print("goal: <= 30 us per call at 1,000 clients on 8 slots (this engine)")
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

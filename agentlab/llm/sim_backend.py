@@ -749,12 +749,27 @@ def _block_hashes(
 ) -> tuple[int, ...]:
     """The prompt's KV block hashes for the engine's prefix cache (the token-identity seam:
     the prompt's text in the order a chat template lays it out, tools first)."""
-    parts = [json.dumps(tools) if tools else "", extra]
+    parts = [_tools_text(tools) if tools else "", extra]
     for m in messages:
         c = m.get("content")
         parts.append(str(m.get("role", "")))
         parts.append(c if isinstance(c, str) else repr(c))
     return prompt_block_hashes("\x1f".join(parts), prompt_tokens, block_size=p.block_size)
+
+
+_TOOLS_TEXT: dict[int, tuple[list[dict[str, Any]], str]] = {}
+
+
+def _tools_text(tools: list[dict[str, Any]]) -> str:
+    # agents offer the same tools list on every call: serialise it once
+    hit = _TOOLS_TEXT.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    if len(_TOOLS_TEXT) > 256:
+        _TOOLS_TEXT.clear()
+    text = json.dumps(tools)
+    _TOOLS_TEXT[id(tools)] = (tools, text)
+    return text
 
 
 def _lognormal_factor(u: float, sigma: float) -> float:

@@ -259,7 +259,9 @@ class Engine:
         self._snaps: list[_Snap] = []
         self._starts: list[float] = []  # phase start of each snapshot
         self._room: list[bool] = []  # whether each phase had room for one more request
-        self._known: set[int] = set()  # every prompt block hash seen (the plan's cache)
+        # prompt block hashes of the requests in the engine (refcounts): with the committed
+        # cache, every block that can be cached when a queued request is scheduled
+        self._live: dict[int, int] = {}
 
     # --- public -------------------------------------------------------------------------
 
@@ -306,13 +308,16 @@ class Engine:
                     f"blocks; profile {p.name!r} has kv_blocks={p.kv_blocks}"
                 )
         if p.prefix_caching and req.hashes:
-            known, hs = self._known, req.hashes
+            # an upper bound of its hits: cached now, or computed by a request ahead of it
+            assert self.kv is not None
+            live, cached, hs = self._live, self.kv.cached, req.hashes
             top = min(len(hs), (req.prompt - 1) // p.block_size)
             i = 0
-            while i < top and hs[i] in known:
+            while i < top and (hs[i] in cached or hs[i] in live):
                 i += 1
             req.plan_cached = i * p.block_size
-            known.update(hs)
+            for h in hs:
+                live[h] = live.get(h, 0) + 1
         self._s.q.append(req)
         plan = self._plan
         if plan is not None:
@@ -379,7 +384,6 @@ class Engine:
             "generated_total": self.generated_total,
             "preemptions_total": self.preemptions_total,
             "kv": None if self.kv is None else self.kv.export_state(),
-            "known": sorted(self._known),
         }
 
     def restore_state(self, d: dict[str, Any]) -> dict[int, EngineRequest]:
@@ -396,7 +400,10 @@ class Engine:
         self.preemptions_total = int(d.get("preemptions_total", 0))
         if self.kv is not None and d.get("kv"):
             self.kv.restore_state(d["kv"])
-        self._known = {int(h) for h in d.get("known", ())}
+        self._live = {}
+        for r in (*s.q, *s.running):
+            for h in r.hashes:
+                self._live[h] = self._live.get(h, 0) + 1
         self.version += 1
         return {r.rid: r for r in (*s.q, *s.running)}
 
@@ -432,8 +439,12 @@ class Engine:
             p += 1  # no free slot (or budget) in that phase: v could not have joined it
         if p == len(room):
             return  # no planned phase had room for it
+        self._restore(plan, p)
+
+    def _restore(self, plan: _State, p: int) -> None:
+        """Back to the plan's state at the start of phase ``p``."""
         t_before, qi, run = self._snaps[p]
-        for w in q[qi : plan.qi]:
+        for w in plan.q[qi : plan.qi]:
             w._reset()
         for w, pf, dec, nseg, ft in run:
             w.prefilled, w.decoded, w.first_token = pf, dec, ft
@@ -446,6 +457,23 @@ class Engine:
         del self._snaps[p:]
         del self._starts[p:]
         del self._room[p:]
+
+    def _repair(self, r: EngineRequest, computed: int, t: float) -> None:
+        """The committed cache gave ``r`` fewer hits than the plan assumed (blocks evicted
+        meanwhile): re-plan from the step that admitted it."""
+        r.plan_cached = computed
+        v = self._views.get(r.rid)
+        plan = self._plan
+        if v is None or plan is None:
+            return
+        v.plan_cached = computed
+        if v.admitted is None or not self._starts:
+            return  # the plan has not admitted it yet
+        p = bisect.bisect_right(self._starts, t + _EPS) - 1
+        if p < 0:
+            self.replan()
+            return
+        self._restore(plan, p)
 
     def _prune(self, now: float) -> None:
         # a re-plan never goes back before "now" (arrivals are not earlier than now)
@@ -466,11 +494,23 @@ class Engine:
 
     # --- the step loop ------------------------------------------------------------------
 
+    def _gone(self, r: EngineRequest) -> None:
+        # a committed request left the engine: its blocks are no longer "to be computed"
+        self._views.pop(r.rid, None)
+        if r.hashes:
+            live = self._live
+            for h in r.hashes:
+                n = live.get(h, 0) - 1
+                if n > 0:
+                    live[h] = n
+                else:
+                    live.pop(h, None)
+
     def _abort(self, r: EngineRequest, record: bool) -> None:
         r.aborted = True
         if record:
             self.aborted_total += 1
-            self._views.pop(r.rid, None)
+            self._gone(r)
             if self.kv is not None and (r.held or r.hashed):
                 self.kv.release(r.held - len(r.hashed), r.hashed)
                 r.held, r.hashed = 0, []
@@ -616,6 +656,8 @@ class Engine:
                 if r.admitted is None:
                     r.admitted = t
                     r.cached_tokens = computed
+                    if record and computed != r.plan_cached and caching:
+                        self._repair(r, computed, t)
                 r.left_at = t
                 r.prefilled = computed
                 running.append(r)
@@ -697,7 +739,7 @@ class Engine:
             if record:
                 self.finished_total += 1
                 self.generated_total += r.output
-                self._views.pop(r.rid, None)
+                self._gone(r)
                 if kv is not None:
                     kv.release(r.held - len(r.hashed), r.hashed)
                     r.held, r.hashed = 0, []

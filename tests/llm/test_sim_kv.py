@@ -194,3 +194,42 @@ def test_engine_parameters_have_sources_and_off_switches() -> None:
     assert Engine(off).kv is None  # no KV model at all: the engine before it existed
     with pytest.raises(ConfigError, match="block_size"):
         get_profile("vllm-3b", block_size=0)
+
+
+async def test_export_restore_mid_flight_keeps_the_kv_cache() -> None:
+    import asyncio
+    import json
+
+    from agentlab.llm.sim_backend import SimServer
+
+    # a small cache (preemptions and evictions happen) and shared prompt prefixes
+    prof = get_profile("vllm-3b", slots=3, prefix_caching=True, kv_blocks=60, decode_jitter=0.2)
+    system = {"role": "system", "content": "Shared rules. " * 60}
+
+    async def drive(server: SimServer, ids: range) -> list[tuple[float, float, int]]:
+        async def one(i: int) -> tuple[float, float, int]:
+            res = server.plan([system, {"role": "user", "content": f"m{i}" * 90}],
+                              params={"sim_completion_tokens": 150})  # fmt: skip
+            await server.wait(res, "sim/x")
+            return res.first_token, res.end, res.cached_tokens
+
+        return list(await asyncio.gather(*(one(i) for i in ids)))
+
+    clock = VirtualClock()
+    s1 = SimServer(prof, 5, clock)
+    first = await drive(s1, range(4))
+    assert any(c > 0 for _, _, c in first)
+    pending = [s1.plan([system, {"role": "user", "content": f"p{i}" * 90}]) for i in range(3)]
+    t_export = clock.now()
+    state = json.loads(json.dumps(s1.export_state()))
+    tail1 = await drive(s1, range(4, 9))
+    for res in pending:
+        await s1.wait(res, "sim/x")
+    assert s1.engine.preemptions_total > 0 and s1.engine.kv is not None
+    assert s1.engine.kv.evicted_total > 0
+
+    clock2 = VirtualClock(start=t_export)
+    s2 = SimServer(prof, 5, clock2)
+    s2.restore_state(state)
+    assert s2.export_state() == state
+    assert await drive(s2, range(4, 9)) == tail1
