@@ -236,6 +236,10 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
     )
     if step is None:
         out.llm_calls = llm["rows"]
+        timeline = _scan_dataset(p, f"{REPLAY_DIR}/timeline", "timeline", None)
+        if timeline["rows"]:  # a society-like log without a commit record
+            out.ticks, out.steps = timeline["ticks"], timeline["steps"]
+            out.errors.step_errors = timeline["errors"]
         if kind == "experiment":
             runs = _scan_dataset(p, f"{REPLAY_DIR}/experiment_runs", "experiment_runs", None)
             out.steps, out.errors.step_errors = runs["rows"], runs["not_ok"]
@@ -313,6 +317,18 @@ def _count_lines(data: bytes, what: str, counts: Counter[str]) -> None:
             row = _loads(line)
             if row and row.get("status") == "error" and row.get("name") in TOOL_SPANS:
                 counts["tool_errors"] += 1
+    elif what == "timeline":
+        ticks: set[int] = set()
+        for line in data.splitlines():
+            row = _loads(line)
+            if row is None:
+                continue
+            counts["rows"] += 1
+            if isinstance(row.get("tick"), int):
+                ticks.add(row["tick"])
+            for k in ("steps", "errors"):
+                counts[k] += int(row.get(k) or 0)
+        counts["ticks"] += len(ticks)
     elif what == "experiment_runs":
         for line in data.splitlines():
             row = _loads(line)

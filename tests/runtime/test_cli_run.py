@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 def _args(config: Path, **kw: object) -> argparse.Namespace:
     base = {"config": str(config), "resume": False, "executor": None, "batch_size": None,
-            "ticks": None, "out": None}  # fmt: skip
+            "ticks": None, "until": None, "out": None}  # fmt: skip
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -32,9 +33,18 @@ def test_toml_run_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(_args(cfg, batch_size=2)) == 0
     assert Society.open(out, progress=False).tick == 2
     assert "tick 2" in capsys.readouterr().out
-    assert main(_args(cfg, resume=True, ticks=3)) == 0
+    assert main(_args(cfg, resume=True, until=3)) == 0  # up to tick 3
     s = Society.open(out, progress=False)
     assert s.tick == 3 and len(s.agent_ids) == 5
+    s.close()
+    assert main(_args(cfg, resume=True, ticks=2)) == 0  # 2 more, like Society.run(ticks=2)
+    s = Society.open(out, progress=False)
+    assert s.tick == 5
+    s.close()
+    assert main(_args(cfg, resume=True)) == 0  # the config's ticks = 2: two more
+    assert Society.open(out, progress=False).tick == 7
+    with pytest.raises(ConfigError, match="give one"):
+        main(_args(cfg, resume=True, ticks=1, until=9))
     meta = json.loads((out / "SOCIETY.json").read_text())
     assert meta["batch_size"] == 2 and meta["env"][0]["type"] == "social_feed"
 
@@ -69,7 +79,10 @@ def test_demo_main_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     args = argparse.Namespace(out=str(tmp_path / "demo"), agents=12, ticks=1, seed=0)
     assert demo_main(args) == 0
     text = capsys.readouterr().out
-    assert "agent-steps" in text and "jupyter lab notebooks/05_replay_analysis.ipynb" in text
+    root = " --allow-root" if os.geteuid() == 0 else ""
+    assert "agent-steps" in text and f"lab{root} notebooks/05_replay_analysis.ipynb" in text
+    for line in ("status", "step errors", "tool errors", "LLM failures"):
+        assert f"  {line}" in text
     assert "agentlab.open_run(" in text and "agentlab report" in text
     assert str((tmp_path / "demo").resolve()) in text
     s = Society.open(tmp_path / "demo", progress=False)
