@@ -48,9 +48,10 @@ function render({ model, el }) {
     tiles.append(tile);
   }
   const sparks = h("div", "al-sparks");
+  const state = h("div", "al-state");
   const prog = h("div", "al-progress");
   const err = h("div", "al-error");
-  root.append(head, prog, tiles, sparks, err);
+  root.append(head, state, prog, tiles, sparks, err);
   el.append(root);
   const charts = CHARTS.map(([title, y, series]) => lineChart(sparks, {
     title, x: "tick", y, xInt: true,
@@ -86,6 +87,7 @@ function render({ model, el }) {
       prog.textContent = "";
     }
     err.textContent = String(model.get("error") || "");
+    state.textContent = String(model.get("state_line") || "");
     root.dataset.points = String(rows.length);
     root.dataset.tick = String(s.tick ?? "");
     const tick = cols.indexOf("tick");
@@ -101,7 +103,7 @@ function render({ model, el }) {
   const off = onTraits(
     model,
     ["summary", "series_base", "series_delta", "status", "controls", "enabled", "progress",
-     "error"],
+     "error", "state_line"],
     update,
   );
   update();
