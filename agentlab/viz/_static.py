@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import base64
 import html
+import itertools
 import math
 from collections.abc import Iterable, Sequence
+
+from agentlab.core.axes import log_time_ticks
 
 __all__ = [
     "PALETTE",
@@ -21,6 +24,7 @@ __all__ = [
     "line_chart_svg",
     "step_chart_svg",
     "svg_img",
+    "thin_ticks",
     "tiles_html",
 ]
 
@@ -209,13 +213,12 @@ def step_chart_svg(
     lx0, lx1 = math.log10(edges[0]), math.log10(edges[-1])
     sx = lambda v: L + (math.log10(v) - lx0) / (lx1 - lx0) * (width - L - R)  # noqa: E731
     sy = lambda v: height - B - v / ymax * (height - B - T)  # noqa: E731
-    decades = range(math.ceil(lx0), math.floor(lx1) + 1)
     parts = _frame_svg(
         width,
         height,
         x_label,
         y_label,
-        [(sx(10.0**d), _decade(d)) for d in decades],
+        thin_ticks([(sx(v), lab) for v, lab in log_time_ticks(edges[0], edges[-1])]),
         [(sy(t), fmt_num(t)) for t in _ticks(0.0, ymax, 4)],
     )
     legend = []
@@ -244,13 +247,17 @@ def step_chart_svg(
     return "".join(parts)
 
 
-def _decade(d: int) -> str:
-    v = 10.0**d
-    if v >= 1:
-        return f"{v:g} s"
-    if v >= 1e-3:
-        return f"{v * 1e3:g} ms"
-    return f"{v * 1e6:g} µs"
+def thin_ticks(ticks: list[tuple[float, str]], char_px: float = 6.5) -> list[tuple[float, str]]:
+    """Keep every k-th ``(x, label)`` with the smallest k whose labels do not overlap
+    (≥ 8 px apart at ~``char_px`` per character), so spacing stays regular."""
+    for k in range(1, len(ticks) + 1):
+        kept = ticks[::k]
+        if all(
+            b[0] - a[0] >= char_px * (len(a[1]) + len(b[1])) / 2 + 8
+            for a, b in itertools.pairwise(kept)
+        ):
+            return kept
+    return ticks[:1]
 
 
 def _legend(items: list[tuple[str, str]], width: int) -> list[str]:
