@@ -55,6 +55,7 @@ function render({ model, el }) {
   el.append(root);
   const charts = CHARTS.map(([title, y, series]) => lineChart(sparks, {
     title, x: "tick", y, xInt: true,
+    empty: () => (title === "Rates" ? String(model.get("rates_empty") || "") : "no ticks yet"),
     series: series.map(([, label], i) => /** @type {[string, string]} */ ([label, PALETTE[i]])),
   }));
 

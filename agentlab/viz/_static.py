@@ -19,6 +19,7 @@ from agentlab.core.axes import log_time_ticks
 __all__ = [
     "PALETTE",
     "card",
+    "empty_svg",
     "esc",
     "fmt_num",
     "line_chart_svg",
@@ -142,6 +143,17 @@ def _frame_svg(
     return parts
 
 
+def empty_svg(message: str, width: int = 420, height: int = 200) -> str:
+    """A chart-sized SVG box with ``message`` in its middle (an empty state)."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">'
+        f'<rect x="0.5" y="0.5" width="{width - 1}" height="{height - 1}" fill="#fafafa" '
+        f'stroke="#ddd"/><text x="{width / 2:.0f}" y="{height / 2:.0f}" text-anchor="middle" '
+        f'fill="#777">{esc(message)}</text></svg>'
+    )
+
+
 def line_chart_svg(
     series: dict[str, tuple[Sequence[float], Sequence[float]]],
     *,
@@ -150,16 +162,19 @@ def line_chart_svg(
     width: int = 420,
     height: int = 200,
     integer_x: bool = False,
+    min_points: int = 1,
+    empty: str = "no data yet",
 ) -> str:
-    """Lines ``{name: (xs, ys)}`` with axes, tick labels, axis titles and a legend."""
+    """Lines ``{name: (xs, ys)}`` with axes, tick labels, axis titles and a legend; with
+    fewer than ``min_points`` finite points, a chart-sized box saying ``empty``."""
     pts = [
         (x, y)
         for xs, ys in series.values()
         for x, y in zip(xs, ys, strict=False)
         if math.isfinite(x) and math.isfinite(y)
     ]
-    if not pts:
-        return '<div style="color:#777">(no data yet)</div>'
+    if len(pts) < min_points:
+        return empty_svg(empty, width, height)
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = min(0.0, min(p[1] for p in pts)), max(p[1] for p in pts)
     if x1 == x0:
@@ -207,7 +222,7 @@ def step_chart_svg(
     (e.g. the burst threshold) and decade tick labels."""
     n = len(edges) - 1
     if n <= 0 or not rows:
-        return '<div style="color:#777">(no data yet)</div>'
+        return empty_svg("no LLM calls yet", width, height)
     ymax = max([max(r) for r in rows.values() if len(r)] + [1.0])
     L, R, T, B = 52, 10, 22, 34
     lx0, lx1 = math.log10(edges[0]), math.log10(edges[-1])

@@ -24,7 +24,7 @@ from agentlab.viz._base import LiveWidget, call_on_loop, load_css, load_esm, own
 from agentlab.viz._follow import Journal
 from agentlab.viz._static import card, esc, fmt_num, line_chart_svg, svg_img, tiles_html
 
-__all__ = ["SERIES_COLUMNS", "Controllable", "SocietyModel", "SocietyView"]
+__all__ = ["RATES_EMPTY", "SERIES_COLUMNS", "Controllable", "SocietyModel", "SocietyView"]
 
 #: columns of the binary series, in order (``k`` is the journal index, the merge key)
 SERIES_COLUMNS = (
@@ -174,6 +174,9 @@ class Controllable(Protocol):
         ...
 
 
+#: the Rates chart's empty state: a rate is taken between two commits, a line needs two
+RATES_EMPTY = "rates need ≥ 3 ticks (a rate is measured between two commits)"
+
 #: which buttons are enabled in each society status
 ENABLED = {
     "idle": ("start",),
@@ -211,6 +214,7 @@ class SocietyView(LiveWidget):
     last_action = t.Unicode("").tag(sync=True)
     error = t.Unicode("").tag(sync=True)
     state_line = t.Unicode("").tag(sync=True)
+    rates_empty = t.Unicode(RATES_EMPTY).tag(sync=True)
 
     def __init__(
         self,
@@ -412,6 +416,8 @@ class SocietyView(LiveWidget):
                 x_label="tick",
                 y_label="per second of clock time",
                 integer_x=True,
+                min_points=2,
+                empty=RATES_EMPTY,
             ),
             "LLM calls and agent-steps per second of clock time, by tick",
         )

@@ -308,3 +308,27 @@ def test_every_exported_name_imports() -> None:
 
     for name in agentlab.viz.__all__:
         assert getattr(agentlab.viz, name) is not None
+
+
+def test_span_button_finds_the_tool_span_of_every_society_message(tmp_path: Path) -> None:
+    # society messages carry no span_id: the post's env.tool span (and the LLM call that
+    # asked for it) is found from sender, tick, role and order
+    from agentlab.runtime import Society
+
+    soc = Society.create(tmp_path / "soc", agents=3, env=["social_feed"], llm="sim/instant",
+                         seed=0, progress=False)  # fmt: skip
+    soc.run_sync(2)
+    soc.close()
+    w = ConversationView(tmp_path / "soc", follow=False)
+    msgs = list(w._model.journal.items)
+    assert msgs and all(not m["span_id"] for m in msgs)
+    calls = set()
+    for m in msgs:
+        w._dispatch_msg(w, {"type": "span", "span_id": "", "msg_id": m["msg_id"]}, [])
+        assert w.span_detail["found"], m["msg_id"]
+        span = json.loads(w.span_detail["text"])
+        assert span["name"] == "env.tool" and span["attributes"]["agent_id"] == m["sender"]
+        assert span["attributes"]["tick"] == m["tick"] and "llm_call" in span
+        calls.add(span["attributes"]["gen_ai.tool.call.id"])
+    assert len(calls) == len(msgs)  # each message its own tool call
+    w.close()
