@@ -106,7 +106,9 @@ function lineChart(parent, spec) {
       { ...axis, label: spec.x, values: spec.xInt
         ? (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map((v) => Number.isInteger(v) ? String(v) : "")
         : undefined },
-      { ...axis, label: spec.y, size: 56 },
+      // short tick values (180k, not 180,000) so they never run into the axis title
+      { ...axis, label: spec.y, size: 60,
+        values: (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map((v) => fmt(v, 0)) },
     ],
     series: [{ label: spec.x }].concat(spec.series.map(([label, color]) => ({
       label, stroke: color, width: 1.5, spanGaps: false,

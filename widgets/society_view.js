@@ -6,7 +6,7 @@ const STATS = [
   ["steps_per_s", "agent-steps/s (clock)", 1],
   ["calls_per_s", "LLM calls/s (clock)", 1],
   ["total_tokens", "tokens", 1],
-  ["total_errors", "errors", 0],
+  ["total_errors", "step errors", 0],
   ["aimd_limit", "AIMD limit", 0],
   ["in_flight", "in flight", 0],
 ];

@@ -40,6 +40,8 @@ def has_outputs(nb: dict) -> bool:
 def strip_outputs(nb: dict) -> dict:
     """Remove outputs, execution counts, widget state and run metadata; returns ``nb``."""
     for c in nb.get("cells", []):
+        if isinstance(c.get("source"), str):  # nbformat allows both; editors write lines
+            c["source"] = c["source"].splitlines(keepends=True)
         meta = c.get("metadata", {})
         for k in _CELL_RUN_METADATA:
             meta.pop(k, None)

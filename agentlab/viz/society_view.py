@@ -387,7 +387,7 @@ class SocietyView(LiveWidget):
             f"SocietyView {self.run_dir}: {self.status}, tick {fmt_num(s.get('tick'))}, "
             f"{fmt_num(s.get('agents'))} agents, {fmt_num(s.get('total_steps'))} steps, "
             f"{fmt_num(s.get('total_llm_calls'))} LLM calls, "
-            f"{fmt_num(s.get('total_tokens'))} tokens, {fmt_num(s.get('total_errors'))} errors"
+            f"{fmt_num(s.get('total_tokens'))} tokens, {fmt_num(s.get('total_errors'))} step errors"
         )
 
     def _static_html(self) -> str:
@@ -399,7 +399,7 @@ class SocietyView(LiveWidget):
                 (fmt_num(s.get("total_steps")), "agent-steps"),
                 (fmt_num(s.get("total_llm_calls")), "LLM calls"),
                 (fmt_num(s.get("total_tokens")), "tokens"),
-                (fmt_num(s.get("total_errors")), "errors"),
+                (fmt_num(s.get("total_errors")), "step errors"),
                 (fmt_num(s.get("mean_calls_per_s")), "LLM calls/s (clock)"),
                 (fmt_num(s.get("clock_s")), "clock s"),
             ]
