@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import Lab, history, open_notebook, screenshot, wait_for
+from tests.browser.conftest import (
+    Lab,
+    history,
+    open_notebook,
+    screenshot,
+    wait_for,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -106,3 +113,39 @@ def test_stop_while_paused_with_an_idle_kernel(lab: Lab, lab_page: Any) -> None:
     wait_for(lab_page, "society", f"d.status === 'running' && Number(d.tick) > {held}", timeout=20)
     _press(lab_page, "stop")
     wait_for(lab_page, "society", "d.status === 'stopped'", timeout=20)
+
+
+def test_pause_and_resume_while_a_cell_awaits_the_run(lab: Lab, lab_page: Any) -> None:
+    # Run All: the next cell awaits dash.task. Pause must not leave it hanging: the state
+    # line says what holds it, and resume (pressed while that cell still runs) finishes it
+    run = lab.root / "runs" / "run_all"
+    cells = [
+        f"RUN = {str(run)!r}",
+        "from agentlab.runtime import Society\n"
+        "from agentlab.viz import live\n"
+        "soc = Society.create(RUN, agents=4, llm='sim/instant', seed=0, progress=False,\n"
+        "                     tick_seconds=0.2)\n"
+        "dash = live(soc, ticks=60)\n"
+        "dash",
+        "stats = await dash.task\nprint('finished', stats['ticks'], 'ticks')",
+    ]
+    write_notebook(lab.root / "run_all.ipynb", cells)
+    open_notebook(lab_page, lab, "run_all.ipynb")
+    # Run All without waiting for it (its promise resolves when the last cell finishes)
+    lab_page.evaluate(
+        "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return 1; }"
+    )
+    wait_for(lab_page, "society", "d.status === 'running' && Number(d.tick) >= 2", timeout=90)
+    _press(lab_page, "pause")
+    held = int(wait_for(lab_page, "society", "d.status === 'paused'", timeout=30)["tick"])
+    time.sleep(1.5)
+    assert int(history(lab_page, "society")[-1]["tick"]) == held
+    state = lab_page.inner_text(f"{ROOT} .al-state")
+    assert "dash.task" in state and "resume" in state, state
+    assert "finished 60 ticks" not in lab_page.inner_text("body")  # the awaiting cell still runs
+    _press(lab_page, "resume")
+    lab_page.wait_for_function(
+        "() => document.body.innerText.includes('finished 60 ticks')", timeout=90_000
+    )
+    wait_for(lab_page, "society", "d.status === 'done' && d.tick === '60'", timeout=20)
+    screenshot(lab_page, "run_all_paused_resumed")
