@@ -361,9 +361,14 @@ def report(args: argparse.Namespace) -> int:
         from agentlab.sweep import Sweep
         from agentlab.sweep.summary import format_table
 
+        from agentlab.store import summarize_run
+
         s = Sweep(path)
         table = s.table()
+        life = summarize_run(path)
         print(f"sweep {path}: {len(table)} points of {s.meta.get('notebook')}")
+        print(f"status     {life.status}" + (f"  ({life.error})" if life.error else ""))
+        print(f"errors     {life.errors.describe()}  (over {len(life.children)} runs)")
         print(format_table(table))
         if args.html:
             out = rr.write_table_report(

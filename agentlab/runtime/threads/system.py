@@ -25,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
