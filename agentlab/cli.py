@@ -358,10 +358,9 @@ def report(args: argparse.Namespace) -> int:
     if not path.is_dir():
         raise ConfigError(f"{str(path)!r} is not a directory (give a run, sweep or folder)")
     if (path / "sweep.json").is_file():
+        from agentlab.store import summarize_run
         from agentlab.sweep import Sweep
         from agentlab.sweep.summary import format_table
-
-        from agentlab.store import summarize_run
 
         s = Sweep(path)
         table = s.table()
