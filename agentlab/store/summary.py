@@ -198,7 +198,7 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
         NotARunError: ``path`` is not a run directory.
     """
     p = Path(path)
-    if not p.is_dir() or not is_run(p):
+    if not p.is_dir() or not (is_run(p) or (p / SWEEP_FILE).is_file()):
         raise NotARunError.for_path(p)
     doc = _read(p / MANIFEST_NAME)
     m: dict[str, Any] = doc if isinstance(doc, dict) else {}
