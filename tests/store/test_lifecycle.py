@@ -284,9 +284,11 @@ def test_writing_run_and_agent_system_lifecycle(tmp_path: Path) -> None:
         raise ValueError("bad day")
     assert read_status(tmp_path / "w") == "failed"
     assert json.loads((tmp_path / "w" / "run.json").read_text())["error"] == "ValueError: bad day"
-    with pytest.raises(ConfigError, match="already holds a run"):
-        with writing_run(tmp_path / "w", kind="werewolf"):
-            pass
+    with (
+        pytest.raises(ConfigError, match="already holds a run"),
+        writing_run(tmp_path / "w", kind="werewolf"),
+    ):
+        pass
 
     async def threads() -> None:
         system = AgentSystem(ScriptedModel(), MemoryThreadStore(), run_dir=tmp_path / "t",
