@@ -363,12 +363,16 @@ def report(args: argparse.Namespace) -> int:
     if not path.is_dir():
         raise ConfigError(f"{str(path)!r} is not a directory (give a run, sweep or folder)")
     if (path / "sweep.json").is_file():
+        from agentlab.store import summarize_run
         from agentlab.sweep import Sweep
         from agentlab.sweep.summary import format_table
 
         s = Sweep(path)
         table = s.table()
+        life = summarize_run(path)
         print(f"sweep {path}: {len(table)} points of {s.meta.get('notebook')}")
+        print(f"status     {life.status}" + (f"  ({life.error})" if life.error else ""))
+        print(f"errors     {life.errors.describe()}  (over {len(life.children)} runs)")
         print(format_table(table))
         if args.html:
             out = rr.write_table_report(

@@ -36,8 +36,9 @@ from agentlab.store.atomic import atomic_write_json, read_json
 from agentlab.store.manifest import MANIFEST_NAME, MANIFEST_SCHEMA_VERSION, iso_time
 from agentlab.store.writer_lock import _HELD, LOCK_NAME, WriterLock, lock_holder
 
-__all__ = ["ENDED", "LIVE", "RunStatus", "claim_run_dir", "clear_run_dir", "mark_status",
-           "normalize_status", "read_status", "writer_alive", "writing_run"]  # fmt: skip
+__all__ = ["ENDED", "LIVE", "RunStatus", "claim_run_dir", "clear_run_dir", "hold_run_dir",
+           "mark_status", "normalize_status", "read_status", "writer_alive",
+           "writing_run"]  # fmt: skip
 
 RunStatus = Literal["running", "paused", "stopped", "done", "failed", "interrupted"]
 STATUSES: tuple[str, ...] = get_args(RunStatus)
@@ -190,8 +191,25 @@ def clear_run_dir(run_dir: str | os.PathLike[str]) -> None:
             p.unlink()
 
 
+def hold_run_dir(run_dir: str | os.PathLike[str], what: str) -> WriterLock:
+    """Take ``run_dir``'s writer lock for a driver that writes until it releases it: unlike
+    a ``Society``'s (taken over by a later ``Society.open`` of this process while idle),
+    it is never taken over, so nothing of this process replaces the run while it runs.
+
+    Args:
+        what: the driver, as the refusal message names it (``"Experiment"``...).
+    """
+    lock = WriterLock(run_dir)
+    lock.busy = lambda: True
+    lock.what = what
+    return lock.acquire()
+
+
 def claim_run_dir(
-    run_dir: str | os.PathLike[str], exist_ok: bool | Literal["replace"] = False
+    run_dir: str | os.PathLike[str],
+    exist_ok: bool | Literal["replace"] = False,
+    *,
+    what: str = "writer",
 ) -> WriterLock:
     """Take ``run_dir``'s writer lock, then apply ``exist_ok`` to a run already there.
 
@@ -205,7 +223,7 @@ def claim_run_dir(
     if exist_ok not in (True, False, "replace"):
         raise ConfigError(f"exist_ok must be False, True or 'replace', got {exist_ok!r}")
     root = Path(run_dir)
-    lock = WriterLock(root).acquire()
+    lock = hold_run_dir(root, what)
     try:
         if exist_ok == "replace":
             clear_run_dir(root)
@@ -245,7 +263,7 @@ def writing_run(
 
     from agentlab.store.manifest import write_manifest
 
-    lock = claim_run_dir(run_dir, exist_ok)
+    lock = claim_run_dir(run_dir, exist_ok, what=f"writing_run ({kind})")
     root = Path(run_dir)
     try:
         write_manifest(root, kind=kind, config=config, seed=seed, params=params)

@@ -35,8 +35,7 @@ def make_paper(
     then ``done`` / ``failed`` (``stopped`` on Ctrl-C).
     """
     from agentlab.store import write_manifest
-    from agentlab.store.lifecycle import mark_status
-    from agentlab.store.writer_lock import WriterLock
+    from agentlab.store.lifecycle import hold_run_dir, mark_status
 
     nb = Path(notebook)
     if not nb.is_file():
@@ -46,7 +45,7 @@ def make_paper(
     outp.mkdir(parents=True, exist_ok=True)
     started = time.time()
     effective = {**notebook_defaults(nb), **(params or {})}
-    lock = WriterLock(outp).acquire()
+    lock = hold_run_dir(outp, "paper")
     final_status = "stopped"
     error: str | None = None
     try:

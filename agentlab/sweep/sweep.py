@@ -169,7 +169,7 @@ def sweep(
 
     # one driver per sweep directory: a second `agentlab sweep` of it is refused (naming
     # the first), and a driver killed with -9 leaves the sweep "interrupted", not "running"
-    lock = claim_run_dir(outp, exist_ok)
+    lock = claim_run_dir(outp, exist_ok, what="sweep")
     try:
         return _plan_and_drive(nb, points, outp, executor, max_parallel, cpus_per_run,
                                timeout, resume, progress, address, kernel_name)  # fmt: skip

@@ -231,7 +231,7 @@ class Experiment:
         from agentlab.store.lifecycle import claim_run_dir
 
         mine = self.run_dir is not None and Path(self.run_dir) == run_dir
-        return claim_run_dir(run_dir, True if mine else self.exist_ok)
+        return claim_run_dir(run_dir, True if mine else self.exist_ok, what="Experiment")
 
     async def _run(self, run_dir: Path, clock: Clock, client: Any) -> ExperimentResults:
         self.run_dir = run_dir

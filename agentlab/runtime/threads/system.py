@@ -25,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -164,7 +164,7 @@ class AgentSystem:
             from agentlab.store.lifecycle import claim_run_dir
 
             # before the log opens anything: "replace" deletes only under the lock
-            self._writer = claim_run_dir(self.run_dir, exist_ok)
+            self._writer = claim_run_dir(self.run_dir, exist_ok, what="AgentSystem")
             weakref.finalize(self, self._writer.release)
         self.log = ThreadLog(run_dir, self.clock, "local")
         if run_dir is not None and isinstance(model, LLMClientModel):
@@ -435,11 +435,11 @@ class AgentSystem:
         ``run.json`` (``close()`` marks it ``done``, or ``failed`` when slices failed).
         """
         if self.run_dir is not None:
+            from agentlab.store.lifecycle import hold_run_dir
             from agentlab.store.manifest import write_manifest
-            from agentlab.store.writer_lock import WriterLock
 
             if self._writer is None or not self._writer.held:
-                self._writer = WriterLock(self.run_dir).acquire()
+                self._writer = hold_run_dir(self.run_dir, "AgentSystem")
             write_manifest(
                 self.run_dir,
                 kind="threads",
