@@ -49,9 +49,10 @@ function render({ model, el }) {
   }
   const sparks = h("div", "al-sparks");
   const state = h("div", "al-state");
+  const errline = h("div", "al-errline");
   const prog = h("div", "al-progress");
   const err = h("div", "al-error");
-  root.append(head, state, prog, tiles, sparks, err);
+  root.append(head, state, prog, tiles, errline, sparks, err);
   el.append(root);
   const charts = CHARTS.map(([title, y, series]) => lineChart(sparks, {
     title, x: "tick", y, xInt: true,
@@ -89,6 +90,8 @@ function render({ model, el }) {
     }
     err.textContent = String(model.get("error") || "");
     state.textContent = String(model.get("state_line") || "");
+    const errs = String(model.get("errors_line") || "");
+    errline.textContent = errs ? "errors: " + errs : "";
     root.dataset.points = String(rows.length);
     root.dataset.tick = String(s.tick ?? "");
     const tick = cols.indexOf("tick");
@@ -104,7 +107,7 @@ function render({ model, el }) {
   const off = onTraits(
     model,
     ["summary", "series_base", "series_delta", "status", "controls", "enabled", "progress",
-     "error", "state_line"],
+     "error", "state_line", "errors_line"],
     update,
   );
   update();

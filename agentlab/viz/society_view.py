@@ -215,6 +215,9 @@ class SocietyView(LiveWidget):
     error = t.Unicode("").tag(sync=True)
     state_line = t.Unicode("").tag(sync=True)
     rates_empty = t.Unicode(RATES_EMPTY).tag(sync=True)
+    #: the run's errors in the one vocabulary (``ErrorCounts.describe()`` of
+    #: ``agentlab.store.summary.summarize_run``: what ``report`` and ``runs`` print)
+    errors_line = t.Unicode("").tag(sync=True)
 
     def __init__(
         self,
@@ -238,6 +241,7 @@ class SocietyView(LiveWidget):
         # the kernel's loop: the run task lives there, and button presses (which arrive on
         # a subshell thread in JupyterLab) are handed to it (see _base.call_on_loop)
         self._loop = owner_loop()
+        self._errors_at = -math.inf
         self._seen: tuple[Any, ...] = ()
         #: called (on the event loop) when a run started here ends
         self.on_done: Callable[[], None] | None = None
@@ -254,7 +258,24 @@ class SocietyView(LiveWidget):
         traits["enabled"] = list(ENABLED.get(status, ())) if self._society is not None else []
         traits["progress"] = self._progress(status)
         traits["state_line"] = self._state_line(status, traits["progress"])
+        line = self._errors_line()
+        if line is not None:
+            traits["errors_line"] = line
         return traits
+
+    def _errors_line(self, every_s: float = 1.0) -> str | None:
+        """The run's error counts as ``report`` prints them, at most every ``every_s``
+        (it reads only the log bytes new since the last call); ``None``: not re-read."""
+        now = time.monotonic()
+        if now - self._errors_at < every_s:
+            return None
+        self._errors_at = now
+        from agentlab.store.summary import summarize_run
+
+        try:
+            return summarize_run(self.run_dir).errors.describe()
+        except Exception:  # not a run (yet), a torn manifest: the tiles still show
+            return ""
 
     def _state_line(self, status: str, progress: dict[str, Any]) -> str:
         """One sentence: what the society is doing and what the buttons will do."""
@@ -435,5 +456,9 @@ class SocietyView(LiveWidget):
         )
         status = self._status() if self._society is not None else "finished"
         err = f'<div style="color:#c00">{esc(self.error)}</div>' if self.error else ""
-        body = f'{tiles}<div style="display:flex;flex-wrap:wrap">{calls}{load}</div>{err}'
+        self._errors_at = -math.inf
+        errs = self._errors_line() or ""
+        line = f'<div style="color:#555">{esc(self._state_line(status, {}))}'
+        line += f"<br>errors: {esc(errs)}</div>" if errs else "</div>"
+        body = f'{line}{tiles}<div style="display:flex;flex-wrap:wrap">{calls}{load}</div>{err}'
         return card("society", "Society", f"{status} · {self.run_dir}", body)

@@ -332,3 +332,11 @@ def test_span_button_finds_the_tool_span_of_every_society_message(tmp_path: Path
         calls.add(span["attributes"]["gen_ai.tool.call.id"])
     assert len(calls) == len(msgs)  # each message its own tool call
     w.close()
+    # the society panel states errors in the one vocabulary, as `report` does
+    from agentlab.store.summary import summarize_run
+
+    sv = SocietyView(tmp_path / "soc", follow=False)
+    assert sv.errors_line == summarize_run(tmp_path / "soc").errors.describe()
+    assert "step errors" in sv.errors_line and "tool errors" in sv.errors_line
+    assert f"errors: {sv.errors_line}" in sv._static_html()
+    sv.close()
