@@ -103,7 +103,10 @@ function lineChart(parent, spec) {
     height: spec.height || 190,
     scales: { x: { time: false } },
     axes: [
-      { ...axis, label: spec.x, values: spec.xInt
+      { ...axis, label: spec.x,
+        // whole ticks get whole steps only (no tick marks between 1 and 2)
+        incrs: spec.xInt ? [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 1e4, 2e4, 5e4, 1e5] : undefined,
+        values: spec.xInt
         ? (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map((v) => Number.isInteger(v) ? String(v) : "")
         : undefined },
       // short tick values (180k, not 180,000) so they never run into the axis title
