@@ -57,7 +57,9 @@ _DASHES = ("dash", "dot", "dashdot", "longdash", "longdashdot")
 # the static SVG snapshots and the live widgets (contract 2)
 
 
-def _log_time_axis(fig: Any, xs: Sequence[float], title: str) -> None:
+def _log_time_axis(fig: Any, title: str) -> None:
+    """A log x axis with the decade ticks of :func:`log_time_ticks` over the traces' x."""
+    xs = [x for tr in fig.data for x in (() if tr.x is None else tr.x)]
     pos = [float(x) for x in xs if x is not None and math.isfinite(x) and x > 0]
     ticks = log_time_ticks(min(pos), max(pos)) if len(pos) >= 2 else []
     fig.update_xaxes(
@@ -166,7 +168,7 @@ def iat_histogram_figure(
                 name=f"threshold {threshold * 1000:g} ms",
             )
         )
-    _log_time_axis(fig, [x for tr in fig.data for x in (() if tr.x is None else tr.x)], "inter-arrival time")
+    _log_time_axis(fig, "inter-arrival time")
     fig.update_yaxes(title_text="density per decade")
     fig.update_layout(title_text=title, template="plotly_white")
     return fig
@@ -226,7 +228,7 @@ def iat_cdf_figure(
                     legendgroup=name,
                 )
             )
-    _log_time_axis(fig, [x for tr in fig.data for x in (() if tr.x is None else tr.x)], "inter-arrival time")
+    _log_time_axis(fig, "inter-arrival time")
     fig.update_yaxes(title_text="P(IAT <= x)", range=[0, 1.02])
     fig.update_layout(title_text=title, template="plotly_white")
     return fig
