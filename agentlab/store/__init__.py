@@ -16,8 +16,8 @@ from agentlab.store.multi import sql_over_runs
 from agentlab.store.offsets import log_offsets, truncate_log
 from agentlab.store.replay import ReplaySink, get_replay_sink
 from agentlab.store.run import Run, open_run
-from agentlab.store.summary import ErrorCounts, RunSummary, summarize_run
 from agentlab.store.schema import COLUMN_TYPES, load_schema
+from agentlab.store.summary import ErrorCounts, RunSummary, summarize_run
 from agentlab.store.trace import Span, Tracer, get_tracer
 
 __all__ = [

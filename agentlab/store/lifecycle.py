@@ -21,21 +21,24 @@ read_status(run_dir)   # "failed"; "interrupted" if it said running and nobody w
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
 import socket
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Literal, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 from agentlab.errors import ConfigError
 from agentlab.store.atomic import atomic_write_json, read_json
 from agentlab.store.manifest import MANIFEST_NAME, MANIFEST_SCHEMA_VERSION, iso_time
-from agentlab.store.writer_lock import _HELD, LOCK_NAME, lock_holder
+from agentlab.store.writer_lock import _HELD, LOCK_NAME, WriterLock, lock_holder
 
-__all__ = ["ENDED", "LIVE", "RunStatus", "clear_run_dir", "mark_status", "normalize_status",
-           "read_status", "writer_alive"]  # fmt: skip
+__all__ = ["ENDED", "LIVE", "RunStatus", "claim_run_dir", "clear_run_dir", "hold_run_dir",
+           "mark_status", "normalize_status", "read_status", "writer_alive",
+           "writing_run"]  # fmt: skip
 
 RunStatus = Literal["running", "paused", "stopped", "done", "failed", "interrupted"]
 STATUSES: tuple[str, ...] = get_args(RunStatus)
@@ -49,13 +52,19 @@ _LEGACY = {"ok": "done", "error": "failed", "partial": "failed", "cancelled": "s
 
 
 def mark_status(
-    run_dir: str | os.PathLike[str], status: RunStatus, *, error: str | None = None
+    run_dir: str | os.PathLike[str],
+    status: RunStatus,
+    *,
+    error: str | None = None,
+    counters: Mapping[str, int] | None = None,
 ) -> dict[str, object]:
     """Write ``status`` into ``<run_dir>/run.json`` atomically; returns the document.
 
     ``stopped`` / ``done`` / ``failed`` set ``ended`` (ISO time); ``running`` and
     ``paused`` clear it. ``error`` (a one-line message) is kept with a ``failed`` or
-    ``stopped`` status and removed when the run goes on.
+    ``stopped`` status and removed when the run goes on. ``counters`` (``steps``,
+    ``step_errors``, ``ticks``) are what a driver without a commit record
+    (``SOCIETY_STEP.json``) tells :func:`~agentlab.store.summary.summarize_run`.
     """
     if status not in STATUSES or status == "interrupted":
         raise ConfigError(
@@ -72,6 +81,8 @@ def mark_status(
         doc["error"] = str(error)[:2000]
     elif status in LIVE:
         doc.pop("error", None)
+    if counters is not None:
+        doc["counters"] = {str(k): int(v) for k, v in counters.items()}
     atomic_write_json(path, doc)
     return doc
 
@@ -178,3 +189,92 @@ def clear_run_dir(run_dir: str | os.PathLike[str]) -> None:
             shutil.rmtree(p)
         else:
             p.unlink()
+
+
+def hold_run_dir(run_dir: str | os.PathLike[str], what: str) -> WriterLock:
+    """Take ``run_dir``'s writer lock for a driver that writes until it releases it: unlike
+    a ``Society``'s (taken over by a later ``Society.open`` of this process while idle),
+    it is never taken over, so nothing of this process replaces the run while it runs.
+
+    Args:
+        what: the driver, as the refusal message names it (``"Experiment"``...).
+    """
+    lock = WriterLock(run_dir)
+    lock.busy = lambda: True
+    lock.what = what
+    return lock.acquire()
+
+
+def claim_run_dir(
+    run_dir: str | os.PathLike[str],
+    exist_ok: bool | Literal["replace"] = False,
+    *,
+    what: str = "writer",
+) -> WriterLock:
+    """Take ``run_dir``'s writer lock, then apply ``exist_ok`` to a run already there.
+
+    ``False``: refuse an existing run (``ConfigError``); ``True``: keep it (add to it);
+    ``"replace"``: delete it — only now, under the lock, so a run another process (or a
+    running object of this one) writes is never deleted: the lock is refused first with
+    ``RunLockedError`` naming the holder. Returns the held lock (release it when done).
+    """
+    from agentlab.store.summary import is_run
+
+    if exist_ok not in (True, False, "replace"):
+        raise ConfigError(f"exist_ok must be False, True or 'replace', got {exist_ok!r}")
+    root = Path(run_dir)
+    lock = hold_run_dir(root, what)
+    try:
+        if exist_ok == "replace":
+            clear_run_dir(root)
+        elif not exist_ok and is_run(root):
+            raise ConfigError(
+                f"{root} already holds a run; pass exist_ok='replace' to start over (or "
+                "exist_ok=True to add to it)"
+            )
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+@contextlib.contextmanager
+def writing_run(
+    run_dir: str | os.PathLike[str],
+    *,
+    kind: str,
+    config: Any = None,
+    seed: int | None = None,
+    params: Mapping[str, Any] | None = None,
+    exist_ok: bool | Literal["replace"] = False,
+) -> Iterator[Path]:
+    """Hold ``run_dir`` as its writer for the block: the lifecycle for a driver of your own.
+
+    Takes the lock (:func:`claim_run_dir`), writes ``run.json`` (``running``), yields the
+    directory; marks ``done`` when the block ends, ``stopped`` when it is interrupted
+    (Ctrl-C, a cancelled cell), ``failed`` with the error when it raises.
+
+    ```python
+    with writing_run(out, kind="werewolf", config=cfg, seed=1, exist_ok="replace") as d:
+        replay = get_replay_sink(d); ...
+    ```
+    """
+    import asyncio
+
+    from agentlab.store.manifest import write_manifest
+
+    lock = claim_run_dir(run_dir, exist_ok, what=f"writing_run ({kind})")
+    root = Path(run_dir)
+    try:
+        write_manifest(root, kind=kind, config=config, seed=seed, params=params)
+        try:
+            yield root
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            mark_status(root, "stopped")
+            raise
+        except BaseException as exc:
+            mark_status(root, "failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        mark_status(root, "done")
+    finally:
+        lock.release()

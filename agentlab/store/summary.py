@@ -49,7 +49,7 @@ from agentlab.store.layout import REPLAY_DIR, TRACE_DIR, shard_files
 from agentlab.store.lifecycle import RunStatus, read_status
 from agentlab.store.manifest import MANIFEST_NAME
 
-__all__ = ["ErrorCounts", "RunSummary", "find_runs", "is_run", "summarize_run"]
+__all__ = ["ErrorCounts", "RunSummary", "children_of", "find_runs", "is_run", "summarize_run"]
 
 STEP_FILE = "SOCIETY_STEP.json"  # runtime.society_files.STEP_FILE (store must not import it)
 SWEEP_FILE = "sweep.json"
@@ -181,6 +181,16 @@ def find_runs(folder: str | os.PathLike[str], *, depth: int = 3) -> list[Path]:
     return found
 
 
+def children_of(path: str | os.PathLike[str], *, depth: int = 3) -> list[Path]:
+    """The runs a sweep or paper folder holds (below it, not itself)."""
+    p = Path(path)
+    try:
+        subs = sorted(d for d in p.iterdir() if d.is_dir() and not d.name.startswith("."))
+    except OSError:
+        return []
+    return [r for d in subs for r in find_runs(d, depth=depth)]
+
+
 def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
     """Status and counts of the run in ``path`` (any kind; see the module docstring).
 
@@ -188,9 +198,9 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
         NotARunError: ``path`` is not a run directory.
     """
     p = Path(path)
-    if not p.is_dir() or not is_run(p):
+    if not p.is_dir() or not (is_run(p) or (p / SWEEP_FILE).is_file()):
         raise NotARunError.for_path(p)
-    doc = read_json(p / MANIFEST_NAME, default=None)
+    doc = _read(p / MANIFEST_NAME)
     m: dict[str, Any] = doc if isinstance(doc, dict) else {}
     raw_kind = str(m.get("kind") or ("society" if (p / STEP_FILE).is_file() else "run"))
     if (p / SWEEP_FILE).is_file():
@@ -206,11 +216,10 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
         params=dict(params) if isinstance(params, dict) else {},
         error=m.get("error") if isinstance(m.get("error"), str) else None,
     )
-    counters = m.get("counters") if isinstance(m.get("counters"), dict) else {}
+    found = m.get("counters")
+    counters: dict[str, Any] = found if isinstance(found, dict) else {}
     if kind in ("sweep", "paper"):
-        for child in find_runs(p, depth=4):
-            if child == p:
-                continue
+        for child in children_of(p):
             try:
                 c = summarize_run(child)
             except NotARunError:  # pragma: no cover - find_runs only lists runs
@@ -220,7 +229,7 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
             out.llm_calls += c.llm_calls
             out.errors += c.errors
         return out
-    step = read_json(p / STEP_FILE, default=None) if kind == "society" else None
+    step = _read(p / STEP_FILE) if kind == "society" else None
     limits: dict[str, int] | None = None
     if isinstance(step, dict):
         totals = step.get("totals") or {}
@@ -236,6 +245,10 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
     )
     if step is None:
         out.llm_calls = llm["rows"]
+        timeline = _scan_dataset(p, f"{REPLAY_DIR}/timeline", "timeline", None)
+        if timeline["rows"]:  # a society-like log without a commit record
+            out.ticks, out.steps = timeline["ticks"], timeline["steps"]
+            out.errors.step_errors = timeline["errors"]
         if kind == "experiment":
             runs = _scan_dataset(p, f"{REPLAY_DIR}/experiment_runs", "experiment_runs", None)
             out.steps, out.errors.step_errors = runs["rows"], runs["not_ok"]
@@ -246,6 +259,15 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
                 else:
                     setattr(out, key, counters[key])
     return out
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """A JSON document, ``None`` if missing or damaged (a summary never fails on it)."""
+    try:
+        doc = read_json(path, default=None)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 # --- the incremental log scan ---------------------------------------------------------
@@ -313,6 +335,18 @@ def _count_lines(data: bytes, what: str, counts: Counter[str]) -> None:
             row = _loads(line)
             if row and row.get("status") == "error" and row.get("name") in TOOL_SPANS:
                 counts["tool_errors"] += 1
+    elif what == "timeline":
+        ticks: set[int] = set()
+        for line in data.splitlines():
+            row = _loads(line)
+            if row is None:
+                continue
+            counts["rows"] += 1
+            if isinstance(row.get("tick"), int):
+                ticks.add(row["tick"])
+            for k in ("steps", "errors"):
+                counts[k] += int(row.get(k) or 0)
+        counts["ticks"] += len(ticks)
     elif what == "experiment_runs":
         for line in data.splitlines():
             row = _loads(line)

@@ -130,7 +130,7 @@ def test_cli_run_fork(parent: Path, tmp_path: Path) -> None:
     out = tmp_path / "cli-fork"
     cmd = [sys.executable, "-m", "agentlab.cli", "run", str(cfg), "--fork", f"{parent}@3"]
     r = subprocess.run(
-        [*cmd, "--out", str(out), "--ticks", "5"],
+        [*cmd, "--out", str(out), "--until", "5"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -236,3 +236,70 @@ def test_writer_alive_sees_own_process_lock(tmp_path: Path) -> None:
     s.close()
     assert not writer_alive(tmp_path / "own")
     assert os.path.exists(tmp_path / "own" / "WRITER.lock")
+
+
+def _busy_lock(run: Path) -> object:
+    """The lock of ``run`` held as by a running writer of this process."""
+    from agentlab.store.writer_lock import WriterLock
+
+    lock = WriterLock(run)
+    lock.busy = lambda: True
+    return lock.acquire()
+
+
+def test_experiment_exist_ok(tmp_path: Path) -> None:
+    from agentlab.topology import Experiment
+
+    def exp(**kw: object) -> Experiment:
+        return Experiment(topologies=["star"], agents=3, runs=1, llm="sim/instant", seed=0,
+                          progress=False, out=tmp_path / "e", **kw)  # type: ignore[arg-type]  # fmt: skip
+
+    res = exp().run_sync()
+    assert res.status == "done" and read_status(tmp_path / "e") == "done"
+    calls = len(open_run(tmp_path / "e").llm_calls_df())
+    with pytest.raises(ConfigError, match="exist_ok='replace'"):
+        exp().run_sync()
+    assert len(open_run(tmp_path / "e").llm_calls_df()) == calls  # untouched
+    lock = _busy_lock(tmp_path / "e")
+    try:
+        with pytest.raises(RunLockedError):
+            exp(exist_ok="replace").run_sync()
+        assert len(open_run(tmp_path / "e").llm_calls_df()) == calls
+    finally:
+        lock.release()  # type: ignore[attr-defined]
+    again = exp(exist_ok="replace").run_sync()
+    assert again.status == "done" and len(open_run(tmp_path / "e").llm_calls_df()) == calls
+    assert summarize_run(tmp_path / "e").kind == "experiment"
+
+
+def test_writing_run_and_agent_system_lifecycle(tmp_path: Path) -> None:
+    from agentlab.runtime.threads import AgentSystem, MemoryThreadStore, ScriptedModel
+    from agentlab.store.lifecycle import writing_run
+
+    with writing_run(tmp_path / "w", kind="werewolf", config={"players": 5}) as d:
+        assert read_status(d) == "running"
+    assert read_status(tmp_path / "w") == "done"
+    with pytest.raises(ValueError), writing_run(tmp_path / "w", kind="werewolf",
+                                                exist_ok="replace"):  # fmt: skip
+        raise ValueError("bad day")
+    assert read_status(tmp_path / "w") == "failed"
+    assert json.loads((tmp_path / "w" / "run.json").read_text())["error"] == "ValueError: bad day"
+    with (
+        pytest.raises(ConfigError, match="already holds a run"),
+        writing_run(tmp_path / "w", kind="werewolf"),
+    ):
+        pass
+
+    async def threads() -> None:
+        system = AgentSystem(ScriptedModel(), MemoryThreadStore(), run_dir=tmp_path / "t",
+                             exist_ok="replace")  # fmt: skip
+        async with system:
+            system.send_user("a", "hi", dedup_id="u0")
+            await system.drain()
+            assert read_status(tmp_path / "t") == "running"
+            with pytest.raises(RunLockedError):  # a second system while this one writes
+                AgentSystem(ScriptedModel(), run_dir=tmp_path / "t", exist_ok="replace")
+
+    asyncio.run(threads())
+    s = summarize_run(tmp_path / "t")
+    assert (s.kind, s.status, s.steps, s.errors.total) == ("threads", "done", 1, 0)
