@@ -26,6 +26,7 @@ __all__ = [
     "StoreError",
     "StructuredOutputError",
     "SweepError",
+    "TickFailedError",
     "ToolError",
     "UnknownNameError",
     "UnsafeCodeError",
@@ -197,3 +198,8 @@ class SweepError(AgentlabError):
 class BatchDeadlineError(WorkerLostError):
     """A Ray batch task ran past the executor's ``batch_deadline_s`` (a hung or partitioned
     node): the attempt was abandoned and its staged writes dropped."""
+
+
+class TickFailedError(AgentError):
+    """Too many agent steps of a tick failed (every one, by default; see ``Society.create``'s
+    ``max_error_share``): the run stopped and the tick was not committed."""

@@ -57,10 +57,12 @@ from agentlab.runtime.society_files import (
     unlock_on_error,
     write_tick_checkpoint,
 )
+from agentlab.runtime.stop_rule import DEFAULT_MAX_ERROR_SHARE, check_tick
 from agentlab.store.agent_store import AgentStore
 from agentlab.store.atomic import atomic_write_bytes, atomic_write_json, read_json
 from agentlab.store.lifecycle import RunStatus, clear_run_dir, mark_status, read_status
 from agentlab.store.packed_store import open_agent_store, store_kind
+from agentlab.store.store_check import check_agent_store
 from agentlab.store.writer_lock import WriterLock
 
 __all__ = ["SOCIETY_SCHEMA_VERSION", "Society"]
@@ -176,6 +178,7 @@ class Society:
         store: str = "auto",
         llm_spans: str | None = None,
         exist_ok: bool | Literal["replace"] = False,
+        max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
     ) -> Society:
         """Write a new society into ``path`` and return it (tick 0 committed).
 
@@ -215,6 +218,11 @@ class Society:
                 a running ``Society`` object of this one) writes the run, it is refused
                 with ``RunLockedError`` naming the holder and nothing is removed. This is
                 the notebook way to start over (never ``shutil.rmtree`` a run).
+            max_error_share: the stop rule (``runtime/stop_rule.py``), kept in the run: a
+                tick in which no agent step succeeded, or more than this share of agents
+                failed every attempt, is not committed and raises ``TickFailedError``
+                (``run()`` marks the run ``failed``). Default 1.0: stop only when every
+                step failed; ``None``: never stop.
         """
         from agentlab.llm import LLMClient
         from agentlab.runtime.config import validate_society_config
@@ -237,6 +245,8 @@ class Society:
                 "keep_checkpoints": keep_checkpoints,
                 "executor_options": executor_options,
                 "llm_spans": llm_spans,
+                "store": store,
+                "max_error_share": max_error_share,
             }
         )
         # resolved once, here: the env var read at create, never again at a resume
@@ -291,6 +301,8 @@ class Society:
                 "tick_seconds": tick_seconds,
                 "keep_checkpoints": bool(keep_checkpoints),
                 "llm_spans": spans,
+                "store": store_kind(store, len(population)),
+                "max_error_share": max_error_share,
                 "agents": population.pairs,
             }
             write_manifest(
@@ -304,6 +316,7 @@ class Society:
             register_society_datasets(sink)
             agent_store = open_agent_store(run_dir, store_kind(store, len(population)))
             write_population(agent_store, population, sink, schema_version=SOCIETY_SCHEMA_VERSION)
+            _mark_store(agent_store, 0, close=True)
             ckpt: list[str] = []
             for i, m in enumerate(env_modules):
                 rel = f"{ENV_CKPT_DIR}/0/{i}.json"
@@ -390,6 +403,9 @@ class Society:
                     f"{run_dir / key} lacks {missing}: it was edited or cut outside agentlab; "
                     "restore it from a copy of the run, or create the society again"
                 )
+        # a deleted or damaged agent store is named here, not by every agent's next step
+        check_agent_store(run_dir, [a for a, _ in meta["agents"]], int(step["tick"]),
+                          meta.get("store"))  # fmt: skip
         if read_only:
             return cls(run_dir, meta, step, executor=executor, progress=progress, read_only=True)
         lock = WriterLock(run_dir).acquire()  # truncating the log needs the only writer
@@ -557,6 +573,9 @@ class Society:
         total = BatchResult()
         for r in await self.executor.run_batches(self._batches(tick), self.proxy):
             total += r
+        rule = self.meta.get("max_error_share", DEFAULT_MAX_ERROR_SHARE)
+        check_tick(str(self.run_dir), tick, len(self.agent_specs), total.steps, total.failed,
+                   rule, self.proxy.flush)  # fmt: skip
         events = await self.executor.env_step(tick)
         router_stats = getattr(self.executor, "env_router_stats", None)
         routers = await router_stats() if router_stats is not None else {}
@@ -609,6 +628,7 @@ class Society:
             step["llm"] = self.proxy.llm.client.export_state()
         if self.keep_checkpoints:
             write_tick_checkpoint(self.run_dir, step, self.agent_ids)
+        _mark_store(self.proxy.store, tick)
         atomic_write_json(self.run_dir / STEP_FILE, step)  # the commit point
         self._failed = False
         old = self._step.get("env") or []
@@ -752,6 +772,7 @@ class Society:
         self.proxy.flush()
         self.executor.close()
         self._started_env = False
+        _mark_store(self.proxy._live.get("store"), None, close=True)  # SQLite closed
         if self._lock.held and read_status(self.run_dir) in ("running", "paused"):
             self._mark("stopped" if self._status == "stopped" else "done")
         self._lock.release()
@@ -761,6 +782,16 @@ class Society:
             f"Society({str(self.run_dir)!r}, agents={len(self.agent_specs)}, "
             f"tick={self.tick}, executor={self.executor.name!r})"
         )
+
+
+def _mark_store(store: Any, tick: int | None, *, close: bool = False) -> None:
+    """A packed store records ``tick`` as written (``store/store_check.py``) and, with
+    ``close``, checkpoints its WAL and closes its connections; a directory store has
+    nothing to do."""
+    if tick is not None and hasattr(store, "mark_committed"):
+        store.mark_committed(tick)
+    if close and hasattr(store, "close"):
+        store.close()
 
 
 def _uncancel() -> None:
