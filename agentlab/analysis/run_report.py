@@ -192,6 +192,10 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         "manifest": {**{k: m.get(k) for k in ("kind", "seed", "model")}, "status": life.status},
         "ticks": ticks,
         "steps": life.steps,
+        # a paper (or sweep) holds runs of its own; its errors are theirs, summed
+        "children": [
+            {**summary_row(c), "run": str(c.path.relative_to(run.path))} for c in life.children
+        ],
         "agents": max(n_agents, _count(calls, "agent_id")),
         "llm_calls": len(calls),
         "tokens": {**tok, "total": tok["prompt_tokens"] + tok["completion_tokens"]},
@@ -348,6 +352,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         lines.append(("latency", f"p50 {_seconds(lat['p50'])}  p95 {_seconds(lat['p95'])}"))
     for k, v in lines:
         print(f"{k:<10} {v}")
+    for c in summary.get("children", []):
+        print(f"  run      {c['run']}  {c['kind']}  {c['status']}  {c['steps']} steps  "
+              f"{c['llm_calls']} llm calls  {c['errors']} errors")  # fmt: skip
     if summary["slowest_spans"]:
         print("slowest spans:")
         for s in summary["slowest_spans"]:

@@ -132,8 +132,10 @@ def writer_alive(run_dir: str | os.PathLike[str]) -> bool:
     lock = Path(run_dir) / LOCK_NAME
     holder = lock_holder(run_dir)
     if holder is None:
-        # an empty lock file: released (or a writer starting this instant)
-        return lock.exists() and _flock_held(lock)
+        if lock.exists():  # an empty lock file: released (or a writer starting this instant)
+            return _flock_held(lock)
+        # WRITER.lock deleted: the writer also holds the directory's own flock
+        return _flock_held(Path(run_dir), directory=True)
     pid, host = holder.get("pid"), holder.get("host")
     if host == socket.gethostname() and isinstance(pid, int):
         try:
@@ -145,9 +147,10 @@ def writer_alive(run_dir: str | os.PathLike[str]) -> bool:
     return _flock_held(lock)
 
 
-def _flock_held(lock: Path) -> bool:
+def _flock_held(lock: Path, *, directory: bool = False) -> bool:
+    flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
     try:
-        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(lock, flags)
     except OSError:
         return False
     try:

@@ -90,28 +90,6 @@ def test_demo_main_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert s.tick == 1 and len(s.agent_ids) == 12
 
 
-def test_a_config_takes_every_society_create_argument(tmp_path: Path) -> None:
-    import inspect
-
-    from agentlab.runtime.config import SocietyConfig
-
-    params = set(inspect.signature(Society.create).parameters) - {"cls", "path"}
-    assert params <= set(SocietyConfig.model_fields), params - set(SocietyConfig.model_fields)
-    out = tmp_path / "packed"
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(
-        f'out = "{out}"\nticks = 1\nprogress = false\nstore = "packed"\nmax_error_share = 0.5\n'
-        "[agents]\ncounter = 3\n"
-    )
-    assert main(_args(cfg)) == 0
-    assert (out / "agents.sqlite").is_file()
-    assert json.loads((out / "SOCIETY.json").read_text())["max_error_share"] == 0.5
-    bad = tmp_path / "b.toml"
-    bad.write_text('store = "zip"\n')
-    with pytest.raises(ConfigError, match="store"):
-        load_config(bad)
-
-
 def test_cli_refuses_abbreviated_options(capsys: pytest.CaptureFixture[str]) -> None:
     from agentlab.cli import build_parser
 
@@ -177,3 +155,25 @@ def test_open_hints_fit_the_installation(tmp_path: Path, monkeypatch: pytest.Mon
     assert "  jupyter lab" in text and ".venv/bin" not in text
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # not on PATH: its full path
     assert f"{prefix / 'jupyter'} lab" in "\n".join(demo.open_hints(tmp_path))
+
+
+def test_a_config_takes_every_society_create_argument(tmp_path: Path) -> None:
+    import inspect
+
+    from agentlab.runtime.config import SocietyConfig
+
+    params = set(inspect.signature(Society.create).parameters) - {"cls", "path"}
+    assert params <= set(SocietyConfig.model_fields), params - set(SocietyConfig.model_fields)
+    out = tmp_path / "packed"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'out = "{out}"\nticks = 1\nprogress = false\nstore = "packed"\nmax_error_share = 0.5\n'
+        "[agents]\ncounter = 3\n"
+    )
+    assert main(_args(cfg)) == 0
+    assert (out / "agents.sqlite").is_file()
+    assert json.loads((out / "SOCIETY.json").read_text())["max_error_share"] == 0.5
+    bad = tmp_path / "b.toml"
+    bad.write_text('store = "zip"\n')
+    with pytest.raises(ConfigError, match="store"):
+        load_config(bad)

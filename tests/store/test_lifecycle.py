@@ -303,3 +303,15 @@ def test_writing_run_and_agent_system_lifecycle(tmp_path: Path) -> None:
     asyncio.run(threads())
     s = summarize_run(tmp_path / "t")
     assert (s.kind, s.status, s.steps, s.errors.total) == ("threads", "done", 1, 0)
+
+
+def test_writer_alive_when_its_lock_file_was_deleted(tmp_path: Path) -> None:
+    run = tmp_path / "gone"
+    p = _holder(run)
+    try:
+        (run / "WRITER.lock").unlink()
+        assert read_status(run) == "running"  # the directory's own lock still says so
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+    assert read_status(run) == "interrupted"
