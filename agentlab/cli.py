@@ -185,7 +185,7 @@ def _add_view(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--bundle", default=None, metavar="OUT", help="write a static site to OUT")
     v.add_argument("--host", default="127.0.0.1", help="address to bind")
     v.add_argument("--port", type=int, default=8700, help="port to bind (0: any free port)")
-    v.set_defaults(target="agentlab.viewer:main")
+    v.set_defaults(target="agentlab.view:main")
 
 
 def _add_params(p: argparse.ArgumentParser, metavar: str, multi: bool) -> None:
