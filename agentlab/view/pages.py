@@ -150,10 +150,7 @@ def run_part(site: Site, e: Entry, name: str) -> str | None:
         return _sweep_part(site, e, name, path)
     if e.kind == "paper":
         return _paper_page(site, e, path) if name == "index.html" else None
-    from agentlab.store import open_run
-
-    run = open_run(e.path)
-    try:
+    with site.open(e) as run:
         if name == "index.html":
             return _overview(site, e, run, path)
         m = re.match(r"^(errors|calls|messages|agents)-(\d+)\.html$", name)
@@ -171,8 +168,6 @@ def run_part(site: Site, e: Entry, name: str) -> str | None:
         if m and e.kind == "experiment":
             return _xrun_page(site, e, run, path, m.group(1))
         return None
-    finally:
-        run.close()
 
 
 def _tiles(s: dict[str, Any]) -> dict[str, Any]:

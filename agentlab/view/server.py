@@ -99,7 +99,9 @@ def serve(
             self.send_header("X-Content-Type-Options", "nosniff")
             self.send_header("X-Frame-Options", "DENY")
             self.send_header("Referrer-Policy", "no-referrer")
-            self.send_header("Cache-Control", "no-store")
+            # the two scripts never change while a server runs; pages do
+            static = ctype.startswith("text/javascript")
+            self.send_header("Cache-Control", "max-age=3600" if static else "no-store")
             self.end_headers()
 
         def _send(self, code: int, body: bytes, ctype: str, raw: bool = False) -> None:

@@ -18,8 +18,12 @@ Links are relative, so a bundle opens from disk as the server's pages do.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 import urllib.parse
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -43,8 +47,9 @@ RAW_TYPES = {
     ".md": "text/plain; charset=utf-8",
 }
 
-_PAGED = re.compile(r"^(errors|calls|messages|agents)-(\d+)\.html$")
-_TOPO = re.compile(r"^topology-(.+)-(\d+)\.html$")
+
+#: runs kept open between requests
+OPEN_RUNS = 8
 
 
 @dataclass
@@ -91,6 +96,31 @@ class Site:
         self.root = root
         self.live = live
         self.bundle = bundle
+        self._runs: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def open(self, e: Entry) -> Iterator[Any]:
+        """The run of ``e``, open for reading; the last few stay open between pages (a
+        reader only parses what was appended since, so following a run stays cheap)."""
+        from agentlab.store import open_run
+
+        key = str(e.path)
+        with self._lock:
+            run = self._runs.pop(key, None)
+        if run is None:
+            run = open_run(e.path)
+        try:
+            yield run
+        finally:
+            with self._lock:
+                other = self._runs.pop(key, None)
+                self._runs[key] = run
+                evict = [
+                    self._runs.popitem(last=False)[1] for _ in range(len(self._runs) - OPEN_RUNS)
+                ]
+            for old in [*evict, *([other] if other is not None and other is not run else [])]:
+                old.close()
 
     @property
     def title(self) -> str:
@@ -112,6 +142,17 @@ class Site:
             return Page(_static(path), "text/javascript; charset=utf-8")
         if path.startswith("f/"):
             return self._raw(path[2:])
+        legacy = re.match(r"^(?:run|sweep)-(.+)\.html$", path)
+        if legacy:  # the old viewer's names (run-<a__b>.html): the run's overview
+            slug = legacy.group(1)
+            rel = next(
+                (r for r in self.entries() if (r.replace("/", "__") or "_root") == slug), None
+            )
+            return (
+                None
+                if rel is None
+                else self.render(f"r/{rel}/index.html" if rel else "r/index.html")
+            )
         if not path.startswith("r/"):
             return None
         rel, _, name = path[2:].rpartition("/")

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import shutil
@@ -71,7 +72,9 @@ def make_experiment(out: Path, runs: int, topologies: list[str]) -> float:
     t0 = time.monotonic()
     exp = Experiment(topologies=topologies, agents=3, runs=runs, llm=LLMClient("sim/vllm-3b"),
                      seed=0, clock="virtual", out=out, progress=False)  # fmt: skip
-    asyncio.run(exp.run())
+    # a thread of its own: a caller (Playwright's sync API) may hold a running loop
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, exp.run()).result()
     return time.monotonic() - t0
 
 
