@@ -15,6 +15,7 @@ computed once and then only for the runs that moved.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import re
 import threading
@@ -36,6 +37,8 @@ __all__ = [
     "redact",
     "run_summary",
     "runs_rows",
+    "span_call",
+    "spans_df",
 ]
 
 ROWS_PER_PAGE = 100
@@ -69,11 +72,11 @@ def _one(run: Run, sql: str) -> Any:
 
 def _status(d: Path, manifest: dict[str, Any]) -> str:
     try:  # the lifecycle contract: "interrupted" when the writer is gone
-        from agentlab.store.lifecycle import read_status  # type: ignore[import-not-found]
-
-        return str(read_status(d))
+        lifecycle = importlib.import_module("agentlab.store.lifecycle")
     except ImportError:
         pass
+    else:
+        return str(lifecycle.read_status(d))
     status = manifest.get("status")
     return str(status) if status else "unknown"
 
@@ -81,11 +84,15 @@ def _status(d: Path, manifest: dict[str, Any]) -> str:
 def _contract_summary(d: Path) -> dict[str, Any] | None:
     """``agentlab.store.summary.summarize_run`` (the lifecycle contract) where present."""
     try:
-        from agentlab.store.summary import summarize_run  # type: ignore[import-not-found]
+        summary = importlib.import_module("agentlab.store.summary")
     except ImportError:
         return None
-    s = summarize_run(d)
-    out = dataclasses.asdict(s) if dataclasses.is_dataclass(s) else dict(s)
+    s = summary.summarize_run(d)
+    out: dict[str, Any] = (
+        dataclasses.asdict(s)
+        if dataclasses.is_dataclass(s) and not isinstance(s, type)
+        else dict(s)
+    )
     out["path"] = str(out.get("path", d))
     return out
 
@@ -464,7 +471,8 @@ def agent_timeline_df(run: Run, agent: str) -> Any:
         frames.append(run.sql(sql, params).set_index("tick"))
 
     if "agent_states" in have:
-        add("select tick, count(*) filter (where ok) steps from agent_states "
+        add("select tick, count(*) filter (where ok) steps, "
+            "cast(last(summary order by _seq) as varchar) state from agent_states "
             "where agent_id = ? group by 1", [agent])  # fmt: skip
     if "llm_calls" in have:
         add("select tick, count(*) llm_calls, count(*) filter (where outcome <> 'ok') "
@@ -487,6 +495,38 @@ def agent_timeline_df(run: Run, agent: str) -> Any:
         if c in out:
             out[c] = out[c].fillna(0).astype(int)
     return out.reset_index()
+
+
+def spans_df(run: Run, page: int) -> tuple[Any, int]:
+    """One page of spans, slowest first: ``name``, ``agent``, ``tick``, ``start``,
+    ``duration``, ``status``, ``message``; and the number of pages."""
+    import pandas as pd
+
+    if "spans" not in _names(run):
+        return pd.DataFrame(), 1
+    n = int(_one(run, "select count(*) from spans") or 0)
+    df = run.sql(
+        "select name, coalesce(attributes->>'agent_id', attributes->>'gen_ai.agent.id') agent, "
+        "try_cast(attributes->>'tick' as bigint) tick, start, \"end\" - start duration, status, "
+        "coalesce(status_message, attributes->>'error', attributes->>'tool') message from spans "
+        f"order by duration desc nulls last, start limit {ROWS_PER_PAGE} "
+        f"offset {(page - 1) * ROWS_PER_PAGE}"
+    )
+    return df, max(1, -(-n // ROWS_PER_PAGE))
+
+
+def span_call(calls: Any, agent: Any, tick: Any, start: Any) -> str | None:
+    """The request id behind a span: the agent's call at that tick that started last at or
+    before the span (an ``llm.call`` span's own call; the call that asked for a tool)."""
+    if agent is None or not len(calls):
+        return None
+    c = calls[calls["agent_id"] == agent]
+    if tick is not None:
+        c = c[c["tick"] == tick]
+    if start is not None and len(c):
+        before = c[c["start"] <= float(start) + 1e-3]
+        c = before if len(before) else c
+    return None if not len(c) else str(c.iloc[-1]["request_id"])
 
 
 def agents_of(run: Run) -> list[str]:

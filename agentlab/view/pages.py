@@ -153,10 +153,10 @@ def run_part(site: Site, e: Entry, name: str) -> str | None:
     with site.open(e) as run:
         if name == "index.html":
             return _overview(site, e, run, path)
-        m = re.match(r"^(errors|calls|messages|agents)-(\d+)\.html$", name)
+        m = re.match(r"^(errors|calls|messages|agents|spans)-(\d+)\.html$", name)
         if m:
             fn = {"errors": _errors_page, "calls": _calls_page, "messages": _messages_page,
-                  "agents": _agents_page}[m.group(1)]  # fmt: skip
+                  "agents": _agents_page, "spans": _spans_page}[m.group(1)]  # fmt: skip
             return fn(site, e, run, path, int(m.group(2)))
         m = re.match(r"^agent-(.+)\.html$", name)
         if m:
@@ -200,6 +200,7 @@ def _overview(site: Site, e: Entry, run: Any, path: str) -> str:
         {"text": f"LLM calls ({s.get('llm_calls', 0):,})", "href": href(base, e.rel, "calls-1.html")},
         {"text": "Messages", "href": href(base, e.rel, "messages-1.html")},
         {"text": "Agents", "href": href(base, e.rel, "agents-1.html")},
+        {"text": "Spans (slowest first)", "href": href(base, e.rel, "spans-1.html")},
     ]  # fmt: skip
     blocks: list[dict[str, Any]] = [_tiles(s), {"type": "links", "links": links, "id": "parts"}]
     figs = []
@@ -407,6 +408,35 @@ def _messages_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str 
                    crumbs=_crumbs(site, path, e, ("messages", None)), blocks=blocks)  # fmt: skip
 
 
+def _spans_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | None:
+    spans, pages = data.spans_df(run, page)
+    if page > pages:
+        return None
+    idx, link_of = _call_links(site, e, run, path)
+    base = site.base(path)
+    rows = []
+    for r in spans.itertuples(index=False) if len(spans) else []:
+        agent, tick = _na(r.agent), _na(r.tick)
+        rid = data.span_call(idx, agent, tick, _na(r.start))
+        link = link_of(rid) if rid else None
+        status = _na(r.status) or ""
+        rows.append({"cells": [
+            r.name,
+            {"text": agent, "href": href(base, e.rel, f"agent-{agent}.html")} if agent else "–",
+            tick,
+            None if _na(r.duration) is None else round(float(r.duration), 4),
+            {"text": status, "cls": "bad" if status == "error" else ""},
+            _cut(_na(r.message), 300),
+            {"text": "prompt & reply", "href": link} if link else "–",
+        ]})  # fmt: skip
+    blocks = [{"type": "table", "id": "spans", "columns": ["span", "agent", "tick",
+               "duration (s)", "status", "message", "LLM call"],
+               "numeric": {"tick", "duration (s)"}, "rows": rows,
+               "pager": _pager(site, e, "spans", page, pages, path) if pages > 1 else None}]  # fmt: skip
+    return _render(site, path, e.rel, title=f"Spans of {e.path.name}",
+                   crumbs=_crumbs(site, path, e, ("spans", None)), blocks=blocks)  # fmt: skip
+
+
 def _agents_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | None:
     import pandas as pd
 
@@ -417,7 +447,7 @@ def _agents_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | 
     base = site.base(path)
     rows = [{"cells": [{"text": a, "href": href(base, e.rel, f"agent-{a}.html")}]}
             for a in part["agent"]]  # fmt: skip
-    blocks = [{"type": "table", "id": "agents", "columns": ["agent"], "numeric": set(),
+    blocks: list[dict[str, Any]] = [{"type": "table", "id": "agents", "columns": ["agent"], "numeric": set(),
                "rows": rows, "note": f"{len(agents):,} agents",
                "pager": _pager(site, e, "agents", page, pages, path) if pages > 1 else None}]  # fmt: skip
     return _render(site, path, e.rel, title=f"Agents of {e.path.name}",
@@ -434,13 +464,14 @@ def _agent_page(site: Site, e: Entry, run: Any, path: str, agent: str) -> str | 
     rows = []
     for r in tl.head(2000).to_dict("records"):
         cells: list[Any] = [_na(r.get(c)) if c in r else 0 for c in cols]
+        cells.append({"text": _cut(_na(r.get("state")), 300), "cls": "params"})
         first = _na(r.get("first_call"))
         link = link_of(first) if first else None
         cells.append({"text": "first call", "href": link} if link else "–")
         bad = any(_na(r.get(k)) for k in ("llm_failures", "tool_errors", "step_errors"))
         rows.append({"cells": cells, "attrs": {"tick": _na(r.get("tick")), "bad": int(bad)}})
     blocks = [{"type": "table", "id": "timeline", "heading": "Timeline by tick",
-               "columns": [*cols, "prompt & reply"], "numeric": set(cols), "rows": rows,
+               "columns": [*cols, "state", "prompt & reply"], "numeric": set(cols), "rows": rows,
                "note": None if len(tl) <= 2000 else f"first 2,000 of {len(tl):,} ticks"}]  # fmt: skip
     return _render(site, path, e.rel, title=f"Agent {agent}",
                    subtitle=f"in {e.rel or e.path.name}",

@@ -121,7 +121,7 @@ def serve(
             self.do_GET()
 
         def do_GET(self) -> None:
-            if not _host_ok(self.headers.get("Host"), host, self.server.server_address[1]):
+            if not _host_ok(self.headers.get("Host"), host, bound_port):
                 self._error(421, "this server answers only requests addressed to itself")
                 return
             url = urllib.parse.urlsplit(self.path)
@@ -189,4 +189,6 @@ def serve(
             stopping.set()
             super().server_close()
 
-    return Server((host, port), Handler)
+    server = Server((host, port), Handler)
+    bound_port = int(server.server_address[1])
+    return server

@@ -185,6 +185,27 @@ def test_from_an_error_row_to_its_llm_calls_prompt_and_reply(mixed_url: str, pag
     assert f"You are {agent}" in text or agent in text  # the agent's own prompt
     shoot(page, "call")
 
+    # from a message and from a span to the call that wrote / made it
+    for part, table in (("Messages", "#messages"), ("Spans", "#spans")):
+        page.goto(mixed_url)
+        page.locator("#runs a", has_text=SOCIETY).click()
+        page.locator("#parts a", has_text=part).click()
+        row = page.locator(f"{table} tbody tr", has_text="prompt & reply").first
+        sender = row.locator("td").nth(2 if part == "Messages" else 1).inner_text()
+        row.locator("a", has_text="prompt & reply").click()
+        target = page.locator("#calls tbody tr:target")
+        assert target.locator("td").nth(1).inner_text() == sender
+        assert "prompt · user" in target.locator("details[open]").inner_text()
+    page.goto(mixed_url)
+    page.locator("#runs a", has_text=SOCIETY).click()
+    page.locator("#parts a", has_text="Messages").click()
+    rows = page.locator("#messages tbody tr")
+    total = rows.count()
+    page.fill("input.row-filter", "llm-00001")
+    visible = page.evaluate("() => [...document.querySelectorAll('#messages tbody tr')]"
+                            ".filter((r) => !r.hidden).length")  # fmt: skip
+    assert 0 < visible < total  # the conversation filter
+
 
 def test_a_600_run_experiment_drills_down_and_stays_small(big_experiment: Path, page: Any) -> None:
     with view_server(big_experiment) as url:

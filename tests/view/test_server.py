@@ -179,7 +179,7 @@ def test_every_link_leads_to_a_page_and_pages_stay_small(server: int) -> None:
     assert dead == []
     kinds = {p.split("/")[-1].split("-")[0] for p in sizes}
     assert {"index.html", "errors", "calls", "messages", "agent", "topology", "xrun",
-            "point"} <= kinds, kinds  # fmt: skip
+            "point", "spans"} <= kinds, kinds  # fmt: skip
     assert max(v for k, v in sizes.items() if k.endswith(".html") and "/f/" not in k) < 1_000_000
 
 

@@ -84,6 +84,15 @@
     filter();
   }
 
+  // --- any other table: a filter over the rows of this page -----------------------------
+  for (const input of document.querySelectorAll("input.row-filter")) {
+    input.addEventListener("input", () => {
+      const q = input.value.toLowerCase();
+      const table = document.getElementById(input.dataset.table);
+      for (const tr of table.tBodies[0].rows) tr.hidden = q !== "" && !tr.textContent.toLowerCase().includes(q);
+    });
+  }
+
   // --- a call named in the URL (#c-<request id>) opens ---------------------------------
   const openTarget = () => {
     const id = decodeURIComponent(location.hash.slice(1));
