@@ -207,6 +207,7 @@ def test_from_an_error_row_to_its_llm_calls_prompt_and_reply(mixed_url: str, pag
     assert 0 < visible < total  # the conversation filter
 
 
+@pytest.mark.slow
 def test_a_600_run_experiment_drills_down_and_stays_small(big_experiment: Path, page: Any) -> None:
     with view_server(big_experiment) as url:
         page.goto(url)
