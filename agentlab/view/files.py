@@ -43,6 +43,21 @@ def read_doc(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
+#: run.json path -> (stamp, manifest): a walk re-reads only manifests that changed, so
+#: following a folder of hundreds of runs costs a few ``stat`` calls per run
+_MANIFESTS: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
+def _manifest(path: Path) -> dict[str, Any]:
+    stamp = _stamp(path)
+    hit = _MANIFESTS.get(str(path))
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    doc = read_doc(path)
+    _MANIFESTS[str(path)] = (stamp, doc)
+    return doc
+
+
 def _kind(d: Path, manifest: dict[str, Any]) -> str:
     if (d / "sweep.json").is_file():
         return "sweep"
@@ -60,7 +75,7 @@ def find_entries(root: Path) -> list[Entry]:
     def walk(d: Path, rel: str, level: int, parent: str | None) -> None:
         manifest_file = d / "run.json"
         if manifest_file.is_file() and not manifest_file.is_symlink():
-            m = read_doc(manifest_file)
+            m = _manifest(manifest_file)
             e = Entry(rel, d, _kind(d, m), parent, m)
             found.append(e)
             if e.kind not in ("sweep", "paper"):
