@@ -13,7 +13,7 @@ __all__ = ["COMMANDS", "main"]
 EXAMPLES = """\
 examples:
   agentlab demo --agents 50 --ticks 3          a society on the simulated backend
-  agentlab run society.toml --resume           continue a configured society
+  agentlab run society.toml --resume --ticks 2 two more ticks of a configured society
   agentlab run --fork runs/demo@3 --out runs/b  a new run from tick 3 of another
   agentlab report runs/demo --html report.html summary and figures of one run
   agentlab report runs/                        a table of every run under runs/
@@ -69,8 +69,19 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
         help="run the demo society on the simulated backend",
         description="Run a persona society on the social feed with the sim/vllm-3b profile.",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
-    d.add_argument("--out", default="runs/demo", help="run directory")
+    d.add_argument(
+        "--out",
+        default=None,
+        help="run directory (default: a new runs/demo-<n>; an existing run is refused "
+        "unless --overwrite)",
+    )
+    d.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in --out (refused while another process writes it)",
+    )
     d.add_argument("--agents", type=int, default=200, help="persona agents")
     d.add_argument("--ticks", type=int, default=5, help="ticks to run")
     d.add_argument("--seed", type=int, default=0, help="root seed")
@@ -85,6 +96,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         f"arguments and run it. Simulated models: {_profiles()}; any litellm model string "
         "works with a real clock.",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     r.add_argument("config", nargs="?", help="TOML or YAML config file (optional with --fork)")
     r.add_argument("--resume", action="store_true", help="continue from the last committed tick")
@@ -103,9 +115,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--batch-size", type=int, default=None, help="agents per batch (default: the config's)"
     )
-    r.add_argument(
-        "--ticks", type=int, default=None, help="total ticks to reach (default: the config's)"
-    )
+    how = r.add_mutually_exclusive_group()
+    how.add_argument(
+        "--ticks", type=int, default=None, metavar="N",
+        help="run N more ticks (default: the config's ticks, or until)",
+    )  # fmt: skip
+    how.add_argument("--until", type=int, default=None, metavar="T", help="run up to tick T")
     r.add_argument("--out", default=None, help="run directory (default: the config's out)")
     r.set_defaults(target="agentlab.runtime.cli_run:main")
 
@@ -115,6 +130,7 @@ def _add_sim_serve(sub: argparse._SubParsersAction) -> None:
         "sim-serve",
         help="OpenAI-compatible HTTP server over the simulator",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     s.add_argument("--profile", default="vllm-3b", help=f"simulator profile ({_profiles()})")
     s.add_argument("--host", default="127.0.0.1", help="address to bind")
@@ -131,6 +147,7 @@ def _add_replay_traffic(sub: argparse._SubParsersAction) -> None:
         "replay-traffic",
         help="fire a run's LLM traffic at an OpenAI-compatible endpoint (a new run)",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     rt.add_argument("run", help="run directory (or a trace.jsonl from --export)")
     rt.add_argument("--base-url", default=None, help="e.g. http://127.0.0.1:8600/v1")
@@ -153,6 +170,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
         "(one row per point, compared), or a folder holding runs (one row per run). "
         "Anything else is an error.",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     rep.add_argument("path", help="run, sweep or folder of runs")
     rep.add_argument(
@@ -166,6 +184,7 @@ def _add_runs(sub: argparse._SubParsersAction) -> None:
         "runs",
         help="list the runs under a folder with their key figures",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     ru.add_argument("folder", nargs="?", default="runs", help="folder to search (3 levels)")
     ru.set_defaults(target="agentlab.cli:runs")
@@ -180,6 +199,7 @@ def _add_view(sub: argparse._SubParsersAction) -> None:
         "replay, spans and errors. Pages of runs still being written refresh themselves. "
         "--bundle writes the same pages as a static site instead.",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     v.add_argument("dir", nargs="?", default="runs", help="folder to browse")
     v.add_argument("--bundle", default=None, metavar="OUT", help="write a static site to OUT")
@@ -212,6 +232,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
         "-p values) with papermill; each point is a complete run directory under --out. "
         "Parameters the notebook's parameters cell lacks are an error.",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     sw.add_argument("notebook", help="notebook with a cell tagged 'parameters'")
     _add_params(sw, "NAME=VALUES", multi=True)
@@ -237,6 +258,7 @@ def _add_paper(sub: argparse._SubParsersAction) -> None:
         "manifest; widgets show their final state, figures use one shared plotly.min.js, "
         "nothing loads from the network.",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     pa.add_argument("notebook", help="notebook to execute")
     pa.add_argument("--out", required=True, help="output directory")
@@ -255,6 +277,7 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         "calibrate",
         help="fit a sim profile (TOML) from a run's llm_calls",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     ca.add_argument("run", help="run directory")
     ca.add_argument("--out", required=True, help="profile TOML to write")
@@ -277,6 +300,7 @@ def _add_export_dirs(sub: argparse._SubParsersAction) -> None:
         "export-dirs",
         help="write a packed run's agents as directories",
         formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     ex.add_argument("run", help="run directory holding agents.sqlite")
     ex.add_argument("out", help="empty folder for <out>/<agent_id>/<key> files")
@@ -308,8 +332,13 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``agentlab`` argument parser (every subcommand in :data:`COMMANDS`)."""
+    # allow_abbrev=False everywhere: `--agent 5` must not be read as `--agents 5`
     p = argparse.ArgumentParser(
-        prog="agentlab", description=__doc__, epilog=EXAMPLES, formatter_class=_Formatter
+        prog="agentlab",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=_Formatter,
+        allow_abbrev=False,
     )
     p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -329,12 +358,16 @@ def report(args: argparse.Namespace) -> int:
     if not path.is_dir():
         raise ConfigError(f"{str(path)!r} is not a directory (give a run, sweep or folder)")
     if (path / "sweep.json").is_file():
+        from agentlab.store import summarize_run
         from agentlab.sweep import Sweep
         from agentlab.sweep.summary import format_table
 
         s = Sweep(path)
         table = s.table()
+        life = summarize_run(path)
         print(f"sweep {path}: {len(table)} points of {s.meta.get('notebook')}")
+        print(f"status     {life.status}" + (f"  ({life.error})" if life.error else ""))
+        print(f"errors     {life.errors.describe()}  (over {len(life.children)} runs)")
         print(format_table(table))
         if args.html:
             out = rr.write_table_report(

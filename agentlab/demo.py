@@ -1,5 +1,8 @@
 """``agentlab demo`` / ``make demo``: a real society on the simulated backend.
 
+Each call writes a new run (``runs/demo-1``, ``runs/demo-2``...); ``--out DIR`` of an
+existing run is refused unless ``--overwrite``.
+
 200 persona agents (``LLMAgent``) share the ``social_feed`` for a few ticks; every LLM call
 goes to ``sim/vllm-3b`` (a simulated vLLM server with a few slots and real latencies), so
 the run takes 10-30 s and its log shows queueing, tool use and the feed filling up.
@@ -8,7 +11,9 @@ the run takes 10-30 s and its log shows queueing, tool use and the feed filling 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -32,19 +37,28 @@ DEMO_LLM: dict[str, Any] = {
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the demo society into ``args.out`` and print a summary."""
+    """Run the demo society into a new run directory and print a summary.
+
+    ``args.out`` ``None`` picks the next free ``runs/demo-<n>``; an ``--out`` that already
+    holds a run is refused unless ``args.overwrite`` (then it is replaced under the
+    run's writer lock: never while another process writes it).
+    """
     from agentlab.errors import ConfigError
     from agentlab.llm import LLMClient
     from agentlab.runtime import Society
+    from agentlab.store import summarize_run
 
-    # Checked before the old demo run is removed: a typo must not cost the last run.
     for name in ("agents", "ticks"):
         value = getattr(args, name)
         if value < 1:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
-    out = Path(args.out)
-    if (out / "SOCIETY.json").exists():
-        shutil.rmtree(out)  # the demo always starts fresh
+    out = Path(args.out) if args.out else next_free("runs/demo")
+    overwrite = bool(getattr(args, "overwrite", False))
+    if not overwrite and out.exists() and any(out.iterdir()):
+        raise ConfigError(
+            f"{out} already holds a run; pass --overwrite to replace it, or another --out "
+            "(without --out the demo writes a new runs/demo-<n>)"
+        )
     opts = {k: v for k, v in DEMO_LLM.items() if k != "model"}
     llm = LLMClient(str(DEMO_LLM["model"]), seed=args.seed, **opts)
     society = Society.create(
@@ -60,11 +74,12 @@ def main(args: argparse.Namespace) -> int:
         env=["social_feed"],
         llm=llm,
         seed=args.seed,
+        exist_ok="replace" if overwrite else False,
     )
     try:
         stats = society.run_sync(ticks=args.ticks)
         host = getattr(society.executor, "host", None)
-        tool_calls, tool_errors = (host.calls, host.errors) if host is not None else (0, 0)
+        tool_calls = host.calls if host is not None else 0
         kinds = host.routing.call_errors.most_common(3) if host is not None else []
     finally:
         society.close()
@@ -74,29 +89,80 @@ def main(args: argparse.Namespace) -> int:
         actions.update(st["actions"])
     feed = society.env_state()[0]["state"]
     n_posts = len(feed.get("posts", []))
+    summary = summarize_run(out)
+    e = summary.errors
     print()
     print(f"demo society: {args.agents} agents x {stats['tick']} ticks on {DEMO_LLM['model']}")
+    print(f"  status        {summary.status:>8}")
     print(f"  agent-steps   {stats['steps']:>8}   ({stats['steps_per_s']:.0f}/s)")
     print(f"  LLM calls     {stats['llm_calls']:>8}   tokens {stats['tokens']}")
-    print(f"  step errors   {stats['errors']:>8}")
     print(
-        f"  tool calls    {sum(actions.values()):>8}   "
+        f"  tool calls    {tool_calls:>8}   "
         + ", ".join(f"{k} {v}" for k, v in actions.most_common())
     )
-    share = tool_errors / tool_calls if tool_calls else 0.0
+    print(f"  step errors   {e.step_errors:>8}")
+    share = e.tool_errors / tool_calls if tool_calls else 0.0
     print(
-        f"  tool errors   {tool_errors:>8}   of {tool_calls} calls ({share:.1%})"
+        f"  tool errors   {e.tool_errors:>8}   of {tool_calls} calls ({share:.1%})"
         + ("   " + ", ".join(f"{k} {v}" for k, v in kinds) if kinds else "")
+    )
+    failures = sum(e.llm_failures.values())
+    print(
+        f"  LLM failures  {failures:>8}"
+        + ("   " + ", ".join(f"{k} {v}" for k, v in e.llm_failures.items()) if failures else "")
     )
     if n_posts:
         print(f"  posts on feed {n_posts:>8}")
     print(f"  wall time     {stats['wall_s']:>8.1f} s")
     print()
-    print(f"run directory: {out.resolve()}")
     path = out.resolve()
-    print("open it in JupyterLab:")
-    print("  .venv/bin/jupyter lab notebooks/05_replay_analysis.ipynb")
-    print(f'  and set run_dir = "{path}" in its parameters cell, or in any notebook:')
-    print(f'  import agentlab; run = agentlab.open_run("{path}"); agentlab.show(run)')
-    print(f"summary in the shell: .venv/bin/agentlab report {path} --html {path}/report.html")
+    print(f"run directory: {path}")
+    for line in open_hints(path):
+        print(line)
     return 0
+
+
+def next_free(prefix: str | Path) -> Path:
+    """``<prefix>-<n>`` for the smallest ``n >= 1`` that does not exist yet."""
+    base = Path(prefix)
+    n = 1
+    while Path(f"{base}-{n}").exists():
+        n += 1
+    return Path(f"{base}-{n}")
+
+
+def _command(name: str) -> str:
+    """How to call the ``name`` script of this installation from the current directory:
+    ``.venv/bin/name`` in a checkout's venv, ``name`` when it is on PATH, else its path."""
+    exe = Path(sys.executable).parent / name
+    if not exe.exists():
+        return name
+    found = shutil.which(name)
+    if found and Path(found).resolve() == exe.resolve():
+        return name
+    try:
+        return str(exe.relative_to(Path.cwd()))  # .venv/bin/<name> in a checkout
+    except ValueError:
+        return str(exe)
+
+
+def open_hints(path: Path) -> list[str]:
+    """Lines telling how to open the run at ``path`` in JupyterLab and in the shell
+    (``--allow-root`` as root; the notebook path only where the checkout has it)."""
+    lab = f"{_command('jupyter')} lab" + (" --allow-root" if os.geteuid() == 0 else "")
+    nb = Path(__file__).resolve().parents[1] / "notebooks" / "05_replay_analysis.ipynb"
+    lines = ["open it in JupyterLab:"]
+    if nb.is_file():
+        try:
+            shown = str(nb.relative_to(Path.cwd()))
+        except ValueError:
+            shown = str(nb)
+        lines.append(f"  {lab} {shown}")
+        lines.append(f'  and set run_dir = "{path}" in its parameters cell, or in any notebook:')
+    else:
+        lines.append(f"  {lab}   and in a notebook:")
+    lines.append(f'  import agentlab; run = agentlab.open_run("{path}"); agentlab.show(run)')
+    lines.append(
+        f"summary in the shell: {_command('agentlab')} report {path} --html {path}/report.html"
+    )
+    return lines

@@ -13,7 +13,6 @@ rounded for reading (:func:`fmt_num`).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from functools import cache
@@ -24,6 +23,9 @@ from agentlab.errors import ConfigError
 from agentlab.store import open_run
 from agentlab.store.packed_store import PACKED_FILE, PackedStore
 from agentlab.store.run import Run
+from agentlab.store.summary import ErrorCounts, RunSummary
+from agentlab.store.summary import find_runs as _find_runs
+from agentlab.store.summary import summarize_run as summarize_dir
 
 __all__ = [
     "PLOTLY_JS",
@@ -35,6 +37,7 @@ __all__ = [
     "runs_df",
     "summarize",
     "summarize_run",
+    "summary_row",
     "template_env",
     "write_html_report",
     "write_table_report",
@@ -174,17 +177,28 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     if {"start", "end"} <= set(calls.columns) and len(calls):
         duration = float(calls["end"].max() - calls["start"].min())
     m = run.manifest
+    life = summarize_dir(run.path)  # status and the one error vocabulary
+    if life.ticks is not None:
+        ticks = life.ticks
     return {
         "run": str(run.path),
         "name": run.path.name,
         "kind": m.get("kind"),
         "created": m.get("created"),
-        "manifest": {k: m.get(k) for k in ("kind", "seed", "model", "status")},
+        "ended": life.ended,
+        "status": life.status,
+        "error": life.error,
+        # status as readers show it (a dead writer's "running" reads "interrupted")
+        "manifest": {**{k: m.get(k) for k in ("kind", "seed", "model")}, "status": life.status},
         "ticks": ticks,
+        "steps": life.steps,
         "agents": max(n_agents, _count(calls, "agent_id")),
         "llm_calls": len(calls),
         "tokens": {**tok, "total": tok["prompt_tokens"] + tok["completion_tokens"]},
+        # step_errors / tool_errors / llm_failures / total: the vocabulary every view
+        # shows (agentlab.store.summary); the rest is detail of the same run
         "errors": {
+            **life.errors.to_dict(),
             "llm_calls": call_errors,
             "spans": len(failed),
             "spans_by_name": {str(k): int(v) for k, v in by_name.items()},
@@ -292,14 +306,16 @@ def print_summary(summary: dict[str, Any]) -> None:
     lines = [
         ("run", summary["run"]),
         ("kind", f"{m.get('kind')}  seed={m.get('seed')}  model={m.get('model')}"),
-        ("status", m.get("status") or "–"),
+        ("status", (summary.get("status") or m.get("status") or "–")
+                   + (f"  ({summary['error']})" if summary.get("error") else "")),
         ("ticks", fmt_num(summary["ticks"])),
         ("agents", fmt_num(summary["agents"])),
         ("llm calls", f"{fmt_num(summary['llm_calls'])}  tokens {fmt_num(t['total'])} "
                       f"({fmt_num(t['prompt_tokens'])} prompt)"),
-        ("errors", f"{e['llm_calls']} llm calls, {e['spans']} spans"
-                   + (f" ({by_name})" if by_name else "")),
+        ("errors", _errors_line(e)),
     ]  # fmt: skip
+    if by_name:
+        lines.append(("error spans", by_name))
     if lat["p50"] is not None:
         lines.append(("latency", f"p50 {_seconds(lat['p50'])}  p95 {_seconds(lat['p95'])}"))
     for k, v in lines:
@@ -312,15 +328,15 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"problem    {p}")
 
 
+def _errors_line(e: dict[str, Any]) -> str:
+    """``0 step errors, 34 tool errors, 2 LLM failures (timeout 2)`` from a summary's
+    ``errors`` (the vocabulary of :class:`~agentlab.store.summary.ErrorCounts`)."""
+    return ErrorCounts(
+        int(e.get("step_errors", 0)), int(e.get("tool_errors", 0)), dict(e.get("llm_failures", {}))
+    ).describe()
+
+
 # --- many runs -----------------------------------------------------------------------
-
-
-def _kind_of(path: Path) -> str | None:
-    try:
-        doc = json.loads((path / "run.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return doc.get("kind") if isinstance(doc, dict) else None
 
 
 def find_runs(folder: str | os.PathLike[str], *, depth: int = 3) -> list[Path]:
@@ -328,46 +344,59 @@ def find_runs(folder: str | os.PathLike[str], *, depth: int = 3) -> list[Path]:
     root = Path(folder)
     if not root.is_dir():
         raise ConfigError(f"{str(root)!r} is not a directory")
-    found: list[Path] = []
-
-    def walk(d: Path, level: int) -> None:
-        if (d / "run.json").is_file():
-            found.append(d)
-            return
-        if level >= depth:
-            return
-        for sub in sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            walk(sub, level + 1)
-
-    walk(root, 0)
-    return found
+    return _find_runs(root, depth=depth)
 
 
-def runs_df(folder: str | os.PathLike[str]) -> Any:
-    """One row per run under ``folder``: kind, status, ticks, agents, LLM calls, tokens,
-    errors, latency p50, size on disk."""
+#: the columns of :func:`runs_df` that come from :func:`agentlab.store.summarize_run`
+SUMMARY_COLUMNS = ("kind", "status", "ticks", "steps", "llm_calls", "step_errors",
+                   "tool_errors", "llm_failures", "errors")  # fmt: skip
+
+
+def summary_row(s: RunSummary) -> dict[str, Any]:
+    """The :data:`SUMMARY_COLUMNS` of one run (``errors`` is the total;
+    ``llm_failures`` the count over every kind)."""
+    return {
+        "kind": s.kind,
+        "status": s.status,
+        "ticks": s.ticks,
+        "steps": s.steps,
+        "llm_calls": s.llm_calls,
+        "step_errors": s.errors.step_errors,
+        "tool_errors": s.errors.tool_errors,
+        "llm_failures": sum(s.errors.llm_failures.values()),
+        "errors": s.errors.total,
+    }
+
+
+def runs_df(folder: str | os.PathLike[str], *, detail: bool = True) -> Any:
+    """One row per run under ``folder``: kind, status, ticks, steps, LLM calls, the error
+    counts (step / tool / LLM failures / total, as :func:`agentlab.store.summarize_run`
+    gives them) and size on disk; with ``detail`` also agents, tokens and latency p50
+    (those read the log with DuckDB: slower for hundreds of runs)."""
     import pandas as pd
 
     rows = []
     for d in find_runs(folder):
         row: dict[str, Any] = {"run": str(d.relative_to(folder)) if d != Path(folder) else d.name}
-        row["kind"] = _kind_of(d)
         try:
-            s = summarize_run(d, top=0)
+            life = summarize_dir(d)
         except Exception as e:  # one unreadable run must not hide the others
             row["status"] = f"unreadable: {type(e).__name__}"
             rows.append(row)
             continue
-        row.update(
-            status=s["manifest"].get("status"),
-            ticks=s["ticks"],
-            agents=s["agents"],
-            llm_calls=s["llm_calls"],
-            tokens=s["tokens"]["total"],
-            errors=s["errors"]["llm_calls"] + s["errors"]["spans"],
-            latency_p50_s=s["latency_s"]["p50"],
-            size_bytes=sum(p.stat().st_size for p in d.rglob("*") if p.is_file()),
-        )
+        row.update(summary_row(life))
+        if detail and life.kind not in ("sweep", "paper"):
+            try:
+                s = summarize_run(d, top=0)
+            except Exception as e:
+                row["problem"] = f"unreadable log: {type(e).__name__}"
+            else:
+                row.update(
+                    agents=s["agents"],
+                    tokens=s["tokens"]["total"],
+                    latency_p50_s=s["latency_s"]["p50"],
+                )
+        row["size_bytes"] = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -1,9 +1,9 @@
-"""``agentlab run CONFIG [--resume | --fork RUN@TICK] [--executor local|ray] [--ticks N]``.
+"""``agentlab run CONFIG [--resume | --fork RUN@TICK] [--executor local|ray] [--ticks N | --until T]``.
 
 The config is TOML (``tomllib``) or YAML with the arguments of ``Society.create``::
 
     out = "runs/feed"          # run directory (or --out)
-    ticks = 5                  # total ticks to reach
+    ticks = 5                  # ticks to run (N more), or: until = 5 (up to tick 5)
     seed = 0
     llm = "sim/vllm-3b"
     executor = "local"
@@ -13,7 +13,9 @@ The config is TOML (``tomllib``) or YAML with the arguments of ``Society.create`
     [agents]                   # or agents = 200
     llm = 200
 
-``--resume`` continues the run in ``out`` from its last committed tick up to ``ticks``.
+``ticks`` / ``--ticks N`` always means N *more* ticks and ``until`` / ``--until T`` *up to*
+tick T, as in ``Society.run(ticks=N)`` / ``Society.run(until=T)``.
+``--resume`` continues the run in ``out`` from its last committed tick.
 ``--fork RUN@TICK`` starts a new run in ``out`` from committed tick ``TICK`` of ``RUN``; its
 config (optional) holds only the changes (``llm``, ``seed``, ``retry`` ...).
 """
@@ -90,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
     out = getattr(args, "out", None) or cfg.get("out")
     if not out:
         raise ConfigError("no run directory: set 'out' in the config or pass --out")
-    ticks = getattr(args, "ticks", None) or int(cfg.get("ticks", 1))
+    how = _how_far(args, cfg)
     executor = getattr(args, "executor", None) or cfg.get("executor", "local")
     batch_size = getattr(args, "batch_size", None) or cfg.get("batch_size")
     progress = bool(cfg.get("progress", True))
@@ -98,10 +100,10 @@ def main(args: argparse.Namespace) -> int:
         if getattr(args, "resume", False):
             raise ConfigError("--fork starts a new run; --resume continues one: give one")
         society = _fork(fork, out, cfg, executor, batch_size, progress)
-        print(f"forked {fork} into {out} at tick {society.tick} -> {ticks}")
+        print(f"forked {fork} into {out} at tick {society.tick}; running {_say(how)}")
     elif getattr(args, "resume", False):
         society = Society.open(out, executor=executor, batch_size=batch_size, progress=progress)
-        print(f"resuming {out} at tick {society.tick} -> {ticks}")
+        print(f"resuming {out} at tick {society.tick}; running {_say(how)}")
     else:
         kwargs = {k: v for k, v in cfg.items() if k in _CREATE_KEYS}
         kwargs.update(executor=executor, batch_size=batch_size)
@@ -109,15 +111,38 @@ def main(args: argparse.Namespace) -> int:
             kwargs["retry"] = RetryPolicy(**cfg["retry"])
         society = Society.create(out, progress=progress, **kwargs)
     try:
-        stats = society.run_sync(until=ticks)
+        stats = society.run_sync(**how)
     finally:
         society.close()
     print(
         f"{out}: tick {stats['tick']}, {stats['steps']} agent-steps, "
-        f"{stats['llm_calls']} LLM calls, {stats['errors']} errors in {stats['wall_s']:.1f} s "
-        f"({stats['steps_per_s']:.0f} steps/s)"
+        f"{stats['llm_calls']} LLM calls, {stats['errors']} step errors in "
+        f"{stats['wall_s']:.1f} s ({stats['steps_per_s']:.0f} steps/s)"
     )
-    return 0
+    return 130 if stats.get("status") == "stopped" else 0
+
+
+def _how_far(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, int]:
+    """``{"ticks": N}`` (N more) or ``{"until": T}`` (up to tick T): the flags win over
+    the config; one of the two, never both."""
+    for source, where in ((vars(args), "flags"), (cfg, "config")):
+        ticks, until = source.get("ticks"), source.get("until")
+        if ticks is not None and until is not None:
+            raise ConfigError(
+                f"the {where} give both ticks ({ticks}, that many more) and until ({until}, "
+                "up to that tick): give one"
+            )
+        if ticks is not None:
+            return {"ticks": int(ticks)}
+        if until is not None:
+            return {"until": int(until)}
+    return {"ticks": 1}
+
+
+def _say(how: dict[str, int]) -> str:
+    if "until" in how:
+        return f"up to tick {how['until']}"
+    return f"{how['ticks']} more tick" + ("s" if how["ticks"] != 1 else "")
 
 
 def _fork(

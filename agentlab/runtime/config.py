@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 #: keys a config file may hold besides the ``Society.create`` arguments
-CLI_KEYS = frozenset({"out", "ticks", "progress"})
+CLI_KEYS = frozenset({"out", "ticks", "until", "progress"})
 EXECUTORS = ("local", "ray")
 
 
@@ -174,6 +174,7 @@ class SocietyConfig(BaseModel):
 
     out: Annotated[str, Field(strict=True, min_length=1)] | None = None
     ticks: _Count = 1
+    until: _Count | None = None  # up to this tick (``ticks``: that many more)
     progress: Annotated[bool, Field(strict=True)] = True
     agents: Any = 10
     env: Any = ()

@@ -25,13 +25,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentlab.errors import StoreError, UnknownNameError
+from agentlab.errors import NotARunError, UnknownNameError
 from agentlab.store._tables import DatasetState, TableCache, q
 from agentlab.store.agent_view import AgentView
 from agentlab.store.catalog import CATALOG, ROW_COLUMNS, SPAN_COLUMNS
 from agentlab.store.layout import COMPACT_NAME, REPLAY_DIR, SPANS, TRACE_DIR, shard_files
 from agentlab.store.manifest import read_manifest
 from agentlab.store.schema import infer_type, load_schema, merge_columns, schema_path
+from agentlab.store.summary import is_run
 from agentlab.store.tail import read_tail
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ def open_run(path: str | Any) -> Run:
     """Open a run directory for reading.
 
     Raises:
-        StoreError: ``path`` is not a directory.
+        NotARunError: ``path`` is not a run directory (missing, empty, a folder of runs,
+            a sweep — the message says which and what to open instead).
     """
     return Run(path)
 
@@ -61,8 +63,8 @@ class Run:
 
     def __init__(self, path: str | Any) -> None:
         self.path = Path(path)
-        if not self.path.is_dir():
-            raise StoreError(f"run directory {str(self.path)!r} does not exist")
+        if not is_run(self.path) or (self.path / "sweep.json").is_file():
+            raise NotARunError.for_path(self.path)
         self.problems: list[str] = []
         self._seen: set[str] = set()
         self._lock = threading.RLock()

@@ -65,6 +65,8 @@ class WriterLock:
         self.key = os.path.realpath(self.run_dir)
         #: set by the holder: whether it is in the middle of writing (no takeover then)
         self.busy: Callable[[], bool] | None = None
+        #: what holds it, for the refusal message
+        self.what = "Society object"
 
     def acquire(self) -> WriterLock:
         """Take the lock (or take it over from an earlier holder in this process)."""
@@ -72,8 +74,9 @@ class WriterLock:
         if held is not None:
             if held.owner.busy is not None and held.owner.busy():
                 raise RunLockedError(
-                    f"{self.run_dir} is being written by a running Society object in this "
-                    "process; stop() it (or wait for run() to return) before opening it again"
+                    f"{self.run_dir} is being written by a running {held.owner.what} in this "
+                    f"process (pid {os.getpid()}); stop() it (or wait for it to return) before "
+                    "opening it again"
                 )
             held.owner = self  # same process: the newest Society object writes
             return self

@@ -28,8 +28,14 @@ def make_paper(
     *,
     timeout: float | None = None,
 ) -> Path:
-    """Execute ``notebook`` fresh into ``out`` and export HTML; returns the HTML path."""
-    from agentlab.store import finish_manifest, write_manifest
+    """Execute ``notebook`` fresh into ``out`` and export HTML; returns the HTML path.
+
+    ``out/run.json`` follows the run lifecycle: ``running`` while the notebook executes
+    (under the folder's writer lock: a second paper into the same folder is refused),
+    then ``done`` / ``failed`` (``stopped`` on Ctrl-C).
+    """
+    from agentlab.store import write_manifest
+    from agentlab.store.lifecycle import hold_run_dir, mark_status
 
     nb = Path(notebook)
     if not nb.is_file():
@@ -38,36 +44,52 @@ def make_paper(
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    # figures stay JSON in the executed notebook (no 4.6 MB plotly.js per notebook); the
-    # HTML export plots them with one shared plotly.min.js (see sweep.export)
-    status = run_point(
-        nb,
-        params or {},
-        outp,
-        point_id=nb.stem,
-        timeout=timeout,
-        env={"PLOTLY_RENDERER": "plotly_mimetype"},
-    )
     effective = {**notebook_defaults(nb), **(params or {})}
-    write_manifest(
-        outp,
-        kind="paper",
-        config={
-            "notebook": str(nb.resolve()),
-            "status": status["status"],
-            "duration_s": status["duration_s"],
-            "started": started,
-        },
-        seed=effective.get("seed"),
-        params=effective,
-    )
-    finish_manifest(outp, status["status"])
-    executed = outp / "notebook.ipynb"
-    if status["status"] != "ok":
-        raise SweepError(f"{nb.name} failed ({status['status']}): {status['error']}")
-    final = outp / f"{nb.stem}.ipynb"
-    executed.replace(final)
-    return export_html(final, outp / f"{nb.stem}.html")
+    lock = hold_run_dir(outp, "paper")
+    final_status = "stopped"
+    error: str | None = None
+    try:
+        config = {"notebook": str(nb.resolve()), "status": None, "duration_s": None,
+                  "started": started}  # fmt: skip
+        write_manifest(outp, kind="paper", config=config, seed=effective.get("seed"),
+                       params=effective)  # fmt: skip
+        # figures stay JSON in the executed notebook (no 4.6 MB plotly.js per notebook);
+        # the HTML export plots them with one shared plotly.min.js (see sweep.export)
+        status = run_point(
+            nb,
+            params or {},
+            outp,
+            point_id=nb.stem,
+            timeout=timeout,
+            env={"PLOTLY_RENDERER": "plotly_mimetype"},
+        )
+        _update_config(outp, status=status["status"], duration_s=status["duration_s"])
+        executed = outp / "notebook.ipynb"
+        if status["status"] != "ok":
+            lines = (status.get("error") or "").strip().splitlines()
+            final_status, error = "failed", f"{status['status']}: {lines[-1] if lines else ''}"
+            raise SweepError(f"{nb.name} failed ({status['status']}): {status['error']}")
+        final = outp / f"{nb.stem}.ipynb"
+        executed.replace(final)
+        html = export_html(final, outp / f"{nb.stem}.html")
+        final_status = "done"
+        return html
+    except Exception as exc:
+        if final_status != "failed":
+            final_status, error = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        mark_status(outp, final_status, error=error)  # type: ignore[arg-type]
+        lock.release()
+
+
+def _update_config(outp: Path, **values: Any) -> None:
+    from agentlab.store.atomic import atomic_write_json
+    from agentlab.store.manifest import read_manifest
+
+    doc = read_manifest(outp)
+    doc.setdefault("config", {}).update(values)
+    atomic_write_json(outp / "run.json", doc)
 
 
 def main(args: argparse.Namespace) -> int:

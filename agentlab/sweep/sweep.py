@@ -8,17 +8,23 @@ import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agentlab.errors import ConfigError, SweepError
 from agentlab.store.atomic import atomic_write_json, read_json
+from agentlab.store.lifecycle import mark_status
 from agentlab.sweep.grid import Grid, check_params, expand_grid, point_id
 from agentlab.sweep.results import read_results
 from agentlab.sweep.runner import kill_running, read_status, run_point
 
-__all__ = ["Sweep", "sweep"]
+__all__ = ["Sweep", "open_sweep", "sweep"]
 
 SCHEMA_VERSION = 1
+
+
+def open_sweep(out: str | os.PathLike[str]) -> Sweep:
+    """The sweep in ``out`` (``Sweep(out)``); its points are runs: ``open_run(point_dir)``."""
+    return Sweep(out)
 
 
 class Sweep:
@@ -127,6 +133,7 @@ def sweep(
     progress: bool = True,
     address: str | None = None,
     kernel_name: str | None = None,
+    exist_ok: bool | Literal["replace"] = True,
 ) -> Sweep:
     """Execute ``notebook`` once per grid point with papermill; return the :class:`Sweep`.
 
@@ -141,6 +148,10 @@ def sweep(
         timeout: seconds per point; a point past it is killed and marked ``timeout``.
         resume: skip points whose status is ``ok`` (failed/missing ones run again).
         progress: show a progress bar.
+        exist_ok: ``True`` (default) keeps what ``out`` holds (``resume`` decides which
+            points run again); ``"replace"`` takes the sweep's writer lock and deletes it
+            first (refused, naming the holder, while another sweep drives it);
+            ``False`` refuses an existing sweep.
 
     A failing point never stops the others. Ctrl-C kills running points, marks nothing as
     done that is not, and re-raises ``KeyboardInterrupt`` after saving the sweep file.
@@ -154,6 +165,31 @@ def sweep(
     check_params(nb, {k for p in points for k in p})
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
+    from agentlab.store.lifecycle import claim_run_dir
+
+    # one driver per sweep directory: a second `agentlab sweep` of it is refused (naming
+    # the first), and a driver killed with -9 leaves the sweep "interrupted", not "running"
+    lock = claim_run_dir(outp, exist_ok, what="sweep")
+    try:
+        return _plan_and_drive(nb, points, outp, executor, max_parallel, cpus_per_run,
+                               timeout, resume, progress, address, kernel_name)  # fmt: skip
+    finally:
+        lock.release()
+
+
+def _plan_and_drive(
+    nb: Path,
+    points: list[dict[str, Any]],
+    outp: Path,
+    executor: str,
+    max_parallel: int | None,
+    cpus_per_run: float,
+    timeout: float | None,
+    resume: bool,
+    progress: bool,
+    address: str | None,
+    kernel_name: str | None,
+) -> Sweep:
     entries: list[dict[str, Any]] = [{"point_id": point_id(p), "params": p} for p in points]
     previous = read_json(outp / "sweep.json")
     meta = {
@@ -169,11 +205,30 @@ def sweep(
         warnings.warn(
             "the notebook changed since this sweep last ran; finished points are "
             "kept (pass resume=False to re-run them)",
-            stacklevel=2,
+            stacklevel=3,
         )
-    atomic_write_json(outp / "sweep.json", meta)
-    from agentlab.store import finish_manifest, write_manifest
+    return _drive(nb, entries, meta, points, outp, executor, max_parallel, cpus_per_run,
+                  timeout, resume, progress, address, kernel_name)  # fmt: skip
 
+
+def _drive(
+    nb: Path,
+    entries: list[dict[str, Any]],
+    meta: dict[str, Any],
+    points: list[dict[str, Any]],
+    outp: Path,
+    executor: str,
+    max_parallel: int | None,
+    cpus_per_run: float,
+    timeout: float | None,
+    resume: bool,
+    progress: bool,
+    address: str | None,
+    kernel_name: str | None,
+) -> Sweep:
+    from agentlab.store import write_manifest
+
+    atomic_write_json(outp / "sweep.json", meta)
     write_manifest(
         outp,
         kind="sweep",
@@ -195,10 +250,10 @@ def sweep(
     ]
     result = Sweep(outp)
     if not todo:
-        finish_manifest(outp, _overall_status(result))
+        _finish(outp, result)
         return result
     bar = _progress(len(entries), len(entries) - len(todo), progress)
-    status = "interrupted"
+    finished = False
     try:
         if executor == "local":
             _run_local(
@@ -206,17 +261,30 @@ def sweep(
             )
         else:
             _run_ray(nb, todo, outp, max_parallel, cpus_per_run, timeout, kernel_name, address, bar)
-        status = _overall_status(result)
+        finished = True
     finally:
         bar.close()
-        finish_manifest(outp, status)
+        if finished:
+            _finish(outp, result)
+        else:
+            mark_status(outp, "stopped")
     return result
 
 
-def _overall_status(result: Sweep) -> str:
-    """``ok`` when every point finished ok, else ``partial``."""
+def _finish(outp: Path, result: Sweep) -> None:
+    """``done`` when every point finished ok, else ``failed`` naming how many did not."""
     df = result.df()
-    return "ok" if (df["status"] == "ok").all() else "partial"
+    bad = df[df["status"] != "ok"]
+    if not len(bad):
+        mark_status(outp, "done")
+        return
+    first = bad.iloc[0]
+    mark_status(
+        outp,
+        "failed",
+        error=f"{len(bad)} of {len(df)} points did not finish ok; first: "
+        f"{first['point_id']}: {first['status']}: {first['error']}",
+    )
 
 
 def _progress(total: int, done: int, enabled: bool) -> Any:

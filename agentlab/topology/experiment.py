@@ -19,7 +19,7 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentlab.core.clock import Clock, clock_from_name
 from agentlab.errors import ConfigError, UnknownNameError
@@ -29,6 +29,9 @@ from agentlab.topology.recorder import sample_metrics
 from agentlab.topology.tasks import load_tasks
 from agentlab.topology.workflow import RunContext, WorkflowConfig, run_workflow
 
+if TYPE_CHECKING:
+    from agentlab.store.lifecycle import RunStatus
+
 __all__ = ["Experiment", "ExperimentResults"]
 
 
@@ -37,7 +40,8 @@ class ExperimentResults:
 
     Args:
         run_dir: the experiment's run directory.
-        status: ``"running"``, ``"ok"`` or ``"interrupted"``.
+        status: ``"running"``, ``"done"``, ``"stopped"`` (interrupted) or ``"failed"``
+            (the run lifecycle, ``agentlab/store/lifecycle.py``).
     """
 
     def __init__(self, run_dir: Path, status: str = "ok") -> None:
@@ -112,6 +116,10 @@ class Experiment:
         parallel_runs: runs in flight at once (1 keeps runs' arrival processes separate).
         metrics_interval: server-metrics sampling period in clock seconds.
         progress: show a tqdm bar (notebook-aware).
+        exist_ok: when ``out`` already holds a run: ``False`` (default) refuses,
+            ``True`` appends this experiment's runs to it, ``"replace"`` takes the run's
+            writer lock, then deletes the old run (refused with ``RunLockedError``
+            naming the holder while another process writes it).
         **workflow: :class:`~agentlab.topology.workflow.WorkflowConfig` fields (``rounds``,
             ``max_parallel``, ``style``, ``early_stop``, ``consensus_rates``,
             ``pass_rates``, ``threshold``, ``max_iterations``, ...).
@@ -130,11 +138,15 @@ class Experiment:
         parallel_runs: int = 1,
         metrics_interval: float = 1.0,
         progress: bool = True,
+        exist_ok: bool | Literal["replace"] = False,
         **workflow: Any,
     ) -> None:
         for t in topologies:
             if t not in PROTOCOLS:
                 raise UnknownNameError("topology", t, list(PROTOCOLS))
+        if exist_ok not in (True, False, "replace"):
+            raise ConfigError(f"exist_ok must be False, True or 'replace', got {exist_ok!r}")
+        self.exist_ok = exist_ok
         if runs < 1 or parallel_runs < 1 or metrics_interval <= 0:
             raise ConfigError(
                 f"need runs>=1, parallel_runs>=1, metrics_interval>0; got {runs}, "
@@ -198,7 +210,7 @@ class Experiment:
         """Run every (topology, run) and write the run directory; returns the results.
 
         Interrupting (Ctrl-C, cancelling the cell) stops cleanly: finished runs stay in
-        the run log (which ``exp.results`` reads), and ``run.json`` says ``status="interrupted"``.
+        the run log (which ``exp.results`` reads), and ``run.json`` says ``status="stopped"``.
         """
         clock = (
             clock_from_name(self.clock_spec)
@@ -207,9 +219,25 @@ class Experiment:
         )
         client = self._client(clock)
         run_dir = self.out or Path(tempfile.mkdtemp(prefix="agentlab-topology-"))
+        lock = self._take(run_dir)
+        try:
+            return await self._run(run_dir, clock, client)
+        finally:
+            lock.release()
+
+    def _take(self, run_dir: Path) -> Any:
+        """The run's writer lock, then what ``exist_ok`` says about an existing run (a
+        second ``run()`` of this object adds to its own run)."""
+        from agentlab.store.lifecycle import claim_run_dir
+
+        mine = self.run_dir is not None and Path(self.run_dir) == run_dir
+        return claim_run_dir(run_dir, True if mine else self.exist_ok, what="Experiment")
+
+    async def _run(self, run_dir: Path, clock: Clock, client: Any) -> ExperimentResults:
         self.run_dir = run_dir
         from agentlab.runtime.services import RunServices
-        from agentlab.store import catalog, finish_manifest, write_manifest
+        from agentlab.store import catalog, write_manifest
+        from agentlab.store.lifecycle import mark_status
 
         write_manifest(run_dir, kind="topology_experiment", config=self.config(), seed=self.seed)
         services = RunServices(
@@ -242,10 +270,14 @@ class Experiment:
 
             return one
 
-        status = "interrupted"
+        status: RunStatus = "stopped"  # interrupted (Ctrl-C, cancelled cell) unless below
+        error: str | None = None
         try:
             await gather_limited([job(*p) for p in self._plan()], self.parallel_runs)
-            status = "ok"
+            status = "done"
+        except Exception as exc:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            raise
         finally:
             sampler.cancel()
             await asyncio.gather(sampler, return_exceptions=True)
@@ -253,7 +285,7 @@ class Experiment:
                 bar.close()
             services.flush()
             results.status = status
-            finish_manifest(run_dir, status=status, runs_done=results.runs_done)
+            mark_status(run_dir, status, error=error)
         return results
 
     def run_sync(self) -> ExperimentResults:

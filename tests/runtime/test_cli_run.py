@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 def _args(config: Path, **kw: object) -> argparse.Namespace:
     base = {"config": str(config), "resume": False, "executor": None, "batch_size": None,
-            "ticks": None, "out": None}  # fmt: skip
+            "ticks": None, "until": None, "out": None}  # fmt: skip
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -32,9 +34,18 @@ def test_toml_run_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(_args(cfg, batch_size=2)) == 0
     assert Society.open(out, progress=False).tick == 2
     assert "tick 2" in capsys.readouterr().out
-    assert main(_args(cfg, resume=True, ticks=3)) == 0
+    assert main(_args(cfg, resume=True, until=3)) == 0  # up to tick 3
     s = Society.open(out, progress=False)
     assert s.tick == 3 and len(s.agent_ids) == 5
+    s.close()
+    assert main(_args(cfg, resume=True, ticks=2)) == 0  # 2 more, like Society.run(ticks=2)
+    s = Society.open(out, progress=False)
+    assert s.tick == 5
+    s.close()
+    assert main(_args(cfg, resume=True)) == 0  # the config's ticks = 2: two more
+    assert Society.open(out, progress=False).tick == 7
+    with pytest.raises(ConfigError, match="give one"):
+        main(_args(cfg, resume=True, ticks=1, until=9))
     meta = json.loads((out / "SOCIETY.json").read_text())
     assert meta["batch_size"] == 2 and meta["env"][0]["type"] == "social_feed"
 
@@ -69,8 +80,78 @@ def test_demo_main_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     args = argparse.Namespace(out=str(tmp_path / "demo"), agents=12, ticks=1, seed=0)
     assert demo_main(args) == 0
     text = capsys.readouterr().out
-    assert "agent-steps" in text and "jupyter lab notebooks/05_replay_analysis.ipynb" in text
+    root = " --allow-root" if os.geteuid() == 0 else ""
+    assert "agent-steps" in text and f"lab{root} notebooks/05_replay_analysis.ipynb" in text
+    for line in ("status", "step errors", "tool errors", "LLM failures"):
+        assert f"  {line}" in text
     assert "agentlab.open_run(" in text and "agentlab report" in text
     assert str((tmp_path / "demo").resolve()) in text
     s = Society.open(tmp_path / "demo", progress=False)
     assert s.tick == 1 and len(s.agent_ids) == 12
+
+
+def test_cli_refuses_abbreviated_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentlab.cli import build_parser
+
+    parser = build_parser()
+    # `--agent 5` was read as `--agents 5` (argparse prefix matching): a 200-agent run
+    # replaced by a 5-agent one
+    for argv in (["demo", "--agent", "5"], ["demo", "--tick", "2"], ["run", "c.toml", "--tic", "3"],
+                 ["view", "--port=1", "--bund", "x"], ["--vers"]):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(argv)
+        assert exc.value.code == 2, argv
+        err = capsys.readouterr().err
+        assert "unrecognized arguments" in err or "required" in err, (argv, err)
+    args = parser.parse_args(["demo", "--agents", "5", "--overwrite"])
+    assert args.agents == 5 and args.overwrite and args.out is None
+
+
+def test_demo_never_overwrites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentlab.demo import main as demo_main
+
+    monkeypatch.chdir(tmp_path)
+    small = {"agents": 3, "ticks": 1, "seed": 0, "overwrite": False}
+    assert demo_main(argparse.Namespace(out=None, **small)) == 0
+    assert demo_main(argparse.Namespace(out=None, **small)) == 0
+    # each call a new run: the first is untouched by the second
+    assert (tmp_path / "runs" / "demo-1" / "SOCIETY.json").is_file()
+    assert (tmp_path / "runs" / "demo-2" / "SOCIETY.json").is_file()
+    first = (tmp_path / "runs" / "demo-1" / "SOCIETY_STEP.json").read_bytes()
+    # an existing --out is refused without --overwrite, and left as it was
+    with pytest.raises(ConfigError, match="--overwrite"):
+        demo_main(argparse.Namespace(out="runs/demo-1", **{**small, "agents": 5}))
+    assert (tmp_path / "runs" / "demo-1" / "SOCIETY_STEP.json").read_bytes() == first
+    assert len(Society.open(tmp_path / "runs" / "demo-1", read_only=True).agent_ids) == 3
+    # --overwrite replaces it
+    assert demo_main(argparse.Namespace(out="runs/demo-1", **{**small, "overwrite": True,
+                                                              "agents": 5})) == 0  # fmt: skip
+    assert len(Society.open(tmp_path / "runs" / "demo-1", read_only=True).agent_ids) == 5
+    assert re.search(r"status +done", capsys.readouterr().out)
+
+
+def test_open_hints_fit_the_installation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentlab.demo as demo
+
+    monkeypatch.setattr(demo.os, "geteuid", lambda: 0)
+    lines = demo.open_hints(tmp_path)
+    assert any("lab --allow-root" in line for line in lines)
+    monkeypatch.setattr(demo.os, "geteuid", lambda: 1000)
+    assert not any("--allow-root" in line for line in demo.open_hints(tmp_path))
+    # installed elsewhere (a pip install into some prefix, run from another folder):
+    # no ".venv/bin/..." path that only exists in a checkout
+    prefix = tmp_path / "prefix" / "bin"
+    prefix.mkdir(parents=True)
+    (prefix / "jupyter").write_text("#!/bin/sh\n")
+    (prefix / "jupyter").chmod(0o755)
+    monkeypatch.setattr(demo.sys, "executable", str(prefix / "python"))
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("PATH", f"{prefix}:/usr/bin:/bin")
+    text = "\n".join(demo.open_hints(tmp_path))
+    assert "  jupyter lab" in text and ".venv/bin" not in text
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # not on PATH: its full path
+    assert f"{prefix / 'jupyter'} lab" in "\n".join(demo.open_hints(tmp_path))

@@ -69,7 +69,7 @@ def test_sweep_and_paper_write_manifests(tiny_notebook: Path, tmp_path: Path) ->
     out = tmp_path / "m"
     sweep(tiny_notebook, {"x": [7]}, out=out, executor="local", progress=False)
     man = read_manifest(out)
-    assert man["kind"] == "sweep" and man["status"] == "ok"
+    assert man["kind"] == "sweep" and man["status"] == "done"
     assert man["config"]["grid"] == [{"x": 7}]
     assert man["config"]["notebook_sha256"]
     assert man["python"].startswith("3.") and man["dependencies"]["pandas"]
@@ -78,6 +78,6 @@ def test_sweep_and_paper_write_manifests(tiny_notebook: Path, tmp_path: Path) ->
     html = make_paper(tiny_notebook, tmp_path / "paper", {"x": 3})
     assert html.exists() and "tiny sweep notebook" in html.read_text()
     pman = read_manifest(tmp_path / "paper")
-    assert pman["kind"] == "paper" and pman["status"] == "ok"
+    assert pman["kind"] == "paper" and pman["status"] == "done"
     assert pman["params"] == {"x": 3, "fail": False, "sleep": 0.0}  # defaults + given
     assert (tmp_path / "paper" / "tiny.ipynb").exists()

@@ -43,7 +43,7 @@ def test_same_seed_same_results_and_run_dir(tmp_path: Path) -> None:
         msgs.columns
     )
     man = read_manifest(tmp_path / "a")
-    assert man["status"] == "ok" and man["seed"] == 7 and man["config"]["workflow"]["agents"] == 3
+    assert man["status"] == "done" and man["seed"] == 7 and man["config"]["workflow"]["agents"] == 3
     sm = a.server_metrics_df()
     assert len(sm) > 10 and {"num_requests_running", "num_requests_waiting", "ts"} <= set(
         sm.columns
@@ -76,8 +76,8 @@ async def test_interrupt_keeps_finished_runs(tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     res = exp.results
-    assert res.status == "interrupted" and 2 <= len(res.runs_df()) == res.runs_done < 50
-    assert read_manifest(tmp_path)["status"] == "interrupted"
+    assert res.status == "stopped" and 2 <= len(res.runs_df()) == res.runs_done < 50
+    assert read_manifest(tmp_path)["status"] == "stopped"
     assert len(open_run(tmp_path).llm_calls_df()) == len(res.calls_df())
 
 
@@ -112,4 +112,4 @@ async def test_experiments_one_after_another_in_one_loop(tmp_path: Path) -> None
         exp = Experiment(topologies=["full_mesh"], agents=n, runs=1, tasks=TASKS,
                          progress=False, out=tmp_path / str(n))  # fmt: skip
         res = await asyncio.wait_for(exp.run(), timeout=60)
-        assert res.status == "ok" and len(res.runs_df()) == 1
+        assert res.status == "done" and len(res.runs_df()) == 1

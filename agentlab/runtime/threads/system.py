@@ -25,10 +25,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from agentlab.core.clock import Clock, RealClock
 from agentlab.core.ids import validate_agent_id
@@ -116,6 +118,11 @@ class AgentSystem:
         seen_window: dedup ids remembered per thread.
         fault: ``fault(point, thread_id)`` called at each of ``FAULT_POINTS`` (tests raise
             :class:`SimulatedCrash` there).
+        exist_ok: with ``run_dir``: ``True`` (default) adds to a run already there,
+            ``"replace"`` takes the run's writer lock and deletes it first (refused,
+            naming the holder, while another process writes it), ``False`` refuses it.
+            Local mode (``async with system:``) holds the lock and marks ``run.json``
+            ``running`` → ``done`` / ``failed``.
     """
 
     def __init__(
@@ -132,6 +139,7 @@ class AgentSystem:
         summarize: Callable[[list[dict[str, Any]]], str] | None = None,
         seen_window: int = 128,
         fault: Callable[[str, str], None] | None = None,
+        exist_ok: bool | Literal["replace"] = True,
     ) -> None:
         self.model = model
         self.store: ThreadStore = store if store is not None else MemoryThreadStore()
@@ -150,6 +158,14 @@ class AgentSystem:
         self.summarize = summarize
         self.seen_window = seen_window
         self.fault = fault
+        self.run_dir = None if run_dir is None else Path(run_dir)
+        self._writer: Any = None  # the run's WriterLock while in local mode
+        if self.run_dir is not None and exist_ok is not True:
+            from agentlab.store.lifecycle import claim_run_dir
+
+            # before the log opens anything: "replace" deletes only under the lock
+            self._writer = claim_run_dir(self.run_dir, exist_ok, what="AgentSystem")
+            weakref.finalize(self, self._writer.release)
         self.log = ThreadLog(run_dir, self.clock, "local")
         if run_dir is not None and isinstance(model, LLMClientModel):
             from agentlab.runtime.services import RunServices
@@ -413,7 +429,24 @@ class AgentSystem:
                 self._idle.set()
 
     async def start(self) -> None:
-        """Enter local mode: recover queued deliveries and unanswered tool calls."""
+        """Enter local mode: recover queued deliveries and unanswered tool calls.
+
+        With a ``run_dir`` this takes the run's writer lock and marks it ``running`` in
+        ``run.json`` (``close()`` marks it ``done``, or ``failed`` when slices failed).
+        """
+        if self.run_dir is not None:
+            from agentlab.store.lifecycle import hold_run_dir
+            from agentlab.store.manifest import write_manifest
+
+            if self._writer is None or not self._writer.held:
+                self._writer = hold_run_dir(self.run_dir, "AgentSystem")
+            write_manifest(
+                self.run_dir,
+                kind="threads",
+                config={"tools": sorted(self.tools), "agent_tools": self.agent_tools,
+                        "model": getattr(getattr(self.model, "client", None), "model", None)},
+                seed=None,
+            )  # fmt: skip
         self._local = True
         self.log.mode = "local"
         self._idle = asyncio.Event()
@@ -469,6 +502,20 @@ class AgentSystem:
         await asyncio.gather(*self._tool_tasks, *self._drivers.values(), return_exceptions=True)
         self._local = False
         self.log.flush()
+        if self._writer is not None:
+            from agentlab.store.lifecycle import mark_status
+
+            first = self.errors[0] if self.errors else None
+            mark_status(
+                self.run_dir,  # type: ignore[arg-type]
+                "failed" if first is not None else "done",
+                error=None
+                if first is None
+                else f"{len(self.errors)} slice(s) failed; first: {type(first).__name__}: {first}",
+                counters={"steps": self.completions, "step_errors": len(self.errors)},
+            )
+            self._writer.release()
+            self._writer = None
 
     async def __aenter__(self) -> AgentSystem:
         await self.start()
