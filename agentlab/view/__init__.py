@@ -45,7 +45,7 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no runs"
     cols = ["run", "kind", "status", "created", "ticks", "steps", "llm_calls", "step_errors",
-            "tool_errors", "llm_failures", "params"]  # fmt: skip
+            "tool_errors", "llm_failures", "errors", "params"]  # fmt: skip
     df = pd.DataFrame(rows)
     df["created"] = df["created"].astype(str).str.slice(0, 19).str.replace("T", " ")
     df["params"] = [", ".join(f"{k}={v}" for k, v in p.items()) for p in df["params"]]

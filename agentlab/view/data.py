@@ -3,7 +3,8 @@
 - :func:`runs_rows`: one row per run, sweep and paper under a folder — the rows of the
   index page and of ``agentlab runs``.
 - :func:`run_summary`: the header numbers of one run, in the one error vocabulary
-  (``step_errors``, ``tool_errors``, ``llm_failures`` by kind, ``total``).
+  (``step_errors``, ``tool_errors``, ``llm_failures`` by kind, ``total``): those of
+  :func:`agentlab.store.summary.summarize_run`, as ``runs``, ``report`` and the widgets.
 - paged queries over one run: :func:`errors_df`, :func:`calls_df`, :func:`messages_df`,
   :func:`agent_timeline_df`; :func:`call_page` finds the page that shows a call.
 
@@ -14,17 +15,16 @@ computed once and then only for the runs that moved.
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import os
 import re
 import threading
 from pathlib import Path
 from typing import Any
 
-from agentlab.store import open_run
+from agentlab.store.catalog import attempt_kind
 from agentlab.store.run import Run
-from agentlab.view.files import Entry, change_marker, find_entries, read_doc
+from agentlab.store.summary import TOOL_SPANS, summarize_run
+from agentlab.view.files import Entry, change_marker, find_entries
 
 __all__ = [
     "CALLS_PER_PAGE",
@@ -70,180 +70,6 @@ def _one(run: Run, sql: str) -> Any:
     return df.iloc[0, 0] if len(df) else None
 
 
-def _status(d: Path, manifest: dict[str, Any]) -> str:
-    try:  # the lifecycle contract: "interrupted" when the writer is gone
-        lifecycle = importlib.import_module("agentlab.store.lifecycle")
-    except ImportError:
-        pass
-    else:
-        return str(lifecycle.read_status(d))
-    status = manifest.get("status")
-    return str(status) if status else "unknown"
-
-
-def _contract_summary(d: Path) -> dict[str, Any] | None:
-    """``agentlab.store.summary.summarize_run`` (the lifecycle contract) where present."""
-    try:
-        summary = importlib.import_module("agentlab.store.summary")
-    except ImportError:
-        return None
-    s = summary.summarize_run(d)
-    out: dict[str, Any] = (
-        dataclasses.asdict(s)
-        if dataclasses.is_dataclass(s) and not isinstance(s, type)
-        else dict(s)
-    )
-    out["path"] = str(out.get("path", d))
-    return out
-
-
-#: a run whose log is smaller than this is counted by reading its lines here (a few ms),
-#: a larger one through DuckDB
-QUICK_BYTES = 8 << 20
-
-
-def _lines(d: Path) -> Any:
-    """``(dataset, row)`` of every complete line of the run's log (torn lines skipped)."""
-    import orjson
-
-    shards = [(p.parent.name, p) for p in (d / "replay").glob("*/*.jsonl")]
-    shards += [("spans", p) for p in (d / "trace").glob("*.jsonl")]
-    for name, p in shards:
-        if p.is_symlink():
-            continue
-        for line in p.read_bytes().split(b"\n")[:-1]:
-            try:
-                yield name, orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-
-
-def _quick_summary(d: Path) -> dict[str, Any] | None:
-    """The counts of a small run read straight from its JSONL (None for a large run or
-    one with a Parquet compaction, which DuckDB reads)."""
-    files = [*(d / "replay").glob("*/*"), *(d / "trace").glob("*")]
-    if any(p.suffix == ".parquet" for p in files):
-        return None
-    if sum(p.stat().st_size for p in files if p.is_file()) > QUICK_BYTES:
-        return None
-    ticks: set[Any] = set()
-    call_ticks: set[Any] = set()
-    steps = calls = step_errors = tool_errors = 0
-    failures: dict[str, int] = {}
-    has_timeline = False
-    for name, row in _lines(d):
-        if name == "timeline":
-            has_timeline = True
-            ticks.add(row.get("tick"))
-        elif name == "agent_states":
-            steps += bool(row.get("ok"))
-        elif name == "llm_calls":
-            calls += 1
-            call_ticks.add(row.get("tick"))
-        elif name == "agent_errors":
-            step_errors += 1
-        elif name == "spans":
-            tool = row.get("name") == "env.tool" or str(row.get("name")).startswith("execute_tool")
-            tool_errors += tool and row.get("status") == "error"
-        elif name == "llm_attempts" and row.get("kind") != "ok":
-            k = str(row.get("kind"))
-            failures[k] = failures.get(k, 0) + 1
-    call_ticks.discard(None)
-    return {"ticks": len(ticks) if has_timeline else len(call_ticks), "steps": steps,
-            "llm_calls": calls, "step_errors": step_errors, "tool_errors": tool_errors,
-            "failures": failures}  # fmt: skip
-
-
-def _own_summary(d: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """The contract's numbers computed here (until ``store.summary`` lands)."""
-    quick = _quick_summary(d)
-    if quick is not None:
-        return _summary_dict(d, manifest, **quick)
-    run = open_run(d)
-    try:
-        have = _names(run)
-        ticks = steps = calls = step_errors = tool_errors = 0
-        failures: dict[str, int] = {}
-        if "timeline" in have:
-            ticks = int(_one(run, "select count(distinct tick) from timeline") or 0)
-        elif "llm_calls" in have:
-            ticks = int(_one(run, "select count(distinct tick) from llm_calls") or 0)
-        if "agent_states" in have:
-            steps = int(_one(run, "select count(*) from agent_states where ok") or 0)
-        if "llm_calls" in have:
-            calls = int(_one(run, "select count(*) from llm_calls") or 0)
-        if "agent_errors" in have:
-            step_errors = int(_one(run, "select count(*) from agent_errors") or 0)
-        if "spans" in have:
-            tool_errors = int(
-                _one(run, "select count(*) from spans where status = 'error' "
-                          "and (name = 'env.tool' or name like 'execute_tool%')") or 0
-            )  # fmt: skip
-        if "llm_attempts" in have:
-            got = run.sql("select kind, count(*) n from llm_attempts where kind <> 'ok' group by 1")
-            failures = {str(k): int(n) for k, n in zip(got["kind"], got["n"], strict=True)}
-    finally:
-        run.close()
-    return _summary_dict(d, manifest, ticks, steps, calls, step_errors, tool_errors, failures)
-
-
-def _summary_dict(
-    d: Path,
-    manifest: dict[str, Any],
-    ticks: int,
-    steps: int,
-    llm_calls: int,
-    step_errors: int,
-    tool_errors: int,
-    failures: dict[str, int],
-) -> dict[str, Any]:
-    return {
-        "path": str(d),
-        "kind": manifest.get("kind"),
-        "status": _status(d, manifest),
-        "created": manifest.get("created"),
-        "ended": manifest.get("ended"),
-        "params": manifest.get("params") or {},
-        "ticks": ticks,
-        "steps": steps,
-        "llm_calls": llm_calls,
-        "errors": {
-            "step_errors": step_errors,
-            "tool_errors": tool_errors,
-            "llm_failures": failures,
-            "total": step_errors + tool_errors + sum(failures.values()),
-        },
-    }
-
-
-def _folder_summary(e: Entry) -> dict[str, Any]:
-    """A sweep or a paper: its points / runs, no query."""
-    m = e.manifest
-    meta = read_doc(e.path / "sweep.json")
-    points = meta.get("points", []) if isinstance(meta.get("points"), list) else []
-    params = m.get("params") or {}
-    if e.kind == "sweep" and not params:  # the grid: name -> values
-        grid: dict[str, list[Any]] = {}
-        for p in points:
-            for k, v in (p.get("params") or {}).items():
-                if v not in grid.setdefault(k, []):
-                    grid[k].append(v)
-        params = grid
-    return {
-        "path": str(e.path),
-        "kind": e.kind,
-        "status": _status(e.path, m),
-        "created": m.get("created"),
-        "ended": m.get("ended"),
-        "params": params,
-        "ticks": 0,
-        "steps": 0,
-        "llm_calls": 0,
-        "points": len(points),
-        "errors": {"step_errors": 0, "tool_errors": 0, "llm_failures": {}, "total": 0},
-    }
-
-
 def run_summary(e: Entry) -> dict[str, Any]:
     """The header numbers of ``e`` (cached until its change marker moves)."""
     key = (str(e.path), change_marker(e.path))
@@ -251,10 +77,7 @@ def run_summary(e: Entry) -> dict[str, Any]:
         hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    if e.kind in ("sweep", "paper"):
-        s = _folder_summary(e)
-    else:
-        s = _contract_summary(e.path) or _own_summary(e.path, e.manifest)
+    s = summarize_run(e.path).to_dict()
     s["params"] = redact(s.get("params") or {})
     with _LOCK:
         _CACHE[key] = s
@@ -314,9 +137,13 @@ def _page(df: Any, page: int, per: int) -> tuple[Any, int]:
 
 
 def errors_df(run: Run) -> Any:
-    """Every error of the run, one vocabulary: ``kind`` (step error / tool error / LLM
-    failure: <kind>), ``agent``, ``tick``, ``message``, ``traceback``, ``request_id`` (the
-    LLM call behind it, where one can be named), ordered by tick."""
+    """Every error the run's header counts, in the same vocabulary: ``kind`` (step error,
+    tool error, LLM failure: <kind>), ``agent``, ``tick``, ``message``, ``traceback``,
+    ``request_id`` (the LLM call behind it, where one can be named), ordered by tick.
+
+    Step errors are failed agent-step attempts (a society) or failed runs (an
+    experiment); tool errors are ``env.tool`` / ``env.ask`` spans that failed; LLM
+    failures are calls that failed after their retries (``llm_calls.outcome``)."""
     import pandas as pd
 
     have = _names(run)
@@ -331,34 +158,40 @@ def errors_df(run: Run) -> Any:
             "tick": ae["tick"],
             "message": ae["error_class"].fillna("") + ": " + ae["error"].fillna(""),
             "traceback": tb.values,
-            "attempt": ae["attempt"],
+        }))  # fmt: skip
+    if "experiment_runs" in have:
+        xr = run.sql("select run_id, error from experiment_runs where status <> 'ok'")
+        parts.append(pd.DataFrame({
+            "kind": "step error (run failed)", "agent": None, "tick": None,
+            "message": xr["run_id"] + ": " + xr["error"].fillna(""), "traceback": None,
+            "run_id": xr["run_id"],
         }))  # fmt: skip
     if "spans" in have:
+        names = ", ".join(f"'{n}'" for n in TOOL_SPANS)
         sp = run.sql(
             "select attributes->>'agent_id' agent, try_cast(attributes->>'tick' as bigint) tick, "
             "coalesce(status_message, attributes->>'tool', name) message from spans "
-            "where status = 'error' and (name = 'env.tool' or name like 'execute_tool%')"
+            f"where status = 'error' and name in ({names})"
         )
-        parts.append(sp.assign(kind="tool error", traceback=None, attempt=None))
-    if "llm_attempts" in have:
-        la = run.sql(
-            "select request_id, agent_id agent, tick, kind, error_class, error from llm_attempts "
-            "where kind <> 'ok'"
+        parts.append(sp.assign(kind="tool error", traceback=None))
+    if "llm_calls" in have:
+        lc = run.sql(
+            "select request_id, agent_id, tick, outcome, error from llm_calls "
+            "where outcome is not null and outcome <> 'ok'"
         )
         parts.append(pd.DataFrame({
-            "kind": "LLM failure: " + la["kind"].astype(str),
-            "agent": la["agent"],
-            "tick": la["tick"],
-            "message": la["error_class"].fillna("") + ": " + la["error"].fillna(""),
+            "kind": ["LLM failure: " + attempt_kind(o) for o in lc["outcome"]],
+            "agent": lc["agent_id"],
+            "tick": lc["tick"],
+            "message": lc["outcome"] + ": " + lc["error"].fillna(""),
             "traceback": None,
-            "attempt": None,
-            "request_id": la["request_id"],
+            "request_id": lc["request_id"],
         }))  # fmt: skip
+    cols = ["kind", "agent", "tick", "message", "traceback", "request_id", "run_id"]
+    parts = [p for p in parts if len(p)]
     if not parts:
-        return pd.DataFrame(columns=["kind", "agent", "tick", "message", "traceback", "request_id"])
-    out = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
-    if "request_id" not in out:
-        out["request_id"] = None
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts, ignore_index=True).reindex(columns=cols)
     # a step error's call: the agent's n-th failed call at that tick for its n-th failed
     # attempt (the one it failed on), else its last call at that tick
     need = out["request_id"].isna() & out["agent"].notna()

@@ -105,8 +105,9 @@ def index_page(site: Site) -> str:
     parameters, dates)."""
     rows = data.runs_rows(site.root)
     cols = ["run", "kind", "status", "created", "ticks", "steps", "llm_calls",
-            "step_errors", "tool_errors", "llm_failures", "parameters"]  # fmt: skip
-    numeric = {"ticks", "steps", "llm_calls", "step_errors", "tool_errors", "llm_failures"}
+            "step_errors", "tool_errors", "llm_failures", "errors", "parameters"]  # fmt: skip
+    numeric = {"ticks", "steps", "llm_calls", "step_errors", "tool_errors", "llm_failures",
+               "errors"}  # fmt: skip
     table = []
     for r in rows:
         created = str(r.get("created") or "")
@@ -121,6 +122,7 @@ def index_page(site: Site) -> str:
                 created[:19].replace("T", " "),
                 r["ticks"], r["steps"], r["llm_calls"],
                 r["step_errors"], r["tool_errors"], r["llm_failures"],
+                {"text": r["errors"], "cls": "bad" if r["errors"] else ""},
                 {"text": _params_text(r["params"]), "cls": "params",
                  "title": _cut(json.dumps(r["params"], default=str), 2000)},
             ],
@@ -258,6 +260,7 @@ def _errors_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | 
     for r in part.itertuples(index=False):
         agent = _na(r.agent)
         rid = _na(r.request_id)
+        sub = _na(r.run_id)
         link = call_link(rid) if rid else None
         tb = _na(r.traceback)
         rows.append({"cells": [
@@ -266,7 +269,8 @@ def _errors_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | 
             _na(r.tick),
             {"text": _cut(r.message, 600), "pre": True},
             {"text": "traceback", "details": [("traceback", tb)]} if tb else "–",
-            {"text": "prompt & reply", "href": link} if link else "–",
+            {"text": "prompt & reply", "href": link} if link else (
+                {"text": f"run {sub}", "href": href(base, e.rel, f"xrun-{sub}.html")} if sub else "–"),
         ]})  # fmt: skip
     counts = errs["kind"].value_counts().to_dict() if len(errs) else {}
     note = ", ".join(f"{v:,} {k}" for k, v in counts.items()) or "no errors"

@@ -210,24 +210,18 @@ def test_the_follow_stream_is_silent_until_a_run_commits(
         con.close()
 
 
-def test_runs_rows_skip_symlinks_and_count_as_duckdb_does(
-    mixed_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from agentlab.view import data, runs_rows
+def test_runs_rows_skip_symlinks(mixed_folder: Path, tmp_path: Path) -> None:
+    from agentlab.view import runs_rows
 
     root = tmp_path / "runs"
     shutil.copytree(mixed_folder / SOCIETY, root / "mine")
     (root / "elsewhere").symlink_to(mixed_folder, target_is_directory=True)
     assert [r["run"] for r in runs_rows(root)] == ["mine"]
-    # the quick count of a small run's lines equals the DuckDB queries of a large one
-    e = next(e for e in data.find_entries(root))
-    quick = data._own_summary(e.path, e.manifest)
-    monkeypatch.setattr(data, "QUICK_BYTES", 0)
-    assert data._own_summary(e.path, e.manifest) == quick
 
 
 def test_runs_rows_are_the_index_rows(mixed_folder: Path) -> None:
-    from agentlab.view import format_runs, runs_rows
+    from agentlab.store.summary import summarize_run
+    from agentlab.view import format_runs, render_page, runs_rows
 
     rows = {r["run"]: r for r in runs_rows(mixed_folder)}
     assert {"experiment", SOCIETY, "sweep", "paper", "paper/society"} <= set(rows)
@@ -237,5 +231,16 @@ def test_runs_rows_are_the_index_rows(mixed_folder: Path) -> None:
     assert soc["errors"] == soc["step_errors"] + soc["tool_errors"] + soc["llm_failures"]
     assert rows["sweep"]["kind"] == "sweep" and rows["paper"]["kind"] == "paper"
     assert rows["paper/society"]["parent"] == "paper"
+    # the one error vocabulary: the same counts as summarize_run (runs, report, widgets),
+    # in the index row, the run's header tiles and the rows of its errors page
+    s = summarize_run(mixed_folder / SOCIETY)
+    assert (soc["step_errors"], soc["tool_errors"], soc["errors"]) == (
+        s.errors.step_errors, s.errors.tool_errors, s.errors.total)  # fmt: skip
+    page = render_page(mixed_folder, f"r/{SOCIETY}/index.html") or ""
+    for key, n in (("step_errors", s.errors.step_errors), ("tool_errors", s.errors.tool_errors),
+                   ("llm_failures", sum(s.errors.llm_failures.values()))):  # fmt: skip
+        assert re.search(rf'data-key="{key}"><div class="v">{n}</div>', page), key
+    errors = render_page(mixed_folder, f"r/{SOCIETY}/errors-1.html") or ""
+    assert errors.count("<tr>") - 1 == s.errors.total  # one row per counted error
     text = format_runs(list(rows.values()))
     assert SOCIETY in text and "step_errors" in text
