@@ -176,6 +176,11 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     rep.add_argument(
         "--html", default=None, help="also write an HTML page (plotly.min.js goes next to it)"
     )
+    rep.add_argument(
+        "--self-contained",
+        action="store_true",
+        help="with --html: plotly.js inside the page (works copied alone; ~4.7 MB)",
+    )
     rep.set_defaults(target="agentlab.cli:report")
 
 
@@ -383,7 +388,9 @@ def report(args: argparse.Namespace) -> int:
 
             run = open_run(path)
             try:
-                out = rr.write_html_report(run, summary, args.html)
+                out = rr.write_html_report(
+                    run, summary, args.html, self_contained=args.self_contained
+                )
             finally:
                 run.close()
             print(f"html       {out}")

@@ -84,8 +84,10 @@ const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b
  * A uPlot line chart with axis titles (units included) and a legend that shows the
  * hovered values. `series` are [label, color] pairs; data is [xs, ...ys].
  * @param {HTMLElement} parent
+ * With `empty`, the chart shows that sentence over the plot while it has fewer than
+ * `minPoints` (default 2) finite points in every series: an empty state, not a blank box.
  * @param {{title: string, x: string, y: string, series: [string, string][], width?: number,
- *          height?: number, xInt?: boolean}} spec
+ *          height?: number, xInt?: boolean, empty?: () => string, minPoints?: number}} spec
  * @returns {{set: (data: number[][]) => void, destroy: () => void}}
  */
 function lineChart(parent, spec) {
@@ -104,7 +106,9 @@ function lineChart(parent, spec) {
       { ...axis, label: spec.x, values: spec.xInt
         ? (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map((v) => Number.isInteger(v) ? String(v) : "")
         : undefined },
-      { ...axis, label: spec.y, size: 56 },
+      // short tick values (180k, not 180,000) so they never run into the axis title
+      { ...axis, label: spec.y, size: 60,
+        values: (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map((v) => fmt(v, 0)) },
     ],
     series: [{ label: spec.x }].concat(spec.series.map(([label, color]) => ({
       label, stroke: color, width: 1.5, spanGaps: false,
@@ -114,9 +118,19 @@ function lineChart(parent, spec) {
   };
   const empty = [[], ...spec.series.map(() => [])];
   const chart = new U(opts, empty, box);
+  const note = h("div", "al-empty");
+  note.style.display = "none";
+  if (chart.over) chart.over.append(note);
   box.append(exportButton(() => chart.ctx.canvas, spec.title));
   return {
-    set: (data) => chart.setData(data),
+    set: (data) => {
+      chart.setData(data);
+      const most = Math.max(0, ...data.slice(1).map((ys) => ys.filter((v) => v !== null && Number.isFinite(v)).length));
+      const msg = spec.empty ? spec.empty() : "";
+      note.textContent = msg;
+      note.style.display = msg && most < (spec.minPoints || 2) ? "" : "none";
+      box.dataset.empty = note.style.display === "none" ? "" : msg;
+    },
     destroy: () => chart.destroy(),
   };
 }

@@ -3,15 +3,57 @@
 // legend with hovered values that toggles groups.
 
 /**
- * Label a log-axis tick only at powers of ten, with a unit ("10 ms", "1 s").
- * @param {number} v
+ * The x range worth drawing: from the decade below the first non-empty bin to the decade
+ * above the last one (the whole range when nothing is counted yet).
+ * @param {number[]} edges
+ * @param {Float64Array[]} counts
+ * @returns {[number, number]}
  */
-function decade(v) {
-  const lg = Math.log10(v);
-  if (Math.abs(lg - Math.round(lg)) > 1e-9) return "";
-  if (v >= 1) return v + " s";
-  if (v >= 1e-3) return Math.round(v * 1e3) + " ms";
-  return Math.round(v * 1e6) + " µs";
+function dataRange(edges, counts) {
+  let first = -1, last = -1;
+  counts.forEach((row) => row.forEach((c, i) => {
+    if (c > 0) { if (first < 0 || i < first) first = i; if (i > last) last = i; }
+  }));
+  if (first < 0) return [edges[0], edges[edges.length - 1]];
+  const lo = Math.pow(10, Math.floor(Math.log10(edges[first]) + 1e-9));
+  const hi = Math.pow(10, Math.ceil(Math.log10(edges[last + 1]) - 1e-9));
+  return [Math.max(lo, edges[0]), Math.min(Math.max(hi, lo * 100), edges[edges.length - 1])];
+}
+
+/**
+ * Lay the x tick labels out as DOM text under the plot (the decades and short labels come
+ * from Python: agentlab.core.axes.log_time_ticks). A label that would come closer than
+ * 6 px to the one kept before it is dropped, every k-th kept, so they never overlap at any
+ * width.
+ * @param {any} u  the uPlot chart
+ * @param {HTMLElement} layer
+ * @param {[number, string][]} ticks
+ */
+function layoutTicks(u, layer, ticks) {
+  const [lo, hi] = [u.scales.x.min, u.scales.x.max];
+  const shown = ticks.filter(([v]) => v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9));
+  layer.replaceChildren();
+  const spans = shown.map(([v, label]) => {
+    const s = h("span", "al-xtick", label);
+    s.style.left = u.valToPos(v, "x") + "px";
+    layer.append(s);
+    return s;
+  });
+  const boxes = spans.map((s) => s.getBoundingClientRect());
+  for (let k = 1; k <= spans.length; k++) {
+    const keep = spans.map((_, i) => i % k === 0);
+    let prev = -1, ok = true;
+    keep.forEach((kp, i) => {
+      if (!kp) return;
+      if (prev >= 0 && boxes[i].left - boxes[prev].right < 6) ok = false;
+      prev = i;
+    });
+    if (ok || k === spans.length) {
+      spans.forEach((s, i) => { if (!keep[i]) s.remove(); });
+      break;
+    }
+  }
+  return shown.map(([v]) => v);
 }
 
 /** @param {{model: any, el: HTMLElement}} ctx */
@@ -33,6 +75,19 @@ function render({ model, el }) {
   let shape = "";
   /** @type {(number | null)[]} */
   let thr = [];
+  /** @type {[number, number]} */
+  let xRange = [1e-4, 1e3];
+  const tickLayer = h("div", "al-xticks");
+  const chartWidth = () => Math.max(260, Math.min(1200, (box.clientWidth || root.clientWidth || 640) - 4));
+  /** @param {number} lo @param {number} hi */
+  const decadesIn = (lo, hi) => (model.get("x_ticks") || [])
+    .map((/** @type {[number, string]} */ t) => t[0])
+    .filter((/** @type {number} */ v) => v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9));
+  // follow the output's width (a narrow window, a side panel opened): redraw the ticks too
+  const resize = new ResizeObserver(() => {
+    if (chart && Math.abs(chart.width - chartWidth()) > 2) chart.setSize({ width: chartWidth(), height: 260 });
+  });
+  resize.observe(root);
 
   /** @param {string[]} names @param {string[]} fitNames */
   const build = (names, fitNames) => {
@@ -41,23 +96,28 @@ function render({ model, el }) {
     names.forEach((g, gi) => {
       const color = PALETTE[gi % PALETTE.length];
       series.push({ label: g, stroke: color, fill: color + "22", width: 1.5,
-                    paths: U.paths.stepped({ align: 0 }) });
+                    paths: U.paths.stepped({ align: 0 }), points: { show: false } });
       fitNames.forEach((f, fi) => series.push({ label: g + " " + f + " fit", stroke: color,
                     width: 1, dash: fi ? [2, 3] : [6, 3], points: { show: false } }));
     });
     const axis = { stroke: "#555", grid: { stroke: "#eee", width: 1 }, ticks: { stroke: "#ccc" } };
     chart = new U({
-      width: 640, height: 260,
-      scales: { x: { time: false, distr: 3 }, y: { range: (/** @type {any} */ _u, /** @type {number} */ _lo, /** @type {number} */ hi) => [0, Math.max(1, hi * 1.05)] } },
+      width: chartWidth(), height: 260,
+      scales: { x: { time: false, distr: 3, range: () => xRange },
+                y: { range: (/** @type {any} */ _u, /** @type {number} */ _lo, /** @type {number} */ hi) => [0, Math.max(1, hi * 1.05)] } },
       axes: [
-        { ...axis, label: "gap between LLM call starts (log scale)",
-          values: (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map(decade) },
+        // grid and tick marks at the decades only; the labels are DOM text (layoutTicks)
+        { ...axis, label: "gap between LLM call starts", size: 44,
+          splits: (/** @type {any} */ u) => decadesIn(u.scales.x.min, u.scales.x.max),
+          values: (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map(() => "") },
         { ...axis, label: "gaps per bin", size: 56 },
       ],
       series,
       legend: { live: true },
       cursor: { drag: { x: false, y: false } },
       hooks: { draw: [(/** @type {any} */ u) => {
+        if (u.over && !tickLayer.isConnected) u.over.append(tickLayer);
+        root.dataset.xticks = layoutTicks(u, tickLayer, model.get("x_ticks") || []).join(",");
         const c = u.ctx;
         c.save(); c.setLineDash([4, 3]); c.strokeStyle = "#555"; c.lineWidth = 1;
         thr.forEach((t) => {
@@ -92,6 +152,7 @@ function render({ model, el }) {
     const key = groups.join("\u0000") + "|" + fitNames.join(",");
     if (key !== shape) { build(groups, fitNames); shape = key; }
     if (!nb) return;
+    xRange = dataRange(edges, counts);
     // a step per bin starting at its left edge, plus the last edge to close the step
     const xs = edges.slice();
     const data = [xs];
@@ -113,7 +174,7 @@ function render({ model, el }) {
   };
   const off = onTraits(model, ["counts", "groups", "thresholds", "fit_counts", "edges", "calls"], draw);
   draw();
-  return () => { off(); if (chart) chart.destroy(); root.remove(); };
+  return () => { off(); resize.disconnect(); if (chart) chart.destroy(); root.remove(); };
 }
 
 export default { render };

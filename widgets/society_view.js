@@ -6,7 +6,7 @@ const STATS = [
   ["steps_per_s", "agent-steps/s (clock)", 1],
   ["calls_per_s", "LLM calls/s (clock)", 1],
   ["total_tokens", "tokens", 1],
-  ["total_errors", "errors", 0],
+  ["total_errors", "step errors", 0],
   ["aimd_limit", "AIMD limit", 0],
   ["in_flight", "in flight", 0],
 ];
@@ -48,12 +48,14 @@ function render({ model, el }) {
     tiles.append(tile);
   }
   const sparks = h("div", "al-sparks");
+  const state = h("div", "al-state");
   const prog = h("div", "al-progress");
   const err = h("div", "al-error");
-  root.append(head, prog, tiles, sparks, err);
+  root.append(head, state, prog, tiles, sparks, err);
   el.append(root);
   const charts = CHARTS.map(([title, y, series]) => lineChart(sparks, {
     title, x: "tick", y, xInt: true,
+    empty: () => (title === "Rates" ? String(model.get("rates_empty") || "") : "no ticks yet"),
     series: series.map(([, label], i) => /** @type {[string, string]} */ ([label, PALETTE[i]])),
   }));
 
@@ -86,6 +88,7 @@ function render({ model, el }) {
       prog.textContent = "";
     }
     err.textContent = String(model.get("error") || "");
+    state.textContent = String(model.get("state_line") || "");
     root.dataset.points = String(rows.length);
     root.dataset.tick = String(s.tick ?? "");
     const tick = cols.indexOf("tick");
@@ -101,7 +104,7 @@ function render({ model, el }) {
   const off = onTraits(
     model,
     ["summary", "series_base", "series_delta", "status", "controls", "enabled", "progress",
-     "error"],
+     "error", "state_line"],
     update,
   );
   update();

@@ -29,12 +29,15 @@ from agentlab.analysis._frame import (
 from agentlab.analysis.fits import _fitted, resolve_dists
 from agentlab.analysis.iat import DEFAULT_BY, DEFAULT_THRESHOLD, log_histogram_df
 from agentlab.analysis.inflight import inflight_timeline_df
+from agentlab.core.axes import decade_label, log_time_ticks
 
 __all__ = [
     "STAGES",
+    "decade_label",
     "iat_cdf_figure",
     "iat_histogram_figure",
     "inflight_figure",
+    "log_time_ticks",
     "stage_latency_figure",
 ]
 
@@ -48,6 +51,21 @@ STAGES: tuple[str, ...] = (
     "final",
 )
 _DASHES = ("dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+# log-scale time axes: the one tick rule (agentlab.core.axes) of the plotly figures here,
+# the static SVG snapshots and the live widgets (contract 2)
+
+
+def _log_time_axis(fig: Any, xs: Sequence[float], title: str) -> None:
+    pos = [float(x) for x in xs if x is not None and math.isfinite(x) and x > 0]
+    ticks = log_time_ticks(min(pos), max(pos)) if len(pos) >= 2 else []
+    fig.update_xaxes(
+        type="log",
+        title_text=title,
+        tickvals=[v for v, _ in ticks] or None,
+        ticktext=[t for _, t in ticks] or None,
+    )
 
 
 def _label(key: dict[str, Any]) -> str:
@@ -148,7 +166,7 @@ def iat_histogram_figure(
                 name=f"threshold {threshold * 1000:g} ms",
             )
         )
-    fig.update_xaxes(type="log", title_text="inter-arrival time (s)")
+    _log_time_axis(fig, [x for tr in fig.data for x in (() if tr.x is None else tr.x)], "inter-arrival time")
     fig.update_yaxes(title_text="density per decade")
     fig.update_layout(title_text=title, template="plotly_white")
     return fig
@@ -208,7 +226,7 @@ def iat_cdf_figure(
                     legendgroup=name,
                 )
             )
-    fig.update_xaxes(type="log", title_text="inter-arrival time (s)")
+    _log_time_axis(fig, [x for tr in fig.data for x in (() if tr.x is None else tr.x)], "inter-arrival time")
     fig.update_yaxes(title_text="P(IAT <= x)", range=[0, 1.02])
     fig.update_layout(title_text=title, template="plotly_white")
     return fig

@@ -263,6 +263,12 @@ def _write_plotly_js(folder: Path) -> str:
     return PLOTLY_JS
 
 
+def _plotly_inline() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs().replace("</script", "<\\/script")
+
+
 def experiment_table(run: Run) -> dict[str, Any] | None:
     """For a topology experiment: the per-topology traffic table (the paper's), as
     ``{"columns", "rows"}``; ``None`` for other runs."""
@@ -280,17 +286,39 @@ def experiment_table(run: Run) -> dict[str, Any] | None:
     return {"columns": keep, "rows": table[keep].to_dict("records")}
 
 
-def write_html_report(run: Run, summary: dict[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Render the run report to ``path`` (``plotly.min.js`` is written next to it once);
-    a topology experiment also gets its per-topology traffic table."""
+def write_html_report(
+    run: Run,
+    summary: dict[str, Any],
+    path: str | os.PathLike[str],
+    *,
+    self_contained: bool = False,
+) -> Path:
+    """Render the run report to ``path``; a topology experiment also gets its per-topology
+    traffic table.
+
+    Args:
+        run: the open run.
+        summary: :func:`summarize_run` of it.
+        path: the HTML file to write.
+        self_contained: put plotly.js inside the page (~4.7 MB; the page works copied
+            alone) instead of writing ``plotly.min.js`` once next to it (pages stay small;
+            a page copied without it says so where each chart would be).
+    """
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     figures = _fig_html(_figures(run))
-    js = _write_plotly_js(out.parent) if figures else None
+    inline = _plotly_inline() if figures and self_contained else None
+    js = _write_plotly_js(out.parent) if figures and not self_contained else None
     page = (
         _env()
         .get_template("run_report.html.j2")
-        .render(s=summary, figures=figures, plotly_js=js, experiment=experiment_table(run))
+        .render(
+            s=summary,
+            figures=figures,
+            plotly_js=js,
+            plotly_inline=inline,
+            experiment=experiment_table(run),
+        )
     )
     out.write_text(page, encoding="utf-8")
     return out

@@ -5,6 +5,11 @@
 stripped to stdout: the git *clean* filter that ``make setup`` installs for ``*.ipynb``
 (see ``.gitattributes``), so running a notebook in place leaves ``git status`` clean and
 what git stores has no outputs, whatever the editor saved.
+
+Opening a notebook in JupyterLab rewrites its kernelspec (``display_name`` becomes the
+installed kernel's, e.g. "Python 3 (ipykernel)") and its ``language_info``, and with widget
+state saving on it adds ``metadata.widgets``: the filter stores the one canonical form of
+each, so opening, running and saving a notebook leaves ``git status`` clean.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ __all__ = ["canonical", "has_outputs", "strip_outputs"]
 #: metadata that running a notebook adds (papermill, JupyterLab's execution timing)
 _RUN_METADATA = ("papermill", "execution", "widgets")
 _CELL_RUN_METADATA = ("papermill", "execution", "collapsed", "scrolled")
+#: the kernelspec stored for every Python notebook, whatever display name the editor's
+#: installed kernel has
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
 def has_outputs(nb: dict) -> bool:
@@ -32,6 +40,8 @@ def has_outputs(nb: dict) -> bool:
 def strip_outputs(nb: dict) -> dict:
     """Remove outputs, execution counts, widget state and run metadata; returns ``nb``."""
     for c in nb.get("cells", []):
+        if isinstance(c.get("source"), str):  # nbformat allows both; editors write lines
+            c["source"] = c["source"].splitlines(keepends=True)
         meta = c.get("metadata", {})
         for k in _CELL_RUN_METADATA:
             meta.pop(k, None)
@@ -46,12 +56,20 @@ def strip_outputs(nb: dict) -> dict:
     lang = meta.get("language_info")
     if isinstance(lang, dict) and "name" in lang:
         meta["language_info"] = {"name": lang["name"]}  # the kernel rewrites the rest
+    spec = meta.get("kernelspec")
+    if (
+        isinstance(spec, dict)
+        and spec.get("language", "python") == "python"
+        and spec.get("name", "python3") in ("python3", "python")
+    ):
+        meta["kernelspec"] = dict(KERNELSPEC)  # the editor rewrites the display name
     return nb
 
 
 def canonical(nb: dict) -> str:
-    """The committed text of a notebook (``indent=1``, UTF-8, final newline)."""
-    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    """The committed text of a notebook (``indent=1``, sorted keys as nbformat writes them,
+    UTF-8, final newline)."""
+    return json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 
 
 def main(argv: list[str]) -> int:

@@ -13,8 +13,10 @@ state, which any renderer shows without a kernel.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,7 +26,15 @@ import traitlets as t
 
 from agentlab.viz._follow import Follower, make_source, run_path
 
-__all__ = ["LiveWidget", "StaticForm", "load_css", "load_esm", "widgets_dir"]
+__all__ = [
+    "LiveWidget",
+    "StaticForm",
+    "call_on_loop",
+    "load_css",
+    "load_esm",
+    "owner_loop",
+    "widgets_dir",
+]
 
 
 @cache
@@ -59,6 +69,39 @@ def load_css() -> str:
     """The shared stylesheet (uPlot's included)."""
     d = widgets_dir()
     return (d / CHART_CSS).read_text() + "\n" + (d / "agentlab.css").read_text()
+
+
+def owner_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread (the kernel's, when a cell builds a widget)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def call_on_loop(loop: asyncio.AbstractEventLoop | None, fn: Callable[[], Any]) -> None:
+    """Run ``fn`` on ``loop``'s thread and wake that loop.
+
+    JupyterLab ≥ 4.4 sends comm messages over a kernel *subshell* (setting
+    ``commsOverSubshells``), and ipykernel 7 handles them in that subshell's own thread and
+    event loop. A button handler that sets an ``asyncio.Event`` of the society's run loop
+    from there neither wakes the kernel's loop (it sleeps until something else, such as
+    running another cell, wakes it) nor is thread-safe; a task it creates lands on the
+    subshell's loop. ``call_soon_threadsafe`` queues ``fn`` on the kernel's loop and
+    writes to its self-pipe, so the loop wakes now. Called on the loop's own thread (the
+    classic notebook, or tests), ``fn`` runs at once.
+    """
+    if loop is None or loop.is_closed():
+        fn()
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        fn()
+    else:
+        loop.call_soon_threadsafe(fn)
 
 
 class StaticForm:

@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import base64
 import html
+import itertools
 import math
 from collections.abc import Iterable, Sequence
+
+from agentlab.core.axes import log_time_ticks
 
 __all__ = [
     "PALETTE",
     "card",
+    "empty_svg",
     "esc",
     "fmt_num",
     "line_chart_svg",
     "step_chart_svg",
     "svg_img",
+    "thin_ticks",
     "tiles_html",
 ]
 
@@ -138,6 +143,17 @@ def _frame_svg(
     return parts
 
 
+def empty_svg(message: str, width: int = 420, height: int = 200) -> str:
+    """A chart-sized SVG box with ``message`` in its middle (an empty state)."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">'
+        f'<rect x="0.5" y="0.5" width="{width - 1}" height="{height - 1}" fill="#fafafa" '
+        f'stroke="#ddd"/><text x="{width / 2:.0f}" y="{height / 2:.0f}" text-anchor="middle" '
+        f'fill="#777">{esc(message)}</text></svg>'
+    )
+
+
 def line_chart_svg(
     series: dict[str, tuple[Sequence[float], Sequence[float]]],
     *,
@@ -146,16 +162,19 @@ def line_chart_svg(
     width: int = 420,
     height: int = 200,
     integer_x: bool = False,
+    min_points: int = 1,
+    empty: str = "no data yet",
 ) -> str:
-    """Lines ``{name: (xs, ys)}`` with axes, tick labels, axis titles and a legend."""
+    """Lines ``{name: (xs, ys)}`` with axes, tick labels, axis titles and a legend; with
+    fewer than ``min_points`` finite points, a chart-sized box saying ``empty``."""
     pts = [
         (x, y)
         for xs, ys in series.values()
         for x, y in zip(xs, ys, strict=False)
         if math.isfinite(x) and math.isfinite(y)
     ]
-    if not pts:
-        return '<div style="color:#777">(no data yet)</div>'
+    if len(pts) < min_points:
+        return empty_svg(empty, width, height)
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = min(0.0, min(p[1] for p in pts)), max(p[1] for p in pts)
     if x1 == x0:
@@ -203,19 +222,18 @@ def step_chart_svg(
     (e.g. the burst threshold) and decade tick labels."""
     n = len(edges) - 1
     if n <= 0 or not rows:
-        return '<div style="color:#777">(no data yet)</div>'
+        return empty_svg("no LLM calls yet", width, height)
     ymax = max([max(r) for r in rows.values() if len(r)] + [1.0])
     L, R, T, B = 52, 10, 22, 34
     lx0, lx1 = math.log10(edges[0]), math.log10(edges[-1])
     sx = lambda v: L + (math.log10(v) - lx0) / (lx1 - lx0) * (width - L - R)  # noqa: E731
     sy = lambda v: height - B - v / ymax * (height - B - T)  # noqa: E731
-    decades = range(math.ceil(lx0), math.floor(lx1) + 1)
     parts = _frame_svg(
         width,
         height,
         x_label,
         y_label,
-        [(sx(10.0**d), _decade(d)) for d in decades],
+        thin_ticks([(sx(v), lab) for v, lab in log_time_ticks(edges[0], edges[-1])]),
         [(sy(t), fmt_num(t)) for t in _ticks(0.0, ymax, 4)],
     )
     legend = []
@@ -244,13 +262,17 @@ def step_chart_svg(
     return "".join(parts)
 
 
-def _decade(d: int) -> str:
-    v = 10.0**d
-    if v >= 1:
-        return f"{v:g} s"
-    if v >= 1e-3:
-        return f"{v * 1e3:g} ms"
-    return f"{v * 1e6:g} µs"
+def thin_ticks(ticks: list[tuple[float, str]], char_px: float = 6.5) -> list[tuple[float, str]]:
+    """Keep every k-th ``(x, label)`` with the smallest k whose labels do not overlap
+    (≥ 8 px apart at ~``char_px`` per character), so spacing stays regular."""
+    for k in range(1, len(ticks) + 1):
+        kept = ticks[::k]
+        if all(
+            b[0] - a[0] >= char_px * (len(a[1]) + len(b[1])) / 2 + 8
+            for a, b in itertools.pairwise(kept)
+        ):
+            return kept
+    return ticks[:1]
 
 
 def _legend(items: list[tuple[str, str]], width: int) -> list[str]:

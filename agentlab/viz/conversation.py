@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,18 @@ class ConversationModel:
             "trace_id": str(row.get("trace_id") or ""),
         }
 
+    def locate(self, msg_id: str) -> dict[str, Any]:
+        """``sender``, ``tick``, ``role`` and ``nth`` (its place among that sender's
+        messages of that role in that tick) of a held message, for :func:`find_span`."""
+        seen: Counter[tuple[str, Any, str]] = Counter()
+        for m in self.journal.items:
+            key = (m["sender"], m["tick"], m["role"])
+            if m["msg_id"] == msg_id:
+                tick = m["tick"] if isinstance(m["tick"], int) else None
+                return {"sender": m["sender"], "tick": tick, "role": m["role"], "nth": seen[key]}
+            seen[key] += 1
+        return {}
+
     def ingest(self, rows: list[dict[str, Any]]) -> bool:
         """Add message rows; returns whether anything changed."""
         msgs = [self.normalise(r, self.journal.count + i) for i, r in enumerate(rows)]
@@ -201,30 +214,83 @@ class ConversationModel:
         return traits
 
 
-def find_span(run_dir: str | os.PathLike[str], span_id: str = "", msg_id: str = "") -> dict:
-    """The trace span with ``span_id`` (or whose attributes name ``msg_id``), else ``{}``."""
+def _attrs(span: dict[str, Any]) -> dict[str, Any]:
+    a = span.get("attributes", span.get("attrs"))  # the tracer writes "attributes"
+    return a if isinstance(a, dict) else {}
+
+
+def _spans(run_dir: str | os.PathLike[str], needles: list[bytes]) -> Iterator[dict[str, Any]]:
+    """Spans of ``trace/*.jsonl`` whose line holds every needle (a cheap byte test first)."""
     folder = Path(run_dir) / "trace"
     try:
         names = sorted(p for p in folder.iterdir() if p.suffix == ".jsonl")
     except FileNotFoundError:
-        return {}
+        return
     for path in names:
         with open(path, "rb") as f:
             for line in f:
-                if (span_id and span_id.encode() not in line) and (
-                    not msg_id or msg_id.encode() not in line
-                ):
-                    continue  # cheap byte test before parsing
+                if not all(n in line for n in needles):
+                    continue
                 try:
                     span = json.loads(line)
                 except ValueError:
                     continue
-                attrs = span.get("attrs") or {}
-                if (span_id and span.get("span_id") == span_id) or (
-                    msg_id and isinstance(attrs, dict) and attrs.get("msg_id") == msg_id
-                ):
-                    return span
-    return {}
+                if isinstance(span, dict):
+                    yield span
+
+
+def find_span(
+    run_dir: str | os.PathLike[str],
+    span_id: str = "",
+    msg_id: str = "",
+    *,
+    sender: str = "",
+    tick: int | None = None,
+    role: str = "",
+    nth: int = 0,
+) -> dict:
+    """The trace span of a message, else ``{}``.
+
+    Looked up by ``span_id``, else a span whose attributes name ``msg_id``, else (society
+    messages carry neither) the ``nth`` tool call named ``role`` (``post``, ...) by
+    ``sender`` in ``tick``: the ``env.tool`` span that wrote it, with the agent's
+    ``llm.call`` span that asked for it (the last one before it) under ``"llm_call"``.
+    """
+    if span_id:
+        for span in _spans(run_dir, [span_id.encode()]):
+            if span.get("span_id") == span_id:
+                return span
+    if msg_id:
+        for span in _spans(run_dir, [msg_id.encode()]):
+            if _attrs(span).get("msg_id") == msg_id:
+                return span
+    if not sender or tick is None:
+        return {}
+    mine = [
+        s
+        for s in _spans(run_dir, [json.dumps(sender).encode()])
+        if _attrs(s).get("tick") == tick
+        and sender in (_attrs(s).get("agent_id"), _attrs(s).get("gen_ai.agent.id"))
+    ]
+    mine.sort(key=lambda s: float(s.get("start") or 0.0))
+    tools = [
+        s
+        for s in mine
+        if s.get("name") in ("env.tool", "execute_tool")
+        and (not role or role in (_attrs(s).get("tool"), _attrs(s).get("gen_ai.tool.name")))
+    ]
+    if not tools:
+        return {}
+    found = dict(tools[min(nth, len(tools) - 1)])
+    asked = [
+        s
+        for s in mine
+        if s.get("name") in ("llm.call", "chat")
+        and float(s.get("start") or 0.0) <= float(found.get("start") or 0.0)
+    ]
+    if asked:
+        found["llm_call"] = asked[-1]
+    return found
 
 
 class ConversationView(LiveWidget):
@@ -269,7 +335,7 @@ class ConversationView(LiveWidget):
         if msg.get("type") != "span":
             return
         span_id, msg_id = str(msg.get("span_id") or ""), str(msg.get("msg_id") or "")
-        span = find_span(self.run_dir, span_id, msg_id)
+        span = find_span(self.run_dir, span_id, msg_id, **self._model.locate(msg_id))
         self.span_detail = {
             "query": span_id or msg_id,
             "found": bool(span),

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import traitlets as t
 
+from agentlab.core.axes import log_time_ticks
 from agentlab.viz._base import LiveWidget, load_css, load_esm
 from agentlab.viz._static import card, fmt_num, step_chart_svg, svg_img
 
@@ -196,6 +197,8 @@ class IATHistogram(LiveWidget):
     fit_names = t.List(t.Unicode()).tag(sync=True)
     fit_counts = t.Bytes(b"").tag(sync=True)
     calls = t.Int(0).tag(sync=True)
+    #: ``[seconds, label]`` at every decade of the bin range (agentlab.core.axes)
+    x_ticks: t.List[Any] = t.List().tag(sync=True)
 
     def __init__(
         self,
@@ -218,6 +221,7 @@ class IATHistogram(LiveWidget):
         super().__init__(run, **kwargs)
         self.group_by = group_by or "all"
         self.edges = self._model.edges
+        self.x_ticks = [[v, lab] for v, lab in log_time_ticks(self.edges[0], self.edges[-1])]
 
     def _ingest(self, dataset: str, rows: list[dict[str, Any]]) -> bool:
         return self._model.ingest(rows)

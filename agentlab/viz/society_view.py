@@ -20,11 +20,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import traitlets as t
 
-from agentlab.viz._base import LiveWidget, load_css, load_esm
+from agentlab.viz._base import LiveWidget, call_on_loop, load_css, load_esm, owner_loop
 from agentlab.viz._follow import Journal
 from agentlab.viz._static import card, esc, fmt_num, line_chart_svg, svg_img, tiles_html
 
-__all__ = ["SERIES_COLUMNS", "Controllable", "SocietyModel", "SocietyView"]
+__all__ = ["RATES_EMPTY", "SERIES_COLUMNS", "Controllable", "SocietyModel", "SocietyView"]
 
 #: columns of the binary series, in order (``k`` is the journal index, the merge key)
 SERIES_COLUMNS = (
@@ -174,11 +174,15 @@ class Controllable(Protocol):
         ...
 
 
+#: the Rates chart's empty state: a rate is taken between two commits, a line needs two
+RATES_EMPTY = "rates need ≥ 3 ticks (a rate is measured between two commits)"
+
 #: which buttons are enabled in each society status
 ENABLED = {
     "idle": ("start",),
     "stopped": ("start",),
     "done": ("start",),
+    "failed": ("start",),
     "running": ("pause", "stop"),
     "pausing": ("resume", "stop"),
     "paused": ("resume", "stop"),
@@ -209,6 +213,8 @@ class SocietyView(LiveWidget):
     progress = t.Dict().tag(sync=True)
     last_action = t.Unicode("").tag(sync=True)
     error = t.Unicode("").tag(sync=True)
+    state_line = t.Unicode("").tag(sync=True)
+    rates_empty = t.Unicode(RATES_EMPTY).tag(sync=True)
 
     def __init__(
         self,
@@ -229,6 +235,9 @@ class SocietyView(LiveWidget):
         self._society = society
         self._ticks = ticks
         self.task: asyncio.Future[Any] | None = None
+        # the kernel's loop: the run task lives there, and button presses (which arrive on
+        # a subshell thread in JupyterLab) are handed to it (see _base.call_on_loop)
+        self._loop = owner_loop()
         self._seen: tuple[Any, ...] = ()
         #: called (on the event loop) when a run started here ends
         self.on_done: Callable[[], None] | None = None
@@ -244,13 +253,45 @@ class SocietyView(LiveWidget):
         traits["status"] = status
         traits["enabled"] = list(ENABLED.get(status, ())) if self._society is not None else []
         traits["progress"] = self._progress(status)
+        traits["state_line"] = self._state_line(status, traits["progress"])
         return traits
+
+    def _state_line(self, status: str, progress: dict[str, Any]) -> str:
+        """One sentence: what the society is doing and what the buttons will do."""
+        tick = (
+            self._society.tick if self._society is not None else self._model.summary().get("tick")
+        )
+        n = "–" if tick is None else f"{int(tick)}"
+        lines = {
+            "idle": "ready: press start to run",
+            "running": f"running tick {progress.get('tick', '–')} (tick {n} committed); "
+            "pause and stop act after the tick in progress",
+            "pausing": f"pausing: tick {progress.get('tick', '–')} finishes first, then the "
+            "run holds",
+            "paused": f"paused after tick {n}: press resume or stop (a cell awaiting "
+            "dash.task waits until then)",
+            "stopped": f"stopped after tick {n}: start continues from tick {n}",
+            "done": f"done: tick {n} committed; start runs more ticks",
+            "failed": f"failed after tick {n}: {self.error}",
+            "following": f"following the run log (tick {n})",
+            "static": f"snapshot of the run log (tick {n})",
+        }
+        return lines.get(status, status)
 
     def _status(self) -> str:
         soc = self._society
         if soc is None:
             return "following" if self._follower.running else "static"
         status = soc.status
+        task = self.task
+        if (
+            status in ("stopped", "done")
+            and task is not None
+            and task.done()
+            and not task.cancelled()
+            and task.exception() is not None
+        ):
+            return "failed"
         if status == "running" and soc.paused:
             return "pausing"  # pause requested: holds once the tick in progress commits
         return status
@@ -314,10 +355,19 @@ class SocietyView(LiveWidget):
         if msg.get("type") != "control" or self._society is None:
             return
         action = str(msg.get("action"))
-        soc = self._society
+        if action not in ("start", "pause", "resume", "stop"):
+            return
+        # on the kernel's loop, which this wakes (the message may arrive on another thread)
+        call_on_loop(self._loop, lambda: self.control(action))
+
+    def control(self, action: str) -> None:
+        """Do what a button does (``start``, ``pause``, ``resume``, ``stop``), on the
+        society's loop; a press the current status does not allow is ignored (the page can
+        lag the kernel)."""
+        soc = self._require_society()
         status = self._status()
         if action not in ENABLED.get(status, ()):
-            return  # a stale button press (the page lags the kernel): ignore it
+            return
         if action == "start":
             self.start_run()
         elif action == "pause":
@@ -337,7 +387,7 @@ class SocietyView(LiveWidget):
             f"SocietyView {self.run_dir}: {self.status}, tick {fmt_num(s.get('tick'))}, "
             f"{fmt_num(s.get('agents'))} agents, {fmt_num(s.get('total_steps'))} steps, "
             f"{fmt_num(s.get('total_llm_calls'))} LLM calls, "
-            f"{fmt_num(s.get('total_tokens'))} tokens, {fmt_num(s.get('total_errors'))} errors"
+            f"{fmt_num(s.get('total_tokens'))} tokens, {fmt_num(s.get('total_errors'))} step errors"
         )
 
     def _static_html(self) -> str:
@@ -349,7 +399,7 @@ class SocietyView(LiveWidget):
                 (fmt_num(s.get("total_steps")), "agent-steps"),
                 (fmt_num(s.get("total_llm_calls")), "LLM calls"),
                 (fmt_num(s.get("total_tokens")), "tokens"),
-                (fmt_num(s.get("total_errors")), "errors"),
+                (fmt_num(s.get("total_errors")), "step errors"),
                 (fmt_num(s.get("mean_calls_per_s")), "LLM calls/s (clock)"),
                 (fmt_num(s.get("clock_s")), "clock s"),
             ]
@@ -366,6 +416,8 @@ class SocietyView(LiveWidget):
                 x_label="tick",
                 y_label="per second of clock time",
                 integer_x=True,
+                min_points=2,
+                empty=RATES_EMPTY,
             ),
             "LLM calls and agent-steps per second of clock time, by tick",
         )

@@ -7,6 +7,10 @@ dashboard, a plotly figure) is executed once by ``agentlab paper``. Then:
 - the paper HTML is opened from ``file://`` with every request that leaves the machine
   aborted and counted;
 - the executed notebook is opened in a JupyterLab that has no kernel to start.
+
+A JupyterLab with no kernel never activates the widget manager, so the ``text/html``
+snapshot shows whatever the notebook holds; a notebook saved from the UI and reopened with
+a *fresh* kernel is the other case (``test_saved_reopen.py``).
 """
 
 from __future__ import annotations

@@ -153,6 +153,9 @@ def test_git_clean_filter_keeps_the_tree_clean_after_a_run(tmp_path: Path) -> No
     nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
     nb["metadata"]["language_info"] = {"name": "python", "version": "3.11.7"}
     nb["metadata"]["papermill"] = {"duration": 3.2}
+    # JupyterLab writes its installed kernel's display name on open, and its own key order
+    nb["metadata"]["kernelspec"] = {"name": "python3", "language": "python",
+                                    "display_name": "Python 3 (ipykernel)"}  # fmt: skip
     nb_path.write_text(json.dumps(nb, indent=2))
     assert git("diff", "--name-only", "HEAD") == ""  # no change, although the file changed
     git("add", "-u")

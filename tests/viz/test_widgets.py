@@ -135,6 +135,74 @@ async def test_live_without_ticks_waits_for_start_then_runs_until_stop(tmp_path:
     soc.close()
 
 
+async def test_a_press_on_another_thread_wakes_the_idle_kernel_loop(tmp_path: Path) -> None:
+    # JupyterLab sends comm messages over a kernel subshell: ipykernel 7 runs the handler
+    # in that subshell's thread (with its own loop) while the kernel's loop sleeps
+    import asyncio
+    import threading
+
+    from agentlab.runtime import Society
+
+    soc = Society.create(
+        tmp_path / "soc", agents=3, llm="sim/instant", seed=0, progress=False, tick_seconds=0.02
+    )
+    w = SocietyView(soc, society=soc, follow=False)
+
+    def press_on_a_thread(action: str) -> None:
+        def handler() -> None:  # a subshell thread runs its own event loop
+            async def on_msg() -> None:
+                _press(w, action)
+
+            asyncio.run(on_msg())
+
+        th = threading.Thread(target=handler)
+        th.start()
+        th.join()
+
+    press_on_a_thread("start")
+    await _until(lambda: w.task is not None and soc.tick >= 2)
+    press_on_a_thread("pause")
+    await _until(lambda: soc.status == "paused")
+    held = soc.tick
+    w.refresh()
+    assert "paused after tick" in w.state_line and "resume" in w.state_line
+    # nothing else runs on this loop now (no polling, no timers): only the press can wake it
+    press_on_a_thread("resume")
+    ticked = _when(lambda: soc.tick >= held + 2)
+    done, _ = await asyncio.wait([ticked], timeout=10)
+    assert done and ticked.result(), "resume pressed on another thread did not wake the loop"
+    press_on_a_thread("pause")
+    await _until(lambda: soc.status == "paused")
+    press_on_a_thread("stop")
+    done, _ = await asyncio.wait([w.task], timeout=10)  # type: ignore[list-item]
+    assert done, "stop pressed while paused did not wake the loop"
+    w.refresh()
+    assert soc.status == "stopped" and w.status == "stopped"
+    assert w.state_line.startswith("stopped after tick")
+    w.close()
+    soc.close()
+
+
+def _when(cond: Any) -> Any:
+    """A future of this loop resolved from a watcher thread once ``cond()`` holds (or after
+    15 s): waiting on it sets no timer on the loop and polls nothing on it."""
+    import asyncio
+    import threading
+
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def watch() -> None:
+        deadline = time.monotonic() + 15
+        while not cond() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ok = bool(cond())
+        loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(ok))
+
+    threading.Thread(target=watch, daemon=True).start()
+    return fut
+
+
 def test_a_view_refuses_an_object_without_the_control_surface(run_dir: Path) -> None:
     import pytest
 
@@ -240,3 +308,27 @@ def test_every_exported_name_imports() -> None:
 
     for name in agentlab.viz.__all__:
         assert getattr(agentlab.viz, name) is not None
+
+
+def test_span_button_finds_the_tool_span_of_every_society_message(tmp_path: Path) -> None:
+    # society messages carry no span_id: the post's env.tool span (and the LLM call that
+    # asked for it) is found from sender, tick, role and order
+    from agentlab.runtime import Society
+
+    soc = Society.create(tmp_path / "soc", agents=3, env=["social_feed"], llm="sim/instant",
+                         seed=0, progress=False)  # fmt: skip
+    soc.run_sync(2)
+    soc.close()
+    w = ConversationView(tmp_path / "soc", follow=False)
+    msgs = list(w._model.journal.items)
+    assert msgs and all(not m["span_id"] for m in msgs)
+    calls = set()
+    for m in msgs:
+        w._dispatch_msg(w, {"type": "span", "span_id": "", "msg_id": m["msg_id"]}, [])
+        assert w.span_detail["found"], m["msg_id"]
+        span = json.loads(w.span_detail["text"])
+        assert span["name"] == "env.tool" and span["attributes"]["agent_id"] == m["sender"]
+        assert span["attributes"]["tick"] == m["tick"] and "llm_call" in span
+        calls.add(span["attributes"]["gen_ai.tool.call.id"])
+    assert len(calls) == len(msgs)  # each message its own tool call
+    w.close()

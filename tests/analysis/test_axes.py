@@ -1,0 +1,42 @@
+"""The one tick rule of log time axes (agentlab.core.axes), as the plotly figures use it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from agentlab.analysis.figures import decade_label, log_time_ticks
+
+
+def test_decades_get_short_labels() -> None:
+    labels = [decade_label(10.0**d) for d in range(-6, 4)]
+    assert labels == ["1 µs", "10 µs", "100 µs", "1 ms", "10 ms", "100 ms", "1 s", "10 s",
+                      "100 s", "1000 s"]  # fmt: skip
+
+
+def test_ticks_cover_the_range_at_decades_only() -> None:
+    assert log_time_ticks(0.002, 20) == [(0.01, "10 ms"), (0.1, "100 ms"), (1.0, "1 s"),
+                                         (10.0, "10 s")]  # fmt: skip
+    assert log_time_ticks(0.02, 0.05) == [(0.01, "10 ms"), (0.1, "100 ms")]  # none inside
+    assert log_time_ticks(0, 1) == [] and log_time_ticks(2, 1) == []
+
+
+def test_plotly_iat_figure_uses_the_same_ticks() -> None:
+    from agentlab.analysis import iat_histogram_figure
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"topology": "star", "iat": 10 ** rng.uniform(-3, 1, 300)})
+    fig = iat_histogram_figure(df)
+    ax = fig.layout.xaxis
+    assert ax.type == "log" and "1 ms" in ax.ticktext and "1 s" in ax.ticktext
+    assert set(ax.ticktext) <= {lab for _, lab in log_time_ticks(1e-6, 1e3)}
+
+
+def test_static_snapshot_thins_labels_to_fit() -> None:
+    from agentlab.viz._static import step_chart_svg
+
+    edges = list(np.geomspace(1e-4, 1e3, 57))
+    narrow = step_chart_svg(edges, {"a": [1.0] * 56}, x_label="gap", y_label="n", width=260)
+    wide = step_chart_svg(edges, {"a": [1.0] * 56}, x_label="gap", y_label="n", width=900)
+    assert "100 µs" in wide and "1000 s" in wide and "1 ms" in wide
+    assert narrow.count(" ms<") + narrow.count(" s<") < wide.count(" ms<") + wide.count(" s<")
