@@ -7,13 +7,22 @@ URL-decoded and relative to the root; :func:`resolve` refuses any that leave it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Entry", "change_marker", "find_entries", "read_doc", "resolve", "tree_marker"]
+__all__ = [
+    "Entry",
+    "change_marker",
+    "find_entries",
+    "marker_token",
+    "read_doc",
+    "resolve",
+    "tree_marker",
+]
 
 #: how deep under the root runs are looked for (a sweep's point holds runs of its own)
 DEPTH = 6
@@ -145,3 +154,8 @@ def change_marker(d: Path) -> tuple[Any, ...]:
 def tree_marker(root: Path) -> tuple[Any, ...]:
     """:func:`change_marker` of every run under ``root`` (and the set of runs)."""
     return tuple((e.rel, change_marker(e.path)) for e in find_entries(root))
+
+
+def marker_token(marker: tuple[Any, ...]) -> str:
+    """A short text for a change marker (a page carries the one it was rendered at)."""
+    return hashlib.sha1(repr(marker).encode()).hexdigest()[:16]

@@ -136,7 +136,7 @@ def index_page(site: Site) -> str:
          "sortable": True},
     ]  # fmt: skip
     return _render(
-        site, "index.html", "", title=f"Runs in {site.title}",
+        site, "index.html", None, title=f"Runs in {site.title}",
         subtitle=f"{len(rows)} runs ({by_kind})" if rows else "no runs here yet",
         crumbs=[{"text": site.title, "href": None}], blocks=blocks,
     )  # fmt: skip

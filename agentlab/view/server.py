@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.errors import ConfigError
-from agentlab.view.files import change_marker, resolve, tree_marker
+from agentlab.view.files import change_marker, marker_token, resolve, tree_marker
 from agentlab.view.site import Site
 
 __all__ = ["POLL_S", "serve"]
@@ -126,8 +126,12 @@ def serve(
                 return
             url = urllib.parse.urlsplit(self.path)
             path = urllib.parse.unquote(url.path).lstrip("/")
+            if path == "favicon.ico":
+                self._send(204, b"", "image/x-icon")
+                return
             if path == "_events":
-                self._events(urllib.parse.parse_qs(url.query).get("run", [None])[0])
+                query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+                self._events(query.get("run", [None])[0], query.get("since", [""])[0])
                 return
             try:
                 page = site.render(path)
@@ -139,7 +143,7 @@ def serve(
                 return
             self._send(200, page.body, page.ctype, page.raw)
 
-        def _events(self, rel: str | None) -> None:
+        def _events(self, rel: str | None, since: str) -> None:
             if rel is None:
 
                 def marker() -> Any:
@@ -158,6 +162,8 @@ def serve(
             quiet = 0.0
             try:
                 self.wfile.write(b"retry: 2000\n\n")
+                if since and since != marker_token(last):  # it moved while the page loaded
+                    self.wfile.write(b"event: change\ndata: {}\n\n")
                 self.wfile.flush()
                 while not stopping.is_set():
                     time.sleep(POLL_S)

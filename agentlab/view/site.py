@@ -19,6 +19,7 @@ Links are relative, so a bundle opens from disk as the server's pages do.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import re
 import threading
 import urllib.parse
@@ -29,7 +30,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from agentlab.view.files import Entry, find_entries, resolve
+from agentlab.view.files import (
+    Entry,
+    change_marker,
+    find_entries,
+    marker_token,
+    resolve,
+    tree_marker,
+)
+
+#: the change marker of what the page being rendered shows, taken before its data is read
+_SINCE: contextvars.ContextVar[str | None] = contextvars.ContextVar("since", default=None)
 
 __all__ = ["Page", "Site", "href"]
 
@@ -137,6 +148,8 @@ class Site:
 
         path = path.lstrip("/")
         if path in ("", "index.html"):
+            if self.live:
+                _SINCE.set(marker_token(tree_marker(self.root)))
             return Page(pages.index_page(self).encode())
         if path in ("view.js", "plotly.min.js"):
             return Page(_static(path), "text/javascript; charset=utf-8")
@@ -159,6 +172,8 @@ class Site:
         entry = self.entries().get(rel)
         if entry is None:
             return None
+        if self.live:
+            _SINCE.set(marker_token(change_marker(entry.path)))
         html = pages.run_part(self, entry, name)
         return None if html is None else Page(html.encode())
 
@@ -181,5 +196,8 @@ class Site:
         base = self.base(path)
         live = None
         if self.live:
-            live = base + "_events" + (f"?run={urllib.parse.quote(rel)}" if rel is not None else "")
+            query = {"since": _SINCE.get() or ""}
+            if rel is not None:
+                query["run"] = rel
+            live = base + "_events?" + urllib.parse.urlencode(query)
         return {"root": base, "live": live}

@@ -280,6 +280,14 @@ def test_the_index_is_silent_when_idle_and_follows_a_commit(tmp_path: Path, page
         took = time.monotonic() - t0
         assert took < 2.0 + 1.5, took  # within ~2 s of the commit (+ the tick itself)
         assert len([r for r in requests if "/_events" not in r]) == 1  # one fetch of the rows
+        # a run's own page follows it the same way (its header tiles)
+        page.locator("#runs a", has_text="growing").click()
+        page.wait_for_load_state("networkidle")
+        assert page.evaluate(TILE, "ticks") == "2"
+        worker = threading.Thread(target=soc.run_sync, args=(1,), daemon=True)
+        worker.start()
+        worker.join(30)
+        page.wait_for_function(f"() => ({TILE})('ticks') === '3'", timeout=10_000)
     soc.close()
 
 
