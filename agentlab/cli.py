@@ -198,11 +198,13 @@ def _add_runs(sub: argparse._SubParsersAction) -> None:
 def _add_view(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser(
         "view",
-        help="browse the runs, experiments and sweeps under a folder in a web page",
-        description="Serve a local page listing every run and sweep under DIR (status, size, "
-        "key figures, parameters); open one for its timeline, LLM traffic, conversation "
-        "replay, spans and errors. Pages of runs still being written refresh themselves. "
-        "--bundle writes the same pages as a static site instead.",
+        help="browse the runs, experiments, sweeps and papers under a folder in a web page",
+        description="Serve a local page listing every run, sweep and paper under DIR (search, "
+        "sort, filter by kind, status, parameter and date); open one for its errors (with "
+        "tracebacks), LLM calls (prompts and replies when recorded: AGENTLAB_LLM_IO=1), "
+        "messages, spans, per-agent timelines and charts; an experiment by topology and run "
+        "(call graph); a sweep's metrics against its parameters. Open pages follow running "
+        "runs. --bundle writes the same pages as a static site instead.",
         formatter_class=_Formatter,
         allow_abbrev=False,
     )
@@ -210,7 +212,7 @@ def _add_view(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--bundle", default=None, metavar="OUT", help="write a static site to OUT")
     v.add_argument("--host", default="127.0.0.1", help="address to bind")
     v.add_argument("--port", type=int, default=8700, help="port to bind (0: any free port)")
-    v.set_defaults(target="agentlab.viewer:main")
+    v.set_defaults(target="agentlab.view:main")
 
 
 def _add_params(p: argparse.ArgumentParser, metavar: str, multi: bool) -> None:

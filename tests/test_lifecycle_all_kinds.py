@@ -125,8 +125,8 @@ def _threads(out: Path) -> None:
 def _index_rows(page: str) -> dict[str, str]:
     """The view index's run rows: link text -> the row's cell texts joined by '|'."""
     rows = {}
-    table = page.split('id="runs"', 1)[1]
-    for tr in re.findall(r"<tr>(.*?)</tr>", table, flags=re.S):
+    table = page.split('id="runs"', 1)[1].split("</table>", 1)[0]
+    for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", table, flags=re.S):
         cells = [html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
                  for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, flags=re.S)]  # fmt: skip
         if cells:
@@ -211,8 +211,9 @@ def test_every_reader_agrees_on_status_and_errors_for_every_kind(
     # agentlab view: the index lists every run with the same status and error total (a
     # sweep's point runs too, where the index lists them)
     rows = _index_rows(_index(root, None))
-    listed = {n: s for n, s in summaries.items() if n != "sweep"}
-    children = {str(c.path.relative_to(root)): c for c in summaries["sweep"].children}
+    listed = dict(summaries)  # the sweep is a row of the runs list, too
+    children = {str(c.path.relative_to(root)): c
+                for parent in ("sweep", "paper") for c in summaries[parent].children}  # fmt: skip
     assert set(listed) <= set(rows) <= set(listed) | set(children)
     listed.update({n: c for n, c in children.items() if n in rows})
     for name, s in listed.items():

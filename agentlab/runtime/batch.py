@@ -240,11 +240,12 @@ async def _step_one(
                     "error_class": type(exc).__name__,
                     "error": str(exc)[:500],
                 }
-                log.add("agent_errors", err)
+                tb = traceback.format_exc()[-2000:]
+                log.add("agent_errors", {**err, "traceback": tb})
                 proxy.trace.record_event("agent.error", **err)
                 if agent is not None:
                     try:
-                        agent.log("errors", {**err, "traceback": traceback.format_exc()[-2000:]})
+                        agent.log("errors", {**err, "traceback": tb})
                     except OSError:
                         pass
                 if final:

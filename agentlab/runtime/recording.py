@@ -87,17 +87,52 @@ class RecordingLLM:
             resp = self.client.complete_now(messages, agent_id=agent_id, labels=labels)
             if resp is not None:
                 self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs)
+                if self._services.llm_io:
+                    self._io(resp.record, messages, resp, None, tick, counter)
                 return resp
         try:
             resp = await self.client.complete(messages, agent_id=agent_id, labels=labels, **kwargs)
         except LLMError as err:
             self._log(getattr(err, "record", None), tick, t0, None, counter, kwargs)
+            if self._services.llm_io:
+                self._io(getattr(err, "record", None), messages, None, err, tick, counter)
             raise
         except BaseException:
             self._span(counter, t0, tick, "error", "cancelled", None, None, kwargs)
             raise
         self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs)
+        if self._services.llm_io:
+            self._io(resp.record, messages, resp, None, tick, counter)
         return resp
+
+    def _io(
+        self,
+        record: CallRecord | None,
+        messages: list[dict[str, Any]],
+        resp: LLMResponse | None,
+        err: BaseException | None,
+        tick: int | None,
+        counter: AgentContext | None,
+    ) -> None:
+        """The ``llm_io`` row (prompt and reply) of a finished call (``llm_io=True``)."""
+        if record is None:  # no request id to link it to
+            return
+        row = {
+            "request_id": record.request_id,
+            "run_id": (record.labels or {}).get("run_id") or self._services.run_id,
+            "tick": tick,
+            "agent_id": record.agent_id,
+            "messages": list(messages),  # the caller may append the reply to its list
+            "reply": resp.text if resp is not None else None,
+            "tool_calls": [tc.to_openai() for tc in resp.tool_calls] if resp is not None else None,
+            "error": None if err is None else f"{type(err).__name__}: {err}"[:2000],
+            "schema_version": 1,
+        }
+        log: BatchLog | None = getattr(counter, "log", None)
+        if log is not None:
+            log.add("llm_io", row)
+        else:
+            self._services.replay.append("llm_io", row)
 
     def stream(
         self,

@@ -74,6 +74,9 @@ class RunServices:
             ``AGENTLAB_LLM_SPANS`` or 1: every call). Chosen by a hash of the agent, tick
             and call number (else the request id), so a rerun traces the same agents'
             calls; the ``llm_calls`` rows are always complete.
+        llm_io: also write each call's prompt and reply to the ``llm_io`` dataset
+            (default ``AGENTLAB_LLM_IO`` = ``1``/``0``, off): what ``agentlab view`` shows
+            behind a call, an error or a message.
 
     Raises:
         ConfigError: ``llm_spans`` is not a fraction from 0 to 1.
@@ -89,6 +92,7 @@ class RunServices:
         run_id: str = "",
         clock: str = "real",
         llm_spans: float | None = None,
+        llm_io: bool | None = None,
     ) -> None:
         self.run_dir = str(run_dir)
         self._live: dict[str, Any] = {}
@@ -101,6 +105,9 @@ class RunServices:
         self.run_id = run_id or Path(run_dir).name
         self.clock_name = clock
         self.llm_spans = _span_rate(llm_spans)
+        if llm_io is None:
+            llm_io = os.environ.get("AGENTLAB_LLM_IO", "0") not in ("", "0")
+        self.llm_io = bool(llm_io)
         #: a Ray handle on the run's human desk (``runtime/ray_human.py``): set in the copy
         #: a Ray task gets, so ``ask_user`` goes through the driver, not the run directory
         self.human_desk: Any = None
@@ -121,6 +128,7 @@ class RunServices:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state.setdefault("llm_spans", 1.0)  # pickled by an older version
+        state.setdefault("llm_io", False)
         self.__dict__.update(state)
         self.__dict__.setdefault("human_desk", None)
 
@@ -157,7 +165,7 @@ class RunServices:
             # real providers also record a response cache in the run dir (llm="cache:RUN")
             client = client.with_cache(str(self._live.get("stage_root", self.run_dir)))
             # declared before the first row, so no column type is ever inferred
-            catalog.register(self.replay, ("llm_calls", "llm_attempts"), module=__name__)
+            catalog.register(self.replay, self._llm_datasets(), module=__name__)
             llm = self._live["llm"] = RecordingLLM(client, self)
         return llm  # type: ignore[no-any-return]
 
@@ -165,8 +173,15 @@ class RunServices:
         """Record ``client``'s calls in this process instead of the run's ``LLMClient``'s
         (a virtual batch on Ray, whose calls the time server answers:
         ``runtime/vclock_worker.py``)."""
-        catalog.register(self.replay, ("llm_calls", "llm_attempts"), module=__name__)
+        catalog.register(self.replay, self._llm_datasets(), module=__name__)
         self._live["llm"] = RecordingLLM(client, self)
+
+    def _llm_datasets(self) -> tuple[str, ...]:
+        return (
+            ("llm_calls", "llm_attempts", "llm_io")
+            if self.llm_io
+            else ("llm_calls", "llm_attempts")
+        )
 
     @property
     def replay(self) -> ReplaySink:

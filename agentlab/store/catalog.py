@@ -109,6 +109,13 @@ CATALOG: dict[str, DatasetSpec] = {
             blocks=_J, tick=_B, ts=_D, bytes=_B, run_id=_V,
         ),
         _spec(
+            "llm_io",
+            "prompt and reply of each LLM call, when the run records them (RunServices "
+            "llm_io=True or AGENTLAB_LLM_IO=1); request_id links the llm_calls row",
+            request_id=_V, run_id=_V, tick=_B, agent_id=_V, messages=_J, reply=_V,
+            tool_calls=_J, error=_V,
+        ),
+        _spec(
             "agent_profiles",
             "one row per agent at creation: id, type, persona name, config",
             agent_id=_V, type=_V, name=_V, config=_J,
@@ -122,6 +129,7 @@ CATALOG: dict[str, DatasetSpec] = {
             "agent_errors",
             "one row per failed agent-step attempt (retried or final)",
             agent_id=_V, type=_V, tick=_B, attempt=_B, final=_F, error_class=_V, error=_V,
+            traceback=_V,
         ),
         _spec(
             "batch_failures",

@@ -1,11 +1,14 @@
-"""``agentlab view`` in Chromium: list a folder with a society run, an experiment and a
-sweep, open each, follow a run while it is written; ``--bundle`` offline (marker
-``browser``). Screenshots go to ``test-output/browser/view_*.png``."""
+"""``agentlab view`` in Chromium (marker ``browser``): a society run, a topology
+experiment, a sweep and a paper with every link followed; a 600-run experiment whose
+largest page stays under 1 MB; a folder of 300 runs filtered by a parameter; an error row
+to its LLM call's prompt and reply; an index that makes no request while nothing changes
+and follows a running run; ``--bundle`` offline. Screenshots at 400 and 1,600 px go to
+``test-output/browser/view_*.png``."""
 
+# ruff: noqa: F811 (the session fixtures of tests/view, shared with these tests)
 from __future__ import annotations
 
-import asyncio
-import json
+import contextlib
 import os
 import subprocess
 import sys
@@ -18,57 +21,29 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import CHROMIUM, FLAGS, REPO, SHOTS, _free_port, write_notebook
+from tests.browser.conftest import CHROMIUM, FLAGS, REPO, SHOTS, _free_port
 from tests.browser.test_static_forms import Offline
+from tests.view.conftest import (  # noqa: F401
+    SOCIETY,
+    big_experiment,
+    folder_300,
+    mixed_folder,
+)
 
 pytestmark = pytest.mark.browser
 
-TILE = """(label) => {
-  for (const t of document.querySelectorAll('.tile')) {
-    if (t.querySelector('.l').textContent === label) return t.querySelector('.v').textContent;
-  }
-  return null;
+WIDTHS = (400, 1600)
+TILE = """(key) => {
+  const t = document.querySelector(`.tile[data-key="${key}"] .v`);
+  return t ? t.textContent.trim() : null;
 }"""
+LINKS = """() => [...new Set([...document.querySelectorAll('a[href]')]
+  .map((a) => a.href.split('#')[0]).filter((h) => h.startsWith(location.origin)))]"""
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from agentlab.llm import LLMClient
-    from agentlab.runtime import Society
-    from agentlab.sweep import sweep
-    from agentlab.topology import Experiment
-
-    root = tmp_path_factory.mktemp("view") / "runs"
-    soc = Society.create(root / "society", agents=4, llm="sim/instant", seed=0, progress=False)
-    soc.run_sync(3)
-    soc.close()
-    llm = LLMClient("sim/instant")
-    exp = Experiment(topologies=["star"], agents=3, runs=2, llm=llm, seed=0, clock="virtual",
-                     out=root / "experiment", progress=False)  # fmt: skip
-    asyncio.run(exp.run())
-    nb = root.parent / "tiny.ipynb"
-    write_notebook(nb, ["x = 1", "from agentlab.sweep import record\nrecord('twice', 2 * x)"])
-    nbj = json.loads(nb.read_text())
-    nbj["cells"][0]["metadata"]["tags"] = ["parameters"]
-    nb.write_text(json.dumps(nbj))
-    sweep(nb, {"x": [1, 2]}, out=root / "sweep", executor="local", progress=False)
-    return root
-
-
-@pytest.fixture()
-def page() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium not installed (apt-get install -y chromium)")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        pg = browser.new_page(viewport={"width": 1200, "height": 1000})
-        yield pg
-        browser.close()
-
-
-@pytest.fixture()
-def server(folder: Path) -> Iterator[str]:
+@contextlib.contextmanager
+def view_server(folder: Path) -> Iterator[str]:
+    """``agentlab view FOLDER`` as a user starts it (the CLI, its own process)."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "agentlab.cli", "view", str(folder), "--port", str(port)]
@@ -77,7 +52,7 @@ def server(folder: Path) -> Iterator[str]:
     deadline = time.monotonic() + 60
     while True:
         try:
-            urllib.request.urlopen(url, timeout=5).close()
+            urllib.request.urlopen(url + "view.js", timeout=5).close()
             break
         except OSError:
             assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()  # type: ignore[union-attr]
@@ -89,88 +64,254 @@ def server(folder: Path) -> Iterator[str]:
         proc.wait(10)
 
 
-def _shot(page: Any, name: str) -> None:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium not installed (apt-get install -y chromium)")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser: Any) -> Iterator[Any]:
+    pg = browser.new_page(viewport={"width": 1200, "height": 900})
+    yield pg
+    pg.close()
+
+
+@pytest.fixture(scope="module")
+def mixed_url(mixed_folder: Path) -> Iterator[str]:
+    with view_server(mixed_folder) as url:
+        yield url
+
+
+def shoot(page: Any, name: str) -> None:
+    """Screenshots of the current page at 400 and 1,600 px."""
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"view_{name}.png"), full_page=True)
+    for w in WIDTHS:
+        page.set_viewport_size({"width": w, "height": 900})
+        page.wait_for_timeout(300)  # charts follow their cell's width
+        page.screenshot(path=str(SHOTS / f"view_{name}_{w}.png"), full_page=False)
+    page.set_viewport_size({"width": 1200, "height": 900})
 
 
-def test_view_lists_and_opens_a_society_an_experiment_and_a_sweep(server: str, page: Any) -> None:
+def crawl(page: Any, start: str, limit: int | None = None) -> dict[str, int]:
+    """Open every page reachable from ``start`` in the browser; ``{url: bytes}``.
+    Fails on any status but 200."""
+    seen, todo, sizes = {start}, [start], {}
+    while todo and (limit is None or len(sizes) < limit):
+        url = todo.pop(0)
+        res = page.goto(url)
+        assert res is not None and res.status == 200, (url, res and res.status)
+        sizes[url] = len(res.body())
+        if "/f/" in url or not res.headers.get("content-type", "").startswith("text/html"):
+            continue
+        for link in page.evaluate(LINKS):
+            if link not in seen:
+                seen.add(link)
+                todo.append(link)
+    return sizes
+
+
+def test_every_link_of_a_society_an_experiment_a_sweep_and_a_paper(
+    mixed_url: str, page: Any
+) -> None:
     net = Offline(page)
-    page.goto(server)
-    runs = page.locator("#runs tr").all_inner_texts()
-    names = [r.split("\t")[0] for r in runs[1:]]
-    assert "society" in names and "experiment" in names, runs
-    assert "society\tsociety" in "\n".join(runs)  # kind column
-    sweeps = page.locator("#sweeps tr").all_inner_texts()
-    assert len(sweeps) == 2 and sweeps[1].startswith("sweep\ttiny.ipynb\t2\t2"), sweeps
-    _shot(page, "index")
+    sizes = crawl(page, mixed_url)
+    names = {u.rsplit("/", 1)[-1].split("-")[0] for u in sizes}
+    assert {"index.html", "errors", "calls", "messages", "agents", "agent", "topology", "xrun",
+            "point", "paper.html"} <= names, names  # fmt: skip
+    assert max(sizes.values()) < 1_000_000
+    failed = [u for u in net.failed if "/_events" not in u]  # a stream left by navigation
+    assert net.blocked == [] and failed == [], (net.blocked, failed)
 
-    page.locator("#runs a", has_text="society").first.click()
-    page.wait_for_selector(".plotly-graph-div .main-svg")
+    page.goto(mixed_url)
+    rows = page.locator("#runs tbody tr")
+    assert rows.count() == 5
+    shoot(page, "index")
+    page.locator("#runs a", has_text=SOCIETY).click()
+    page.wait_for_selector(".js-plotly-plot .main-svg")
     assert page.evaluate(TILE, "ticks") == "3"
-    assert "LLM calls per tick" in page.inner_text("body")
-    # agent states by tick: the last tick is shown, another one on demand
-    shown = "#agent-states tr[data-tick]:visible"
-    assert page.locator(shown).count() == 4
-    assert {page.locator(shown).nth(i).get_attribute("data-tick") for i in range(4)} == {"3"}
-    page.select_option("#state-tick", "1")
-    assert page.locator(shown).first.get_attribute("data-tick") == "1"
-    _shot(page, "society")
+    assert int(page.evaluate(TILE, "step_errors")) > 0
+    shoot(page, "society")
+    page.locator("#parts a", has_text="Agents").click()
+    page.locator("#agents a").first.click()
+    page.wait_for_selector("#timeline tbody tr")
+    assert page.locator("#timeline tbody tr").count() == 3  # one row per tick
+    shoot(page, "agent_timeline")
 
-    page.goto(server)
-    page.locator("#runs a", has_text="experiment").first.click()
-    page.wait_for_selector("#messages")
-    rows = page.locator("#messages tr").count() - 1
-    assert rows > 5
-    page.fill("#msg-filter", "expert_2")
-    visible = page.evaluate(
-        "() => [...document.querySelectorAll('#messages tr:not(:first-child)')]"
-        ".filter((r) => r.style.display !== 'none').length"
-    )
-    assert 0 < visible < rows  # the replay filter works
-    _shot(page, "experiment")
+    page.goto(mixed_url)
+    page.locator("#runs a", has_text="sweep").click()
+    page.wait_for_selector(".js-plotly-plot .main-svg")
+    assert "twice vs x" in page.inner_text("body")  # metric against parameter, with CIs
+    assert page.locator("#points tbody tr").count() == 4
+    shoot(page, "sweep")
+    page.locator("#points a").first.click()
+    assert "Recorded results" in page.inner_text("body")
 
-    page.goto(server)
-    page.locator("#sweeps a").first.click()
-    page.wait_for_selector("h1:has-text('sweep')")
-    table = page.locator("table tr").all_inner_texts()
-    assert len(table) == 3 and "twice" in table[0], table
-    _shot(page, "sweep")
-    assert net.blocked == [] and net.failed == [], (net.blocked, net.failed)
+    page.goto(mixed_url)
+    page.locator("#runs a", has_text="paper").first.click()
+    page.wait_for_selector("#table-table1")
+    assert page.locator("#child-runs a", has_text="society").count() == 1
+    shoot(page, "paper")
+    with page.expect_navigation():
+        page.locator("#paper-html a").click()
+    assert page.url.endswith("/f/paper/paper.html")
 
 
-def test_view_follows_a_run_while_it_is_written(server: str, folder: Path, page: Any) -> None:
+def test_from_an_error_row_to_its_llm_calls_prompt_and_reply(mixed_url: str, page: Any) -> None:
+    page.goto(mixed_url)
+    page.locator("#runs a", has_text=SOCIETY).click()
+    page.locator("#parts a", has_text="Errors").click()
+    row = page.locator("#errors tbody tr", has_text="step error").first
+    agent = row.locator("td").nth(1).inner_text()
+    tick = row.locator("td").nth(2).inner_text()
+    row.locator("td").nth(4).locator("summary").click()  # the traceback
+    assert "Traceback (most recent call last)" in row.inner_text()
+    shoot(page, "errors")
+    row.locator("a", has_text="prompt & reply").click()
+    target = page.locator("#calls tbody tr:target")
+    target.wait_for()
+    cells = target.locator("td")
+    assert cells.nth(1).inner_text() == agent and cells.nth(2).inner_text() == tick
+    assert cells.nth(6).inner_text() != "ok"  # the call the step failed on
+    io = target.locator("details")
+    assert io.get_attribute("open") is not None  # opened by the link
+    text = io.inner_text()
+    assert "prompt · system" in text and "prompt · user" in text and "reply" in text
+    assert f"You are {agent}" in text or agent in text  # the agent's own prompt
+    shoot(page, "call")
+
+    # from a message and from a span to the call that wrote / made it
+    for part, table in (("Messages", "#messages"), ("Spans", "#spans")):
+        page.goto(mixed_url)
+        page.locator("#runs a", has_text=SOCIETY).click()
+        page.locator("#parts a", has_text=part).click()
+        row = page.locator(f"{table} tbody tr", has_text="prompt & reply").first
+        sender = row.locator("td").nth(2 if part == "Messages" else 1).inner_text()
+        row.locator("a", has_text="prompt & reply").click()
+        target = page.locator("#calls tbody tr:target")
+        assert target.locator("td").nth(1).inner_text() == sender
+        assert "prompt · user" in target.locator("details[open]").inner_text()
+    page.goto(mixed_url)
+    page.locator("#runs a", has_text=SOCIETY).click()
+    page.locator("#parts a", has_text="Messages").click()
+    rows = page.locator("#messages tbody tr")
+    total = rows.count()
+    page.fill("input.row-filter", "llm-00001")
+    visible = page.evaluate("() => [...document.querySelectorAll('#messages tbody tr')]"
+                            ".filter((r) => !r.hidden).length")  # fmt: skip
+    assert 0 < visible < total  # the conversation filter
+
+
+@pytest.mark.slow
+def test_a_600_run_experiment_drills_down_and_stays_small(big_experiment: Path, page: Any) -> None:
+    with view_server(big_experiment) as url:
+        page.goto(url)
+        page.locator("#runs a", has_text="topology600").click()
+        page.wait_for_selector("#topologies")
+        assert page.locator("#topologies tbody tr").count() == 3
+        shoot(page, "experiment600")
+        exp = page.url
+        sizes = crawl(page, exp, limit=30)  # overview, its parts, topologies, runs
+        page.goto(exp)
+        page.locator("#topologies a", has_text="full_mesh").click()
+        assert "200 runs" in page.inner_text("body")
+        page.locator(".pager a[rel=next]").first.click()
+        page.locator("#xruns a").first.click()
+        page.wait_for_selector(".js-plotly-plot .main-svg")  # the call graph
+        assert "Call graph" in page.inner_text("body")
+        shoot(page, "experiment600_run")
+        # the last page of each paged part exists and is small as well
+        for part in ("calls", "messages", "errors", "agents"):
+            page.goto(url + f"r/topology600/{part}-1.html")
+            last = page.locator(".pager a", has_text="last")
+            if last.count():
+                res = page.goto(last.first.evaluate("(a) => a.href"))
+                assert res is not None and res.status == 200
+                sizes[page.url] = len(res.body())
+        assert max(sizes.values()) < 1_000_000, max(sizes.items(), key=lambda kv: kv[1])
+        print(f"\nlargest of {len(sizes)} pages: {max(sizes.values()):,} bytes")
+
+
+def test_a_folder_of_300_runs_filtered_by_a_parameter(folder_300: Path, page: Any) -> None:
+    with view_server(folder_300) as url:
+        page.goto(url)
+        assert page.locator("#runs tbody tr").count() == 300
+        page.fill("#f-param", "agents=3, topology=b")
+        shown = page.evaluate(
+            "() => [...document.querySelectorAll('#runs tbody tr')].filter((r) => !r.hidden)"
+            ".map((r) => r.cells[0].textContent)"
+        )
+        want = [f"run-{i:03d}" for i in range(300) if 1 + i % 5 == 3 and i % 3 == 1]
+        assert sorted(shown) == want and len(want) == 20
+        assert page.inner_text("#shown").startswith("20 of 300")
+        shoot(page, "index300_filtered")
+        page.fill("#f-param", "")
+        page.fill("#q", "run-29")
+        assert page.evaluate("() => [...document.querySelectorAll('#runs tbody tr')]"
+                             ".filter((r) => !r.hidden).length") == 10  # fmt: skip
+
+
+def test_the_index_is_silent_when_idle_and_follows_a_commit(tmp_path: Path, page: Any) -> None:
     from agentlab.runtime import Society
 
-    soc = Society.create(folder / "growing", agents=3, llm="sim/instant", seed=1,
-                         progress=False, tick_seconds=0.4)  # fmt: skip
+    root = tmp_path / "runs"
+    soc = Society.create(root / "growing", agents=2, llm="sim/instant", seed=1, progress=False)
     soc.run_sync(1)
-    page.goto(server + "run-growing.html")
-    assert page.evaluate(TILE, "ticks") == "1"
-    worker = threading.Thread(target=soc.run_sync, args=(15,), daemon=True)
-    worker.start()
-    try:
-        # the page refreshes itself; no reload from the test
-        page.wait_for_function(f"() => Number(({TILE})('ticks')) >= 4", timeout=30_000)
-        _shot(page, "following")
-    finally:
-        soc.stop()
+    with view_server(root) as url:
+        page.goto(url)
+        page.wait_for_load_state("networkidle")
+        cell = "#runs tbody tr td:nth-child(5)"
+        assert page.inner_text(cell) == "1"
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.wait_for_timeout(5000)
+        assert requests == []  # nothing changes: not one request
+        t0 = time.monotonic()
+        worker = threading.Thread(target=soc.run_sync, args=(1,), daemon=True)
+        worker.start()
         worker.join(30)
-        soc.close()
+        page.wait_for_function(f"() => document.querySelector('{cell}').textContent === '2'",
+                               timeout=10_000)  # fmt: skip
+        took = time.monotonic() - t0
+        assert took < 2.0 + 1.5, took  # within ~2 s of the commit (+ the tick itself)
+        assert len([r for r in requests if "/_events" not in r]) == 1  # one fetch of the rows
+        # a run's own page follows it the same way (its header tiles)
+        page.locator("#runs a", has_text="growing").click()
+        page.wait_for_load_state("networkidle")
+        assert page.evaluate(TILE, "ticks") == "2"
+        worker = threading.Thread(target=soc.run_sync, args=(1,), daemon=True)
+        worker.start()
+        worker.join(30)
+        page.wait_for_function(f"() => ({TILE})('ticks') === '3'", timeout=10_000)
+    soc.close()
 
 
-def test_view_bundle_opens_offline(folder: Path, page: Any, tmp_path: Path) -> None:
+def test_the_bundle_opens_offline(mixed_folder: Path, page: Any, tmp_path: Path) -> None:
     out = tmp_path / "site"
     proc = subprocess.run(
-        [sys.executable, "-m", "agentlab.cli", "view", str(folder), "--bundle", str(out)],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "agentlab.cli", "view", str(mixed_folder), "--bundle", str(out)],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert len(list(out.glob("plotly.min.js"))) == 1
+    assert len(list(out.rglob("plotly.min.js"))) == 2  # the viewer's, and the paper's own
     net = Offline(page)
     page.goto((out / "index.html").as_uri())
-    page.locator("#runs a", has_text="society").first.click()
-    page.wait_for_selector(".plotly-graph-div .main-svg")
+    page.locator("#runs a", has_text=SOCIETY).click()
+    page.wait_for_selector(".js-plotly-plot .main-svg")
     assert page.evaluate(TILE, "ticks") == "3"
-    _shot(page, "bundle")
-    assert net.blocked == [] and net.failed == [], (net.blocked, net.failed)
+    page.locator("#parts a", has_text="Errors").click()
+    page.locator("#errors a", has_text="prompt & reply").first.click()
+    page.locator("#calls tbody tr:target details[open]").wait_for()
+    page.goto((out / "index.html").as_uri())
+    page.locator("#runs a", has_text="experiment").click()
+    page.locator("#topologies a").first.click()
+    page.locator("#xruns a").first.click()
+    page.wait_for_selector(".js-plotly-plot .main-svg")
+    shoot(page, "bundle_xrun")
+    failed = [u for u in net.failed if "/_events" not in u]  # a stream left by navigation
+    assert net.blocked == [] and failed == [], (net.blocked, failed)

@@ -1,0 +1,148 @@
+"""Charts of the browser's pages, as HTML fragments on one shared ``plotly.min.js``.
+
+The IAT histogram is :func:`agentlab.analysis.figures.iat_histogram_figure`, the chart
+the widgets and static snapshots draw (one chart code base); the rest are small here:
+calls per tick, a sub-run's call graph (who called the LLM when, in which stage), and a
+sweep's recorded metric against a parameter with replicate confidence intervals. Every
+chart carries pre-aggregated data only (binned, one bar per call of one run, one point
+per combination), so a page stays small whatever the run's size; widths follow the page
+(``responsive``), readable from 400 to 1,600 px.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "call_graph_chart",
+    "calls_per_tick_chart",
+    "iat_chart",
+    "recorded_figure_chart",
+    "sweep_metric_chart",
+]
+
+_CONFIG = {"responsive": True, "displaylogo": False}
+
+
+def _html(fig: Any, height: int = 320) -> str:
+    fig.update_layout(
+        height=height,
+        autosize=True,
+        margin={"l": 56, "r": 12, "t": 36, "b": 48},
+        legend={"orientation": "h", "y": -0.25},
+        template="plotly_white",
+    )
+    return str(
+        fig.to_html(full_html=False, include_plotlyjs=False, config=_CONFIG, default_width="100%")
+    )
+
+
+def calls_per_tick_chart(timeline: Any) -> dict[str, str] | None:
+    """LLM calls (and errors) per committed tick, from the ``timeline`` dataset."""
+    if timeline is None or not len(timeline) or "llm_calls" not in timeline:
+        return None
+    import plotly.graph_objects as go
+
+    t = timeline.sort_values("tick")
+    fig = go.Figure(go.Bar(x=t["tick"], y=t["llm_calls"], name="LLM calls"))
+    if "errors" in t and t["errors"].fillna(0).sum():
+        fig.add_trace(
+            go.Bar(x=t["tick"], y=t["errors"], name="step errors", marker_color="#cf222e")
+        )
+    fig.update_xaxes(title_text="tick", tickformat="d")
+    fig.update_yaxes(title_text="per tick", rangemode="tozero")
+    return {"title": "LLM calls per tick", "html": _html(fig)}
+
+
+def iat_chart(calls: Any, by: str | None) -> dict[str, str] | None:
+    """Inter-arrival times of the run's LLM calls (log-binned; per topology for an
+    experiment), the shared :func:`~agentlab.analysis.figures.iat_histogram_figure`."""
+    from agentlab.analysis.figures import iat_histogram_figure
+    from agentlab.analysis.iat import iat_df
+
+    if calls is None or len(calls) < 3 or "start" not in calls:
+        return None
+    groups = [c for c in ("topology", "run_id") if by == "topology" and c in calls]
+    iats = iat_df(calls, stage=None, by=groups or None)
+    iats = iats[iats["iat"] > 0]
+    if len(iats) < 2:
+        return None
+    fig = iat_histogram_figure(iats, by="topology" if groups else None, title="")
+    return {"title": "LLM call inter-arrival times", "html": _html(fig)}
+
+
+def call_graph_chart(calls: Any) -> dict[str, str] | None:
+    """One bar per LLM call of one run: agent (y) against time (x), coloured by stage."""
+    if calls is None or not len(calls):
+        return None
+    import plotly.graph_objects as go
+
+    c = calls.sort_values("start")
+    t0 = float(c["start"].min())
+    stage = c["stage"].fillna("–").astype(str) if "stage" in c else None
+    fig = go.Figure()
+    groups = stage.unique() if stage is not None else ["calls"]
+    for g in groups:
+        part = c[stage == g] if stage is not None else c
+        fig.add_trace(
+            go.Bar(
+                y=part["agent_id"].fillna("?").astype(str),
+                x=(part["end"] - part["start"]).round(4),
+                base=(part["start"] - t0).round(4),
+                orientation="h",
+                name=str(g),
+                customdata=part["request_id"],
+                hovertemplate="%{y} · %{customdata}<br>%{base:.2f}s + %{x:.2f}s<extra>"
+                + str(g)
+                + "</extra>",
+            )
+        )
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title_text="seconds since the run's first call")
+    fig.update_yaxes(title_text="", categoryorder="category descending")
+    n = c["agent_id"].nunique()
+    return {
+        "title": "Call graph: who called the LLM when, by stage",
+        "html": _html(fig, 160 + 28 * n),
+    }
+
+
+def sweep_metric_chart(agg: Any, param: str, metric: str) -> dict[str, str]:
+    """``metric`` against ``param`` (rows of ``sweep.summary.aggregate_df``): the mean with
+    its replicate confidence interval."""
+    import plotly.graph_objects as go
+
+    a = agg.sort_values(param)
+    mean = a[f"{metric}_mean"]
+    err = {
+        "type": "data",
+        "symmetric": False,
+        "array": (a[f"{metric}_ci_high"] - mean).fillna(0),
+        "arrayminus": (mean - a[f"{metric}_ci_low"]).fillna(0),
+    }
+    fig = go.Figure(
+        go.Scatter(
+            x=a[param].astype(str) if a[param].dtype == object else a[param],
+            y=mean,
+            error_y=err,
+            mode="lines+markers",
+            name=metric,
+            customdata=a["n"],
+            hovertemplate=f"{param}=%{{x}}<br>{metric}=%{{y:.4g}} (n=%{{customdata}})<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title_text=param)
+    fig.update_yaxes(title_text=f"{metric} (mean, 95% CI)")
+    return {"title": f"{metric} vs {param}", "html": _html(fig)}
+
+
+def recorded_figure_chart(title: str, text: str) -> dict[str, str] | None:
+    """A figure a notebook recorded (``record_figure``: plotly JSON), or None if the file
+    is not a figure."""
+    import plotly.io as pio
+
+    try:
+        fig = pio.from_json(text)
+    except (ValueError, TypeError):
+        return None
+    return {"title": title, "html": _html(fig)}

@@ -1,0 +1,376 @@
+"""What the browser's pages show, read from run directories (queries, no HTML).
+
+- :func:`runs_rows`: one row per run, sweep and paper under a folder — the rows of the
+  index page and of ``agentlab runs``.
+- :func:`run_summary`: the header numbers of one run, in the one error vocabulary
+  (``step_errors``, ``tool_errors``, ``llm_failures`` by kind, ``total``): those of
+  :func:`agentlab.store.summary.summarize_run`, as ``runs``, ``report`` and the widgets.
+- paged queries over one run: :func:`errors_df`, :func:`calls_df`, :func:`messages_df`,
+  :func:`agent_timeline_df`; :func:`call_page` finds the page that shows a call.
+
+Each query reads through :func:`agentlab.store.open_run` (DuckDB over the run's JSONL).
+Summaries are cached per run and change marker, so an index over hundreds of runs is
+computed once and then only for the runs that moved.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from agentlab.store.catalog import attempt_kind
+from agentlab.store.run import Run
+from agentlab.store.summary import TOOL_SPANS, summarize_run
+from agentlab.view.files import Entry, change_marker, find_entries
+
+__all__ = [
+    "CALLS_PER_PAGE",
+    "ROWS_PER_PAGE",
+    "agent_timeline_df",
+    "call_page",
+    "calls_df",
+    "errors_df",
+    "messages_df",
+    "redact",
+    "run_summary",
+    "runs_rows",
+    "span_call",
+    "spans_df",
+]
+
+ROWS_PER_PAGE = 100
+CALLS_PER_PAGE = 40
+
+#: parameter names whose values a page never shows (``--bundle`` travels)
+SECRET = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential|auth|private)", re.I)
+
+_CACHE: dict[tuple[str, Any], dict[str, Any]] = {}
+_LOCK = threading.Lock()
+
+
+def redact(params: Any) -> Any:
+    """``params`` with the value of every secret-looking key (``api_key``, ``token``,
+    ``secret``, ``password``...) replaced by ``"[redacted]"``, recursively."""
+    if isinstance(params, dict):
+        return {k: "[redacted]" if SECRET.search(str(k)) else redact(v) for k, v in params.items()}
+    if isinstance(params, list):
+        return [redact(v) for v in params]
+    return params
+
+
+def _names(run: Run) -> set[str]:
+    return set(run.dataset_names())
+
+
+def _one(run: Run, sql: str) -> Any:
+    df = run.sql(sql)
+    return df.iloc[0, 0] if len(df) else None
+
+
+def run_summary(e: Entry) -> dict[str, Any]:
+    """The header numbers of ``e`` (cached until its change marker moves)."""
+    key = (str(e.path), change_marker(e.path))
+    with _LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    s = summarize_run(e.path).to_dict()
+    s["params"] = redact(s.get("params") or {})
+    with _LOCK:
+        _CACHE[key] = s
+    return s
+
+
+def runs_rows(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """One row per run, sweep and paper under ``root`` (the index page and
+    ``agentlab runs`` print these): ``run`` (path from the root), ``kind``, ``status``,
+    ``created``, ``ended``, ``params``, ``ticks``, ``steps``, ``llm_calls``, the error
+    counts (``step_errors``, ``tool_errors``, ``llm_failures``, ``errors`` = total) and
+    ``parent`` (the sweep or paper holding the run). A run that cannot be read gets
+    ``status`` ``unreadable: <error>`` and zeros, and does not hide the others."""
+    rows = []
+    for e in find_entries(Path(root)):
+        if e.rel == "" and e.kind not in ("sweep", "paper"):
+            name = e.path.name
+        else:
+            name = e.rel or e.path.name
+        try:
+            s = run_summary(e)
+            err = s["errors"]
+            failures = err.get("llm_failures") or {}
+            row = {
+                "run": name,
+                "kind": e.kind,
+                "status": s.get("status"),
+                "created": s.get("created"),
+                "ended": s.get("ended"),
+                "params": s.get("params") or {},
+                "ticks": s.get("ticks", 0),
+                "steps": s.get("steps", 0),
+                "llm_calls": s.get("llm_calls", 0),
+                "step_errors": err.get("step_errors", 0),
+                "tool_errors": err.get("tool_errors", 0),
+                "llm_failures": sum(failures.values()),
+                "errors": err.get("total", 0),
+            }
+        except Exception as exc:  # one damaged run must not hide the others
+            row = {"run": name, "kind": e.kind, "status": f"unreadable: {type(exc).__name__}",
+                   "created": e.manifest.get("created"), "ended": None,
+                   "params": redact(e.manifest.get("params") or {}), "ticks": 0, "steps": 0,
+                   "llm_calls": 0, "step_errors": 0, "tool_errors": 0, "llm_failures": 0,
+                   "errors": 0}  # fmt: skip
+        row["rel"] = e.rel
+        row["parent"] = e.parent
+        rows.append(row)
+    return rows
+
+
+# --- one run, paged ------------------------------------------------------------------------
+
+
+def _page(df: Any, page: int, per: int) -> tuple[Any, int]:
+    pages = max(1, -(-len(df) // per))
+    return df.iloc[(page - 1) * per : page * per], pages
+
+
+def errors_df(run: Run) -> Any:
+    """Every error the run's header counts, in the same vocabulary: ``kind`` (step error,
+    tool error, LLM failure: <kind>), ``agent``, ``tick``, ``message``, ``traceback``,
+    ``request_id`` (the LLM call behind it, where one can be named), ordered by tick.
+
+    Step errors are failed agent-step attempts (a society) or failed runs (an
+    experiment); tool errors are ``env.tool`` / ``env.ask`` spans that failed; LLM
+    failures are calls that failed after their retries (``llm_calls.outcome``)."""
+    import pandas as pd
+
+    have = _names(run)
+    parts = []
+    calls = calls_index(run)
+    if "agent_errors" in have:
+        ae = run.df("agent_errors")
+        tb = ae["traceback"] if "traceback" in ae else pd.Series([None] * len(ae))
+        parts.append(pd.DataFrame({
+            "kind": ["step error" if f else "step error (retried)" for f in ae["final"]],
+            "agent": ae["agent_id"],
+            "tick": ae["tick"],
+            "message": ae["error_class"].fillna("") + ": " + ae["error"].fillna(""),
+            "traceback": tb.values,
+        }))  # fmt: skip
+    if "experiment_runs" in have:
+        xr = run.sql("select run_id, error from experiment_runs where status <> 'ok'")
+        parts.append(pd.DataFrame({
+            "kind": "step error (run failed)", "agent": None, "tick": None,
+            "message": xr["run_id"] + ": " + xr["error"].fillna(""), "traceback": None,
+            "run_id": xr["run_id"],
+        }))  # fmt: skip
+    if "spans" in have:
+        names = ", ".join(f"'{n}'" for n in TOOL_SPANS)
+        sp = run.sql(
+            "select attributes->>'agent_id' agent, try_cast(attributes->>'tick' as bigint) tick, "
+            "coalesce(status_message, attributes->>'tool', name) message from spans "
+            f"where status = 'error' and name in ({names})"
+        )
+        parts.append(sp.assign(kind="tool error", traceback=None))
+    if "llm_calls" in have:
+        lc = run.sql(
+            "select request_id, agent_id, tick, outcome, error from llm_calls "
+            "where outcome is not null and outcome <> 'ok'"
+        )
+        parts.append(pd.DataFrame({
+            "kind": ["LLM failure: " + attempt_kind(o) for o in lc["outcome"]],
+            "agent": lc["agent_id"],
+            "tick": lc["tick"],
+            "message": lc["outcome"] + ": " + lc["error"].fillna(""),
+            "traceback": None,
+            "request_id": lc["request_id"],
+        }))  # fmt: skip
+    cols = ["kind", "agent", "tick", "message", "traceback", "request_id", "run_id"]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts, ignore_index=True).reindex(columns=cols)
+    # a step error's call: the agent's n-th failed call at that tick for its n-th failed
+    # attempt (the one it failed on), else its last call at that tick
+    need = out["request_id"].isna() & out["agent"].notna()
+    if need.any() and len(calls):
+        c = calls.dropna(subset=["agent_id"])
+        last = c.groupby(["agent_id", "tick"])["request_id"].last()
+        bad = c[c["outcome"].fillna("ok") != "ok"].groupby(["agent_id", "tick"])["request_id"]
+        failed = {k: list(v) for k, v in bad}
+        used: dict[Any, int] = {}
+        ids = []
+        for agent, tick in zip(out.loc[need, "agent"], out.loc[need, "tick"], strict=True):
+            k = (agent, tick)
+            n = used[k] = used.get(k, -1) + 1
+            fails = failed.get(k, [])
+            ids.append(fails[n] if n < len(fails) else last.get(k))
+        out.loc[need, "request_id"] = ids
+    return out.sort_values(["tick", "agent"], na_position="last", kind="stable")
+
+
+def calls_index(run: Run) -> Any:
+    """``request_id, agent_id, tick, run_id, start, end, outcome`` of every call, in the
+    order of the calls pages."""
+    import pandas as pd
+
+    if "llm_calls" not in _names(run):
+        return pd.DataFrame(columns=["request_id", "agent_id", "tick", "run_id", "start", "end"])
+    return run.sql(
+        'select request_id, agent_id, tick, run_id, start, "end", outcome, stage, '
+        "topology from llm_calls order by start, request_id"
+    )
+
+
+def call_page(run: Run, request_id: str, *, run_id: str | None = None) -> int | None:
+    """The calls page (1-based) showing ``request_id`` (within sub-run ``run_id``)."""
+    idx = calls_index(run)
+    if run_id is not None:
+        idx = idx[idx["run_id"] == run_id]
+    hit = [i for i, r in enumerate(idx["request_id"]) if r == request_id]
+    return hit[0] // CALLS_PER_PAGE + 1 if hit else None
+
+
+def calls_df(run: Run, page: int, *, run_id: str | None = None) -> tuple[Any, int]:
+    """One page of calls (with ``messages``/``reply``/``tool_calls``/``io_error`` from
+    ``llm_io`` where the run recorded them) and the number of pages."""
+    idx = calls_index(run)
+    if run_id is not None:
+        idx = idx[idx["run_id"] == run_id]
+    part, pages = _page(idx, page, CALLS_PER_PAGE)
+    full = run.sql(
+        "select * from llm_calls where request_id in (select unnest(?))",
+        [list(part["request_id"])],
+    ) if len(part) else part  # fmt: skip
+    full = part[["request_id"]].merge(full, on="request_id", how="left") if len(part) else full
+    if len(part) and "llm_io" in _names(run):
+        io = run.sql(
+            "select request_id, messages, reply, tool_calls, error io_error from llm_io "
+            "where request_id in (select unnest(?))",
+            [list(part["request_id"])],
+        ).drop_duplicates("request_id")
+        full = full.merge(io, on="request_id", how="left")
+    return full, pages
+
+
+def messages_df(run: Run, page: int, *, run_id: str | None = None) -> tuple[Any, int]:
+    """One page of delivered messages (in order) and the number of pages."""
+    import pandas as pd
+
+    if "messages" not in _names(run):
+        return pd.DataFrame(), 1
+    where = "where run_id = ?" if run_id is not None else ""
+    n = int(_one_p(run, f"select count(*) from messages {where}", run_id) or 0)
+    pages = max(1, -(-n // ROWS_PER_PAGE))
+    df = run.sql(
+        f"select tick, ts, hub, sender, receivers, content, run_id from messages {where} "
+        f"order by _seq, ts limit {ROWS_PER_PAGE} offset {(page - 1) * ROWS_PER_PAGE}",
+        [run_id] if run_id is not None else None,
+    )
+    return df, pages
+
+
+def _one_p(run: Run, sql: str, param: Any) -> Any:
+    df = run.sql(sql, [param] if param is not None else None)
+    return df.iloc[0, 0] if len(df) else None
+
+
+def message_call(calls: Any, sender: Any, run_id: Any, ts: Any, tick: Any) -> str | None:
+    """The request id of the call that wrote a message: the sender's call in that run (or
+    tick) that ended last at or before the message's time."""
+    c = calls[calls["agent_id"] == sender]
+    if run_id is not None and "run_id" in c and c["run_id"].notna().any():
+        c = c[c["run_id"] == run_id]
+    elif tick is not None and c["tick"].notna().any():
+        c = c[c["tick"] == tick]
+    if ts is not None and len(c):
+        before = c[c["end"] <= float(ts) + 1e-6]
+        c = before if len(before) else c
+    return None if not len(c) else str(c.iloc[-1]["request_id"])
+
+
+def agent_timeline_df(run: Run, agent: str) -> Any:
+    """Per tick, what ``agent`` did: ``steps`` (ok), ``llm_calls``, ``llm_failures``,
+    ``tool_calls``, ``tool_errors``, ``messages`` sent, ``step_errors``,
+    ``first_call`` (a request id to open)."""
+    import pandas as pd
+
+    have = _names(run)
+    frames = []
+
+    def add(sql: str, params: list[Any]) -> None:
+        frames.append(run.sql(sql, params).set_index("tick"))
+
+    if "agent_states" in have:
+        add("select tick, count(*) filter (where ok) steps, "
+            "cast(last(summary order by _seq) as varchar) state from agent_states "
+            "where agent_id = ? group by 1", [agent])  # fmt: skip
+    if "llm_calls" in have:
+        add("select tick, count(*) llm_calls, count(*) filter (where outcome <> 'ok') "
+            "llm_failures, min(request_id) first_call from llm_calls where agent_id = ? "
+            "group by 1", [agent])  # fmt: skip
+    if "spans" in have:
+        add("select try_cast(attributes->>'tick' as bigint) tick, count(*) tool_calls, "
+            "count(*) filter (where status = 'error') tool_errors from spans "
+            "where name = 'env.tool' and attributes->>'agent_id' = ? group by 1", [agent])  # fmt: skip
+    if "messages" in have:
+        add("select tick, count(*) messages from messages where sender = ? group by 1", [agent])
+    if "agent_errors" in have:
+        add("select tick, count(*) step_errors from agent_errors where agent_id = ? group by 1",
+            [agent])  # fmt: skip
+    if not frames:
+        return pd.DataFrame()
+    out = pd.concat(frames, axis=1).sort_index()
+    for c in ("steps", "llm_calls", "llm_failures", "tool_calls", "tool_errors", "messages",
+              "step_errors"):  # fmt: skip
+        if c in out:
+            out[c] = out[c].fillna(0).astype(int)
+    return out.reset_index()
+
+
+def spans_df(run: Run, page: int) -> tuple[Any, int]:
+    """One page of spans, slowest first: ``name``, ``agent``, ``tick``, ``start``,
+    ``duration``, ``status``, ``message``; and the number of pages."""
+    import pandas as pd
+
+    if "spans" not in _names(run):
+        return pd.DataFrame(), 1
+    n = int(_one(run, "select count(*) from spans") or 0)
+    df = run.sql(
+        "select name, coalesce(attributes->>'agent_id', attributes->>'gen_ai.agent.id') agent, "
+        "try_cast(attributes->>'tick' as bigint) tick, start, \"end\" - start duration, status, "
+        "coalesce(status_message, attributes->>'error', attributes->>'tool') message from spans "
+        f"order by duration desc nulls last, start limit {ROWS_PER_PAGE} "
+        f"offset {(page - 1) * ROWS_PER_PAGE}"
+    )
+    return df, max(1, -(-n // ROWS_PER_PAGE))
+
+
+def span_call(calls: Any, agent: Any, tick: Any, start: Any) -> str | None:
+    """The request id behind a span: the agent's call at that tick that started last at or
+    before the span (an ``llm.call`` span's own call; the call that asked for a tool)."""
+    if agent is None or not len(calls):
+        return None
+    c = calls[calls["agent_id"] == agent]
+    if tick is not None:
+        c = c[c["tick"] == tick]
+    if start is not None and len(c):
+        before = c[c["start"] <= float(start) + 1e-3]
+        c = before if len(before) else c
+    return None if not len(c) else str(c.iloc[-1]["request_id"])
+
+
+def agents_of(run: Run) -> list[str]:
+    """The agents of a run (those that stepped, called an LLM or sent a message)."""
+    have = _names(run)
+    parts = []
+    if "agent_states" in have:
+        parts.append("select distinct agent_id a from agent_states")
+    if "llm_calls" in have:
+        parts.append("select distinct agent_id a from llm_calls where agent_id is not null")
+    if not parts:
+        return []
+    df = run.sql(" union ".join(parts) + " order by a")
+    return [str(a) for a in df["a"]]

@@ -1,0 +1,246 @@
+"""``agentlab view`` over HTTP (no browser): what a local server must refuse, escape and
+keep to itself (issue 23), links that all lead somewhere, pages that stay small, and a
+follow stream that is silent while nothing changes."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.view.conftest import SOCIETY, make_society
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def running(root: Path, host: str = "127.0.0.1") -> Iterator[tuple[str, int]]:
+    from agentlab.viewer import serve  # the old module name: these tests also ran on it
+
+    server = serve(root, host=host, port=0)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield "127.0.0.1", server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def get(port: int, path: str, host: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    con = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        con.request("GET", path, headers={"Host": host or f"127.0.0.1:{port}"})
+        res = con.getresponse()
+        return res.status, {k.lower(): v for k, v in res.getheaders()}, res.read()
+    finally:
+        con.close()
+
+
+def hrefs(body: bytes) -> list[str]:
+    return re.findall(r'href="([^"]+)"', body.decode())
+
+
+def resolve(page: str, href: str) -> str:
+    """The request path a browser sends for ``href`` on ``page`` (quoted as it would)."""
+    url = urllib.parse.urljoin("http://x/" + page.lstrip("/"), href.replace("&amp;", "&"))
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.quote(urllib.parse.unquote(parts.path), safe="/'")
+
+
+@pytest.fixture(scope="module")
+def server(mixed_folder: Path) -> Iterator[int]:
+    with running(mixed_folder) as (_, port):
+        yield port
+
+
+def test_a_request_for_another_host_is_refused(server: int) -> None:
+    # DNS rebinding: a page on evil.example whose name now resolves to 127.0.0.1
+    status, _, body = get(server, "/", host=f"evil.example:{server}")
+    assert status == 421 and b"evil" not in body and b"experiment" not in body
+    assert get(server, "/", host=f"localhost:{server}")[0] == 200
+    assert get(server, "/", host=f"127.0.0.1:{server}")[0] == 200
+    assert get(server, "/", host="127.0.0.1:1")[0] == 421  # another port is another origin
+
+
+def test_pages_carry_security_headers(server: int) -> None:
+    _, headers, _ = get(server, "/")
+    csp = headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in csp and "default-src 'none'" in csp
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["x-frame-options"] == "DENY"
+    # a paper's own HTML runs its scripts in a sandbox, not in the viewer's origin
+    status, headers, _ = get(server, "/f/paper/paper.html")
+    assert status == 200 and headers["content-security-policy"].startswith("sandbox")
+
+
+def test_listening_on_every_interface_warns(mixed_folder: Path) -> None:
+    code = (
+        "import sys; from agentlab.viewer import serve; "
+        f"s = serve({str(mixed_folder)!r}, host='0.0.0.0', port=0); s.server_close()"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" in proc.stderr and "every interface" in proc.stderr
+
+
+def test_a_run_named_with_quotes_brackets_and_spaces_opens(server: int) -> None:
+    _, _, index = get(server, "/")
+    link = next(h for h in hrefs(index) if "my" in h and "run" in h)
+    status, _, body = get(server, resolve("/", link))
+    assert status == 200, link
+    assert SOCIETY.replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#39;") in body.decode()
+    assert "<b>'s" not in body.decode()  # the name is text, never markup
+
+
+def test_symlinks_are_not_followed_out_of_the_folder(tmp_path: Path) -> None:
+    from agentlab.viewer import build_site
+
+    outside = make_society(tmp_path / "private" / "secret-run", ticks=1)
+    root = tmp_path / "runs"
+    make_society(root / "mine", ticks=1)
+    (root / "elsewhere").symlink_to(outside.parent, target_is_directory=True)
+    (root / "mine" / "agents" / "escape").symlink_to(tmp_path / "private")
+    with running(root) as (_, port):
+        _, _, index = get(port, "/")
+        assert b"secret-run" not in index and b"elsewhere" not in index
+        for path in ("/r/elsewhere/secret-run/index.html", "/f/elsewhere/secret-run/run.json"):
+            assert get(port, path)[0] == 404
+    site = build_site(root, tmp_path / "site").parent
+    files = [p.relative_to(site).as_posix() for p in site.rglob("*")]
+    assert not [f for f in files if "secret" in f or "elsewhere" in f], files
+
+
+def test_a_bundle_shows_no_local_path_and_no_secret(tmp_path: Path) -> None:
+    from agentlab.viewer import build_site
+
+    root = tmp_path / "runs"
+    run = make_society(root / "keys", ticks=1)
+    m = json.loads((run / "run.json").read_text())
+    m["params"] = {"agents": 4, "api_key": "sk-live-0123", "llm": {"auth_token": "tok-456"},
+                   "db_password": "hunter2", "temperature": 0.7}  # fmt: skip
+    (run / "run.json").write_text(json.dumps(m))
+    site = build_site(root, tmp_path / "site").parent
+    text = "\n".join(p.read_text(errors="replace") for p in site.rglob("*.html"))
+    for secret in ("sk-live-0123", "tok-456", "hunter2"):
+        assert secret not in text
+    assert "temperature" in text and "[redacted]" in text
+    assert str(tmp_path) not in text and str(Path.home()) + "/" not in text
+
+
+def test_a_malformed_experiment_gets_an_error_page(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    bad = root / "broken"
+    (bad / "replay" / "experiment_runs").mkdir(parents=True)
+    (bad / "run.json").write_text(json.dumps({"kind": "topology_experiment", "status": "ok"}))
+    (bad / "replay" / "_schema.json").write_text("{not json")
+    (bad / "replay" / "experiment_runs" / "x.jsonl").write_text('{"run_id": 1, "topology": [\n')
+    with running(root) as (_, port):
+        status, _, index = get(port, "/")
+        assert status == 200 and b"broken" in index
+        link = next(h for h in hrefs(index) if "broken" in h)
+        status, headers, body = get(port, resolve("/", link))
+        assert body.strip(), "an empty response"
+        assert headers["content-type"].startswith("text/html")
+        assert status in (200, 500) and b"broken" in body
+
+
+def test_every_link_leads_to_a_page_and_pages_stay_small(server: int) -> None:
+    seen, todo, dead, sizes = {"/"}, ["/"], [], {}
+    while todo:
+        path = todo.pop()
+        status, headers, body = get(server, path)
+        if status != 200:
+            dead.append((path, status))
+            continue
+        sizes[path] = len(body)
+        if not headers["content-type"].startswith("text/html") or path.startswith("/f/"):
+            continue
+        for h in hrefs(body):
+            if h.startswith(("http:", "https:", "#")):
+                continue
+            target = resolve(path, h)
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    assert dead == []
+    kinds = {p.split("/")[-1].split("-")[0] for p in sizes}
+    assert {"index.html", "errors", "calls", "messages", "agent", "topology", "xrun",
+            "point", "spans"} <= kinds, kinds  # fmt: skip
+    assert max(v for k, v in sizes.items() if k.endswith(".html") and "/f/" not in k) < 1_000_000
+
+
+def test_the_follow_stream_is_silent_until_a_run_commits(
+    mixed_folder: Path, tmp_path: Path
+) -> None:
+    from agentlab.view.server import POLL_S
+
+    root = tmp_path / "runs"
+    shutil.copytree(mixed_folder / SOCIETY, root / "live")
+    with running(root) as (_, port):
+        con = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        con.request("GET", "/_events?run=live", headers={"Host": f"127.0.0.1:{port}"})
+        res = con.getresponse()
+        assert res.status == 200 and res.getheader("Content-Type") == "text/event-stream"
+        assert res.fp.readline() == b"retry: 2000\n"
+        res.fp.readline()
+        got: list[bytes] = []
+        reader = threading.Thread(target=lambda: got.append(res.fp.readline()), daemon=True)
+        reader.start()
+        time.sleep(6 * POLL_S)
+        assert got == []  # idle: nothing is sent
+        step = root / "live" / "SOCIETY_STEP.json"
+        doc: Any = json.loads(step.read_text())
+        step.write_text(json.dumps(doc) + "\n")  # a commit rewrites the step file
+        reader.join(10)
+        assert got == [b"event: change\n"]
+        con.close()
+
+
+def test_runs_rows_skip_symlinks(mixed_folder: Path, tmp_path: Path) -> None:
+    from agentlab.view import runs_rows
+
+    root = tmp_path / "runs"
+    shutil.copytree(mixed_folder / SOCIETY, root / "mine")
+    (root / "elsewhere").symlink_to(mixed_folder, target_is_directory=True)
+    assert [r["run"] for r in runs_rows(root)] == ["mine"]
+
+
+def test_runs_rows_are_the_index_rows(mixed_folder: Path) -> None:
+    from agentlab.store.summary import summarize_run
+    from agentlab.view import format_runs, render_page, runs_rows
+
+    rows = {r["run"]: r for r in runs_rows(mixed_folder)}
+    assert {"experiment", SOCIETY, "sweep", "paper", "paper/society"} <= set(rows)
+    soc = rows[SOCIETY]
+    assert soc["kind"] == "society" and soc["ticks"] == 3 and soc["llm_calls"] > 0
+    assert soc["step_errors"] > 0 and soc["llm_failures"] > 0
+    assert soc["errors"] == soc["step_errors"] + soc["tool_errors"] + soc["llm_failures"]
+    assert rows["sweep"]["kind"] == "sweep" and rows["paper"]["kind"] == "paper"
+    assert rows["paper/society"]["parent"] == "paper"
+    # the one error vocabulary: the same counts as summarize_run (runs, report, widgets),
+    # in the index row, the run's header tiles and the rows of its errors page
+    s = summarize_run(mixed_folder / SOCIETY)
+    assert (soc["step_errors"], soc["tool_errors"], soc["errors"]) == (
+        s.errors.step_errors, s.errors.tool_errors, s.errors.total)  # fmt: skip
+    page = render_page(mixed_folder, f"r/{SOCIETY}/index.html") or ""
+    for key, n in (("step_errors", s.errors.step_errors), ("tool_errors", s.errors.tool_errors),
+                   ("llm_failures", sum(s.errors.llm_failures.values()))):  # fmt: skip
+        assert re.search(rf'data-key="{key}"><div class="v">{n}</div>', page), key
+    errors = render_page(mixed_folder, f"r/{SOCIETY}/errors-1.html") or ""
+    assert errors.count("<tr>") - 1 == s.errors.total  # one row per counted error
+    text = format_runs(list(rows.values()))
+    assert SOCIETY in text and "step_errors" in text
