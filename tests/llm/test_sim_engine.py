@@ -31,8 +31,9 @@ SMALL = {
     "decode_jitter": 0.0,
     "overhead_s": 0.0,
     "client_overhead_s": 0.0,
+    "tokenizer": "chars:4",  # hand-countable prompts (sim/vllm-3b counts with llama3)
 }
-# prompt-token estimate of the simulator: 4 per message + len(content) // 4
+# prompt tokens under "chars:4": 4 per message + len(content) // 4
 SHORT = [{"role": "user", "content": "abcd"}]  # 5 tokens
 LONG = [{"role": "user", "content": "y" * 84}]  # 25 tokens
 
