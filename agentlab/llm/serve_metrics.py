@@ -28,7 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -126,6 +132,8 @@ class ServeMetrics:
     def __init__(self, server: SimServer, model: str, *, max_model_len: int = 131_072) -> None:
         self.model = model
         self._server = server
+        # no `*_created` series, as vLLM (a process-wide switch of prometheus_client)
+        disable_created_metrics()
         self.registry = r = CollectorRegistry(auto_describe=True)
         r.register(_Live(server, model))
 

@@ -21,8 +21,9 @@ Endpoints (127.0.0.1 by default):
   names, labels (``model_name``, ``engine``) and buckets (see
   :mod:`agentlab.llm.serve_metrics`).
 
-Prompts are counted over the text a chat template would see: content parts (``[{"type":
-"text", ...}]``, as guidellm sends them) are joined into the message's text first.
+Prompt tokens are counted by the profile's tokenizer (:mod:`agentlab.llm.tokens`: every
+message text, content parts as their text — guidellm sends ``[{"type": "text", ...}]`` —
+tool schemas and the chat template), as the real server counts them.
 
 **Faults over HTTP are drawn per request.** A request carrying ``X-Agentlab-Attempt: N``
 draws its fault from (seed, request, N), as the in-process simulator does; otherwise from
@@ -186,7 +187,7 @@ def build_app(
         params = _sim_params(req, body, server.profile.max_completion)
         try:
             res = server.plan(
-                _flatten_parts(body["messages"]),
+                body["messages"],
                 attempt=attempt,
                 spec=spec,
                 tools=body.get("tools"),
@@ -367,27 +368,6 @@ def _over_context(req: ChatCompletionRequest, max_model_len: int) -> dict[str, A
             )
             return error_body(msg, param=field, code="invalid_value")
     return None
-
-
-def _flatten_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages with text content parts joined into one string, as a chat template joins
-    them (vLLM: with newlines), so they are counted as the text they carry."""
-    out = messages
-    for i, m in enumerate(messages):
-        c = m.get("content")
-        if isinstance(c, list):
-            texts = [
-                p["text"]
-                for p in c
-                if isinstance(p, dict)
-                and p.get("type") == "text"
-                and isinstance(p.get("text"), str)
-            ]
-            if len(texts) == len(c):
-                if out is messages:
-                    out = list(messages)
-                out[i] = {**m, "content": "\n".join(texts)}
-    return out
 
 
 def _schema_param(schema: dict[str, Any] | None, tools: list[dict[str, Any]] | None) -> str:
