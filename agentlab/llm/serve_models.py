@@ -126,6 +126,7 @@ class StreamOptions(_Strict):
     """``stream_options``."""
 
     include_usage: bool | None = None
+    continuous_usage_stats: bool | None = None  # vLLM: usage in every chunk (guidellm asks)
 
 
 #: the most tokens one reply may be asked for (``max_tokens``, ``sim_completion_tokens``):

@@ -224,8 +224,17 @@ def build_app(
                     )
                 metrics.finished(res, cap)
                 return web.json_response(_completion(res, rid, stamp, req.model, named))
-            include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            reply = _Reply(rid, stamp, req.model, named, include_usage, cap, tokens_per_chunk)
+            opts = req.stream_options
+            reply = _Reply(
+                rid,
+                stamp,
+                req.model,
+                named,
+                bool(opts and opts.include_usage),
+                bool(opts and opts.continuous_usage_stats),
+                cap,
+                tokens_per_chunk,
+            )
             return await _stream(request, server, metrics, res, reply)
         except (asyncio.CancelledError, ConnectionResetError):
             server.cancel(res)  # the client went away: free the slot now
@@ -267,6 +276,7 @@ class _Reply:
     model: str
     named_tool: bool  # tool_choice named a function: vLLM ends with "stop", not "tool_calls"
     include_usage: bool
+    continuous_usage: bool  # stream_options.continuous_usage_stats (vLLM)
     max_tokens: int | None
     tokens_per_chunk: int
 
@@ -299,12 +309,19 @@ async def _stream(
             await send({**base, "choices": [{"index": 0, "delta": delta}]})
         else:
             first = True
-            pieces = math.ceil(res.completion_tokens / max(1, reply.tokens_per_chunk))
+            n = res.completion_tokens
+            pieces = math.ceil(n / max(1, reply.tokens_per_chunk))
+            sent = 0
             async for piece in server.chunks(res, model_id, pieces):
                 d: dict[str, Any] = {"content": piece}
                 if first:
                     d["role"], first = "assistant", False
-                await send({**base, "choices": [{"index": 0, "delta": d}]})
+                event = {**base, "choices": [{"index": 0, "delta": d}]}
+                sent += 1
+                if reply.continuous_usage:  # tokens so far, as vLLM counts them per chunk
+                    done = min(n, round(n * sent / pieces))
+                    event["usage"] = _usage(res, done)
+                await send(event)
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except Exception:  # a simulated fault mid-stream: end the stream without [DONE]
@@ -422,11 +439,12 @@ def _trusted_host(host: str, bound: str) -> bool:
     return True
 
 
-def _usage(res: SimResult) -> dict[str, Any]:
+def _usage(res: SimResult, completion: int | None = None) -> dict[str, Any]:
+    n = res.completion_tokens if completion is None else completion
     return {
         "prompt_tokens": res.prompt_tokens,
-        "completion_tokens": res.completion_tokens,
-        "total_tokens": res.prompt_tokens + res.completion_tokens,
+        "completion_tokens": n,
+        "total_tokens": res.prompt_tokens + n,
         "prompt_tokens_details": {"cached_tokens": cached_tokens(res)},
     }
 

@@ -44,7 +44,7 @@ async def _post(h: SimServeHandle, **body: Any) -> tuple[int, dict[str, Any]]:
 async def _stream(h: SimServeHandle, **body: Any) -> list[dict[str, Any]]:
     """Every SSE event of a streamed reply, parsed (``[DONE]`` dropped)."""
     body = {"model": "vllm-3b", "messages": MSGS, "stream": True, **body}
-    body["stream_options"] = {"include_usage": True}
+    body.setdefault("stream_options", {"include_usage": True})
     events = []
     async with (
         aiohttp.ClientSession() as s,
@@ -126,6 +126,15 @@ async def test_one_sse_chunk_per_token(server: SimServeHandle) -> None:
     assert status == 200, r
     assert _text(events) == r["choices"][0]["message"]["content"]
     assert events[-1]["usage"]["completion_tokens"] == 40
+
+
+async def test_continuous_usage_stats_count_tokens_so_far(server: SimServeHandle) -> None:
+    # guidellm asks for it: vLLM then puts the usage so far in every chunk
+    opts = {"include_usage": True, "continuous_usage_stats": True}
+    events = await _stream(server, sim_completion_tokens=12, stream_options=opts)
+    content = [e for e in events if e["choices"] and e["choices"][0]["delta"].get("content")]
+    assert [e["usage"]["completion_tokens"] for e in content] == list(range(1, 13))
+    assert events[-1]["usage"]["completion_tokens"] == 12
 
 
 async def test_created_is_each_replys_own_time(server: SimServeHandle) -> None:
