@@ -30,6 +30,7 @@ __all__ = [
     "ChatCompletionRequest",
     "FaultRates",
     "Message",
+    "NamedToolChoice",
     "Tool",
     "error_body",
     "validation_error_body",

@@ -65,6 +65,7 @@ from agentlab.llm.serve_metrics import ServeMetrics, cached_tokens, metrics_fini
 from agentlab.llm.serve_models import (
     ChatCompletionRequest,
     FaultRates,
+    NamedToolChoice,
     error_body,
     validation_error_body,
 )
@@ -202,7 +203,7 @@ def build_app(
             )
         rid = f"chatcmpl-{seq}"
         cap = params.get("max_tokens")
-        named = isinstance(req.tool_choice, dict) or hasattr(req.tool_choice, "function")
+        named = isinstance(req.tool_choice, NamedToolChoice)
         stamp = int(time.time())  # each reply's own creation time, as vLLM's
         try:
             if res.fault == "rate_limited":
