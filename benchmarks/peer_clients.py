@@ -108,6 +108,9 @@ def run_guidellm(exe: str, tok: str, url: str, a: argparse.Namespace, out: Path)
     cmd += ["--tokenizer", f"kind=hf_auto,model={tok}"]
     cmd += ["--output", f"kind=json,path={report}", "--disable-console-interactive"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # guidellm spawns up to 10 worker processes, each importing it afresh (~60 s before the
+    # first request on a loaded 2-core box); a few carry this concurrency
+    env["GUIDELLM__MAX_WORKER_PROCESSES"] = str(a.guidellm_workers)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=out)
     wall = time.perf_counter() - t0
@@ -322,6 +325,7 @@ def main() -> int:
     p.add_argument("--profile", default="vllm-3b")
     p.add_argument("--set", action="append", default=[], help="sim-serve --set FIELD=VALUE")
     p.add_argument("--clients", default="guidellm,aiperf,sdk,litellm")
+    p.add_argument("--guidellm-workers", type=int, default=2, help="its worker processes")
     p.add_argument("--json", default=None, help="write the rows here")
     p.add_argument("--keep", default=None, help="keep the clients' reports in this directory")
     a = p.parse_args()
