@@ -25,7 +25,7 @@ The simulator's own figures are prefixed ``agentlab_sim_``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -84,40 +84,46 @@ def metrics_finish_reason(res: SimResult) -> str:
     return "length" if res.finish_reason == "length" else "stop"
 
 
-def _engine_figure(engine: Any, name: str) -> float:
-    """A figure the engine may report (attribute or method), else 0."""
-    v = getattr(engine, name, 0.0)
-    return float(v() if callable(v) else v or 0.0)
-
-
 class _Live(Collector):
-    """Gauges and engine counters read from the simulated server when scraped."""
+    """Gauges and engine counters read from the simulated server when scraped.
 
-    def __init__(self, server: SimServer, model: str) -> None:
-        self._server, self._model = server, model
+    The KV-cache, preemption and prefix-cache figures are the engine's where
+    :meth:`SimServer.metrics` reports them (``kv_cache_usage_perc``,
+    ``num_preemptions_total``, ``prefix_cache_{queries,hits}_total``); otherwise 0, and the
+    prefix-cache counters sum the finished requests' prompt and ``cached_tokens``.
+    """
+
+    def __init__(self, server: SimServer, model: str, prefix: list[float]) -> None:
+        self._server, self._model, self._prefix = server, model, prefix
 
     def collect(self) -> Iterator[Any]:
         m = self._server.metrics()
-        engine = self._server.engine
         labels = [self._model, _ENGINE]
-        gauges: tuple[tuple[str, str, Callable[[], float]], ...] = (
+        gauges = (
             ("vllm:num_requests_running", "Number of requests in model execution batches.",
-             lambda: float(m["num_requests_running"])),
+             m["num_requests_running"]),
             ("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-             lambda: float(m["num_requests_waiting"])),
+             m["num_requests_waiting"]),
             ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-             lambda: _engine_figure(engine, "kv_cache_usage")),
+             m.get("kv_cache_usage_perc", 0.0)),
         )  # fmt: skip
         for name, doc, value in gauges:
             g = GaugeMetricFamily(name, doc, labels=_LABELS)
-            g.add_metric(labels, value())
+            g.add_metric(labels, float(value))
             yield g
-        c = CounterMetricFamily(
-            "vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-            labels=_LABELS,
+        counters = (
+            ("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+             m.get("num_preemptions_total", 0)),
+            ("vllm:prefix_cache_queries",
+             "Prefix cache queries, in terms of number of queried tokens.",
+             m.get("prefix_cache_queries_total", self._prefix[0])),
+            ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+             m.get("prefix_cache_hits_total", self._prefix[1])),
         )  # fmt: skip
-        c.add_metric(labels, _engine_figure(engine, "preemptions_total"))
-        yield c
+        for name, doc, value in counters:
+            c = CounterMetricFamily(name, doc, labels=_LABELS)
+            c.add_metric(labels, float(value))
+            yield c
         slots = GaugeMetricFamily(
             "agentlab_sim_slots", "Decode slots of the simulated server (max_num_seqs).",
             labels=["model_name"],
@@ -135,7 +141,8 @@ class ServeMetrics:
         # no `*_created` series, as vLLM (a process-wide switch of prometheus_client)
         disable_created_metrics()
         self.registry = r = CollectorRegistry(auto_describe=True)
-        r.register(_Live(server, model))
+        self._prefix = [0.0, 0.0]  # queried, hit prompt tokens of finished requests
+        r.register(_Live(server, model, self._prefix))
 
         def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> Counter:
             return Counter(name, doc, [*_LABELS, *extra], registry=r)
@@ -146,8 +153,6 @@ class ServeMetrics:
         lbl = (model, _ENGINE)
         self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.").labels(*lbl)  # fmt: skip
         self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.").labels(*lbl)  # fmt: skip
-        self.prefix_queries = counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.").labels(*lbl)  # fmt: skip
-        self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.").labels(*lbl)  # fmt: skip
         self.success = counter(
             "vllm:request_success", "Count of successfully processed requests.",
             ("finished_reason",),
@@ -184,8 +189,8 @@ class ServeMetrics:
         cached = min(cached_tokens(res), prompt)
         self.prompt_tokens.inc(prompt)
         self.generation_tokens.inc(n)
-        self.prefix_queries.inc(prompt)
-        self.prefix_hits.inc(cached)
+        self._prefix[0] += prompt
+        self._prefix[1] += cached
         self.success.labels(*lbl, metrics_finish_reason(res)).inc()
         # phases as vLLM times them: queued at the engine (after the API server's
         # overhead), scheduled, first token, last token
