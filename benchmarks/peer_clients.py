@@ -158,6 +158,17 @@ def run_aiperf(exe: str, tok: str, url: str, a: argparse.Namespace, out: Path) -
     if proc.returncode != 0:
         raise RuntimeError(f"aiperf failed ({proc.returncode}): {proc.stderr[-2000:]}")
     d = json.loads((art / "profile_export_aiperf.json").read_text())
+    # the prompts it sent (inputs.json, by session) against the server's count of each
+    sent = {
+        s["session_id"]: s["payloads"][0]["messages"]
+        for s in json.loads((art / "inputs.json").read_text())["data"]
+    }
+    exact = 0
+    for line in (art / "profile_export.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        messages = sent.get(rec["metadata"].get("conversation_id"))
+        server = rec["metrics"].get("usage_prompt_tokens", {}).get("value")
+        exact += messages is not None and server == _prompt_tokens(messages)
 
     def stat(key: str) -> dict[str, float]:
         s = d[key]
@@ -173,6 +184,7 @@ def run_aiperf(exe: str, tok: str, url: str, a: argparse.Namespace, out: Path) -
         "server_output_tokens": stat("usage_completion_tokens"),
         "client_prompt_tokens": stat("input_sequence_length"),
         "server_prompt_tokens": stat("usage_prompt_tokens"),
+        "server_prompt_exact": exact,
         "osl_mismatch_count": d.get("osl_mismatch_count", {}).get("avg"),
         "usage_discrepancy_count": d.get("usage_discrepancy_count", {}).get("avg"),
         "ttft_ms": stat("time_to_first_token"),
