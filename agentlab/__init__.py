@@ -40,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "FailurePolicy": "agentlab.messaging",
     "play_werewolf": "agentlab.games",
     "fit_iat": "agentlab.analysis",
+    "open_sweep": "agentlab.sweep",
+    "summarize_run": "agentlab.store",
 }
 
 __all__ = ["__version__", *_EXPORTS]

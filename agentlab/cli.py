@@ -269,6 +269,11 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca.add_argument(
         "--client", default=None, help="column of closed-loop clients (replay) (default: none)"
     )
+    ca.add_argument(
+        "--by-label",
+        default=None,
+        help="fit output lengths per these labels, e.g. call,round (default: per stage)",
+    )
     ca.set_defaults(target="agentlab.analysis.calibrate:main")
 
 

@@ -19,12 +19,14 @@ __all__ = [
     "InvalidAgentIdError",
     "LLMError",
     "LLMTimeoutError",
+    "NotARunError",
     "ProviderError",
     "RateLimitError",
     "RunLockedError",
     "StoreError",
     "StructuredOutputError",
     "SweepError",
+    "TickFailedError",
     "ToolError",
     "UnknownNameError",
     "UnsafeCodeError",
@@ -118,6 +120,45 @@ class RunLockedError(StoreError):
     """A run directory already has a writer (the message names it: pid, host, since)."""
 
 
+class NotARunError(StoreError):
+    """A folder given as a run is not one (no ``run.json``, society or log); the message
+    says what it is instead (a sweep, a folder of runs, empty) and what to call."""
+
+    @classmethod
+    def for_path(cls, path: object) -> NotARunError:
+        """The error for ``path``, naming what the folder holds instead."""
+        import os
+
+        p = os.fspath(path)  # type: ignore[call-overload]
+        shown = repr(str(p))
+        if not os.path.exists(p):
+            return cls(f"{shown} does not exist, so it is not a run directory")
+        if not os.path.isdir(p):
+            return cls(f"{shown} is a file, not a run directory")
+        if os.path.isfile(os.path.join(p, "sweep.json")):
+            return cls(
+                f"{shown} is a sweep, not a run: open it with agentlab.open_sweep({shown}) "
+                "(its points are runs: Sweep.run(point_id)), or `agentlab report` it"
+            )
+        try:
+            names = sorted(os.listdir(p))
+        except OSError:
+            names = []
+        inner = [n for n in names
+                 if os.path.isfile(os.path.join(p, n, "run.json"))][:3]  # fmt: skip
+        if inner:
+            return cls(
+                f"{shown} is a folder of runs, not a run: open one of them, e.g. "
+                f"agentlab.open_run({os.path.join(str(p), inner[0])!r}), or list them "
+                f"with `agentlab runs {p}`"
+            )
+        what = "is empty" if not names else "holds no run.json, SOCIETY_STEP.json or run log"
+        return cls(
+            f"{shown} {what}, so it is not a run directory; give the folder a run wrote "
+            "(Society.create, Experiment(out=...), agentlab demo)"
+        )
+
+
 # --- agents, env, tools --------------------------------------------------------------
 
 
@@ -157,3 +198,8 @@ class SweepError(AgentlabError):
 class BatchDeadlineError(WorkerLostError):
     """A Ray batch task ran past the executor's ``batch_deadline_s`` (a hung or partitioned
     node): the attempt was abandoned and its staged writes dropped."""
+
+
+class TickFailedError(AgentError):
+    """Too many agent steps of a tick failed (every one, by default; see ``Society.create``'s
+    ``max_error_share``): the run stopped and the tick was not committed."""

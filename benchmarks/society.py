@@ -22,6 +22,12 @@ Goal (issue 16): >= 30,000 agent-steps/s per core at N = 10k local, within 2x of
     python benchmarks/society.py --quick --no-ray --store packed --calls 0  # the step without its call
     python benchmarks/society.py --quick --no-ray --store packed --before DIR --repeat 3
     python benchmarks/society.py --quick --no-ray --store packed --spans all,none  # spans on/off
+    python benchmarks/society.py --quick --no-ray --store packed --realistic 1000 --before DIR
+
+Below the floor: the **realistic path** (``--realistic N``, default 1,000; 0 skips it): N
+persona agents on ``social_feed`` with ``sim/vllm-3b`` under the virtual clock, so every
+call goes through the simulated vLLM engine; its CPU per agent-step next to the
+``sim/instant`` row at N = 1k and the packed floor (goal, issue 22: <= 250 us).
 
 ``--before DIR`` runs every configuration a second time with ``PYTHONPATH=DIR`` (a checkout
 of an earlier commit, e.g. ``git archive <rev> | tar -x -C DIR``), interleaved with the
@@ -227,6 +233,43 @@ def _one(
     }
 
 
+def realistic(n: int, ticks: int, root: str) -> dict[str, Any]:
+    """The realistic path: ``n`` persona agents on ``social_feed`` with ``sim/vllm-3b`` under
+    the virtual clock (the simulated vLLM engine on every call), CPU per agent-step."""
+    from agentlab.llm import LLMClient
+    from agentlab.runtime import Society
+
+    run = Path(root) / f"society-real-{n}"
+    shutil.rmtree(run, ignore_errors=True)
+    s = Society.create(run, agents=n, env=["social_feed"], llm=LLMClient("sim/vllm-3b", seed=7),
+                       clock="virtual", seed=7, batch_size=max(1, -(-n // 8)), progress=False)  # fmt: skip
+    s.run_sync(ticks=1)  # warm-up tick
+    c = time.process_time()
+    out = s.run_sync(ticks=ticks)
+    cpu = time.process_time() - c
+    s.close()
+    shutil.rmtree(run, ignore_errors=True)
+    steps = n * ticks
+    return {"n": n, "ticks": ticks, "us_per_step_cpu": cpu / steps * 1e6,
+            "llm_calls_per_step": out["llm_calls"] / steps,
+            "us_per_call_cpu": cpu / max(1, out["llm_calls"]) * 1e6}  # fmt: skip
+
+
+def _run_real(n: int, ticks: int, root: str, src: str | None) -> dict[str, Any] | None:
+    cmd = [sys.executable, __file__, "--one-real", str(n), "--ticks", str(ticks), "--dir", root]
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        print(f"realistic N={n} ({src or 'this checkout'}): failed\n{proc.stderr[-2000:]}",
+              file=sys.stderr)  # fmt: skip
+        return None
+    row: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    row["code"] = "before" if src else "after"
+    return row
+
+
 def bare_call_us(n: int = 20_000) -> float:
     """CPU us of one bare ``LLMClient("sim/instant").complete`` (the counter agent's call)."""
     import asyncio
@@ -251,6 +294,8 @@ def bare_call_us(n: int = 20_000) -> float:
 
 
 GOAL_STEPS_PER_CORE = 30_000
+#: issue 22: the realistic path (persona agents, sim/vllm-3b, virtual clock), CPU per agent-step
+GOAL_REALISTIC_US = 250.0
 
 
 _SPAN_RATES = {"all": "1", "none": "0"}
@@ -304,7 +349,11 @@ def main() -> int:
     ap.add_argument("--spans", default="all",
                     help="llm.call spans kept, comma-separated settings run side by side: "
                          "all (the default of a society), none, sample:<rate>; e.g. all,none")  # fmt: skip
+    ap.add_argument("--realistic", type=int, default=1_000, metavar="N",
+                    help="agents of the realistic-path row (persona agents, social_feed, "
+                         "sim/vllm-3b, virtual clock); 0 = skip it")  # fmt: skip
     ap.add_argument("--one", nargs=2, metavar=("N", "EXECUTOR"), help=argparse.SUPPRESS)
+    ap.add_argument("--one-real", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     ticks = args.ticks or 2
     root = args.dir or tempfile.mkdtemp(prefix="agentlab-bench-")
@@ -312,6 +361,9 @@ def main() -> int:
         n, ex = int(args.one[0]), args.one[1]
         prof = args.profile if (n == 10_000 and ex == "local") else None
         print(json.dumps(_one(n, ex, ticks, root, prof, args.store, args.calls)))
+        return 0
+    if args.one_real:
+        print(json.dumps(realistic(args.one_real, ticks, root)))
         return 0
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     executors = ["local"] if (args.no_ray or args.quick) else ["local", "ray"]
@@ -395,6 +447,31 @@ def main() -> int:
                   f"{r['steps_per_cpu_s']:>12,.0f} "
                   f"{us / packed_floor:>14.2f} {us / best_floor:>12.2f} "
                   f"{verdict:>5}")  # fmt: skip
+    real: list[dict[str, Any]] = []
+    if args.realistic:
+        for _ in range(args.repeat):
+            for src in srcs:
+                row = _run_real(args.realistic, ticks, root, src)
+                if row is not None:
+                    real.append(row)
+        n = args.realistic
+        instant = {r["code"]: r for r in rows
+                   if r["n"] == 1_000 and r["executor"] == "local" and r["spans"] == "all"}  # fmt: skip
+        print(f"\nrealistic path: {n:,} persona agents, social_feed, sim/vllm-3b, virtual clock "
+              f"(goal issue 22: <= {GOAL_REALISTIC_US:.0f} us CPU per agent-step)")  # fmt: skip
+        print(f"  {'code':>6} {'us/step cpu':>11} {'calls/step':>10} {'us/call':>8} "
+              f"{'sim/instant 1k us/step':>22} {'x packed floor':>14} {'goal':>5}")  # fmt: skip
+        for code in ("before", "after"):
+            got = [r for r in real if r["code"] == code]
+            if not got:
+                continue
+            r = min(got, key=lambda x: x["us_per_step_cpu"])
+            inst = instant.get(code)
+            inst_s = f"{inst['us_per_step_cpu']:.1f}" if inst else "-"
+            print(f"  {code:>6} {r['us_per_step_cpu']:>11.1f} {r['llm_calls_per_step']:>10.2f} "
+                  f"{r['us_per_call_cpu']:>8.1f} {inst_s:>22} "
+                  f"{r['us_per_step_cpu'] / packed_floor:>14.1f} "
+                  f"{'met' if r['us_per_step_cpu'] <= GOAL_REALISTIC_US else 'no':>5}")  # fmt: skip
     print(f"\nload average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; runs in {root}")
     if args.json:
         doc = {
@@ -406,6 +483,7 @@ def main() -> int:
             "best_floor_us": best_floor,
             "goal_steps_per_core": GOAL_STEPS_PER_CORE,
             "load_average": os.getloadavg()[0],
+            "realistic": real,
         }
         Path(args.json).write_text(json.dumps(doc, indent=1))
     if not args.dir:

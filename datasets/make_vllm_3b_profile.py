@@ -18,6 +18,9 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
+
+from agentlab.llm.sim_profiles import LengthDist
 
 HERE = Path(__file__).resolve().parent
 EXTRACT = HERE / "agentraffic_server.json"
@@ -145,48 +148,168 @@ def derive(x: dict) -> tuple[dict, dict]:
         "intercept of the same line (tokenisation, scheduling, HTTP inside the server)"
     )
 
-    # Output lengths by the original's call label (labels["call"]), rounds pooled.
-    lengths: dict[str, tuple[float, float]] = {}
+    p95 = {t: load["discussion"][t]["completion_tokens_p95"] for t in TOPOLOGY}
+    lengths, srcs = _lengths({**wf, "p95": p95}, a1, float(cfg["max_tokens"]))
+    return p, {"why": why, "lengths": lengths, "length_sources": srcs}
+
+
+#: the extract's topology names -> the workflow's ``topology`` label
+TOPOLOGY = {"horizontal": "sequential", "vertical": "star", "full_mesh": "full_mesh"}
+#: the original's discussion call labels by topology
+DISCUSSION_CALLS = {
+    "horizontal": ["horizontal_discussion"],
+    "vertical": ["vertical_solver", "vertical_reviewer"],
+    "full_mesh": ["full_mesh_message"],
+}
+
+
+def _mean_discussion(wf: dict, topo: str) -> float:
+    """Published mean completion of a topology's discussion calls: sum(mean * n) / sum(n)
+    over the expert roles (roles.discussion)."""
+    e = wf["expert_completion_mean"][topo]["discussion"]
+    return sum(m * n for m, n in e) / sum(n for _, n in e)
+
+
+def _pooled_cdf(dists: list[tuple[LengthDist, float]], x: float) -> float:
+    return sum(d.cdf(x) * n for d, n in dists) / sum(n for _, n in dists)
+
+
+def _pooled_quantile(dists: list[tuple[LengthDist, float]], q: float) -> float:
+    """Quantile ``q`` of the n-weighted mixture of ``(law, n)`` (bisection on the cdf)."""
+    lo, hi = 1.0, 1e6
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if _pooled_cdf(dists, mid) < q else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def _solve(f: Any, target: float) -> float:
+    """The slope in [0, 40] where the increasing ``f`` reaches ``target`` (bisection)."""
+    a, b = 0.0, 40.0
+    for _ in range(100):
+        mid = (a + b) / 2
+        a, b = (mid, b) if f(mid) < target else (a, mid)
+    return (a + b) / 2
+
+
+def _fit_tails(
+    body: dict[str, list[tuple[float, float, float, float]]], p95: float, mean: float, cap: float
+) -> tuple[float, float]:
+    """The (p75-p95, above-p95) slopes shared by ``body``'s laws (median, sigma_lo,
+    sigma_hi, n) that give their n-weighted mixture the pooled ``p95`` and ``mean``."""
+    rows = [r for rs in body.values() for r in rs]
+
+    def every(t: float, f: float) -> list[tuple[LengthDist, float]]:
+        return [(LengthDist(m, lo, hi, t, f), n) for m, lo, hi, n in rows]
+
+    def pooled_mean(t: float, f: float) -> float:
+        xs = every(t, f)
+        return sum(d.mean(cap) * n for d, n in xs) / sum(n for _, n in xs)
+
+    # the pooled p95 lies above some laws' own p95, so both slopes move it: solve each for
+    # its target in turn until they settle
+    t = f = 1.0
+    for _ in range(8):
+        t = _solve(lambda x, f=f: _pooled_quantile(every(x, f), 0.95), p95)  # type: ignore[misc]
+        f = _solve(lambda x, t=t: pooled_mean(t, x), mean)  # type: ignore[misc]
+    return t, f
+
+
+def discussion_laws(wf: dict, cap: float) -> dict[str, dict]:
+    """Per topology, the laws (LengthDist, n) of its discussion calls by call label and
+    round: log-normal bodies through each round's published quartiles, one slope from p75
+    to p95 shared by the topology's calls and solved for its published pooled p95
+    (load.discussion.<topology>.completion_tokens_p95), one slope above p95 solved for its
+    published mean (roles.discussion means; lengths cut at the server's ``cap``)."""
+    out = {}
+    for topo, calls in DISCUSSION_CALLS.items():
+        body = {
+            c: [(*_body(a, m, b), n) for a, m, b, n in wf["context"][c]["completion"]]
+            for c in calls
+        }
+        p95, mean = wf["p95"][topo], _mean_discussion(wf, topo)
+        t, f = _fit_tails(body, p95, mean, cap)
+        laws = {c: [(LengthDist(m, lo, hi, t, f), n) for m, lo, hi, n in rs]
+                for c, rs in body.items()}  # fmt: skip
+        out[topo] = {"laws": laws, "tail": t, "far": f, "mean": mean, "p95": p95}
+    return out
+
+
+def _body(p25: float, p50: float, p75: float) -> tuple[float, float, float]:
+    return p50, math.log(p50 / p25) / Z75, math.log(p75 / p50) / Z75
+
+
+def _lengths(wf: dict, a1: dict, cap: float) -> tuple[dict[str, object], dict[str, str]]:
+    """Output-length laws by the original's call label and round, by topology where the
+    published figures differ; each with its source."""
+    lengths: dict[str, object] = {}
     srcs: dict[str, str] = {}
-    for label, c in wf["context"].items():
-        m, s = pooled(c["completion"])
-        lengths[label] = (round(m, 1), round(s, 4))
-        srcs[label] = f"workflow context.{label} completion, rounds 1-3 pooled"
+    laws = discussion_laws(wf, cap)
+    for law in laws.values():
+        for call, dists in law["laws"].items():
+            for r, (d, _n) in enumerate(dists, start=1):
+                q = wf["context"][call]["completion"][r - 1]
+                lengths[f"{call}#{r}"] = {"p25": q[0], "median": q[1], "p75": q[2],
+                                          "p95": round(d.quantile(0.95), 1),
+                                          "mean": round(d.mean(cap), 1)}  # fmt: skip
+                srcs[f"{call}#{r}"] = (
+                    f"workflow context.{call} completion round {r} quartiles; p95 and mean"
+                    f" from the tail slopes {law['tail']:.4f} (p75-p95) and {law['far']:.4f}"
+                    " (above p95) shared by the topology's discussion calls, solved for its"
+                    f" published p95 {law['p95']} (load.discussion) and mean"
+                    f" {law['mean']:.1f} tokens (roles.discussion means x n)"
+                )
+            pq = [_pooled_quantile(dists, q) for q in (0.25, 0.5, 0.75, 0.95)]
+            mean = sum(d.mean(cap) * n for d, n in dists) / sum(n for _, n in dists)
+            lengths[call] = {"p25": round(pq[0], 1), "median": round(pq[1], 1),
+                             "p75": round(pq[2], 1), "p95": round(pq[3], 1),
+                             "mean": round(mean, 1)}  # fmt: skip
+            srcs[call] = f"the rounds of {call} above pooled (rounds beyond 3, other calls)"
     disc_parts = [
         (r[1], sigma_from_quartiles(r[0], r[2]), r[3])
         for c in wf["context"].values()
         for r in c["completion"]
     ]
     q25, q50, q75 = (mixture_quantile(disc_parts, v) for v in (0.25, 0.5, 0.75))
-    lengths["discussion"] = (round(q50, 1), round(sigma_from_quartiles(q25, q75), 4))
+    lengths["discussion"] = [round(q50, 1), round(sigma_from_quartiles(q25, q75), 4)]
     srcs["discussion"] = (
         "the four discussion call labels pooled (fallback for other discussion calls)"
     )
-    orch = [v for v in wf["orchestrator_completion"].values()]
-    om, osg = pooled(orch)
+    for topo, q in wf["orchestrator_completion"].items():
+        for stage in ("recruitment", "synthesis", "evaluation", "final"):
+            key = f"{stage}@{TOPOLOGY[topo]}"
+            p95 = q[1] * math.exp(sigma_from_quartiles(q[0], q[2]) * Z95)
+            lengths[key] = {"p25": q[0], "median": q[1], "p75": q[2], "p95": round(p95, 1)}
+            srcs[key] = (
+                f"workflow roles.{topo}.orchestrator completion quartiles (n {q[3]}); the"
+                " aggregates do not split the orchestrator's four stages, so all four share"
+                " them; no p95 or mean published: p95 of the log-normal with the same IQR"
+                " (an assumption; the body's own upper slope would put ~0.5 % of structured"
+                " recruitment replies past the 6,144-token cap)"
+            )
+    om, osg = pooled(list(wf["orchestrator_completion"].values()))
     for stage in ("recruitment", "synthesis", "evaluation", "final"):
-        lengths[stage] = (round(om, 1), round(osg, 4))
-        srcs[stage] = (
-            "workflow roles.all.orchestrator completion, 3 topologies pooled: the aggregates"
-            " do not split the orchestrator's four stages, so all four share it"
-        )
-    tot_tok = tot_n = 0.0
-    for topo in wf["expert_completion_mean"]:
-        if topo == "definitions":
-            continue
-        e = wf["expert_completion_mean"][topo]
-        tot_tok += sum(m * n for m, n in e["all"]) - sum(m * n for m, n in e["discussion"])
-        tot_n += sum(n for _, n in e["all"]) - sum(n for _, n in e["discussion"])
-    ex_mean = tot_tok / tot_n
+        lengths[stage] = [round(om, 1), round(osg, 4)]
+        srcs[stage] = "workflow roles.all.orchestrator completion, 3 topologies pooled"
     ex_sigma = sigma_from_quartiles(a1["completion_tokens"][0], a1["completion_tokens"][2])
-    lengths["execution"] = (round(ex_mean * math.exp(-(ex_sigma**2) / 2), 1), round(ex_sigma, 4))
-    srcs["execution"] = (
-        f"mean {ex_mean:.0f} tokens = expert roles' (all - discussion) completion sums / counts,"
-        " 3 topologies; median = mean * exp(-sigma^2 / 2) with sigma of all lone calls"
-        " (load.contention.all[inflight 1] completion IQR): the execution calls' own spread"
-        " is not published"
-    )
-    return p, {"why": why, "lengths": lengths, "length_sources": srcs}
+    tot_tok = tot_n = 0.0
+    for topo in TOPOLOGY:
+        e = wf["expert_completion_mean"][topo]
+        tok = sum(m * n for m, n in e["all"]) - sum(m * n for m, n in e["discussion"])
+        n = sum(n for _, n in e["all"]) - sum(n for _, n in e["discussion"])
+        tot_tok, tot_n = tot_tok + tok, tot_n + n
+        key = f"execution@{TOPOLOGY[topo]}"
+        lengths[key] = [round(tok / n * math.exp(-(ex_sigma**2) / 2), 1), round(ex_sigma, 4)]
+        srcs[key] = (
+            f"mean {tok / n:.0f} tokens = {topo} expert roles' (all - discussion) completion"
+            " sums / counts; median = mean * exp(-sigma^2 / 2) with sigma of all lone calls"
+            " (load.contention.all[inflight 1] completion IQR): the execution calls' own"
+            " spread is not published"
+        )
+    ex_mean = tot_tok / tot_n
+    lengths["execution"] = [round(ex_mean * math.exp(-(ex_sigma**2) / 2), 1), round(ex_sigma, 4)]
+    srcs["execution"] = f"as execution@<topology>, 3 topologies pooled (mean {ex_mean:.0f})"
+    return lengths, srcs
 
 
 def _z(q: float) -> float:
@@ -229,14 +352,52 @@ def render(x: dict) -> str:
         " workflow.json, infra/docker-compose.yml of dlamagna/agentraffic) by"
         ' datasets/make_vllm_3b_profile.py; see agentlab/llm/profiles/vllm-3b.toml"',
         "",
-        "# labels['call'] (the original's call label) first, then labels['stage']:",
-        "# [median tokens, sigma of log tokens]",
+        "# labels['call'] (the original's call label) first, then labels['stage'], each",
+        "# qualified @topology / #round first: [median tokens, sigma of log tokens] (log-normal)",
+        "# or {p25, median, p75, mean} (log-normal body through the quartiles, tail for the mean)",
         "[lengths]",
     ]
-    for label, (m, s) in info["lengths"].items():
+    for label, v in info["lengths"].items():
         lines.append(f"# source: {info['length_sources'][label]}")
-        lines.append(f"{label} = [{m!r}, {s!r}]")
+        key = label if label.isidentifier() else f'"{label}"'
+        if isinstance(v, dict):
+            lines.append(f"{key} = {{" + ", ".join(f"{k} = {x!r}" for k, x in v.items()) + "}")
+        else:
+            lines.append(f"{key} = [{v[0]!r}, {v[1]!r}]")
+    lines += _engine_lines(x["server_config"])
     return "\n".join(lines) + "\n"
+
+
+def _engine_lines(cfg: dict) -> list[str]:
+    """The ``[engine]`` section: vLLM v1 mechanisms, from vLLM defaults, the model's
+    architecture and the server's memory settings (none are fitted to outcomes)."""
+    # Llama-3.2-3B (config.json of meta-llama/Llama-3.2-3B-Instruct): 28 layers, 8 KV heads
+    # (GQA), head_dim 128, 3.21e9 parameters; fp16 = 2 bytes
+    kv_bytes_per_token = 2 * 28 * 8 * 128 * 2  # K and V
+    block = 16
+    gpu_gib, util = 24.0, float(cfg["gpu_memory_utilization"])
+    weights_gib = 3.21e9 * 2 / 2**30
+    activations_gib = 1.0  # assumption: vLLM's profiling peak at 11,200 batched tokens
+    kv_gib = gpu_gib * util - weights_gib - activations_gib
+    blocks = int(kv_gib * 2**30 / (kv_bytes_per_token * block) / 100) * 100
+    return [
+        "",
+        "# vLLM v1 engine mechanisms (agentlab/llm/sim_engine.py); off-settings in brackets",
+        "[engine]",
+        "# source: vLLM v1 default (enable_prefix_caching=True); [false]",
+        "prefix_caching = true",
+        "# source: vLLM default block_size on CUDA",
+        f"block_size = {block}",
+        f"# source: ({gpu_gib:g} GiB x gpu_memory_utilization {util:g} - fp16 weights "
+        f"{weights_gib:.2f} GiB - ~{activations_gib:g} GiB activations, an assumption) / "
+        f"{kv_bytes_per_token * block / 2**20:g} MiB per block (Llama-3.2-3B: 28 layers x 8 KV "
+        f"heads x head_dim 128 x K,V x 2 bytes x {block} tokens), rounded down; [0 = unlimited]",
+        f"kv_blocks = {blocks}",
+        "# source: not published for this server (no per-context decode timings); [0]",
+        "attention_decode_s = 0.0",
+        "# source: not published for this server; [0]",
+        "attention_prefill_s = 0.0",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,13 @@ The model fitted is the step model of :mod:`agentlab.llm.sim_engine`:
   ``decode_tps = 1 / b0`` and ``decode_degrade = d``; the spread of ``log(D / fit)`` is
   ``decode_jitter`` (and the mean-1 log-normal's ``E[1/s]`` bias is removed from ``b0``).
 - **Lengths**: a log-normal per ``stage`` label (median and sigma of log tokens), with
-  the pooled fit as the default.
+  the pooled fit as the default; with ``lengths_by=["call", "round"]`` (CLI
+  ``--by-label call,round``) a law per call label and round that keeps the quartiles, p95
+  and mean (:class:`~agentlab.llm.sim_profiles.LengthDist`), so a workflow re-run on the
+  fitted profile keeps each call's lengths (the stage fit pools what differs by topology).
+- **Concurrency** at a call's start counts calls started at the same instant (a fan-out
+  sent with no client CPU between the requests) as in flight: none of them found the
+  server idle.
 
 Confidence intervals are bootstrap percentiles over calls, widened for the decode
 parameters by a parametric bootstrap (refits on replays with fresh speed draws). Goodness of fit replays the
@@ -25,6 +31,7 @@ a light trace: pass them (the default ``slots`` is the most calls seen decoding 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,11 +41,12 @@ import pandas as pd
 
 from agentlab.analysis.replay_engine import predict_calls
 from agentlab.errors import ConfigError
-from agentlab.llm.sim_profiles import SimProfile
+from agentlab.llm.sim_profiles import LengthDist, SimProfile
 
 __all__ = ["Calibration", "calibrate", "fit_calibration", "predict_calls"]
 
 _MIN_STAGE_CALLS = 5
+_MIN_LAW_CALLS = 10  # calls per label key for a quantile law (fewer: the pooled key)
 
 
 @dataclass
@@ -78,7 +86,20 @@ def _calls_frame(run_or_calls: Any) -> pd.DataFrame:
     return open_run(run_or_calls).llm_calls_df()
 
 
-def _prepare(df: pd.DataFrame, stage_col: str) -> pd.DataFrame:
+def _label_dict(x: Any) -> dict[str, Any]:
+    """A call's ``labels``: a dict, or the JSON text ``llm_calls`` stores."""
+    if isinstance(x, dict):
+        return x
+    if isinstance(x, str) and x.startswith("{"):
+        try:
+            out = json.loads(x)
+        except ValueError:
+            return {}
+        return out if isinstance(out, dict) else {}
+    return {}
+
+
+def _prepare(df: pd.DataFrame, stage_col: str, label_cols: tuple[str, ...] = ()) -> pd.DataFrame:
     need = ["start", "end", "prompt_tokens", "completion_tokens"]
     missing = [c for c in need if c not in df.columns]
     if missing:
@@ -86,10 +107,11 @@ def _prepare(df: pd.DataFrame, stage_col: str) -> pd.DataFrame:
     d = df.copy()
     if "outcome" in d.columns:
         d = d[d["outcome"].fillna("ok") == "ok"]
-    if stage_col not in d.columns and "labels" in d.columns:
-        d[stage_col] = [x.get("stage") if isinstance(x, dict) else None for x in d["labels"]]
-    if stage_col not in d.columns:
-        d[stage_col] = None
+    for col in (stage_col, *label_cols):
+        if col not in d.columns and "labels" in d.columns:
+            d[col] = [_label_dict(x).get(col) for x in d["labels"]]
+        if col not in d.columns:
+            d[col] = None
     if "first_token" not in d.columns:
         d["first_token"] = np.nan
     for c in ("start", "end", "first_token", "prompt_tokens", "completion_tokens"):
@@ -112,7 +134,9 @@ def _load_features(d: pd.DataFrame, group: list[str], degrade: float) -> pd.Data
         g = out.loc[idx]
         s, e = g["start"].to_numpy(), g["end"].to_numpy()
         ss, es = np.sort(s), np.sort(e)
-        inflight = np.searchsorted(ss, s, side="left") - np.searchsorted(es, s, side="right")
+        # calls started at or before s (ties included: a fan-out sent at one instant shares
+        # the server, none of them found it idle), less itself, less those already ended
+        inflight = np.searchsorted(ss, s, side="right") - 1 - np.searchsorted(es, s, side="right")
         out.loc[idx, "others_at_start"] = np.maximum(inflight, 0)
         f = g["first_token"].to_numpy()
         ok = np.isfinite(f)
@@ -240,6 +264,54 @@ def _fit_lengths(d: pd.DataFrame, stage_col: str) -> dict[str, tuple[float, floa
     return out
 
 
+#: label columns that qualify a length key (SimProfile.length_keys): column -> prefix
+_QUALIFIERS = {"topology": "@", "round": "#"}
+
+
+def _length_key(base: Any, quals: dict[str, Any]) -> str | None:
+    if base is None or (isinstance(base, float) and math.isnan(base)) or base is pd.NA:
+        return None
+    key = str(base)
+    for col in ("topology", "round"):  # the order length_keys reads: name@topology#round
+        v = quals.get(col)
+        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        key += f"{_QUALIFIERS[col]}{v}"
+    return key
+
+
+def _fit_length_laws(d: pd.DataFrame, by: list[str]) -> dict[str, tuple[LengthDist, int]]:
+    """Length laws per label key: the first column of ``by`` names the call (e.g. ``call``
+    or ``stage``), the others (``round``, ``topology``) qualify it; each key with at least
+    :data:`_MIN_LAW_CALLS` calls gets the empirical quartiles, p95 and mean
+    (:meth:`LengthDist.from_quantiles`), every base name also its pooled law."""
+    base, quals = by[0], by[1:]
+    keys = []
+    for _, r in d.iterrows():
+        q = {c: r[c] for c in quals}
+        keys.append((_length_key(r[base], q), _length_key(r[base], {})))
+    tokens = d["completion_tokens"].to_numpy()
+    groups: dict[str, list[float]] = {}
+    for (k, kb), n in zip(keys, tokens, strict=True):
+        for key in {k, kb} - {None}:
+            groups.setdefault(str(key), []).append(float(n))
+    cap = float(tokens.max())
+    out = {}
+    for key, xs in groups.items():
+        if len(xs) < _MIN_LAW_CALLS:
+            continue
+        p25, p50, p75, p95 = np.percentile(xs, [25, 50, 75, 95])
+        mean = float(np.mean(xs))
+        try:
+            law = LengthDist.from_quantiles(p25, p50, p75, mean, p95, cap=cap + 1)
+        except ConfigError:  # a mean the quantiles cannot carry (few calls): no tail fit
+            law = LengthDist.from_quantiles(p25, p50, p75, None, p95)
+        out[key] = (law, len(xs))
+    return out
+
+
 def _gof(pred: pd.DataFrame, subset: str) -> list[dict[str, Any]]:
     from scipy.stats import ks_2samp
 
@@ -271,6 +343,7 @@ def fit_calibration(
     by: str | list[str] | None = None,
     client: str | None = None,
     stage_col: str = "stage",
+    lengths_by: str | list[str] | None = None,
     n_boot: int = 200,
     n_sim: int = 20,
     seed: int = 0,
@@ -289,6 +362,12 @@ def fit_calibration(
         client: column naming each call's closed-loop client: the replay then chains each
             client's calls on predicted ends (see :mod:`agentlab.analysis.replay_engine`).
         stage_col: the stage label column (or taken from a ``labels`` dict column).
+        lengths_by: label column(s) the output lengths are fitted by, e.g.
+            ``["call", "round"]``: the first names the call, ``round`` / ``topology``
+            qualify it (keys ``call#2``, ``call@star``, as :func:`~agentlab.llm.sim_profiles.length_keys`
+            looks them up); each key gets its quartiles, p95 and mean
+            (:class:`~agentlab.llm.sim_profiles.LengthDist`). Default: one log-normal per
+            ``stage_col`` value.
         n_boot: bootstrap resamples (over calls) for the confidence intervals.
         n_sim: replays of the fitted engine with fresh decode-speed draws, refitted to
             widen the decode parameters' intervals (0 = off).
@@ -298,7 +377,14 @@ def fit_calibration(
     Raises:
         ConfigError: too few usable calls, or no call that reveals prefill/decode speed.
     """
-    d = _prepare(_calls_frame(run_or_calls), stage_col)
+    by_label = [lengths_by] if isinstance(lengths_by, str) else list(lengths_by or [])
+    bad = [c for c in by_label[1:] if c not in _QUALIFIERS]
+    if bad:
+        raise ConfigError(
+            f"calibrate: lengths_by {by_label}: after the call label only"
+            f" {sorted(_QUALIFIERS)} qualify a length key, not {bad}"
+        )
+    d = _prepare(_calls_frame(run_or_calls), stage_col, tuple(by_label))
     group = [by] if isinstance(by, str) else list(by or [])
     mask = np.ones(len(d), dtype=bool)
     if train is not None:
@@ -338,7 +424,16 @@ def fit_calibration(
             q_lo, q_hi = np.percentile(spread[k], [2.5, 97.5])
             lo, hi = min(lo, 2 * v - float(q_hi)), max(hi, 2 * v - float(q_lo))
         rows.append({"parameter": k, "value": v, "ci_low": lo, "ci_high": hi, "n": len(tr)})
-    stage_lengths = []
+    stage_lengths: list[tuple[str, LengthDist]] = []
+    cap = max(1024, int(d["completion_tokens"].max()))  # the profile's max_completion
+    if by_label:
+        for key, (law, n) in _fit_length_laws(tr, by_label).items():
+            stage_lengths.append((key, law))
+            for q, name in ((0.5, "median"), (0.95, "p95")):
+                rows.append({"parameter": f"{name}[{key}]", "value": law.quantile(q), "n": n,
+                             "ci_low": math.nan, "ci_high": math.nan})  # fmt: skip
+            rows.append({"parameter": f"mean[{key}]", "value": law.mean(cap), "n": n,
+                         "ci_low": math.nan, "ci_high": math.nan})  # fmt: skip
     for stage, (med, sig, n) in lengths.items():
         label = stage or "(all)"
         rows.append(
@@ -350,7 +445,7 @@ def fit_calibration(
             | _len_ci(tr, stage_col, stage, rng, n_boot, 1)
         )
         if stage:
-            stage_lengths.append((stage, med, sig))
+            stage_lengths.append((stage, LengthDist.lognormal(med, sig)))
     src = source or (
         f"calibrated by agentlab.calibrate from {len(tr)} calls "
         f"(slots={slots}, max_num_batched_tokens={max_num_batched_tokens})"
@@ -367,7 +462,7 @@ def fit_calibration(
         completion_median=lengths[""][0],
         completion_sigma=lengths[""][1],
         lengths=tuple(stage_lengths),
-        max_completion=max(1024, int(d["completion_tokens"].max())),
+        max_completion=cap,
         source=src,
     )
     pred = predict_calls(prof, d, by=by, client=client, seed=seed)
@@ -468,6 +563,7 @@ def main(args: Any) -> int:
         max_num_batched_tokens=args.max_num_batched_tokens,
         by=args.by,
         client=args.client,
+        lengths_by=args.by_label.split(",") if getattr(args, "by_label", None) else None,
     )
     cal.profile.save(out)
     print(cal.report())

@@ -287,5 +287,37 @@ def main(args: Any) -> int:
             timeout=args.timeout,
         )
     )
-    print(f"replay-traffic: {args.mode} loop replay of {args.run} recorded in {out}")
+    return _report_replay(out, f"{args.mode} loop replay of {args.run}", args.base_url, args.model)
+
+
+#: a replay in which more than this share of calls failed exits non-zero
+MAX_FAILED_SHARE = 0.5
+
+
+def _report_replay(out: Path, what: str, base_url: str, model: str) -> int:
+    """Print where the replay went and how many calls failed; the exit code.
+
+    A replay whose calls mostly failed (a model the server does not serve, a wrong base
+    URL, a server that is down) measured nothing: it says so on stderr and exits 1
+    instead of a plain "recorded in ..." and 0.
+    """
+    import sys
+
+    from agentlab.store.run import open_run
+
+    calls = open_run(out).df("llm_calls")
+    failed = calls[calls["outcome"] != "ok"] if len(calls) else calls
+    print(f"replay-traffic: {what} recorded in {out}")
+    if not len(failed):
+        return 0
+    first = failed.iloc[0]
+    msg = (
+        f"replay-traffic: {len(failed)} of {len(calls)} calls failed (first: "
+        f"{first['outcome']}: {str(first['error'])[:300]}); model {model!r} at {base_url}"
+    )
+    if len(failed) / len(calls) > MAX_FAILED_SHARE:
+        print(f"{msg}: the replay measured no served traffic. Check --model (the "
+              "server's model name, prefixed with openai/) and --base-url", file=sys.stderr)  # fmt: skip
+        return 1
+    print(msg, file=sys.stderr)
     return 0

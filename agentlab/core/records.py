@@ -88,6 +88,9 @@ class CallRecord:
     #: with ``code`` "ok" or an ``LLMError.code`` (empty for a first-attempt success);
     #: written to the ``llm_attempts`` dataset, not to ``llm_calls``
     tries: list[tuple[int, str, float, float, str | None]] = field(default_factory=list)
+    #: prompt tokens the server found in its prefix cache (vLLM's
+    #: ``usage.prompt_tokens_details.cached_tokens``); 0 where unknown
+    cached_tokens: int = 0
 
     @property
     def latency(self) -> float:

@@ -7,7 +7,9 @@ may run at all (syntax, names, attributes, literal sizes, nesting), before any o
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
+from typing import Any
 
 from agentlab.errors import UnsafeCodeError
 
@@ -17,6 +19,7 @@ __all__ = [
     "SAFE_BUILTINS",
     "Limits",
     "check_code",
+    "hash_key_ok",
     "is_private_name",
 ]
 
@@ -40,6 +43,9 @@ class Limits:
     # program has run this long (tool time excluded), and may not map more than this.
     kill_after_seconds: float = 3.0
     max_memory_mb: int = 512
+    # the whole request in a SandboxPool, tool calls and waiting for a worker included
+    # (a tool that calls a router again shares its caller's deadline and tool-call count)
+    max_request_seconds: float = 20.0
 
 
 _ALLOWED_NODES: tuple[type[ast.AST], ...] = (
@@ -74,6 +80,25 @@ SAFE_BUILTINS = frozenset({
 
 def is_private_name(name: str) -> bool:
     return name.startswith("_") and name != "_"
+
+
+#: ints hash to themselves below this modulus (2**61 - 1 on 64-bit CPython), so distinct
+#: keys in range have distinct hashes; above it ``hash(n) = n % modulus`` is the program's
+#: to choose: 10k multiples of it all hash to 0, and building that dict took 13.8 s of C.
+HASH_MODULUS = sys.hash_info.modulus
+
+
+def hash_key_ok(key: Any) -> bool:
+    """Whether ``key`` may be stored in a dict built from generated code (or sent by a
+    worker): strings (hashes are salted per process), floats, bools, ``None``, ints of
+    magnitude below :data:`HASH_MODULUS`, and tuples of those. A colliding full hash turns
+    every insertion into a walk over all earlier keys (quadratic); in range, keys collide
+    only on their low bits, which CPython's probe sequence resolves in a few steps."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return -HASH_MODULUS < key < HASH_MODULUS
+    if isinstance(key, tuple):
+        return all(hash_key_ok(k) for k in key)
+    return True
 
 
 def check_code(

@@ -3,8 +3,9 @@
 :class:`CodeGenRouter` asks the LLM for a few lines of Python that call the env's tools,
 and runs them — by default in a :class:`~agentlab.env.sandbox_pool.SandboxPool` worker
 process (``isolation="process"``), so hostile code costs one request, never the host; the
-tools run here and are called over the worker's pipe. Programs are cached by (request
-shape, tool signatures) (:class:`~agentlab.env.code_cache.CodeCache`).
+tools run here and are called over the worker's pipe. Programs are cached per agent by
+(request shape, tool signatures) (:class:`~agentlab.env.code_cache.CodeCache`): a program
+the LLM wrote from one agent's prompt never runs as another agent.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ class CodeGenRouter(Router):
 
     Args:
         limits: sandbox budgets.
-        cache_size: generated programs remembered by (request shape, tool signatures)
-            (0 disables).
+        cache_size: generated programs remembered by (agent, request shape, tool
+            signatures) (0 disables).
         isolation: ``"process"`` (default: a :class:`SandboxPool` worker with OS limits) or
             ``"inline"`` (the interpreter in this process; for trusted code and benchmarks).
         pool: the pool to use (default :func:`~agentlab.env.sandbox_pool.default_pool`).
@@ -96,7 +97,7 @@ class CodeGenRouter(Router):
     async def _route(self, request: Any, agent_id: str | None) -> RouteResult:
         text = str(request)
         sigs = self.signatures()
-        code = self.cache.get(text, sigs)
+        code = self.cache.get(text, sigs, agent_id)
         hit = code is not None
         if code is not None:
             self.stats.cache_hits += 1
@@ -119,7 +120,7 @@ class CodeGenRouter(Router):
             raise
         result.code, result.cache_hit = code, hit
         if not hit:
-            self.cache.put(text, sigs, code)
+            self.cache.put(text, sigs, code, agent_id)
         return result
 
     async def run_code(self, code: str, *, agent_id: str | None = None) -> RouteResult:

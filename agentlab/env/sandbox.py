@@ -47,6 +47,7 @@ from agentlab.env.codecheck import (
     check_code,
     is_private_name,
 )
+from agentlab.env.render import TooLarge, logical_size
 from agentlab.env.sandbox_budget import DEEP_BUILTINS, DEEP_METHODS, Budget, exception_text
 from agentlab.errors import ToolError, UnsafeCodeError
 
@@ -119,6 +120,15 @@ class Sandbox:
         except Exception as exc:  # the program's own bug: report it, do not crash the host
             raise ToolError(
                 f"generated code failed: {type(exc).__name__}: {exception_text(exc)}"
+            ) from None
+        # The value leaves the sandbox (observation, run log, repr, pickle to Ray): an
+        # aliased value of logical size 10**12 must not leave unpriced, inline or not.
+        try:
+            logical_size(value, self.limits.max_alloc)
+        except TooLarge:
+            raise UnsafeCodeError(
+                "the program's value is too large to return (logical size above "
+                f"{self.limits.max_alloc})"
             ) from None
         return SandboxResult(value, run.printed, run.steps, run.tool_calls)
 
@@ -201,7 +211,7 @@ class _Run(Budget):
                 raise UnsafeCodeError(f"cannot assign into {type(container).__name__}")
             key = await self.expr(target.slice)
             if isinstance(container, dict):
-                self.deep("hashing a key", key)
+                self.store_keys("hashing a key", [key])
             container[key] = value
             self.charge(container)
         else:
@@ -237,7 +247,7 @@ class _Run(Budget):
                 if k is None:
                     raise UnsafeCodeError("'**' in dict literals is not allowed")
                 key = await self.expr(k)
-                self.deep("hashing a key", key)
+                self.store_keys("hashing a key", [key])
                 out[key] = await self.expr(v)
             return self.charge(out)
         if isinstance(node, ast.BinOp):
@@ -307,7 +317,7 @@ class _Run(Budget):
                 return (await self.expr(node.key), await self.expr(node.value))
 
             await self.comprehension(node.generators, 0, pair, pairs)
-            self.deep("hashing keys", [k for k, _ in pairs])
+            self.store_keys("hashing keys", [k for k, _ in pairs])
             return self.charge(dict(pairs))
         raise UnsafeCodeError(f"{type(node).__name__} is not allowed")
 
@@ -361,6 +371,8 @@ class _Run(Budget):
                 self.check_join(obj, args, kwargs)
             if func.attr in DEEP_METHODS:
                 self.deep(f".{func.attr}()", obj if isinstance(obj, (list, tuple)) else None, *args)
+            if isinstance(obj, dict) and func.attr in {"setdefault", "update"} and args:
+                self.store_keys(f".{func.attr}()", _new_keys(func.attr, args[0]))
             result = getattr(obj, func.attr)(*args, **kwargs)
             if func.attr in {"keys", "values", "items"}:
                 result = list(result)
@@ -410,6 +422,8 @@ class _Run(Budget):
             raise UnsafeCodeError(f"{name}(key=...) is not allowed")
         if name in DEEP_BUILTINS:
             self.deep(f"{name}()", *args, *kwargs.values())
+        if name == "dict" and args:
+            self.store_keys("dict()", _new_keys("update", args[0]))
         if (
             name == "sum"
             and (len(args) > 1 or kwargs)
@@ -437,6 +451,18 @@ _BUILTIN_FNS: dict[str, Callable[..., Any]] = {
     "str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict,
     "tuple": tuple, "any": any, "all": all,
 }  # fmt: skip
+
+
+def _new_keys(how: str, source: Any) -> list[Any]:
+    """The keys ``d.update(source)`` / ``dict(source)`` / ``d.setdefault(source)`` would
+    store (pairs whose first item is the key; a dict's keys; anything else: ``source``)."""
+    if how == "setdefault":
+        return [source]
+    if isinstance(source, dict):
+        return list(source)
+    if isinstance(source, (list, tuple)):
+        return [p[0] for p in source if isinstance(p, (list, tuple)) and len(p) == 2]
+    return []
 
 
 def _as_load(target: ast.expr) -> ast.expr:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentlab.env.codecheck import PLAIN_TYPES, Limits
+from agentlab.env.codecheck import HASH_MODULUS, PLAIN_TYPES, Limits, hash_key_ok
 from agentlab.env.render import TooLarge, bounded_repr, logical_size
 from agentlab.errors import ToolError, UnsafeCodeError
 
@@ -85,6 +85,17 @@ class Budget:
                 ) from None
             budget -= n
             self.tick(n // 16)
+
+    def store_keys(self, what: str, keys: Any) -> None:
+        """Price hashing ``keys`` and refuse keys whose hash the program chose (see
+        :func:`~agentlab.env.codecheck.hash_key_ok`) before they enter a dict."""
+        self.deep(what, list(keys))
+        for k in keys:
+            if not hash_key_ok(k):
+                raise UnsafeCodeError(
+                    f"{what}: integer dict keys must be smaller than {HASH_MODULUS} in "
+                    "magnitude (larger ones can be chosen to collide)"
+                )
 
     def check(self, value: Any) -> Any:
         if isinstance(value, int) and value.bit_length() > self.lim.max_int_bits:

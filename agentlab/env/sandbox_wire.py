@@ -9,12 +9,19 @@ Worker -> parent: ``{"op": "ready"}`` once at start, ``{"op": "tool", "name", "a
 "kwargs"}`` per tool call, and ``{"op": "done", "ok", "value", "printed", "steps",
 "tool_calls" | "error", "error_type", "from_tool"}`` per program, with ``"retire": true``
 when the worker exits after it (CPU time used up, or a MemoryError left it unreliable).
+Every worker message carries ``"busy"``: seconds since the worker read the parent's last
+message (the parent bills the program no more than that). A tool result the parent refuses
+for the request as a whole (too many tool calls) has ``"error_type": "UnsafeCodeError"``.
+A worker that cannot confine itself sends ``{"op": "error", "error"}`` instead of
+``ready`` and exits.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from agentlab.env.codecheck import hash_key_ok
 
 __all__ = ["decode", "dumps", "encode", "loads"]
 
@@ -35,7 +42,12 @@ def encode(value: Any) -> Any:
 
 
 def decode(value: Any) -> Any:
-    """Inverse of :func:`encode`."""
+    """Inverse of :func:`encode`.
+
+    Raises:
+        ValueError: a dict key whose hash an attacker could choose (see
+            :func:`~agentlab.env.codecheck.check_hash_key`): a worker is not trusted.
+    """
     if isinstance(value, list):
         return [decode(v) for v in value]
     if isinstance(value, dict):
@@ -43,14 +55,23 @@ def decode(value: Any) -> Any:
             if "__t" in value:
                 return tuple(decode(v) for v in value["__t"])
             if "__d" in value:
-                return {decode(k): decode(v) for k, v in value["__d"]}
+                pairs = [(decode(k), decode(v)) for k, v in value["__d"]]
+                for k, _ in pairs:
+                    if not hash_key_ok(k):
+                        raise ValueError("a dict key outside the hash-safe range")
+                return dict(pairs)
         return {k: decode(v) for k, v in value.items()}
     return value
 
 
 def dumps(message: dict[str, Any]) -> bytes:
-    """One message as a line of bytes."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    """One message as a line of bytes.
+
+    ASCII with ``\\uXXXX`` escapes: a lone surrogate (``'\\ud800'``, legal in a Python
+    ``str``, in a post or a ``print``) has no UTF-8 encoding, and failing to send it killed
+    the worker; escaped, it crosses the pipe and ``json.loads`` reads it back unchanged.
+    """
+    return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
 
 
 def loads(line: bytes) -> dict[str, Any]:

@@ -1,11 +1,15 @@
 """Entry point of a sandbox worker: ``python -m agentlab.env.sandbox_worker MB CPU PARENT``.
 
-It caps its own address space (``RLIMIT_AS`` = ``MB`` MiB) and CPU time (``RLIMIT_CPU`` =
-``CPU`` s), then serves programs from stdin with the in-process
-:class:`~agentlab.env.sandbox.Sandbox`; each tool the program calls is a request to the
-parent, which runs the env's real tool and sends the result back (see
-:mod:`agentlab.env.sandbox_wire`). A program that hangs or allocates without bound is the
-parent's to kill; nothing here is trusted to stop it.
+Before it serves anything it makes itself a small boundary (see the env README's sandbox
+section): ``PR_SET_NO_NEW_PRIVS``; limits on address space (``MB`` MiB), CPU time (``CPU``
+s), processes (0), file size (0), open files and core dumps — each clamped to the limits it
+inherited (``ulimit``, SLURM, PBS), which it may not raise; root drops to ``nobody``; it dies
+with its parent (``PR_SET_PDEATHSIG``). Its environment and working directory are set by
+the pool (a clean environment, a private empty directory). Then it serves programs from
+stdin with the in-process :class:`~agentlab.env.sandbox.Sandbox`; each tool the program
+calls is a request to the parent, which runs the env's real tool and sends the result back
+(see :mod:`agentlab.env.sandbox_wire`). A program that hangs or allocates without bound is
+the parent's to kill; nothing here is trusted to stop it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from agentlab.env.render import TooLarge, logical_size
 from agentlab.env.sandbox import Sandbox, exception_text
 from agentlab.errors import ToolError, UnsafeCodeError
 
+_OPEN_FILES = 16  # stdin/stdout/stderr, the event loop's selector and self-pipe, spare
+
 
 class _RemoteToolError(ToolError):
     """A tool failed in the parent; the parent re-raises its own exception object."""
@@ -31,13 +37,18 @@ class _RemoteToolError(ToolError):
 class _Worker:
     def __init__(self, rx: BinaryIO, tx: BinaryIO, cpu_limit: float) -> None:
         self.rx, self.tx, self.cpu_limit = rx, tx, cpu_limit
+        self.since = time.monotonic()
 
     def send(self, msg: dict[str, Any]) -> None:
+        # how long this answer took here: the parent charges the program no more than
+        # that (its event loop may have been busy elsewhere when the answer arrived)
+        msg["busy"] = round(time.monotonic() - self.since, 6)
         self.tx.write(wire.dumps(msg))
         self.tx.flush()
 
     def receive(self) -> dict[str, Any] | None:
         line = self.rx.readline()
+        self.since = time.monotonic()
         return wire.loads(line) if line else None
 
     def tool(self, name: str, limits: Limits) -> Any:
@@ -52,7 +63,10 @@ class _Worker:
             if reply is None:
                 raise SystemExit(0)
             if not reply.get("ok"):
-                raise _RemoteToolError(str(reply.get("error", "tool failed"))[:2000])
+                text = str(reply.get("error", "tool failed"))[:2000]
+                if reply.get("error_type") == "UnsafeCodeError":  # the parent's own caps
+                    raise UnsafeCodeError(text)
+                raise _RemoteToolError(text)
             return wire.decode(reply.get("value"))
 
         return call
@@ -64,14 +78,10 @@ class _Worker:
         retire = False
         try:
             out = loop.run_until_complete(box.run(str(msg.get("code", ""))))
-            try:
-                logical_size(out.value, limits.max_alloc)
+            try:  # Sandbox.run priced the value; the depth of the encoding is bounded too
                 value = wire.encode(out.value)
-            except (TooLarge, RecursionError):
-                raise UnsafeCodeError(
-                    f"the program's value is too large to return (logical size above "
-                    f"{limits.max_alloc})"
-                ) from None
+            except RecursionError:
+                raise UnsafeCodeError("the program's value is nested too deeply") from None
             reply: dict[str, Any] = {"op": "done", "ok": True, "value": value,
                                      "printed": out.printed, "steps": out.steps,
                                      "tool_calls": out.tool_calls}  # fmt: skip
@@ -94,46 +104,104 @@ class _Worker:
         reply["retire"] = retire
         try:
             self.send(reply)
-        except MemoryError:
+        except Exception as exc:  # MemoryError, or a value json cannot write: say so, stay up
+            text = (
+                "result too large"
+                if isinstance(exc, MemoryError)
+                else (f"the result could not be sent: {type(exc).__name__}")
+            )
             self.send({"op": "done", "ok": False, "error_type": "UnsafeCodeError",
-                       "error": "result too large", "retire": True})  # fmt: skip
+                       "error": text, "retire": True})  # fmt: skip
             retire = True
         return retire
+
+
+def _prctl(option: int, arg: int) -> bool:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(option, arg, 0, 0, 0)) == 0
+    except (OSError, AttributeError):  # not Linux
+        return False
 
 
 def _die_with_parent(parent: int) -> None:
     # A parent killed with SIGKILL cannot kill a worker spinning in C; the kernel can
     # (Linux PR_SET_PDEATHSIG). Elsewhere the stdin EOF and RLIMIT_CPU remain. The signal
     # comes when the parent *thread* that started us exits, so the pool starts workers
-    # only from threads that live as long as it does (sandbox_pool._replace).
-    try:
-        import ctypes
-        import signal
+    # only from threads that live as long as it does; a change of uid clears it, so it is
+    # set after dropping root.
+    import signal
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if parent and os.getppid() != parent:
+    if _prctl(1, int(signal.SIGKILL)) and parent and os.getppid() != parent:  # PDEATHSIG
         os._exit(0)  # the parent died before the request took effect
+
+
+def _clamp(kind: int, soft: int, hard: int) -> int:
+    """Set a limit no higher than the one inherited (an unprivileged process may not raise
+    its hard limit: ``ulimit -t``/``-v``, a SLURM or PBS job); returns the soft limit."""
+    inf = resource.RLIM_INFINITY
+    cur_soft, cur_hard = resource.getrlimit(kind)
+    if cur_hard != inf:
+        hard = min(hard, cur_hard)
+    if cur_soft != inf:
+        soft = min(soft, cur_soft)
+    soft = min(soft, hard)
+    resource.setrlimit(kind, (soft, hard))
+    return soft
+
+
+def _drop_root() -> None:
+    # Root in a container is common; as ``nobody`` the worker cannot read the user's files
+    # or signal other processes, and RLIMIT_NPROC (ignored for root) stops fork().
+    if os.geteuid() != 0:
+        return
+    import pwd
+
+    try:
+        entry = pwd.getpwnam("nobody")
+        uid, gid = entry.pw_uid, entry.pw_gid
+    except KeyError:
+        uid = gid = 65534
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+def _confine(mem_mb: int, cpu_s: int) -> dict[str, int]:
+    """Limits, no new privileges, no root; returns the limits in force."""
+    _prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: no setuid binary can hand privileges back
+    mem = _clamp(resource.RLIMIT_AS, mem_mb * 2**20, mem_mb * 2**20)
+    cpu = _clamp(resource.RLIMIT_CPU, cpu_s, cpu_s + 5)
+    _clamp(resource.RLIMIT_NPROC, 0, 0)  # no fork/clone (not enforced for root)
+    _clamp(resource.RLIMIT_FSIZE, 0, 0)  # no file written (pipes are not files)
+    _clamp(resource.RLIMIT_NOFILE, _OPEN_FILES, _OPEN_FILES)
+    _clamp(resource.RLIMIT_CORE, 0, 0)
+    _drop_root()
+    return {"memory_bytes": mem, "cpu_seconds": cpu, "uid": os.getuid()}
 
 
 def main(argv: list[str]) -> int:
     """Serve programs until stdin closes or the worker retires."""
     mem_mb = int(argv[0]) if argv else 512
     cpu_s = int(argv[1]) if len(argv) > 1 else 120
-    _die_with_parent(int(argv[2]) if len(argv) > 2 else 0)
+    rx, tx = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print must never corrupt the protocol
+    loop = asyncio.new_event_loop()  # opens its files before RLIMIT_NOFILE
+    try:
+        limits = _confine(mem_mb, cpu_s)
+        _die_with_parent(int(argv[2]) if len(argv) > 2 else 0)
+    except (OSError, ValueError) as exc:  # tell the parent why, for the host's log
+        tx.write(wire.dumps({"op": "error", "error": f"{type(exc).__name__}: {exc}"}))
+        tx.flush()
+        return 1
     try:  # a spinning program yields the CPU to the env host and the agents
         os.nice(10)
     except OSError:
         pass
-    rx, tx = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # a stray print must never corrupt the protocol
-    resource.setrlimit(resource.RLIMIT_AS, (mem_mb * 2**20, mem_mb * 2**20))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
-    worker = _Worker(rx, tx, float(cpu_s))
-    loop = asyncio.new_event_loop()
-    worker.send({"op": "ready", "pid": os.getpid()})
+    worker = _Worker(rx, tx, float(limits["cpu_seconds"]))
+    worker.send({"op": "ready", "pid": os.getpid(), **limits})
     while True:
         msg = worker.receive()
         if msg is None:

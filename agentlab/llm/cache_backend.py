@@ -15,9 +15,11 @@ the recorded latency (slept on the client's clock). Nothing touches the network.
 **Keys.** An attempt is found by ``(key, n)``: ``key`` is the SHA-256 of the canonical JSON
 (sorted keys) of the request as sent — model, messages, request parameters (``sim_*``
 dropped), tools and response schema, stream flag — and ``n`` counts earlier attempts with
-the same key in this process (retries and repeated identical requests). Identical requests
-in flight at the same time in one process may swap answers between runs; requests that
-differ in any byte never do. A miss raises :class:`CacheMissError` naming the request.
+the same key: when recording, in this process and run; when replaying, in this replaying
+client (each ``LLMClient("cache:RUN")``, so each replaying run, counts from 0: replaying
+the same cache twice in one process answers both alike). Identical requests in flight at
+the same time may swap answers between runs; requests that differ in any byte never do. A
+miss raises :class:`CacheMissError` naming the request.
 """
 
 from __future__ import annotations
@@ -223,7 +225,11 @@ def source_config(run: str) -> dict[str, Any]:
 
 
 class CacheReplayer:
-    """Answers attempts from a recorded run's cache (see the module docstring)."""
+    """A recorded run's cache, parsed once per process (see the module docstring).
+
+    It holds no replay position: each :class:`ReplayTransport` (one per replaying client)
+    counts its own occurrences and passes them to :meth:`take`.
+    """
 
     def __init__(self, run: str) -> None:
         self.run = run
@@ -239,20 +245,20 @@ class CacheReplayer:
                     except ValueError:
                         continue  # a torn last line of a killed process
                     self._table.setdefault((e["key"], int(e["n"])), e)
-        self._seen: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._table)
 
-    def take(self, kw: dict[str, Any], stream: bool) -> dict[str, Any]:
-        """The recorded entry of this attempt (the next occurrence of its key).
+    def take(self, kw: dict[str, Any], stream: bool, seen: dict[str, int]) -> dict[str, Any]:
+        """The recorded entry of this attempt: the next occurrence of its key in ``seen``
+        (the replaying client's counts, updated here).
 
         Raises:
             CacheMissError: naming the request (model, last message, key, occurrence).
         """
         key, request = request_key(kw, stream)
-        n = self._seen.get(key, 0)
-        self._seen[key] = n + 1
+        n = seen.get(key, 0)
+        seen[key] = n + 1
         entry = self._table.get((key, n))
         if entry is None:
             last = request["messages"][-1] if request["messages"] else {}
@@ -293,10 +299,13 @@ class ReplayTransport:
 
     def __init__(self, model: str) -> None:
         self.model = model
+        # occurrences per request key, counted by this client (not by the process: a
+        # second replay of the same cache in one process starts again from the first)
+        self._seen: dict[str, int] = {}
 
     async def acall(self, clock: Any, **kw: Any) -> SimResult:
         """One non-streaming attempt, replayed (latency slept on ``clock``)."""
-        entry = _replayer(self.model).take(kw, False)
+        entry = _replayer(self.model).take(kw, False, self._seen)
         t0 = clock.now()
         await clock.sleep(float(entry["latency"]))
         if "error" in entry:
@@ -305,7 +314,7 @@ class ReplayTransport:
 
     async def astream(self, clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterator[str]:
         """A streamed attempt, replayed chunk by chunk; the result is appended to ``holder``."""
-        entry = _replayer(self.model).take(kw, True)
+        entry = _replayer(self.model).take(kw, True, self._seen)
         t0 = clock.now()
         if "error" in entry:
             await clock.sleep(float(entry["latency"]))

@@ -586,6 +586,7 @@ class LLMClient:
             rec.first_token = res.first_token if server is not None or pipe is not None else None
             rec.queue_wait = res.queue_wait
             rec.prompt_tokens = res.prompt_tokens
+            rec.cached_tokens = getattr(res, "cached_tokens", 0)
             rec.completion_tokens = res.completion_tokens
             usage = live.usage
             usage.prompt_tokens += res.prompt_tokens

@@ -10,8 +10,10 @@ Timing (all times from the client's :class:`~agentlab.core.clock.Clock`):
   ``first = sent + overhead_s + 1 / decode_tps + prompt / prefill_tps`` and
   ``end = first + (n - 1) / (decode_tps * speed)``.
 
-Completion lengths are drawn per request from the profile's log-normal for the call's
-``labels["call"]`` or ``labels["stage"]`` (``SimProfile.lengths``, else ``completion_median``/``_sigma``), for free
+Completion lengths are drawn per request from the profile's length law for the call's
+``labels["call"]`` or ``labels["stage"]``, qualified by ``@topology`` / ``#round``
+(``SimProfile.length_dist``: quartiles and mean kept; else the log-normal
+``completion_median``/``_sigma``), for free
 text, structured output (free-text fields are lengthened) alike; ``max_tokens`` or the
 profile's ``max_completion`` truncate with ``finish_reason="length"``.
 
@@ -47,14 +49,14 @@ from agentlab.llm.sim_content import (
     play_along,
 )
 from agentlab.llm.sim_engine import Engine, EngineRequest
-from agentlab.llm.sim_profiles import SimProfile
+from agentlab.llm.sim_kv import prompt_block_hashes
+from agentlab.llm.sim_profiles import LengthDist, SimProfile
 from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program
 from agentlab.llm.structured import OutputSpec
 from agentlab.llm.tokens import CharsTokenizer, get_tokenizer
 
 __all__ = ["SIM_OVERRIDES", "SimResult", "SimServer"]
 
-_exp = math.exp
 
 #: per-call overrides the simulator understands (everything else ``sim_*`` is an error)
 SIM_OVERRIDES = frozenset(
@@ -90,23 +92,16 @@ class SimResult:
     fault_at: float = 0.0  # when the fault is reported
     req: EngineRequest | None = None  # the engine's request (slots > 0), updated as it runs
     malformed: bool = False  # a malformed reply on purpose (counted in SimServer.faults)
+    cached_tokens: int = 0  # prompt tokens served from the engine's prefix cache
 
 
 class _Knobs:
     """What :meth:`SimServer.plan_instant` needs of a call's parameters, converted once."""
 
-    __slots__ = ("cap", "default_length", "marker", "marker_p", "n_fixed")
+    __slots__ = ("cap", "marker", "marker_p", "n_fixed")
 
-    def __init__(
-        self,
-        cap: int,
-        n_fixed: int | None,
-        marker: str | None,
-        marker_p: float,
-        default_length: tuple[float, float],
-    ) -> None:
+    def __init__(self, cap: int, n_fixed: int | None, marker: str | None, marker_p: float) -> None:
         self.cap, self.n_fixed, self.marker, self.marker_p = cap, n_fixed, marker, marker_p
-        self.default_length = default_length
 
 
 class SimServer:
@@ -134,10 +129,8 @@ class SimServer:
         self._chars_per_token = (
             self._tokenizer.chars_per_token if isinstance(self._tokenizer, CharsTokenizer) else 0.0
         )
-        # per-label lengths as a dict, first entry of a label wins (as in SimProfile.length_of)
-        self._lengths: dict[str, tuple[float, float]] = {}
-        for label, median, sigma in profile.lengths:
-            self._lengths.setdefault(label, (median, sigma))
+        # length law per (call, stage, topology, round) labels: SimProfile.length_dist, cached
+        self._length_cache: dict[tuple[Any, ...], LengthDist] = {}
         # (params, what plan_instant needs of them or None): one attribute, swapped whole,
         # so threads sharing this server never see the knobs of another params dict
         self._knobs: tuple[dict[str, Any] | None, _Knobs | None] = (None, None)
@@ -234,14 +227,14 @@ class SimServer:
 
         # Faults are drawn per attempt number (the client's retries and, through
         # ``prior_attempts``, an agent-step retry count on), so a retry can succeed;
-        # content is not.
+        # content is not. Each attempt's draw is independent of the others (_fault_u).
         fault = None
         p_rl = float(params.get("sim_p_rate_limit", p.p_rate_limit))
         p_to = float(params.get("sim_p_timeout", p.p_timeout))
         p_mal = float(params.get("sim_p_malformed", p.p_malformed))
         malformed = False
         if p_rl or p_to or p_mal:
-            u = Rng(h * 1000003 + attempt + 1).random()
+            u = _fault_u(h, attempt)
             if u < p_rl:
                 fault = "rate_limited"
             elif u < p_rl + p_to:
@@ -250,9 +243,7 @@ class SimServer:
                 malformed = True
 
         rng = Rng(h)
-        stage = labels.get("stage", labels.get("label")) if labels else None
-        call = labels.get("call") if labels else None
-        text, calls, n, finish = self._content(rng, spec, tools, params, malformed, stage, call)
+        text, calls, n, finish = self._content(rng, spec, tools, params, malformed, labels)
         text, calls, n, finish = play_along(
             messages, tools, params, rng, (text, calls, n, finish), malformed
         )
@@ -284,7 +275,10 @@ class SimServer:
             Rng(zlib.crc32(h.to_bytes(4, "little"), 0x5EED)).random(), p.decode_jitter
         )
         if p.slots > 0:
-            self._enqueue(res, now, timeout, speed)
+            hashes = (
+                _block_hashes(messages, tools, extra, prompt_tokens, p) if p.prefix_caching else ()
+            )
+            self._enqueue(res, now, timeout, speed, hashes)
         else:
             self._unbatched(res, now, timeout, speed)
         return res
@@ -345,15 +339,7 @@ class SimServer:
             rng = Rng(h)
             n = k.n_fixed
             if n is None:
-                pair = k.default_length
-                lengths = self._lengths
-                if lengths and labels:  # as SimProfile.length_of: the call label, the stage
-                    call, stage = labels.get("call"), labels.get("stage", labels.get("label"))
-                    if call is not None and str(call) in lengths:
-                        pair = lengths[str(call)]
-                    elif stage is not None and str(stage) in lengths:
-                        pair = lengths[str(stage)]
-                n = int(pair[0] * _exp(pair[1] * rng.normal()) + 0.5)
+                n = int(self._length_dist(labels).at(rng.normal()) + 0.5)
         except Exception:
             return None
         if n < 1:
@@ -396,8 +382,7 @@ class SimServer:
         vllm_extras = params.get("stop") or params.get("min_tokens")  # plan() applies them
         if faults or vllm_extras or cap < 1 or not (marker is None or isinstance(marker, str)):
             return None
-        default = (p.completion_median, p.completion_sigma)
-        knobs = _Knobs(cap, n_fixed, marker, marker_p, default)
+        knobs = _Knobs(cap, n_fixed, marker, marker_p)
         self._knobs = (snapshot, knobs)
         return knobs
 
@@ -408,8 +393,7 @@ class SimServer:
         tools: list[dict[str, Any]] | None,
         params: dict[str, Any],
         malformed: bool,
-        stage: Any,
-        call: Any = None,
+        labels: dict[str, Any] | None = None,
     ) -> tuple[str, list[tuple[str, str, str]], int, str]:
         """(text, tool calls, completion tokens, finish reason) of one attempt."""
         p = self.profile
@@ -434,10 +418,7 @@ class SimServer:
         if n_fixed is not None:
             target = int(n_fixed)
         else:
-            median, sigma = p.length_of(
-                None if stage is None else str(stage), None if call is None else str(call)
-            )
-            target = int(median * math.exp(sigma * rng.normal()) + 0.5)
+            target = int(self._length_dist(labels).at(rng.normal()) + 0.5)
         # vLLM's min_tokens: no EOS (nor stop string) before that many tokens
         target = max(1, target, int(params.get("min_tokens") or 0))
         if spec is not None:
@@ -463,6 +444,20 @@ class SimServer:
             return cut_at_stop(text, n, finish, stop, int(params.get("min_tokens") or 0))
         return text, [], n, finish
 
+    def _length_dist(self, labels: dict[str, Any] | None) -> LengthDist:
+        """:meth:`SimProfile.length_dist` of a call's labels, cached per label values."""
+        if not labels:
+            key: tuple[Any, ...] = ()
+        else:
+            g = labels.get
+            key = (g("call"), g("stage", g("label")), g("topology"), g("round"))
+        dist = self._length_cache.get(key)
+        if dist is None:
+            if len(self._length_cache) > 4096:
+                self._length_cache.clear()
+            dist = self._length_cache[key] = self.profile.length_dist(labels)
+        return dist
+
     def _take_quota(self, now: float, tokens: int) -> bool:
         p = self.profile
         if p.rpm == 0 and p.tpm == 0:
@@ -483,7 +478,9 @@ class SimServer:
             self._rpm_level -= 1.0
         return True
 
-    def _enqueue(self, res: SimResult, now: float, timeout: float, speed: float) -> None:
+    def _enqueue(
+        self, res: SimResult, now: float, timeout: float, speed: float, hashes: tuple[int, ...]
+    ) -> None:
         engine = self.engine
         engine.advance(now)
         req = EngineRequest(
@@ -493,6 +490,7 @@ class SimServer:
             max(1, res.completion_tokens),
             speed,
             now + timeout,
+            hashes=hashes,
         )
         engine.add(req)
         res.req = req
@@ -509,6 +507,7 @@ class SimServer:
             res.end = math.inf
         if view.admitted is not None:
             res.queue_wait = max(0.0, view.admitted - view.arrival)
+            res.cached_tokens = view.cached_tokens
 
     def _unbatched(self, res: SimResult, now: float, timeout: float, speed: float) -> None:
         p = self.profile
@@ -556,6 +555,9 @@ class SimServer:
             if req.aborted or now >= req.deadline:
                 return False
             planned = engine.predict(req).time_of_token(m)
+            if planned is not None and planned <= now + 1e-9:
+                engine.replan()  # the plan fell behind the committed steps (KV limits)
+                planned = engine.predict(req).time_of_token(m)
             target = req.deadline if planned is None else min(planned, req.deadline)
             if target <= now + 1e-9:  # zero-length steps due now: run them
                 engine.advance(now, inclusive=True)
@@ -651,6 +653,7 @@ class SimServer:
         self.engine.advance(now)
         self._prune(now)
         running, waiting = self.engine.load()
+        kv = self.engine.kv
         running += sum(1 for s, e, _ in self._active if s <= now < e)
         dt = now - self._rate_t
         total = self.generation_tokens_total
@@ -669,6 +672,10 @@ class SimServer:
             "prompt_tokens_total": self.prompt_tokens_total,
             "generation_tokens_total": total,
             "steps_total": self.engine.steps_total,
+            "kv_cache_usage_perc": self.engine.kv_usage(),
+            "num_preemptions_total": self.engine.preemptions_total,
+            "prefix_cache_queries_total": 0 if kv is None else kv.query_tokens_total,
+            "prefix_cache_hits_total": 0 if kv is None else kv.hit_tokens_total,
         }
 
     def export_state(self) -> dict[str, Any]:
@@ -742,6 +749,52 @@ class SimServer:
 
 #: version of :meth:`SimServer.export_state`'s layout (1: the pre-engine slot heap)
 _STATE_VERSION = 2
+
+
+def _fault_u(h: int, attempt: int) -> float:
+    """The uniform draw deciding the fault of attempt ``attempt`` of request ``h``.
+
+    SplitMix64's finaliser over ``(h, attempt)``: the first ``Rng`` output is linear in
+    its seed, so seeds ``s, s + 1, s + 2`` (consecutive attempts) drew ``u, u + 0.097,
+    u + 0.195, ...`` and a timeout was always followed by a success. Mixed, the draws of
+    one request's attempts are independent.
+    """
+    z = (h * 0x9E3779B97F4A7C15 + attempt + 1) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return ((z ^ (z >> 31)) >> 11) * 2.0**-53
+
+
+def _block_hashes(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    extra: str,
+    prompt_tokens: int,
+    p: SimProfile,
+) -> tuple[int, ...]:
+    """The prompt's KV block hashes for the engine's prefix cache (the token-identity seam:
+    the prompt's text in the order a chat template lays it out, tools first)."""
+    parts = [_tools_text(tools) if tools else "", extra]
+    for m in messages:
+        c = m.get("content")
+        parts.append(str(m.get("role", "")))
+        parts.append(c if isinstance(c, str) else repr(c))
+    return prompt_block_hashes("\x1f".join(parts), prompt_tokens, block_size=p.block_size)
+
+
+_TOOLS_TEXT: dict[int, tuple[list[dict[str, Any]], str]] = {}
+
+
+def _tools_text(tools: list[dict[str, Any]]) -> str:
+    # agents offer the same tools list on every call: serialise it once
+    hit = _TOOLS_TEXT.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    if len(_TOOLS_TEXT) > 256:
+        _TOOLS_TEXT.clear()
+    text = json.dumps(tools)
+    _TOOLS_TEXT[id(tools)] = (tools, text)
+    return text
 
 
 def _lognormal_factor(u: float, sigma: float) -> float:

@@ -1,50 +1,77 @@
-"""A vLLM-like serving engine for the simulator: continuous batching with chunked prefill.
+"""A vLLM-like serving engine for the simulator: continuous batching with chunked prefill,
+attention cost, automatic prefix caching over KV blocks, KV capacity and preemption.
 
-The engine is a discrete-event model of vLLM's (v1) scheduler loop, advanced lazily:
+The engine is a discrete-event model of vLLM's (v1) scheduler loop (``vllm/v1/core/sched/
+scheduler.py``), advanced lazily:
 
 - **Steps.** The engine runs one forward pass ("step") at a time. At the start of a step it
   has a token budget of ``max_num_batched_tokens`` (``0`` = unlimited). Running requests
   come first, in admission order: a decoding request takes 1 token of the budget, a
   request still in prefill takes ``min(prompt left, budget left)`` tokens (a chunk). Then
   waiting requests are admitted in arrival order (FCFS) while fewer than ``max_num_seqs``
-  (the profile's ``slots``) are running and budget is left; each takes a prefill chunk.
-  So a long prompt arriving under load is split over several steps and shares each step
-  with the running decodes: TTFT grows with load, and decodes slow while prefills run.
-- **Step time.** ``dt = (1 + decode_degrade * (n - 1)) / decode_tps + prefill / prefill_tps``
-  for ``n`` sequences in the step and ``prefill`` prompt tokens in it: one sequence alone
-  decodes at ``decode_tps``; each extra sequence costs a ``decode_degrade`` share of a
-  step; prompt tokens cost ``1 / prefill_tps`` each.
+  (the profile's ``slots``) are running, budget is left and their KV blocks fit; each takes
+  a prefill chunk. So a long prompt arriving under load is split over several steps and
+  shares each step with the running decodes: TTFT grows with load, and decodes slow while
+  prefills run.
+- **Step time.** ``dt = (1 + decode_degrade * (n - 1)) / decode_tps + prefill / prefill_tps
+  + attention_decode_s * sum(context of each decode) + attention_prefill_s * sum(c * (p +
+  c / 2))`` for ``n`` sequences in the step, ``prefill`` prompt tokens in it, and prefill
+  chunks of ``c`` tokens starting at position ``p``: one sequence alone decodes at
+  ``decode_tps``; each extra sequence costs a ``decode_degrade`` share of a step; prompt
+  tokens cost ``1 / prefill_tps`` each; attention reads every cached token of each
+  sequence (``attention_* = 0``: no attention term, the model before it existed).
 - **Tokens.** The step that finishes a request's prefill samples its first token (TTFT is
   that step's end). Each later step adds ``speed`` tokens, a per-request factor drawn
   log-normally with mean 1 (``decode_jitter`` is its sigma; it stands for what makes real
   requests in one batch finish at different rates: speculative-decoding acceptance,
   detokenisation and network jitter). A request ends at the step that reaches its length.
+- **KV cache** (:mod:`agentlab.llm.sim_kv`): with ``prefix_caching`` a request scheduled for
+  the first time skips the prompt blocks found cached (its ``cached_tokens``); with
+  ``kv_blocks > 0`` KV memory is finite: a step that cannot allocate the blocks of a
+  running request preempts the last-admitted running request (recompute: its blocks are
+  freed, it goes back to the front of the queue and later re-prefills its prompt and the
+  tokens it had produced), and no waiting request is admitted in a step that preempted
+  (as vLLM v1). ``prefix_caching = false`` and ``kv_blocks = 0``: no KV model at all.
 - **Clients.** A request enters the scheduler ``overhead_s`` after it is sent (network,
   HTTP, tokenisation). A request whose client deadline passes is aborted at the next step
   boundary and frees its slot, as vLLM aborts a request whose client went away.
 
-Runs of identical decode-only steps are executed as one phase (their count is computed,
-not looped), so a 500-token reply costs a handful of phases, not 500 iterations.
+Runs of decode-only steps are executed as one phase (their count is computed, not looped;
+with attention the step time grows linearly within the phase and times are summed in
+closed form), so a 500-token reply costs a handful of phases, not 500 iterations.
 
-Future arrivals are unknown, so :meth:`Engine.predict` extrapolates the current state with
-no further arrivals. Because newcomers queue behind everyone present and only lengthen
-steps, that prediction is a lower bound: a caller sleeps until its predicted time, advances
-the engine to "now" and re-checks (see :mod:`agentlab.llm.sim_backend`). Under the virtual
-clock this gives exactly the times the step model defines, deterministically.
+**Committed steps and the plan.** :meth:`Engine.advance` executes the steps that start
+before "now" (the committed state, with the full KV model). Future arrivals are unknown,
+so :meth:`Engine.predict` reads a *plan*: the schedule of the requests present, with no
+further arrivals. Because newcomers queue behind everyone present and only lengthen steps,
+that plan is a lower bound: a caller sleeps until its predicted time, advances the engine
+to "now" and re-checks (see :mod:`agentlab.llm.sim_backend`). The plan is incremental: it
+is simulated only as far as a question needs, and an arrival re-plans only from the first
+step it could join (the step at which the request ahead of it is admitted, or its arrival)
+by restoring a snapshot taken at that step; an arrival stuck behind a queue that the plan
+has not yet admitted changes nothing planned. The plan ignores KV capacity and predicts
+prefix-cache hits from every prompt block seen (both optimistic, so still a lower bound);
+when the committed state falls behind it, :meth:`Engine.replan` starts it afresh.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentlab.errors import ConfigError
+from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
 
 __all__ = ["Engine", "EngineRequest"]
 
 _EPS = 1e-9
+_INF = math.inf
+
+# (start, step time, tokens at start, steps, step-time growth per step)
+Segment = tuple[float, float, float, int, float]
 
 
 @dataclass(slots=True)
@@ -57,14 +84,28 @@ class EngineRequest:
     output: int  # tokens it will generate
     speed: float = 1.0  # tokens added per decode step
     deadline: float = math.inf  # client gives up here; aborted at the next step boundary
-    prefilled: int = 0
+    prefilled: int = 0  # tokens computed by prefill (prompt, + recomputed output if preempted)
     decoded: float = 0.0
     admitted: float | None = None
     first_token: float | None = None
     end: float | None = None
     aborted: bool = False
-    # decode phases: (start, step time, tokens at start, steps) -> times of later tokens
-    segments: list[tuple[float, float, float, int]] = field(default_factory=list)
+    # decode phases -> times of later tokens (see Segment)
+    segments: list[Segment] = field(default_factory=list)
+    hashes: tuple[int, ...] = ()  # the prompt's full-block hash chain (prefix caching)
+    target: int = 0  # tokens to prefill before decoding (prompt; more after a preemption)
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache at first scheduling
+    preemptions: int = 0
+    plan_cached: int = 0  # cached tokens the plan assumes
+    held: int = 0  # KV blocks held
+    hashed: list[int] = field(default_factory=list)  # cached blocks it references
+    nreg: int = 0  # prompt blocks considered for caching so far
+    left_at: float | None = None  # the plan's step that took it off the queue (in or aborted)
+    init: tuple[float, float | None, float | None, int] | None = None  # plan reset values
+
+    def __post_init__(self) -> None:
+        if self.target <= 0:
+            self.target = self.prompt
 
     @property
     def done(self) -> bool:
@@ -75,14 +116,15 @@ class EngineRequest:
         """When its ``m``-th token was (or is planned to be) produced; None if never."""
         if m <= 1:
             return self.first_token
-        for t0, dt, d0, k in self.segments:
-            if d0 + k * self.speed >= min(m, self.output) - _EPS:
-                j = max(1, math.ceil((min(m, self.output) - d0) / self.speed - _EPS))
-                return t0 + min(j, k) * dt
+        top = min(m, self.output)
+        for t0, dt, d0, k, ddt in self.segments:
+            if d0 + k * self.speed >= top - _EPS:
+                j = min(k, max(1, math.ceil((top - d0) / self.speed - _EPS)))
+                return t0 + j * dt + ddt * (j * (j - 1) / 2) if ddt else t0 + j * dt
         return None
 
     def copy(self) -> EngineRequest:
-        """An independent copy for prediction: its segments hold only the future.
+        """An independent copy for the plan: its segments hold only the future.
 
         (Tokens already produced are read from the original, so predictions need not copy
         a long request's whole history.)
@@ -100,8 +142,25 @@ class EngineRequest:
             self.first_token,
             self.end,
             self.aborted,
+            [],
+            self.hashes,
+            self.target,
+            self.cached_tokens,
+            self.preemptions,
+            self.plan_cached,
         )
+        c.init = (self.decoded, self.first_token, self.admitted, self.target)
         return c
+
+    def _reset(self) -> None:
+        # back to the state it had when the plan took it (a queued request)
+        assert self.init is not None
+        self.decoded, self.first_token, self.admitted, self.target = self.init
+        self.prefilled = 0
+        self.end = None
+        self.aborted = False
+        self.left_at = None
+        self.segments.clear()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able state."""
@@ -119,11 +178,19 @@ class EngineRequest:
             "end": self.end,
             "aborted": self.aborted,
             "segments": [list(s) for s in self.segments],
+            "hashes": list(self.hashes),
+            "target": self.target,
+            "cached_tokens": self.cached_tokens,
+            "preemptions": self.preemptions,
+            "plan_cached": self.plan_cached,
+            "held": self.held,
+            "hashed": list(self.hashed),
+            "nreg": self.nreg,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EngineRequest:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict` (also reads states saved before the KV model)."""
         r = cls(
             int(d["rid"]),
             float(d["arrival"]),
@@ -137,9 +204,37 @@ class EngineRequest:
             d.get("first_token"),
             d.get("end"),
             bool(d.get("aborted", False)),
+            hashes=tuple(int(h) for h in d.get("hashes", ())),
+            target=int(d.get("target", 0)),
+            cached_tokens=int(d.get("cached_tokens", 0)),
+            preemptions=int(d.get("preemptions", 0)),
+            plan_cached=int(d.get("plan_cached", 0)),
+            held=int(d.get("held", 0)),
+            hashed=[int(h) for h in d.get("hashed", ())],
+            nreg=int(d.get("nreg", 0)),
         )
-        r.segments = [(float(a), float(b), float(c), int(k)) for a, b, c, k in d["segments"]]
+        r.segments = [
+            (float(s[0]), float(s[1]), float(s[2]), int(s[3]), float(s[4]) if len(s) > 4 else 0.0)
+            for s in d["segments"]
+        ]
         return r
+
+
+class _State:
+    """A scheduler state: the committed one, or the plan's (on copies of the requests)."""
+
+    __slots__ = ("q", "qi", "running", "t")
+
+    def __init__(self) -> None:
+        self.t = -math.inf  # end of the last executed step (engine busy until then)
+        self.q: list[EngineRequest] = []  # arrival order; q[qi:] not yet admitted
+        self.qi = 0
+        self.running: list[EngineRequest] = []
+
+
+# plan snapshot at a phase start: (state t before it, queue index, running requests with
+# (prefilled, decoded, segments, first token))
+_Snap = tuple[float, int, list[tuple[EngineRequest, int, float, int, float | None]]]
 
 
 class Engine:
@@ -147,24 +242,89 @@ class Engine:
 
     def __init__(self, profile: SimProfile) -> None:
         self.profile = profile
-        self.t = -math.inf  # end of the last executed step (engine busy until then)
-        self.pending: deque[EngineRequest] = deque()  # sent, not yet at the scheduler
-        self.waiting: deque[EngineRequest] = deque()
-        self.running: list[EngineRequest] = []
-        self.version = 0  # bumped on every arrival: invalidates predictions
+        p = profile
+        self.kv: KVCache | None = None
+        if p.kv_blocks > 0 or p.prefix_caching:
+            self.kv = KVCache(p.kv_blocks, p.block_size, p.prefix_caching)
+        self._kv_limited = p.kv_blocks > 0
+        self._s = _State()
         self.steps_total = 0
         self.finished_total = 0
         self.aborted_total = 0
         self.generated_total = 0  # tokens of finished requests
-        self._pred_version = -1
-        self._pred: dict[int, EngineRequest] = {}
+        self.preemptions_total = 0
+        self._version = 0
+        self._plan: _State | None = None
+        self._views: dict[int, EngineRequest] = {}
+        self._snaps: list[_Snap] = []
+        self._starts: list[float] = []  # phase start of each snapshot
+        self._room: list[bool] = []  # whether each phase had room for one more request
+        # prompt block hashes of the requests in the engine (refcounts): with the committed
+        # cache, every block that can be cached when a queued request is scheduled
+        self._live: dict[int, int] = {}
 
     # --- public -------------------------------------------------------------------------
 
+    @property
+    def t(self) -> float:
+        """End of the last committed step."""
+        return self._s.t
+
+    @property
+    def running(self) -> list[EngineRequest]:
+        """Requests running after the last committed step."""
+        return self._s.running
+
+    @property
+    def version(self) -> int:
+        """Bumped when the future changed in a way the plan cannot follow (a cancel)."""
+        return self._version
+
+    @version.setter
+    def version(self, v: int) -> None:
+        self._version = v
+        self.replan()
+
+    def replan(self) -> None:
+        """Drop the plan; the next :meth:`predict` plans afresh from the committed state."""
+        self._plan = None
+        self._views = {}
+        self._snaps = []
+        self._starts = []
+        self._room = []
+
     def add(self, req: EngineRequest) -> None:
-        """Queue a request (arrivals must come in non-decreasing ``arrival`` order)."""
-        self.pending.append(req)
-        self.version += 1
+        """Queue a request (arrivals must come in non-decreasing ``arrival`` order).
+
+        Raises:
+            ConfigError: with a finite KV cache, the request could never fit in it.
+        """
+        p = self.profile
+        if self._kv_limited:
+            need = -(-(req.prompt + req.output) // p.block_size)
+            if need > p.kv_blocks:
+                raise ConfigError(
+                    f"simulated request of {req.prompt} + {req.output} tokens needs {need} KV "
+                    f"blocks; profile {p.name!r} has kv_blocks={p.kv_blocks}"
+                )
+        if p.prefix_caching and req.hashes:
+            # an upper bound of its hits: cached now, or computed by a request ahead of it
+            assert self.kv is not None
+            live, cached, hs = self._live, self.kv.cached, req.hashes
+            top = min(len(hs), (req.prompt - 1) // p.block_size)
+            i = 0
+            while i < top and (hs[i] in cached or hs[i] in live):
+                i += 1
+            req.plan_cached = i * p.block_size
+            for h in hs:
+                live[h] = live.get(h, 0) + 1
+        self._s.q.append(req)
+        plan = self._plan
+        if plan is not None:
+            v = req.copy()
+            self._replan_for(plan, v)
+            plan.q.append(v)
+            self._views[req.rid] = v
 
     def advance(self, now: float, *, inclusive: bool = False) -> None:
         """Execute every step that starts before ``now``.
@@ -172,169 +332,460 @@ class Engine:
         A step starting exactly at ``now`` is left for later (``inclusive=False``), so a
         request arriving at ``now`` joins it: simultaneous arrivals batch together.
         """
-        self._run(self.pending, self.waiting, self.running, now, record=True, inclusive=inclusive)
+        limit = now + _EPS if inclusive else now - _EPS
+        s, kv = self._s, self.kv
+        while self._phase(s, limit, kv, None, True):
+            pass
+        if s.qi > 4096:
+            del s.q[: s.qi]
+            s.qi = 0
+        if len(self._starts) > 1024:
+            self._prune(now)
 
     def predict(self, req: EngineRequest) -> EngineRequest:
         """``req``'s planned future assuming no further arrivals (a lower bound in time)."""
         if req.done:
             return req
-        if self._pred_version != self.version or req.rid not in self._pred:
-            pending = deque(r.copy() for r in self.pending)
-            waiting = deque(r.copy() for r in self.waiting)
-            running = [r.copy() for r in self.running]
-            everyone = {r.rid: r for r in (*pending, *waiting, *running)}
-            saved_t = self.t
-            self._run(pending, waiting, running, math.inf, record=False)
-            self.t = saved_t
-            self._pred, self._pred_version = everyone, self.version
-        return self._pred.get(req.rid, req)
+        if self._plan is None:
+            self._rebase()
+        v = self._views.get(req.rid)
+        if v is None:  # not in the plan (restored, or added before a replan): plan afresh
+            self._rebase()
+            v = self._views.get(req.rid)
+            if v is None:
+                return req
+        plan, snaps = self._plan, self._snaps
+        assert plan is not None
+        while v.end is None and not v.aborted:
+            if not self._phase(plan, _INF, None, snaps, False):
+                break
+        return v
 
     def load(self) -> tuple[int, int]:
         """(running, waiting) right now (waiting includes requests still in transit)."""
-        return len(self.running), len(self.waiting) + len(self.pending)
+        s = self._s
+        return len(s.running), sum(1 for r in s.q[s.qi :] if not r.done)
+
+    def kv_usage(self) -> float:
+        """Share of the KV blocks held by requests (0 with an unlimited cache)."""
+        kv = self.kv
+        return kv.used() / kv.num_blocks if kv is not None and kv.limited else 0.0
 
     def export_state(self) -> dict[str, Any]:
         """Everything that affects future steps, JSON-able."""
+        s = self._s
         return {
-            "t": None if math.isinf(self.t) else self.t,
-            "pending": [r.to_dict() for r in self.pending],
-            "waiting": [r.to_dict() for r in self.waiting],
-            "running": [r.to_dict() for r in self.running],
+            "t": None if math.isinf(s.t) else s.t,
+            "queue": [r.to_dict() for r in s.q[s.qi :] if not r.done],
+            "running": [r.to_dict() for r in s.running],
             "steps_total": self.steps_total,
             "finished_total": self.finished_total,
             "aborted_total": self.aborted_total,
             "generated_total": self.generated_total,
+            "preemptions_total": self.preemptions_total,
+            "kv": None if self.kv is None else self.kv.export_state(),
         }
 
     def restore_state(self, d: dict[str, Any]) -> dict[int, EngineRequest]:
         """Load :meth:`export_state` output; returns the restored requests by id."""
-        self.t = -math.inf if d.get("t") is None else float(d["t"])
-        self.pending = deque(EngineRequest.from_dict(x) for x in d.get("pending", []))
-        self.waiting = deque(EngineRequest.from_dict(x) for x in d.get("waiting", []))
-        self.running = [EngineRequest.from_dict(x) for x in d.get("running", [])]
+        s = self._s = _State()
+        s.t = -math.inf if d.get("t") is None else float(d["t"])
+        queued = [*d.get("queue", []), *d.get("waiting", []), *d.get("pending", [])]
+        s.q = sorted((EngineRequest.from_dict(x) for x in queued), key=lambda r: r.arrival)
+        s.running = [EngineRequest.from_dict(x) for x in d.get("running", [])]
         self.steps_total = int(d.get("steps_total", 0))
         self.finished_total = int(d.get("finished_total", 0))
         self.aborted_total = int(d.get("aborted_total", 0))
         self.generated_total = int(d.get("generated_total", 0))
+        self.preemptions_total = int(d.get("preemptions_total", 0))
+        if self.kv is not None and d.get("kv"):
+            self.kv.restore_state(d["kv"])
+        self._live = {}
+        for r in (*s.q, *s.running):
+            for h in r.hashes:
+                self._live[h] = self._live.get(h, 0) + 1
         self.version += 1
-        return {r.rid: r for r in (*self.pending, *self.waiting, *self.running)}
+        return {r.rid: r for r in (*s.q, *s.running)}
+
+    # --- the plan -----------------------------------------------------------------------
+
+    def _rebase(self) -> None:
+        s = self._s
+        plan = _State()
+        plan.t = s.t
+        plan.running = [r.copy() for r in s.running]
+        plan.q = [r.copy() for r in s.q[s.qi :] if not r.done]
+        self._plan = plan
+        self._views = {r.rid: r for r in (*plan.running, *plan.q)}
+        self._snaps = []
+        self._starts = []
+        self._room = []
+
+    def _replan_for(self, plan: _State, v: EngineRequest) -> None:
+        """Make the plan correct with ``v`` queued last: undo the steps it could join."""
+        if not self._snaps or plan.t < v.arrival - _EPS:
+            return  # nothing planned after its arrival
+        q = plan.q
+        x = v.arrival
+        if q:
+            if plan.qi < len(q):
+                return  # the request ahead of it is still queued at the plan's end
+            left = q[-1].left_at  # v is considered at that step at the earliest
+            if left is not None:
+                x = max(x, left)
+        p = max(0, bisect.bisect_right(self._starts, x + _EPS) - 1)
+        room = self._room
+        while p < len(room) and not room[p]:
+            p += 1  # no free slot (or budget) in that phase: v could not have joined it
+        if p == len(room):
+            return  # no planned phase had room for it
+        self._restore(plan, p)
+
+    def _restore(self, plan: _State, p: int) -> None:
+        """Back to the plan's state at the start of phase ``p``."""
+        t_before, qi, run = self._snaps[p]
+        for w in plan.q[qi : plan.qi]:
+            w._reset()
+        for w, pf, dec, nseg, ft in run:
+            w.prefilled, w.decoded, w.first_token = pf, dec, ft
+            del w.segments[nseg:]
+            w.end = None
+            w.aborted = False
+        plan.running = [w for w, *_ in run]
+        plan.qi = qi
+        plan.t = t_before
+        del self._snaps[p:]
+        del self._starts[p:]
+        del self._room[p:]
+
+    def _repair(self, r: EngineRequest, computed: int, t: float) -> None:
+        """The committed cache gave ``r`` fewer hits than the plan assumed (blocks evicted
+        meanwhile): re-plan from the step that admitted it."""
+        r.plan_cached = computed
+        v = self._views.get(r.rid)
+        plan = self._plan
+        if v is None or plan is None:
+            return
+        v.plan_cached = computed
+        if v.admitted is None or not self._starts:
+            return  # the plan has not admitted it yet
+        p = bisect.bisect_right(self._starts, t + _EPS) - 1
+        if p < 0:
+            self.replan()
+            return
+        self._restore(plan, p)
+
+    def _prune(self, now: float) -> None:
+        # a re-plan never goes back before "now" (arrivals are not earlier than now)
+        cut = bisect.bisect_left(self._starts, now) - 1
+        if cut <= 0:
+            return
+        del self._snaps[:cut]
+        del self._starts[:cut]
+        del self._room[:cut]
+        plan = self._plan
+        if plan is None:
+            return
+        low = min(qi for _, qi, _ in self._snaps) if self._snaps else plan.qi
+        if low > 4096:
+            del plan.q[:low]
+            plan.qi -= low
+            self._snaps = [(tb, qi - low, run) for tb, qi, run in self._snaps]
 
     # --- the step loop ------------------------------------------------------------------
 
-    def _step_time(self, n_seqs: int, prefill_tokens: int) -> float:
-        p = self.profile
-        dt = (1.0 + p.decode_degrade * (n_seqs - 1)) / p.decode_tps if p.decode_tps else 0.0
-        if p.prefill_tps:
-            dt += prefill_tokens / p.prefill_tps
-        return dt
+    def _gone(self, r: EngineRequest) -> None:
+        # a committed request left the engine: its blocks are no longer "to be computed"
+        self._views.pop(r.rid, None)
+        if r.hashes:
+            live = self._live
+            for h in r.hashes:
+                n = live.get(h, 0) - 1
+                if n > 0:
+                    live[h] = n
+                else:
+                    live.pop(h, None)
 
-    def _run(
+    def _abort(self, r: EngineRequest, record: bool) -> None:
+        r.aborted = True
+        if record:
+            self.aborted_total += 1
+            self._gone(r)
+            if self.kv is not None and (r.held or r.hashed):
+                self.kv.release(r.held - len(r.hashed), r.hashed)
+                r.held, r.hashed = 0, []
+
+    def _preempt(self, r: EngineRequest, s: _State, kv: KVCache) -> None:
+        kv.release(r.held - len(r.hashed), r.hashed)
+        r.held, r.hashed, r.nreg = 0, [], 0
+        r.prefilled = 0
+        r.target = r.prompt + int(r.decoded + _EPS)  # recompute what it had produced
+        r.preemptions += 1
+        self.preemptions_total += 1
+        if s.qi > 0:  # back to the front of the queue
+            s.qi -= 1
+            s.q[s.qi] = r
+        else:
+            s.q.insert(0, r)
+
+    def _phase(
         self,
-        pending: deque[EngineRequest],
-        waiting: deque[EngineRequest],
-        running: list[EngineRequest],
-        until: float,
-        *,
+        s: _State,
+        limit: float,
+        kv: KVCache | None,
+        snaps: list[_Snap] | None,
         record: bool,
-        inclusive: bool = True,
-    ) -> None:
+    ) -> bool:
+        """Execute one phase (a step, or a run of identical decode steps) starting before
+        ``limit``; False when there is none. ``kv`` is None in the plan."""
         p = self.profile
-        limit = until + _EPS if inclusive else until - _EPS
-        while True:
-            t = self.t
-            if not running and not waiting:
-                if not pending or pending[0].arrival >= limit:
-                    return
-                t = max(t, pending[0].arrival)  # idle engine: wake at the next arrival
-            if t >= limit:
-                return
-            while pending and pending[0].arrival <= t + _EPS:
-                waiting.append(pending.popleft())
-            # client aborts take effect at the step boundary
-            if any(r.deadline <= t + _EPS for r in running):
-                for r in running:
-                    if r.deadline <= t + _EPS:
-                        r.aborted = True
-                        self.aborted_total += record
-                running[:] = [r for r in running if not r.aborted]
-            if any(r.deadline <= t + _EPS for r in waiting):
-                for r in waiting:
-                    if r.deadline <= t + _EPS:
-                        r.aborted = True
-                        self.aborted_total += record
-                waiting = _keep(waiting)
-            if not running and not waiting:
-                self.t = t
-                continue
-            budget = p.max_num_batched_tokens if p.max_num_batched_tokens > 0 else math.inf
-            chunks: list[tuple[EngineRequest, int]] = []
-            decodes: list[EngineRequest] = []
+        t = s.t
+        running, q = s.running, s.q
+        if not running:
+            qi, n = s.qi, len(q)
+            while qi < n:
+                r = q[qi]
+                if r.aborted:
+                    qi += 1
+                elif r.deadline <= max(t, r.arrival) + _EPS:
+                    self._abort(r, record)
+                    r.left_at = max(t, r.arrival)
+                    qi += 1
+                else:
+                    break
+            s.qi = qi
+            if qi == n:
+                return False
+            t = max(t, q[qi].arrival)  # idle engine: wake at the next arrival
+        if t >= limit:
+            return False
+        if snaps is not None:
+            self._starts.append(t)
+            self._room.append(True)
+            snaps.append(
+                (s.t, s.qi, [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
+                             for r in running])
+            )  # fmt: skip
+        # client aborts take effect at the step boundary
+        dmin = min([r.deadline for r in running]) if running else _INF
+        if dmin <= t + _EPS:
+            for r in running:
+                if r.deadline <= t + _EPS:
+                    self._abort(r, record)
+            running[:] = [r for r in running if not r.aborted]
+            dmin = min([r.deadline for r in running]) if running else _INF
+        limited = kv is not None and kv.limited
+        bs = p.block_size
+        budget = p.max_num_batched_tokens if p.max_num_batched_tokens > 0 else _INF
+        chunks: list[tuple[EngineRequest, int]] = []
+        decodes: list[EngineRequest] = []
+        attn = 0.0  # prefill attention work: sum of c * (p + c / 2)
+        preempted = False
+        if not limited:  # the common case, without the block accounting below
             for r in running:
                 if budget < 1:
                     break
-                if r.prefilled < r.prompt:
-                    c = int(min(r.prompt - r.prefilled, budget))
+                left = r.target - r.prefilled
+                if left > 0:
+                    c = int(min(left, budget))
                     chunks.append((r, c))
+                    attn += c * (r.prefilled + c / 2)
                     budget -= c
                 else:
                     decodes.append(r)
                     budget -= 1
-            while waiting and budget >= 1 and (p.slots <= 0 or len(running) < p.slots):
-                r = waiting.popleft()
-                r.admitted = t
-                running.append(r)
-                c = int(min(r.prompt - r.prefilled, budget))
+        i = len(running) if not limited else 0
+        while i < len(running) and budget >= 1:
+            r = running[i]
+            left = r.target - r.prefilled
+            c = int(min(left, budget)) if left > 0 else 0
+            if limited:
+                assert kv is not None
+                tokens = r.prefilled + c if c else r.prompt + math.ceil(r.decoded + r.speed - _EPS)
+                need = -(-tokens // bs) - r.held
+                gone = False
+                while need > kv.free_count():
+                    victim = running.pop()  # the last admitted goes first, as in vLLM
+                    self._preempt(victim, s, kv)
+                    preempted = True
+                    if victim is r:
+                        gone = True
+                        break
+                if gone:
+                    break
+                if need > 0:
+                    kv.take(need)
+                    r.held += need
+            if c:
                 chunks.append((r, c))
+                attn += c * (r.prefilled + c / 2)
                 budget -= c
-            n_seqs = len(chunks) + len(decodes)
-            if n_seqs == 0:  # budget too small for anyone: cannot happen with budget >= 1
-                self.t = t
-                return
-            prefill = sum(c for _, c in chunks)
-            dt = self._step_time(n_seqs, prefill)
-            k = 1
-            if not chunks and decodes:
-                # identical decode-only steps until someone finishes, arrives or aborts
-                k = min(math.ceil((r.output - r.decoded) / r.speed - _EPS) for r in decodes)
-                if dt > 0:
-                    horizon = [limit] if not math.isinf(limit) else []
-                    if pending:
-                        horizon.append(pending[0].arrival)
-                    if waiting and (p.slots <= 0 or len(running) < p.slots):
-                        horizon.append(t)  # cannot happen: waiting would have been admitted
-                    horizon.extend(r.deadline for r in running if not math.isinf(r.deadline))
-                    if horizon:
-                        k_time = min(math.ceil((h - t) / dt - _EPS) for h in horizon)
-                        k = max(1, min(k, k_time))
-            t_end = t + k * dt
-            for r, c in chunks:
-                r.prefilled += c
-                if r.prefilled >= r.prompt:
+            else:
+                decodes.append(r)
+                budget -= 1
+            i += 1
+        if not preempted:
+            qi, n, slots = s.qi, len(q), p.slots
+            caching = p.prefix_caching
+            while qi < n and budget >= 1 and (slots <= 0 or len(running) < slots):
+                r = q[qi]
+                if r.aborted:
+                    qi += 1
+                    continue
+                if r.arrival > t + _EPS:
+                    break
+                if r.deadline <= t + _EPS:
+                    self._abort(r, record)
+                    r.left_at = t
+                    qi += 1
+                    continue
+                if kv is None:
+                    hit, computed = 0, r.plan_cached if caching else 0
+                else:
+                    hit = kv.lookup(r.hashes, r.prompt)
+                    computed = hit * bs
+                c = int(min(r.target - computed, budget))
+                if kv is not None:
+                    need = -(-(computed + c) // bs) - hit
+                    if limited and need + kv.free_hits(r.hashes, hit) > kv.free_count():
+                        break  # its blocks do not fit: it and everyone behind it wait
+                    if caching:
+                        kv.acquire(r.hashes, hit, r.prompt)
+                    kv.take(need)
+                    r.held, r.hashed, r.nreg = hit + need, list(r.hashes[:hit]), hit
+                if r.admitted is None:
+                    r.admitted = t
+                    r.cached_tokens = computed
+                    if record and computed != r.plan_cached and caching:
+                        self._repair(r, computed, t)
+                r.left_at = t
+                r.prefilled = computed
+                running.append(r)
+                chunks.append((r, c))
+                attn += c * (computed + c / 2)
+                budget -= c
+                qi += 1
+            s.qi = qi
+        if snaps is not None:  # could a request queued last have joined this phase?
+            self._room[-1] = budget >= 1 and (p.slots <= 0 or len(running) < p.slots)
+        n_seqs = len(chunks) + len(decodes)
+        if n_seqs == 0:
+            s.t = t
+            return preempted  # everyone was preempted: the next phase re-admits
+        prefill = sum(c for _, c in chunks)
+        dt = (1.0 + p.decode_degrade * (n_seqs - 1)) / p.decode_tps if p.decode_tps else 0.0
+        if p.prefill_tps:
+            dt += prefill / p.prefill_tps
+        if p.attention_prefill_s and attn:
+            dt += p.attention_prefill_s * attn
+        a_dec = p.attention_decode_s
+        if a_dec and decodes:
+            dt += a_dec * sum(r.prompt + r.decoded for r in decodes)
+        ddt = 0.0
+        k = 1
+        if not chunks and decodes:
+            # identical decode-only steps until someone finishes, arrives or aborts
+            k = min(math.ceil((r.output - r.decoded) / r.speed - _EPS) for r in decodes)
+            if a_dec:
+                ddt = a_dec * sum(r.speed for r in decodes)
+            if dt > 0:
+                h = min(limit, dmin)
+                if s.qi < len(q) and (p.slots <= 0 or len(running) < p.slots):
+                    h = min(h, q[s.qi].arrival)
+                if h < _INF:
+                    k = max(1, min(k, _steps_to(h - t, dt, ddt)))
+            if limited and k > 1:
+                assert kv is not None
+                k = _kv_fit(decodes, k, kv, bs)
+        t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + k * dt
+        caching_kv = kv is not None and kv.caching
+        for r, c in chunks:
+            r.prefilled += c
+            if caching_kv and r.nreg < len(r.hashes):
+                assert kv is not None
+                up = min(len(r.hashes), r.prefilled // bs)
+                for h in r.hashes[r.nreg : up]:
+                    if kv.register(h):
+                        r.hashed.append(h)
+                r.nreg = max(r.nreg, up)
+            if r.prefilled >= r.target:
+                if r.first_token is None:
                     r.first_token = t_end
                     r.decoded = 1.0
-            for r in decodes:
-                r.segments.append((t, dt, r.decoded, k))
-                r.decoded = min(float(r.output), r.decoded + k * r.speed)
-            finished = [r for r in running if r.first_token is not None and _full(r)]
-            for r in finished:
-                r.end = t_end
-                if record:
-                    self.finished_total += 1
-                    self.generated_total += r.output
-            if finished:
-                running[:] = [r for r in running if r.end is None]
-            self.t = t_end
+                else:  # a preempted request recomputed: this step adds its next token
+                    r.segments.append((t, dt, r.decoded, 1, 0.0))
+                    r.decoded = min(float(r.output), r.decoded + r.speed)
+        finished = []
+        for r in decodes:
+            r.segments.append((t, dt, r.decoded, k, ddt))
+            d = r.decoded + k * r.speed
+            if d >= r.output - _EPS:
+                r.decoded = float(r.output) if d > r.output else d
+                finished.append(r)
+            else:
+                r.decoded = d
+        if limited and k > 1:
+            assert kv is not None
+            for r in decodes:  # blocks of the phase's later steps (fit: _kv_fit)
+                need = -(-(r.prompt + math.ceil(r.decoded - _EPS)) // bs) - r.held
+                if need > 0:
+                    kv.take(need)
+                    r.held += need
+        for r, _ in chunks:
+            if r.prefilled >= r.target and r.decoded >= r.output - _EPS:
+                finished.append(r)
+        for r in finished:
+            r.end = t_end
             if record:
-                self.steps_total += k
+                self.finished_total += 1
+                self.generated_total += r.output
+                self._gone(r)
+                if kv is not None:
+                    kv.release(r.held - len(r.hashed), r.hashed)
+                    r.held, r.hashed = 0, []
+        if finished:
+            running[:] = [r for r in running if r.end is None]
+        s.t = t_end
+        if record:
+            self.steps_total += k
+        return True
 
 
-def _full(r: EngineRequest) -> bool:
-    return r.decoded >= r.output - _EPS
+def _steps_to(span: float, dt: float, ddt: float) -> int:
+    """Fewest steps (of ``dt``, growing by ``ddt`` each) that reach ``span``."""
+    if not ddt:
+        return math.ceil(span / dt - _EPS)
+    if span <= 0:
+        return 0
+    # k * dt + ddt * k (k - 1) / 2 >= span
+    b = dt - ddt / 2
+    k = max(0, math.ceil((-b + math.sqrt(b * b + 2 * ddt * span)) / ddt - _EPS))
+    while k > 0 and (k - 1) * dt + ddt * (k - 1) * (k - 2) / 2 >= span - _EPS:
+        k -= 1
+    while k * dt + ddt * k * (k - 1) / 2 < span - _EPS:
+        k += 1
+    return k
 
 
-def _keep(q: deque[EngineRequest]) -> deque[EngineRequest]:
-    # drop aborted requests in place (the deque object is shared with the caller)
-    alive = [r for r in q if not r.aborted]
-    q.clear()
-    q.extend(alive)
-    return q
+def _kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int) -> int:
+    """The most decode steps (at most ``k``, at least 1) whose new blocks fit in the cache."""
+
+    def extra(j: int) -> int:
+        total = 0
+        for r in decodes:
+            need = -(-(r.prompt + math.ceil(r.decoded + j * r.speed - _EPS)) // bs) - r.held
+            if need > 0:
+                total += need
+        return total
+
+    free = kv.free_count()
+    if extra(k) <= free:
+        return k
+    lo, hi = 1, k  # extra(lo) fits (allocated by the scheduling pass), extra(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if extra(mid) <= free:
+            lo = mid
+        else:
+            hi = mid
+    return lo

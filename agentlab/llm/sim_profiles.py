@@ -20,10 +20,218 @@ from typing import Any
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.llm.tokens import check_tokenizer_name
 
-__all__ = ["PROFILES", "SimProfile", "get_profile", "load_profile", "profile_field_names"]
+__all__ = [
+    "PROFILES",
+    "LengthDist",
+    "SimProfile",
+    "get_profile",
+    "length_keys",
+    "load_profile",
+    "profile_field_names",
+]
 
-#: (label, median tokens, sigma of log tokens) per stage label
-Lengths = tuple[tuple[str, float, float], ...]
+_Z75 = 0.6744897501960817  # standard normal 75th percentile
+_Z95 = 1.6448536269514722  # ... and 95th
+_SQRT2 = math.sqrt(2.0)
+
+
+def _phi(x: float) -> float:
+    return 0.5 * math.erfc(-x / _SQRT2)
+
+
+def _log_phi(x: float) -> float:
+    """log of the standard normal cdf, without underflow far in the left tail."""
+    if x > -30.0:
+        return math.log(max(_phi(x), 1e-300))
+    x2 = x * x  # asymptotic series of the Mills ratio
+    return -x2 / 2 - math.log(-x) - 0.5 * math.log(2 * math.pi) + math.log1p(-1 / x2 + 3 / x2**2)
+
+
+def _piece(a: float, b: float, c: float, s: float) -> float:
+    """``integral_a^b exp(c + s z) phi(z) dz = exp(c + s^2/2) (Phi(b - s) - Phi(a - s))``,
+    in logs (a steep slope cut at a finite ``b`` would overflow the plain form)."""
+    if b == math.inf:  # Phi(inf) - Phi(a - s) = Phi(s - a)
+        e = c + s * s / 2 + (_log_phi(s - a) if a > -math.inf else 0.0)
+        return math.exp(e) if e < 700.0 else math.inf  # a steep uncut tail: no finite mean
+    lb = _log_phi(b - s)
+    ratio = math.exp(_log_phi(a - s) - lb) if a > -math.inf else 0.0
+    return math.exp(c + s * s / 2 + lb) * max(0.0, 1.0 - ratio)
+
+
+@dataclass(frozen=True, slots=True)
+class LengthDist:
+    """A completion-length law that keeps the published quantiles and the mean.
+
+    Its quantile at the standard-normal score ``z`` is piecewise log-linear in ``z``: slope
+    ``sigma_lo`` below the median, ``sigma_hi`` up to the third quartile (z75),
+    ``sigma_tail`` up to the 95th percentile (z95) and ``sigma_far`` above it. So a
+    log-normal body goes through the published p25 / median / p75, ``sigma_tail`` through
+    a published p95 and ``sigma_far`` sets the mean (:meth:`from_quantiles`). With all four
+    slopes equal it is the plain log-normal (:meth:`lognormal`), drawn as before.
+    """
+
+    median: float
+    sigma_lo: float
+    sigma_hi: float
+    sigma_tail: float
+    sigma_far: float
+
+    @classmethod
+    def lognormal(cls, median: float, sigma: float) -> LengthDist:
+        s = float(sigma)
+        return cls(float(median), s, s, s, s)
+
+    @classmethod
+    def from_quantiles(
+        cls,
+        p25: float,
+        median: float,
+        p75: float,
+        mean: float | None = None,
+        p95: float | None = None,
+        cap: float = math.inf,
+    ) -> LengthDist:
+        """Through the quartiles (and ``p95``); the slope of the far tail solved for
+        ``mean`` (of lengths cut at ``cap``, the server's output limit). Without ``p95`` the
+        tail continues the body's upper slope up to z95; without ``mean`` the far tail
+        continues the slope before it.
+
+        Raises:
+            ConfigError: quantiles out of order, or a mean below what they allow.
+        """
+        if not 0 < p25 <= median <= p75 <= (p95 if p95 is not None else math.inf):
+            raise ConfigError(
+                f"length quantiles {p25}, {median}, {p75}, {p95}: need 0 < p25 <= median"
+                " <= p75 <= p95"
+            )
+        lo, hi = math.log(median / p25) / _Z75, math.log(p75 / median) / _Z75
+        tail = hi if p95 is None else math.log(p95 / p75) / (_Z95 - _Z75)
+        if mean is None:
+            return cls(float(median), lo, hi, tail, tail)
+        if cls(median, lo, hi, tail, 0.0).mean(cap) > mean or cap <= mean:
+            raise ConfigError(
+                f"length mean {mean} is below what quantiles {p25}/{median}/{p75}/{p95} allow"
+            )
+        a, b = 0.0, 40.0
+        for _ in range(100):
+            mid = (a + b) / 2
+            a, b = (mid, b) if cls(median, lo, hi, tail, mid).mean(cap) < mean else (a, mid)
+        return cls(float(median), lo, hi, tail, (a + b) / 2)
+
+    @property
+    def is_lognormal(self) -> bool:
+        return self.sigma_lo == self.sigma_hi == self.sigma_tail == self.sigma_far
+
+    def _pieces(self) -> tuple[tuple[float, float, float, float], ...]:
+        """(z from, z to, log offset c, slope s): ``log(x / median) = c + s * z``."""
+        hi, t, f = self.sigma_hi, self.sigma_tail, self.sigma_far
+        c75 = (hi - t) * _Z75
+        c95 = c75 + (t - f) * _Z95
+        return (
+            (-math.inf, 0.0, 0.0, self.sigma_lo),
+            (0.0, _Z75, 0.0, hi),
+            (_Z75, _Z95, c75, t),
+            (_Z95, math.inf, c95, f),
+        )
+
+    def at(self, z: float) -> float:
+        """The length at standard-normal score ``z`` (one draw: ``z = rng.normal()``)."""
+        if z <= 0.0:
+            return self.median * math.exp(self.sigma_lo * z)
+        if z <= _Z75 or self.sigma_tail == self.sigma_far == self.sigma_hi:
+            return self.median * math.exp(self.sigma_hi * z)
+        _, _, c, s = self._pieces()[2 if z <= _Z95 else 3]
+        return self.median * math.exp(c + s * z)
+
+    def quantile(self, q: float) -> float:
+        from statistics import NormalDist
+
+        return self.at(NormalDist().inv_cdf(q))
+
+    def cdf(self, x: float) -> float:
+        """P(length <= x) (the quantile function inverted piece by piece)."""
+        if x <= 0:
+            return 0.0
+        y = math.log(x / self.median)
+        for a, b, c, s in self._pieces():
+            if s <= 0:
+                continue
+            z = (y - c) / s
+            if z <= b:
+                return _phi(max(z, a))
+        return 1.0
+
+    def mean(self, cap: float = math.inf) -> float:
+        """The mean of ``min(length, cap)``: per piece ``exp(c + s^2 / 2) * (Phi(b - s) -
+        Phi(a - s))`` up to the cap's score, plus ``cap`` times the share above it."""
+        zc = math.inf
+        if cap < math.inf:
+            y = math.log(cap / self.median)
+            for a, b, c, s in self._pieces():
+                if s > 0 and (y - c) / s <= b:
+                    zc = max((y - c) / s, a)
+                    break
+        total = 0.0
+        for a, b, c, s in self._pieces():
+            b = min(b, zc)
+            if a < b:
+                total += _piece(a, b, c, s)
+        return self.median * total + (cap * (1.0 - _phi(zc)) if zc < math.inf else 0.0)
+
+    def to_toml(self, cap: float = math.inf) -> Any:
+        """``[median, sigma]`` for a log-normal, else ``{p25, median, p75, p95, mean}`` (the
+        mean of lengths cut at ``cap``) when those give this law back, else its slopes
+        ``{median, sigma_lo, sigma_hi, sigma_tail, sigma_far}``."""
+        if self.is_lognormal:
+            return [self.median, self.sigma_lo]
+        out = {"p25": round(self.quantile(0.25), 3), "median": self.median}
+        out["p75"] = round(self.quantile(0.75), 3)
+        out["p95"] = round(self.quantile(0.95), 3)
+        out["mean"] = round(self.mean(cap), 3)
+        try:
+            back = LengthDist.from_quantiles(
+                out["p25"], out["median"], out["p75"], out["mean"], out["p95"], cap
+            )
+        except ConfigError:
+            back = None
+        if back is not None and all(
+            math.isclose(getattr(back, f), getattr(self, f), rel_tol=1e-3, abs_tol=1e-3)
+            for f in _SLOPES
+        ):
+            return out
+        return {f: getattr(self, f) for f in ("median", *_SLOPES)}
+
+
+_SLOPES = ("sigma_lo", "sigma_hi", "sigma_tail", "sigma_far")
+
+
+#: (label, length distribution) per call / stage label, qualified by ``@topology`` and
+#: ``#round`` (:func:`length_keys`)
+Lengths = tuple[tuple[str, LengthDist], ...]
+
+
+def length_keys(labels: dict[str, Any] | None) -> list[str]:
+    """The ``lengths`` keys a call's labels look up, most specific first.
+
+    For ``call`` then ``stage`` (or ``label``): ``name@topology#round``, ``name#round``,
+    ``name@topology``, ``name`` (qualifiers only where the labels carry them).
+    """
+    if not labels:
+        return []
+    topo, rnd = labels.get("topology"), labels.get("round")
+    out = []
+    for name in (labels.get("call"), labels.get("stage", labels.get("label"))):
+        if name is None:
+            continue
+        name = str(name)
+        if topo is not None and rnd is not None:
+            out.append(f"{name}@{topo}#{rnd}")
+        if rnd is not None:
+            out.append(f"{name}#{rnd}")
+        if topo is not None:
+            out.append(f"{name}@{topo}")
+        out.append(name)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +260,8 @@ class SimProfile:
     client_overhead_s: float = 0.0
     completion_median: float = 32.0  # log-normal completion length: median tokens
     completion_sigma: float = 0.5  # ... and sigma of log(tokens)
-    # per-label lengths: labels["call"] or labels["stage"] -> (median, sigma); others use
-    # the above
+    # per-label lengths: labels["call"] or labels["stage"] (qualified by @topology and
+    # #round, see length_keys) -> LengthDist; calls without a listed label use the above
     lengths: Lengths = ()
     max_completion: int = 1024  # server-side cap (max_model_len): finish_reason "length"
     rpm: float = 0.0  # requests per minute before 429s; 0 = no limit
@@ -70,42 +278,76 @@ class SimProfile:
     # how prompts are counted (agentlab.llm.tokens): "llama3" (exact vocabulary + chat
     # template) or "chars:R" (R characters per token, 4 tokens of template per message)
     tokenizer: str = "chars:4"
+    # --- engine mechanisms (vLLM v1); TOML section [engine]; each off-setting gives the
+    # engine as it was before the mechanism existed
+    # automatic prefix caching: a request skips the prompt blocks found cached (false: off)
+    prefix_caching: bool = False
+    block_size: int = 16  # tokens per KV block (vLLM's default on GPUs)
+    kv_blocks: int = 0  # KV cache capacity in blocks; 0 = unlimited (no preemption)
+    # step time added per cached token attended by each decoding sequence (0: no attention)
+    attention_decode_s: float = 0.0
+    # step time added per (prefill token x context token) pair of prefill chunks (0: none)
+    attention_prefill_s: float = 0.0
     source: str = ""  # where the numbers come from (benchmark, calibration run)
 
-    def length_of(self, stage: str | None, call: str | None = None) -> tuple[float, float]:
-        """(median, sigma) of the completion length for a call's labels.
+    def __post_init__(self) -> None:
+        # lengths given directly as (label, median, sigma) triples or a dict: normalised
+        if not all(len(x) == 2 and isinstance(x[1], LengthDist) for x in self.lengths):
+            object.__setattr__(self, "lengths", _lengths(self.lengths, self.max_completion))
 
-        ``call`` (e.g. the topology workflow's ``full_mesh_message``) is looked up first,
-        then ``stage``; neither listed: ``completion_median`` / ``completion_sigma``.
+    def length_dist(self, labels: dict[str, Any] | None) -> LengthDist:
+        """The completion-length distribution of a call with these labels.
+
+        The keys of :func:`length_keys` are looked up in order (``call`` before ``stage``,
+        the most specific qualifier first; the first entry of a repeated label counts);
+        none listed: the log-normal ``completion_median`` / ``completion_sigma``.
         """
-        for key in (call, stage):
-            if key is None:
-                continue
-            for label, median, sigma in self.lengths:
-                if label == key:
-                    return median, sigma
-        return self.completion_median, self.completion_sigma
+        if self.lengths:
+            table: dict[str, LengthDist] = {}
+            for label, dist in self.lengths:
+                table.setdefault(label, dist)
+            for key in length_keys(labels):
+                hit = table.get(key)
+                if hit is not None:
+                    return hit
+        return LengthDist.lognormal(self.completion_median, self.completion_sigma)
+
+    def length_of(self, stage: str | None, call: str | None = None) -> tuple[float, float]:
+        """(median, sigma of the quartile body) of the completion length for a call's
+        ``call`` / ``stage`` labels (unqualified; :meth:`length_dist` for the whole law)."""
+        d = self.length_dist({"call": call, "stage": stage})
+        return d.median, (d.sigma_lo + d.sigma_hi) / 2
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (TOML/JSON-able): ``lengths`` as ``{label: [median, sigma]}``."""
+        """Plain data (TOML/JSON-able): ``lengths`` as ``{label: [median, sigma]}`` or
+        ``{label: {p25, median, p75, mean}}``."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["lengths"] = {label: [m, s] for label, m, s in self.lengths}
+        lengths: dict[str, Any] = {}
+        for label, dist in self.lengths:
+            lengths.setdefault(label, dist.to_toml(self.max_completion))
+        d["lengths"] = lengths
         return d
 
     def save(self, path: str | Path) -> Path:
         """Write the profile as TOML (readable by :func:`load_profile`)."""
         path = Path(path)
         flat, lengths = [], []
+        engine = []
         for k, v in self.to_dict().items():
             if k == "lengths":
                 continue
+            if k in ENGINE_KEYS:
+                engine.append(f"{k} = {_toml_value(v)}")
+                continue
             flat.append(f"{k} = {_toml_value(v)}")
-        for label, (m, s) in self.to_dict()["lengths"].items():
-            lengths.append(f"{_toml_value(label)} = [{_toml_value(m)}, {_toml_value(s)}]")
+        for label, v in self.to_dict()["lengths"].items():
+            lengths.append(f"{_toml_value(label)} = {_toml_length(v)}")
         text = "\n".join(flat) + "\n"
         if lengths:
-            text += "\n[lengths]  # stage label = [median tokens, sigma of log tokens]\n"
+            text += "\n[lengths]  # label = [median, sigma of log tokens] or {p25, median, p75, p95, mean}\n"
             text += "\n".join(lengths) + "\n"
+        text += "\n[engine]  # vLLM v1 mechanisms (agentlab/llm/sim_engine.py)\n"
+        text += "\n".join(engine) + "\n"
         path.write_text(text, encoding="utf-8")
         return path
 
@@ -146,8 +388,14 @@ class SimProfile:
             if k in ("source", "tokenizer"):
                 clean[k] = str(v) if k == "source" else check_tokenizer_name(str(v))
                 continue
-            if k == "lengths":
-                clean[k] = _lengths(v)
+            if k == "lengths":  # means are of lengths cut at the server's output limit
+                cap = changes.get("max_completion", self.max_completion)
+                clean[k] = _lengths(v, float(cap))
+                continue
+            if f.type == "bool":
+                if not isinstance(v, bool) and str(v).lower() not in ("0", "1", "true", "false"):
+                    raise ConfigError(f"sim profile parameter {k}={v!r} is not a boolean")
+                clean[k] = v if isinstance(v, bool) else str(v).lower() in ("1", "true")
                 continue
             try:
                 clean[k] = int(v) if f.type == "int" else float(v)
@@ -155,7 +403,15 @@ class SimProfile:
                 raise ConfigError(f"sim profile parameter {k}={v!r} is not a number") from exc
             if clean[k] < 0:
                 raise ConfigError(f"sim profile parameter {k}={v!r} must be >= 0")
+            if k == "block_size" and clean[k] < 1:
+                raise ConfigError(f"sim profile parameter block_size={v!r} must be >= 1")
         return dataclasses.replace(self, **clean)
+
+
+#: parameters of the engine's vLLM mechanisms (written in a profile's ``[engine]`` section)
+ENGINE_KEYS = frozenset(
+    {"prefix_caching", "block_size", "kv_blocks", "attention_decode_s", "attention_prefill_s"}
+)
 
 
 def _toml_value(v: Any) -> str:
@@ -169,22 +425,56 @@ def _toml_value(v: Any) -> str:
     return f'"{s}"'
 
 
-def _lengths(v: Any) -> Lengths:
-    items = v.items() if isinstance(v, dict) else ((x[0], x[1:]) for x in v)
-    out = []
-    for label, pair in items:
-        try:
-            m, s = (float(x) for x in pair)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(
-                f"sim profile lengths[{label!r}]={pair!r}: expected [median, sigma]"
-            ) from exc
-        if m <= 0 or s < 0:
-            raise ConfigError(
-                f"sim profile lengths[{label!r}]={pair!r}: need median > 0, sigma >= 0"
-            )
-        out.append((str(label), m, s))
-    return tuple(out)
+def _toml_length(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    return f"[{_toml_value(v[0])}, {_toml_value(v[1])}]"
+
+
+def _length(label: str, v: Any, cap: float) -> LengthDist:
+    if isinstance(v, LengthDist):
+        return v
+    try:
+        if isinstance(v, dict) and set(v) == {"median", *_SLOPES}:
+            law = LengthDist(float(v["median"]), *(float(v[k]) for k in _SLOPES))
+            if (
+                law.median <= 0
+                or min(law.sigma_lo, law.sigma_hi, law.sigma_tail, law.sigma_far) < 0
+            ):
+                raise ConfigError(
+                    f"sim profile lengths[{label!r}]={v!r}: need median > 0, sigmas >= 0"
+                )
+            return law
+        if isinstance(v, dict):
+            extra = set(v) - {"p25", "median", "p75", "p95", "mean"}
+            if extra or not {"p25", "median", "p75"} <= set(v):
+                raise ConfigError(
+                    f"sim profile lengths[{label!r}]={v!r}: expected keys p25, median, p75"
+                    " and optionally p95, mean"
+                )
+            mean, p95 = v.get("mean"), v.get("p95")
+            return LengthDist.from_quantiles(
+                float(v["p25"]), float(v["median"]), float(v["p75"]),
+                None if mean is None else float(mean), None if p95 is None else float(p95),
+                cap,
+            )  # fmt: skip
+        m, s = (float(x) for x in v)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"sim profile lengths[{label!r}]={v!r}: expected [median, sigma],"
+            " {p25, median, p75, p95, mean} or {median, sigma_lo, sigma_hi, sigma_tail, sigma_far}"
+        ) from exc
+    if m <= 0 or s < 0:
+        raise ConfigError(f"sim profile lengths[{label!r}]={v!r}: need median > 0, sigma >= 0")
+    return LengthDist.lognormal(m, s)
+
+
+def _lengths(v: Any, cap: float = math.inf) -> Lengths:
+    if isinstance(v, dict):
+        items = list(v.items())
+    else:  # (label, LengthDist) pairs or (label, median, sigma) triples
+        items = [(x[0], x[1] if len(x) == 2 else x[1:]) for x in v]
+    return tuple((str(label), _length(str(label), pair, cap)) for label, pair in items)
 
 
 def load_profile(path: str | Path, **overrides: Any) -> SimProfile:
@@ -201,6 +491,14 @@ def load_profile(path: str | Path, **overrides: Any) -> SimProfile:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"sim profile file {str(path)!r} is not valid TOML: {exc}") from exc
     name = str(data.pop("name", path.stem))
+    engine = data.pop("engine", {})
+    if not isinstance(engine, dict) or set(engine) - ENGINE_KEYS:
+        bad = sorted(set(engine) - ENGINE_KEYS) if isinstance(engine, dict) else engine
+        raise ConfigError(
+            f"sim profile file {str(path)!r}: unknown [engine] parameter(s) {bad!r}; "
+            f"valid: {', '.join(sorted(ENGINE_KEYS))}"
+        )
+    data.update(engine)
     return SimProfile(name=name).replace(**data).replace(**overrides)
 
 

@@ -169,7 +169,7 @@ class Llama3Tokenizer:
             ) from exc
         self.name = "llama3"
         self._enc = quicktok.get_encoding("llama3")
-        self._cache: dict[str, int] = {}
+        self._cache: dict[tuple[int, int], int] = {}
         special = self._special
         self._header = {
             role: special(f"<|start_header_id|>{role}<|end_header_id|>\n\n")
@@ -184,11 +184,13 @@ class Llama3Tokenizer:
         return len(self._enc.encode(text, allowed_special="all"))
 
     def count(self, text: str) -> int:
-        n = self._cache.get(text)
+        # keyed by (hash, length), not the text: the cache holds no conversation alive
+        key = (hash(text), len(text))
+        n = self._cache.get(key)
         if n is None:
             if len(self._cache) >= _CACHE_MAX:
                 self._cache.clear()
-            n = self._cache[text] = self._enc.count(text)
+            n = self._cache[key] = self._enc.count(text)
         return n
 
     def _header_of(self, role: str) -> int:

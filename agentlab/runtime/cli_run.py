@@ -29,21 +29,6 @@ from agentlab.errors import ConfigError
 
 __all__ = ["load_config", "main"]
 
-_CREATE_KEYS = {
-    "agents",
-    "env",
-    "llm",
-    "seed",
-    "executor",
-    "batch_size",
-    "clock",
-    "tick_seconds",
-    "executor_options",
-    "retry",
-    "keep_checkpoints",
-    "llm_spans",
-}
-
 
 def load_config(path: str | Path) -> dict[str, Any]:
     """Read and validate a TOML (``.toml``) or YAML (``.yaml``/``.yml``) society config.
@@ -103,7 +88,11 @@ def main(args: argparse.Namespace) -> int:
         society = Society.open(out, executor=executor, batch_size=batch_size, progress=progress)
         print(f"resuming {out} at tick {society.tick} -> {ticks}")
     else:
-        kwargs = {k: v for k, v in cfg.items() if k in _CREATE_KEYS}
+        from agentlab.runtime.config import CLI_KEYS, SocietyConfig
+
+        # every Society.create argument the config model knows (one list, never a copy)
+        kwargs = {k: v for k, v in cfg.items() if k in SocietyConfig.model_fields}
+        kwargs = {k: v for k, v in kwargs.items() if k not in CLI_KEYS}
         kwargs.update(executor=executor, batch_size=batch_size)
         if "retry" in cfg:
             kwargs["retry"] = RetryPolicy(**cfg["retry"])

@@ -188,6 +188,12 @@ class SocietyConfig(BaseModel):
     keep_checkpoints: Annotated[bool, Field(strict=True)] = False
     #: ``None``: ``AGENTLAB_LLM_SPANS`` or ``"all"`` (see :func:`llm_span_rate`)
     llm_spans: str | None = None
+    #: the agent store (``store/packed_store.py``: ``store_kind``)
+    store: str = "auto"
+    #: the stop rule (``runtime/stop_rule.py``); ``None``: never stop
+    max_error_share: Annotated[float, Field(strict=True, ge=0, le=1)] | None = 1.0
+    #: what ``Society.create`` does when ``out`` already holds a run
+    exist_ok: Annotated[bool, Field(strict=True)] | Literal["replace"] = False
 
     @field_validator("llm_spans", mode="before")
     @classmethod
@@ -197,6 +203,19 @@ class SocietyConfig(BaseModel):
                 llm_span_rate(v)
             except ConfigError as exc:
                 raise ValueError(str(exc).removeprefix(f"llm_spans={v!r}: ")) from None
+        return v
+
+    @field_validator("store", mode="before")
+    @classmethod
+    def _store(cls, v: Any) -> Any:
+        from agentlab.store.packed_store import store_kind
+
+        if not isinstance(v, str):
+            raise ValueError(f"store must be 'auto', 'directory' or 'packed', got {v!r}")
+        try:
+            store_kind(v, 0)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
         return v
 
     @field_validator("agents", mode="before")

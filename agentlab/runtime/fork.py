@@ -25,6 +25,7 @@ hold that version); any earlier tick only if the parent was created with
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,14 +38,13 @@ from agentlab.runtime.society_files import (
     agent_versions,
     check_not_a_file,
     read_doc,
-    unlock_on_error,
     write_tick_checkpoint,
 )
 from agentlab.store.agent_store import DirectoryStore
 from agentlab.store.atomic import atomic_write_bytes, atomic_write_json
 from agentlab.store.layout import REPLAY_DIR, SCHEMA_NAME
 from agentlab.store.packed_store import open_agent_store
-from agentlab.store.writer_lock import WriterLock
+from agentlab.store.writer_lock import LOCK_NAME, WriterLock
 
 if TYPE_CHECKING:
     from agentlab.runtime.society import Society
@@ -86,7 +86,6 @@ def fork_society(
             earlier tick of a parent that does not keep checkpoints.
     """
     from agentlab.runtime.config import validate_society_config
-    from agentlab.runtime.society import Society
 
     src_dir, dst = Path(parent), Path(out)
     unknown = sorted(set(changes) - set(FORKABLE))
@@ -95,69 +94,140 @@ def fork_society(
             f"a fork cannot change {unknown}: agents and env come from the parent's state; "
             f"valid: {', '.join(FORKABLE)}"
         )
-    meta, step = read_doc(src_dir, SOCIETY_FILE), read_doc(src_dir, STEP_FILE)
-    if meta is None or step is None:
-        raise StoreError(f"no committed society in {src_dir} to fork")
+    meta, step, tick = _snapshot(src_dir, at_tick)
     validate_society_config({"agents": 1, "clock": meta.get("clock", "real"), **changes})
-    last = int(step["tick"])
-    tick = last if at_tick is None else at_tick
-    if isinstance(tick, bool) or not isinstance(tick, int) or not 0 <= tick <= last:
-        raise ConfigError(
-            f"at_tick must be a committed tick of {src_dir} (0..{last}), got {tick!r}"
-        )
-    if tick != last:
-        step = read_doc(src_dir / CHECKPOINTS_DIR / str(tick), STEP_FILE)
-        if step is None:
-            raise ConfigError(
-                f"{src_dir} keeps only its last commit (tick {last}), so it can be forked at "
-                f"tick {last} only; create it with keep_checkpoints=True to fork from any tick"
-            )
     check_not_a_file(dst)
     if dst.resolve() == src_dir.resolve():
         raise ConfigError("a fork needs its own directory: out is the parent run")
+    before = set(os.listdir(dst)) if dst.is_dir() else None
     lock = WriterLock(dst).acquire()
-    with unlock_on_error(lock):
+    try:
         if (dst / STEP_FILE).exists() or (dst / SOCIETY_FILE).exists():
             raise ConfigError(f"{dst} already holds a society; fork into a new directory")
-        new_meta = _forked_meta(meta, src_dir, dst, tick, changes)
-        _copy_agents(src_dir, dst, meta, tick)
-        _copy_files(src_dir, dst, step.get("env") or [])
-        for rel in step.get("env") or []:  # the human-readable current env state
-            (dst / "env").mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(dst / "env" / "ENV_STATE.json", (dst / rel).read_bytes())
-        marks = _copy_log(src_dir, dst, step)
-        from agentlab.store.manifest import write_manifest
+        for attempt in range(_ATTEMPTS):
+            try:
+                return _write_fork(src_dir, dst, meta, step, tick, changes, lock, progress)
+            except (OSError, StoreError) as exc:
+                # The parent committed another tick while we read it: the checkpoint we
+                # were copying was replaced, or an agent's version of ``tick`` was
+                # overwritten by the tick after. Read the new commit and start over.
+                now = _last_tick(src_dir)
+                if now == int(step["tick"]) or attempt == _ATTEMPTS - 1:
+                    raise
+                _remove_new(dst, before or set())
+                try:
+                    meta, step, tick = _snapshot(src_dir, at_tick)
+                except ConfigError as again:
+                    raise ConfigError(
+                        f"{src_dir} committed tick {now} while this fork read tick {tick} "
+                        f"({type(exc).__name__}: {exc}); {again}"
+                    ) from None
+        raise AssertionError("unreachable")  # the loop returns or raises
+    except BaseException:
+        # nothing of a failed fork stays behind: its files, its folder if it made it, the lock
+        _remove_new(dst, before or set())
+        lock.release()
+        if before is None:
+            shutil.rmtree(dst, ignore_errors=True)
+        elif LOCK_NAME not in before:
+            (dst / LOCK_NAME).unlink(missing_ok=True)
+        raise
 
-        write_manifest(
-            dst,
-            kind="society",
-            config={k: v for k, v in new_meta.items() if k != "agents"}
-            | {"n_agents": len(new_meta["agents"])},
-            seed=new_meta["seed"],
-        )
-        new_step = {
-            "schema_version": step["schema_version"],
-            "tick": tick,
-            "ts": step["ts"],
-            "offsets": {k: m["bytes"] for k, m in marks.items()},
-            "marks": marks,
-            "env": list(step.get("env") or []),
-            "totals": dict(step.get("totals") or {}),
-        }
-        if new_meta["llm"] == meta["llm"] and step.get("llm") is not None:
-            new_step["llm"] = step["llm"]  # same client: continue with what it learned
-        atomic_write_json(dst / SOCIETY_FILE, new_meta)
-        if new_meta.get("keep_checkpoints"):
-            write_tick_checkpoint(dst, new_step, [a for a, _ in new_meta["agents"]])
-        atomic_write_json(dst / STEP_FILE, new_step)  # the fork's commit of tick t
-        return Society(
-            dst,
-            new_meta,
-            new_step,
-            progress=progress,
-            executor_options=changes.get("executor_options"),
-            lock=lock,
-        )
+
+#: reads of a parent that keeps committing ticks before a fork gives up
+_ATTEMPTS = 20
+
+
+def _last_tick(src: Path) -> int | None:
+    step = read_doc(src, STEP_FILE)
+    return None if step is None else int(step["tick"])
+
+
+def _snapshot(src: Path, at_tick: int | None) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """The parent's config, the commit record of the tick to fork, and that tick."""
+    meta, step = read_doc(src, SOCIETY_FILE), read_doc(src, STEP_FILE)
+    if meta is None or step is None:
+        raise StoreError(f"no committed society in {src} to fork")
+    last = int(step["tick"])
+    tick = last if at_tick is None else at_tick
+    if isinstance(tick, bool) or not isinstance(tick, int) or not 0 <= tick <= last:
+        raise ConfigError(f"at_tick must be a committed tick of {src} (0..{last}), got {tick!r}")
+    if tick != last:
+        kept = read_doc(src / CHECKPOINTS_DIR / str(tick), STEP_FILE)
+        if kept is None:
+            raise ConfigError(
+                f"{src} keeps only its last commit (tick {last}), so it can be forked at "
+                f"tick {last} only; create it with keep_checkpoints=True to fork from any tick"
+            )
+        step = kept
+    return meta, step, tick
+
+
+def _remove_new(dst: Path, before: set[str]) -> None:
+    """Remove what a fork attempt wrote into ``dst`` (not its lock, nor what was there)."""
+    if not dst.is_dir():
+        return
+    for name in os.listdir(dst):
+        if name in before or name == LOCK_NAME:
+            continue
+        p = dst / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+
+
+def _write_fork(
+    src_dir: Path,
+    dst: Path,
+    meta: dict[str, Any],
+    step: dict[str, Any],
+    tick: int,
+    changes: dict[str, Any],
+    lock: WriterLock,
+    progress: bool,
+) -> Society:
+    from agentlab.runtime.society import Society
+    from agentlab.store.manifest import write_manifest
+
+    new_meta = _forked_meta(meta, src_dir, dst, tick, changes)
+    agents, env = _read_parent(src_dir, meta, step, tick)
+    _write_agents(dst, agents)
+    for rel, data in env.items():
+        atomic_write_bytes(dst / rel, data, fsync=False)
+        # the human-readable current env state
+        atomic_write_bytes(dst / "env" / "ENV_STATE.json", data, fsync=False)
+    marks = _copy_log(src_dir, dst, step)
+    write_manifest(
+        dst,
+        kind="society",
+        config={k: v for k, v in new_meta.items() if k != "agents"}
+        | {"n_agents": len(new_meta["agents"])},
+        seed=new_meta["seed"],
+    )
+    new_step = {
+        "schema_version": step["schema_version"],
+        "tick": tick,
+        "ts": step["ts"],
+        "offsets": {k: m["bytes"] for k, m in marks.items()},
+        "marks": marks,
+        "env": list(step.get("env") or []),
+        "totals": dict(step.get("totals") or {}),
+    }
+    if new_meta["llm"] == meta["llm"] and step.get("llm") is not None:
+        new_step["llm"] = step["llm"]  # same client: continue with what it learned
+    atomic_write_json(dst / SOCIETY_FILE, new_meta)
+    if new_meta.get("keep_checkpoints"):
+        write_tick_checkpoint(dst, new_step, [a for a, _ in new_meta["agents"]])
+    atomic_write_json(dst / STEP_FILE, new_step)  # the fork's commit of tick t
+    return Society(
+        dst,
+        new_meta,
+        new_step,
+        progress=progress,
+        executor_options=changes.get("executor_options"),
+        lock=lock,
+    )
 
 
 def _forked_meta(
@@ -167,7 +237,13 @@ def _forked_meta(
 
     new = dict(meta)
     new["run_id"] = dst.name
+    new["store"] = "directory"  # a fork writes a folder per agent (see _copy_agents)
     new["parent"] = {"run": str(src.resolve()), "tick": tick}
+    seeded = meta["llm"].get("seed") if isinstance(meta["llm"], dict) else None
+    if "seed" in changes and "llm" not in changes and seeded is not None:
+        # the run's randomness includes the LLM's: a simulated model's replies, faults
+        # and timings (a real provider's ``seed`` parameter) follow the new seed too
+        new["llm"] = {**meta["llm"], "seed": int(changes["seed"])}
     for key, value in changes.items():
         if key == "llm":
             client = (
@@ -197,26 +273,42 @@ def _forked_meta(
     return new
 
 
-def _copy_agents(src: Path, dst: Path, meta: dict[str, Any], tick: int) -> None:
+def _read_parent(
+    src: Path, meta: dict[str, Any], step: dict[str, Any], tick: int
+) -> tuple[list[tuple[str, int, Any, bytes, bytes]], dict[str, bytes]]:
+    """What tick ``tick`` of a parent that may be running consists of, read into memory
+    first and fast: the env checkpoint (deleted once the parent commits the next tick) and
+    each agent's version (overwritten in the tick after that). Each read is whole or
+    raises, so a fork copies one committed tick or retries (``fork_society``)."""
+    env = {rel: (src / rel).read_bytes() for rel in step.get("env") or []}
     ids = [a for a, _ in meta["agents"]]
+    store = open_agent_store(src)
+    agents = []
+    try:
+        for agent_id, version, value in agent_versions(src, ids, tick):
+            ws = Workspace(store, agent_id)
+            config, ident = ws.read_bytes("config.json"), ws.read_bytes("AGENT.json")
+            if config is None or ident is None:
+                raise StoreError(f"agent {agent_id!r} of {src} has no complete workspace to fork")
+            agents.append((agent_id, version, value, config, ident))
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:  # the parent's SQLite file: no connection left open on it
+            close()
+    return agents, env
+
+
+def _write_agents(dst: Path, agents: list[tuple[str, int, Any, bytes, bytes]]) -> None:
     # a packed parent forks into a directory run (the protocol is the same)
-    src_store, dst_store = open_agent_store(src), DirectoryStore(dst / "agents")
-    for agent_id, version, value in agent_versions(src, ids, tick):
-        a, b = Workspace(src_store, agent_id), Workspace(dst_store, agent_id)
-        config, ident = a.read_bytes("config.json"), a.read_bytes("AGENT.json")
-        if config is None or ident is None:
-            raise StoreError(f"agent {agent_id!r} of {src} has no complete workspace to fork")
+    store = DirectoryStore(dst / "agents")
+    for agent_id, version, value, config, ident in agents:
+        b = Workspace(store, agent_id)
         assert b.path is not None
         (b.path / "state").mkdir(parents=True, exist_ok=True)
         b.overwrite_bytes("config.json", config)
         # version v sits in slot v % 2, as in a run that was never forked
         b.overwrite_bytes(SLOT_KEYS[version % 2], encode_slot(version, value))
         b.write_bytes("AGENT.json", ident)  # last: its presence marks a complete workspace
-
-
-def _copy_files(src: Path, dst: Path, rels: list[str]) -> None:
-    for rel in rels:
-        atomic_write_bytes(dst / rel, (src / rel).read_bytes(), fsync=False)
 
 
 def _copy_log(src: Path, dst: Path, step: dict[str, Any]) -> dict[str, dict[str, int]]:

@@ -24,11 +24,12 @@ import asyncio
 import concurrent.futures
 import os
 import shutil
+import sys
 import time
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -56,9 +57,12 @@ from agentlab.runtime.society_files import (
     unlock_on_error,
     write_tick_checkpoint,
 )
+from agentlab.runtime.stop_rule import DEFAULT_MAX_ERROR_SHARE, check_tick
 from agentlab.store.agent_store import AgentStore
 from agentlab.store.atomic import atomic_write_bytes, atomic_write_json, read_json
+from agentlab.store.lifecycle import RunStatus, clear_run_dir, mark_status, read_status
 from agentlab.store.packed_store import open_agent_store, store_kind
+from agentlab.store.store_check import check_agent_store
 from agentlab.store.writer_lock import WriterLock
 
 __all__ = ["SOCIETY_SCHEMA_VERSION", "Society"]
@@ -173,11 +177,13 @@ class Society:
         keep_checkpoints: bool = False,
         store: str = "auto",
         llm_spans: str | None = None,
+        exist_ok: bool | Literal["replace"] = False,
+        max_error_share: float | None = DEFAULT_MAX_ERROR_SHARE,
     ) -> Society:
         """Write a new society into ``path`` and return it (tick 0 committed).
 
         Args:
-            path: the run directory (must not hold a society yet).
+            path: the run directory (must not hold a society yet, unless ``exist_ok``).
             agents: an int (that many ``llm`` persona agents), ``{type: n}``, or a list of
                 ``{"type", "id"?, "n"?, "config"?}`` dicts / ``(type, id, config)`` tuples.
             env: env modules: names (``"social_feed"``), ``{"type": ..., **config}`` or
@@ -205,6 +211,18 @@ class Society:
                 (e.g. ``"sample:0.01"``), chosen by a hash of the seed, agent, tick and
                 call number. Kept in the run (a resume traces the same calls); the
                 ``llm_calls`` rows and every other dataset are the same whatever it is.
+            exist_ok: what to do when ``path`` already holds a run. ``False`` (default):
+                refuse. ``True``: open the existing society (:meth:`open`; the other
+                arguments are ignored). ``"replace"``: take the run's writer lock first,
+                then delete the old run and create this one; while another process (or
+                a running ``Society`` object of this one) writes the run, it is refused
+                with ``RunLockedError`` naming the holder and nothing is removed. This is
+                the notebook way to start over (never ``shutil.rmtree`` a run).
+            max_error_share: the stop rule (``runtime/stop_rule.py``), kept in the run: a
+                tick in which no agent step succeeded, or more than this share of agents
+                failed every attempt, is not committed and raises ``TickFailedError``
+                (``run()`` marks the run ``failed``). Default 1.0: stop only when every
+                step failed; ``None``: never stop.
         """
         from agentlab.llm import LLMClient
         from agentlab.runtime.config import validate_society_config
@@ -227,6 +245,8 @@ class Society:
                 "keep_checkpoints": keep_checkpoints,
                 "executor_options": executor_options,
                 "llm_spans": llm_spans,
+                "store": store,
+                "max_error_share": max_error_share,
             }
         )
         # resolved once, here: the env var read at create, never again at a resume
@@ -236,11 +256,21 @@ class Society:
         store_kind(store, 0)  # an unknown store fails before anything is written
         run_dir = Path(path)
         check_not_a_file(run_dir)
+        if exist_ok not in (True, False, "replace"):
+            raise ConfigError(f"exist_ok must be False, True or 'replace', got {exist_ok!r}")
+        if exist_ok is True and (run_dir / STEP_FILE).exists():
+            return cls.open(
+                run_dir, executor=executor, batch_size=batch_size, progress=progress,
+                executor_options=executor_options,
+            )  # fmt: skip
         lock = WriterLock(run_dir).acquire()  # before anything is removed or written
         with unlock_on_error(lock):
-            if (run_dir / STEP_FILE).exists():
+            if exist_ok == "replace":
+                clear_run_dir(run_dir)  # under the lock: no live writer loses its run
+            elif (run_dir / STEP_FILE).exists():
                 raise ConfigError(
-                    f"{run_dir} already holds a society; use Society.open({str(path)!r})"
+                    f"{run_dir} already holds a society; use Society.open({str(path)!r}) "
+                    "to continue it, or Society.create(..., exist_ok='replace') to start over"
                 )
             clear_interrupted_create(run_dir)
             client = (
@@ -271,6 +301,8 @@ class Society:
                 "tick_seconds": tick_seconds,
                 "keep_checkpoints": bool(keep_checkpoints),
                 "llm_spans": spans,
+                "store": store_kind(store, len(population)),
+                "max_error_share": max_error_share,
                 "agents": population.pairs,
             }
             write_manifest(
@@ -284,6 +316,7 @@ class Society:
             register_society_datasets(sink)
             agent_store = open_agent_store(run_dir, store_kind(store, len(population)))
             write_population(agent_store, population, sink, schema_version=SOCIETY_SCHEMA_VERSION)
+            _mark_store(agent_store, 0, close=True)
             ckpt: list[str] = []
             for i, m in enumerate(env_modules):
                 rel = f"{ENV_CKPT_DIR}/0/{i}.json"
@@ -370,6 +403,9 @@ class Society:
                     f"{run_dir / key} lacks {missing}: it was edited or cut outside agentlab; "
                     "restore it from a copy of the run, or create the society again"
                 )
+        # a deleted or damaged agent store is named here, not by every agent's next step
+        check_agent_store(run_dir, [a for a, _ in meta["agents"]], int(step["tick"]),
+                          meta.get("store"))  # fmt: skip
         if read_only:
             return cls(run_dir, meta, step, executor=executor, progress=progress, read_only=True)
         lock = WriterLock(run_dir).acquire()  # truncating the log needs the only writer
@@ -537,6 +573,9 @@ class Society:
         total = BatchResult()
         for r in await self.executor.run_batches(self._batches(tick), self.proxy):
             total += r
+        rule = self.meta.get("max_error_share", DEFAULT_MAX_ERROR_SHARE)
+        check_tick(str(self.run_dir), tick, len(self.agent_specs), total.steps, total.failed,
+                   rule, self.proxy.flush)  # fmt: skip
         events = await self.executor.env_step(tick)
         router_stats = getattr(self.executor, "env_router_stats", None)
         routers = await router_stats() if router_stats is not None else {}
@@ -589,6 +628,7 @@ class Society:
             step["llm"] = self.proxy.llm.client.export_state()
         if self.keep_checkpoints:
             write_tick_checkpoint(self.run_dir, step, self.agent_ids)
+        _mark_store(self.proxy.store, tick)
         atomic_write_json(self.run_dir / STEP_FILE, step)  # the commit point
         self._failed = False
         old = self._step.get("env") or []
@@ -619,30 +659,64 @@ class Society:
         self._stop = False
         self._resume.set()
         self._status = "running"
+        self._mark("running")
         todo = None if target == float("inf") else max(0, int(target) - self.tick)
         bar = TickProgress(todo, enabled=self.progress)
         out: dict[str, Any] = {"ticks": 0, "steps": 0, "llm_calls": 0, "errors": 0, "tokens": 0}
         t0 = time.perf_counter()
+        error: BaseException | None = None
+        interrupted = False
         try:
             while self.tick < target and not self._stop:
                 if not self._resume.is_set():
                     self._status = "paused"
+                    self._mark("paused")
                     await self._resume.wait()
                     if self._stop:
                         break
                     self._status = "running"
+                    self._mark("running")
                 row = await self.step(publish=self.tick + 1 == target)
                 for k in ("steps", "llm_calls", "errors", "tokens"):
                     out[k] += row[k]
                 out["ticks"] += 1
                 bar.update(row)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            # the kernel's stop button / Ctrl-C: the tick in progress is dropped (the next
+            # step() cuts its rows), the committed run is intact; one line, no traceback
+            interrupted = True
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
             bar.close()
             self._status = "stopped" if self.tick < target else "done"
+            if error is not None:
+                self._mark("failed", error=f"{type(error).__name__}: {error}")
+            else:
+                self._mark(self._status)  # type: ignore[arg-type]
+        if interrupted:
+            print(
+                f"stopped after tick {self.tick}; tick {self.tick + 1} was discarded; "
+                "run() continues",
+                file=sys.stderr,
+            )
+            _uncancel()
         out["wall_s"] = time.perf_counter() - t0
         out["tick"] = self.tick
         out["steps_per_s"] = out["steps"] / out["wall_s"] if out["wall_s"] else 0.0
+        out["status"] = self._status
         return out
+
+    def _mark(self, status: RunStatus, *, error: str | None = None) -> None:
+        """Write the lifecycle status into ``run.json`` while this object is the writer."""
+        if self.read_only or not self._lock.held:
+            return
+        try:
+            mark_status(self.run_dir, status, error=error)
+        except OSError as exc:  # the status is a report; never lose a tick over it
+            warnings.warn(f"{self.run_dir}: could not write status {status!r}: {exc}",
+                          stacklevel=3)  # fmt: skip
 
     def run_sync(self, ticks: int | None = None, *, until: int | None = None) -> dict[str, Any]:
         """:meth:`run` for scripts; inside a running loop (Jupyter) it uses a worker thread."""
@@ -655,7 +729,8 @@ class Society:
 
     @property
     def status(self) -> str:
-        """``idle`` (never run here), ``running``, ``paused``, ``stopped`` or ``done``."""
+        """``idle`` (never run here), ``running``, ``paused``, ``stopped`` or ``done``
+        (this object's loop; ``run.json`` holds the run's, see ``store/lifecycle.py``)."""
         return self._status
 
     @property
@@ -692,10 +767,14 @@ class Society:
         self._resume.set()
 
     def close(self) -> None:
-        """Flush the log and release the executor's resources (the env actor)."""
+        """Flush the log, mark the run ``done`` (``stopped`` if the last :meth:`run` was
+        stopped or interrupted) and release the executor's resources and the lock."""
         self.proxy.flush()
         self.executor.close()
         self._started_env = False
+        _mark_store(self.proxy._live.get("store"), None, close=True)  # SQLite closed
+        if self._lock.held and read_status(self.run_dir) in ("running", "paused"):
+            self._mark("stopped" if self._status == "stopped" else "done")
         self._lock.release()
 
     def __repr__(self) -> str:
@@ -703,6 +782,28 @@ class Society:
             f"Society({str(self.run_dir)!r}, agents={len(self.agent_specs)}, "
             f"tick={self.tick}, executor={self.executor.name!r})"
         )
+
+
+def _mark_store(store: Any, tick: int | None, *, close: bool = False) -> None:
+    """A packed store records ``tick`` as written (``store/store_check.py``) and, with
+    ``close``, checkpoints its WAL and closes its connections; a directory store has
+    nothing to do."""
+    if tick is not None and hasattr(store, "mark_committed"):
+        store.mark_committed(tick)
+    if close and hasattr(store, "close"):
+        store.close()
+
+
+def _uncancel() -> None:
+    """Take back the cancellation that interrupted :meth:`Society.run` (it was handled:
+    the run stopped after the committed tick), so the caller's task goes on normally."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return
+    if task is not None:
+        while task.cancelling():
+            task.uncancel()
 
 
 def _client_calls(proxy: RunServices) -> int | None:

@@ -10,11 +10,13 @@ reader needs them.
 from agentlab.store.agent_store import AgentStore, DirectoryStore
 from agentlab.store.agent_view import AgentView
 from agentlab.store.atomic import atomic_write_bytes, atomic_write_json, read_json
+from agentlab.store.lifecycle import RunStatus, mark_status, read_status
 from agentlab.store.manifest import finish_manifest, read_manifest, write_manifest
 from agentlab.store.multi import sql_over_runs
 from agentlab.store.offsets import log_offsets, truncate_log
 from agentlab.store.replay import ReplaySink, get_replay_sink
 from agentlab.store.run import Run, open_run
+from agentlab.store.summary import ErrorCounts, RunSummary, summarize_run
 from agentlab.store.schema import COLUMN_TYPES, load_schema
 from agentlab.store.trace import Span, Tracer, get_tracer
 
@@ -23,8 +25,11 @@ __all__ = [
     "AgentStore",
     "AgentView",
     "DirectoryStore",
+    "ErrorCounts",
     "ReplaySink",
     "Run",
+    "RunStatus",
+    "RunSummary",
     "Span",
     "Tracer",
     "atomic_write_bytes",
@@ -34,10 +39,13 @@ __all__ = [
     "get_tracer",
     "load_schema",
     "log_offsets",
+    "mark_status",
     "open_run",
     "read_json",
     "read_manifest",
+    "read_status",
     "sql_over_runs",
+    "summarize_run",
     "truncate_log",
     "write_manifest",
 ]

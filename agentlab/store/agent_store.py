@@ -121,6 +121,10 @@ class DirectoryStore:
     def __reduce__(self) -> tuple[type, tuple[str, bool]]:
         return (DirectoryStore, (str(self.root), self.fsync))
 
+    def __repr__(self) -> str:
+        # errors name the store (``no agent workspace for 'a1' in DirectoryStore('/run/agents')``)
+        return f"DirectoryStore({str(self.root)!r})"
+
 
 def iter_bytes(store: AgentStore, agent_id: str, keys: Iterable[str]) -> dict[str, bytes]:
     """Read several keys at once (missing keys are left out)."""

@@ -90,7 +90,7 @@ CATALOG: dict[str, DatasetSpec] = {
             "one row per LLM call (any driver): timing, tokens, outcome, labels",
             request_id=_V, model=_V, run_id=_V, tick=_B, agent_id=_V,
             start=_D, end=_D, first_token=_D, latency=_D, ttft=_D, queue_wait=_D,
-            prompt_tokens=_B, completion_tokens=_B, total_tokens=_B,
+            prompt_tokens=_B, completion_tokens=_B, total_tokens=_B, cached_tokens=_B,
             outcome=_V, error=_V, attempts=_B, stream=_F, labels=_J,
             stage=_V, iteration=_B, round=_B, turn=_B, sender=_V, receiver_role=_V,
             receiver=_V, topology=_V, task_id=_V,
@@ -261,7 +261,7 @@ def llm_call_row(record: Any, *, run_id: str | None, tick: int | None) -> dict[s
             "agent_id": r.agent_id, "labels": labels, "prompt_tokens": prompt,
             "completion_tokens": completion, "outcome": r.outcome,
             "error": r.error, "attempts": r.attempts, "stream": r.stream,
-            "schema_version": r.schema_version,
+            "cached_tokens": r.cached_tokens, "schema_version": r.schema_version,
         }  # fmt: skip
     else:
         names, get = _record_getter(type(record))

@@ -26,6 +26,7 @@ __all__ = [
     "MANIFEST_NAME",
     "MANIFEST_SCHEMA_VERSION",
     "finish_manifest",
+    "iso_time",
     "read_manifest",
     "write_manifest",
 ]
@@ -37,8 +38,12 @@ _DEPENDENCIES = (
 )  # fmt: skip
 
 
-def _iso(ts: float) -> str:
+def iso_time(ts: float) -> str:
+    """``ts`` (epoch seconds) as the manifest's ISO time (UTC, milliseconds)."""
     return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds")
+
+
+_iso = iso_time
 
 
 def _version(dist: str) -> str | None:

@@ -91,6 +91,8 @@ class PackedStore:
         # (agent, key) -> the row as it will be inserted (no tuple rebuilt at flush)
         self._pending: dict[tuple[str, str], tuple[str, str, bytes]] = {}
         self._local = threading.local()
+        # every connection this object opened (one per thread), so close() closes them all
+        self._conns: list[tuple[int, sqlite3.Connection]] = []
         self._connect()  # create the schema now: errors surface at open, not mid-step
 
     def _connect(self) -> sqlite3.Connection:
@@ -100,7 +102,10 @@ class PackedStore:
             return db
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, isolation_level=None, timeout=60.0)
+            # each thread still uses only its own connection; another thread may close it
+            db = sqlite3.connect(
+                self.path, isolation_level=None, timeout=60.0, check_same_thread=False
+            )
             # Before the first write of a new file (a no-op on an existing one): a batch's
             # read_pairs + slot upserts + commit cost ~10% less CPU with 16 KiB pages than
             # with SQLite's 4 KiB default, at 20k and 200k agents alike (measured).
@@ -118,6 +123,7 @@ class PackedStore:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open packed agent store {self.path}: {exc}") from exc
         loc.db, loc.pid = db, os.getpid()
+        self._conns.append((os.getpid(), db))
         return db
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -128,11 +134,42 @@ class PackedStore:
         return f"PackedStore({str(self.path)!r})"
 
     def close(self) -> None:
-        """Close this thread's connection (others close when their thread ends)."""
-        db = getattr(self._local, "db", None)
-        if db is not None:
+        """Write pending writes, checkpoint the WAL into the file and close every connection.
+
+        After ``Society.close()`` (which calls this) the agents' states are in
+        ``agents.sqlite`` itself, not only in ``agents.sqlite-wal``: a copy of the file
+        alone is complete. Idempotent; a later call reopens a connection.
+        """
+        self.flush()
+        pid = os.getpid()
+        conns, self._conns = self._conns, []
+        for owner, db in conns:
+            if owner != pid:  # opened before a fork(): the parent's to close
+                continue
+            try:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass  # a reader elsewhere holds the WAL: SQLite keeps it until it is done
             db.close()
-            self._local.db = None
+        self._local = threading.local()
+
+    def mark_committed(self, tick: int) -> None:
+        """Record in the store that tick ``tick``'s agent writes are in it.
+
+        The society calls this after flushing a tick's writes and before its commit, so a
+        store whose WAL was deleted or replaced (its newer states lost) reads an older
+        mark than the run's commit and :func:`~agentlab.store.store_check.check_agent_store`
+        refuses it at open instead of stepping agents from stale or missing states.
+        """
+        self.flush()
+        db = self._connect()
+        try:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS stamp (name TEXT PRIMARY KEY, tick INTEGER NOT NULL)"
+            )
+            db.execute("INSERT OR REPLACE INTO stamp VALUES ('committed', ?)", (int(tick),))
+        except sqlite3.Error as exc:
+            raise StoreError(f"packed store {self.path}: cannot mark tick {tick}: {exc}") from exc
 
     # --- AgentStore --------------------------------------------------------------------
 

@@ -25,14 +25,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentlab.errors import StoreError, UnknownNameError
+from agentlab.errors import NotARunError, UnknownNameError
 from agentlab.store._tables import DatasetState, TableCache, q
+from agentlab.store._writer import last_complete_line
 from agentlab.store.agent_view import AgentView
 from agentlab.store.catalog import CATALOG, ROW_COLUMNS, SPAN_COLUMNS
 from agentlab.store.layout import COMPACT_NAME, REPLAY_DIR, SPANS, TRACE_DIR, shard_files
 from agentlab.store.manifest import read_manifest
 from agentlab.store.schema import infer_type, load_schema, merge_columns, schema_path
-from agentlab.store.tail import read_tail
+from agentlab.store.summary import is_run
+from agentlab.store.tail import _incomplete, read_tail
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,7 +48,8 @@ def open_run(path: str | Any) -> Run:
     """Open a run directory for reading.
 
     Raises:
-        StoreError: ``path`` is not a directory.
+        NotARunError: ``path`` is not a run directory (missing, empty, a folder of runs,
+            a sweep — the message says which and what to open instead).
     """
     return Run(path)
 
@@ -56,13 +59,15 @@ class Run:
 
     Attributes:
         path: the run directory.
-        problems: messages about torn lines, stale compactions and other oddities met so far.
+        problems: messages about torn lines, stale compactions and other oddities: those
+            visible without reading rows (a torn shard tail, a missing catalogue) from the
+            moment the run is opened, the rest as queries meet them.
     """
 
     def __init__(self, path: str | Any) -> None:
         self.path = Path(path)
-        if not self.path.is_dir():
-            raise StoreError(f"run directory {str(self.path)!r} does not exist")
+        if not is_run(self.path) or (self.path / "sweep.json").is_file():
+            raise NotARunError.for_path(self.path)
         self.problems: list[str] = []
         self._seen: set[str] = set()
         self._lock = threading.RLock()
@@ -72,6 +77,7 @@ class Run:
         self._schema_sig: tuple[int, int] | None = None
         self._tmp = Path(tempfile.mkdtemp(prefix="agentlab-run-"))
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._tmp, True)
+        self._check_at_open()
 
     # --- catalog ---------------------------------------------------------------------
 
@@ -79,6 +85,25 @@ class Run:
     def manifest(self) -> dict[str, Any]:
         """``run.json`` (empty dict if missing)."""
         return read_manifest(self.path)
+
+    def _check_at_open(self) -> None:
+        """Fill :attr:`problems` with what needs no query to see: a missing or stale
+        catalogue and shards that end in a partial line (a stat and a 1-byte read per
+        shard); queries add what only reading the rows shows."""
+        self._catalog()
+        found = []
+        dirs = [self.path / REPLAY_DIR / name for name in self._schema]
+        for shard in [f for d in [*dirs, self.path / TRACE_DIR] for f in shard_files(d)]:
+            try:
+                with open(shard, "rb") as fh:
+                    st = os.fstat(fh.fileno())
+                    last = os.pread(fh.fileno(), 1, st.st_size - 1) if st.st_size else b"\n"
+            except OSError:
+                continue
+            if last != b"\n":
+                end, _ = last_complete_line(shard, st.st_size)
+                found.append(_incomplete(shard, end, st.st_size, st.st_mtime))
+        self._report(found)
 
     def _catalog(self) -> dict[str, Any]:
         p = schema_path(self.path)

@@ -1,4 +1,5 @@
-"""One writer per run directory: an ``fcntl.flock`` on ``<run>/WRITER.lock``.
+"""One writer per run directory: an ``fcntl.flock`` on the run directory and on
+``<run>/WRITER.lock``.
 
 ``Society.create`` and ``Society.open`` take the lock before they touch anything (open
 truncates the log back to the commit, which is only safe with no other writer). A second
@@ -12,6 +13,13 @@ Within one process a later ``Society.open`` of the same run takes the lock over 
 notebook case: re-running a cell) unless the earlier object is running; the earlier
 object is then *superseded* and its next write raises instead of writing. A forked child does not inherit the lock: it must take
 its own, and so conflicts with its parent.
+
+The lock is held on the run directory's own inode first, then on the lock file: a lock on
+the file alone lived in the file's inode, so deleting ``WRITER.lock`` (a cleanup script,
+a user tidying a run) let a second writer create a fresh file and lock that. The
+directory cannot be replaced while it holds the run. The file stays for the holder's name
+and for readers that probe it (``store/lifecycle.py``). A file system that cannot
+``flock`` a directory keeps the file lock only.
 """
 
 from __future__ import annotations
@@ -33,11 +41,12 @@ LOCK_NAME = "WRITER.lock"
 
 
 class _Held:
-    __slots__ = ("fd", "owner")
+    __slots__ = ("dir_fd", "fd", "owner")
 
-    def __init__(self, fd: int, owner: WriterLock) -> None:
+    def __init__(self, fd: int, owner: WriterLock, dir_fd: int = -1) -> None:
         self.fd = fd
         self.owner = owner
+        self.dir_fd = dir_fd  # the run directory's lock (-1 where it cannot be flocked)
 
 
 _HELD: dict[str, _Held] = {}  # realpath of the run -> this process's lock on it
@@ -78,14 +87,21 @@ class WriterLock:
             held.owner = self  # same process: the newest Society object writes
             return self
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        dir_fd = _lock_dir(self.run_dir)
+        try:
+            fd = os.open(self.run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except BaseException:
+            _close(dir_fd)
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
+            _close(dir_fd)
             raise RunLockedError(_busy_message(self.run_dir)) from None
         except BaseException:
             os.close(fd)
+            _close(dir_fd)
             raise
         info = {
             "pid": os.getpid(),
@@ -96,7 +112,7 @@ class WriterLock:
         data = json.dumps(info).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)
-        _HELD[self.key] = _Held(fd, self)
+        _HELD[self.key] = _Held(fd, self, dir_fd)
         return self
 
     @property
@@ -126,6 +142,30 @@ class WriterLock:
             fcntl.flock(h.fd, fcntl.LOCK_UN)
         finally:
             os.close(h.fd)
+            _close(h.dir_fd)
+
+
+def _lock_dir(run_dir: Path) -> int:
+    """Take the flock of the run directory itself; its fd, or -1 where flock of a
+    directory is not supported (the file lock then stands alone)."""
+    try:
+        dfd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return -1
+    try:
+        fcntl.flock(dfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(dfd)
+        raise RunLockedError(_busy_message(run_dir)) from None
+    except OSError:  # e.g. a network file system that locks only files opened for writing
+        os.close(dfd)
+        return -1
+    return dfd
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        os.close(fd)
 
 
 def _busy_message(run_dir: Path) -> str:
@@ -135,6 +175,8 @@ def _busy_message(run_dir: Path) -> str:
         f"({h.get('argv') or 'unknown command'})"
         if h
         else "another process (it has not written its name yet)"
+        if (run_dir / LOCK_NAME).exists()
+        else f"another process (its name was in {LOCK_NAME}, which was deleted)"
     )
     return (
         f"{run_dir} is already open for writing by {who}. A run has one writer at a time: "
@@ -147,10 +189,12 @@ def _after_fork_in_child() -> None:
     # The child shares the parent's open file description (and so its flock); closing
     # our copy leaves the parent's lock intact and makes the child take its own.
     for h in _HELD.values():
-        try:
-            os.close(h.fd)
-        except OSError:
-            pass
+        for fd in (h.fd, h.dir_fd):
+            try:
+                if fd >= 0:
+                    os.close(fd)
+            except OSError:
+                pass
     _HELD.clear()
 
 

@@ -14,12 +14,13 @@ from agentlab.sweep.results import (
     record_table,
     recorded,
 )
-from agentlab.sweep.sweep import Sweep, sweep
+from agentlab.sweep.sweep import Sweep, open_sweep, sweep
 
 __all__ = [
     "Sweep",
     "current_output_dir",
     "expand_grid",
+    "open_sweep",
     "parse_param_args",
     "point_id",
     "read_results",

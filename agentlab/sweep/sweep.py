@@ -21,6 +21,11 @@ __all__ = ["Sweep", "sweep"]
 SCHEMA_VERSION = 1
 
 
+def open_sweep(out: str | os.PathLike[str]) -> Sweep:
+    """The sweep in ``out`` (``Sweep(out)``); its points are runs: ``open_run(point_dir)``."""
+    return Sweep(out)
+
+
 class Sweep:
     """The points of a sweep on disk: ``out/sweep.json`` plus one directory per point."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -148,3 +149,85 @@ def test_cli_calibrate_writes_a_loadable_profile(
     disc = calls[(calls["stage"] == "discussion") & (calls["outcome"] == "ok")]
     observed = float(disc["completion_tokens"].median())
     assert prof.length_of("discussion")[0] == pytest.approx(observed, rel=0.25)
+
+
+def test_calls_sent_together_did_not_find_the_server_idle() -> None:
+    # a fan-out of 3 calls at one instant (client_overhead_s = 0): each had 2 others in
+    # flight; the lone call after them found the server idle
+    from agentlab.analysis.calibrate import _load_features
+
+    calls = pd.DataFrame(
+        {"start": [0.0, 0.0, 0.0, 10.0], "end": [4.0, 5.0, 6.0, 11.0],
+         "first_token": [0.2, 0.3, 0.4, 10.1], "prompt_tokens": [100, 100, 100, 50],
+         "completion_tokens": [40, 50, 60, 10]}
+    )  # fmt: skip
+    feats = _load_features(calls, [], 0.0)
+    assert feats["others_at_start"].tolist() == [2, 2, 2, 0]
+    # a call starting the instant another ends found it gone
+    calls = pd.DataFrame(
+        {"start": [0.0, 4.0], "end": [4.0, 5.0], "first_token": [0.1, 4.1],
+         "prompt_tokens": [10, 10], "completion_tokens": [5, 5]}
+    )  # fmt: skip
+    assert _load_features(calls, [], 0.0)["others_at_start"].tolist() == [0, 0]
+
+
+def test_round_trip_without_client_overhead_within_5_percent() -> None:
+    # client_overhead_s = 0: every wave of the workload starts at one instant; counted as
+    # "idle", those calls gave prefill_tps +39% and overhead_s 33x (seen before the fix)
+    saved = TRUE.get("client_overhead_s")
+    TRUE["client_overhead_s"] = 0.0
+    try:
+        calls = asyncio.run(_workload(seed=2))
+    finally:
+        TRUE.pop("client_overhead_s")
+        if saved is not None:
+            TRUE["client_overhead_s"] = saved
+    assert (calls.groupby("start").size() > 1).any()  # the ties are there
+    cal = fit_calibration(calls, slots=8, max_num_batched_tokens=4096, n_boot=20, n_sim=0)
+    params = cal.params.set_index("parameter")["value"]
+    for name in ("prefill_tps", "decode_tps"):
+        assert params[name] == pytest.approx(TRUE[name], rel=0.05), name
+    assert params["overhead_s"] == pytest.approx(TRUE["overhead_s"], abs=0.002)
+
+
+def test_lengths_by_call_label_and_round_survive_a_workflow_rerun(tmp_path: Path) -> None:
+    # Fitted per stage, the star solver (838 -> 1,471 tokens over rounds) and its reviewers
+    # (~620) are pooled into one "discussion" length; per call label and round they are not.
+    from agentlab.topology import Experiment
+
+    def star(llm: str, out: Path) -> pd.DataFrame:
+        exp = Experiment(topologies=["star"], agents=4, runs=12, llm=llm, seed=3,
+                         clock="virtual", out=out, progress=False)  # fmt: skip
+        return exp.run_sync().calls_df()
+
+    calls = star("sim/vllm-3b", tmp_path / "a")
+    cal = fit_calibration(
+        calls, slots=8, max_num_batched_tokens=11200, by="run_id", lengths_by=["call", "round"],
+        n_boot=5, n_sim=0,
+    )  # fmt: skip
+    keys = {k for k, _ in cal.profile.lengths}
+    assert {"vertical_solver#1", "vertical_solver#3", "vertical_reviewer#2"} <= keys
+    ok = calls[calls["outcome"] == "ok"]
+    call = ok["labels"].map(lambda x: json.loads(x)["call"])
+    solver3 = ok[(call == "vertical_solver") & (ok["round"] == 3)]["completion_tokens"]
+    law = cal.profile.length_dist({"call": "vertical_solver", "round": 3})
+    assert law.median == pytest.approx(float(solver3.median()))
+    assert law.mean(cal.profile.max_completion) == pytest.approx(float(solver3.mean()), rel=0.02)
+    path = cal.profile.save(tmp_path / "fitted.toml")
+    again = star(f"sim/{path}", tmp_path / "b")
+
+    def disc_p50(c: pd.DataFrame) -> float:
+        d = c[(c["stage"] == "discussion") & (c["outcome"] == "ok")]
+        return float((d["end"] - d["start"]).median())
+
+    assert disc_p50(again) == pytest.approx(disc_p50(calls), rel=0.15)
+
+
+def test_cli_by_label_and_bad_qualifiers(tmp_path: Path) -> None:
+    calls = asyncio.run(_workload(seed=3))
+    with pytest.raises(ConfigError, match="qualify"):
+        fit_calibration(calls, lengths_by=["stage", "sender"], n_boot=2, n_sim=0)
+    cal = fit_calibration(calls, slots=8, lengths_by="stage", n_boot=2, n_sim=0)
+    law = cal.profile.length_dist({"stage": "discussion"})
+    disc = calls[calls["stage"] == "discussion"]["completion_tokens"]
+    assert law.quantile(0.75) == pytest.approx(float(disc.quantile(0.75)), rel=0.02)

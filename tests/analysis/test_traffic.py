@@ -108,3 +108,23 @@ def test_replay_traffic_cli_and_errors(source: Path, tmp_path: Path) -> None:
     bad.write_text('{"t": 0}\n')
     with pytest.raises(ConfigError, match=r"bad\.jsonl:1: not a trace call"):
         load_trace(bad)
+
+
+def test_replay_traffic_where_every_call_fails_exits_non_zero(
+    source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from agentlab.analysis.traffic import main
+
+    args = argparse.Namespace(run=str(source), export=None, out=str(tmp_path / "none"),
+                              model="openai/no-such-model", mode="open", speed=50.0,
+                              timeout=30.0)  # fmt: skip
+    with start_sim_server("instant", seed=0) as h:
+        args.base_url = h.base_url
+        assert main(args) == 1  # the server serves 'instant' only: every call is a 404
+        err = capsys.readouterr().err
+        n = len(traffic_trace(source))
+        assert f"{n} of {n} calls failed" in err and "no-such-model" in err and "--model" in err
+        args.out, args.model = str(tmp_path / "ok"), "openai/instant"
+        assert main(args) == 0

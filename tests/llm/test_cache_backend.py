@@ -38,10 +38,11 @@ def _rows(run_dir: Path, name: str) -> pd.DataFrame:
     return text.sort_values(keys or list(text.columns)).reset_index(drop=True)
 
 
-def _society(path: Path, llm: object, clock: str = "real") -> Society:
+def _society(path: Path, llm: object, clock: str = "real", agents: int = 10) -> Society:
     return Society.create(
-        path, agents={"llm": 10}, env=["social_feed"], llm=llm, seed=5, clock=clock, progress=False
-    )
+        path, agents={"llm": agents}, env=["social_feed"], llm=llm, seed=5, clock=clock,
+        progress=False,
+    )  # fmt: skip
 
 
 @pytest.mark.slow
@@ -83,6 +84,32 @@ async def test_cache_miss_names_the_request(tmp_path: Path) -> None:
         await replay.complete([{"role": "user", "content": "recorded"}])  # only asked once
     with pytest.raises(CacheMissError, match="never asked"):
         await replay.complete([{"role": "user", "content": "never asked"}])
+
+
+async def test_two_replaying_clients_in_one_process_each_start_from_the_first_answer(
+    tmp_path: Path,
+) -> None:
+    msgs = [{"role": "user", "content": "asked twice"}]
+    with start_sim_server("instant", seed=0) as h:
+        client = LLMClient("openai/instant", base_url=h.base_url).with_cache(str(tmp_path))
+        first, second = await client.complete(msgs), await client.complete(msgs)
+    for _ in range(2):  # occurrences are counted per replaying client, not per process
+        replay = LLMClient(f"cache:{tmp_path}")
+        assert (await replay.complete(msgs)).text == first.text
+        assert (await replay.complete(msgs)).text == second.text
+
+
+def test_the_same_cache_replayed_twice_in_one_process_gives_the_same_run(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    with start_sim_server("instant", seed=5) as h:
+        client = LLMClient("openai/instant", base_url=h.base_url, seed=5)
+        _society(src, client, agents=4).run_sync(ticks=2)
+    replays = [tmp_path / "replay1", tmp_path / "replay2"]
+    for dst in replays:
+        out = _society(dst, f"cache:{src}", clock="virtual", agents=4).run_sync(ticks=2)
+        assert out["errors"] == 0 and out["steps"] == 8
+    for name in ("agent_states", "llm_calls"):
+        pd.testing.assert_frame_equal(_rows(replays[0], name), _rows(replays[1], name), obj=name)
 
 
 def test_cache_of_a_run_without_one_is_a_clear_error(tmp_path: Path) -> None:

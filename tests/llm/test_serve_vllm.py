@@ -175,7 +175,21 @@ async def test_content_parts_count_as_their_text(server: SimServeHandle) -> None
     _, a = await _post(server, messages=plain, sim_completion_tokens=2)
     _, b = await _post(server, messages=parts, sim_completion_tokens=2)
     assert a["usage"]["prompt_tokens"] == b["usage"]["prompt_tokens"] > 300
-    assert b["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+    assert isinstance(b["usage"]["prompt_tokens_details"]["cached_tokens"], int)
+
+
+async def test_cached_tokens_are_the_engines_prefix_cache_hits(server: SimServeHandle) -> None:
+    messages = [{"role": "user", "content": "A long shared history. " * 300}]
+    _, first = await _post(server, messages=messages, sim_completion_tokens=2)
+    _, again = await _post(server, messages=messages, sim_completion_tokens=2)
+    prompt = again["usage"]["prompt_tokens"]
+    cached = again["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert first["usage"]["prompt_tokens_details"]["cached_tokens"] < cached <= prompt
+    assert cached >= prompt - 16  # all but the last, partial KV block
+    async with aiohttp.ClientSession() as s, s.get(server.base_url[:-3] + "/metrics") as resp:
+        text = await resp.text()
+    hits = [ln for ln in text.splitlines() if ln.startswith("vllm:prefix_cache_hits_total")]
+    assert hits and float(hits[0].split()[-1]) >= cached
 
 
 async def test_openai_sdk_reads_lengths_usage_and_cached_tokens(server: SimServeHandle) -> None:

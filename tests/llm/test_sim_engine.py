@@ -32,6 +32,9 @@ SMALL = {
     "overhead_s": 0.0,
     "client_overhead_s": 0.0,
     "tokenizer": "chars:4",  # hand-countable prompts (sim/vllm-3b counts with llama3)
+    # the engine without its KV model (hand computations below; KV tests: test_sim_kv.py)
+    "prefix_caching": False,
+    "kv_blocks": 0,
 }
 # prompt tokens under "chars:4": 4 per message + len(content) // 4
 SHORT = [{"role": "user", "content": "abcd"}]  # 5 tokens

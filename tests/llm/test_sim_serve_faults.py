@@ -170,3 +170,97 @@ def test_llm_society_5_ticks_over_http_loses_no_step(faulty_server: str, tmp_pat
     assert 0.005 * n <= kinds.get("malformed", 0) <= 0.04 * n, kinds
     # the limiter grows back to the server's capacity once the faults stop (it sat at 1-3)
     assert statistics.median(half) >= SLOTS, samples
+
+
+# --- independence of one request's fault draws (issue 23) ----------------------------------
+
+
+def _fault_table(p: dict[str, float], n: int, k: int) -> list[list[str]]:
+    """The fault of attempts 0..k-1 of ``n`` distinct requests, planned in process."""
+    from agentlab.core.clock import VirtualClock
+    from agentlab.llm.sim_backend import SimServer
+    from agentlab.llm.sim_profiles import get_profile
+
+    server = SimServer(get_profile("instant", **p), 7, VirtualClock())
+    table = []
+    for i in range(n):
+        row = []
+        for attempt in range(k):
+            res = server.plan([{"role": "user", "content": f"request {i}"}], attempt=attempt)
+            row.append(res.fault or ("malformed" if res.malformed else "ok"))
+        table.append(row)
+    return table
+
+
+def _within(share: float, p: float, n: int, sigmas: float = 4.0) -> bool:
+    return abs(share - p) <= sigmas * (p * (1 - p) / n) ** 0.5
+
+
+def test_fault_draws_of_one_requests_attempts_are_independent() -> None:
+    # 17 % faults in all (the default fault study's 10 % 429 / 5 % timeout / 2 % malformed)
+    table = _fault_table({"p_rate_limit": 0.10, "p_timeout": 0.05, "p_malformed": 0.02}, 20000, 4)
+    p = 0.17
+    # what follows a timeout (and any fault) is a fresh 17 % draw, not always a success
+    after = [row[a + 1] for row in table for a in range(3) if row[a] == "timeout"]
+    share_after = sum(x != "ok" for x in after) / len(after)
+    assert _within(share_after, p, len(after)), share_after
+    # the realised share when every fault is retried (the attempts a client makes)
+    made = faulty = 0
+    for row in table:
+        for x in row:
+            made += 1
+            if x == "ok":
+                break
+            faulty += 1
+    assert _within(faulty / made, p, made), faulty / made
+    # four faults in a row happen as often as independence says (p**4: ~17 of 20,000)
+    runs = sum(all(x != "ok" for x in row) for row in table)
+    assert 3 <= runs <= 45, runs
+
+
+async def test_a_call_can_exhaust_its_retries_and_raises() -> None:
+    from agentlab.core.clock import VirtualClock
+    from agentlab.errors import RateLimitError
+
+    # 50 % 429s, 2 retries: a call fails all 3 attempts with probability 1/8
+    client = LLMClient("sim/instant", seed=3, max_retries=2, p_rate_limit=0.5)
+    client = client.with_clock(VirtualClock())
+    n, exhausted = 400, 0
+    for i in range(n):
+        try:
+            resp = await client.complete([{"role": "user", "content": f"call {i}"}])
+        except RateLimitError as exc:
+            exhausted += 1
+            assert exc.record.attempts == 3  # type: ignore[attr-defined]
+        else:
+            assert resp.record.attempts <= 3
+    assert _within(exhausted / n, 0.125, n), exhausted / n
+
+
+def test_fault_draws_over_http_are_independent_per_attempt() -> None:
+    from agentlab.llm.litellm_backend import ATTEMPT_HEADER
+    from agentlab.llm.sim_serve import start_sim_server
+
+    p, n, k = 0.3, 100, 4
+    with start_sim_server("instant", seed=7, p_rate_limit=p) as h:
+        table = []
+        for i in range(n):
+            row = []
+            for attempt in range(k):
+                body = {"model": "instant", "messages": [{"role": "user", "content": f"r{i}"}]}
+                req = urllib.request.Request(
+                    h.base_url + "/chat/completions",
+                    data=json.dumps(body).encode(),
+                    headers={"Content-Type": "application/json", ATTEMPT_HEADER: str(attempt)},
+                )
+                try:
+                    urllib.request.urlopen(req, timeout=10).read()
+                    row.append(False)
+                except urllib.error.HTTPError as exc:
+                    assert exc.code == 429
+                    row.append(True)
+            table.append(row)
+    again = [row[a + 1] for row in table for a in range(k - 1) if row[a]]
+    # a retry after a 429 meets a fresh 30 % draw (consecutive draws gave ~68 %)
+    assert _within(sum(again) / len(again), p, len(again)), sum(again) / len(again)
+    assert _within(sum(map(sum, table)) / (n * k), p, n * k)

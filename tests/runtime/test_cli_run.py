@@ -74,3 +74,25 @@ def test_demo_main_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert str((tmp_path / "demo").resolve()) in text
     s = Society.open(tmp_path / "demo", progress=False)
     assert s.tick == 1 and len(s.agent_ids) == 12
+
+
+def test_a_config_takes_every_society_create_argument(tmp_path: Path) -> None:
+    import inspect
+
+    from agentlab.runtime.config import SocietyConfig
+
+    params = set(inspect.signature(Society.create).parameters) - {"cls", "path"}
+    assert params <= set(SocietyConfig.model_fields), params - set(SocietyConfig.model_fields)
+    out = tmp_path / "packed"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'out = "{out}"\nticks = 1\nprogress = false\nstore = "packed"\nmax_error_share = 0.5\n'
+        "[agents]\ncounter = 3\n"
+    )
+    assert main(_args(cfg)) == 0
+    assert (out / "agents.sqlite").is_file()
+    assert json.loads((out / "SOCIETY.json").read_text())["max_error_share"] == 0.5
+    bad = tmp_path / "b.toml"
+    bad.write_text('store = "zip"\n')
+    with pytest.raises(ConfigError, match="store"):
+        load_config(bad)

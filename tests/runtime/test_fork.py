@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -163,3 +164,84 @@ def test_a_fork_that_keeps_checkpoints_can_itself_be_forked_at_its_start(
     grandchild = Society.fork_run(tmp_path / "child", tmp_path / "gc", at_tick=1)
     _run(grandchild, 4)
     assert _rows(tmp_path / "gc") == _rows(parent)
+
+
+BUSY_PARENT = r"""
+import sys
+from agentlab import Society
+s = Society.create(sys.argv[1], agents={"counter": 30}, env=["social_feed"], seed=2,
+                   progress=False)
+s.run_sync(ticks=1)
+print("ready", flush=True)
+s.run_sync(ticks=100000)
+"""
+
+
+@pytest.mark.slow
+def test_forks_of_a_parent_another_process_is_writing_are_consistent(tmp_path: Path) -> None:
+    from agentlab.store import open_run
+
+    parent = tmp_path / "parent"
+    env = {**os.environ, "AGENTLAB_PROGRESS": "0"}
+    cmd = [sys.executable, "-c", BUSY_PARENT, str(parent)]
+    writer = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+    ticks = []
+    try:
+        for i in range(20):
+            out = tmp_path / f"fork{i}"
+            fork = Society.fork_run(parent, out, progress=False)
+            # the fork's agents are the parent's as of the fork's tick: the totals each
+            # agent reported at that tick in the (copied) log
+            rows = open_run(out).df("agent_states")
+            rows = rows[rows["tick"] == fork.tick]
+            logged = {r.agent_id: _total(r.summary) for r in rows.itertuples()}
+            states = {a: s["total"] for a, s in fork.agent_states().items()}
+            assert states == logged and len(states) == 30
+            fork.close()
+            ticks.append(fork.tick)
+    finally:
+        writer.kill()
+        writer.wait(30)
+    assert len(set(ticks)) > 1, ticks  # the parent committed ticks meanwhile
+
+
+def _total(summary: Any) -> int:
+    return int((json.loads(summary) if isinstance(summary, str) else summary)["total"])
+
+
+def test_a_failed_fork_leaves_nothing_behind(tmp_path: Path) -> None:
+    from agentlab.errors import CorruptRecordError
+
+    damaged = tmp_path / "damaged"
+    _run(Society.create(damaged, agents={"counter": 5}, env=["social_feed"], progress=False), 1)
+    victim = damaged / "agents" / sorted(os.listdir(damaged / "agents"))[3] / "state"
+    for slot in victim.iterdir():
+        slot.write_bytes(b"not a slot")  # committed state damaged outside agentlab
+    out = tmp_path / "fork"
+    with pytest.raises(CorruptRecordError):
+        Society.fork_run(damaged, out)
+    assert not out.exists()  # no WRITER.lock, no half-written agents/
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(CorruptRecordError):
+        Society.fork_run(damaged, mine)
+    assert os.listdir(mine) == ["notes.txt"]  # what was there stays, nothing else
+
+
+def test_a_forks_seed_changes_its_randomness_llm_included(tmp_path: Path) -> None:
+    # persona agents draw nothing from the per-agent generator: only the LLM's seed matters
+    p = Society.create(tmp_path / "p", agents=6, env=["social_feed"], llm="sim/vllm-3b",
+                       clock="virtual", seed=7, progress=False)  # fmt: skip
+    asyncio.run(p.run(ticks=1))
+    same = p.fork(tmp_path / "same", progress=False)
+    other = p.fork(tmp_path / "other", seed=99, progress=False)
+    for s in (p, same, other):
+        _run(s, 3)
+    later = {name: _rows(tmp_path / name) for name in ("p", "same", "other")}
+    assert later["same"] == later["p"]
+    assert later["other"]["llm_calls"] != later["p"]["llm_calls"]
+    assert later["other"]["agent_states"] != later["p"]["agent_states"]
+    meta = json.loads((tmp_path / "other" / "SOCIETY.json").read_text())
+    assert meta["seed"] == 99 and meta["llm"]["seed"] == 99

@@ -132,6 +132,7 @@ def test_exhausted_retries_keep_state_and_report(run_dir: Path) -> None:
         seed=0,
         retry=RetryPolicy(max_attempts=1),
         progress=False,
+        max_error_share=None,  # keep a tick where every step failed (default: it stops)
     )
     out = s.run_sync(ticks=1)
     assert out["steps"] == 0 and out["errors"] == 2

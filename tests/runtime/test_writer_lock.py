@@ -101,6 +101,26 @@ def test_second_writer_process_is_refused_naming_the_holder(tmp_path: Path) -> N
     assert set(steps["n"]) == {1}
 
 
+def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    holder = _start_holder(run)
+    try:
+        (run / "WRITER.lock").unlink()  # a cleanup script, a user tidying the folder
+        other = _py(WRITER, str(run), stderr=subprocess.PIPE)
+        _, stderr = other.communicate(timeout=60)
+        assert other.returncode == 3, stderr
+        assert "WRITER.lock, which was deleted" in stderr
+        with pytest.raises(RunLockedError):
+            Society.open(run, progress=False)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        assert holder.wait(60) == 0
+    assert _timeline_ticks(run) == [1, 2]  # only the holder wrote
+    s = Society.open(run, progress=False)  # free again once the holder is gone
+    s.close()
+
+
 def test_kill_9_of_the_holder_frees_the_run(tmp_path: Path) -> None:
     run = tmp_path / "run"
     holder = _start_holder(run)

@@ -58,9 +58,10 @@ def test_missing_schema_file_is_rebuilt_from_the_shards(run_dir: Path) -> None:
     sink.append("custom", {"k": 3, "name": "z"})
     sink.flush()
     (run_dir / "replay/_schema.json").unlink()
-    run = open_run(run_dir)
     with pytest.warns(UserWarning, match="_schema.json is missing"):
-        names = run.dataset_names()
+        run = open_run(run_dir)  # reported at open, before any query
+    assert any("catalogued custom, messages" in p for p in run.problems)
+    names = run.dataset_names()
     assert {"messages", "custom"} <= set(names)
     msgs = run.sql("select receivers, hub from messages")
     assert list(msgs.receivers[0]) == ["b", "c"]

@@ -79,9 +79,11 @@ def test_torn_last_line_is_skipped_and_reported(run_dir: Path) -> None:
         f.write(b'{"agent_id":"a9","tick":99,"sta')  # a crash mid-line
     old = time.time() - 60
     os.utime(shard, (old, old))
-    run = open_run(run_dir)
     with pytest.warns(UserWarning, match="torn last line"):
-        df = run.df("llm_calls", internal=True)
+        run = open_run(run_dir)
+    # reported from the open on, not only once a query met it
+    assert len(run.problems) == 1 and "s1.jsonl" in run.problems[0]
+    df = run.df("llm_calls", internal=True)
     assert len(df) == 20 and "a9" not in set(df["agent_id"])
     rows, _ = run.tail("llm_calls")
     assert len(rows) == 20

@@ -1,0 +1,182 @@
+"""The KV cache of the simulated vLLM engine: blocks, automatic prefix caching, LRU eviction.
+
+A model of vLLM v1's ``KVCacheManager`` / ``BlockPool`` at the level that changes timing:
+
+- **Blocks.** KV memory is ``kv_blocks`` blocks of ``block_size`` tokens (``0`` blocks =
+  unlimited). A request holds ``ceil(computed tokens / block_size)`` blocks; a step that
+  cannot get the blocks it needs preempts (see :mod:`agentlab.llm.sim_engine`).
+- **Prefix caching.** A full block of prompt tokens is identified by the hash chain of all
+  tokens up to its end (:func:`prompt_block_hashes`). When a request has computed a full
+  prompt block, the block is *cached* under that hash (unless another block already is).
+  A newly scheduled request takes the longest prefix of its block hashes that is cached
+  (in use by others or free) and skips computing those tokens; as in vLLM, the last
+  prompt token is always computed, so at most ``(prompt - 1) // block_size`` blocks hit.
+- **Free queue and eviction.** Freed blocks go to the tail of a free queue, a request's
+  blocks in reverse order (its last block is evicted first); never-used blocks sit at the
+  head. Allocation takes blocks from the head; taking a cached block evicts its hash. A
+  cache hit on a free cached block takes it out of the queue. So cached prefixes are
+  evicted least-recently-freed first (LRU), and only when memory is needed.
+
+The engine passes token identities as block hashes: ``EngineRequest.hashes``, computed by
+:func:`prompt_block_hashes` from the prompt text (the seam with token counting: a real
+tokenizer only has to give block boundaries; see the function).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["KVCache", "prompt_block_hashes"]
+
+
+def prompt_block_hashes(
+    text: str, prompt_tokens: int, *, block_size: int = 16, chars_per_token: float = 4.0
+) -> tuple[int, ...]:
+    """The hash chain of a prompt's full token blocks, from its text.
+
+    Token identities are approximated by text: block ``i`` covers the UTF-8 bytes
+    ``[i * w, (i + 1) * w)`` with ``w = block_size * chars_per_token``, so two prompts that
+    share their first ``k * w`` bytes share their first ``k`` block hashes, as their token
+    blocks would. Each hash covers the whole prefix up to its block's end (CRC-32 chained
+    through the blocks, plus the block index above bit 32), as vLLM's hash of (parent hash,
+    block tokens). At most ``prompt_tokens // block_size`` blocks (full blocks only).
+
+    Args:
+        text: the prompt as the server sees it (chat template, tools, messages), in order.
+        prompt_tokens: the prompt's token count (bounds the number of full blocks).
+        block_size: tokens per KV block.
+        chars_per_token: bytes of text per token of the block layout.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    w = max(1, int(block_size * chars_per_token))
+    n = min(prompt_tokens // block_size, len(data) // w)
+    out = []
+    h = 0
+    crc = zlib.crc32
+    for i in range(n):
+        h = crc(data[i * w : (i + 1) * w], h)
+        out.append(h | (i << 32))
+    return tuple(out)
+
+
+class KVCache:
+    """Block accounting and the prefix cache of one engine (see the module docstring)."""
+
+    def __init__(self, num_blocks: int, block_size: int, caching: bool) -> None:
+        self.limited = num_blocks > 0
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.caching = caching
+        self.fresh = num_blocks  # never-used blocks, at the head of the free queue
+        # free queue after the fresh blocks, head first: key -> hash (cached) or None
+        self.free: OrderedDict[int, int | None] = OrderedDict()
+        self.cached: dict[int, list[int]] = {}  # hash -> [block key, users]
+        self._key = 0
+        self.evicted_total = 0  # cached blocks evicted to make room
+        self.query_tokens_total = 0  # prompt tokens looked up (vLLM prefix_cache_queries)
+        self.hit_tokens_total = 0  # of which found cached (vLLM prefix_cache_hits)
+
+    # --- capacity ---------------------------------------------------------------------
+
+    def free_count(self) -> float:
+        """Blocks that can be allocated (never used + free, cached or not)."""
+        return self.fresh + len(self.free) if self.limited else math.inf
+
+    def used(self) -> int:
+        """Blocks held by requests (for ``kv_cache_usage``)."""
+        return self.num_blocks - self.fresh - len(self.free) if self.limited else 0
+
+    def take(self, n: int) -> None:
+        """Allocate ``n`` blocks (the caller checked :meth:`free_count`), evicting LRU."""
+        if not self.limited or n <= 0:
+            return
+        k = min(n, self.fresh)
+        self.fresh -= k
+        cached = self.cached
+        for _ in range(n - k):
+            _, h = self.free.popitem(last=False)
+            if h is not None:
+                del cached[h]
+                self.evicted_total += 1
+
+    # --- prefix cache -----------------------------------------------------------------
+
+    def lookup(self, hashes: Sequence[int], prompt: int) -> int:
+        """Blocks of ``hashes`` cached as a prefix (at most ``(prompt - 1) // block_size``)."""
+        if not self.caching or not hashes:
+            return 0
+        top = min(len(hashes), (prompt - 1) // self.block_size)
+        cached = self.cached
+        i = 0
+        while i < top and hashes[i] in cached:
+            i += 1
+        return i
+
+    def free_hits(self, hashes: Sequence[int], n: int) -> int:
+        """How many of the first ``n`` (cached) blocks are free, i.e. count as allocated."""
+        cached = self.cached
+        return sum(1 for h in hashes[:n] if cached[h][1] == 0)
+
+    def acquire(self, hashes: Sequence[int], n: int, prompt: int) -> None:
+        """Take a reference on the first ``n`` cached blocks (a cache hit)."""
+        self.query_tokens_total += prompt
+        self.hit_tokens_total += n * self.block_size
+        cached, free = self.cached, self.free
+        for h in hashes[:n]:
+            e = cached[h]
+            if e[1] == 0:
+                del free[e[0]]
+            e[1] += 1
+
+    def register(self, h: int) -> bool:
+        """Cache a block just computed under ``h``; False if ``h`` is cached already."""
+        if h in self.cached:
+            return False
+        self._key += 1
+        self.cached[h] = [self._key, 1]
+        return True
+
+    def release(self, plain: int, hashed: Sequence[int]) -> None:
+        """Free a request's blocks: ``plain`` uncached ones, then its ``hashed`` ones in
+        reverse order (vLLM frees the tail first, so it is evicted first)."""
+        free = self.free
+        if self.limited:
+            for _ in range(plain):
+                self._key += 1
+                free[self._key] = None
+        cached = self.cached
+        for h in reversed(hashed):
+            e = cached[h]
+            e[1] -= 1
+            if e[1] == 0:
+                free[e[0]] = h
+
+    # --- state ------------------------------------------------------------------------
+
+    def export_state(self) -> dict[str, Any]:
+        """JSON-able state."""
+        return {
+            "fresh": self.fresh,
+            "free": [[k, h] for k, h in self.free.items()],
+            "cached": [[h, k, n] for h, (k, n) in self.cached.items()],
+            "key": self._key,
+            "evicted_total": self.evicted_total,
+            "query_tokens_total": self.query_tokens_total,
+            "hit_tokens_total": self.hit_tokens_total,
+        }
+
+    def restore_state(self, d: dict[str, Any]) -> None:
+        """Inverse of :meth:`export_state`."""
+        self.fresh = int(d.get("fresh", self.num_blocks))
+        self.free = OrderedDict(
+            (int(k), None if h is None else int(h)) for k, h in d.get("free", [])
+        )
+        self.cached = {int(h): [int(k), int(n)] for h, k, n in d.get("cached", [])}
+        self._key = int(d.get("key", 0))
+        self.evicted_total = int(d.get("evicted_total", 0))
+        self.query_tokens_total = int(d.get("query_tokens_total", 0))
+        self.hit_tokens_total = int(d.get("hit_tokens_total", 0))
