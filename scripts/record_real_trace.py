@@ -79,10 +79,7 @@ async def main(a: argparse.Namespace) -> None:
             t0 = time.time()
             per = max(1, a.calls // c)
             rows += await level(client, c, per, seed0=100_000 * rnd + 1000 * c)
-            print(
-                f"round {rnd} concurrency {c}: {per * c} calls in {time.time() - t0:.1f} s",
-                flush=True,
-            )
+            print(f"round {rnd} concurrency {c}: {per * c} calls in {time.time() - t0:.1f} s", flush=True)
             await asyncio.sleep(0.5)
     df = pd.DataFrame(rows)
     keep = ["request_id", "start", "first_token", "end", "prompt_tokens", "completion_tokens",
