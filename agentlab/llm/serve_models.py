@@ -15,12 +15,22 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
+    "MAX_SIM_TOKENS",
     "ChatCompletionRequest",
     "FaultRates",
     "Message",
+    "NamedToolChoice",
     "Tool",
     "error_body",
     "validation_error_body",
@@ -117,15 +127,31 @@ class StreamOptions(_Strict):
     """``stream_options``."""
 
     include_usage: bool | None = None
+    continuous_usage_stats: bool | None = None  # vLLM: usage in every chunk (guidellm asks)
+
+
+#: the most tokens one reply may be asked for (``max_tokens``, ``sim_completion_tokens``):
+#: above any served context length, below what would make the simulator allocate without bound
+MAX_SIM_TOKENS = 1 << 20
+
+_Share = Field(default=None, ge=0, le=1)
 
 
 class ChatCompletionRequest(_Strict):
-    """The body of ``POST /v1/chat/completions`` (the fields sim-serve understands)."""
+    """The body of ``POST /v1/chat/completions`` (the fields sim-serve understands).
+
+    Besides OpenAI's fields: vLLM's sampling extras ``ignore_eos`` and ``min_tokens``, and
+    the simulator's ``sim_*`` overrides (typed here, so a wrongly typed one is a 400 naming
+    it). ``logprobs`` / ``top_logprobs`` are refused with a 400 naming the field: the
+    simulator has no token probabilities to report.
+    """
 
     model: str = Field(min_length=1)
     messages: list[Message] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
+    min_tokens: int | None = Field(default=None, ge=0, le=MAX_SIM_TOKENS)
+    ignore_eos: bool | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
     n: int | None = Field(default=None, ge=1, le=1)  # one choice: what the simulator makes
@@ -135,24 +161,46 @@ class ChatCompletionRequest(_Strict):
     seed: int | None = None
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
     user: str | None = None
+    # the simulator's per-call overrides (agentlab.llm.sim_backend.SIM_OVERRIDES)
+    sim_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
+    sim_bool_p: float | None = _Share
+    sim_marker: str | None = None
+    sim_marker_p: float | None = _Share
+    sim_tool_call_p: float | None = _Share
+    sim_p_rate_limit: float | None = _Share
+    sim_p_timeout: float | None = _Share
+    sim_p_malformed: float | None = _Share
+    sim_p_invalid_args: float | None = _Share
 
-    @model_validator(mode="after")
-    def _tool_choice_matches(self) -> ChatCompletionRequest:
-        tc = self.tool_choice
+    @field_validator("logprobs", "top_logprobs")
+    @classmethod
+    def _no_logprobs(cls, v: Any, info: ValidationInfo) -> Any:
+        if v:  # false / 0 / null ask for nothing
+            raise ValueError(
+                f"sim-serve does not simulate log probabilities; send no '{info.field_name}'"
+            )
+        return v
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _tool_choice_matches(cls, tc: Any, info: ValidationInfo) -> Any:
+        tools = info.data.get("tools") or []
         if isinstance(tc, NamedToolChoice):
-            names = [t.function.name for t in self.tools or []]
+            names = [t.function.name for t in tools]
             if tc.function.name not in names:
                 raise ValueError(
                     f"tool_choice names {tc.function.name!r}, not one of the tools {names}"
                 )
-        elif tc in ("required",) and not self.tools:
+        elif tc == "required" and not tools:
             raise ValueError("tool_choice 'required' needs 'tools'")
-        return self
+        return tc
 
     def max_new_tokens(self) -> int | None:
         """``max_completion_tokens`` or ``max_tokens`` (the newer name wins)."""

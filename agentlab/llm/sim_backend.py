@@ -42,6 +42,7 @@ from agentlab.errors import ConfigError, LLMTimeoutError, RateLimitError
 from agentlab.llm.sim_content import (
     Rng,
     append_marker,
+    cut_at_stop,
     gen_json,
     gen_text,
     gen_tool_call,
@@ -344,7 +345,7 @@ class SimServer:
         if n < 1:
             n = 1
         self.requests_total += 1
-        if n > k.cap:  # cut: a marker the model would have ended with never comes
+        if n >= k.cap:  # cut (vLLM checks the length before EOS): no marker comes
             text, n, finish = gen_text(rng, k.cap)[:-1], k.cap, "length"
         else:
             text, finish = gen_text(rng, n), "stop"
@@ -378,7 +379,8 @@ class SimServer:
         marker = params.get("sim_marker")
         marker_p = float(params.get("sim_marker_p", 1.0))
         # cap < 1 would leave the reply empty (a malformed answer: plan() and a retry)
-        if faults or cap < 1 or not (marker is None or isinstance(marker, str)):
+        vllm_extras = params.get("stop") or params.get("min_tokens")  # plan() applies them
+        if faults or vllm_extras or cap < 1 or not (marker is None or isinstance(marker, str)):
             return None
         knobs = _Knobs(cap, n_fixed, marker, marker_p)
         self._knobs = (snapshot, knobs)
@@ -417,7 +419,8 @@ class SimServer:
             target = int(n_fixed)
         else:
             target = int(self._length_dist(labels).at(rng.normal()) + 0.5)
-        target = max(1, target)
+        # vLLM's min_tokens: no EOS (nor stop string) before that many tokens
+        target = max(1, target, int(params.get("min_tokens") or 0))
         if spec is not None:
             text, n = gen_json(spec.schema, rng, target, bool_p=bool_p)
             if malformed:
@@ -427,14 +430,19 @@ class SimServer:
             return text, [], n, "stop"
         if malformed:
             return "", [], 0, "length"
-        if target > cap:  # cut: a marker the model would have ended with never comes
-            return gen_text(rng, cap)[:-1], [], cap, "length"
-        # free text only: a marker the caller parses ("[CONSENSUS]"), at rate sim_marker_p
-        marker = params.get("sim_marker")
-        text = append_marker(
-            gen_text(rng, target), rng, marker, float(params.get("sim_marker_p", 1.0))
-        )
-        return text, [], target, "stop"
+        stop = params.get("stop")
+        if target >= cap:  # cut (vLLM checks the length before EOS): no marker comes
+            text, n, finish = gen_text(rng, cap)[:-1], cap, "length"
+        else:
+            # free text only: a marker the caller parses ("[CONSENSUS]"), at rate sim_marker_p
+            marker = params.get("sim_marker")
+            text = append_marker(
+                gen_text(rng, target), rng, marker, float(params.get("sim_marker_p", 1.0))
+            )
+            n, finish = target, "stop"
+        if stop:  # vLLM's stop strings: the reply ends at the first, which is removed
+            return cut_at_stop(text, n, finish, stop, int(params.get("min_tokens") or 0))
+        return text, [], n, finish
 
     def _length_dist(self, labels: dict[str, Any] | None) -> LengthDist:
         """:meth:`SimProfile.length_dist` of a call's labels, cached per label values."""
@@ -577,13 +585,16 @@ class SimServer:
             await clock.sleep(delay)
         return res
 
-    async def chunks(self, res: SimResult, model: str) -> AsyncIterator[str]:
-        """Yield the text in about ``stream_chunks`` pieces as its tokens are produced."""
+    async def chunks(
+        self, res: SimResult, model: str, pieces: int | None = None
+    ) -> AsyncIterator[str]:
+        """Yield the text in about ``stream_chunks`` pieces (or ``pieces``, e.g. one per
+        token as vLLM streams) as its tokens are produced."""
         if res.fault == "rate_limited" or (res.fault and res.fault_at <= res.first_token):
             await self.wait(res, model)  # raises
         text = res.text
         n = res.completion_tokens
-        k = max(1, min(self.profile.stream_chunks, n, len(text) or 1))
+        k = max(1, min(pieces or self.profile.stream_chunks, n, len(text) or 1))
         for i in range(k):
             if res.req is not None and res.fault is None:
                 m = 1 + (n - 1) * i / (k - 1) if k > 1 else float(n)

@@ -13,8 +13,13 @@ import zlib
 from typing import Any
 
 __all__ = [
+    "MAX_SCHEMA_ITEMS",
+    "MAX_SCHEMA_STRING",
+    "MAX_SCHEMA_VALUES",
     "Rng",
+    "SchemaError",
     "append_marker",
+    "cut_at_stop",
     "gen_json",
     "gen_text",
     "gen_tool_call",
@@ -133,18 +138,71 @@ def append_marker(text: str, rng: Rng, marker: str | None, p: float) -> str:
     return text
 
 
+def cut_at_stop(
+    text: str, n: int, finish: str, stop: str | list[str], min_tokens: int = 0
+) -> tuple[str, list[tuple[str, str, str]], int, str]:
+    """``(text, [], tokens, finish)`` ended at the first stop string, as vLLM does.
+
+    The stop string is removed and ``finish`` becomes ``"stop"``; tokens are those up to
+    and including the stop string (generated, then cut). Stop strings are not looked for
+    in the first ``min_tokens`` tokens (vLLM's ``min_tokens`` holds them back too). A
+    reply with no stop string in it is returned as it is.
+    """
+    stops = [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str)]
+    words = text.split(" ")
+    start = len(" ".join(words[:min_tokens])) if min_tokens > 0 else 0
+    hits = [(i, s) for s in stops if s and (i := text.find(s, start)) >= 0]
+    if not hits:
+        return text, [], n, finish
+    i, s = min(hits)
+    spent = len(text[: i + len(s)].split())  # one token per word, as gen_text writes them
+    return text[:i], [], max(1, min(n, spent)), "stop"
+
+
 # --- JSON for a schema -------------------------------------------------------------------
+
+#: bounds of the work one schema may ask for (a request past them is refused, not served):
+#: values generated, length of a ``minLength`` string, items of a ``minItems`` array
+MAX_SCHEMA_VALUES = 20_000
+MAX_SCHEMA_STRING = 100_000
+MAX_SCHEMA_ITEMS = 10_000
+_MAX_DEPTH = 64
+_ITEMS_SPAN = 64  # an array gets at most this many items above its minItems
+
+
+class SchemaError(ValueError):
+    """A JSON schema the simulator refuses: a ``$ref`` cycle or a dangling ``$ref``, or
+    more work than the bounds above (sim-serve answers HTTP 400)."""
 
 
 def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(schema, dict):
+        raise SchemaError(f"a schema must be an object, got {type(schema).__name__}")
     ref = schema.get("$ref")
+    seen: set[str] = set()
     while isinstance(ref, str) and ref.startswith("#/"):
+        if ref in seen:
+            raise SchemaError(f"$ref cycle through {ref!r}")
+        seen.add(ref)
         node: Any = root
         for part in ref[2:].split("/"):
+            if not isinstance(node, dict) or part not in node:
+                raise SchemaError(f"$ref {ref!r} points at nothing in the schema")
             node = node[part]
+        if not isinstance(node, dict):
+            raise SchemaError(f"$ref {ref!r} points at a {type(node).__name__}, not a schema")
         schema = node
         ref = schema.get("$ref")
     return schema
+
+
+def _int_bound(schema: dict[str, Any], key: str, default: int, limit: int) -> int:
+    v = schema.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+        raise SchemaError(f"{key} must be a number, got {v!r}")
+    if v > limit:
+        raise SchemaError(f"{key} {v!r} is above the simulator's bound {limit}")
+    return int(v)
 
 
 def gen_value(
@@ -154,6 +212,7 @@ def gen_value(
     bool_p: float = 0.5,
     root: dict[str, Any] | None = None,
     depth: int = 0,
+    work: list[int] | None = None,
 ) -> Any:
     """A value valid under ``schema`` (the subset pydantic emits; see the module README).
 
@@ -161,9 +220,23 @@ def gen_value(
     (``Literal``), objects with ``required``, arrays with ``minItems``/``maxItems``,
     integers/numbers with bounds, strings with length bounds, booleans (true with
     probability ``bool_p``) and null.
+
+    Bounded: at most :data:`MAX_SCHEMA_VALUES` values and 64 levels (``work`` counts them
+    across the recursion), ``minLength`` up to :data:`MAX_SCHEMA_STRING`, ``minItems`` up
+    to :data:`MAX_SCHEMA_ITEMS`; past a bound, or on a ``$ref`` cycle, raises
+    :class:`SchemaError` (a recursive schema whose required fields never end is one).
     """
     root = schema if root is None else root
+    if work is None:
+        work = [0]
+    work[0] += 1
+    if work[0] > MAX_SCHEMA_VALUES or depth > _MAX_DEPTH:
+        raise SchemaError(
+            f"the schema asks for more than {MAX_SCHEMA_VALUES} values or {_MAX_DEPTH} "
+            "levels (a $ref cycle through required fields?)"
+        )
     schema = _resolve(schema, root)
+    kw: dict[str, Any] = {"bool_p": bool_p, "root": root, "depth": depth + 1, "work": work}
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
@@ -175,11 +248,11 @@ def gen_value(
             non_null = [o for o in opts if o.get("type") != "null"]
             # Optional[X]: mostly X, so structured outputs carry content.
             pick = non_null if non_null and rng.random() < 0.9 else opts
-            return gen_value(
-                pick[rng.randint(len(pick))], rng, bool_p=bool_p, root=root, depth=depth + 1
-            )
+            if not pick:
+                raise SchemaError(f"{key} is empty")
+            return gen_value(pick[rng.randint(len(pick))], rng, **kw)
     if schema.get("allOf"):
-        return gen_value(schema["allOf"][0], rng, bool_p=bool_p, root=root, depth=depth + 1)
+        return gen_value(schema["allOf"][0], rng, **kw)
     typ = schema.get("type")
     if isinstance(typ, list):
         typ = next((t for t in typ if t != "null"), "null")
@@ -191,14 +264,15 @@ def gen_value(
         out: dict[str, Any] = {}
         for name, sub in props.items():
             if name in required or rng.random() < 0.5:
-                out[name] = gen_value(sub, rng, bool_p=bool_p, root=root, depth=depth + 1)
+                out[name] = gen_value(sub, rng, **kw)
         return out
     if typ == "array":
-        lo = int(schema.get("minItems", 1 if depth < 3 else 0))
-        hi = int(schema.get("maxItems", max(lo, 3 if depth < 3 else lo)))
-        n = lo + rng.randint(hi - lo + 1)
+        lo = max(0, _int_bound(schema, "minItems", 1 if depth < 3 else 0, MAX_SCHEMA_ITEMS))
+        hi = schema.get("maxItems", max(lo, 3 if depth < 3 else lo))
+        hi = min(_int_bound(schema, "maxItems", hi, 1 << 62), lo + _ITEMS_SPAN)
+        n = lo + rng.randint(max(0, hi - lo) + 1)
         items = schema.get("items", {"type": "string"})
-        return [gen_value(items, rng, bool_p=bool_p, root=root, depth=depth + 1) for _ in range(n)]
+        return [gen_value(items, rng, **kw) for _ in range(n)]
     if typ == "boolean":
         return rng.random() < bool_p
     if typ == "integer":
@@ -210,11 +284,16 @@ def gen_value(
     if typ == "null":
         return None
     # string
-    lo_s = int(schema.get("minLength", 0))
-    hi_s = int(schema.get("maxLength", max(lo_s, 60)))
+    lo_s = _int_bound(schema, "minLength", 0, MAX_SCHEMA_STRING)
+    hi_s = _int_bound(schema, "maxLength", max(lo_s, 60), 1 << 62)
     text = gen_text(rng, 3 + rng.randint(6))
-    while len(text) < lo_s:
-        text += " " + gen_text(rng, 4)
+    if len(text) < lo_s:  # the same text as appending piece by piece, in linear time
+        parts, size = [text], len(text)
+        while size < lo_s:
+            piece = gen_text(rng, 4)
+            parts.append(piece)
+            size += 1 + len(piece)
+        text = " ".join(parts)
     if "maxLength" not in schema and not schema.get("format") and not schema.get("pattern"):
         return _Free(text)  # free text: gen_json may lengthen it to the target length
     return text[:hi_s]

@@ -2,19 +2,28 @@
 
 Endpoints (127.0.0.1 by default):
 
-- ``POST /v1/chat/completions`` — streaming (SSE, with a final usage chunk when
-  ``stream_options.include_usage``) and non-streaming; ``tools``, ``tool_choice``,
-  ``response_format``, ``max_tokens`` and ``sim_*`` overrides are honoured. Bodies are
-  validated against :class:`~agentlab.llm.serve_models.ChatCompletionRequest`: a bad one
-  gets HTTP 400 with OpenAI's error body naming the field, an unknown model HTTP 404
-  (``model_not_found``), a simulated rate limit HTTP 429;
+- ``POST /v1/chat/completions`` — streaming (SSE, one chunk per token as vLLM sends
+  them, a final usage chunk when ``stream_options.include_usage``) and non-streaming;
+  ``tools``, ``tool_choice``, ``response_format``, ``max_tokens`` /
+  ``max_completion_tokens``, vLLM's ``ignore_eos`` and ``min_tokens``, ``stop`` and
+  ``sim_*`` overrides are honoured; ``usage.prompt_tokens_details.cached_tokens`` is the
+  engine's prefix-cache hit. Bodies are validated against
+  :class:`~agentlab.llm.serve_models.ChatCompletionRequest`: a bad one gets HTTP 400 with
+  OpenAI's error body naming the field (``logprobs`` too: not simulated), an unknown
+  model HTTP 404 (``model_not_found``), a simulated rate limit HTTP 429;
 - ``GET /v1/models``, ``GET /v1/models/{id}``; ``GET /health``;
 - ``POST /sim/faults`` ``{"p_rate_limit": .., "p_timeout": .., "p_malformed": ..}`` — not
-  OpenAI: changes the injected fault rates of the running server (ends a fault phase);
-- ``GET /metrics`` — Prometheus exposition (``prometheus_client``) with vLLM's metric
-  names (``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
-  ``vllm:time_to_first_token_seconds``, ``vllm:e2e_request_latency_seconds``,
-  ``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``, ...).
+  OpenAI, off unless the server was started with ``fault_control=True``
+  (``--fault-control``): changes the injected fault rates of the running server (ends a
+  fault phase). JSON bodies only, from a loopback ``Host`` and no foreign ``Origin``, so a
+  web page cannot reach it;
+- ``GET /metrics`` — Prometheus exposition (``prometheus_client``) with vLLM v1's metric
+  names, labels (``model_name``, ``engine``) and buckets (see
+  :mod:`agentlab.llm.serve_metrics`).
+
+Prompt tokens are counted by the profile's tokenizer (:mod:`agentlab.llm.tokens`: every
+message text, content parts as their text — guidellm sends ``[{"type": "text", ...}]`` —
+tool schemas and the chat template), as the real server counts them.
 
 **Faults over HTTP are drawn per request.** A request carrying ``X-Agentlab-Attempt: N``
 draws its fault from (seed, request, N), as the in-process simulator does; otherwise from
@@ -34,12 +43,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import ipaddress
 import itertools
 import json
+import math
 import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -49,16 +61,18 @@ from pydantic import ValidationError
 from agentlab.core.clock import RealClock
 from agentlab.errors import LLMError
 from agentlab.llm.litellm_backend import ATTEMPT_HEADER  # our clients send it
-from agentlab.llm.serve_metrics import ServeMetrics
+from agentlab.llm.serve_metrics import ServeMetrics, cached_tokens, metrics_finish_reason
 from agentlab.llm.serve_models import (
     ChatCompletionRequest,
     FaultRates,
+    NamedToolChoice,
     error_body,
     validation_error_body,
 )
 from agentlab.llm.sim_backend import SIM_OVERRIDES, SimResult, SimServer
+from agentlab.llm.sim_content import Rng, SchemaError, gen_value
 from agentlab.llm.sim_profiles import get_profile
-from agentlab.llm.sim_serve_args import add_arguments, profile_params
+from agentlab.llm.sim_serve_args import add_arguments, profile_params, server_options
 from agentlab.llm.structured import output_spec
 
 __all__ = [
@@ -75,22 +89,49 @@ SIM_KEY = web.AppKey("sim", SimServer)
 METRICS_KEY = web.AppKey("metrics", ServeMetrics)
 
 _MAX_HANG_S = 3600.0
+#: defaults of the server options (``--max-model-len``, ``--header-timeout``, ``--backlog``)
+MAX_MODEL_LEN = 131_072  # Llama-3.2-3B's context, as vLLM serves it by default
+HEADER_TIMEOUT_S = 10.0
+BACKLOG = 1024
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> web.Application:
+def build_app(
+    profile: str = "instant",
+    *,
+    seed: int = 0,
+    served_model_name: str | list[str] | tuple[str, ...] | None = None,
+    fault_control: bool = False,
+    max_model_len: int = MAX_MODEL_LEN,
+    tokens_per_chunk: int = 1,
+    host: str = "127.0.0.1",
+    **params: Any,
+) -> web.Application:
     """The aiohttp application serving ``sim/<profile>`` (profile parameters overridable).
+
+    Args:
+        served_model_name: the model name(s) served, as vLLM's ``--served-model-name``
+            (a tokenizer's repo id or local directory, so that clients resolve a tokenizer
+            from it); default ``sim/<profile>`` and ``<profile>``. Replies name the model
+            the request asked for; ``/metrics`` labels the first name.
+        fault_control: serve ``POST /sim/faults`` (off: HTTP 403).
+        max_model_len: ``max_tokens`` / ``sim_completion_tokens`` above it get HTTP 400.
+        tokens_per_chunk: tokens per SSE chunk (1: vLLM's default, one per token).
+        host: the address the server binds (the ``Host`` check of ``/sim/faults``).
 
     Run it with ``handler_cancellation=True`` (as :func:`main` and
     :func:`start_sim_server` do) so disconnects free slots.
     """
     name = profile.removeprefix("sim/")
     server = SimServer(get_profile(name, **params), seed, RealClock())
-    model_id = f"sim/{name}"
-    served = (model_id, name)
+    if isinstance(served_model_name, str):
+        served_model_name = [served_model_name]
+    served = tuple(served_model_name or (f"sim/{name}", name))
+    model_id = served[0]
     arrivals = itertools.count()
-    metrics = ServeMetrics(server, model_id)
+    metrics = ServeMetrics(server, model_id, max_model_len=max_model_len)
     app = web.Application(middlewares=[_json_errors])
     app[SIM_KEY] = server
     app[METRICS_KEY] = metrics
@@ -130,6 +171,9 @@ def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> web.
             return web.json_response(
                 error_body(msg, param=bad[0], code="invalid_value"), status=400
             )
+        too_long = _over_context(req, max_model_len)
+        if too_long is not None:
+            return web.json_response(too_long, status=400)
         seq = next(arrivals)
         attempt = seq
         header = request.headers.get(ATTEMPT_HEADER)
@@ -141,21 +185,26 @@ def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> web.
                 return web.json_response(error_body(msg, code="invalid_value"), status=400)
         rf = body.get("response_format")
         spec = output_spec(rf) if rf and rf.get("type") != "text" else None
-        params = {k: v for k, v in body.items() if k.startswith("sim_")}
-        cap = req.max_new_tokens()
-        if cap is not None:
-            params["max_tokens"] = cap
-        if body.get("tool_choice") is not None:
-            params["tool_choice"] = body["tool_choice"]
-        res = server.plan(
-            body["messages"],
-            attempt=attempt,
-            spec=spec,
-            tools=body.get("tools"),
-            params=params,
-            timeout=_MAX_HANG_S,
-        )
+        params = _sim_params(req, body, server.profile.max_completion)
+        try:
+            res = server.plan(
+                body["messages"],
+                attempt=attempt,
+                spec=spec,
+                tools=body.get("tools"),
+                params=params,
+                timeout=_MAX_HANG_S,
+            )
+        except SchemaError as exc:
+            bad_param = _schema_param(spec.schema if spec else None, body.get("tools"))
+            msg = f"Invalid schema for '{bad_param}': {exc}."
+            return web.json_response(
+                error_body(msg, param=bad_param, code="invalid_value"), status=400
+            )
         rid = f"chatcmpl-{seq}"
+        cap = params.get("max_tokens")
+        named = isinstance(req.tool_choice, NamedToolChoice)
+        stamp = int(time.time())  # each reply's own creation time, as vLLM's
         try:
             if res.fault == "rate_limited":
                 metrics.fault("rate_limited")
@@ -174,10 +223,20 @@ def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> web.
                     return web.json_response(
                         error_body("generation timed out (simulated)", "timeout"), status=504
                     )
-                metrics.finished(res)
-                return web.json_response(_completion(res, rid, created, model_id))
-            include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return await _stream(request, server, metrics, res, rid, model_id, include_usage)
+                metrics.finished(res, cap)
+                return web.json_response(_completion(res, rid, stamp, req.model, named))
+            opts = req.stream_options
+            reply = _Reply(
+                rid,
+                stamp,
+                req.model,
+                named,
+                bool(opts and opts.include_usage),
+                bool(opts and opts.continuous_usage_stats),
+                cap,
+                tokens_per_chunk,
+            )
+            return await _stream(request, server, metrics, res, reply)
         except (asyncio.CancelledError, ConnectionResetError):
             server.cancel(res)  # the client went away: free the slot now
             metrics.fault("cancelled")
@@ -185,7 +244,11 @@ def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> web.
 
     async def set_faults(request: web.Request) -> web.Response:
         # Not OpenAI: the fault-injection control of the simulator (like toxiproxy's API),
-        # so a test can end a fault phase and watch clients recover.
+        # so a test can end a fault phase and watch clients recover. Opt-in, and closed to
+        # web pages: a no-cors fetch can only send text/plain, and carries its Origin.
+        refused = _refuse_control(request, fault_control, host)
+        if refused is not None:
+            return refused
         try:
             rates = FaultRates.model_validate_json(await request.read())
         except ValidationError as exc:
@@ -205,19 +268,32 @@ def build_app(profile: str = "instant", *, seed: int = 0, **params: Any) -> web.
     return app
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Reply:
+    """What a streamed reply says besides the simulated result."""
+
+    rid: str
+    created: int
+    model: str
+    named_tool: bool  # tool_choice named a function: vLLM ends with "stop", not "tool_calls"
+    include_usage: bool
+    continuous_usage: bool  # stream_options.continuous_usage_stats (vLLM)
+    max_tokens: int | None
+    tokens_per_chunk: int
+
+
 async def _stream(
     request: web.Request,
     server: SimServer,
     metrics: ServeMetrics,
     res: SimResult,
-    rid: str,
-    model_id: str,
-    include_usage: bool,
+    reply: _Reply,
 ) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
-    base = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time())}
-    base["model"] = model_id
+    base = {"id": reply.rid, "object": "chat.completion.chunk", "created": reply.created}
+    base["model"] = reply.model
+    model_id = reply.model
 
     async def send(obj: Any) -> None:
         await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
@@ -234,21 +310,29 @@ async def _stream(
             await send({**base, "choices": [{"index": 0, "delta": delta}]})
         else:
             first = True
-            async for piece in server.chunks(res, model_id):
+            n = res.completion_tokens
+            pieces = math.ceil(n / max(1, reply.tokens_per_chunk))
+            sent = 0
+            async for piece in server.chunks(res, model_id, pieces):
                 d: dict[str, Any] = {"content": piece}
                 if first:
                     d["role"], first = "assistant", False
-                await send({**base, "choices": [{"index": 0, "delta": d}]})
+                event = {**base, "choices": [{"index": 0, "delta": d}]}
+                sent += 1
+                if reply.continuous_usage:  # tokens so far, as vLLM counts them per chunk
+                    done = min(n, round(n * sent / pieces))
+                    event["usage"] = _usage(res, done)
+                await send(event)
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except Exception:  # a simulated fault mid-stream: end the stream without [DONE]
         return resp
-    finish = "tool_calls" if res.tool_calls else res.finish_reason
+    finish = _finish_reason(res, reply.named_tool)
     await send({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-    if include_usage:
+    if reply.include_usage:
         await send({**base, "choices": [], "usage": _usage(res)})
     await resp.write(b"data: [DONE]\n\n")
-    metrics.finished(res)
+    metrics.finished(res, reply.max_tokens)
     return resp
 
 
@@ -271,23 +355,120 @@ def _model_not_found(model: str, served: tuple[str, ...]) -> web.Response:
     return web.json_response(body, status=404)
 
 
-def _usage(res: SimResult) -> dict[str, int]:
+def _sim_params(
+    req: ChatCompletionRequest, body: dict[str, Any], default_cap: int
+) -> dict[str, Any]:
+    """The simulator's per-call parameters from a validated request body."""
+    params = {k: v for k, v in body.items() if k.startswith("sim_") and v is not None}
+    cap = req.max_new_tokens()
+    if cap is not None:
+        params["max_tokens"] = cap
+    if req.ignore_eos:  # vLLM: generate until max_tokens (or the model's limit), no EOS
+        params["sim_completion_tokens"] = cap or default_cap
+    if req.min_tokens:
+        params["min_tokens"] = req.min_tokens
+    if req.stop:
+        params["stop"] = req.stop
+    if body.get("tool_choice") is not None:
+        params["tool_choice"] = body["tool_choice"]
+    return params
+
+
+def _over_context(req: ChatCompletionRequest, max_model_len: int) -> dict[str, Any] | None:
+    """vLLM's 400 for a reply longer than the model's context, or None."""
+    for field in ("max_completion_tokens", "max_tokens", "min_tokens", "sim_completion_tokens"):
+        value = getattr(req, field)
+        if value is not None and value > max_model_len:
+            msg = (
+                f"This model's maximum context length is {max_model_len} tokens. However, "
+                f"you requested {value} tokens in the completion ('{field}'). Please reduce "
+                "the length of the completion."
+            )
+            return error_body(msg, param=field, code="invalid_value")
+    return None
+
+
+def _schema_param(schema: dict[str, Any] | None, tools: list[dict[str, Any]] | None) -> str:
+    """Which field holds the schema the simulator refused (found again on the error path)."""
+    if schema is not None:
+        try:
+            gen_value(schema, Rng(0))
+        except SchemaError:
+            return "response_format"
+    for i, tool in enumerate(tools or []):
+        try:
+            gen_value(tool.get("function", {}).get("parameters") or {}, Rng(0))
+        except SchemaError:
+            return f"tools[{i}].function.parameters"
+    return "tools" if tools else "response_format"
+
+
+def _refuse_control(request: web.Request, enabled: bool, bound: str) -> web.Response | None:
+    """Why a ``POST /sim/faults`` is refused (a response), or None to go ahead.
+
+    Off unless enabled; a JSON body only (a cross-site ``fetch`` without CORS can send
+    only text/plain, form or multipart bodies); a ``Host`` that is loopback, an IP literal
+    or the bound name (a DNS-rebinding page sends its own domain name); no ``Origin``
+    other than the server's own."""
+    if not enabled:
+        msg = "runtime fault control is off; start sim-serve with --fault-control"
+        return web.json_response(error_body(msg, "permission_error"), status=403)
+    ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if ctype != "application/json":
+        msg = f"POST /sim/faults takes Content-Type application/json, got {ctype or 'none'!r}"
+        return web.json_response(error_body(msg, code="unsupported_media_type"), status=415)
+    host = request.host.rsplit(":", 1)[0].strip("[]") if request.host else ""
+    if not _trusted_host(host, bound):
+        msg = f"POST /sim/faults refused for Host {request.host!r} (not this server)"
+        return web.json_response(error_body(msg, "permission_error"), status=403)
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        parts = urllib.parse.urlsplit(origin)
+        if (parts.hostname or "") != host or parts.netloc != request.host:
+            msg = f"POST /sim/faults refused from Origin {origin!r} (another site)"
+            return web.json_response(error_body(msg, "permission_error"), status=403)
+    return None
+
+
+def _trusted_host(host: str, bound: str) -> bool:
+    if host in _LOOPBACK or host == bound:
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _usage(res: SimResult, completion: int | None = None) -> dict[str, Any]:
+    n = res.completion_tokens if completion is None else completion
     return {
         "prompt_tokens": res.prompt_tokens,
-        "completion_tokens": res.completion_tokens,
-        "total_tokens": res.prompt_tokens + res.completion_tokens,
+        "completion_tokens": n,
+        "total_tokens": res.prompt_tokens + n,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens(res)},
     }
 
 
-def _completion(res: SimResult, rid: str, created: int, model: str) -> dict[str, Any]:
+def _finish_reason(res: SimResult, named_tool: bool) -> str:
+    """The reply's finish reason as vLLM's chat API gives it: ``tool_calls`` when the
+    model chose to call tools (``auto`` / ``required``); a named ``tool_choice`` is guided
+    decoding there, ending ``stop`` (or ``length``)."""
+    if res.tool_calls and not named_tool:
+        return "tool_calls"
+    return metrics_finish_reason(res)
+
+
+def _completion(
+    res: SimResult, rid: str, created: int, model: str, named_tool: bool
+) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": res.text or None}
-    finish = res.finish_reason
+    finish = _finish_reason(res, named_tool)
     if res.tool_calls:
         msg["tool_calls"] = [
             {"id": c[0], "type": "function", "function": {"name": c[1], "arguments": c[2]}}
             for c in res.tool_calls
         ]
-        finish = "tool_calls"
     return {
         "id": rid,
         "object": "chat.completion",
@@ -303,11 +484,15 @@ def main(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"sim-serve: warning: listening on {args.host}, not loopback", file=sys.stderr)
     params = profile_params(args)
-    app = build_app(args.profile, seed=args.seed, **params)
+    opts = server_options(args)
+    app = build_app(args.profile, seed=args.seed, host=args.host, **opts, **params)
     faults = ", ".join(f"{k}={v}" for k, v in params.items()) or "no overrides"
+    names = ", ".join(opts["served_model_name"] or ())
     print(
         f"sim-serve: sim/{args.profile.removeprefix('sim/')} ({faults}) on "
-        f"http://{args.host}:{args.port}/v1 (metrics at /metrics)",
+        f"http://{args.host}:{args.port}/v1 (metrics at /metrics)"
+        + (f" as {names}" if names else "")
+        + (", fault control on" if opts["fault_control"] else ""),
         flush=True,
     )
     web.run_app(
@@ -317,6 +502,8 @@ def main(args: argparse.Namespace) -> int:
         access_log=None,
         print=None,
         handler_cancellation=True,
+        backlog=args.backlog,
+        keepalive_timeout=args.header_timeout,
     )
     return 0
 
@@ -365,21 +552,33 @@ def start_sim_server(
     seed: int = 0,
     host: str = "127.0.0.1",
     port: int = 0,
+    backlog: int = BACKLOG,
+    header_timeout: float = HEADER_TIMEOUT_S,
     **params: Any,
 ) -> SimServeHandle:
-    """Run sim-serve in a daemon thread on a free port; returns once it is listening."""
+    """Run sim-serve in a daemon thread on a free port; returns once it is listening.
+
+    ``backlog``: the listen queue; ``header_timeout``: seconds a connection may take to
+    send a request's headers (from connecting, or from the end of its previous reply)
+    before it is dropped. Other keywords go to :func:`build_app` (server options and
+    profile fields).
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     ready = threading.Event()
     box: dict[str, Any] = {}
-    app = build_app(profile, seed=seed, **params)
+    app = build_app(profile, seed=seed, host=host, **params)
 
     def run() -> None:
         async def serve() -> None:
-            runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+            # keepalive_timeout: aiohttp arms it at connect and after each reply, and
+            # closes the connection if no request's headers were complete by then
+            runner = web.AppRunner(
+                app, access_log=None, handler_cancellation=True, keepalive_timeout=header_timeout
+            )
             await runner.setup()
-            await web.SockSite(runner, sock).start()
+            await web.SockSite(runner, sock, backlog=backlog).start()
             box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
             ready.set()
             await box["stop"].wait()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["add_arguments", "add_fault_arguments", "profile_params"]
+__all__ = ["add_arguments", "add_fault_arguments", "profile_params", "server_options"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,6 +31,30 @@ def add_fault_arguments(p: argparse.ArgumentParser) -> None:
                    help="fraction of replies cut short (truncated JSON / empty text)")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any profile field, e.g. --set slots=4 --set decode_tps=120")  # fmt: skip
+    p.add_argument("--fault-control", action="store_true",
+                   help="serve POST /sim/faults (change fault rates at run time; off by default)")  # fmt: skip
+    p.add_argument("--served-model-name", nargs="+", default=None, metavar="NAME",
+                   help="model name(s) to serve, as vLLM's (e.g. a tokenizer's repo id or "
+                        "directory, so clients resolve a tokenizer); default sim/PROFILE, PROFILE")  # fmt: skip
+    p.add_argument("--max-model-len", type=int, default=131072, metavar="N",
+                   help="longest completion a request may ask for (HTTP 400 above)")  # fmt: skip
+    p.add_argument("--tokens-per-chunk", type=int, default=1, metavar="K",
+                   help="tokens per streamed SSE chunk (1: one per token, as vLLM)")  # fmt: skip
+    p.add_argument("--header-timeout", type=float, default=10.0, metavar="S",
+                   help="drop a connection that has not sent a request's headers within S "
+                        "seconds (of connecting or of its previous reply)")  # fmt: skip
+    p.add_argument("--backlog", type=int, default=1024, metavar="N",
+                   help="listen backlog (connections queued before accept)")  # fmt: skip
+
+
+def server_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The :func:`~agentlab.llm.sim_serve.build_app` options from the parsed arguments."""
+    return {
+        "served_model_name": getattr(args, "served_model_name", None),
+        "fault_control": bool(getattr(args, "fault_control", False)),
+        "max_model_len": int(getattr(args, "max_model_len", 131072)),
+        "tokens_per_chunk": int(getattr(args, "tokens_per_chunk", 1)),
+    }
 
 
 def profile_params(args: argparse.Namespace) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def faulty_server() -> Iterator[str]:
     # alone (1500 tok/s, prefill 4000) made the ~880-token prompts' prefill the bottleneck:
     # measured in process, 3.3 req/s at 2 in flight and 3.6 at 8 (latency 0.60 -> 2.19 s).
     cmd += ["--set", f"slots={SLOTS}", "--set", "decode_tps=300", "--set", "prefill_tps=20000"]
-    cmd += ["--set", "overhead_s=0.01"]
+    cmd += ["--set", "overhead_s=0.01", "--fault-control"]  # the test ends the fault phase
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
