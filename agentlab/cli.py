@@ -416,15 +416,15 @@ def report(args: argparse.Namespace) -> int:
 
 
 def runs(args: argparse.Namespace) -> int:
-    """``agentlab runs DIR``: one line per run with its key figures."""
-    from agentlab.analysis.run_report import runs_df
-    from agentlab.sweep.summary import format_table
+    """``agentlab runs DIR``: one line per run with its key figures (the rows of
+    ``agentlab view``'s runs list, so the two never disagree)."""
+    from agentlab.view import format_runs, runs_rows
 
-    df = runs_df(args.folder)
-    if not len(df):
+    rows = runs_rows(args.folder)
+    if not rows:
         print(f"no runs under {args.folder}")
         return 0
-    print(format_table(df))
+    print(format_runs(rows))
     return 0
 
 

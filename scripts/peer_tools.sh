@@ -24,6 +24,14 @@ install() {  # install NAME SPEC...: its own venv, once
   echo "peer-tools: installing $name ($*)" >&2
   local t0; t0=$(date +%s)
   [ -x "$py" ] || "$UV" venv -q --python python3.11 "$ROOT/$name"
+  # guidellm requires torch (any version): from PyPI that is a CUDA build (~5 GB of venv).
+  # Where the machine keeps a CPU wheel in pip's find-links folder, install that one first;
+  # the requirement is then met and nothing else is fetched.
+  local cpu_torch
+  cpu_torch=$(ls "${PIP_FIND_LINKS:-/opt/wheels}"/torch-*+cpu-cp311-*.whl 2>/dev/null | head -1 || true)
+  if [ "$name" = guidellm ] && [ -n "$cpu_torch" ]; then
+    "$UV" pip install -q --python "$py" "$cpu_torch"
+  fi
   "$UV" pip install -q --python "$py" "$@"
   echo "peer-tools: $name installed in $(( $(date +%s) - t0 )) s" >&2
 }
