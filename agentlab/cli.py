@@ -406,6 +406,8 @@ def report(args: argparse.Namespace) -> int:
             print(f"html       {out}")
         return 0
     if (path / "run.json").is_file() or (path / "replay").is_dir():
+        if args.html:
+            rr.require_plotly()  # before the summary: fail early, with the install command
         summary = rr.summarize_run(path)
         rr.print_summary(summary)
         if args.html:

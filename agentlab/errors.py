@@ -19,6 +19,7 @@ __all__ = [
     "InvalidAgentIdError",
     "LLMError",
     "LLMTimeoutError",
+    "MissingExtraError",
     "NotARunError",
     "ProviderError",
     "RateLimitError",
@@ -31,6 +32,7 @@ __all__ = [
     "UnknownNameError",
     "UnsafeCodeError",
     "WorkerLostError",
+    "install_hint",
 ]
 
 
@@ -203,3 +205,26 @@ class BatchDeadlineError(WorkerLostError):
 class TickFailedError(AgentError):
     """Too many agent steps of a tick failed (every one, by default; see ``Society.create``'s
     ``max_error_share``): the run stopped and the tick was not committed."""
+
+
+class MissingExtraError(AgentlabError, ImportError):
+    """A feature needs an optional extra that is not installed; the message says how to
+    install it the way this agentlab was installed (a wheel, or a source checkout)."""
+
+    def __init__(self, what: str, extra: str, module: str | None = None) -> None:
+        self.what, self.extra, self.module = what, extra, module
+        missing = f" (no module {module!r})" if module else ""
+        super().__init__(
+            f"{what} needs the {extra!r} extra{missing}: {install_hint(extra)}", name=module
+        )
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs ``extra`` for this agentlab: ``pip install 'agentlab[x]'``,
+    or the editable install from a source checkout (``pyproject.toml`` next to the package)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    if (root / "pyproject.toml").is_file() and (root / "agentlab").is_dir():
+        return f"pip install -e '{root}[{extra}]'"
+    return f"pip install 'agentlab[{extra}]'"

@@ -1,14 +1,26 @@
 """Live notebook widgets over a run log (layer 7): anywidget classes that read the log.
 
 ``show(run)`` / ``live(society)`` compose :class:`SocietyView`, :class:`ConversationView`,
-:class:`IATHistogram` and :class:`HumanInput`. Importing this package imports anywidget.
+:class:`IATHistogram` and :class:`HumanInput`. Importing this package imports anywidget;
+without the ``viz`` extra it raises :class:`~agentlab.errors.MissingExtraError` (an
+``ImportError``) saying how to install it.
 """
 
-from agentlab.viz.conversation import ConversationView
-from agentlab.viz.dashboard import Dashboard, live, show
-from agentlab.viz.human_input import HumanInput
-from agentlab.viz.iat import IATHistogram
-from agentlab.viz.society_view import SocietyView
+#: what the ``viz`` extra brings that these modules import
+_VIZ_MODULES = {"anywidget", "ipywidgets", "traitlets", "IPython", "plotly"}
+
+try:
+    from agentlab.viz.conversation import ConversationView
+    from agentlab.viz.dashboard import Dashboard, live, show
+    from agentlab.viz.human_input import HumanInput
+    from agentlab.viz.iat import IATHistogram
+    from agentlab.viz.society_view import SocietyView
+except ModuleNotFoundError as exc:
+    if (exc.name or "").split(".")[0] not in _VIZ_MODULES:
+        raise
+    from agentlab.errors import MissingExtraError
+
+    raise MissingExtraError("agentlab.viz (show, live, the widgets)", "viz", exc.name) from None
 
 __all__ = [
     "ConversationView",
