@@ -168,7 +168,10 @@ def test_wheel_installs_and_runs_without_and_with_viz(tmp_path: Path) -> None:
     # Parquet export needs no pyarrow (DuckDB writes it); read back with DuckDB alone
     exp = _run([str(bare / "agentlab"), "export", "run", "--parquet", "pq"], work, env)
     assert exp.returncode == 0, exp.stderr
-    code = "import duckdb; print(duckdb.sql(\"select count(*) from 'pq/llm_calls.parquet'\").fetchone()[0])"
+    code = (
+        "import duckdb; con = duckdb.connect(); "
+        "print(con.execute(\"select count(*) from 'pq/llm_calls.parquet'\").fetchone()[0])"
+    )
     n = _run([str(bare / "python"), "-c", code], work, env)
     assert n.returncode == 0 and int(n.stdout) > 0, n.stderr
 
