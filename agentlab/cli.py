@@ -473,6 +473,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AgentlabError as exc:
         print(f"agentlab {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:  # an extra this command needs is not installed
+        from agentlab.errors import MissingExtraError
+
+        missing = MissingExtraError.from_import(exc, f"agentlab {args.command}")
+        if missing is None:
+            raise
+        print(f"agentlab {args.command}: error: {missing}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"agentlab {args.command}: interrupted", file=sys.stderr)
         return 130

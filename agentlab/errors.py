@@ -8,6 +8,7 @@ what would have been valid.
 from __future__ import annotations
 
 __all__ = [
+    "EXTRA_MODULES",
     "AgentError",
     "AgentlabError",
     "BadResponseError",
@@ -217,6 +218,23 @@ class MissingExtraError(AgentlabError, ImportError):
         super().__init__(
             f"{what} needs the {extra!r} extra{missing}: {install_hint(extra)}", name=module
         )
+
+    @classmethod
+    def from_import(cls, exc: ModuleNotFoundError, what: str) -> MissingExtraError | None:
+        """The error for ``exc`` when the missing module comes with an extra, else ``None``."""
+        module = (exc.name or "").split(".")[0]
+        extra = EXTRA_MODULES.get(module)
+        return None if extra is None else cls(what, extra, module)
+
+
+#: top-level modules agentlab imports from an extra → that extra (``tests/test_packaging.py``
+#: checks this against pyproject.toml)
+EXTRA_MODULES = {
+    "ray": "ray",
+    "anywidget": "viz", "ipywidgets": "viz", "traitlets": "viz", "IPython": "viz",
+    "plotly": "viz",
+    "papermill": "sweep", "nbconvert": "sweep", "nbformat": "sweep",
+}  # fmt: skip
 
 
 def install_hint(extra: str) -> str:

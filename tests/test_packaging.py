@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata as md
 import os
 import re
@@ -21,6 +22,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
+from agentlab.errors import EXTRA_MODULES, install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "agentlab"
@@ -77,8 +80,18 @@ def _imports() -> dict[str, list[tuple[Path, bool]]]:
     return out
 
 
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    return md.packages_distributions()
+
+
+@functools.cache
+def _imports_cached() -> dict[str, list[tuple[Path, bool]]]:
+    return _imports()
+
+
 def _dists(module: str) -> set[str]:
-    found = md.packages_distributions().get(module)
+    found = _distributions().get(module)
     assert found, f"{module!r} is imported by agentlab but no installed distribution provides it"
     return {_norm(d) for d in found}
 
@@ -86,7 +99,7 @@ def _dists(module: str) -> set[str]:
 def test_imports_match_declared_dependencies() -> None:
     declared = _declared()
     shipped = declared["core"].union(*(declared[e] for e in SHIPPED_EXTRAS))
-    imports = _imports()
+    imports = _imports_cached()
     undeclared = {
         m: sorted({str(p.relative_to(ROOT)) for p, _ in where})
         for m, where in imports.items()
@@ -103,7 +116,7 @@ def test_only_viz_imports_an_extra_at_import_time() -> None:
     """``import agentlab`` (and every module but the widgets) works without any extra."""
     declared = _declared()
     bad = []
-    for module, where in _imports().items():
+    for module, where in _imports_cached().items():
         if _dists(module) & declared["core"]:
             continue
         for path, top in where:
@@ -184,3 +197,55 @@ def test_wheel_installs_and_runs_without_and_with_viz(tmp_path: Path) -> None:
     assert imp.returncode == 0 and imp.stdout.strip() == "True", imp.stderr
     lab = _run([str(viz / "python"), "-c", "import jupyterlab"], work, env)
     assert lab.returncode != 0  # the widgets do not pull JupyterLab in
+
+
+def test_extra_modules_match_pyproject() -> None:
+    """``EXTRA_MODULES`` (what the install hints are built from) names each extra module
+    agentlab imports, with the extra that declares its distribution."""
+    declared = _declared()
+    for module in _imports_cached():
+        dists = _dists(module)
+        if dists & declared["core"]:
+            assert module not in EXTRA_MODULES, module
+            continue
+        assert module in EXTRA_MODULES, f"{module} comes with an extra: add it to EXTRA_MODULES"
+        assert dists & declared[EXTRA_MODULES[module]], (module, EXTRA_MODULES[module])
+
+
+@pytest.mark.parametrize(
+    ("hidden", "argv", "extra"),
+    [
+        ("plotly", ["report", "{run}", "--html", "{tmp}/r.html"], "viz"),
+        ("papermill", ["sweep", "{nb}", "-p", "x=1,2", "--out", "{tmp}/sw"], "sweep"),
+    ],
+)
+def test_cli_names_the_missing_extra(
+    hidden: str,
+    argv: list[str],
+    extra: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agentlab.cli import main
+
+    run = tmp_path / "run"
+    (run / "replay").mkdir(parents=True)
+    nb = ROOT / "notebooks" / "05_replay_analysis.ipynb"
+    monkeypatch.setitem(sys.modules, hidden, None)  # `import <hidden>` now fails
+    args = [a.format(run=run, tmp=tmp_path, nb=nb) for a in argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"agentlab {argv[0]}: error: agentlab {argv[0]}")
+    assert f"needs the {extra!r} extra (no module {hidden!r})" in err
+    assert install_hint(extra) in err and "Traceback" not in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_import_viz_without_the_extra_says_how_to_install() -> None:
+    code = "import sys; sys.modules['anywidget'] = None; import agentlab.viz"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 1
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("agentlab.errors.MissingExtraError: agentlab.viz"), res.stderr
+    assert install_hint("viz") in last and "ModuleNotFoundError" not in res.stderr

@@ -6,9 +6,6 @@ without the ``viz`` extra it raises :class:`~agentlab.errors.MissingExtraError` 
 ``ImportError``) saying how to install it.
 """
 
-#: what the ``viz`` extra brings that these modules import
-_VIZ_MODULES = {"anywidget", "ipywidgets", "traitlets", "IPython", "plotly"}
-
 try:
     from agentlab.viz.conversation import ConversationView
     from agentlab.viz.dashboard import Dashboard, live, show
@@ -16,11 +13,12 @@ try:
     from agentlab.viz.iat import IATHistogram
     from agentlab.viz.society_view import SocietyView
 except ModuleNotFoundError as exc:
-    if (exc.name or "").split(".")[0] not in _VIZ_MODULES:
-        raise
     from agentlab.errors import MissingExtraError
 
-    raise MissingExtraError("agentlab.viz (show, live, the widgets)", "viz", exc.name) from None
+    missing = MissingExtraError.from_import(exc, "agentlab.viz (show, live, the widgets)")
+    if missing is None:
+        raise
+    raise missing from None
 
 __all__ = [
     "ConversationView",
