@@ -319,6 +319,23 @@ def _add_export_dirs(sub: argparse._SubParsersAction) -> None:
     ex.set_defaults(target="agentlab.store.packed_store:main")
 
 
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    ex = sub.add_parser(
+        "export",
+        help="write a run's datasets as Parquet files (read with pandas/pyarrow/duckdb)",
+        description="One <DIR>/<dataset>.parquet per dataset (spans included), as Run.df "
+        "returns it: no _shard/_seq, *_at UTC timestamps next to the epoch seconds, JSON "
+        "columns as JSON text.",
+        formatter_class=_Formatter,
+        allow_abbrev=False,
+    )
+    ex.add_argument("run", help="run directory")
+    ex.add_argument("--parquet", required=True, metavar="DIR", help="folder for the files")
+    ex.add_argument("--dataset", action="append", default=None,
+                    help="only this dataset (repeatable; default: all)")  # fmt: skip
+    ex.set_defaults(target="agentlab.cli:export")
+
+
 #: one function per subcommand, in help order; add yours here (set ``target`` to
 #: ``"module:function"``, imported only when the command runs)
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
@@ -333,6 +350,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_sim_serve,
     _add_replay_traffic,
     _add_export_dirs,
+    _add_export,
 ]
 
 
@@ -388,6 +406,8 @@ def report(args: argparse.Namespace) -> int:
             print(f"html       {out}")
         return 0
     if (path / "run.json").is_file() or (path / "replay").is_dir():
+        if args.html:
+            rr.require_plotly()  # before the summary: fail early, with the install command
         summary = rr.summarize_run(path)
         rr.print_summary(summary)
         if args.html:
@@ -412,6 +432,18 @@ def report(args: argparse.Namespace) -> int:
     print(format_table(df))
     if args.html:
         print(f"html       {rr.write_table_report(df, args.html, title=f'runs in {path}')}")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    """``agentlab export RUN --parquet DIR``: one Parquet file per dataset."""
+    from agentlab.store import open_run
+
+    with open_run(args.run) as run:
+        files = run.export_parquet(args.parquet, args.dataset)
+        for name, path in files.items():
+            (n,) = run.con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()
+            print(f"{name:<16} {n:>8} rows  {path}")
     return 0
 
 
@@ -440,6 +472,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = getattr(importlib.import_module(module), func)(args)
     except AgentlabError as exc:
         print(f"agentlab {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # an extra this command needs is not installed
+        from agentlab.errors import MissingExtraError
+
+        missing = MissingExtraError.from_import(exc, f"agentlab {args.command}")
+        if missing is None:
+            raise
+        print(f"agentlab {args.command}: error: {missing}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"agentlab {args.command}: interrupted", file=sys.stderr)

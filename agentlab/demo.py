@@ -11,12 +11,15 @@ the run takes 10-30 s and its log shows queueing, tool use and the feed filling 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from agentlab.errors import install_hint
 
 __all__ = ["main"]
 
@@ -146,6 +149,10 @@ def _command(name: str) -> str:
         return str(exe)
 
 
+#: (extra, a module it installs): what opening a run in JupyterLab needs
+_EXTRAS = (("viz", "anywidget"), ("lab", "jupyterlab"))
+
+
 def open_hints(path: Path) -> list[str]:
     """Lines telling how to open the run at ``path`` in JupyterLab and in the shell
     (``--allow-root`` as root; the notebook path only where the checkout has it)."""
@@ -162,6 +169,9 @@ def open_hints(path: Path) -> list[str]:
     else:
         lines.append(f"  {lab}   and in a notebook:")
     lines.append(f'  import agentlab; run = agentlab.open_run("{path}"); agentlab.show(run)')
+    missing = [extra for extra, mod in _EXTRAS if importlib.util.find_spec(mod) is None]
+    if missing:
+        lines.append(f"  (JupyterLab and the widgets need: {install_hint(','.join(missing))})")
     lines.append(
         f"summary in the shell: {_command('agentlab')} report {path} --html {path}/report.html"
     )

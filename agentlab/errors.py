@@ -8,6 +8,7 @@ what would have been valid.
 from __future__ import annotations
 
 __all__ = [
+    "EXTRA_MODULES",
     "AgentError",
     "AgentlabError",
     "BadResponseError",
@@ -19,6 +20,7 @@ __all__ = [
     "InvalidAgentIdError",
     "LLMError",
     "LLMTimeoutError",
+    "MissingExtraError",
     "NotARunError",
     "ProviderError",
     "RateLimitError",
@@ -31,6 +33,7 @@ __all__ = [
     "UnknownNameError",
     "UnsafeCodeError",
     "WorkerLostError",
+    "install_hint",
 ]
 
 
@@ -203,3 +206,43 @@ class BatchDeadlineError(WorkerLostError):
 class TickFailedError(AgentError):
     """Too many agent steps of a tick failed (every one, by default; see ``Society.create``'s
     ``max_error_share``): the run stopped and the tick was not committed."""
+
+
+class MissingExtraError(AgentlabError, ImportError):
+    """A feature needs an optional extra that is not installed; the message says how to
+    install it the way this agentlab was installed (a wheel, or a source checkout)."""
+
+    def __init__(self, what: str, extra: str, module: str | None = None) -> None:
+        self.what, self.extra, self.module = what, extra, module
+        missing = f" (no module {module!r})" if module else ""
+        super().__init__(
+            f"{what} needs the {extra!r} extra{missing}: {install_hint(extra)}", name=module
+        )
+
+    @classmethod
+    def from_import(cls, exc: ModuleNotFoundError, what: str) -> MissingExtraError | None:
+        """The error for ``exc`` when the missing module comes with an extra, else ``None``."""
+        module = (exc.name or "").split(".")[0]
+        extra = EXTRA_MODULES.get(module)
+        return None if extra is None else cls(what, extra, module)
+
+
+#: top-level modules agentlab imports from an extra → that extra (``tests/test_packaging.py``
+#: checks this against pyproject.toml)
+EXTRA_MODULES = {
+    "ray": "ray",
+    "anywidget": "viz", "ipywidgets": "viz", "traitlets": "viz", "IPython": "viz",
+    "plotly": "viz",
+    "papermill": "sweep", "nbconvert": "sweep", "nbformat": "sweep",
+}  # fmt: skip
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs ``extra`` for this agentlab: ``pip install 'agentlab[x]'``,
+    or the editable install from a source checkout (``pyproject.toml`` next to the package)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    if (root / "pyproject.toml").is_file() and (root / "agentlab").is_dir():
+        return f"pip install -e '{root}[{extra}]'"
+    return f"pip install 'agentlab[{extra}]'"

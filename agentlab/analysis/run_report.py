@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from agentlab.errors import ConfigError
+from agentlab.errors import ConfigError, MissingExtraError
 from agentlab.store import open_run
 from agentlab.store.packed_store import PACKED_FILE, PackedStore
 from agentlab.store.run import Run
@@ -34,6 +34,7 @@ __all__ = [
     "find_runs",
     "fmt_num",
     "print_summary",
+    "require_plotly",
     "runs_df",
     "summarize",
     "summarize_run",
@@ -219,6 +220,14 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     }
 
 
+def require_plotly(what: str = "agentlab report --html") -> None:
+    """Raise :class:`MissingExtraError` (with the install command) when plotly is missing."""
+    try:
+        import plotly  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise MissingExtraError(what, "viz", exc.name) from None
+
+
 def _figures(run: Run) -> list[tuple[str, Any]]:
     import plotly.express as px
 
@@ -307,7 +316,11 @@ def write_html_report(
         self_contained: put plotly.js inside the page (~4.7 MB; the page works copied
             alone) instead of writing ``plotly.min.js`` once next to it (pages stay small;
             a page copied without it says so where each chart would be).
+
+    Raises:
+        MissingExtraError: plotly (the ``viz`` extra) is not installed.
     """
+    require_plotly()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     figures = _fig_html(_figures(run))

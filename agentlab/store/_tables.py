@@ -29,6 +29,7 @@ import orjson
 from agentlab.store._writer import last_complete_line
 from agentlab.store.layout import COMPACT_NAME, shard_files
 from agentlab.store.tail import _incomplete
+from agentlab.store.views import INTERNAL_SCHEMA, view_sql
 
 __all__ = ["DatasetState", "TableCache", "q", "quote_str"]
 
@@ -105,10 +106,16 @@ class DatasetState:
     parquet: Path | None = None
     parquet_sig: tuple[int, int] | None = None
     created: bool = False
+    view_columns: dict[str, str] | None = None  # what the views were built for
 
     @property
     def table(self) -> str:
         return f"_raw_{self.name}"
+
+    @property
+    def source(self) -> str:
+        """The view of the rows as stored (with ``_shard``/``_seq``; see ``views.py``)."""
+        return f"_src_{self.name}"
 
 
 class TableCache:
@@ -119,6 +126,8 @@ class TableCache:
         self.tmpdir = tmpdir
         self.states: dict[str, DatasetState] = {}
         self.problems: list[tuple[str, bool]] = []
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {INTERNAL_SCHEMA}")
+        con.execute("SET TimeZone = 'UTC'")
 
     def state(self, name: str, directory: Path, columns: dict[str, str]) -> DatasetState:
         st = self.states.get(name)
@@ -136,8 +145,11 @@ class TableCache:
 
     def _reset(self, st: DatasetState) -> None:
         self.con.execute(f"DROP VIEW IF EXISTS {q(st.name)}")
+        self.con.execute(f"DROP VIEW IF EXISTS {INTERNAL_SCHEMA}.{q(st.name)}")
+        self.con.execute(f"DROP VIEW IF EXISTS {q(st.source)}")
         self.con.execute(f"DROP TABLE IF EXISTS {q(st.table)}")
         st.covered, st.parquet, st.parquet_sig, st.created = {}, None, None, False
+        st.view_columns = None
 
     def _open_parquet(self, st: DatasetState) -> None:
         pq = st.directory / COMPACT_NAME
@@ -182,8 +194,13 @@ class TableCache:
                     f"SELECT * FROM read_parquet({quote_str(str(st.parquet))}) "
                     f"UNION ALL BY NAME {src}"
                 )
-            self.con.execute(f"CREATE OR REPLACE VIEW {q(st.name)} AS {src}")
+            self.con.execute(f"CREATE OR REPLACE VIEW {q(st.source)} AS {src}")
             st.created = True
+        if st.view_columns != st.columns:
+            for schema, internal in ((f"{INTERNAL_SCHEMA}.", True), ("", False)):
+                body = view_sql(st.source, st.columns, internal=internal)
+                self.con.execute(f"CREATE OR REPLACE VIEW {schema}{q(st.name)} AS {body}")
+            st.view_columns = dict(st.columns)
         batch: list[_Piece] = []
         try:
             for f in files:

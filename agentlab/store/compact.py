@@ -26,18 +26,18 @@ __all__ = ["compact_dataset"]
 
 
 def compact_dataset(con: Any, st: DatasetState) -> int:
-    """Write the refreshed view ``st.name`` to Parquet; returns the number of rows."""
+    """Write the refreshed rows of ``st.name`` (as stored) to Parquet; returns the number of rows."""
     target = st.directory / COMPACT_NAME
     if not st.directory.is_dir():
         return 0
-    (n,) = con.execute(f"SELECT count(*) FROM {q(st.name)}").fetchone()
+    (n,) = con.execute(f"SELECT count(*) FROM {q(st.source)}").fetchone()
     meta = orjson.dumps(
         {"schema_version": COMPACT_SCHEMA_VERSION, "offsets": st.covered, "rows": int(n)}
     ).decode()
     tmp = st.directory / f".{COMPACT_NAME}.{os.getpid()}.tmp"
     try:
         con.execute(
-            f"COPY (SELECT * FROM {q(st.name)} ORDER BY _shard, _seq) TO {quote_str(str(tmp))} "
+            f"COPY (SELECT * FROM {q(st.source)} ORDER BY _shard, _seq) TO {quote_str(str(tmp))} "
             f"(FORMAT parquet, COMPRESSION zstd, "
             f"KV_METADATA {{{COMPACT_META_KEY}: {quote_str(meta)}}})"
         )

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from agentlab.errors import ConfigError
 from agentlab.store._tables import TableCache, q, quote_str
 from agentlab.store.run import Run
+from agentlab.store.views import fetch_df
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,7 +51,8 @@ def sql_over_runs(
         params: positional ``?`` parameters.
 
     Returns:
-        The query result as a DataFrame.
+        The query result as a DataFrame (views as in :meth:`Run.sql`: no ``_shard``/``_seq``,
+        ``*_at`` timestamps, ``JSON`` columns as Python objects).
 
     Raises:
         StoreError: a run directory does not exist.
@@ -85,7 +87,7 @@ def sql_over_runs(
             if warn and msg not in seen:
                 seen.add(msg)
                 warnings.warn(msg, stacklevel=2)
-        return con.execute(query, list(params or [])).df()
+        return fetch_df(con.execute(query, list(params or [])))
     finally:
         con.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -8,8 +8,14 @@ run.df("llm_calls", internal=True)            # plus the writer's _shard/_seq co
 run.sql("select agent_id, count(*) n from llm_calls group by 1 order by n desc")
 rows, cursor = run.tail("messages", cursor)    # new rows since cursor, for live views
 run.compact()                                  # Parquet per dataset; reads stay transparent
+run.export_parquet("out/")                     # out/<dataset>.parquet, read without agentlab
 run.export_otlp("trace.otlp.json")             # for Jaeger / any OpenTelemetry tool
 ```
+
+Every dataset is a DuckDB view without the writer's ``_shard``/``_seq`` (``internal.<name>``
+has them), with a ``<col>_at TIMESTAMPTZ`` next to each epoch-second column (``start_at``,
+``end_at``, ``first_token_at``, ``ts_at``); ``JSON`` columns come back as dicts/lists in
+pandas (see :mod:`agentlab.store.views`).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import NotARunError, UnknownNameError
-from agentlab.store._tables import DatasetState, TableCache, q
+from agentlab.store._tables import DatasetState, TableCache, q, quote_str
 from agentlab.store._writer import last_complete_line
 from agentlab.store.agent_view import AgentView
 from agentlab.store.catalog import CATALOG, ROW_COLUMNS, SPAN_COLUMNS
@@ -35,6 +41,7 @@ from agentlab.store.manifest import read_manifest
 from agentlab.store.schema import infer_type, load_schema, merge_columns, schema_path
 from agentlab.store.summary import is_run
 from agentlab.store.tail import _incomplete, read_tail
+from agentlab.store.views import INTERNAL_SCHEMA, derived_columns, fetch_df
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -220,11 +227,16 @@ class Run:
                 warnings.warn(msg, stacklevel=4)
 
     def sql(self, query: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
-        """Run SQL over the dataset views (each dataset is a view of the same name)."""
+        """Run SQL over the dataset views (each dataset is a view of the same name).
+
+        ``select *`` shows the data columns and their ``*_at`` timestamps;
+        ``internal.<dataset>`` adds ``_shard``/``_seq``. ``JSON`` columns come back as
+        Python objects.
+        """
         with self._lock:
             known = set(self.dataset_names())
             self._refresh([w for w in dict.fromkeys(_WORD.findall(query)) if w in known])
-            return self.con.execute(query, list(params or [])).df()
+            return fetch_df(self.con.execute(query, list(params or [])))
 
     def df(
         self,
@@ -243,17 +255,17 @@ class Run:
             columns: columns to return (default every declared column).
             limit: at most this many rows.
             internal: also return the writer's ``_shard``/``_seq`` columns.
+
+        Epoch-second columns have a ``<col>_at`` UTC datetime twin; ``JSON`` columns hold
+        dicts/lists.
         """
         with self._lock:
             _, cols = self._dir_and_columns(dataset)
+            cols = derived_columns(cols)
             self._refresh([dataset])
-            if columns:
-                sel = ", ".join(q(c) for c in columns)
-            elif internal:
-                sel = "*"
-            else:
-                sel = "* EXCLUDE (" + ", ".join(q(c) for c in ROW_COLUMNS) + ")"
-            query, params = f"SELECT {sel} FROM {q(dataset)}", []
+            sel = ", ".join(q(c) for c in columns) if columns else "*"
+            view = f"{INTERNAL_SCHEMA}.{q(dataset)}" if internal else q(dataset)
+            query, params = f"SELECT {sel} FROM {view}", []
             if isinstance(where, Mapping):
                 for c in where:
                     if c not in cols:
@@ -268,7 +280,7 @@ class Run:
                 query += f" WHERE {where}"
             if limit is not None:
                 query += f" LIMIT {int(limit)}"
-            return self.con.execute(query, params).df()
+            return fetch_df(self.con.execute(query, params))
 
     def _std(self, dataset: str) -> pd.DataFrame:
         import pandas as pd
@@ -381,6 +393,38 @@ class Run:
                 out[name] = compact_dataset(self.con, st)
                 self._cache._reset(st)
             return out
+
+    def export_parquet(
+        self, directory: str | Any, datasets: Sequence[str] | None = None
+    ) -> dict[str, Path]:
+        """Write ``<directory>/<dataset>.parquet`` per dataset (``spans`` included).
+
+        Each file holds what :meth:`df` returns (no ``_shard``/``_seq``; ``*_at`` columns as
+        UTC timestamps; ``JSON`` columns as JSON text), written by DuckDB's ``COPY``, so
+        pandas (with pyarrow), pyarrow, polars or DuckDB read it without agentlab. Each file
+        is written to a temp name and renamed. Returns ``{dataset: path}``.
+        """
+        out_dir = Path(directory)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            names = list(datasets) if datasets else self.dataset_names()
+            for name in names:
+                self._dir_and_columns(name)  # an unknown name fails before anything is written
+            written = {}
+            for name in names:
+                self._refresh([name])
+                target = out_dir / f"{name}.parquet"
+                tmp = out_dir / f".{name}.parquet.{os.getpid()}.tmp"
+                try:
+                    self.con.execute(
+                        f"COPY (SELECT * FROM {q(name)}) TO {quote_str(str(tmp))} "
+                        "(FORMAT parquet, COMPRESSION zstd)"
+                    )
+                    os.replace(tmp, target)
+                finally:
+                    tmp.unlink(missing_ok=True)
+                written[name] = target
+            return written
 
     def export_otlp(self, path: str | Any) -> int:
         """Write the spans as OTLP/JSON (``ExportTraceServiceRequest``); returns the count."""

@@ -265,7 +265,7 @@ def messages_df(run: Run, page: int, *, run_id: str | None = None) -> tuple[Any,
     n = int(_one_p(run, f"select count(*) from messages {where}", run_id) or 0)
     pages = max(1, -(-n // ROWS_PER_PAGE))
     df = run.sql(
-        f"select tick, ts, hub, sender, receivers, content, run_id from messages {where} "
+        f"select tick, ts, hub, sender, receivers, content, run_id from internal.messages {where} "
         f"order by _seq, ts limit {ROWS_PER_PAGE} offset {(page - 1) * ROWS_PER_PAGE}",
         [run_id] if run_id is not None else None,
     )
@@ -305,7 +305,7 @@ def agent_timeline_df(run: Run, agent: str) -> Any:
 
     if "agent_states" in have:
         add("select tick, count(*) filter (where ok) steps, "
-            "cast(last(summary order by _seq) as varchar) state from agent_states "
+            "cast(last(summary order by _seq) as varchar) state from internal.agent_states "
             "where agent_id = ? group by 1", [agent])  # fmt: skip
     if "llm_calls" in have:
         add("select tick, count(*) llm_calls, count(*) filter (where outcome <> 'ok') "

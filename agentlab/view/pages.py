@@ -575,8 +575,9 @@ def _xrun_page(site: Site, e: Entry, run: Any, path: str, sub: str) -> str | Non
                        "numeric": {"tick", "start (s)", "latency (s)", "tokens"},
                        "rows": _calls_rows(site, e, path, calls, True)})  # fmt: skip
     if "messages" in have:
-        msgs = run.sql("select tick, ts, hub, sender, receivers, content, run_id from messages "
-                       "where run_id = ? order by _seq limit 200", [sub])  # fmt: skip
+        msgs = run.sql("select tick, ts, hub, sender, receivers, content, run_id "
+                       "from internal.messages where run_id = ? order by _seq limit 200",
+                       [sub])  # fmt: skip
         idx = data.calls_index(run)
         idx = idx[idx["run_id"] == sub]
 

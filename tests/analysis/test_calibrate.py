@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -208,7 +207,7 @@ def test_lengths_by_call_label_and_round_survive_a_workflow_rerun(tmp_path: Path
     keys = {k for k, _ in cal.profile.lengths}
     assert {"vertical_solver#1", "vertical_solver#3", "vertical_reviewer#2"} <= keys
     ok = calls[calls["outcome"] == "ok"]
-    call = ok["labels"].map(lambda x: json.loads(x)["call"])
+    call = ok["labels"].map(lambda x: x["call"])  # JSON columns read as dicts
     solver3 = ok[(call == "vertical_solver") & (ok["round"] == 3)]["completion_tokens"]
     law = cal.profile.length_dist({"call": "vertical_solver", "round": 3})
     assert law.median == pytest.approx(float(solver3.median()))

@@ -24,6 +24,7 @@ if importlib.util.find_spec("litellm") is None:
 
 # Real-clock times and per-process request ids cannot repeat; everything else must.
 _VOLATILE = {"ts", "start", "end", "first_token", "queue_wait", "latency", "wall_s"}
+_VOLATILE |= {f"{c}_at" for c in ("ts", "start", "end", "first_token")}  # their datetimes
 _VOLATILE |= {"request_id", "run_id", "llm_request_id"}
 _DATASETS = ("agent_states", "env_events", "messages", "llm_calls", "agent_errors")
 

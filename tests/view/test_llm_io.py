@@ -3,7 +3,6 @@ step error: what the browser shows behind a call, an error or a message."""
 
 from __future__ import annotations
 
-import json
 import pickle
 from pathlib import Path
 
@@ -19,7 +18,7 @@ def test_a_society_records_every_calls_prompt_and_reply(tmp_path: Path) -> None:
     io = run.df("llm_io")
     assert sorted(io["request_id"]) == sorted(calls["request_id"])  # one row per call
     row = io.iloc[0]
-    messages = json.loads(row["messages"])  # a JSON column
+    messages = row["messages"]  # a JSON column, read as a list
     assert [m["role"] for m in messages][:2] == ["system", "user"]
     assert row["agent_id"] in messages[1]["content"]
     failed = set(calls[calls["outcome"] != "ok"]["request_id"])

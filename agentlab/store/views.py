@@ -1,0 +1,86 @@
+"""What a dataset looks like to DuckDB and pandas users: the views over the raw rows.
+
+Behind every dataset ``name`` of a run's DuckDB connection (:attr:`Run.con`):
+
+* ``_src_<name>``: the rows as stored (Parquet compaction ``UNION ALL BY NAME`` the rows
+  read from the JSONL shards), with the writer's ``_shard``/``_seq``. Compaction reads it.
+* ``internal.<name>``: every column, plus a ``TIMESTAMPTZ`` column ``<col>_at`` right after
+  each epoch-second column of :data:`TIME_COLUMNS` (``start`` → ``start_at``, ``end`` →
+  ``end_at``, ``first_token`` → ``first_token_at``, ``ts`` → ``ts_at``).
+* ``<name>``: the same without ``_shard``/``_seq``, so ``select *`` shows only data.
+
+A time value below :data:`EPOCH_MIN` (a virtual clock's seconds, not a date) reads as NULL
+in its ``_at`` column rather than as a day in 1970. JSON columns keep DuckDB's ``JSON``
+type in SQL; :func:`fetch_df` turns them into Python objects (dicts, lists) in pandas.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+__all__ = ["EPOCH_MIN", "INTERNAL_SCHEMA", "TIME_COLUMNS", "fetch_df", "view_sql"]
+
+#: epoch-second columns that get a ``<name>_at TIMESTAMPTZ`` twin (when typed ``DOUBLE``)
+TIME_COLUMNS = ("start", "end", "first_token", "ts")
+#: 2001-09-09: smaller values are clock offsets, not dates (their ``_at`` is NULL)
+EPOCH_MIN = 1e9
+INTERNAL_SCHEMA = "internal"
+HIDDEN = ("_shard", "_seq")
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def derived_columns(columns: dict[str, str]) -> dict[str, str]:
+    """``{column: type}`` of what the views show: ``columns`` plus the ``_at`` twins."""
+    out: dict[str, str] = {}
+    for c, t in columns.items():
+        out[c] = t
+        at = f"{c}_at"
+        if c in TIME_COLUMNS and t == "DOUBLE" and at not in columns:
+            out[at] = "TIMESTAMPTZ"
+    return out
+
+
+def view_sql(source: str, columns: dict[str, str], *, internal: bool) -> str:
+    """The ``SELECT`` of a dataset view over ``source`` (``internal``: keep ``_shard``/``_seq``)."""
+    parts = []
+    for c, t in derived_columns(columns).items():
+        if c in HIDDEN and not internal:
+            continue
+        if t == "TIMESTAMPTZ" and c not in columns:
+            base = _q(c[: -len("_at")])
+            parts.append(
+                f"CASE WHEN {base} >= {EPOCH_MIN:.0f} THEN to_timestamp({base}) END AS {_q(c)}"
+            )
+        else:
+            parts.append(_q(c))
+    return f"SELECT {', '.join(parts)} FROM {_q(source)}"
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            try:
+                return json.loads(value)  # NaN, a lone surrogate: what orjson refuses
+            except ValueError:
+                return value
+    if isinstance(value, float) and value != value:
+        return None  # SQL NULL reaches pandas as NaN
+    return value
+
+
+def fetch_df(cursor: Any) -> Any:
+    """A DuckDB result as a DataFrame, its ``JSON`` columns decoded to Python objects."""
+    json_cols = [d[0] for d in cursor.description or () if str(d[1]) == "JSON"]
+    out = cursor.df()
+    for c in json_cols:
+        if c in out:
+            out[c] = out[c].map(_decode).astype(object)
+    return out
