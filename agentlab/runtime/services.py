@@ -319,8 +319,8 @@ class _AgentEnv:
         ctx = self._ctx
         tracer = ctx.proxy.trace
         span = tracer.start_span(
-            "env.tool", agent_id=ctx.agent_id, tick=ctx.tick, tool=name,
-            **genai_tool_attrs(name, call_id, ctx.agent_id),
+            "env.tool", **genai_tool_attrs(name, call_id, ctx.agent_id),
+            **{"agentlab.tick": ctx.tick},
         )  # fmt: skip
         try:
             result = await self._handle.call(ctx.agent_id, name, arguments or {}, ctx.tick)
@@ -341,12 +341,16 @@ class _AgentEnv:
         """
         ctx = self._ctx
         tracer = ctx.proxy.trace
-        span = tracer.start_span("env.ask", agent_id=ctx.agent_id, tick=ctx.tick)
+        span = tracer.start_span("env.ask", **{"gen_ai.agent.id": ctx.agent_id,
+                                               "agentlab.tick": ctx.tick})  # fmt: skip
+        token = tracer.activate(span)  # the router's LLM calls go under it
         try:
             out = await self._handle.ask(ctx.agent_id, text, ctx.tick, ctx.proxy, module)
         except Exception as exc:
             tracer.end_span(span, status="error", message=f"{type(exc).__name__}: {exc}"[:300])
             raise
+        finally:
+            tracer.deactivate(token)
         tracer.end_span(span, status="ok" if out.get("ok") else "error")
         return out  # type: ignore[no-any-return]
 
