@@ -162,6 +162,23 @@ def _add_replay_traffic(sub: argparse._SubParsersAction) -> None:
     rt.set_defaults(target="agentlab.analysis.traffic:main")
 
 
+def _add_export_otlp(sub: argparse._SubParsersAction) -> None:
+    eo = sub.add_parser(
+        "export-otlp",
+        help="write a run's spans as OTLP (JSON or protobuf) or push them to a collector",
+        formatter_class=_Formatter,
+        allow_abbrev=False,
+    )
+    eo.add_argument("run", help="run directory")
+    eo.add_argument("--out", default=None, metavar="FILE", help="write an OTLP file")
+    eo.add_argument("--format", default=None, choices=("json", "protobuf"),
+                    help="file format (default: protobuf for .pb/.bin, else json)")  # fmt: skip
+    eo.add_argument("--endpoint", default=None, metavar="URL",
+                    help="push to an OTLP/HTTP receiver, e.g. http://127.0.0.1:6006 "
+                    "(/v1/traces appended unless given)")  # fmt: skip
+    eo.set_defaults(target="agentlab.store.otlp:main")
+
+
 def _add_report(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser(
         "report",
@@ -332,6 +349,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_calibrate,
     _add_sim_serve,
     _add_replay_traffic,
+    _add_export_otlp,
     _add_export_dirs,
 ]
 

@@ -218,8 +218,9 @@ async def _step_one(
             ctx = AgentContext(proxy, agent_id, tick, attempt, log)
             agent: AgentBase | None = None
             # invoke_agent (GenAI conventions): its LLM and tool spans go under it
-            span = tracer.open_span("agent.step", **genai_agent_attrs(agent_id, spec.type),
-                                    **{"agentlab.tick": tick, "agentlab.attempt": attempt})  # fmt: skip
+            attrs = genai_agent_attrs(agent_id, spec.type)
+            attrs["agentlab.tick"], attrs["agentlab.attempt"] = tick, attempt
+            span = tracer.open_span("agent.step", **attrs)
             token = tracer.activate(span)
             try:
                 if loaded is not None and attempt == 1:
@@ -296,8 +297,8 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     t0 = time.perf_counter()
     result = BatchResult()
     tracer = proxy.trace
-    span = tracer.start_span("society.batch", batch.parent, **{
-        "agentlab.tick": batch.tick, "agentlab.agents": len(batch.agents)})  # fmt: skip
+    attrs: dict[str, Any] = {"agentlab.tick": batch.tick, "agentlab.agents": len(batch.agents)}
+    span = tracer.start_span("society.batch", batch.parent, **attrs)
     token = tracer.activate(span)
     log = BatchLog()
     loop = asyncio.get_running_loop()

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from agentlab.core.records import CallRecord, LLMResponse
 from agentlab.errors import LLMError
 from agentlab.store import catalog
-from agentlab.store.trace import genai_llm_attrs
+from agentlab.store.trace import Tracer, genai_llm_attrs
 
 if TYPE_CHECKING:
     from agentlab.llm import LLMClient
@@ -211,6 +211,9 @@ class RecordingLLM:
         if record is not None:  # the GenAI attributes go into the same dict
             genai_llm_attrs(record, params, finish_reason, attrs)
             attrs["gen_ai.conversation.id"] = f"{services.run_id}/{record.agent_id or ''}"
+            agent = Tracer.current_span()  # the agent.step (invoke_agent) span, if any
+            if agent is not None and "gen_ai.agent.name" in agent.attributes:
+                attrs["gen_ai.agent.name"] = agent.attributes["gen_ai.agent.name"]
         if self._server:
             attrs.update(self._server)
         row = tracer.span_row("llm.call", start, tracer.clock.now(), attrs, status, message,

@@ -318,10 +318,9 @@ class _AgentEnv:
     ) -> Any:
         ctx = self._ctx
         tracer = ctx.proxy.trace
-        span = tracer.start_span(
-            "env.tool", **genai_tool_attrs(name, call_id, ctx.agent_id),
-            **{"agentlab.tick": ctx.tick},
-        )  # fmt: skip
+        attrs = genai_tool_attrs(name, call_id, ctx.agent_id)
+        attrs["agentlab.tick"] = ctx.tick
+        span = tracer.start_span("env.tool", **attrs)
         try:
             result = await self._handle.call(ctx.agent_id, name, arguments or {}, ctx.tick)
         except Exception as exc:
@@ -341,8 +340,8 @@ class _AgentEnv:
         """
         ctx = self._ctx
         tracer = ctx.proxy.trace
-        span = tracer.start_span("env.ask", **{"gen_ai.agent.id": ctx.agent_id,
-                                               "agentlab.tick": ctx.tick})  # fmt: skip
+        attrs: dict[str, Any] = {"gen_ai.agent.id": ctx.agent_id, "agentlab.tick": ctx.tick}
+        span = tracer.start_span("env.ask", **attrs)
         token = tracer.activate(span)  # the router's LLM calls go under it
         try:
             out = await self._handle.ask(ctx.agent_id, text, ctx.tick, ctx.proxy, module)

@@ -570,9 +570,9 @@ class Society:
         self._progress = {"tick": tick, "started": time.time(), "calls0": _client_calls(self.proxy)}
         tracer = self.proxy.trace
         # One trace per tick (store README: "Trace shape"), unless step() runs in a span.
-        span = tracer.start_span("society.tick", **{
-            "agentlab.tick": tick, "agentlab.agents": len(self.agent_specs),
-            "agentlab.run_id": self.proxy.run_id})  # fmt: skip
+        attrs: dict[str, Any] = {"agentlab.tick": tick, "agentlab.agents": len(self.agent_specs),
+                                 "agentlab.run_id": self.proxy.run_id}  # fmt: skip
+        span = tracer.start_span("society.tick", **attrs)
         token = tracer.activate(span)  # env steps and routers' calls of this tick go under it
         try:
             return await self._run_tick(tick, span, t0, tracer, publish)
