@@ -158,7 +158,8 @@ def _add_replay_traffic(sub: argparse._SubParsersAction) -> None:
     rt.add_argument("--speed", type=float, default=1.0, help="time compression factor")
     rt.add_argument("--timeout", type=float, default=120.0, help="seconds per call")
     rt.add_argument("--export", default=None, metavar="DIR",
-                    help="write trace.jsonl, vllm_custom.jsonl, guidellm.jsonl into DIR")  # fmt: skip
+                    help="write trace.jsonl, vllm_custom.jsonl, guidellm.jsonl, "
+                    "mooncake_trace.jsonl (aiperf), guidellm_trace.jsonl into DIR")  # fmt: skip
     rt.set_defaults(target="agentlab.analysis.traffic:main")
 
 
