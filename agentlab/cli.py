@@ -158,8 +158,26 @@ def _add_replay_traffic(sub: argparse._SubParsersAction) -> None:
     rt.add_argument("--speed", type=float, default=1.0, help="time compression factor")
     rt.add_argument("--timeout", type=float, default=120.0, help="seconds per call")
     rt.add_argument("--export", default=None, metavar="DIR",
-                    help="write trace.jsonl, vllm_custom.jsonl, guidellm.jsonl into DIR")  # fmt: skip
+                    help="write trace.jsonl, vllm_custom.jsonl, guidellm.jsonl, "
+                    "mooncake_trace.jsonl (aiperf), guidellm_trace.jsonl into DIR")  # fmt: skip
     rt.set_defaults(target="agentlab.analysis.traffic:main")
+
+
+def _add_export_otlp(sub: argparse._SubParsersAction) -> None:
+    eo = sub.add_parser(
+        "export-otlp",
+        help="write a run's spans as OTLP (JSON or protobuf) or push them to a collector",
+        formatter_class=_Formatter,
+        allow_abbrev=False,
+    )
+    eo.add_argument("run", help="run directory")
+    eo.add_argument("--out", default=None, metavar="FILE", help="write an OTLP file")
+    eo.add_argument("--format", default=None, choices=("json", "protobuf"),
+                    help="file format (default: protobuf for .pb/.bin, else json)")  # fmt: skip
+    eo.add_argument("--endpoint", default=None, metavar="URL",
+                    help="push to an OTLP/HTTP receiver, e.g. http://127.0.0.1:6006 "
+                    "(/v1/traces appended unless given)")  # fmt: skip
+    eo.set_defaults(target="agentlab.store.otlp:main")
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
@@ -349,6 +367,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_calibrate,
     _add_sim_serve,
     _add_replay_traffic,
+    _add_export_otlp,
     _add_export_dirs,
     _add_export,
 ]

@@ -27,6 +27,13 @@ run's ``llm_calls`` with the original call id as ``labels.trace_id``.
 ``benchmark_serving.py --dataset-name custom`` (``prompt``, ``output_tokens``) and
 ``guidellm.jsonl`` for GuideLLM's ``--data`` (``prompt``, ``prompt_tokens_count``,
 ``output_tokens_count``). These carry sizes only, not timing or dependencies.
+``mooncake_trace.jsonl`` for aiperf's ``--custom-dataset-type mooncake_trace``
+(``timestamp`` in ms from the first call, ``input_length``, ``output_length``; replay it
+with ``--fixed-schedule``) and ``guidellm_trace.jsonl`` for guidellm's
+``kind=trace_synthetic`` data (its default columns: ``timestamp`` in seconds,
+``input_length``, ``output_length``, ``duration``): each tool reads them with no column
+overrides, timing kept (``tests/analysis/test_traffic_peers.py`` reads them with the
+tools' own readers).
 """
 
 from __future__ import annotations
@@ -126,20 +133,26 @@ def synthetic_prompt(tokens: int, seed: str) -> str:
 
 
 def export_traffic(run: Any, out: str | os.PathLike[str]) -> dict[str, Path]:
-    """Write ``trace.jsonl``, ``vllm_custom.jsonl`` and ``guidellm.jsonl`` into ``out``.
+    """Write ``trace.jsonl``, ``vllm_custom.jsonl``, ``guidellm.jsonl``,
+    ``mooncake_trace.jsonl`` (aiperf) and ``guidellm_trace.jsonl`` into ``out``.
 
     Returns:
-        ``{"trace": path, "vllm": path, "guidellm": path}``.
+        ``{"trace": path, "vllm": path, "guidellm": path, "mooncake": path,
+        "guidellm_trace": path}``.
     """
     trace = traffic_trace(run)
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     paths = {"trace": d / "trace.jsonl", "vllm": d / "vllm_custom.jsonl"}
     paths["guidellm"] = d / "guidellm.jsonl"
+    paths["mooncake"] = d / "mooncake_trace.jsonl"
+    paths["guidellm_trace"] = d / "guidellm_trace.jsonl"
     with (
         paths["trace"].open("w") as ft,
         paths["vllm"].open("w") as fv,
         paths["guidellm"].open("w") as fg,
+        paths["mooncake"].open("w") as fm,
+        paths["guidellm_trace"].open("w") as fgt,
     ):
         for c in trace:
             ft.write(json.dumps(c, sort_keys=True) + "\n")
@@ -148,6 +161,10 @@ def export_traffic(run: Any, out: str | os.PathLike[str]) -> dict[str, Path]:
             fv.write(json.dumps({"prompt": prompt, "output_tokens": out_tok}) + "\n")
             row = {"prompt": prompt, "prompt_tokens_count": c["prompt_tokens"]}
             fg.write(json.dumps(row | {"output_tokens_count": out_tok}) + "\n")
+            sizes = {"input_length": max(1, c["prompt_tokens"]), "output_length": out_tok}
+            fm.write(json.dumps({"timestamp": round(c["t"] * 1000.0, 3)} | sizes) + "\n")
+            timing = {"timestamp": round(c["t"], 6), "duration": round(c["latency"], 6)}
+            fgt.write(json.dumps(timing | sizes) + "\n")
     return paths
 
 

@@ -26,6 +26,7 @@ from agentlab.agents.workspace import Workspace, preload
 from agentlab.errors import ConfigError
 from agentlab.runtime.batch_log import BatchLog
 from agentlab.runtime.services import AgentContext
+from agentlab.store.trace import genai_agent_attrs
 
 if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
@@ -121,7 +122,8 @@ class BatchSpec:
     """Everything a batch task needs besides the ``RunServices``.
 
     ``agents``: a list of :class:`AgentSpec` or an :class:`AgentSpecs` (what a society
-    gives its batches).
+    gives its batches). ``parent``: the ``society.tick`` span's ``context`` (the batch's
+    span goes under it, in any process).
     """
 
     tick: int
@@ -129,6 +131,7 @@ class BatchSpec:
     agents: Sequence[AgentSpec]
     classes: dict[str, type[AgentBase]] = field(default_factory=dict)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    parent: dict[str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -210,9 +213,15 @@ async def _step_one(
     try:
         tick, policy = batch.tick, batch.retry
         agent_id = spec.agent_id
+        tracer = proxy.trace
         for attempt in range(1, policy.max_attempts + 1):
             ctx = AgentContext(proxy, agent_id, tick, attempt, log)
             agent: AgentBase | None = None
+            # invoke_agent (GenAI conventions): its LLM and tool spans go under it
+            attrs = genai_agent_attrs(agent_id, spec.type)
+            attrs["agentlab.tick"], attrs["agentlab.attempt"] = tick, attempt
+            span = tracer.open_span("agent.step", **attrs)
+            token = tracer.activate(span)
             try:
                 if loaded is not None and attempt == 1:
                     ws = Workspace.of_known(store, agent_id)  # ids checked at create
@@ -248,6 +257,8 @@ async def _step_one(
                         agent.log("errors", {**err, "traceback": tb})
                     except OSError:
                         pass
+                tracer.deactivate(token)
+                log.spans.append(tracer.finish_row(span, "error", err["error_class"]))
                 if final:
                     result.failed.append(agent_id)
                     log.states.append(_state_row(spec, tick, False, attempt, {}))
@@ -255,6 +266,8 @@ async def _step_one(
                 if policy.backoff_s:
                     await proxy.clock.sleep(policy.backoff_s * attempt)
                 continue
+            tracer.deactivate(token)
+            log.spans.append(tracer.finish_row(span))
             _count(result, ctx)
             result.steps += 1
             log.states.append(_state_row(spec, tick, True, attempt, agent.summary()))
@@ -284,7 +297,9 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     t0 = time.perf_counter()
     result = BatchResult()
     tracer = proxy.trace
-    span = tracer.start_span("society.batch", tick=batch.tick, agents=len(batch.agents))
+    attrs: dict[str, Any] = {"agentlab.tick": batch.tick, "agentlab.agents": len(batch.agents)}
+    span = tracer.start_span("society.batch", batch.parent, **attrs)
+    token = tracer.activate(span)
     log = BatchLog()
     loop = asyncio.get_running_loop()
     countdown = _Countdown(loop.create_future())
@@ -323,11 +338,12 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
         log.write(proxy)
     finally:
         result.wall_s = time.perf_counter() - t0
+        tracer.deactivate(token)
         tracer.end_span(
             span,
             status="ok" if not result.failed else "error",
             message=f"{len(result.failed)} agents failed" if result.failed else None,
-            steps=result.steps,
+            **{"agentlab.steps": result.steps},
         )
         proxy.flush()
     return result

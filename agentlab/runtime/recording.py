@@ -17,11 +17,12 @@ import zlib
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from agentlab.core.records import CallRecord, LLMResponse
 from agentlab.errors import LLMError
 from agentlab.store import catalog
-from agentlab.store.trace import genai_llm_attrs
+from agentlab.store.trace import Tracer, genai_llm_attrs
 
 if TYPE_CHECKING:
     from agentlab.llm import LLMClient
@@ -40,6 +41,7 @@ class RecordingLLM:
     def __init__(self, client: LLMClient, services: RunServices) -> None:
         self.client = client
         self._services = services
+        self._server = _server_attrs(getattr(client, "base_url", None))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "client":  # copy/pickle probes, half-built
@@ -205,9 +207,15 @@ class RecordingLLM:
         if rate < 1.0 and (rate <= 0.0 or not _sampled(rate, services.seed, counter, record, tick)):
             return
         tracer = services.trace
-        attrs: dict[str, Any] = {"tick": tick}
+        attrs: dict[str, Any] = {"agentlab.tick": tick}
         if record is not None:  # the GenAI attributes go into the same dict
             genai_llm_attrs(record, params, finish_reason, attrs)
+            attrs["gen_ai.conversation.id"] = f"{services.run_id}/{record.agent_id or ''}"
+            agent = Tracer.current_span()  # the agent.step (invoke_agent) span, if any
+            if agent is not None and "gen_ai.agent.name" in agent.attributes:
+                attrs["gen_ai.agent.name"] = agent.attributes["gen_ai.agent.name"]
+        if self._server:
+            attrs.update(self._server)
         row = tracer.span_row("llm.call", start, tracer.clock.now(), attrs, status, message,
                               "client")  # fmt: skip
         log: BatchLog | None = getattr(counter, "log", None)
@@ -215,6 +223,19 @@ class RecordingLLM:
             log.spans.append(row)
         else:
             tracer.extend([row])
+
+
+def _server_attrs(base_url: str | None) -> dict[str, Any]:
+    """``server.address`` / ``server.port`` of an OpenAI-compatible endpoint (none for a
+    simulated model, which has no server)."""
+    if not base_url:
+        return {}
+    url = urlsplit(base_url)
+    out: dict[str, Any] = {"server.address": url.hostname or ""}
+    port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+    if port is not None:
+        out["server.port"] = port
+    return out
 
 
 def _sampled(

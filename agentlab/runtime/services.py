@@ -318,10 +318,9 @@ class _AgentEnv:
     ) -> Any:
         ctx = self._ctx
         tracer = ctx.proxy.trace
-        span = tracer.start_span(
-            "env.tool", agent_id=ctx.agent_id, tick=ctx.tick, tool=name,
-            **genai_tool_attrs(name, call_id, ctx.agent_id),
-        )  # fmt: skip
+        attrs = genai_tool_attrs(name, call_id, ctx.agent_id)
+        attrs["agentlab.tick"] = ctx.tick
+        span = tracer.start_span("env.tool", **attrs)
         try:
             result = await self._handle.call(ctx.agent_id, name, arguments or {}, ctx.tick)
         except Exception as exc:
@@ -341,12 +340,16 @@ class _AgentEnv:
         """
         ctx = self._ctx
         tracer = ctx.proxy.trace
-        span = tracer.start_span("env.ask", agent_id=ctx.agent_id, tick=ctx.tick)
+        attrs: dict[str, Any] = {"gen_ai.agent.id": ctx.agent_id, "agentlab.tick": ctx.tick}
+        span = tracer.start_span("env.ask", **attrs)
+        token = tracer.activate(span)  # the router's LLM calls go under it
         try:
             out = await self._handle.ask(ctx.agent_id, text, ctx.tick, ctx.proxy, module)
         except Exception as exc:
             tracer.end_span(span, status="error", message=f"{type(exc).__name__}: {exc}"[:300])
             raise
+        finally:
+            tracer.deactivate(token)
         tracer.end_span(span, status="ok" if out.get("ok") else "error")
         return out  # type: ignore[no-any-return]
 

@@ -545,18 +545,18 @@ class Society:
 
     # --- running -----------------------------------------------------------------------
 
-    def _batches(self, tick: int) -> list[BatchSpec]:
+    def _batches(self, tick: int, parent: dict[str, str] | None = None) -> list[BatchSpec]:
         specs = self._specs
         classes = portable_classes(set(specs.types))
         size = self.batch_size
         return [
-            BatchSpec(tick, tick - 1, specs[i : i + size], classes, self.retry)
+            BatchSpec(tick, tick - 1, specs[i : i + size], classes, self.retry, parent)
             for i in range(0, len(specs), size)
         ]
 
     async def step(self, *, publish: bool = True) -> dict[str, Any]:
         """Run and commit one tick; returns its ``timeline`` row."""
-        from agentlab.store.offsets import log_marks, truncate_log
+        from agentlab.store.offsets import truncate_log
 
         self._ensure_writer()
         self._ensure_env()
@@ -569,9 +569,24 @@ class Society:
         t0 = time.perf_counter()
         self._progress = {"tick": tick, "started": time.time(), "calls0": _client_calls(self.proxy)}
         tracer = self.proxy.trace
-        span = tracer.start_span("society.tick", tick=tick, agents=len(self.agent_specs))
+        # One trace per tick (store README: "Trace shape"), unless step() runs in a span.
+        attrs: dict[str, Any] = {"agentlab.tick": tick, "agentlab.agents": len(self.agent_specs),
+                                 "agentlab.run_id": self.proxy.run_id}  # fmt: skip
+        span = tracer.start_span("society.tick", **attrs)
+        token = tracer.activate(span)  # env steps and routers' calls of this tick go under it
+        try:
+            return await self._run_tick(tick, span, t0, tracer, publish)
+        finally:
+            tracer.deactivate(token)
+
+    async def _run_tick(
+        self, tick: int, span: Any, t0: float, tracer: Any, publish: bool
+    ) -> dict[str, Any]:
+        """The body of :meth:`step` inside its ``society.tick`` span."""
+        from agentlab.store.offsets import log_marks
+
         total = BatchResult()
-        for r in await self.executor.run_batches(self._batches(tick), self.proxy):
+        for r in await self.executor.run_batches(self._batches(tick, span.context), self.proxy):
             total += r
         rule = self.meta.get("max_error_share", DEFAULT_MAX_ERROR_SHARE)
         check_tick(str(self.run_dir), tick, len(self.agent_specs), total.steps, total.failed,
@@ -609,7 +624,9 @@ class Society:
             "routers": routers or None,
         }
         sink.append("timeline", row)
-        tracer.end_span(span, status="ok", steps=total.steps, errors=total.errors)
+        tracer.end_span(
+            span, "ok", **{"agentlab.steps": total.steps, "agentlab.errors": total.errors}
+        )
         self.proxy.flush()
         marks = log_marks(self.run_dir, self._step.get("marks"))
         totals = dict(self._step.get("totals", {}))

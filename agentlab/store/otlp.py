@@ -1,4 +1,14 @@
-"""Spans → OpenTelemetry OTLP/JSON (an ``ExportTraceServiceRequest``).
+"""Spans → OpenTelemetry OTLP (an ``ExportTraceServiceRequest``): JSON, protobuf, a push.
+
+```python
+write_otlp(rows, Path("trace.otlp.json"))                    # OTLP/JSON file
+write_otlp(rows, Path("trace.otlp.pb"), fmt="protobuf")      # OTLP protobuf file
+push_otlp(rows, "http://127.0.0.1:6006")                     # POST …/v1/traces (protobuf)
+```
+
+The protobuf messages are ``opentelemetry-proto``'s (extra ``agentlab[otlp]``): the
+OTLP/JSON document is parsed into ``ExportTraceServiceRequest`` with protobuf's own JSON
+parser, so the schema checks every field, then serialised.
 
 Follows the OTLP/JSON encoding: camelCase field names, trace/span ids as lowercase hex,
 ``*TimeUnixNano`` as decimal strings, ``kind`` and ``status.code`` as integers, attributes
@@ -10,6 +20,9 @@ which worker ran what.
 
 from __future__ import annotations
 
+import base64
+import urllib.error
+import urllib.request
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -17,10 +30,21 @@ from typing import Any
 
 import orjson
 
+from agentlab.errors import ConfigError
 from agentlab.store.atomic import atomic_write_bytes
 from agentlab.store.trace import genai_provider
 
-__all__ = ["any_value", "spans_to_otlp", "write_otlp"]
+__all__ = [
+    "OTLP_FORMATS",
+    "any_value",
+    "push_otlp",
+    "spans_to_otlp",
+    "spans_to_proto",
+    "write_otlp",
+]
+
+#: file formats of :func:`write_otlp`
+OTLP_FORMATS = ("json", "protobuf")
 
 _KIND = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5, "event": 1}
 _STATUS = {"unset": 0, "ok": 1, "error": 2}
@@ -123,10 +147,125 @@ def spans_to_otlp(
     return {"resourceSpans": resource_spans}
 
 
+def spans_to_proto(
+    rows: Iterable[Mapping[str, Any]], *, manifest: Mapping[str, Any] | None = None
+) -> Any:
+    """:func:`spans_to_otlp` as an ``opentelemetry-proto`` ``ExportTraceServiceRequest``."""
+    try:
+        from google.protobuf import json_format
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+    except ImportError as exc:
+        raise ConfigError(
+            "OTLP protobuf needs opentelemetry-proto: pip install 'agentlab[otlp]'"
+        ) from exc
+    doc = spans_to_otlp(rows, manifest=manifest)
+    for rs in doc["resourceSpans"]:  # OTLP/JSON ids are hex, protobuf's JSON says base64
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+    return json_format.ParseDict(doc, trace_service_pb2.ExportTraceServiceRequest())
+
+
 def write_otlp(
-    rows: Iterable[Mapping[str, Any]], path: Path, *, manifest: Mapping[str, Any] | None = None
+    rows: Iterable[Mapping[str, Any]],
+    path: Path,
+    *,
+    manifest: Mapping[str, Any] | None = None,
+    fmt: str = "json",
 ) -> int:
-    """Write :func:`spans_to_otlp` to ``path`` atomically; returns the number of spans."""
+    """Write the spans to ``path`` atomically as OTLP/JSON (``fmt="json"``) or OTLP
+    protobuf (``"protobuf"``: one serialised ``ExportTraceServiceRequest``); returns the
+    number of spans."""
+    if fmt not in OTLP_FORMATS:
+        raise ConfigError(f"unknown OTLP format {fmt!r}; valid: {', '.join(OTLP_FORMATS)}")
+    if fmt == "protobuf":
+        req = spans_to_proto(rows, manifest=manifest)
+        atomic_write_bytes(path, req.SerializeToString(), fsync=False)
+        return sum(len(s.spans) for rs in req.resource_spans for s in rs.scope_spans)
     doc = spans_to_otlp(rows, manifest=manifest)
     atomic_write_bytes(path, orjson.dumps(doc), fsync=False)
     return sum(len(s["spans"]) for rs in doc["resourceSpans"] for s in rs["scopeSpans"])
+
+
+def traces_url(endpoint: str) -> str:
+    """The OTLP/HTTP traces URL of ``endpoint``: as given when it ends in ``/v1/traces``,
+    else with ``/v1/traces`` appended (as ``OTEL_EXPORTER_OTLP_ENDPOINT`` is read)."""
+    url = endpoint.rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"OTLP endpoint {endpoint!r} is not an http(s):// URL")
+    return url if url.endswith("/v1/traces") else f"{url}/v1/traces"
+
+
+def push_otlp(
+    rows: Iterable[Mapping[str, Any]],
+    endpoint: str,
+    *,
+    manifest: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    batch: int = 2000,
+    timeout: float = 30.0,
+) -> int:
+    """POST the spans to an OTLP/HTTP receiver as protobuf (``application/x-protobuf``),
+    ``batch`` spans per request (whole traces kept together); returns the number sent.
+
+    Raises :class:`~agentlab.errors.ConfigError` on a refused request (with the
+    receiver's answer) or an unreachable endpoint.
+    """
+    url = traces_url(endpoint)
+    by_trace: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_trace[str(row["trace_id"])].append(row)
+    sent, chunk = 0, []
+    for spans in by_trace.values():
+        chunk.extend(spans)
+        if len(chunk) >= batch:
+            sent += _post(url, chunk, manifest, headers, timeout)
+            chunk = []
+    if chunk:
+        sent += _post(url, chunk, manifest, headers, timeout)
+    return sent
+
+
+def _post(
+    url: str,
+    rows: list[Mapping[str, Any]],
+    manifest: Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None,
+    timeout: float,
+) -> int:
+    body = spans_to_proto(rows, manifest=manifest).SerializeToString()
+    req = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/x-protobuf", **(headers or {})})  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            resp.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:300].decode(errors="replace")
+        raise ConfigError(f"OTLP receiver {url} refused the spans: {exc.code} {detail}") from exc
+    except OSError as exc:
+        raise ConfigError(f"OTLP receiver {url} unreachable: {exc}") from exc
+    return len(rows)
+
+
+def main(args: Any) -> int:
+    """``agentlab export-otlp RUN (--out FILE [--format F] | --endpoint URL)``."""
+    from agentlab.store.run import open_run
+
+    if not args.out and not args.endpoint:
+        raise ConfigError("give --out FILE and/or --endpoint URL")
+    run = open_run(args.run)
+    try:
+        if args.out:
+            fmt = args.format or (
+                "protobuf" if Path(args.out).suffix in (".pb", ".bin") else "json"
+            )
+            n = run.export_otlp(args.out, format=fmt)
+            print(f"wrote {n} spans to {args.out} (OTLP {fmt})")
+        if args.endpoint:
+            n = run.export_otlp(endpoint=args.endpoint)
+            print(f"pushed {n} spans to {traces_url(args.endpoint)}")
+    finally:
+        run.close()
+    return 0

@@ -426,13 +426,30 @@ class Run:
                 written[name] = target
             return written
 
-    def export_otlp(self, path: str | Any) -> int:
-        """Write the spans as OTLP/JSON (``ExportTraceServiceRequest``); returns the count."""
-        from agentlab.store.otlp import write_otlp
+    def export_otlp(
+        self,
+        path: str | Any = None,
+        *,
+        format: str = "json",
+        endpoint: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> int:
+        """Write the spans to ``path`` as OTLP (``format="json"`` or ``"protobuf"``) and/or
+        push them to an OTLP/HTTP ``endpoint`` (protobuf, e.g. ``http://127.0.0.1:6006``;
+        ``/v1/traces`` is appended unless given); returns the number of spans."""
+        from agentlab.errors import ConfigError
+        from agentlab.store.otlp import push_otlp, write_otlp
 
+        if path is None and endpoint is None:
+            raise ConfigError("export_otlp needs a path and/or an endpoint")
         res = read_tail(self.path / TRACE_DIR, None)
         self._report(res.problems)
-        return write_otlp(res.rows, Path(path), manifest=self.manifest)
+        n = 0
+        if path is not None:
+            n = write_otlp(res.rows, Path(path), manifest=self.manifest, fmt=format)
+        if endpoint is not None:
+            n = push_otlp(res.rows, endpoint, manifest=self.manifest, headers=headers)
+        return n
 
     def close(self) -> None:
         """Release the DuckDB connection and temp files."""

@@ -206,6 +206,42 @@ class Tracer:
             self._open[span.span_id] = span
         return span
 
+    def open_span(
+        self, name: str, parent: Any = None, *, kind: str = "internal", **attrs: Any
+    ) -> Span:
+        """A span no one else tracks (no open-span record, not ended by :meth:`close`).
+
+        For hot paths that end it themselves with :meth:`finish_row` and write the row in
+        a batch (:meth:`extend`); make it the current span with :meth:`activate` so the
+        spans started inside it become its children.
+        """
+        trace_id, parent_id = _parent_ids(parent if parent is not None else _CURRENT.get())
+        return Span(name, trace_id or new_trace_id(), new_span_id(), parent_id,
+                    self.clock.now(), attrs, kind)  # fmt: skip
+
+    def finish_row(
+        self, span: Span, status: str = "ok", message: str | None = None, **attrs: Any
+    ) -> dict[str, Any]:
+        """End a span from :meth:`open_span` and return its row (to :meth:`extend`)."""
+        if status not in _STATUSES:
+            raise ConfigError(f"unknown span status {status!r}; valid: {', '.join(_STATUSES)}")
+        span.end = self.clock.now()
+        span.status, span.status_message = status, message
+        if attrs:
+            span.attributes.update(attrs)
+        return span.to_dict()
+
+    @staticmethod
+    def activate(span: Span | None) -> contextvars.Token[Span | None]:
+        """Make ``span`` the current one (the parent of spans started in this context);
+        undo with :meth:`deactivate`."""
+        return _CURRENT.set(span)
+
+    @staticmethod
+    def deactivate(token: contextvars.Token[Span | None]) -> None:
+        """Restore the current span :meth:`activate` replaced."""
+        _CURRENT.reset(token)
+
     def end_span(
         self, span: Span, status: str = "ok", message: str | None = None, **attrs: Any
     ) -> None:
@@ -370,7 +406,7 @@ def get_tracer(
 
 # --- OpenTelemetry GenAI semantic conventions ----------------------------------------------
 # https://opentelemetry.io/docs/specs/semconv/gen-ai/ — written next to agentlab's own
-# attributes (agent_id, tick, tool...) so OTLP exports read as GenAI traces in Jaeger,
+# attributes (``agentlab.tick``, ``agentlab.attempt``...) so OTLP exports read as GenAI traces in Jaeger,
 # Phoenix or Langfuse.
 
 _REQUEST_PARAMS = {
@@ -424,6 +460,9 @@ def genai_llm_attrs(
         attrs["gen_ai.agent.id"] = record.agent_id
     if record.outcome != "ok":
         attrs["error.type"] = record.outcome
+    else:  # the answer's id (the llm_calls row's request_id) and the model that answered
+        attrs["gen_ai.response.id"] = record.request_id
+        attrs["gen_ai.response.model"] = record.model
     return attrs
 
 

@@ -169,8 +169,10 @@ def errors_df(run: Run) -> Any:
     if "spans" in have:
         names = ", ".join(f"'{n}'" for n in TOOL_SPANS)
         sp = run.sql(
-            "select attributes->>'agent_id' agent, try_cast(attributes->>'tick' as bigint) tick, "
-            "coalesce(status_message, attributes->>'tool', name) message from spans "
+            "select coalesce(attributes->>'gen_ai.agent.id', attributes->>'agent_id') agent, "
+            "try_cast(coalesce(attributes->>'agentlab.tick', attributes->>'tick') as bigint) "
+            "tick, coalesce(status_message, attributes->>'gen_ai.tool.name', "
+            "attributes->>'tool', name) message from spans "
             f"where status = 'error' and name in ({names})"
         )
         parts.append(sp.assign(kind="tool error", traceback=None))
@@ -312,9 +314,10 @@ def agent_timeline_df(run: Run, agent: str) -> Any:
             "llm_failures, min(request_id) first_call from llm_calls where agent_id = ? "
             "group by 1", [agent])  # fmt: skip
     if "spans" in have:
-        add("select try_cast(attributes->>'tick' as bigint) tick, count(*) tool_calls, "
-            "count(*) filter (where status = 'error') tool_errors from spans "
-            "where name = 'env.tool' and attributes->>'agent_id' = ? group by 1", [agent])  # fmt: skip
+        add("select try_cast(coalesce(attributes->>'agentlab.tick', attributes->>'tick') "
+            "as bigint) tick, count(*) tool_calls, count(*) filter (where status = 'error') "
+            "tool_errors from spans where name = 'env.tool' and coalesce(attributes->>"
+            "'gen_ai.agent.id', attributes->>'agent_id') = ? group by 1", [agent])  # fmt: skip
     if "messages" in have:
         add("select tick, count(*) messages from messages where sender = ? group by 1", [agent])
     if "agent_errors" in have:
@@ -340,8 +343,9 @@ def spans_df(run: Run, page: int) -> tuple[Any, int]:
     n = int(_one(run, "select count(*) from spans") or 0)
     df = run.sql(
         "select name, coalesce(attributes->>'agent_id', attributes->>'gen_ai.agent.id') agent, "
-        "try_cast(attributes->>'tick' as bigint) tick, start, \"end\" - start duration, status, "
-        "coalesce(status_message, attributes->>'error', attributes->>'tool') message from spans "
+        "try_cast(coalesce(attributes->>'agentlab.tick', attributes->>'tick') as bigint) tick, "
+        "start, \"end\" - start duration, status, coalesce(status_message, attributes->>'error', "
+        "attributes->>'gen_ai.tool.name', attributes->>'tool') message from spans "
         f"order by duration desc nulls last, start limit {ROWS_PER_PAGE} "
         f"offset {(page - 1) * ROWS_PER_PAGE}"
     )

@@ -269,7 +269,7 @@ def find_span(
     mine = [
         s
         for s in _spans(run_dir, [json.dumps(sender).encode()])
-        if _attrs(s).get("tick") == tick
+        if _attrs(s).get("agentlab.tick", _attrs(s).get("tick")) == tick
         and sender in (_attrs(s).get("agent_id"), _attrs(s).get("gen_ai.agent.id"))
     ]
     mine.sort(key=lambda s: float(s.get("start") or 0.0))

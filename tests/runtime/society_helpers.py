@@ -100,7 +100,8 @@ def span_rows(run_dir: Path) -> Counter[str]:
         for line in f.read_bytes().splitlines():
             s = json.loads(line)
             attrs = s.get("attributes") or s.get("attrs") or {}
-            c[f"{s['name']}|{s.get('status')}|{attrs.get('agent_id')}|{attrs.get('tick')}"] += 1
+            agent, tick = attrs.get("gen_ai.agent.id"), attrs.get("agentlab.tick")
+            c[f"{s['name']}|{s.get('status')}|{agent}|{tick}"] += 1
     return c
 
 

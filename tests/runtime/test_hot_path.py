@@ -152,7 +152,7 @@ def test_llm_call_spans_can_be_sampled_and_rows_stay_complete(
         soc.close()
         assert len(_rows(out, "llm_calls")) == 40 * 2 * 2
         llm = [s for s in _spans(out) if s["name"] == "llm.call"]
-        return len(llm), {f"{s['attributes']['gen_ai.agent.id']}@{s['attributes']['tick']}"
+        return len(llm), {f"{s['attributes']['gen_ai.agent.id']}@{s['attributes']['agentlab.tick']}"
                           for s in llm}  # fmt: skip
 
     n_all, _ = run("all", "1")
@@ -180,9 +180,12 @@ def test_batch_spans_and_rows_keep_their_shape(tmp_path: Path) -> None:
     assert len(llm) == 6 and set(llm.kind) == {"client"} and set(llm.status) == {"ok"}
     for _, sp in llm.iterrows():
         a = json.loads(sp.attributes) if isinstance(sp.attributes, str) else sp.attributes
-        assert a["tick"] == 1 and a["gen_ai.operation.name"] == "chat"
+        assert a["agentlab.tick"] == 1 and a["gen_ai.operation.name"] == "chat"
         assert sp.end >= sp.start and len(sp.trace_id) == 32 and len(sp.span_id) == 16
-    assert llm.span_id.is_unique and llm.trace_id.is_unique
+    # one trace (the tick's); each call under its own agent's step span
+    steps = spans[spans.name == "agent.step"]
+    assert llm.span_id.is_unique and set(spans.trace_id) == set(llm.trace_id)
+    assert sorted(llm.parent) == sorted(steps.span_id) and spans.trace_id.nunique() == 1
     assert (spans.name == "society.batch").sum() == 2
     calls = open_run(tmp_path).llm_calls_df()
     assert sorted(calls.agent_id) == sorted(soc.agent_ids) and set(calls.stage) == {"count"}

@@ -48,7 +48,7 @@ def _llm_spans(run: Path) -> set[tuple[str, int, int]]:
         for line in f.read_text().splitlines():
             span = json.loads(line)
             if span["name"] == "llm.call":
-                key = (span["attributes"]["gen_ai.agent.id"], span["attributes"]["tick"])
+                key = (span["attributes"]["gen_ai.agent.id"], span["attributes"]["agentlab.tick"])
                 start = min(c for c in calls[key] if c[0] >= span["start"])
                 out.add((*key, start[1]))
     return out

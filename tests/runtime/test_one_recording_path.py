@@ -122,13 +122,18 @@ def test_tool_and_llm_spans_of_a_society_follow_the_genai_conventions(tmp_path: 
     spans = open_run(tmp_path).spans_df()
     tools = spans[spans.name == "env.tool"]
     assert len(tools)
-    for attrs in tools.attributes:
+    steps = spans[spans.name == "agent.step"].set_index("span_id")
+    for attrs, parent in zip(tools.attributes, tools.parent, strict=True):
         a = json.loads(attrs) if isinstance(attrs, str) else attrs
-        assert a["gen_ai.operation.name"] == "execute_tool"
-        assert a["gen_ai.tool.name"] == a["tool"] and a["gen_ai.tool.call.id"].startswith("call_")
-        assert a["gen_ai.agent.id"] == a["agent_id"]
+        assert a["gen_ai.operation.name"] == "execute_tool" and a["agentlab.tick"] in (1, 2)
+        assert a["gen_ai.tool.name"] and a["gen_ai.tool.call.id"].startswith("call_")
+        step = steps.attributes[parent]  # under its agent's invoke_agent span
+        step = json.loads(step) if isinstance(step, str) else step
+        assert a["gen_ai.agent.id"] == step["gen_ai.agent.id"]
     llm = [
         json.loads(a) if isinstance(a, str) else a
         for a in spans[spans.name == "llm.call"].attributes
     ]
-    assert llm and all(a["gen_ai.operation.name"] == "chat" and a["tick"] in (1, 2) for a in llm)
+    assert llm and all(
+        a["gen_ai.operation.name"] == "chat" and a["agentlab.tick"] in (1, 2) for a in llm
+    )

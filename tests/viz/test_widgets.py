@@ -327,8 +327,8 @@ def test_span_button_finds_the_tool_span_of_every_society_message(tmp_path: Path
         w._dispatch_msg(w, {"type": "span", "span_id": "", "msg_id": m["msg_id"]}, [])
         assert w.span_detail["found"], m["msg_id"]
         span = json.loads(w.span_detail["text"])
-        assert span["name"] == "env.tool" and span["attributes"]["agent_id"] == m["sender"]
-        assert span["attributes"]["tick"] == m["tick"] and "llm_call" in span
+        assert span["name"] == "env.tool" and span["attributes"]["gen_ai.agent.id"] == m["sender"]
+        assert span["attributes"]["agentlab.tick"] == m["tick"] and "llm_call" in span
         calls.add(span["attributes"]["gen_ai.tool.call.id"])
     assert len(calls) == len(msgs)  # each message its own tool call
     w.close()

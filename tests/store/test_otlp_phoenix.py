@@ -1,0 +1,106 @@
+"""The demo run pushed over OTLP/HTTP (protobuf) into a real Arize Phoenix, read back.
+
+Phoenix is installed into ``.venv-phoenix`` by ``scripts/phoenix.sh`` (seconds from a warm
+cache); an install or start failure fails this test, it never skips.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlab.cli import main as cli_main
+from agentlab.store import open_run
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+TICKS = 5
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def _spans(base: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        q = "limit=1000" + (f"&cursor={cursor}" if cursor else "")
+        page = _get(f"{base}/v1/projects/default/spans?{q}")
+        out += page["data"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return out
+
+
+def test_demo_run_loads_into_phoenix_as_one_tree_per_trace(tmp_path: Path) -> None:
+    subprocess.run(["bash", str(ROOT / "scripts/phoenix.sh")], check=True, timeout=600)
+    run = tmp_path / "demo"
+    assert cli_main(["demo", "--out", str(run), "--ticks", str(TICKS)]) == 0
+    port, grpc = _free_port(), _free_port()
+    log = (tmp_path / "phoenix.log").open("wb")
+    proc = subprocess.Popen(
+        ["bash", str(ROOT / "scripts/phoenix.sh"), "serve", str(tmp_path / "phx"), str(port),
+         str(grpc)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                _get(f"{base}/v1/projects")
+                break
+            except OSError:
+                assert proc.poll() is None, (tmp_path / "phoenix.log").read_text()[-2000:]
+                assert time.monotonic() < deadline, "Phoenix did not start in 180 s"
+                time.sleep(1)
+        with open_run(run) as r:
+            n = r.export_otlp(endpoint=base)
+        assert n > 2000  # the demo: 200 agents x 5 ticks
+        deadline = time.monotonic() + 120
+        while len(spans := _spans(base)) < n and time.monotonic() < deadline:
+            time.sleep(1)  # Phoenix inserts in the background
+        assert len(spans) == n
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+    trees: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in spans:
+        trees[s["context"]["trace_id"]].append(s)
+    assert len(trees) == TICKS
+    for tree in trees.values():
+        ids = {s["context"]["span_id"] for s in tree}
+        roots = [s for s in tree if s["parent_id"] is None]
+        assert [s["name"] for s in roots] == ["society.tick"]
+        assert all(s["parent_id"] in ids for s in tree if s["parent_id"] is not None)
+    kinds = Counter((s["name"].split(" ")[0], s["span_kind"]) for s in spans)
+    assert kinds[("invoke_agent", "AGENT")] >= 200 * TICKS
+    llm = [s for s in spans if s["span_kind"] == "LLM"]
+    assert len(llm) > 1000 and all(s["name"] == "chat sim/vllm-3b" for s in llm)
+    for s in llm:
+        a = s["attributes"]
+        assert a["llm.token_count.prompt"] > 0 and "llm.token_count.completion" in a
+        assert a["gen_ai.agent.name"] == "llm" and a["gen_ai.agent.id"].startswith("citizen")
