@@ -8,6 +8,10 @@ routed through ``react`` (all 60 schemas offered) and ``search`` (top-k offered)
 simulated LLM, and the prompt tokens per routed request are compared.
 
     .venv/bin/python benchmarks/search_router.py [--quick] [--json PATH] [--k 5]
+    PYTHON benchmarks/search_router.py --compare   # vs rank-bm25, bm25s, DuckDB FTS if present
+
+``--compare`` measures the ranking libraries the router could use instead of its tiny
+pure-Python BM25 (build time, query time, recall@k on the same tokens), where installed.
 """
 
 from __future__ import annotations
@@ -290,6 +294,65 @@ def recall(env: EnvBase, k: int) -> dict[str, Any]:
     }
 
 
+def compare(k: int = 5) -> list[dict[str, Any]]:
+    """Index build and query time and recall@k of each BM25 implementation available."""
+    from agentlab.env.routers_search import _tool_text, tokenize
+
+    env = city_env()
+    docs = {n: _tool_text(s) for n, s in env.tool_specs().items()}
+    names = list(docs)
+    rows: list[dict[str, Any]] = []
+
+    def measure(lib: str, build: Any, top: Any) -> None:
+        t0 = time.perf_counter()
+        for _ in range(20):
+            idx = build()
+        build_ms = (time.perf_counter() - t0) / 20 * 1e3
+        t0 = time.perf_counter()
+        hits = sum(t in top(idx, q) for q, t in REQUESTS)
+        query_us = (time.perf_counter() - t0) / len(REQUESTS) * 1e6
+        rows.append({"library": lib, "build_ms": build_ms, "query_us": query_us,
+                     "recall": hits / len(REQUESTS)})  # fmt: skip
+
+    measure("pure-python", lambda: ToolIndex(docs), lambda idx, q: idx.top(q, k))
+    corpus = [tokenize(docs[n]) for n in names]
+    try:
+        import numpy as np
+        import rank_bm25
+
+        measure(
+            "rank-bm25",
+            lambda: rank_bm25.BM25Okapi(corpus),
+            lambda idx, q: [names[i] for i in np.argsort(-idx.get_scores(tokenize(q)))[:k]],
+        )
+    except ImportError:
+        rows.append({"library": "rank-bm25", "error": "not installed"})
+    try:
+        import bm25s
+        import numpy as np
+
+        def build_s() -> Any:
+            m = bm25s.BM25()
+            m.index(corpus, show_progress=False)
+            return m
+
+        measure(
+            "bm25s",
+            build_s,
+            lambda idx, q: [names[i] for i in np.argsort(-idx.get_scores(tokenize(q)))[:k]],
+        )
+    except ImportError:
+        rows.append({"library": "bm25s", "error": "not installed"})
+    try:
+        import duckdb
+
+        duckdb.connect().sql("LOAD fts")
+        rows.append({"library": "duckdb-fts", "error": "available but not measured"})
+    except Exception as exc:  # offline: the extension cannot be downloaded
+        rows.append({"library": "duckdb-fts", "error": f"{type(exc).__name__}: {exc}"[:100]})
+    return rows
+
+
 async def tokens(env: EnvBase, kind: str, requests: list[str], k: int) -> dict[str, Any]:
     """Prompt tokens and LLM calls per routed request through ``kind`` on the simulator."""
     llm = LLMClient("sim/instant", seed=7)
@@ -351,7 +414,16 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--compare", action="store_true", help="compare BM25 libraries")
     a = ap.parse_args()
+    if a.compare:
+        for row in compare(a.k):
+            if "error" in row:
+                print(f"{row['library']:12} {row['error']}")
+            else:
+                print(f"{row['library']:12} build {row['build_ms']:6.2f} ms  query "
+                      f"{row['query_us']:6.0f} us  recall@{a.k} {row['recall']:.1%}")  # fmt: skip
+        sys.exit(0)
     result = asyncio.run(main(a.quick, a.k))
     _print(result)
     if a.json:

@@ -11,10 +11,11 @@ Counters (``router.stats`` and the ``routers`` column of ``timeline`` via
 ``search_misses`` — it called none, or one outside the offered set; ``search_top1`` — the
 tool it called was the best-ranked one.
 
-Why a tiny pure-Python BM25: the corpus is a few hundred short documents; measured on the
-60-tool benchmark env (``benchmarks/search_router.py``) building the index takes ~1 ms and
-a query ~30 µs, so a registry package (``rank-bm25``, ``bm25s``: numpy/scipy) or DuckDB FTS
-(an extension downloaded at first use, absent offline) buys nothing and adds a dependency.
+Why a tiny pure-Python BM25 (measured with ``benchmarks/search_router.py --compare`` on
+the 60-tool env): build 1.6 ms, query 165 µs, recall@5 91.7 %; ``rank-bm25`` 0.6 ms /
+55 µs / 89.6 % and ``bm25s`` 2.6 ms / 118 µs / 89.6 % (no partial-word match, numpy);
+DuckDB FTS needs an extension downloaded at first use (absent offline). Sub-millisecond
+next to an LLM call, so no new dependency.
 """
 
 from __future__ import annotations
