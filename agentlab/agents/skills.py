@@ -328,6 +328,8 @@ class SkillSet:
         key = json.dumps([sources, _fingerprint(sources)], sort_keys=True, default=str)
         skills = _LOADED.get(key)
         if skills is None:
+            if len(_LOADED) >= 64:  # edited skill files make new keys: stay bounded
+                _LOADED.clear()
             skills = _LOADED[key] = load_skills(sources)
         return cls(
             skills,
