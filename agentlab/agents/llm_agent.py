@@ -15,6 +15,7 @@ from typing import Any
 
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import register_agent
+from agentlab.agents.skills import SkillSet
 from agentlab.errors import AgentlabError, ConfigError
 
 __all__ = ["LLMAgent"]
@@ -54,7 +55,15 @@ class LLMAgent(AgentBase):
             ``plan``, ``two_tier`` — set per env module in the society config).
         system: a system-prompt template with ``{name}`` and ``{description}``.
         llm: extra keyword arguments for ``complete`` (e.g. ``max_tokens``).
+        skills: Agent Skills (:mod:`agentlab.agents.skills`): skill directories, directories
+            of them, or ``Skill.to_dict()`` forms (a notebook's ``Skill`` objects).
+        skill_activation: ``"tool"`` (default: the model calls ``activate_skill``),
+            ``"keyword"`` (a skill whose trigger words the observation names is activated
+            before the LLM call) or ``"both"``.
+        skill_catalogue_tokens: the skills catalogue's budget in the system prompt (400).
     """
+
+    _skillset: SkillSet | None = None
 
     def initial_state(self) -> dict[str, Any]:
         for key in ("memory_size", "max_iterations"):
@@ -64,13 +73,27 @@ class LLMAgent(AgentBase):
         mode = self.config.get("env_mode", "tools")
         if mode not in ("tools", "ask"):
             raise ConfigError(f"LLMAgent env_mode must be 'tools' or 'ask', got {mode!r}")
-        return {"memory": [], "steps": 0, "llm_calls": 0, "actions": {}, "last": ""}
+        state: dict[str, Any] = {
+            "memory": [], "steps": 0, "llm_calls": 0, "actions": {}, "last": ""
+        }  # fmt: skip
+        if self.config.get("skills"):
+            state["skills"] = self.skillset.digest  # the run's record: resume checks it
+        return state
+
+    @property
+    def skillset(self) -> SkillSet:
+        """This agent's skills (loaded once per process and config)."""
+        if self._skillset is None:
+            self._skillset = SkillSet.from_config(self.config, self.agent_id)
+        return self._skillset
 
     def _messages(self, tick: int, observation: str) -> list[dict[str, Any]]:
         name, desc = _persona_text(self.config.get("persona") or {})
         system = str(self.config.get("system") or _DEFAULT_SYSTEM).format(
             name=name, description=desc
         )
+        if self.config.get("skills"):
+            system += self.skillset.system_text()
         memory = "\n".join(f"- {m}" for m in self.state["memory"]) or "- (nothing yet)"
         user = (
             f"Tick {tick}. You are {self.agent_id}.\nWhat you remember:\n{memory}\n"
@@ -96,6 +119,11 @@ class LLMAgent(AgentBase):
             if self.config.get("use_tools", True):
                 tools = env.tools() or None
         messages = self._messages(tick, observation)
+        skills = self.skillset if self.config.get("skills") else None
+        if skills is not None:
+            skills.check(self.state.get("skills"))
+            skills.begin_step(self, tick, observation, messages)
+            tools = skills.tools(tools)
         extra = dict(self.config.get("llm") or {})
         if env is not None and self.config.get("env_mode", "tools") == "ask":
             await self._ask(tick, messages, extra)
@@ -107,13 +135,18 @@ class LLMAgent(AgentBase):
                 messages, tools=tools, labels={"stage": "react", "iteration": iteration}, **extra
             )
             self.state["llm_calls"] += 1
-            if not resp.tool_calls or env is None:
+            if not resp.tool_calls or (env is None and skills is None):
                 reply = resp.text
                 break
             messages.append(resp.to_message())
             for call in resp.tool_calls:
                 try:
-                    result = await env.call(call.name, call.arguments, call_id=call.id)
+                    if skills is not None and skills.handles(call.name):
+                        result = skills.call(self, tick, call.name, call.arguments)
+                    elif env is None:
+                        raise AgentlabError(f"no env offers tool {call.name!r}")
+                    else:
+                        result = await env.call(call.name, call.arguments, call_id=call.id)
                     ok = True
                 except AgentlabError as exc:  # a refused tool call is an observation
                     result, ok = f"error: {exc}", False

@@ -12,6 +12,8 @@
 - :class:`~agentlab.env.routers_plan.PlanRouter` (``plan``) and
   :class:`~agentlab.env.routers_plan.TwoTierRouter` (``two_tier``: pick a module, then a
   tool) live in :mod:`agentlab.env.routers_plan`.
+- :class:`~agentlab.env.routers_search.SearchRouter` (``search``: BM25 over the tool specs,
+  ReAct over the top-k) lives in :mod:`agentlab.env.routers_search`.
 
 Observations are rendered with a character budget *before* they are built
 (:func:`~agentlab.env.render.bounded_json`), whatever the value's logical size.
@@ -137,8 +139,12 @@ class ReActRouter(Router):
         }
 
     async def _route(self, request: Any, agent_id: str | None) -> RouteResult:
+        return await self._loop(request, agent_id, self.tool_names)
+
+    async def _loop(self, request: Any, agent_id: str | None, offered: list[str]) -> RouteResult:
+        """The tool-calling loop with the schemas of ``offered`` shown to the model."""
         if self.llm is None:
-            raise ToolError("ReActRouter needs an llm")
+            raise ToolError(f"{type(self).__name__} needs an llm")
         system = self.system_prompt or (
             f"{self.env.describe(agent_id)}\nUse the tools to carry out the user's request, "
             "then answer briefly."
@@ -147,7 +153,7 @@ class ReActRouter(Router):
             {"role": "system", "content": system},
             {"role": "user", "content": str(request)},
         ]
-        schemas = self.env.tool_schemas(self.tool_names)
+        schemas = self.env.tool_schemas(offered)
         calls: list[dict[str, Any]] = []
         value: Any = None
         for i in range(self.max_iterations):
@@ -227,7 +233,8 @@ def register_router(cls: type[Router]) -> type[Router]:
 
 
 def _load_all() -> None:
-    import agentlab.env.routers_plan  # noqa: F401  (registers plan / two_tier)
+    import agentlab.env.routers_plan
+    import agentlab.env.routers_search  # noqa: F401  (registers search)
 
 
 def router_kinds() -> list[str]:
@@ -237,7 +244,8 @@ def router_kinds() -> list[str]:
 
 
 def make_router(kind: str, env: Any, **kwargs: Any) -> Router:
-    """Build a router by kind (``direct``, ``react``, ``codegen``, ``plan``, ``two_tier``).
+    """Build a router by kind (``direct``, ``react``, ``codegen``, ``plan``, ``two_tier``,
+    ``search``).
 
     ``env`` is one module, or a list of modules for ``two_tier``.
 

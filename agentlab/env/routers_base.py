@@ -80,6 +80,8 @@ class RouteResult:
     llm_calls: int = 0
     cache_hit: bool | None = None
     router: str = ""
+    #: the search router's retrieval: ``{"offered", "chosen", "hit", "top1"}``
+    search: dict[str, Any] | None = None
 
     @property
     def observation(self) -> str:
@@ -110,6 +112,7 @@ class RouteResult:
             "llm_calls": self.llm_calls,
             "cache_hit": self.cache_hit,
             "router": self.router,
+            "search": self.search,
         }
 
 
@@ -187,6 +190,7 @@ class Router:
             code=getattr(exc, "_agentlab_code", None),
             plan=getattr(exc, "_agentlab_plan", None),
             cache_hit=getattr(exc, "_agentlab_cache_hit", None),
+            search=getattr(exc, "_agentlab_search", None),
         )
 
     async def call_tool(

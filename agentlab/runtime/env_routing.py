@@ -28,7 +28,7 @@ __all__ = ["ROUTER_ATTR", "ROUTER_KINDS", "RouterSet", "attach_router", "router_
 
 #: attribute of an env module instance carrying its router config
 ROUTER_ATTR = "_agentlab_router"
-ROUTER_KINDS = ("direct", "react", "codegen", "plan", "two_tier")
+ROUTER_KINDS = ("direct", "react", "codegen", "plan", "two_tier", "search")
 _TEXT_LIMIT = 4000
 
 
@@ -194,6 +194,11 @@ class RouterSet:
             ("cache_misses", int(result.cache_hit is False)),
         ):
             s[key] = s.get(key, 0) + inc
+        found = getattr(result, "search", None)  # the search router's retrieval
+        if found is not None:
+            for key, inc in (("search_hits", found["hit"]), ("search_misses", not found["hit"]),
+                             ("search_top1", found["top1"])):  # fmt: skip
+                s[key] = s.get(key, 0) + int(inc)
 
     def _record(
         self,

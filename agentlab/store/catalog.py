@@ -179,6 +179,11 @@ CATALOG: dict[str, DatasetSpec] = {
         # ``schema`` and ``answer`` hold JSON *text*: an answer may be any JSON value, and
         # text keeps the column one type for DuckDB.
         _spec(
+            "skill_activations",
+            "Agent Skills an agent used: activated (how: keyword or tool), a reference read",
+            run_id=_V, agent_id=_V, tick=_B, skill=_V, how=_V, action=_V, path=_V, ok=_F,
+        ),
+        _spec(
             "human_requests",
             "human-in-the-loop questions an agent asked",
             request_id=_V, agent_id=_V, question=_V, schema=_V, ts=_D, tick=_B,

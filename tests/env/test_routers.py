@@ -88,12 +88,12 @@ async def test_router_tool_subset_and_kinds(feed: SocialFeed) -> None:
     res = await r.route({"tool": "post", "arguments": {"content": "x"}}, agent_id="a")
     assert not res.ok and "available: read_feed" in (res.error or "")
     with pytest.raises(
-        UnknownNameError, match="registered: codegen, direct, plan, react, two_tier"
+        UnknownNameError, match="registered: codegen, direct, plan, react, search, two_tier"
     ):
         make_router("magic", feed)
     with pytest.raises(UnknownNameError):
         DirectRouter(feed, tools=["nope"])
-    assert router_kinds() == ["codegen", "direct", "plan", "react", "two_tier"]
+    assert router_kinds() == ["codegen", "direct", "plan", "react", "search", "two_tier"]
 
 
 async def test_react_router_runs_tools_then_answers(feed: SocialFeed, scripted) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,430 @@
+"""The ``search`` router on a 60-tool env: recall of the needed tool, prompt tokens vs ReAct.
+
+``CityServices`` has 60 ``@tool`` methods over a dozen domains (bank, mail, calendar,
+transport, shop, health, library, weather, housing, jobs, social, utilities). ``REQUESTS``
+are 48 labelled natural-language requests (paraphrased: most do not contain the tool's
+name); for each, the needed tool is in the router's top-k or not. Then every request is
+routed through ``react`` (all 60 schemas offered) and ``search`` (top-k offered) on the
+simulated LLM, and the prompt tokens per routed request are compared.
+
+    .venv/bin/python benchmarks/search_router.py [--quick] [--json PATH] [--k 5]
+    PYTHON benchmarks/search_router.py --compare   # vs rank-bm25, bm25s, DuckDB FTS if present
+
+``--compare`` measures the ranking libraries the router could use instead of its tiny
+pure-Python BM25 (build time, query time, recall@k on the same tokens), where installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agentlab.env import EnvBase
+from agentlab.env.routers import make_router
+from agentlab.env.routers_search import ToolIndex
+from agentlab.llm import LLMClient
+
+# (name, description, [(param, description)])
+TOOLS: list[tuple[str, str, list[tuple[str, str]]]] = [
+    (
+        "check_balance",
+        "Show the current balance of a bank account.",
+        [("account", "account number")],
+    ),
+    (
+        "transfer_money",
+        "Send money from one bank account to another.",
+        [("to_account", "receiving account"), ("amount", "sum to send")],
+    ),
+    (
+        "list_transactions",
+        "List recent payments and deposits on a bank account.",
+        [("account", "account number")],
+    ),
+    (
+        "open_account",
+        "Open a new savings or checking bank account.",
+        [("kind", "savings or checking")],
+    ),
+    (
+        "pay_bill",
+        "Pay an invoice or bill from the bank account.",
+        [("invoice", "invoice number"), ("amount", "sum to pay")],
+    ),
+    (
+        "send_email",
+        "Write and send an email message to someone.",
+        [("recipient", "email address"), ("body", "message text")],
+    ),
+    ("read_inbox", "Read the newest emails in the mailbox inbox.", [("limit", "how many")]),
+    ("delete_email", "Delete an email message from the mailbox.", [("message_id", "the email")]),
+    (
+        "search_email",
+        "Find emails in the mailbox matching words.",
+        [("query", "words to look for")],
+    ),
+    (
+        "create_event",
+        "Add an appointment or meeting to the calendar.",
+        [("title", "what"), ("when", "date and time")],
+    ),
+    (
+        "list_events",
+        "Show upcoming appointments and meetings in the calendar.",
+        [("days", "how far ahead")],
+    ),
+    ("cancel_event", "Cancel a calendar appointment or meeting.", [("event_id", "the event")]),
+    (
+        "set_reminder",
+        "Set an alarm reminder at a time.",
+        [("when", "time"), ("note", "what to remember")],
+    ),
+    ("bus_schedule", "Timetable of buses departing from a stop.", [("stop", "bus stop")]),
+    ("book_taxi", "Order a taxi cab ride to an address.", [("address", "destination")]),
+    (
+        "train_tickets",
+        "Buy railway train tickets between two stations.",
+        [("origin", "from station"), ("destination", "to station")],
+    ),
+    ("traffic_report", "Road traffic congestion and jams on a route.", [("road", "road name")]),
+    ("rent_bike", "Rent a shared bicycle at a docking station.", [("station", "dock")]),
+    ("parking_spots", "Find free car parking places near a location.", [("near", "location")]),
+    ("search_products", "Search the online shop catalogue for items to buy.", [("query", "what")]),
+    (
+        "add_to_cart",
+        "Put a product into the shopping cart.",
+        [("product_id", "product"), ("quantity", "how many")],
+    ),
+    ("checkout", "Place the order and pay for the shopping cart.", [("payment", "card or cash")]),
+    ("track_order", "Where is my delivery: shipping status of an order.", [("order_id", "order")]),
+    (
+        "return_item",
+        "Send a purchased product back for a refund.",
+        [("order_id", "order"), ("reason", "why")],
+    ),
+    (
+        "book_doctor",
+        "Book an appointment with a doctor or clinic.",
+        [("specialty", "kind of doctor"), ("when", "date")],
+    ),
+    (
+        "refill_prescription",
+        "Refill a medicine prescription at the pharmacy.",
+        [("medicine", "drug name")],
+    ),
+    (
+        "symptom_checker",
+        "Describe symptoms of illness and get health advice.",
+        [("symptoms", "how you feel")],
+    ),
+    ("vaccination_record", "Show vaccination and immunisation history.", [("person", "whose")]),
+    ("borrow_book", "Borrow a book from the public library.", [("title", "book title")]),
+    ("renew_loan", "Extend the due date of borrowed library books.", [("loan_id", "the loan")]),
+    ("library_hours", "Opening hours of library branches.", [("branch", "which branch")]),
+    ("reserve_room", "Reserve a study room at the library.", [("when", "time")]),
+    (
+        "weather_forecast",
+        "Forecast of rain, sun and temperature for coming days.",
+        [("city", "where")],
+    ),
+    ("air_quality", "Air pollution and smog index.", [("city", "where")]),
+    ("storm_alerts", "Severe weather warnings such as storms and floods.", [("region", "where")]),
+    ("pollen_count", "Pollen levels for allergy sufferers.", [("city", "where")]),
+    (
+        "list_apartments",
+        "Apartments and flats for rent in a district.",
+        [("district", "area"), ("max_rent", "budget")],
+    ),
+    (
+        "report_repair",
+        "Report a broken fixture for the landlord to repair.",
+        [("problem", "what is broken")],
+    ),
+    ("pay_rent", "Pay the monthly rent to the landlord.", [("amount", "sum")]),
+    ("moving_truck", "Hire a van or truck for moving house.", [("date", "moving day")]),
+    ("job_search", "Search open job vacancies and positions.", [("keywords", "role or skill")]),
+    (
+        "apply_job",
+        "Submit an application with a resume for a vacancy.",
+        [("job_id", "the vacancy"), ("resume", "CV text")],
+    ),
+    ("salary_estimate", "Typical wage and pay for an occupation.", [("occupation", "job title")]),
+    ("training_courses", "Find courses to learn new professional skills.", [("topic", "subject")]),
+    ("post_status", "Publish a status update on the social network.", [("text", "what to say")]),
+    ("follow_user", "Follow another person's profile on the social network.", [("user", "who")]),
+    (
+        "send_message",
+        "Send a private chat message to a friend.",
+        [("user", "who"), ("text", "message")],
+    ),
+    ("friend_suggestions", "People you may know to connect with.", [("limit", "how many")]),
+    (
+        "electricity_usage",
+        "Household power consumption in kilowatt hours.",
+        [("month", "which month")],
+    ),
+    ("water_bill", "Current water utility invoice amount.", [("month", "which month")]),
+    ("report_outage", "Report a power cut or internet outage.", [("service", "which service")]),
+    ("internet_speed", "Test broadband connection speed.", [("server", "test server")]),
+    (
+        "restaurant_booking",
+        "Reserve a table at a restaurant for dinner.",
+        [("restaurant", "name"), ("people", "party size")],
+    ),
+    ("order_food", "Order a meal for home delivery.", [("dish", "what to eat")]),
+    ("movie_showtimes", "Cinema film screening times.", [("film", "title")]),
+    ("concert_tickets", "Buy tickets for a live music concert.", [("artist", "band or singer")]),
+    ("museum_info", "Exhibitions and admission prices of museums.", [("museum", "which")]),
+    ("gym_classes", "Fitness classes schedule at the gym.", [("day", "which day")]),
+    (
+        "translate_text",
+        "Translate text into another language.",
+        [("text", "what"), ("language", "target language")],
+    ),
+    (
+        "currency_rates",
+        "Exchange rate between two currencies.",
+        [("base", "from currency"), ("target", "to currency")],
+    ),
+]
+
+# (request, needed tool)
+REQUESTS: list[tuple[str, str]] = [
+    ("how much money is left in my savings account?", "check_balance"),
+    ("send 50 euros to account 1234", "transfer_money"),
+    ("what payments went out of my account last week", "list_transactions"),
+    ("pay invoice 88 for the phone company", "pay_bill"),
+    ("email my sister that I'll be late", "send_email"),
+    ("any new mail for me?", "read_inbox"),
+    ("find the emails about the conference", "search_email"),
+    ("put a dentist meeting in my calendar for friday", "create_event"),
+    ("what meetings do I have this week", "list_events"),
+    ("call off tomorrow's meeting", "cancel_event"),
+    ("remind me at 6pm to water the plants", "set_reminder"),
+    ("when does the next bus leave from Main Street stop", "bus_schedule"),
+    ("get me a cab to the airport", "book_taxi"),
+    ("buy a train ticket from Berlin to Munich", "train_tickets"),
+    ("is there a jam on the A9 road", "traffic_report"),
+    ("I want to rent a bicycle at the central station", "rent_bike"),
+    ("where can I park my car near the stadium", "parking_spots"),
+    ("look for running shoes in the shop", "search_products"),
+    ("put two of product 77 in my cart", "add_to_cart"),
+    ("where is my delivery, order 5512", "track_order"),
+    ("I want a refund for the broken kettle, send it back", "return_item"),
+    ("I need to see a dermatologist doctor next week", "book_doctor"),
+    ("my insulin prescription needs a refill", "refill_prescription"),
+    ("I have a headache and fever, what should I do", "symptom_checker"),
+    ("borrow the novel Dune from the library", "borrow_book"),
+    ("extend my library loan", "renew_loan"),
+    ("will it rain in Paris tomorrow", "weather_forecast"),
+    ("how bad is the smog in Delhi today", "air_quality"),
+    ("any storm warnings for the coast", "storm_alerts"),
+    ("is the pollen high today, my allergy is bad", "pollen_count"),
+    ("show flats to rent in Kreuzberg under 900", "list_apartments"),
+    ("the kitchen tap is broken, tell the landlord", "report_repair"),
+    ("I need a van to move house on Saturday", "moving_truck"),
+    ("find data analyst vacancies", "job_search"),
+    ("submit my resume for vacancy 42", "apply_job"),
+    ("what does a nurse typically earn", "salary_estimate"),
+    ("tell my followers I got a new job", "post_status"),
+    ("message Tom that dinner is at 8", "send_message"),
+    ("how many kilowatt hours did we use in March", "electricity_usage"),
+    ("the power is out in my street", "report_outage"),
+    ("book a table for four at Luigi's", "restaurant_booking"),
+    ("order a pizza delivered home", "order_food"),
+    ("when is Dune showing at the cinema", "movie_showtimes"),
+    ("tickets for the Coldplay concert", "concert_tickets"),
+    ("what classes does the gym have on Monday", "gym_classes"),
+    ("translate 'good morning' into Japanese", "translate_text"),
+    ("how many yen is one dollar", "currency_rates"),
+    ("how fast is my broadband connection", "internet_speed"),
+]
+
+
+def _source() -> str:
+    lines = [
+        "class CityServices(EnvBase):",
+        '    """A city services portal with many tools."""',
+        "",
+    ]
+    for name, desc, params in TOOLS:
+        sig = ", ".join(f"{p}: str" for p, _ in params)
+        args = "\n".join(f"            {p}: {d}." for p, d in params)
+        lines += [
+            "    @tool",
+            f"    def {name}(self, {sig}) -> str:",
+            f'        """{desc}\n\n        Args:\n{args}\n        """',
+            f"        return {name!r} + ' done'",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def city_env() -> EnvBase:
+    """A fresh ``CityServices`` env (60 tools)."""
+    from agentlab.env import tool
+
+    ns: dict[str, Any] = {"EnvBase": EnvBase, "tool": tool}
+    exec(_source(), ns)  # generated from the TOOLS table above (benchmark fixture)
+    env = ns["CityServices"]()
+    env.init(0)
+    return env
+
+
+def recall(env: EnvBase, k: int) -> dict[str, Any]:
+    """Share of ``REQUESTS`` whose needed tool is in the top-``k``; the misses."""
+    index = ToolIndex.for_env(env)
+    misses = [(q, t) for q, t in REQUESTS if t not in index.top(q, k)]
+    t0 = time.perf_counter()
+    for q, _ in REQUESTS:
+        index.top(q, k)
+    query_us = (time.perf_counter() - t0) / len(REQUESTS) * 1e6
+    return {
+        "k": k,
+        "recall": 1 - len(misses) / len(REQUESTS),
+        "misses": misses,
+        "query_us": query_us,
+    }
+
+
+def compare(k: int = 5) -> list[dict[str, Any]]:
+    """Index build and query time and recall@k of each BM25 implementation available."""
+    from agentlab.env.routers_search import _tool_text, tokenize
+
+    env = city_env()
+    docs = {n: _tool_text(s) for n, s in env.tool_specs().items()}
+    names = list(docs)
+    rows: list[dict[str, Any]] = []
+
+    def measure(lib: str, build: Any, top: Any) -> None:
+        t0 = time.perf_counter()
+        for _ in range(20):
+            idx = build()
+        build_ms = (time.perf_counter() - t0) / 20 * 1e3
+        t0 = time.perf_counter()
+        hits = sum(t in top(idx, q) for q, t in REQUESTS)
+        query_us = (time.perf_counter() - t0) / len(REQUESTS) * 1e6
+        rows.append({"library": lib, "build_ms": build_ms, "query_us": query_us,
+                     "recall": hits / len(REQUESTS)})  # fmt: skip
+
+    measure("pure-python", lambda: ToolIndex(docs), lambda idx, q: idx.top(q, k))
+    corpus = [tokenize(docs[n]) for n in names]
+    try:
+        import numpy as np
+        import rank_bm25
+
+        measure(
+            "rank-bm25",
+            lambda: rank_bm25.BM25Okapi(corpus),
+            lambda idx, q: [names[i] for i in np.argsort(-idx.get_scores(tokenize(q)))[:k]],
+        )
+    except ImportError:
+        rows.append({"library": "rank-bm25", "error": "not installed"})
+    try:
+        import bm25s
+        import numpy as np
+
+        def build_s() -> Any:
+            m = bm25s.BM25()
+            m.index(corpus, show_progress=False)
+            return m
+
+        measure(
+            "bm25s",
+            build_s,
+            lambda idx, q: [names[i] for i in np.argsort(-idx.get_scores(tokenize(q)))[:k]],
+        )
+    except ImportError:
+        rows.append({"library": "bm25s", "error": "not installed"})
+    try:
+        import duckdb
+
+        duckdb.connect().sql("LOAD fts")
+        rows.append({"library": "duckdb-fts", "error": "available but not measured"})
+    except Exception as exc:  # offline: the extension cannot be downloaded
+        rows.append({"library": "duckdb-fts", "error": f"{type(exc).__name__}: {exc}"[:100]})
+    return rows
+
+
+async def tokens(env: EnvBase, kind: str, requests: list[str], k: int) -> dict[str, Any]:
+    """Prompt tokens and LLM calls per routed request through ``kind`` on the simulator."""
+    llm = LLMClient("sim/instant", seed=7)
+    opts: dict[str, Any] = {"k": k} if kind == "search" else {}
+    router = make_router(kind, env, llm=llm, max_iterations=2, **opts)
+    u0 = llm.usage  # the simulator's usage is shared by clients of one model: take deltas
+    ok = 0
+    for q in requests:
+        ok += (await router.route(q, agent_id="alice")).ok
+    u = llm.usage
+    n = len(requests)
+    return {
+        "router": kind,
+        "requests": n,
+        "ok": ok,
+        "llm_calls": u.calls - u0.calls,
+        "prompt_tokens_per_request": (u.prompt_tokens - u0.prompt_tokens) / n,
+        "search": dict(getattr(router, "search_stats", {})),
+    }
+
+
+async def main(quick: bool = False, k: int = 5) -> dict[str, Any]:
+    env = city_env()
+    n_tools = len(env.tool_specs())
+    rec = recall(env, k)
+    wider = {kk: recall(env, kk)["recall"] for kk in (1, 3, 5, 8, 10)}
+    requests = [q for q, _ in REQUESTS][: 12 if quick else None]
+    react = await tokens(env, "react", requests, k)
+    search = await tokens(env, "search", requests, k)
+    saving = 1 - search["prompt_tokens_per_request"] / react["prompt_tokens_per_request"]
+    return {
+        "tools": n_tools,
+        "labelled_requests": len(REQUESTS),
+        "recall": rec,
+        "recall_by_k": wider,
+        "routers": [react, search],
+        "prompt_token_saving": saving,
+    }
+
+
+def _print(out: dict[str, Any]) -> None:
+    r = out["recall"]
+    print(f"env: {out['tools']} tools; {out['labelled_requests']} labelled requests")
+    print(f"recall@{r['k']}: {r['recall']:.1%}  (query {r['query_us']:.0f} us)")
+    print("recall by k: " + ", ".join(f"k={kk}: {v:.1%}" for kk, v in out["recall_by_k"].items()))
+    for q, t in r["misses"]:
+        print(f"  miss: {q!r} needs {t}")
+    print(f"{'router':8} {'requests':>8} {'ok':>4} {'llm_calls':>9} {'prompt_tok/req':>14}")
+    for row in out["routers"]:
+        print(
+            f"{row['router']:8} {row['requests']:>8} {row['ok']:>4} {row['llm_calls']:>9} "
+            f"{row['prompt_tokens_per_request']:>14.0f}"
+        )
+    print(f"prompt-token saving of search vs react: {out['prompt_token_saving']:.1%}")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--compare", action="store_true", help="compare BM25 libraries")
+    a = ap.parse_args()
+    if a.compare:
+        for row in compare(a.k):
+            if "error" in row:
+                print(f"{row['library']:12} {row['error']}")
+            else:
+                print(f"{row['library']:12} build {row['build_ms']:6.2f} ms  query "
+                      f"{row['query_us']:6.0f} us  recall@{a.k} {row['recall']:.1%}")  # fmt: skip
+        sys.exit(0)
+    result = asyncio.run(main(a.quick, a.k))
+    _print(result)
+    if a.json:
+        a.json.write_text(json.dumps(result, indent=2))
