@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import Measure, Timer, load_line, repeat
+from _measure import Measure, Timer, load_line, ratio, repeat
 
 
 def _disk_bytes(path: Path) -> int:
@@ -457,8 +457,8 @@ def main() -> int:
     for r in rows:
         key = (r["n"], r["store"], r["code"], r["spans"])
         if r["executor"] == "ray" and key in local:
-            ratio = r["steps_per_s"] / local[key]["steps_per_s"]
-            print(f"N={r['n']} {r['store']}: ray/local steps/s = {ratio:.2f} "
+            speed = r["steps_per_s"] / local[key]["steps_per_s"]
+            print(f"N={r['n']} {r['store']}: ray/local steps/s = {speed:.2f} "
                   f"(ray init {r['ray_init_s']:.0f} s)")  # fmt: skip
     # the floor, in CPU like the rows above, repeated interleaved: min / median kept
     k = 3
