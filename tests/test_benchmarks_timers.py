@@ -156,3 +156,17 @@ def test_suspended_agents_rate_counts_compression_in_cpu(
             r["completions"] / (r["cpu_s"] + r["compress_cpu_s"])
         )
         assert r["per_call_cpu_us"] > 0
+
+
+def test_replay_write_ratios_are_cpu_over_cpu(
+    tmp_path: Path, measure: ModuleType, slow_wall: None
+) -> None:
+    """replay.py's printed ratios divide CPU rates by CPU rates: a slow wall clock leaves
+    them alone while the wall rates collapse."""
+    replay = _load("replay")
+    sink = replay.ReplaySink(tmp_path, shard="t")
+    sink.register("llm_calls", replay.COLUMNS, description="rows", module=__name__)
+    rates = replay.write_rates(sink, 1, 2_000)
+    assert rates["extend"] < 10  # wall rows/s under a 1000 s-per-read clock
+    for name in ("orjson", "orjson_kept", "append", "extend"):
+        assert rates[f"{name}_cpu"] > 10_000, name  # CPU rows/s: untouched
