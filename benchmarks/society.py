@@ -6,13 +6,18 @@ also writes one ``llm_calls`` row, one ``agent_states`` row, one ``llm.call`` sp
 state version). Creation is timed separately from stepping; Ray start-up is excluded
 (reported as ``ray_init_s``).
 
-*Per core* is the process's CPU time (``time.process_time``, every thread) over the timed
-ticks: on a shared machine wall time also counts other people's processes. Next to it the
-**floor** of the same work on this machine, measured in the same run: the bare state round
-trip (read + parse + modify + write of one agent's state) in the packed store's layout
-(SQLite rows, one transaction per 256 agents) plus one bare ``LLMClient("sim/instant")``
-call. The ratio ``society us/step / floor us/step`` is the overhead the toolkit adds.
-Goal (issue 16): >= 30,000 agent-steps/s per core at N = 10k local, within 2x of the floor.
+*Per core* is CPU time over the timed ticks: on the local executor the process's
+(``time.process_time``, every thread), on Ray the **whole process tree** (driver, raylet,
+GCS, workers; ``_measure.Timer("tree")``); on a shared machine wall time also counts other
+people's processes. Next to it the **floor** of the same work on this machine, measured in
+the same run **in CPU time too** (min / median of 3): the state round trip (read + parse +
+modify + write of one agent's state) batched as the packed store does it (per 256 agents
+one ``SELECT ... IN`` and one ``executemany`` upsert in one transaction) plus one **bare
+``await``** of a coroutine returning a ready reply (the cheapest call; agentlab's own
+``sim/instant`` call is printed beside it, not in the floor). The ratio ``society CPU/step
+/ floor CPU/step`` (``_measure.ratio``, which refuses CPU over wall) is the overhead the
+toolkit adds. Goals: >= 30,000 agent-steps/s per core at N = 10k local (issue 16), within
+3x of the packed floor (issue 26). See ``benchmarks/README.md``.
 
     python benchmarks/society.py                 # N = 1k, 10k, 100k; local and ray; both stores
     python benchmarks/society.py --quick         # N = 1k, 10k; local only (< 1 min idle box)
