@@ -58,11 +58,9 @@ class _Scan(NamedTuple):
 
 
 _EMPTY_SCAN = _Scan(None, (), frozenset(), (), (), ())
-#: conversations whose scan is kept (keyed by a chained hash of their messages, one entry per
-#: conversation: extending one replaces its entry); a call that extends one of them scans
-#: only its new messages. Bounded (oldest dropped first): an entry holds the ids and names
-#: seen, ~1-4 KB, and stays resident while its agent idles.
-_SCAN_CACHE_SIZE = 1024
+#: conversations whose scan is kept (keyed by a chained hash of their messages); a call that
+#: extends one of them scans only its new messages. Bounded: ~0.5 KB an entry.
+_SCAN_CACHE_SIZE = 4096
 _scan_cache: dict[int, _Scan] = {}
 _scan_lock = threading.Lock()
 
@@ -123,8 +121,6 @@ def _scan(messages: list[dict[str, Any]]) -> _Scan:
         scan = _extend(scan, text)
     if keys and k < len(keys):
         with _scan_lock:
-            if k:  # the conversation moved on: its shorter prefix is not asked for again
-                _scan_cache.pop(keys[k - 1], None)
             _scan_cache[keys[-1]] = scan
             while len(_scan_cache) > _SCAN_CACHE_SIZE:
                 del _scan_cache[next(iter(_scan_cache))]
