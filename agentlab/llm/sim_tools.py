@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from typing import Any, NamedTuple
+from typing import Any
 
 from agentlab.llm.sim_content import Rng, gen_value
 
@@ -46,97 +45,23 @@ _SIG = re.compile(r"^- (\w+)\((.*?)\):", re.M)
 _USER_WORDS = ("user", "author", "agent", "name", "recipient", "friend", "target", "to")
 
 
-class _Scan(NamedTuple):
-    """What the context regexes found in a conversation prefix, in order of first sight."""
-
-    me: str | None  # the first ``You are @name``
-    id_fields: tuple[str, ...]  # ``"id": ...`` values
-    written: frozenset[str]  # ``"<x>_id": ...`` values (references a write returned)
-    ids: tuple[str, ...]  # any id-looking token
-    authors: tuple[str, ...]  # ``"author"``/``"user"``/... values
-    mentions: tuple[str, ...]  # ``@names``
-
-
-_EMPTY_SCAN = _Scan(None, (), frozenset(), (), (), ())
-#: conversations whose scan is kept (keyed by a chained hash of their messages); a call that
-#: extends one of them scans only its new messages. Bounded: ~0.5 KB an entry.
-_SCAN_CACHE_SIZE = 4096
-_scan_cache: dict[int, _Scan] = {}
-_scan_lock = threading.Lock()
-
-
-def _message_text(m: dict[str, Any]) -> str:
-    c = m.get("content")
-    return c if isinstance(c, str) else json.dumps(c)
-
-
-def _extend(scan: _Scan, text: str) -> _Scan:
-    """``scan`` extended by one message's text. Each regex runs only where its anchor
-    characters occur (exact: a pattern cannot match without them)."""
-    quoted = '"' in text
-    at = "@" in text
-    me = scan.me
-    if me is None and at and "You are @" in text:
-        found = _SELF.findall(text)
-        me = found[0] if found else None
-    id_fields = _ID_FIELD.findall(text) if quoted and '"id"' in text else ()
-    written = _WRITTEN.findall(text) if quoted and '_id"' in text else ()
-    ids = _ID.findall(text) if "." in text else ()
-    authors = _AUTHOR.findall(text) if quoted else ()
-    mentions = _MENTION.findall(text) if at else ()
-    return _Scan(
-        me,
-        _unique_t(scan.id_fields, id_fields) if id_fields else scan.id_fields,
-        scan.written.union(written) if written else scan.written,
-        _unique_t(scan.ids, ids) if ids else scan.ids,
-        _unique_t(scan.authors, authors) if authors else scan.authors,
-        _unique_t(scan.mentions, mentions) if mentions else scan.mentions,
-    )
-
-
-def _unique_t(seen: tuple[str, ...], new: Any) -> tuple[str, ...]:
-    return tuple(dict.fromkeys((*seen, *new)))
-
-
-def _scan(messages: list[dict[str, Any]]) -> _Scan:
-    """The scan of the whole conversation, reusing the longest cached prefix: a call that
-    adds k messages to a conversation seen before runs the regexes over those k only.
-
-    Equal to one scan of the contents joined by newlines (what ``_Context`` did before):
-    no pattern matches across a newline except the JSON-field ones (``"id": "..."``) in a
-    JSON value split between two messages, which no message holds."""
-    texts = [_message_text(m) for m in messages]
-    keys, h = [], 0
-    for text in texts:
-        h = hash((h, text))
-        keys.append(h)
-    k, scan = 0, _EMPTY_SCAN
-    with _scan_lock:
-        for i in range(len(keys) - 1, -1, -1):
-            got = _scan_cache.get(keys[i])
-            if got is not None:
-                k, scan = i + 1, got
-                break
-    for text in texts[k:]:
-        scan = _extend(scan, text)
-    if keys and k < len(keys):
-        with _scan_lock:
-            _scan_cache[keys[-1]] = scan
-            while len(_scan_cache) > _SCAN_CACHE_SIZE:
-                del _scan_cache[next(iter(_scan_cache))]
-    return scan
-
-
 class _Context:
     """Values a model could copy from the request: ids, users, the asking agent."""
 
     def __init__(self, messages: list[dict[str, Any]]) -> None:
-        scan = _scan(messages)
-        self.me = scan.me
+        text = "\n".join(
+            m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+            for m in messages
+        )
+        me = _SELF.findall(text)
+        self.me = me[0] if me else None
         # Ids of listed entities (``"id": ...``) first; else any id-looking token except
         # references a write returned (``"post_id": ...``: maybe not visible yet).
-        self.ids = list(scan.id_fields) or [i for i in scan.ids if i not in scan.written]
-        users = _unique([*scan.authors, *scan.mentions])
+        written = set(_WRITTEN.findall(text))
+        self.ids = _unique(_ID_FIELD.findall(text)) or [
+            i for i in _unique(_ID.findall(text)) if i not in written
+        ]
+        users = _unique(_AUTHOR.findall(text) + _MENTION.findall(text))
         self.users = [u for u in users if u != self.me]
         self.request = next(
             (m["content"] for m in reversed(messages)
