@@ -249,7 +249,10 @@ async def _step_one(
                     "error_class": type(exc).__name__,
                     "error": str(exc)[:500],
                 }
-                tb = traceback.format_exc()[-2000:]
+                # the step's own frames only: the implicit context of whatever the driver was
+                # handling when it started the step (e.g. run_sync's "no running event loop")
+                # is not this error's story
+                tb = "".join(traceback.format_exception(exc, chain=False))[-2000:]
                 log.add("agent_errors", {**err, "traceback": tb})
                 proxy.trace.record_event("agent.error", **err)
                 if agent is not None:

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 #: the only columns a resumed run may differ in (see the module docstring)
-WALL_OR_STORAGE_ONLY = frozenset({"_shard", "_seq", "wall_s"})
+# traceback: where an error was raised is diagnostic text; its frames differ by executor
+# (a Ray worker's vclock_worker frames, a local run's own), not by what the run did
+WALL_OR_STORAGE_ONLY = frozenset({"_shard", "_seq", "wall_s", "traceback"})
 SPAN_IDS = frozenset({"trace_id", "span_id", "parent"})
 
 
