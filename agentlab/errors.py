@@ -234,6 +234,7 @@ EXTRA_MODULES = {
     "anywidget": "viz", "ipywidgets": "viz", "traitlets": "viz", "IPython": "viz",
     "plotly": "viz",
     "papermill": "sweep", "nbconvert": "sweep", "nbformat": "sweep",
+    "opentelemetry": "otlp", "google": "otlp",
 }  # fmt: skip
 
 

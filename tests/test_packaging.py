@@ -35,7 +35,7 @@ NOT_IMPORTED = {
     "jupyterlab": "the application (`lab` extra), never imported",
 }
 #: extras whose modules agentlab may import (dev holds only tools and test libraries)
-SHIPPED_EXTRAS = ("ray", "viz", "lab", "sweep")
+SHIPPED_EXTRAS = ("ray", "viz", "lab", "sweep", "otlp")
 #: subpackages allowed to import their extra's modules at module level
 TOP_LEVEL_EXTRA = {"viz": "viz"}
 

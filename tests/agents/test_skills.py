@@ -132,7 +132,9 @@ async def test_skill_scripts_run_only_through_the_sandbox(tmp_path: Path) -> Non
         allowed_tools=skill.allowed_tools, env=feed, agent_id="alice",
     )  # fmt: skip
     assert ok.ok and ok.value == 0 and ok.router == "skill_script"
-    with pytest.raises(UnsafeCodeError, match=r"scripts/evil\.py breaks the sandbox's rules.*Import"):
+    with pytest.raises(
+        UnsafeCodeError, match=r"scripts/evil\.py breaks the sandbox's rules.*Import"
+    ):
         await run_skill_script(skill.script("evil.py"), path="scripts/evil.py",
                                allowed_tools=skill.allowed_tools, env=feed)  # fmt: skip
     with pytest.raises(UnsafeCodeError, match="function 'follow' is not available"):
