@@ -315,6 +315,53 @@ HELD_OUT: list[tuple[str, str]] = [
 ]
 
 
+# Blind: written after HELD_OUT's baseline misses were seen but before any ranking change,
+# and scored only once the changes were done -- the honest test of them. Agent-style
+# requests as an LLM persona in a society emits them (a goal plus context).
+BLIND: list[tuple[str, str]] = [
+    ("As Maya I need to know how much cash I have before buying groceries", "check_balance"),
+    ("move 30 dollars over to my brother's account for the tickets", "transfer_money"),
+    ("did my salary arrive? show the account history", "list_transactions"),
+    ("the phone company sent a bill, settle it now", "pay_bill"),
+    ("write to the landlord by email about the broken window", "send_email"),
+    ("go through my unread emails", "read_inbox"),
+    ("add the team dinner on the 14th to my schedule", "create_event"),
+    ("remove the dentist visit from my calendar", "cancel_event"),
+    ("don't let me forget the call with mom at 5", "set_reminder"),
+    ("when is the next number 42 bus", "bus_schedule"),
+    ("I need a taxi home from the bar", "book_taxi"),
+    ("get a train ticket to Hamburg for tomorrow morning", "train_tickets"),
+    ("how long will the drive downtown take with this traffic", "traffic_report"),
+    ("I want to buy a new phone, what does the shop have", "search_products"),
+    ("pay for everything in my cart", "checkout"),
+    ("when will my order arrive", "track_order"),
+    ("send back the shoes, they don't fit", "return_item"),
+    ("see a doctor about my back pain next week", "book_doctor"),
+    ("pick up more of my asthma medicine at the pharmacy", "refill_prescription"),
+    ("I want to read a book from the library", "borrow_book"),
+    ("is it going to be sunny for the picnic on Saturday", "weather_forecast"),
+    ("is the air clean enough to go cycling", "air_quality"),
+    ("is a storm coming tonight", "storm_alerts"),
+    ("find a cheap apartment near the university", "list_apartments"),
+    ("the toilet is leaking, get the landlord to fix it", "report_repair"),
+    ("pay my rent for December", "pay_rent"),
+    ("look for a job as a barista", "job_search"),
+    ("apply to the nurse position at the hospital", "apply_job"),
+    ("post on my timeline that I'm moving to Lisbon", "post_status"),
+    ("start following the mayor on social media", "follow_user"),
+    ("send a chat to Leo saying happy birthday", "send_message"),
+    ("how much electricity did we use this month", "electricity_usage"),
+    ("the internet is down, let the provider know", "report_outage"),
+    ("get a table for six at the steakhouse on Friday", "restaurant_booking"),
+    ("I'm hungry, get me a burger delivered", "order_food"),
+    ("what time is the new Batman movie playing", "movie_showtimes"),
+    ("is the science museum open and what does it cost", "museum_info"),
+    ("translate this email into German", "translate_text"),
+    ("what is the dollar to euro exchange rate today", "currency_rates"),
+    ("find a course in accounting to improve my skills", "training_courses"),
+]
+
+
 def _source() -> str:
     lines = [
         "class CityServices(EnvBase):",
