@@ -147,16 +147,16 @@ class ToolIndex:
         self.names = list(docs)
         self.k1, self.b = k1, b
         self._tf: list[dict[str, float]] = []
-        for n in self.names:
-            doc = docs[n]
+        for name in self.names:
+            doc = docs[name]
             fields = {"description": doc} if isinstance(doc, str) else doc
-            tf: Counter[str] = Counter()
+            counts: dict[str, float] = {}
             for fname, text in fields.items():
                 if fname not in weights:
-                    raise ConfigError(f"tool {n!r}: unknown index field {fname!r}")
+                    raise ConfigError(f"tool {name!r}: unknown index field {fname!r}")
                 for t in tokenize(text):
-                    tf[t] += weights[fname]  # type: ignore[assignment]
-            self._tf.append(dict(tf))
+                    counts[t] = counts.get(t, 0.0) + weights[fname]
+            self._tf.append(counts)
         self._len = [sum(tf.values()) for tf in self._tf]
         self._avg = sum(self._len) / len(self._len) or 1.0
         df: Counter[str] = Counter()
