@@ -95,7 +95,7 @@ class RouterSet:
         self._asking: dict[str, Any] | None = None
         self._group: Any = None
         self._services: Any = None
-        self._tick: dict[str, dict[str, int]] = {}
+        self._tick: dict[str, dict[str, Any]] = {}
         #: failed direct tool calls by ``"tool: ErrorClass"`` (whole run, this process)
         self.call_errors: Counter[str] = Counter()
 
@@ -259,6 +259,9 @@ class RouterSet:
             for key, inc in (("search_hits", found["hit"]), ("search_misses", not found["hit"]),
                              ("search_top1", found["top1"])):  # fmt: skip
                 s[key] = s.get(key, 0) + int(inc)
+            if found["chosen"] is not None:  # which tools the model picked, by name
+                chosen = s.setdefault("search_chosen", {})
+                chosen[found["chosen"]] = chosen.get(found["chosen"], 0) + 1
 
     def _record(
         self,
@@ -311,7 +314,12 @@ class RouterSet:
         total: dict[str, Any] = {}
         for s in by_kind.values():
             for k, v in s.items():
-                total[k] = total.get(k, 0) + v
+                if isinstance(v, dict):  # per-name counts (search_chosen)
+                    into = total.setdefault(k, {})
+                    for name, n in v.items():
+                        into[name] = into.get(name, 0) + n
+                else:
+                    total[k] = total.get(k, 0) + v
         return {**total, "by_kind": by_kind}
 
     def flush(self) -> None:
