@@ -361,7 +361,7 @@ class _AgentEnv:
     ) -> dict[str, Any]:
         """Run an Agent Skill's script where the env lives (this process or the env
         actor), in its sandbox with only ``allowed_tools`` callable; recorded in
-        ``env_requests``. The hook of ``agentlab.env.skill_scripts.env_script_runner``.
+        ``env_requests``. The hook of ``agentlab.agents.skills.env_script_runner``.
 
         Raises:
             UnsafeCodeError: the script breaks the sandbox's rules.
