@@ -12,6 +12,7 @@ request are compared.
 
     .venv/bin/python benchmarks/search_router.py [--quick] [--json PATH] [--k 5]
     PYTHON benchmarks/search_router.py --compare   # vs rank-bm25, bm25s, DuckDB FTS if present
+    .venv/bin/python benchmarks/search_router.py --expand glove   # needs [search-vectors]
 
 ``--compare`` measures the ranking libraries the router could use instead of its tiny
 pure-Python BM25 (build time, query time, recall@k on the same tokens), where installed.
@@ -464,22 +465,32 @@ def city_env(keywords: bool = True) -> EnvBase:
     return env
 
 
-def recall(env: EnvBase, k: int, requests: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+def recall(
+    env: EnvBase,
+    k: int,
+    requests: list[tuple[str, str]] | None = None,
+    expand: str | None = None,
+) -> dict[str, Any]:
     """Share of ``requests`` (default ``REQUESTS``) whose needed tool is in the top-``k``;
-    the misses."""
+    the misses; wall and CPU time per query (``expand``: the index's query expansion)."""
     requests = REQUESTS if requests is None else requests
-    index = ToolIndex.for_env(env)
+    index = ToolIndex.for_env(env, expand)
+    c0 = time.process_time()
     misses = [(q, t) for q, t in requests if t not in index.top(q, k)]
-    t0 = time.perf_counter()
+    cold_us = (time.process_time() - c0) / len(requests) * 1e6  # words seen for the first time
+    t0, c0 = time.perf_counter(), time.process_time()
     for q, _ in requests:
         index.top(q, k)
     query_us = (time.perf_counter() - t0) / len(requests) * 1e6
+    cpu_us = (time.process_time() - c0) / len(requests) * 1e6
     return {
         "k": k,
         "requests": len(requests),
         "recall": 1 - len(misses) / len(requests),
         "misses": misses,
         "query_us": query_us,
+        "cpu_us": cpu_us,
+        "cpu_us_cold": cold_us,
     }
 
 
@@ -487,15 +498,56 @@ def recall(env: EnvBase, k: int, requests: list[tuple[str, str]] | None = None) 
 SETS = {"original": REQUESTS, "held_out": HELD_OUT, "blind": BLIND}
 
 
-def recall_table(k: int = 5) -> list[dict[str, Any]]:
+def recall_table(k: int = 5, expand: str | None = None) -> list[dict[str, Any]]:
     """recall@``k`` of every labelled set, with and without the tools' ``keywords``."""
     rows = []
     for keywords in (False, True):
         env = city_env(keywords)
         for name, requests in SETS.items():
-            r = recall(env, k, requests)
-            rows.append({"set": name, "keywords": keywords, **r})
+            r = recall(env, k, requests, expand)
+            rows.append({"set": name, "keywords": keywords, "expand": expand, **r})
     return rows
+
+
+def expansion_table(k: int = 5, expand: str = "glove") -> dict[str, Any]:
+    """recall@``k`` and CPU per query of every set, the plain index vs ``expand``; the time
+    to load the word vectors and build the expanded index (first use in a process)."""
+    from agentlab.env.search_vectors import WordVectors
+
+    c0, t0 = time.process_time(), time.perf_counter()
+    WordVectors.glove()
+    load = {"cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - t0}
+    env = city_env()  # a new class: its index is built, not taken from the cache
+    c0 = time.process_time()
+    ToolIndex.for_env(env, expand)
+    load["index_build_cpu_ms"] = (time.process_time() - c0) * 1e3
+    plain, wide = recall_table(k), recall_table(k, expand)
+    rows = [
+        {"set": p["set"], "keywords": p["keywords"], "requests": p["requests"],
+         "recall": p["recall"], f"recall_{expand}": w["recall"], "cpu_us": p["cpu_us"],
+         f"cpu_us_{expand}": w["cpu_us"], "cpu_us_cold": p["cpu_us_cold"],
+         f"cpu_us_cold_{expand}": w["cpu_us_cold"], "misses": w["misses"]}
+        for p, w in zip(plain, wide, strict=True)
+    ]  # fmt: skip
+    return {"expand": expand, "k": k, "load": load, "rows": rows}
+
+
+def _print_expansion(out: dict[str, Any]) -> None:
+    e, ld = out["expand"], out["load"]
+    print(f"word vectors loaded in {ld['wall_s']:.2f} s ({ld['cpu_s']:.2f} s CPU), expanded "
+          f"index built in {ld['index_build_cpu_ms']:.1f} ms CPU")  # fmt: skip
+    print("CPU us per query: first pass (new words) / again (cached per word)")
+    print(f"{'set':10} {'keywords':>8} {'requests':>8} {'plain':>7} {e:>7} "
+          f"{'cpu us':>10} {'cpu us ' + e:>13}")  # fmt: skip
+    for r in out["rows"]:
+        print(f"{r['set']:10} {'yes' if r['keywords'] else 'no':>8} {r['requests']:>8} "
+              f"{r['recall']:>7.1%} {r['recall_' + e]:>7.1%} "
+              f"{r['cpu_us_cold']:>4.0f} / {r['cpu_us']:>3.0f} "
+              f"{r['cpu_us_cold_' + e]:>7.0f} / {r['cpu_us_' + e]:>3.0f}")  # fmt: skip
+    for r in out["rows"]:
+        if r["keywords"]:
+            for q, t in r["misses"]:
+                print(f"  miss with {e} ({r['set']}): {q!r} needs {t}")
 
 
 def compare(k: int = 5) -> list[dict[str, Any]]:
@@ -628,7 +680,15 @@ if __name__ == "__main__":
     ap.add_argument("--json", type=Path)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--compare", action="store_true", help="compare BM25 libraries")
+    ap.add_argument("--expand", choices=["glove"], help="recall with query expansion by "
+                    "word vectors (the search-vectors extra) vs without")  # fmt: skip
     a = ap.parse_args()
+    if a.expand:
+        table = expansion_table(a.k, a.expand)
+        _print_expansion(table)
+        if a.json:
+            a.json.write_text(json.dumps(table, indent=2))
+        sys.exit(0)
     if a.compare:
         for row in compare(a.k):
             if "error" in row:

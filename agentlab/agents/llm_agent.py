@@ -15,7 +15,7 @@ from typing import Any
 
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import register_agent
-from agentlab.agents.skills import SkillSet
+from agentlab.agents.skills import SkillSet, env_script_runner
 from agentlab.errors import AgentlabError, ConfigError
 
 __all__ = ["LLMAgent"]
@@ -123,6 +123,9 @@ class LLMAgent(AgentBase):
         env_tools = tools
         if skills is not None:
             skills.check(self.state.get("skills"))
+            if env is not None and hasattr(env, "run_skill_script"):
+                # scripts run where the env lives (this process or the Ray env actor)
+                skills.script_runner = env_script_runner(env)
             skills.begin_step(self, tick, observation, messages)
             tools = skills.tools(env_tools)
         extra = dict(self.config.get("llm") or {})

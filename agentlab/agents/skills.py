@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,15 @@ import yaml
 
 from agentlab.errors import AgentlabError, ConfigError
 
-__all__ = ["Skill", "SkillSet", "catalogue", "load_skill", "load_skills", "skills_digest"]
+__all__ = [
+    "Skill",
+    "SkillSet",
+    "catalogue",
+    "env_script_runner",
+    "load_skill",
+    "load_skills",
+    "skills_digest",
+]
 
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _FIELDS = frozenset(
@@ -122,6 +130,10 @@ class Skill:
                 f"{', '.join(scripts) or '(none)'}"
             )
         return self.files[key]
+
+    def script_label(self, path: str) -> str:
+        """``<skill>/scripts/<file>``: how a script run is named in errors and records."""
+        return f"{self.name}/{path if path.startswith('scripts/') else f'scripts/{path}'}"
 
     # --- record ----------------------------------------------------------------------------
 
@@ -452,11 +464,12 @@ class SkillSet:
         if not scripts or self.script_runner is None:
             return None
         listed = "; ".join(f"{k}: {', '.join(v)}" for k, v in scripts.items())
+        paths = sorted({p for v in scripts.values() for p in v})
         return _fn(
             "run_skill_script",
             f"Run a script of an active skill in the sandbox ({listed}).",
             {"skill": {"type": "string", "enum": sorted(scripts)},
-             "path": {"type": "string", "description": "e.g. scripts/total.py"}},
+             "path": {"type": "string", "enum": paths}},
         )  # fmt: skip
 
     async def acall(self, agent: Any, tick: int | None, tool: str, arguments: Any) -> str:
@@ -487,9 +500,11 @@ class SkillSet:
         except AgentlabError:
             self._record(agent, tick, name, how, "run_script", path, False)
             raise
-        ok = bool(getattr(out, "ok", True))
+        if isinstance(out, dict):  # RouteResult.to_dict(): from the env's process
+            ok, text = bool(out.get("ok", True)), out.get("observation")
+        else:
+            ok, text = bool(getattr(out, "ok", True)), getattr(out, "observation", None)
         self._record(agent, tick, name, how, "run_script", path, ok)
-        text = getattr(out, "observation", None)
         return str(out if text is None else text)
 
     def call(self, agent: Any, tick: int | None, tool: str, arguments: Any) -> str:
@@ -557,6 +572,23 @@ class SkillSet:
                 "ok": ok,
             },
         )
+
+
+def env_script_runner(env: Any) -> Callable[[Skill, str, str | None], Awaitable[Any]]:
+    """The ``SkillSet.script_runner`` of a society agent: the script's text goes to
+    ``env.run_skill_script`` (the agent's ``services.env``), which runs it where the env
+    lives -- in this process or in the Ray env actor -- through the sandbox with the skill's
+    ``allowed-tools`` (``agentlab.env.skill_scripts.run_skill_script``). The runner returns
+    ``RouteResult.to_dict()``; a refused script raises ``UnsafeCodeError``."""
+
+    async def run(skill: Skill, path: str, agent_id: str | None) -> Any:
+        return await env.run_skill_script(
+            skill.script(path),
+            path=skill.script_label(path),
+            allowed_tools=list(skill.allowed_tools),
+        )
+
+    return run
 
 
 def _agent_id(agent: Any) -> str | None:

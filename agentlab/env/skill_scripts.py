@@ -112,11 +112,9 @@ def script_runner(
     """
 
     async def run(skill: Any, path: str, agent_id: str | None) -> RouteResult:
-        code = skill.script(path)
-        key = path if path.startswith("scripts/") else f"scripts/{path}"
         return await run_skill_script(
-            code,
-            path=f"{skill.name}/{key}",
+            skill.script(path),
+            path=skill.script_label(path),
             allowed_tools=skill.allowed_tools,
             env=env,
             agent_id=agent_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -174,6 +175,15 @@ async def test_society_reports_search_counters_in_timeline(tmp_path: Path) -> No
     total = {k: sum(s.get(k, 0) for s in stats) for k in ("search_hits", "search_misses")}
     assert total["search_hits"] + total["search_misses"] == 8, stats
     assert total["search_hits"] == int((df.n_tool_calls > 0).sum())  # sim picks from offered
+    # per-tool choice counts: the first tool of each request that called one, by name
+    calls = run.sql("select tool_calls from env_requests where n_tool_calls > 0").tool_calls
+    first = Counter((json.loads(c) if isinstance(c, str) else c)[0]["tool"] for c in calls)
+    chosen: dict[str, int] = {}
+    for s in stats:
+        assert s.get("search_chosen") == s["by_kind"]["search"].get("search_chosen")
+        for name, n in (s.get("search_chosen") or {}).items():
+            chosen[name] = chosen.get(name, 0) + n
+    assert chosen == dict(first) and sum(chosen.values()) == int((df.n_tool_calls > 0).sum())
     # each router prompt is visibly shorter than react's with every schema (measured 463 vs
     # 777 tokens per call on the 6-tool feed, k=2; search made 17 calls to react's 10)
     react = await _society_run(tmp_path / "react", "react", {})
