@@ -136,16 +136,33 @@ def derive(x: dict) -> tuple[dict, dict]:
     p_short = r1[1] * math.exp(sigma_from_quartiles(r1[0], r1[2]) * _z(q))
     t_med = load["discussion"]["horizontal"]["queue_wait_p50_s"]
     t_short = load["horizontal_inflight_1"]["queue_wait_s"][0]
+    # The engine's prefill step also costs the step's base time 1 / decode_tps (the step
+    # that finishes a prefill samples the first token): TTFT = overhead + base + prompt /
+    # prefill_tps. Where the two points' intercept is below that base, overhead is 0 and
+    # the line goes through the median point.
+    base = 1 / p["decode_tps"]
     slope = (t_med - t_short) / (pm - p_short)
+    icpt = t_short - p_short * slope - base
+    if icpt < 0:
+        slope, icpt = (t_med - base) / pm, 0.0
     p["prefill_tps"] = round(1 / slope, -1)
-    p["overhead_s"] = round(t_short - p_short * slope, 4)
+    p["overhead_s"] = round(icpt, 4)
     why["prefill_tps"] = (
-        f"1 / slope of TTFT vs prompt through ({p_short:.0f} tok, {t_short} s) [horizontal"
-        f" in-flight-1 TTFT p25 <-> round-1 prompt quantile {q:.3f}] and ({pm:.0f} tok,"
-        f" {t_med} s) [horizontal discussion TTFT p50 <-> pooled prompt median]"
+        f"TTFT = overhead_s + 1 / decode_tps (the engine's step base) + prompt / prefill_tps"
+        f" through ({p_short:.0f} tok, {t_short} s) [horizontal in-flight-1 TTFT p25 <->"
+        f" round-1 prompt quantile {q:.3f}] and ({pm:.0f} tok, {t_med} s) [horizontal"
+        " discussion TTFT p50 <-> pooled prompt median]"
+        + (
+            "; their intercept is below the step base, so overhead_s = 0 and the slope goes"
+            f" through the median point, {1000 * (base + p_short * slope - t_short):.1f} ms"
+            " above the first point"
+            if icpt == 0
+            else ""
+        )
     )
     why["overhead_s"] = (
-        "intercept of the same line (tokenisation, scheduling, HTTP inside the server)"
+        "intercept of the same line less the step base (tokenisation, scheduling, HTTP"
+        " inside the server)"
     )
 
     m, sg, fit = text_cpt(wf)
@@ -446,12 +463,13 @@ def render(x: dict) -> str:
         lines.append(f"# source: {info['why'][k]}")
         lines.append(f"{k} = {p[k]!r}")
     lines += [
-        "# source: client side, measured: the send-side CPU of one request of a fan-out = the gap",
-        "# between consecutive arrivals at the server of k = 3 requests sent together",
-        "# (asyncio.gather, the OpenAI SDK, warm connections): benchmarks/client_fanout.py, mean",
-        f"# of 3 x 200-400 gaps {CLIENT_GAP_MEANS_MS} ms on the 2-core dev box (Dec 2026), rounded",
-        "# to 0.1 ms. The paper's client is not published; its whole CPU per call (litellm 4-12",
-        "# ms, FIELD_NOTES) is not a gap: parsing a reply comes after every request is sent",
+        "# (the paper's client is not published; a client's whole CPU per call, litellm 4-12 ms",
+        "# in FIELD_NOTES, is not the gap: parsing a reply comes after every request is sent)",
+        "# source: client side, measured: the send-side CPU of one request of a fan-out = the gap"
+        " between consecutive arrivals at the server of k = 3 requests sent together"
+        " (asyncio.gather, the OpenAI SDK, warm connections): benchmarks/client_fanout.py, mean"
+        f" of 3 runs of 200-400 gaps {CLIENT_GAP_MEANS_MS} ms on the 2-core dev box (Dec"
+        " 2026), rounded to 0.1 ms",
         f"client_overhead_s = {CLIENT_GAP_S!r}",
         f"# source: {info['why']['text_cpt_median']}",
         f"text_cpt_median = {p['text_cpt_median']!r}",
