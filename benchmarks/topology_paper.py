@@ -10,6 +10,9 @@ fraction for N = 3, 4, 5 (the scaling prediction). Prints both tables and the ti
 difference from the published value and whether it is within 15 %; Table 3's lognormal
 sigma (goal: within 0.1), the share of n = 200 subsamples that reject the exponential
 (goal: within 10 points) and the full-mesh burst fraction by N (goal: 5 points) follow.
+Last, the pieces the TTFT rows are made of (:func:`pieces`): discussion prompt tokens by
+call label and round next to the published quartiles, and discussion TTFT by place in a
+burst (first / joined) next to the same prompt on an idle server.
 
     python benchmarks/topology_paper.py [--quick] [--runs N] [--json PATH] [--out DIR]
         [--cross-fit]
