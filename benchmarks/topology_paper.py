@@ -10,6 +10,9 @@ fraction for N = 3, 4, 5 (the scaling prediction). Prints both tables and the ti
 difference from the published value and whether it is within 15 %; Table 3's lognormal
 sigma (goal: within 0.1), the share of n = 200 subsamples that reject the exponential
 (goal: within 10 points) and the full-mesh burst fraction by N (goal: 5 points) follow.
+Last, the pieces the TTFT rows are made of (:func:`pieces`): discussion prompt tokens by
+call label and round next to the published quartiles, and discussion TTFT by place in a
+burst (first / joined) next to the same prompt on an idle server.
 
     python benchmarks/topology_paper.py [--quick] [--runs N] [--json PATH] [--out DIR]
         [--cross-fit]
@@ -111,6 +114,74 @@ def format_burst(burst: dict[int, float]) -> str:
         lines.append(f"{n:3d} {pub:10.3f} {b:10.3f} {b - pub:+8.3f} {mark}")
     lines.append("(N = 3 and 5: no published value in the paper's data; the fall with N is "
                  "the prediction)")  # fmt: skip
+    return "\n".join(lines)
+
+
+#: the original's discussion call labels by topology (datasets/agentraffic_server.json)
+_CALLS = {"sequential": ("horizontal_discussion",), "star": ("vertical_solver", "vertical_reviewer"),
+          "full_mesh": ("full_mesh_message",)}  # fmt: skip
+
+
+def pieces(calls: Any) -> dict[str, Any]:
+    """What Table 2's TTFT rows are made of, measured on the run: prompt tokens per call
+    label and round next to the published quartiles (``workflow.context.<call>.prompt`` of
+    datasets/agentraffic_server.json), and each topology's discussion TTFT split by where
+    the call stood in a burst: sent alone or first of a burst (nothing else prefilling), or
+    joining one (sent within 50 ms of the call before it in its run: a fan-out), with the
+    TTFT the same call would have on an idle server (overhead + step base + its uncached
+    prompt / prefill_tps)."""
+    import numpy as np
+
+    from agentlab.datasets import data_dir
+    from agentlab.llm import get_profile
+
+    ctx = json.loads((data_dir() / "agentraffic_server.json").read_text())["workflow"]["context"]
+    prof = get_profile("vllm-3b")
+    c = calls[calls["outcome"] == "ok"].copy()
+    c["call"] = c["labels"].map(lambda d: d.get("call") if isinstance(d, dict) else None)
+    prompts = []
+    for topo, labels in _CALLS.items():
+        for call in labels:
+            for rnd in (1, 2, 3):
+                x = c[(c["topology"] == topo) & (c["call"] == call) & (c["round"] == rnd)]
+                if len(x):
+                    q = np.percentile(x["prompt_tokens"], [25, 50, 75]).round(0).tolist()
+                    prompts.append({"call": call, "round": rnd, "n": len(x), "simulated": q,
+                                    "published": ctx[call]["prompt"][rnd - 1][:3]})  # fmt: skip
+    d = c[c["stage"] == "discussion"].sort_values("start")
+    gap = d.groupby("run_id")["start"].diff()
+    d = d.assign(
+        joined=gap < 0.05,
+        idle=prof.overhead_s + 1 / prof.decode_tps
+        + (d["prompt_tokens"] - d["cached_tokens"]) / prof.prefill_tps,
+    )  # fmt: skip
+    ttft = []
+    for topo in TOPOLOGIES:
+        for joined in (False, True):
+            x = d[(d["topology"] == topo) & (d["joined"] == joined)]
+            if len(x):
+                ttft.append({"topology": topo, "joined": joined, "n": len(x),
+                             "ttft_p50": float(x["ttft"].median()),
+                             "ttft_p95": float(x["ttft"].quantile(0.95)),
+                             "idle_p50": float(x["idle"].median())})  # fmt: skip
+    return {"prompts": prompts, "ttft": ttft}
+
+
+def format_pieces(pc: dict[str, Any]) -> str:
+    lines = ["\nPieces: discussion prompt tokens [p25, p50, p75] by call label and round",
+             f"{'call':22s} {'round':>5s} {'n':>5s}  {'simulated':22s} published"]  # fmt: skip
+    for r in pc["prompts"]:
+        sim = "[" + ", ".join(f"{v:.0f}" for v in r["simulated"]) + "]"
+        pub = "[" + ", ".join(f"{v:g}" for v in r["published"]) + "]"
+        lines.append(f"{r['call']:22s} {r['round']:5d} {r['n']:5d}  {sim:22s} {pub}")
+    lines += ["Discussion TTFT by place in a burst (joined = sent < 50 ms after the run's call"
+              " before it); idle = the same prompt on an idle server",
+              f"{'topology':10s} {'calls':8s} {'n':>5s} {'ttft p50':>9s} {'ttft p95':>9s} "
+              f"{'idle p50':>9s}"]  # fmt: skip
+    for r in pc["ttft"]:
+        kind = "joined" if r["joined"] else "first"
+        lines.append(f"{r['topology']:10s} {kind:8s} {r['n']:5d} {r['ttft_p50']:9.4f} "
+                     f"{r['ttft_p95']:9.4f} {r['idle_p50']:9.4f}")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -237,6 +308,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(format_table2(cmp2))
     print(format_table3(cmp3, rej))
     print(format_burst(burst))
+    pc = pieces(calls)
+    print(format_pieces(pc))
     cross = cross_fit(calls, runs, args.seed, base) if args.cross_fit else []
     if cross:
         print(format_cross_fit(cross))
@@ -246,7 +319,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "table2_vs_paper": cmp2.to_dict("records"), "table3": fits.drop(columns="params")
         .to_dict("records"), "table3_vs_paper": cmp3.to_dict("records"),
         "full_mesh_burst_fraction_by_n": {str(k): v for k, v in burst.items()},
-        "exponential_rejection_n200": rej, "cross_fit": cross,
+        "exponential_rejection_n200": rej, "cross_fit": cross, "pieces": pc,
     }  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))

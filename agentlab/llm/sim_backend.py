@@ -44,7 +44,7 @@ from agentlab.llm.sim_content import (
     append_marker,
     cut_at_stop,
     gen_json,
-    gen_text,
+    gen_reply,
     gen_tool_call,
     play_along,
 )
@@ -124,6 +124,7 @@ class SimServer:
         #: :meth:`plan_instant` may serve calls: instant and no client CPU to spend first
         self.instant = self._instant and profile.client_overhead_s == 0
         self._seed_str = str(seed)
+        self._cpt = (profile.text_cpt_median, profile.text_cpt_sigma)  # replies' chars/token
         self._tokenizer = get_tokenizer(profile.tokenizer)
         # "chars:R" profiles: R, for the single-message shortcut of _digest; 0 otherwise
         self._chars_per_token = (
@@ -346,9 +347,9 @@ class SimServer:
             n = 1
         self.requests_total += 1
         if n >= k.cap:  # cut (vLLM checks the length before EOS): no marker comes
-            text, n, finish = gen_text(rng, k.cap)[:-1], k.cap, "length"
+            text, n, finish = gen_reply(rng, k.cap, *self._cpt)[:-1], k.cap, "length"
         else:
-            text, finish = gen_text(rng, n), "stop"
+            text, finish = gen_reply(rng, n, *self._cpt), "stop"
             if k.marker:  # a marker the caller parses, at rate sim_marker_p
                 text = append_marker(text, rng, k.marker, k.marker_p)
         self.prompt_tokens_total += prompt_tokens
@@ -432,12 +433,15 @@ class SimServer:
             return "", [], 0, "length"
         stop = params.get("stop")
         if target >= cap:  # cut (vLLM checks the length before EOS): no marker comes
-            text, n, finish = gen_text(rng, cap)[:-1], cap, "length"
+            text, n, finish = gen_reply(rng, cap, *self._cpt)[:-1], cap, "length"
         else:
             # free text only: a marker the caller parses ("[CONSENSUS]"), at rate sim_marker_p
             marker = params.get("sim_marker")
             text = append_marker(
-                gen_text(rng, target), rng, marker, float(params.get("sim_marker_p", 1.0))
+                gen_reply(rng, target, *self._cpt),
+                rng,
+                marker,
+                float(params.get("sim_marker_p", 1.0)),
             )
             n, finish = target, "stop"
         if stop:  # vLLM's stop strings: the reply ends at the first, which is removed

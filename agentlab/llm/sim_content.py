@@ -21,11 +21,13 @@ __all__ = [
     "append_marker",
     "cut_at_stop",
     "gen_json",
+    "gen_reply",
     "gen_text",
     "gen_tool_call",
     "gen_value",
     "play_along",
     "request_hash",
+    "text_chars_per_token",
 ]
 
 _MASK = (1 << 64) - 1
@@ -103,23 +105,107 @@ _CORPUS_WORDS = len(_STARTS) - 1
 _HALF = _CORPUS_WORDS // 2  # the longest slice one draw takes
 
 
-def gen_text(rng: Rng, n_tokens: int) -> str:
-    """``n_tokens`` words of deterministic filler, sentence-cased, ending with a period."""
+# Words of other lengths, each also one Llama-3 token with its leading space
+# (tests/llm/test_sim_content.py checks every one): text with a chosen number of characters
+# per token mixes them with the words above (see :func:`gen_text`'s ``chars_per_token``).
+_SHORT_WORDS = (  # noqa: SIM905
+    "a I to of in is it we be at on or as an by do if up so no us my me he go am ok"
+).split()
+_LONG_WORDS = (  # noqa: SIM905
+    "information development implementation responsibilities communication requirements "
+    "recommendation understanding performance environment significant particular "
+    "technology architecture management experience constraints assumptions "
+    "considerations alternatives distribution probability evaluation important different "
+    "structure function variable strategy approach analysis solution problem proposal "
+    "question process system project network security customer service quality resource "
+    "schedule budget review support design should would because between through however "
+    "therefore example results overall together consider ensure provide improve specific "
+    "critical potential further additional possible currently available required "
+    "including following several multiple individual"
+).split()
+
+
+def _mean_cpt(words: list[str] | tuple[str, ...]) -> float:
+    return 1.0 + sum(map(len, words)) / len(words)  # the leading space counts
+
+
+_CPT_LO, _CPT_MID, _CPT_HI = _mean_cpt(_SHORT_WORDS), _mean_cpt(_WORDS), _mean_cpt(_LONG_WORDS)
+_CPT_STEP = 0.25  # one corpus per this many characters per token
+_CORPORA: dict[int, tuple[str, list[int]]] = {}
+
+
+def _corpus_at(level: int) -> tuple[str, list[int]]:
+    """The corpus whose words average ``level * _CPT_STEP`` characters per token (the
+    space included), mixing the short or long words into the common ones; built once."""
+    hit = _CORPORA.get(level)
+    if hit is not None:
+        return hit
+    cpt = min(max(level * _CPT_STEP, _CPT_LO), _CPT_HI)
+    if cpt < _CPT_MID:
+        other, p = _SHORT_WORDS, (_CPT_MID - cpt) / (_CPT_MID - _CPT_LO)
+    else:
+        other, p = _LONG_WORDS, (cpt - _CPT_MID) / (_CPT_HI - _CPT_MID)
+    rng = Rng(12345 + level)
+    words = [
+        other[rng.randint(len(other))] if rng.random() < p else _WORDS[rng.randint(_NW)]
+        for _ in range(_CORPUS_WORDS)
+    ]
+    starts, pos = [], 0
+    for w in words:
+        starts.append(pos)
+        pos += len(w) + 1
+    starts.append(pos)
+    _CORPORA[level] = out = (" ".join(words) + " ", starts)
+    return out
+
+
+def text_chars_per_token(rng: Rng, median: float, sigma: float) -> float:
+    """One reply's characters per token: log-normal (``median``, ``sigma``), one draw.
+
+    Real replies differ in how many characters a token carries (prose with long words,
+    lists, numbers, code); a history cut to a number of *characters* then holds a varying
+    number of tokens. ``sigma`` 0 gives ``median`` with no draw.
+    """
+    if sigma <= 0:
+        return median
+    return median * math.exp(sigma * rng.normal())
+
+
+def gen_text(rng: Rng, n_tokens: int, chars_per_token: float = 0.0) -> str:
+    """``n_tokens`` words of deterministic filler, sentence-cased, ending with a period.
+
+    Every word is one token. ``chars_per_token`` (> 0) picks words that average that many
+    characters per token, space included (rounded to 0.25, within about 2.9-9.8); 0 (default)
+    uses the common short words (~4.4 characters per Llama-3 token).
+    """
     if n_tokens <= 0:
         return ""
+    if chars_per_token > 0:
+        corpus, starts = _corpus_at(int(chars_per_token / _CPT_STEP + 0.5))
+    else:
+        corpus, starts = _CORPUS, _STARTS
     if n_tokens <= _HALF:  # one slice (every completion but the longest): no list, no join
         rng.s = s = (rng.s * _MUL + _INC) & _MASK  # rng.randint(_CORPUS_WORDS - n_tokens)
         off = (s >> 33) % (_CORPUS_WORDS - n_tokens)
-        a = _STARTS[off]
-        return f"{_CORPUS[a].upper()}{_CORPUS[a + 1 : _STARTS[off + n_tokens] - 1]}."
+        a = starts[off]
+        return f"{corpus[a].upper()}{corpus[a + 1 : starts[off + n_tokens] - 1]}."
     parts = []
     while n_tokens > 0:
         k = min(n_tokens, _HALF)
         off = rng.randint(_CORPUS_WORDS - k)
-        parts.append(_CORPUS[_STARTS[off] : _STARTS[off + k] - 1])
+        parts.append(corpus[starts[off] : starts[off + k] - 1])
         n_tokens -= k
     text = " ".join(parts)
     return text[:1].upper() + text[1:] + "."
+
+
+def gen_reply(rng: Rng, n_tokens: int, cpt_median: float = 0.0, cpt_sigma: float = 0.0) -> str:
+    """A free-text reply of ``n_tokens`` tokens: :func:`gen_text` at characters per token
+    drawn by :func:`text_chars_per_token` (``cpt_median`` > 0; a profile's
+    ``text_cpt_median`` / ``text_cpt_sigma``), or the common short words (0, no draw)."""
+    if cpt_median <= 0:
+        return gen_text(rng, n_tokens)
+    return gen_text(rng, n_tokens, text_chars_per_token(rng, cpt_median, cpt_sigma))
 
 
 def append_marker(text: str, rng: Rng, marker: str | None, p: float) -> str:

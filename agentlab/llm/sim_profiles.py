@@ -278,6 +278,11 @@ class SimProfile:
     # how prompts are counted (agentlab.llm.tokens): "llama3" (exact vocabulary + chat
     # template) or "chars:R" (R characters per token, 4 tokens of template per message)
     tokenizer: str = "chars:4"
+    # characters per token of simulated free-text replies: log-normal median and sigma per
+    # reply (agentlab.llm.sim_content.gen_reply); 0 = the common short words (~4.4 per
+    # Llama-3 token), no draw. Decides how many tokens a history cut by characters holds.
+    text_cpt_median: float = 0.0
+    text_cpt_sigma: float = 0.0
     # --- engine mechanisms (vLLM v1); TOML section [engine]; each off-setting gives the
     # engine as it was before the mechanism existed
     # automatic prefix caching: a request skips the prompt blocks found cached (false: off)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Literal
 
 import pytest
@@ -144,3 +145,28 @@ def test_unknown_profile_and_bad_overrides_name_the_choices() -> None:
     assert c.profile is not None and c.profile.slots == 4 and c.profile.decode_tps == 10
     with pytest.raises(ConfigError, match="slots"):
         LLMClient("sim/vllm-3b", slots=-1)
+
+
+def test_reply_words_are_one_llama3_token_and_set_chars_per_token() -> None:
+    """Text at a chosen characters-per-token: every word one Llama-3 token, so a reply of n
+    tokens counts n (give or take the sentence case and the period), and its characters
+    per token follow the request (the history cut by characters then holds the right
+    number of tokens)."""
+    from agentlab.llm import sim_content as sc
+    from agentlab.llm.tokens import count_text_tokens
+
+    for w in (*sc._SHORT_WORDS, *sc._WORDS, *sc._LONG_WORDS):
+        assert count_text_tokens(" " + w, tokenizer="llama3") == 1, w
+    for cpt in (3.5, 4.8, 6.0, 8.0):
+        text = sc.gen_text(sc.Rng(5), 1500, cpt)
+        n = count_text_tokens(text, tokenizer="llama3")
+        assert abs(n - 1500) <= 2
+        assert len(text) / n == pytest.approx(cpt, rel=0.05)
+    # no chars_per_token (every profile but the ones that set text_cpt_median): unchanged
+    assert sc.gen_reply(sc.Rng(9), 50) == sc.gen_text(sc.Rng(9), 50)
+    a, b = sc.Rng(9), sc.Rng(9)
+    assert sc.gen_reply(a, 50, 4.8, 0.0) == sc.gen_text(b, 50, 4.8)
+    draws = [sc.text_chars_per_token(sc.Rng(i), 4.8, 0.4) for i in range(2000)]
+    draws.sort()
+    assert draws[1000] == pytest.approx(4.8, rel=0.05)
+    assert draws[1500] / draws[500] == pytest.approx(math.exp(2 * 0.6745 * 0.4), rel=0.1)

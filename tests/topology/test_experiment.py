@@ -54,7 +54,8 @@ def test_same_seed_same_results_and_run_dir(tmp_path: Path) -> None:
 
 def test_full_mesh_messages_are_directed_pairs(tmp_path: Path) -> None:
     res = Experiment(topologies=["full_mesh"], agents=3, runs=1, tasks=TASKS, progress=False,
-                     out=tmp_path, rounds=1, consensus_rates={"full_mesh": (0.0,)}).run_sync()  # fmt: skip
+                     out=tmp_path, rounds=1, max_iterations=1,
+                     consensus_rates={"full_mesh": (0.0,)}).run_sync()  # fmt: skip
     m = res.messages_df()
     disc = m[m.hub == "discussion"]
     assert len(disc) == 6 and all(len(r) == 1 for r in disc.receivers)
