@@ -37,9 +37,9 @@ from agentlab.store.layout import REPLAY_DIR, TRACE_DIR
 from agentlab.store.manifest import MANIFEST_NAME, MANIFEST_SCHEMA_VERSION, iso_time
 from agentlab.store.writer_lock import _HELD, LOCK_NAME, WriterLock, lock_holder
 
-__all__ = ["ENDED", "LIVE", "RunStatus", "STEP_FILE", "claim_run_dir", "clear_run_dir", "hold_run_dir", "is_run",
-           "mark_status", "normalize_status", "read_status", "writer_alive",
-           "writing_run"]  # fmt: skip
+__all__ = ["ENDED", "LIVE", "STEP_FILE", "RunStatus", "claim_run_dir", "clear_run_dir",
+           "hold_run_dir", "is_run", "mark_status", "normalize_status", "read_status",
+           "writer_alive", "writing_run"]  # fmt: skip
 
 RunStatus = Literal["running", "paused", "stopped", "done", "failed", "interrupted"]
 STATUSES: tuple[str, ...] = get_args(RunStatus)

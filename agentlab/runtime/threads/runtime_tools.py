@@ -32,6 +32,7 @@ class ThreadDesk(Protocol):
 
     def state(self, thread_id: str) -> ThreadState | None: ...
 
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
