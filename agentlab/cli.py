@@ -7,6 +7,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = ["COMMANDS", "main"]
 
@@ -63,13 +64,18 @@ def _profiles() -> str:
     return ", ".join(f"sim/{p}" for p in PROFILES)
 
 
+def _command(sub: argparse._SubParsersAction, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand's parser in the shape they all share: our help formatter and no
+    abbreviated options (``--agent 5`` must not be read as ``--agents 5``)."""
+    return sub.add_parser(name, formatter_class=_Formatter, allow_abbrev=False, **kwargs)
+
+
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    d = sub.add_parser(
+    d = _command(
+        sub,
         "demo",
         help="run the demo society on the simulated backend",
         description="Run a persona society on the social feed with the sim/vllm-3b profile.",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     d.add_argument(
         "--out",
@@ -89,14 +95,13 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    r = sub.add_parser(
+    r = _command(
+        sub,
         "run",
         help="run a society from a TOML/YAML config",
         description="Create (or resume) a society from a config file of Society.create "
         f"arguments and run it. Simulated models: {_profiles()}; any litellm model string "
         "works with a real clock.",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     r.add_argument("config", nargs="?", help="TOML or YAML config file (optional with --fork)")
     r.add_argument("--resume", action="store_true", help="continue from the last committed tick")
@@ -126,11 +131,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_sim_serve(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser(
+    s = _command(
+        sub,
         "sim-serve",
         help="OpenAI-compatible HTTP server over the simulator",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     s.add_argument("--profile", default="vllm-3b", help=f"simulator profile ({_profiles()})")
     s.add_argument("--host", default="127.0.0.1", help="address to bind")
@@ -143,11 +147,10 @@ def _add_sim_serve(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_replay_traffic(sub: argparse._SubParsersAction) -> None:
-    rt = sub.add_parser(
+    rt = _command(
+        sub,
         "replay-traffic",
         help="fire a run's LLM traffic at an OpenAI-compatible endpoint (a new run)",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     rt.add_argument("run", help="run directory (or a trace.jsonl from --export)")
     rt.add_argument("--base-url", default=None, help="e.g. http://127.0.0.1:8600/v1")
@@ -164,11 +167,10 @@ def _add_replay_traffic(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_export_otlp(sub: argparse._SubParsersAction) -> None:
-    eo = sub.add_parser(
+    eo = _command(
+        sub,
         "export-otlp",
         help="write a run's spans as OTLP (JSON or protobuf) or push them to a collector",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     eo.add_argument("run", help="run directory")
     eo.add_argument("--out", default=None, metavar="FILE", help="write an OTLP file")
@@ -181,14 +183,13 @@ def _add_export_otlp(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
-    rep = sub.add_parser(
+    rep = _command(
+        sub,
         "report",
         help="summarise a run, a sweep, or a folder of runs",
         description="PATH is a run directory (summary and figures), a sweep directory "
         "(one row per point, compared), or a folder holding runs (one row per run). "
         "Anything else is an error.",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     rep.add_argument("path", help="run, sweep or folder of runs")
     rep.add_argument(
@@ -203,18 +204,18 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_runs(sub: argparse._SubParsersAction) -> None:
-    ru = sub.add_parser(
+    ru = _command(
+        sub,
         "runs",
         help="list the runs under a folder with their key figures",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     ru.add_argument("folder", nargs="?", default="runs", help="folder to search (3 levels)")
     ru.set_defaults(target="agentlab.cli:runs")
 
 
 def _add_view(sub: argparse._SubParsersAction) -> None:
-    v = sub.add_parser(
+    v = _command(
+        sub,
         "view",
         help="browse the runs, experiments, sweeps and papers under a folder in a web page",
         description="Serve a local page listing every run, sweep and paper under DIR (search, "
@@ -223,8 +224,6 @@ def _add_view(sub: argparse._SubParsersAction) -> None:
         "messages, spans, per-agent timelines and charts; an experiment by topology and run "
         "(call graph); a sweep's metrics against its parameters. Open pages follow running "
         "runs. --bundle writes the same pages as a static site instead.",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     v.add_argument("dir", nargs="?", default="runs", help="folder to browse")
     v.add_argument("--bundle", default=None, metavar="OUT", help="write a static site to OUT")
@@ -250,14 +249,13 @@ def _add_params(p: argparse.ArgumentParser, metavar: str, multi: bool) -> None:
 
 
 def _add_sweep(sub: argparse._SubParsersAction) -> None:
-    sw = sub.add_parser(
+    sw = _command(
+        sub,
         "sweep",
         help="run a notebook over a parameter grid",
         description="Execute NOTEBOOK once per point of the grid (cartesian product of the "
         "-p values) with papermill; each point is a complete run directory under --out. "
         "Parameters the notebook's parameters cell lacks are an error.",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     sw.add_argument("notebook", help="notebook with a cell tagged 'parameters'")
     _add_params(sw, "NAME=VALUES", multi=True)
@@ -276,14 +274,13 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_paper(sub: argparse._SubParsersAction) -> None:
-    pa = sub.add_parser(
+    pa = _command(
+        sub,
         "paper",
         help="execute a notebook fresh and export it to HTML that opens offline",
         description="Execute NOTEBOOK into --out and write NOTEBOOK.html next to its "
         "manifest; widgets show their final state, figures use one shared plotly.min.js, "
         "nothing loads from the network.",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     pa.add_argument("notebook", help="notebook to execute")
     pa.add_argument("--out", required=True, help="output directory")
@@ -298,11 +295,10 @@ def _add_paper(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:
-    ca = sub.add_parser(
+    ca = _command(
+        sub,
         "calibrate",
         help="fit a sim profile (TOML) from a run's llm_calls",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     ca.add_argument("run", help="run directory")
     ca.add_argument("--out", required=True, help="profile TOML to write")
@@ -326,11 +322,10 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_export_dirs(sub: argparse._SubParsersAction) -> None:
-    ex = sub.add_parser(
+    ex = _command(
+        sub,
         "export-dirs",
         help="write a packed run's agents as directories",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     ex.add_argument("run", help="run directory holding agents.sqlite")
     ex.add_argument("out", help="empty folder for <out>/<agent_id>/<key> files")
@@ -338,14 +333,13 @@ def _add_export_dirs(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
-    ex = sub.add_parser(
+    ex = _command(
+        sub,
         "export",
         help="write a run's datasets as Parquet files (read with pandas/pyarrow/duckdb)",
         description="One <DIR>/<dataset>.parquet per dataset (spans included), as Run.df "
         "returns it: no _shard/_seq, *_at UTC timestamps next to the epoch seconds, JSON "
         "columns as JSON text.",
-        formatter_class=_Formatter,
-        allow_abbrev=False,
     )
     ex.add_argument("run", help="run directory")
     ex.add_argument("--parquet", required=True, metavar="DIR", help="folder for the files")

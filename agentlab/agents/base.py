@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import orjson
 
-from agentlab.agents.registry import get_agent_class
 from agentlab.agents.workspace import (
     SLOT_KEYS,
     Workspace,
@@ -41,6 +41,22 @@ __all__ = [
 AGENT_SCHEMA_VERSION = 1
 
 T = TypeVar("T", bound="AgentBase")
+
+#: ``registry.get_agent_class``: :mod:`agentlab.agents.registry` imports this module (to
+#: check what it registers) and installs its lookup here with :func:`_set_class_lookup`;
+#: the package ``__init__`` imports the registry, so it is set before any agent loads.
+_class_lookup: Callable[[str, str | None], type[AgentBase]] | None = None
+
+
+def _set_class_lookup(lookup: Callable[[str, str | None], type[AgentBase]]) -> None:
+    global _class_lookup
+    _class_lookup = lookup
+
+
+def _registered_class(name: str, class_path: str | None) -> type[AgentBase]:
+    if _class_lookup is None:  # pragma: no cover - the package __init__ installs it
+        raise AgentError("the agent registry is not loaded: import agentlab.agents")
+    return _class_lookup(name, class_path)
 
 
 class AgentLLM(Protocol):
@@ -349,7 +365,7 @@ class AgentBase:
             ident = ws.read_json("AGENT.json")
             if ident is None:
                 raise AgentError(f"no agent workspace for {ws.agent_id!r} in {ws.store!r}")
-            klass = agent_class or get_agent_class(ident["type"], ident.get("class"))
+            klass = agent_class or _registered_class(ident["type"], ident.get("class"))
         if cls is not AgentBase and not issubclass(klass, cls):
             raise AgentError(
                 f"agent {ws.agent_id!r} has type {klass.type_name!r} ({klass.__name__}), "

@@ -12,12 +12,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
+from agentlab.agents.base import AgentBase, _set_class_lookup
 from agentlab.errors import ConfigError, UnknownNameError
-
-if TYPE_CHECKING:
-    from agentlab.agents.base import AgentBase
 
 __all__ = [
     "agent_types",
@@ -49,8 +47,6 @@ def register_agent(name_or_cls: Any = None) -> Any:
     """
 
     def deco(cls: A, name: str | None = None) -> A:
-        from agentlab.agents.base import AgentBase
-
         if not (isinstance(cls, type) and issubclass(cls, AgentBase)):
             raise ConfigError(f"register_agent expects an AgentBase subclass, got {cls!r}")
         key = name or cls.__dict__.get("type_name") or cls.__name__.lower()
@@ -138,3 +134,6 @@ def ensure_registered(classes: dict[str, type[AgentBase]] | None) -> None:
     for name, cls in (classes or {}).items():
         if _REGISTRY.get(name) is not cls:
             register_agent(name)(cls)
+
+
+_set_class_lookup(get_agent_class)

@@ -17,7 +17,14 @@ from agentlab.env.registry import env_spec
 from agentlab.env.render import TooLarge, bounded_json, logical_size
 from agentlab.errors import ToolError, UnknownNameError, UnsafeCodeError
 
-__all__ = ["LLMLike", "RouteResult", "Router", "RouterStats", "ToolArgumentError"]
+__all__ = [
+    "LLMLike",
+    "RouteResult",
+    "Router",
+    "RouterStats",
+    "ToolArgumentError",
+    "register_router",
+]
 
 
 class ToolArgumentError(ToolError):
@@ -244,3 +251,14 @@ class Router:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(env={type(self.env).__name__}, stats={self.stats})"
+
+
+#: router kinds buildable by ``make_router`` (:mod:`agentlab.env.routers` registers
+#: ``direct``, ``react`` and ``codegen`` first, then loads the modules of the others)
+_ROUTERS: dict[str, type[Router]] = {}
+
+
+def register_router(cls: type[Router]) -> type[Router]:
+    """Make ``cls`` buildable by its ``kind`` with :func:`make_router`."""
+    _ROUTERS[cls.kind] = cls
+    return cls

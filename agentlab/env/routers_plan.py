@@ -16,15 +16,15 @@ import re
 from typing import Any
 
 from agentlab.env.base import EnvBase
-from agentlab.env.routers import (
+from agentlab.env.routers_base import (
     LLMLike,
-    ReActRouter,
     Router,
     RouteResult,
     ToolArgumentError,
     _render,
     register_router,
 )
+from agentlab.env.routers_react import ReActRouter
 from agentlab.errors import ConfigError, ToolError
 
 __all__ = ["PlanRouter", "TwoTierRouter", "parse_plan"]

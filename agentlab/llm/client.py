@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import types
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator
-from typing import Any, cast
+from collections.abc import Coroutine
+from typing import Any
 
 from agentlab.core.clock import Clock, RealClock
-from agentlab.core.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
-from agentlab.core.records import CallRecord, LLMResponse, ToolCall, Usage
-from agentlab.errors import BadResponseError, ConfigError, LLMError, RateLimitError
+from agentlab.core.records import LLMResponse, Usage
+from agentlab.errors import ConfigError
 from agentlab.llm._live import REAL_CLOCK, Live, get_live
-from agentlab.llm.sim_backend import SimResult, check_sim_overrides
-from agentlab.llm.sim_content import Rng
+from agentlab.llm.client_retry import _RetryLoop
+from agentlab.llm.client_stream import LLMStream
+from agentlab.llm.sim_backend import check_sim_overrides
 from agentlab.llm.sim_profiles import SimProfile, get_profile, profile_field_names
-from agentlab.llm.structured import OutputSpec, output_spec
+from agentlab.llm.structured import output_spec
 
 __all__ = ["LLMClient", "LLMStream"]
 
@@ -34,11 +33,9 @@ _LIMITER_KEYS = {
     "aimd_slow_s": "slow_s",
     "aimd_backoff": "backoff",
 }
-_BACKOFF_BASE_S = 0.5
-_BACKOFF_CAP_S = 30.0
 
 
-class LLMClient:
+class LLMClient(_RetryLoop):
     """Configuration of an LLM endpoint plus the calls that use it.
 
     Args:
@@ -79,21 +76,12 @@ class LLMClient:
         "timeout",
     )
 
-    model: str
-    base_url: str | None
-    api_key_env: str | None
-    seed: int | None
-    timeout: float
-    max_retries: int
-    _clock: Clock
     _defaults: dict[str, Any]
     _key: str
     _limiter_opts: dict[str, Any]
     _live: Live | None
     _profile: SimProfile | None
     _req_defaults: dict[str, Any]
-    _transport: Any
-    _wire_model: str
     _cache: Any
 
     def __init__(
@@ -401,249 +389,6 @@ class LLMClient:
                 ) from None
             raise
 
-    def _now(
-        self,
-        live: Live,
-        messages: list[dict[str, Any]],
-        params: dict[str, Any],
-        agent_id: str | None,
-        labels: dict[str, Any],
-    ) -> LLMResponse | None:
-        """The retry loop of :meth:`_call` for a free-text call on an instant server, when
-        it finishes at its first attempt (``SimServer.plan_instant``); else ``None``, with
-        nothing done. ``labels`` (a dict of the caller's own) becomes the record's.
-
-        Most calls of a simulated society are of this kind; this path makes them with no
-        coroutine, no ``SimResult`` and no retry bookkeeping, for the same outcome.
-        """
-        gate = live.gate()
-        limiter = live.limiter
-        # The slot would be taken and handed back with no await in between, so nothing
-        # can see it: only check that one is free with nobody queued ahead (the limit is
-        # at least 1, so with nothing in flight it need not be looked at).
-        in_flight = gate.in_flight
-        if gate.waiters or (in_flight and in_flight >= limiter.limit):
-            return None
-        clock = self._clock
-        start = clock.now()
-        planned = live.server.plan_instant(messages, params, labels)  # type: ignore[union-attr]
-        if planned is None:
-            return None
-        text, prompt_tokens, n, finish = planned
-        end = clock.now()
-        limiter.on_success(end - start, n, in_flight + 1, limiter.epoch, end)
-        # every field in order (records.CallRecord): no keyword matching, no default factory
-        rec = CallRecord(live.next_id(), self._wire_model, start, end, start, 0.0, agent_id,
-                         labels, prompt_tokens, n, "ok", None, 1, False,
-                         RECORD_SCHEMA_VERSION, [])  # fmt: skip
-        usage = live.usage
-        usage.prompt_tokens += prompt_tokens
-        usage.completion_tokens += n
-        usage.calls += 1
-        return LLMResponse(text, rec, [], None, finish)
-
-    async def _call(
-        self,
-        live: Live,
-        messages: list[dict[str, Any]],
-        spec: OutputSpec | None,
-        tools: list[dict[str, Any]] | None,
-        params: dict[str, Any],
-        agent_id: str | None,
-        labels: dict[str, Any] | None,
-        prior: int,
-        pipe: _Pipe | None,
-    ) -> LLMResponse:
-        """The one retry/limiter loop of ``complete`` and ``stream`` (``pipe`` set).
-
-        Each attempt takes a limiter slot and runs; a call that needs more than one lists
-        them all in ``record.tries`` (a first-attempt success leaves it empty). A
-        rate limit, timeout or provider error feeds the limiter, backs off and retries; a
-        malformed reply (unparseable tool arguments or structured output, empty text) is
-        retried at once — unless a stream already delivered text, which a retry would
-        duplicate. After ``max_retries`` retries the last error is raised.
-        """
-        server = live.server
-        if pipe is None and spec is None and not tools and server is not None and server.instant:
-            resp = self._now(live, messages, params, agent_id, dict(labels) if labels else {})
-            if resp is not None:
-                return resp
-        if server is not None and server.profile.client_overhead_s > 0:
-            await server.dispatch()
-        rec = self._open(live, self._clock.now(), agent_id, labels, pipe is not None)
-        return await self._serve(live, rec, messages, spec, tools, params, prior, pipe)
-
-    def _open(
-        self,
-        live: Live,
-        start: float,
-        agent_id: str | None,
-        labels: dict[str, Any] | None,
-        stream: bool,
-    ) -> CallRecord:
-        """The front half of a call, at an explicit time: its request id and record.
-
-        ``start`` is when the request was sent (after its client-CPU share,
-        :meth:`SimServer.dispatch_at`). Ids are drawn in call order, as the shares are.
-        """
-        rec = CallRecord(live.next_id(), self._wire_model, start, agent_id=agent_id,
-                         labels=dict(labels) if labels else {})  # fmt: skip
-        if stream:
-            rec.stream = True
-        return rec
-
-    async def _serve(
-        self,
-        live: Live,
-        rec: CallRecord,
-        messages: list[dict[str, Any]],
-        spec: OutputSpec | None,
-        tools: list[dict[str, Any]] | None,
-        params: dict[str, Any],
-        prior: int,
-        pipe: _Pipe | None,
-    ) -> LLMResponse:
-        """The back half of a call opened by :meth:`_open`, from its first gate entry on.
-
-        Every attempt queues (FIFO) for a limiter slot, runs, and feeds the limiter; see
-        :meth:`_call` for the retry rules. Everything here reads the clock as it runs.
-        """
-        server = live.server
-        clock = self._clock
-        gate = live.gate()
-        limiter = live.limiter
-        tries = rec.tries
-        attempt = 0
-        while True:
-            epoch = gate.try_acquire()
-            if epoch is None:  # no free slot: queue (FIFO) for one
-                epoch = await gate.acquire()
-            t0 = clock.now()
-            try:
-                if pipe is not None:
-                    res = await pipe.send(
-                        self, live, messages, spec, tools, params, prior + attempt, rec.labels
-                    )
-                elif server is not None:
-                    res = server.plan(
-                        messages,
-                        attempt=prior + attempt,
-                        spec=spec,
-                        tools=tools,
-                        params=params,
-                        timeout=self.timeout,
-                        labels=rec.labels,
-                    )
-                    # An instant answer that is already due needs no wait (no coroutine).
-                    if res.fault is not None or res.req is not None or res.end > clock.now():
-                        res = await server.wait(res, self.model)
-                else:
-                    res = await self._transport.acall(
-                        clock, **self._lkw(messages, spec, tools, params, prior + attempt)
-                    )
-            except LLMError as exc:
-                gate.release()
-                t1 = clock.now()
-                tries.append((attempt + 1, exc.code, t0, t1, str(exc)[:300]))
-                if isinstance(exc, RateLimitError):
-                    limiter.on_rate_limit(epoch, t1)
-                elif exc.code == "timeout":
-                    limiter.on_timeout(epoch, t1)
-                if (
-                    not exc.retryable
-                    or attempt >= self.max_retries
-                    or (pipe is not None and pipe.delivered)
-                ):
-                    self._fail(rec, exc, attempt, live)
-                await self._backoff(rec, attempt)
-                attempt += 1
-                continue
-            except BaseException:
-                gate.release()
-                raise
-            in_flight = gate.in_flight
-            gate.release()
-            t1 = clock.now()
-            limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1)
-            try:
-                if spec is None and res.text and not res.tool_calls:
-                    resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)
-                else:
-                    resp = self._parse(res, rec, spec)
-            except BadResponseError as exc:
-                # The server answered (so the limiter saw a healthy completion), but the
-                # reply is unusable: retry at once, the draw of the next attempt differs.
-                tries.append((attempt + 1, exc.code, t0, t1, str(exc)[:300]))
-                if attempt >= self.max_retries or (pipe is not None and pipe.delivered):
-                    self._fail(rec, exc, attempt, live)
-                attempt += 1
-                continue
-            if attempt:  # a first-attempt success leaves ``tries`` empty (nothing to add)
-                tries.append((attempt + 1, "ok", t0, t1, None))
-            rec.attempts = attempt + 1
-            rec.end = clock.now()
-            # not observable without streaming for real providers
-            rec.first_token = res.first_token if server is not None or pipe is not None else None
-            rec.queue_wait = res.queue_wait
-            rec.prompt_tokens = res.prompt_tokens
-            rec.cached_tokens = getattr(res, "cached_tokens", 0)
-            rec.completion_tokens = res.completion_tokens
-            usage = live.usage
-            usage.prompt_tokens += res.prompt_tokens
-            usage.completion_tokens += res.completion_tokens
-            usage.calls += 1
-            return resp
-
-    def _lkw(
-        self,
-        messages: list[dict[str, Any]],
-        spec: OutputSpec | None,
-        tools: list[dict[str, Any]] | None,
-        params: dict[str, Any],
-        attempt: int,
-    ) -> dict[str, Any]:
-        # ``attempt`` (0 = first, counting the agent-step's earlier attempts) goes out as
-        # the X-Agentlab-Attempt header, so sim-serve's fault draw follows the attempt.
-        return {
-            "model": self._wire_model,
-            "base_url": self.base_url,
-            "api_key_env": self.api_key_env,
-            "messages": messages,
-            "spec": spec,
-            "tools": tools,
-            "params": params,
-            "seed": self.seed,
-            "timeout": self.timeout,
-            "attempt": attempt,
-        }
-
-    async def _backoff(self, rec: CallRecord, attempt: int) -> None:
-        # Exponential backoff with jitter, drawn from a seeded stream so virtual runs repeat.
-        u = Rng(hash(rec.request_id) if not self._clock.is_virtual else attempt * 7919).random()
-        delay = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2**attempt) * (0.5 + 0.5 * u)
-        await self._clock.sleep(delay)
-
-    def _fail(self, rec: CallRecord, exc: LLMError, attempt: int, live: Live) -> None:
-        rec.end = self._clock.now()
-        rec.outcome = exc.code
-        rec.error = str(exc)
-        rec.attempts = attempt + 1
-        live.usage.calls += 1
-        live.usage.errors += 1
-        exc.record = rec  # type: ignore[attr-defined]
-        raise exc
-
-    def _parse(self, res: SimResult, rec: CallRecord, spec: OutputSpec | None) -> LLMResponse:
-        """The response of a served attempt; raises ``BadResponseError`` if malformed."""
-        resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)
-        if res.tool_calls:
-            resp.tool_calls = [_tool_call(*tc) for tc in res.tool_calls]
-        elif spec is not None:
-            resp.parsed = spec.parse(res.text)
-        elif not res.text:
-            raise BadResponseError(f"{self._wire_model}: empty completion (no text, no tool call)")
-        return resp
-
     def stream(
         self,
         messages: list[dict[str, Any]],
@@ -699,168 +444,3 @@ def _pick_transport(model: str, base_url: str | None, transport: str) -> Any:
 
 def _rebuild(d: dict[str, Any]) -> LLMClient:
     return LLMClient.from_dict(d)
-
-
-def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
-    try:
-        args = json.loads(raw) if raw else {}
-    except ValueError:
-        raise BadResponseError(
-            f"tool call {name!r} has malformed JSON arguments: {raw[:200]!r}"
-        ) from None
-    if not isinstance(args, dict):
-        raise BadResponseError(f"tool call {name!r} arguments are not a JSON object: {raw[:200]!r}")
-    return ToolCall(call_id, name, args)
-
-
-class _Pipe:
-    """One stream's transport inside :meth:`LLMClient._call`: its deltas go to the consumer.
-
-    ``_call`` runs inside the :class:`LLMStream` iterator, driven step by step by it (no
-    task, no queue). Each attempt builds its transport's delta generator and awaits the
-    pipe: that hands the generator to the iterator, which runs it, yields each delta
-    straight to the consumer and then resumes the attempt (or throws the transport's
-    error into it, for the retry loop). Only that iterator may drive a ``_call`` given a
-    pipe (a task would refuse the pipe as a "bad yield").
-    """
-
-    __slots__ = ("clock", "delivered", "deltas", "first")
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self.deltas: AsyncGenerator[str, None] | None = None
-        self.delivered = False  # text reached the consumer: a retry would duplicate it
-        self.first: float | None = None
-
-    def __await__(self) -> Generator[_Pipe, None, None]:
-        yield self  # to LLMStream._run, which runs self.deltas
-
-    async def send(
-        self,
-        client: LLMClient,
-        live: Live,
-        messages: list[dict[str, Any]],
-        spec: OutputSpec | None,
-        tools: list[dict[str, Any]] | None,
-        params: dict[str, Any],
-        attempt: int,
-        labels: dict[str, Any],
-    ) -> SimResult:
-        clock = self.clock
-        holder: list[SimResult] = []
-        if live.server is not None:
-            res = live.server.plan(messages, attempt=attempt, spec=spec, tools=tools,
-                                   params=params, timeout=client.timeout,
-                                   labels=labels)  # fmt: skip
-            holder.append(res)
-            deltas = cast(AsyncGenerator[str, None], live.server.chunks(res, client.model))
-        else:
-            deltas = client._transport.astream(
-                clock, holder, **client._lkw(messages, spec, tools, params, attempt)
-            )
-        self.deltas = deltas
-        try:
-            await self
-        except BaseException:
-            # The transport failed (then this is a no-op), or the consumer left while it
-            # held a delta: the transport is suspended at its yield; close it now
-            # (connection, timer) rather than whenever the generator is collected.
-            await deltas.aclose()
-            raise
-        finally:
-            self.deltas = None
-        res = holder[-1]
-        res.first_token = self.first if self.first is not None else clock.now()
-        return res
-
-
-@types.coroutine
-def _wait(awaited: Any) -> Generator[Any, Any, Any]:
-    # Pass what the attempt awaits (a future, or None for a bare yield) to the task running
-    # the consumer, and its answer back: the task waits on it in the attempt's place.
-    return (yield awaited)
-
-
-class LLMStream:
-    """An in-progress streamed completion (see :meth:`LLMClient.stream`).
-
-    The attempts run in :meth:`LLMClient._call` (the same retry/limiter loop as
-    ``complete``), driven inline by the iterator the caller consumes: each delta the
-    transport produces is yielded at once, with no task or queue in between. Closing the
-    iterator early (``aclose``, or breaking out and letting it be collected), an error in
-    the consumer's loop body, or cancelling the consumer cancels the attempt where it
-    stands, which frees its concurrency slot and its connection at once.
-    """
-
-    def __init__(self, client: LLMClient, args: tuple[Any, ...], overrides: dict[str, Any]) -> None:
-        self._client = client
-        self._args = args
-        self._overrides = overrides
-        self.response: LLMResponse | None = None
-        self.chunks = 0
-
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._run()
-
-    async def collect(self) -> LLMResponse:
-        """Drain the stream and return the final response."""
-        async for _ in self._run():
-            pass
-        assert self.response is not None
-        return self.response
-
-    async def _run(self) -> AsyncIterator[str]:
-        c = self._client
-        messages, spec, tools, agent_id, labels, prior = self._args
-        live = c._get_live()
-        params = {**c._req_defaults, **self._overrides}
-        pipe = _Pipe(c._clock)
-        call = c._call(live, messages, spec, tools, params, agent_id, labels, prior, pipe)
-        send, throw = call.send, call.throw
-        clock = pipe.clock
-        # What to throw into the attempt at its next step (what a task would): the
-        # transport's error, the consumer's cancellation, or CancelledError once the
-        # consumer has gone (``gone``: why it stopped listening).
-        exc: BaseException | None = None
-        gone: BaseException | None = None
-        # The attempt starts one loop turn after iteration does, where a task running it
-        # (the previous design) took its first step: the request id, the gate's FIFO
-        # order and so every record stay what they were next to calls made in the same
-        # turn (a virtual-clock run repeats across releases). One loop turn, ~3 us.
-        try:
-            await asyncio.sleep(0)  # in the try: cancelled here, the unstarted call is closed
-            while True:
-                try:
-                    got = send(None) if exc is None else throw(exc)
-                except StopIteration as stop:
-                    if gone is None:
-                        self.response = stop.value
-                        return
-                    raise gone from None
-                except asyncio.CancelledError:
-                    if gone is None:
-                        raise
-                    raise gone from None
-                exc = None
-                if got is not pipe:  # the attempt waits (a slot, a backoff): so do we
-                    try:
-                        await _wait(got)
-                    except BaseException as why:  # e.g. the consumer's task was cancelled
-                        exc = why
-                    continue
-                # The attempt streams: run its transport here, each delta straight out.
-                try:
-                    async for d in pipe.deltas:  # type: ignore[union-attr]
-                        if d and pipe.first is None:  # the first text of the stream
-                            pipe.first = clock.now()
-                            pipe.delivered = True
-                        self.chunks += 1
-                        try:
-                            yield d
-                        except BaseException as why:  # GeneratorExit (closed early), athrow
-                            gone, exc = why, asyncio.CancelledError()
-                            break
-                except BaseException as why:  # the transport's error: the retry loop's
-                    exc = why
-        finally:
-            call.close()  # a no-op once finished; else (left some other way) no awaits now

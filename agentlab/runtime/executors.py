@@ -26,9 +26,17 @@ __all__ = ["EXECUTORS", "Executor", "LocalExecutor", "RayExecutor", "make_execut
 
 
 class Executor(Protocol):
-    """Runs the batches of a tick and hosts the env."""
+    """Runs the batches of a tick and hosts the env: everything ``Society`` calls.
+
+    Implemented by :class:`LocalExecutor` and :class:`RayExecutor` (also under the virtual
+    clock, with its time server); mypy checks both against it (``make_executor`` returns
+    them as ``Executor``).
+    """
 
     name: str
+    #: batch attempts lost to dead workers and run again since the driver last took them
+    #: (one ``batch_failures`` row each; the driver clears the list once logged)
+    lost: list[dict[str, Any]]
 
     def start_env(
         self, specs: list[Any], seed: int, run_dir: str, restore: list[str] | None
@@ -42,6 +50,10 @@ class Executor(Protocol):
 
     async def env_step(self, tick: int) -> list[dict[str, Any]]:
         """Step the env after ``tick``; return its drained events."""
+        ...
+
+    async def env_router_stats(self) -> dict[str, Any]:
+        """The env routers' counters of the tick (``timeline.routers``; ``{}``: none)."""
         ...
 
     def env_checkpoint(self, run_dir: str, tick: int, publish: bool) -> list[str]:
@@ -70,6 +82,8 @@ class LocalExecutor:
         self._env_args: tuple[list[Any], str] | None = None
         self._env_tick: int | None = None  # None: holds the state start_env restored
         self._dirty = False  # a tick ran on the env since its last checkpoint
+        #: always empty: no worker of an in-process executor can be lost
+        self.lost: list[dict[str, Any]] = []
 
     def start_env(
         self, specs: list[Any], seed: int, run_dir: str, restore: list[str] | None

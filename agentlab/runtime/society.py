@@ -592,10 +592,9 @@ class Society:
         check_tick(str(self.run_dir), tick, len(self.agent_specs), total.steps, total.failed,
                    rule, self.proxy.flush)  # fmt: skip
         events = await self.executor.env_step(tick)
-        router_stats = getattr(self.executor, "env_router_stats", None)
-        routers = await router_stats() if router_stats is not None else {}
+        routers = await self.executor.env_router_stats()
         sink = self.proxy.replay
-        lost = getattr(self.executor, "lost", None)
+        lost = self.executor.lost
         if lost:  # Ray batch attempts lost to dead workers and run again (executors)
             sink.extend("batch_failures", lost)
             lost.clear()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentlab.core.ids import validate_agent_id
 from agentlab.store.packed_store import open_agent_store
@@ -12,9 +12,17 @@ from agentlab.store.packed_store import open_agent_store
 if TYPE_CHECKING:
     import pandas as pd
 
-    from agentlab.store.run import Run
-
 __all__ = ["AgentView"]
+
+
+class _RunReader(Protocol):
+    """What a view reads of its :class:`~agentlab.store.run.Run` (declared here: ``run``
+    imports this module to build views)."""
+
+    @property
+    def path(self) -> Path: ...
+    def _catalog(self) -> dict[str, Any]: ...
+    def df(self, dataset: str, where: Any = None) -> pd.DataFrame: ...
 
 
 class AgentView:
@@ -25,7 +33,7 @@ class AgentView:
         path: its workspace directory ``<run>/agents/<agent_id>`` (may not exist).
     """
 
-    def __init__(self, run: Run, agent_id: str) -> None:
+    def __init__(self, run: _RunReader, agent_id: str) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self._run = run
         # packed runs (``<run>/agents.sqlite``) read through the same protocol

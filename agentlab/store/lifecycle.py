@@ -33,12 +33,13 @@ from typing import Any, Literal, cast, get_args
 
 from agentlab.errors import ConfigError
 from agentlab.store.atomic import atomic_write_json, read_json
+from agentlab.store.layout import REPLAY_DIR, TRACE_DIR
 from agentlab.store.manifest import MANIFEST_NAME, MANIFEST_SCHEMA_VERSION, iso_time
 from agentlab.store.writer_lock import _HELD, LOCK_NAME, WriterLock, lock_holder
 
-__all__ = ["ENDED", "LIVE", "RunStatus", "claim_run_dir", "clear_run_dir", "hold_run_dir",
-           "mark_status", "normalize_status", "read_status", "writer_alive",
-           "writing_run"]  # fmt: skip
+__all__ = ["ENDED", "LIVE", "STEP_FILE", "RunStatus", "claim_run_dir", "clear_run_dir",
+           "hold_run_dir", "is_run", "mark_status", "normalize_status", "read_status",
+           "writer_alive", "writing_run"]  # fmt: skip
 
 RunStatus = Literal["running", "paused", "stopped", "done", "failed", "interrupted"]
 STATUSES: tuple[str, ...] = get_args(RunStatus)
@@ -49,6 +50,19 @@ ENDED = ("stopped", "done", "failed")
 
 # what older versions (and ``finish_manifest``) wrote
 _LEGACY = {"ok": "done", "error": "failed", "partial": "failed", "cancelled": "stopped"}
+
+STEP_FILE = "SOCIETY_STEP.json"  # runtime.society_files.STEP_FILE (store must not import it)
+
+
+def is_run(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a run directory (it has ``run.json``, a society or a log)."""
+    p = Path(path)
+    return (
+        (p / MANIFEST_NAME).is_file()
+        or (p / STEP_FILE).is_file()
+        or (p / REPLAY_DIR).is_dir()
+        or (p / TRACE_DIR).is_dir()
+    )
 
 
 def mark_status(
@@ -172,8 +186,6 @@ def clear_run_dir(run_dir: str | os.PathLike[str]) -> None:
     Raises:
         ConfigError: the folder has files but is not a run (nothing is removed).
     """
-    from agentlab.store.summary import is_run
-
     root = Path(run_dir)
     if not root.is_dir():
         return
@@ -221,8 +233,6 @@ def claim_run_dir(
     running object of this one) writes is never deleted: the lock is refused first with
     ``RunLockedError`` naming the holder. Returns the held lock (release it when done).
     """
-    from agentlab.store.summary import is_run
-
     if exist_ok not in (True, False, "replace"):
         raise ConfigError(f"exist_ok must be False, True or 'replace', got {exist_ok!r}")
     root = Path(run_dir)

@@ -46,12 +46,11 @@ from agentlab.errors import NotARunError
 from agentlab.store.atomic import read_json
 from agentlab.store.catalog import attempt_kind
 from agentlab.store.layout import REPLAY_DIR, TRACE_DIR, shard_files
-from agentlab.store.lifecycle import RunStatus, read_status
+from agentlab.store.lifecycle import STEP_FILE, RunStatus, is_run, read_status
 from agentlab.store.manifest import MANIFEST_NAME
 
 __all__ = ["ErrorCounts", "RunSummary", "children_of", "find_runs", "is_run", "summarize_run"]
 
-STEP_FILE = "SOCIETY_STEP.json"  # runtime.society_files.STEP_FILE (store must not import it)
 SWEEP_FILE = "sweep.json"
 #: manifest kinds → the summary's kind
 _KINDS = {"topology_experiment": "experiment", "agent_system": "threads"}
@@ -147,17 +146,6 @@ class RunSummary:
             "error": self.error,
             "children": [str(c.path) for c in self.children],
         }
-
-
-def is_run(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a run directory (it has ``run.json``, a society or a log)."""
-    p = Path(path)
-    return (
-        (p / MANIFEST_NAME).is_file()
-        or (p / STEP_FILE).is_file()
-        or (p / REPLAY_DIR).is_dir()
-        or (p / TRACE_DIR).is_dir()
-    )
 
 
 def find_runs(folder: str | os.PathLike[str], *, depth: int = 3) -> list[Path]:

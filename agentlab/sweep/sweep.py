@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import hashlib
 import os
 import time
@@ -171,62 +172,57 @@ def sweep(
     # the first), and a driver killed with -9 leaves the sweep "interrupted", not "running"
     lock = claim_run_dir(outp, exist_ok, what="sweep")
     try:
-        return _plan_and_drive(nb, points, outp, executor, max_parallel, cpus_per_run,
-                               timeout, resume, progress, address, kernel_name)  # fmt: skip
+        return _plan_and_drive(
+            _SweepRun(nb, points, outp, executor, max_parallel, cpus_per_run, timeout, resume,
+                      progress, address, kernel_name)
+        )  # fmt: skip
     finally:
         lock.release()
 
 
-def _plan_and_drive(
-    nb: Path,
-    points: list[dict[str, Any]],
-    outp: Path,
-    executor: str,
-    max_parallel: int | None,
-    cpus_per_run: float,
-    timeout: float | None,
-    resume: bool,
-    progress: bool,
-    address: str | None,
-    kernel_name: str | None,
-) -> Sweep:
-    entries: list[dict[str, Any]] = [{"point_id": point_id(p), "params": p} for p in points]
+@dataclasses.dataclass(frozen=True, slots=True)
+class _SweepRun:
+    """What one ``sweep()`` call asked for, as validated (see :func:`sweep`)."""
+
+    nb: Path
+    points: list[dict[str, Any]]
+    out: Path
+    executor: str
+    max_parallel: int | None
+    cpus_per_run: float
+    timeout: float | None
+    resume: bool
+    progress: bool
+    address: str | None
+    kernel_name: str | None
+
+
+def _plan_and_drive(run: _SweepRun) -> Sweep:
+    nb, outp = run.nb, run.out
+    entries: list[dict[str, Any]] = [{"point_id": point_id(p), "params": p} for p in run.points]
     previous = read_json(outp / "sweep.json")
     meta = {
         "schema_version": SCHEMA_VERSION,
         "notebook": str(nb.resolve()),
         "notebook_sha256": _nb_hash(nb),
-        "executor": executor,
+        "executor": run.executor,
         "points": entries,
         "created": (previous or {}).get("created", time.time()),
         "updated": time.time(),
     }
-    if previous and previous.get("notebook_sha256") != meta["notebook_sha256"] and resume:
+    if previous and previous.get("notebook_sha256") != meta["notebook_sha256"] and run.resume:
         warnings.warn(
             "the notebook changed since this sweep last ran; finished points are "
             "kept (pass resume=False to re-run them)",
             stacklevel=3,
         )
-    return _drive(nb, entries, meta, points, outp, executor, max_parallel, cpus_per_run,
-                  timeout, resume, progress, address, kernel_name)  # fmt: skip
+    return _drive(run, entries, meta)
 
 
-def _drive(
-    nb: Path,
-    entries: list[dict[str, Any]],
-    meta: dict[str, Any],
-    points: list[dict[str, Any]],
-    outp: Path,
-    executor: str,
-    max_parallel: int | None,
-    cpus_per_run: float,
-    timeout: float | None,
-    resume: bool,
-    progress: bool,
-    address: str | None,
-    kernel_name: str | None,
-) -> Sweep:
+def _drive(run: _SweepRun, entries: list[dict[str, Any]], meta: dict[str, Any]) -> Sweep:
     from agentlab.store import write_manifest
+
+    outp, timeout, kernel_name = run.out, run.timeout, run.kernel_name
 
     atomic_write_json(outp / "sweep.json", meta)
     write_manifest(
@@ -237,30 +233,30 @@ def _drive(
         config={
             "notebook": meta["notebook"],
             "notebook_sha256": meta["notebook_sha256"],
-            "executor": executor,
-            "grid": points,
+            "executor": run.executor,
+            "grid": run.points,
             "timeout": timeout,
-            "cpus_per_run": cpus_per_run,
+            "cpus_per_run": run.cpus_per_run,
         },
     )
     todo = [
         e
         for e in entries
-        if not (resume and (read_status(outp / e["point_id"]) or {}).get("status") == "ok")
+        if not (run.resume and (read_status(outp / e["point_id"]) or {}).get("status") == "ok")
     ]
     result = Sweep(outp)
     if not todo:
         _finish(outp, result)
         return result
-    bar = _progress(len(entries), len(entries) - len(todo), progress)
+    bar = _progress(len(entries), len(entries) - len(todo), run.progress)
     finished = False
     try:
-        if executor == "local":
-            _run_local(
-                nb, todo, outp, max_parallel or os.cpu_count() or 1, timeout, kernel_name, bar
-            )
+        if run.executor == "local":
+            parallel = run.max_parallel or os.cpu_count() or 1
+            _run_local(run.nb, todo, outp, parallel, timeout, kernel_name, bar)
         else:
-            _run_ray(nb, todo, outp, max_parallel, cpus_per_run, timeout, kernel_name, address, bar)
+            _run_ray(run.nb, todo, outp, run.max_parallel, run.cpus_per_run, timeout,
+                     kernel_name, run.address, bar)  # fmt: skip
         finished = True
     finally:
         bar.close()

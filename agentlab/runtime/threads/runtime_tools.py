@@ -16,15 +16,22 @@ derived from the caller's tool-call id, so re-dispatching after a crash is idemp
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from agentlab.core.records import ToolCall
 from agentlab.runtime.threads.records import Delivery, ThreadState
 
-if TYPE_CHECKING:
-    from agentlab.runtime.threads.system import AgentSystem
+__all__ = ["ThreadDesk", "child_id", "dispatch_runtime_tool", "note_runtime_call"]
 
-__all__ = ["child_id", "dispatch_runtime_tool", "note_runtime_call"]
+
+class ThreadDesk(Protocol):
+    """What the runtime tools need of an ``AgentSystem`` (declared here, so this module
+    does not import ``system``, which imports it)."""
+
+    def send(self, d: Delivery) -> int: ...
+
+    def state(self, thread_id: str) -> ThreadState | None: ...
+
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
@@ -42,11 +49,11 @@ def note_runtime_call(st: ThreadState, call: ToolCall) -> None:
             st.children.append(cid)
 
 
-def _result(system: AgentSystem, tid: str, call: ToolCall, text: str) -> None:
+def _result(system: ThreadDesk, tid: str, call: ToolCall, text: str) -> None:
     system.send(Delivery(tid, "tool_result", text, call_id=call.id, sender=call.name))
 
 
-def dispatch_runtime_tool(system: AgentSystem, tid: str, call: ToolCall) -> None:
+def dispatch_runtime_tool(system: ThreadDesk, tid: str, call: ToolCall) -> None:
     """Carry out one runtime tool call (see the module table)."""
     args, name = call.arguments, call.name
     if name == "receive_event":

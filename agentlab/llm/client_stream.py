@@ -1,0 +1,215 @@
+"""Streamed completions: :class:`LLMStream` (``client.stream(...)``) and the pipe that
+carries one attempt's deltas from the retry loop's transport to the consumer.
+
+The stream drives the retry loop (:mod:`agentlab.llm.client_retry`) inline, step by step:
+no task, no queue between the transport and the caller's ``async for``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator
+from typing import Any, Protocol, cast
+
+from agentlab.core.clock import Clock
+from agentlab.core.records import LLMResponse
+from agentlab.llm._live import Live
+from agentlab.llm.sim_backend import SimResult
+from agentlab.llm.structured import OutputSpec
+
+__all__ = ["LLMStream"]
+
+
+class _Sender(Protocol):
+    """What a stream attempt reads of its client (``LLMClient``)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def _transport(self) -> Any: ...
+    def _lkw(
+        self,
+        messages: list[dict[str, Any]],
+        spec: OutputSpec | None,
+        tools: list[dict[str, Any]] | None,
+        params: dict[str, Any],
+        attempt: int,
+    ) -> dict[str, Any]: ...
+
+
+class _Caller(Protocol):
+    """What :class:`LLMStream` calls on its client (``LLMClient``)."""
+
+    @property
+    def _clock(self) -> Clock: ...
+    @property
+    def _req_defaults(self) -> dict[str, Any]: ...
+    def _get_live(self) -> Live: ...
+    def _call(
+        self,
+        live: Live,
+        messages: list[dict[str, Any]],
+        spec: OutputSpec | None,
+        tools: list[dict[str, Any]] | None,
+        params: dict[str, Any],
+        agent_id: str | None,
+        labels: dict[str, Any] | None,
+        prior: int,
+        pipe: _Pipe | None,
+    ) -> Coroutine[Any, Any, LLMResponse]: ...
+
+
+class _Pipe:
+    """One stream's transport inside :meth:`LLMClient._call`: its deltas go to the consumer.
+
+    ``_call`` runs inside the :class:`LLMStream` iterator, driven step by step by it (no
+    task, no queue). Each attempt builds its transport's delta generator and awaits the
+    pipe: that hands the generator to the iterator, which runs it, yields each delta
+    straight to the consumer and then resumes the attempt (or throws the transport's
+    error into it, for the retry loop). Only that iterator may drive a ``_call`` given a
+    pipe (a task would refuse the pipe as a "bad yield").
+    """
+
+    __slots__ = ("clock", "delivered", "deltas", "first")
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.deltas: AsyncGenerator[str, None] | None = None
+        self.delivered = False  # text reached the consumer: a retry would duplicate it
+        self.first: float | None = None
+
+    def __await__(self) -> Generator[_Pipe, None, None]:
+        yield self  # to LLMStream._run, which runs self.deltas
+
+    async def send(
+        self,
+        client: _Sender,
+        live: Live,
+        messages: list[dict[str, Any]],
+        spec: OutputSpec | None,
+        tools: list[dict[str, Any]] | None,
+        params: dict[str, Any],
+        attempt: int,
+        labels: dict[str, Any],
+    ) -> SimResult:
+        clock = self.clock
+        holder: list[SimResult] = []
+        if live.server is not None:
+            res = live.server.plan(messages, attempt=attempt, spec=spec, tools=tools,
+                                   params=params, timeout=client.timeout,
+                                   labels=labels)  # fmt: skip
+            holder.append(res)
+            deltas = cast(AsyncGenerator[str, None], live.server.chunks(res, client.model))
+        else:
+            deltas = client._transport.astream(
+                clock, holder, **client._lkw(messages, spec, tools, params, attempt)
+            )
+        self.deltas = deltas
+        try:
+            await self
+        except BaseException:
+            # The transport failed (then this is a no-op), or the consumer left while it
+            # held a delta: the transport is suspended at its yield; close it now
+            # (connection, timer) rather than whenever the generator is collected.
+            await deltas.aclose()
+            raise
+        finally:
+            self.deltas = None
+        res = holder[-1]
+        res.first_token = self.first if self.first is not None else clock.now()
+        return res
+
+
+@types.coroutine
+def _wait(awaited: Any) -> Generator[Any, Any, Any]:
+    # Pass what the attempt awaits (a future, or None for a bare yield) to the task running
+    # the consumer, and its answer back: the task waits on it in the attempt's place.
+    return (yield awaited)
+
+
+class LLMStream:
+    """An in-progress streamed completion (see :meth:`LLMClient.stream`).
+
+    The attempts run in :meth:`LLMClient._call` (the same retry/limiter loop as
+    ``complete``), driven inline by the iterator the caller consumes: each delta the
+    transport produces is yielded at once, with no task or queue in between. Closing the
+    iterator early (``aclose``, or breaking out and letting it be collected), an error in
+    the consumer's loop body, or cancelling the consumer cancels the attempt where it
+    stands, which frees its concurrency slot and its connection at once.
+    """
+
+    def __init__(self, client: _Caller, args: tuple[Any, ...], overrides: dict[str, Any]) -> None:
+        self._client = client
+        self._args = args
+        self._overrides = overrides
+        self.response: LLMResponse | None = None
+        self.chunks = 0
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._run()
+
+    async def collect(self) -> LLMResponse:
+        """Drain the stream and return the final response."""
+        async for _ in self._run():
+            pass
+        assert self.response is not None
+        return self.response
+
+    async def _run(self) -> AsyncIterator[str]:
+        c = self._client
+        messages, spec, tools, agent_id, labels, prior = self._args
+        live = c._get_live()
+        params = {**c._req_defaults, **self._overrides}
+        pipe = _Pipe(c._clock)
+        call = c._call(live, messages, spec, tools, params, agent_id, labels, prior, pipe)
+        send, throw = call.send, call.throw
+        clock = pipe.clock
+        # What to throw into the attempt at its next step (what a task would): the
+        # transport's error, the consumer's cancellation, or CancelledError once the
+        # consumer has gone (``gone``: why it stopped listening).
+        exc: BaseException | None = None
+        gone: BaseException | None = None
+        # The attempt starts one loop turn after iteration does, where a task running it
+        # (the previous design) took its first step: the request id, the gate's FIFO
+        # order and so every record stay what they were next to calls made in the same
+        # turn (a virtual-clock run repeats across releases). One loop turn, ~3 us.
+        try:
+            await asyncio.sleep(0)  # in the try: cancelled here, the unstarted call is closed
+            while True:
+                try:
+                    got = send(None) if exc is None else throw(exc)
+                except StopIteration as stop:
+                    if gone is None:
+                        self.response = stop.value
+                        return
+                    raise gone from None
+                except asyncio.CancelledError:
+                    if gone is None:
+                        raise
+                    raise gone from None
+                exc = None
+                if got is not pipe:  # the attempt waits (a slot, a backoff): so do we
+                    try:
+                        await _wait(got)
+                    except BaseException as why:  # e.g. the consumer's task was cancelled
+                        exc = why
+                    continue
+                # The attempt streams: run its transport here, each delta straight out.
+                try:
+                    async for d in pipe.deltas:  # type: ignore[union-attr]
+                        if d and pipe.first is None:  # the first text of the stream
+                            pipe.first = clock.now()
+                            pipe.delivered = True
+                        self.chunks += 1
+                        try:
+                            yield d
+                        except BaseException as why:  # GeneratorExit (closed early), athrow
+                            gone, exc = why, asyncio.CancelledError()
+                            break
+                except BaseException as why:  # the transport's error: the retry loop's
+                    exc = why
+        finally:
+            call.close()  # a no-op once finished; else (left some other way) no awaits now
