@@ -28,9 +28,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
     ): "lead, after #26",
     # topology/ belongs to fidelity2 this round
     frozenset({"agentlab.topology.protocols", "agentlab.topology.workflow"}): "lead, after #22",
-    # env/routers_search.py belongs to skills2 this round: it still imports ReActRouter and
-    # register_router from routers (now in routers_react / routers_base, re-exported there)
-    frozenset({"agentlab.env.routers", "agentlab.env.routers_search"}): "lead, after #27",
     # fork.py builds the Society it returns; breaking it means society.py hands fork_society
     # its constructor (society.py belongs to perf2 this round)
     frozenset({"agentlab.runtime.fork", "agentlab.runtime.society"}): "lead, after #26",

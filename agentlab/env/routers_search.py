@@ -32,7 +32,8 @@ from collections import Counter
 from typing import Any, ClassVar
 
 from agentlab.env.base import EnvBase
-from agentlab.env.routers import LLMLike, ReActRouter, RouteResult, register_router
+from agentlab.env.routers_base import LLMLike, RouteResult, register_router
+from agentlab.env.routers_react import ReActRouter
 from agentlab.env.search_vectors import EXPANSIONS, VectorExpansion, WordVectors
 from agentlab.errors import ConfigError, UnknownNameError
 
