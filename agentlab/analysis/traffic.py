@@ -23,9 +23,12 @@ text of about ``prompt_tokens`` tokens (4 characters per token, as the simulator
 and ask for ``completion_tokens`` tokens via ``max_tokens``. Every call lands in the new
 run's ``llm_calls`` with the original call id as ``labels.trace_id``.
 
-**Serving-benchmark files** (:func:`export_traffic`): ``vllm_custom.jsonl`` for vLLM's
-``benchmark_serving.py --dataset-name custom`` (``prompt``, ``output_tokens``) and
-``guidellm.jsonl`` for GuideLLM's ``--data`` (``prompt``, ``prompt_tokens_count``,
+**Serving-benchmark files** (:func:`export_traffic`): ``sharegpt.json`` for ``vllm bench
+serve --dataset-name sharegpt``, **the vLLM file that keeps each call's output length**
+(:mod:`agentlab.analysis.sharegpt`); ``vllm_custom.jsonl`` for ``--dataset-name custom``,
+**which loses output lengths**: vLLM's ``CustomDataset`` reads only ``prompt`` and asks for
+``--custom-output-len`` tokens (default 256) for every request; the ``output_tokens`` field
+is there for people, vLLM ignores it. ``guidellm.jsonl`` for GuideLLM's ``--data`` (``prompt``, ``prompt_tokens_count``,
 ``output_tokens_count``). These carry sizes only, not timing or dependencies.
 ``mooncake_trace.jsonl`` for aiperf's ``--custom-dataset-type mooncake_trace``
 (``timestamp`` in ms from the first call, ``input_length``, ``output_length``; replay it
@@ -133,12 +136,14 @@ def synthetic_prompt(tokens: int, seed: str) -> str:
 
 
 def export_traffic(run: Any, out: str | os.PathLike[str]) -> dict[str, Path]:
-    """Write ``trace.jsonl``, ``vllm_custom.jsonl``, ``guidellm.jsonl``,
-    ``mooncake_trace.jsonl`` (aiperf) and ``guidellm_trace.jsonl`` into ``out``.
+    """Write ``trace.jsonl``, ``vllm_custom.jsonl`` (vLLM ignores its output lengths: use
+    ``sharegpt.json``), ``sharegpt.json`` (``vllm bench serve --dataset-name sharegpt``,
+    lengths kept under the Llama-3 tokenizer), ``guidellm.jsonl``, ``mooncake_trace.jsonl``
+    (aiperf) and ``guidellm_trace.jsonl`` into ``out``.
 
     Returns:
-        ``{"trace": path, "vllm": path, "guidellm": path, "mooncake": path,
-        "guidellm_trace": path}``.
+        ``{"trace": path, "vllm": path, "sharegpt": path, "guidellm": path,
+        "mooncake": path, "guidellm_trace": path}``.
     """
     trace = traffic_trace(run)
     d = Path(out)
@@ -165,6 +170,9 @@ def export_traffic(run: Any, out: str | os.PathLike[str]) -> dict[str, Path]:
             fm.write(json.dumps({"timestamp": round(c["t"] * 1000.0, 3)} | sizes) + "\n")
             timing = {"timestamp": round(c["t"], 6), "duration": round(c["latency"], 6)}
             fgt.write(json.dumps(timing | sizes) + "\n")
+    from agentlab.analysis.sharegpt import export_sharegpt
+
+    paths["sharegpt"] = export_sharegpt(run, d / "sharegpt.json")["path"]
     return paths
 
 

@@ -24,7 +24,7 @@ import base64
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ import orjson
 
 from agentlab.errors import ConfigError
 from agentlab.store.atomic import atomic_write_bytes
+from agentlab.store.span_tree import complete_trees
 from agentlab.store.trace import genai_provider
 
 __all__ = [
@@ -131,7 +132,7 @@ def spans_to_otlp(
 ) -> dict[str, Any]:
     """Span rows (as written by :class:`~agentlab.store.trace.Tracer`) → OTLP/JSON dict."""
     by_shard: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
+    for row in complete_trees(rows):  # threads' derived roots (agentlab.store.span_tree)
         by_shard[str(row.get("_shard") or "unknown")].append(_span(row))
     manifest = manifest or {}
     version = str(manifest.get("agentlab_version") or "")
@@ -221,20 +222,21 @@ def push_otlp(
     for spans in by_trace.values():
         chunk.extend(spans)
         if len(chunk) >= batch:
-            sent += _post(url, chunk, manifest, headers, timeout)
+            sent += post_spans(url, chunk, manifest, headers, timeout)
             chunk = []
     if chunk:
-        sent += _post(url, chunk, manifest, headers, timeout)
+        sent += post_spans(url, chunk, manifest, headers, timeout)
     return sent
 
 
-def _post(
+def post_spans(
     url: str,
-    rows: list[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     manifest: Mapping[str, Any] | None,
     headers: Mapping[str, str] | None,
     timeout: float,
 ) -> int:
+    """One OTLP/HTTP protobuf request of ``rows`` to the traces ``url``; returns how many."""
     body = spans_to_proto(rows, manifest=manifest).SerializeToString()
     req = urllib.request.Request(url, data=body, method="POST", headers={
         "Content-Type": "application/x-protobuf", **(headers or {})})  # fmt: skip
@@ -255,6 +257,10 @@ def main(args: Any) -> int:
 
     if not args.out and not args.endpoint:
         raise ConfigError("give --out FILE and/or --endpoint URL")
+    if getattr(args, "follow", False):
+        if not args.endpoint or args.out:
+            raise ConfigError("--follow pushes live: give --endpoint URL (and no --out)")
+        return _follow(args.run, args.endpoint)
     run = open_run(args.run)
     try:
         if args.out:
@@ -269,3 +275,25 @@ def main(args: Any) -> int:
     finally:
         run.close()
     return 0
+
+
+def _follow(run_dir: str, endpoint: str, poll: float = 1.0) -> int:
+    """Push a run's spans as its ticks commit until it is no longer running."""
+    import time
+
+    from agentlab.store.lifecycle import read_status
+    from agentlab.store.otlp_live import LiveOtlp
+
+    live = LiveOtlp(run_dir, endpoint).start()
+    print(f"following {run_dir} → {live.url} (Ctrl-C stops)")
+    try:
+        while read_status(run_dir) in ("running", "paused"):
+            time.sleep(poll)
+    except KeyboardInterrupt:
+        pass
+    stats = live.stop()
+    print(
+        f"pushed {stats['pushed']} of {stats['seen']} spans to {live.url}"
+        + (f"; {stats['dropped']} dropped ({stats['last_error']})" if stats["dropped"] else "")
+    )
+    return 0 if not stats["dropped"] else 1
