@@ -10,7 +10,7 @@ start to the last one's end, marked ``agentlab.derived``. Its times are its chil
 nothing more.
 
 ```python
-rows = complete_trees(read_tail(run_dir / "trace", None).rows)
+rows = complete_trees(open_run(run_dir).df("spans").to_dict("records"))
 tree_stats(rows)  # {"spans": 40, "traces": 3, "roots": 3, "dangling": 0, "multi_root": 0}
 ```
 """
@@ -45,7 +45,7 @@ def complete_trees(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]
     have = {r["span_id"] for r in out}
     kids: dict[str, list[Mapping[str, Any]]] = {}
     for r in out:
-        parent = r.get("parent")
+        parent = _parent(r)
         if parent and parent not in have and _THREAD_KEY in (r.get("attributes") or {}):
             kids.setdefault(parent, []).append(r)
     for span_id, children in kids.items():
@@ -65,6 +65,12 @@ def complete_trees(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]
     return out
 
 
+def _parent(row: Mapping[str, Any]) -> str | None:
+    """The parent span id (``None`` for a root; pandas gives a missing one as NaN)."""
+    parent = row.get("parent")
+    return parent if isinstance(parent, str) and parent else None
+
+
 def tree_stats(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """How tree-shaped the spans are: ``spans``, ``traces``, ``roots``, ``dangling``
     (spans whose parent is not among them) and ``multi_root`` (traces with more than one
@@ -74,7 +80,7 @@ def tree_stats(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     roots: dict[str, int] = {}
     dangling = 0
     for r in rows:
-        parent = r.get("parent")
+        parent = _parent(r)
         if not parent:
             roots[r["trace_id"]] = roots.get(r["trace_id"], 0) + 1
         elif parent not in ids:

@@ -144,6 +144,7 @@ def test_a_thread_system_is_one_trace_per_thread_slice_call(tmp_path: Path) -> N
     stats = _check_trees(spans)
     roots = [s for s in spans if s["parent"] is None]
     assert stats["traces"] == 3 and {r["name"] for r in roots} == {"agent.thread"}
+    assert stats["spans"] == 33  # 3 derived roots, 12 slices, 12 chats, 6 tools
     assert {r["attrs"]["agentlab.derived"].bool_value for r in roots} == {True}
     shape = _shape(spans)
     # per thread and turn: user → (chat, tool call) slice, tool result → (chat) slice
@@ -196,6 +197,8 @@ def test_complete_trees_adds_only_thread_roots() -> None:
     assert (root["span_id"], root["start"], root["end"]) == ("th", 0.5, 3.0)
     assert tree_stats(done) == {"spans": 4, "traces": 2, "roots": 1, "dangling": 1,
                                 "multi_root": 0}  # fmt: skip
+    # a root as pandas gives it (parent NaN) is a root
+    assert tree_stats([{**rows[0], "parent": float("nan")}])["roots"] == 1
 
 
 @pytest.mark.parametrize("rate", ["1", "0.5"])
