@@ -236,8 +236,10 @@ def post_spans(
     headers: Mapping[str, str] | None,
     timeout: float,
 ) -> int:
-    """One OTLP/HTTP protobuf request of ``rows`` to the traces ``url``; returns how many."""
-    body = spans_to_proto(rows, manifest=manifest).SerializeToString()
+    """One OTLP/HTTP protobuf request of ``rows`` to the traces ``url``; returns the spans
+    sent (with the thread roots :func:`spans_to_otlp` derives)."""
+    msg = spans_to_proto(rows, manifest=manifest)
+    body = msg.SerializeToString()
     req = urllib.request.Request(url, data=body, method="POST", headers={
         "Content-Type": "application/x-protobuf", **(headers or {})})  # fmt: skip
     try:
@@ -248,7 +250,7 @@ def post_spans(
         raise ConfigError(f"OTLP receiver {url} refused the spans: {exc.code} {detail}") from exc
     except OSError as exc:
         raise ConfigError(f"OTLP receiver {url} unreachable: {exc}") from exc
-    return len(rows)
+    return sum(len(ss.spans) for rs in msg.resource_spans for ss in rs.scope_spans)
 
 
 def main(args: Any) -> int:

@@ -76,8 +76,9 @@ class LiveOtlp:
         self.run_dir = Path(run_dir)
         self.interval, self.max_queue, self.batch = interval, max_queue, batch
         self.timeout, self.headers = timeout, dict(headers or {})
-        #: ``seen`` (spans read), ``pushed``, ``dropped`` (spans never sent: queue full or
-        #: receiver failing), ``requests``, ``failed_requests``, ``last_error``
+        #: ``seen`` (spans read), ``pushed`` (spans sent, derived thread roots included),
+        #: ``dropped`` (spans never sent: queue full or receiver failing), ``requests``,
+        #: ``failed_requests``, ``last_error``
         self.stats: dict[str, Any] = {"seen": 0, "pushed": 0, "dropped": 0, "requests": 0,
                                       "failed_requests": 0, "last_error": None}  # fmt: skip
         self._cursor: dict[str, int] = {}
@@ -179,7 +180,7 @@ class LiveOtlp:
                 self._manifest = {}
         self.stats["requests"] += 1
         try:
-            post_spans(self.url, rows, self._manifest, self.headers, self.timeout)
+            sent = post_spans(self.url, rows, self._manifest, self.headers, self.timeout)
         except Exception as exc:
             self.stats["failed_requests"] += 1
             self._backoff = min(_BACKOFF_MAX_S, max(self.interval, self._backoff * 2))
@@ -187,7 +188,7 @@ class LiveOtlp:
             self._drop(len(rows), f"{type(exc).__name__}: {exc}"[:300])
             return False
         self._backoff = 0.0
-        self.stats["pushed"] += len(rows)
+        self.stats["pushed"] += sent  # with a thread's derived root (span_tree)
         return True
 
     def _drop(self, n: int, why: str | None) -> None:

@@ -125,3 +125,26 @@ def test_cli_follow_pushes_a_finished_run_and_returns(tmp_path: Path, receiver: 
     assert cli_main(["export-otlp", str(tmp_path / "run"), "--endpoint", receiver,
                      "--follow"]) == 0  # fmt: skip
     assert len(_Otlp.spans) == 80 and tree_stats(_Otlp.spans)["dangling"] == 0
+
+
+def test_a_thread_systems_traces_go_at_stop_with_their_roots(tmp_path: Path, receiver: str) -> None:
+    import asyncio
+
+    from agentlab.llm import LLMClient
+    from agentlab.runtime.threads import AgentSystem, LLMClientModel, Tool
+
+    async def threads() -> None:
+        model = LLMClientModel(LLMClient("sim/instant", seed=2), per_call=lambda m: {
+            "sim_tool_call_p": 1.0 if m[-1]["role"] == "user" else 0.0})  # fmt: skip
+        async with AgentSystem(model, tools=[Tool("lookup", lambda ctx, args: "found")],
+                               agent_tools=False, run_dir=tmp_path / "t") as system:  # fmt: skip
+            for t in ("ann", "bob", "cy"):
+                system.send_user(t, f"hello {t}", "u1")
+            await system.drain()
+
+    with live_otlp(tmp_path / "t", receiver, interval=0.05) as live:
+        asyncio.run(threads())
+    # per thread: 2 slices, 2 chats, 1 tool written; 1 root derived at the push
+    assert (live.stats["seen"], live.stats["pushed"], live.stats["dropped"]) == (15, 18, 0)
+    assert tree_stats(_Otlp.spans) == {"spans": 18, "traces": 3, "roots": 3, "dangling": 0,
+                                       "multi_root": 0}  # fmt: skip
