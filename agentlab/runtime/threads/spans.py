@@ -22,9 +22,11 @@ from agentlab.store.trace import Tracer, genai_agent_attrs, genai_tool_attrs, ge
 
 if TYPE_CHECKING:
     from agentlab.core.clock import Clock
+    from agentlab.core.records import ToolCall
     from agentlab.runtime.threads.records import Delivery
+    from agentlab.runtime.threads.system import AgentSystem
 
-__all__ = ["ThreadSpans"]
+__all__ = ["ThreadSpans", "traced_send"]
 
 _THREAD = "agentlab.thread.id"
 
@@ -35,6 +37,15 @@ class ThreadSpans:
     def __init__(self, run_dir: Path, clock: Clock) -> None:
         self.tracer: Tracer = get_tracer(run_dir, clock=clock)
         self.run_id = Path(run_dir).name  # as RunServices names the run
+
+    @staticmethod
+    def attach(system: AgentSystem) -> tuple[ThreadSpans | None, Any]:
+        """``(spans, run_slice)`` for ``system``: ``(None, system._slice)`` without a run
+        directory, else its spans and ``_slice`` wrapped by :meth:`wrap`."""
+        if system.run_dir is None:
+            return None, system._slice
+        spans = ThreadSpans(system.run_dir, system.clock)
+        return spans, spans.wrap(system._slice)
 
     def thread_parent(self, thread_id: str) -> tuple[str, str]:
         """The ids of the thread's (derived) root span."""
@@ -89,3 +100,12 @@ class ThreadSpans:
             return send(d)
 
         return traced
+
+
+def traced_send(system: AgentSystem, thread_id: str, call: ToolCall) -> Callable[[Delivery], Any]:
+    """The ``send`` a tool's context gets: ``system.send``, through the tool's
+    ``execute_tool`` span when the system writes spans."""
+    spans: ThreadSpans | None = getattr(system, "_spans", None)
+    if spans is None:
+        return system.send
+    return spans.tool_send(system.send, thread_id, call.id, call.name)

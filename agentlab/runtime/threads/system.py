@@ -54,7 +54,7 @@ from agentlab.runtime.threads.slice import (
     compact_messages,
     finish_turn,
 )
-from agentlab.runtime.threads.spans import ThreadSpans
+from agentlab.runtime.threads.spans import ThreadSpans, traced_send
 from agentlab.runtime.threads.stores import MemoryThreadStore, ThreadStore
 from agentlab.runtime.threads.tools import Tool, ToolContext
 
@@ -168,9 +168,7 @@ class AgentSystem:
             self._writer = claim_run_dir(self.run_dir, exist_ok, what="AgentSystem")
             weakref.finalize(self, self._writer.release)
         self.log = ThreadLog(run_dir, self.clock, "local")
-        # thread → slice → call spans (agentlab.runtime.threads.spans) with a run directory
-        self._spans = None if self.run_dir is None else ThreadSpans(self.run_dir, self.clock)
-        self._run_slice = self._slice if self._spans is None else self._spans.wrap(self._slice)
+        self._spans, self._run_slice = ThreadSpans.attach(self)  # thread → slice → call spans
         if run_dir is not None and isinstance(model, LLMClientModel):
             from agentlab.runtime.services import RunServices
 
@@ -374,10 +372,7 @@ class AgentSystem:
         if call.name in RUNTIME_TOOLS:
             dispatch_runtime_tool(self, tid, call)
             return
-        send: Callable[[Delivery], Any] = self.send
-        if self._spans is not None:
-            send = self._spans.tool_send(send, tid, call.id, call.name)
-        ctx = ToolContext(send, tid, call.id, call.name)
+        ctx = ToolContext(traced_send(self, tid, call), tid, call.id, call.name)
         tool = self.tools.get(call.name)
         if tool is None:
             ctx.result(f"error: unknown tool {call.name!r}; available: {sorted(self.tools)}")
