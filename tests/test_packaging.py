@@ -35,7 +35,7 @@ NOT_IMPORTED = {
     "jupyterlab": "the application (`lab` extra), never imported",
 }
 #: extras whose modules agentlab may import (dev holds only tools and test libraries)
-SHIPPED_EXTRAS = ("ray", "viz", "lab", "sweep", "otlp")
+SHIPPED_EXTRAS = ("ray", "viz", "lab", "sweep", "otlp", "search-vectors")
 #: subpackages allowed to import their extra's modules at module level
 TOP_LEVEL_EXTRA = {"viz": "viz"}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import register_agent
-from agentlab.agents.skills import SkillSet
+from agentlab.agents.skills import SkillSet, env_script_runner
 from agentlab.errors import AgentlabError, ConfigError
 
 __all__ = ["LLMAgent"]
@@ -120,10 +120,14 @@ class LLMAgent(AgentBase):
                 tools = env.tools() or None
         messages = self._messages(tick, observation)
         skills = self.skillset if self.config.get("skills") else None
+        env_tools = tools
         if skills is not None:
             skills.check(self.state.get("skills"))
+            if env is not None and hasattr(env, "run_skill_script"):
+                # scripts run where the env lives (this process or the Ray env actor)
+                skills.script_runner = env_script_runner(env)
             skills.begin_step(self, tick, observation, messages)
-            tools = skills.tools(tools)
+            tools = skills.tools(env_tools)
         extra = dict(self.config.get("llm") or {})
         if env is not None and self.config.get("env_mode", "tools") == "ask":
             await self._ask(tick, messages, extra)
@@ -142,7 +146,7 @@ class LLMAgent(AgentBase):
             for call in resp.tool_calls:
                 try:
                     if skills is not None and skills.handles(call.name):
-                        result = skills.call(self, tick, call.name, call.arguments)
+                        result = await skills.acall(self, tick, call.name, call.arguments)
                     elif env is None:
                         raise AgentlabError(f"no env offers tool {call.name!r}")
                     else:
@@ -156,6 +160,8 @@ class LLMAgent(AgentBase):
                 self._remember(
                     f"t{tick} {call.name}({_short(call.arguments)}) -> {'ok' if ok else 'refused'}"
                 )
+            if skills is not None:  # an activated skill may bring run_skill_script
+                tools = skills.tools(env_tools)
         if reply:
             self._remember(f"t{tick} thought: {reply[:80]}")
         self.state["last"] = reply[:200]

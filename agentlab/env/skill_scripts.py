@@ -16,7 +16,8 @@ skill's ``allowed-tools`` names callable. Anything else is refused before it run
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from agentlab.env.base import EnvBase
 from agentlab.env.codecheck import SAFE_BUILTINS, check_code
@@ -25,7 +26,7 @@ from agentlab.env.routers_codegen import CodeGenRouter
 from agentlab.env.sandbox import Limits
 from agentlab.errors import AgentlabError, UnsafeCodeError
 
-__all__ = ["check_skill_script", "run_skill_script"]
+__all__ = ["check_skill_script", "run_skill_script", "script_runner"]
 
 
 class _NoTools(EnvBase):
@@ -91,3 +92,34 @@ async def run_skill_script(
         result = router._failure(exc, "failed")
     result.router = "skill_script"
     return result
+
+
+def script_runner(
+    env: EnvBase | None = None,
+    *,
+    limits: Limits | None = None,
+    isolation: str = "inline",
+) -> Callable[[Any, str, str | None], Awaitable[RouteResult]]:
+    """The hook an agent's skills use to run a skill's script (``SkillSet.script_runner``):
+    ``await runner(skill, path, agent_id)`` runs ``skill.script(path)`` through
+    :func:`run_skill_script` with the skill's ``allowed-tools`` of ``env`` (builtins only
+    without an env) -- never any other way.
+
+    Args:
+        env: the env whose tools an allowed script may call.
+        limits, isolation: the sandbox's (:class:`~agentlab.env.sandbox.Limits`, ``inline``
+            or ``process``).
+    """
+
+    async def run(skill: Any, path: str, agent_id: str | None) -> RouteResult:
+        return await run_skill_script(
+            skill.script(path),
+            path=skill.script_label(path),
+            allowed_tools=skill.allowed_tools,
+            env=env,
+            agent_id=agent_id,
+            limits=limits,
+            isolation=isolation,
+        )
+
+    return run

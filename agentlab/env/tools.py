@@ -37,24 +37,42 @@ F = TypeVar("F", bound=Callable[..., Any])
 class _ToolMark:
     name: str | None
     description: str | None
+    keywords: tuple[str, ...] = ()
 
 
-def tool(fn: F | None = None, *, name: str | None = None, description: str | None = None) -> Any:
+def tool(
+    fn: F | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    keywords: str | list[str] | tuple[str, ...] = (),
+) -> Any:
     """Mark an env method (sync or async) as a tool.
 
-    Use as ``@tool`` or ``@tool(name="search", description="...")``.
+    Use as ``@tool`` or ``@tool(name="search", description="...", keywords="cab ride")``.
 
     Args:
         fn: the method (when used without parentheses).
         name: tool name shown to models; defaults to the method name.
         description: overrides the docstring summary.
+        keywords: other words a request may use for what the tool does (synonyms,
+            aliases: ``"cab ride lift"``); the ``search`` router indexes them, models never
+            see them (no prompt tokens).
 
     Returns:
         The same function, marked.
+
+    Raises:
+        ConfigError: ``keywords`` is not a string or a list of strings.
     """
+    words = keywords.split() if isinstance(keywords, str) else keywords
+    if not isinstance(words, list | tuple) or not all(isinstance(w, str) for w in words):
+        raise ConfigError(
+            f"@tool keywords must be a string or a list of strings, got {keywords!r:.80}"
+        )
 
     def wrap(f: F) -> F:
-        setattr(f, _MARK, _ToolMark(name, description))
+        setattr(f, _MARK, _ToolMark(name, description, tuple(words)))
         return f
 
     return wrap(fn) if fn is not None else wrap
@@ -114,6 +132,8 @@ class ToolSpec:
         context: context parameters the method accepts (e.g. ``agent_id``).
         is_async: whether the method is a coroutine function.
         model: pydantic model validating the arguments.
+        keywords: search words the tool's author declared (``@tool(keywords=...)``); not
+            part of the schema models see.
     """
 
     name: str
@@ -124,6 +144,7 @@ class ToolSpec:
     context: tuple[str, ...]
     is_async: bool
     model: type[pydantic.BaseModel]
+    keywords: tuple[str, ...] = ()
 
     def openai_schema(self) -> dict[str, Any]:
         """The ``tools=[...]`` entry for an OpenAI-style chat request."""
@@ -259,6 +280,7 @@ def _build_spec(cls: type, attr: str, fn: Callable[..., Any], mark: _ToolMark) -
         context=tuple(context),
         is_async=inspect.iscoroutinefunction(target),
         model=model,
+        keywords=mark.keywords,
     )
 
 

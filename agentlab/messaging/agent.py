@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentlab.core.clock import Clock
+from agentlab.errors import AgentlabError, ConfigError
 from agentlab.messaging.msg import Msg
 from agentlab.messaging.structured import (
     CompletionClient,
@@ -120,6 +121,13 @@ class LLMAgent(HubAgent):
         policy: default failure policy for structured replies.
         clock: used to stamp replies when a response has no record.
         overrides: default ``complete`` overrides (``sim_bool_p``, ``max_tokens``...).
+        skills: Agent Skills, as an ``agentlab.agents.skills.SkillSet`` (the one
+            implementation; messaging does not import it): the catalogue joins the system
+            prompt; each reply activates by keyword the skills the incoming text names and
+            (unstructured replies) offers the skill tools for up to ``skill_rounds`` calls.
+            ``SkillSet.record_to(sink)`` records ``skill_activations``;
+            ``SkillSet.script_runner`` enables ``run_skill_script``.
+        skill_rounds: skill tool calls allowed per reply before the model must answer.
     """
 
     def __init__(
@@ -134,8 +142,14 @@ class LLMAgent(HubAgent):
         policy: FailurePolicy | str = "raise",
         clock: Clock | None = None,
         overrides: dict[str, Any] | None = None,
+        skills: Any = None,
+        skill_rounds: int = 3,
     ) -> None:
         super().__init__(name, role, memory)
+        if not isinstance(skill_rounds, int) or skill_rounds < 0:
+            raise ConfigError(f"skill_rounds must be an int >= 0, got {skill_rounds!r}")
+        self.skills = skills
+        self.skill_rounds = skill_rounds
         self.sys_prompt = sys_prompt
         self.client = client
         self.labels = dict(labels or {})
@@ -168,14 +182,27 @@ class LLMAgent(HubAgent):
             **overrides: passed to ``client.complete``.
         """
         self.observe(msg)
-        chat = self.memory.to_chat(self.name, self.sys_prompt)
+        skills = self.skills
+        system = self.sys_prompt
+        if skills is not None:
+            skills.active = {}  # a reply is a step: last reply's activations end
+            system += skills.system_text()
+            seen = f"{msg.content if msg is not None else ''} {instruction or ''}"
+            for text in skills.activate_matching(self, None, seen):
+                system += "\n\n" + text
+        chat = self.memory.to_chat(self.name, system)
         if instruction:
             chat.append({"role": "user", "content": instruction})
         call_labels = {"sender": self.name, "sender_role": self.role, **self.labels}
         call_labels.update(labels or {})
         kw = {**self.overrides, **overrides}
         if response_format is None:
-            resp = await self.client.complete(chat, labels=call_labels, agent_id=self.name, **kw)
+            if skills is not None:
+                resp = await self._complete_with_skills(chat, call_labels, kw)
+            else:
+                resp = await self.client.complete(
+                    chat, labels=call_labels, agent_id=self.name, **kw
+                )
             out = Msg(self.name, resp.text, ts=resp.record.end, usage=resp.usage)
         else:
             res = await complete_structured(
@@ -192,6 +219,29 @@ class LLMAgent(HubAgent):
         if remember:
             self.memory.add(out)
         return out
+
+    async def _complete_with_skills(
+        self, chat: list[dict[str, Any]], labels: dict[str, Any], kw: dict[str, Any]
+    ) -> Any:
+        """Complete with the skill tools offered; run the model's skill calls (a refused
+        one is an ``error: ...`` tool message) until it answers or ``skill_rounds`` pass."""
+        skills = self.skills
+        for round_ in range(self.skill_rounds + 1):
+            tools = skills.tools(None) if round_ < self.skill_rounds else None
+            resp = await self.client.complete(
+                chat, tools=tools, labels=labels, agent_id=self.name, **kw
+            )
+            calls = getattr(resp, "tool_calls", None) or []
+            if not calls or not all(skills.handles(c.name) for c in calls):
+                return resp
+            chat.append(resp.to_message())
+            for c in calls:
+                try:
+                    text = await skills.acall(self, None, c.name, c.arguments)
+                except AgentlabError as exc:
+                    text = f"error: {exc}"
+                chat.append({"role": "tool", "tool_call_id": c.id, "content": text[:4000]})
+        return resp
 
 
 def _structured_msg(name: str, res: StructuredResult[Any], clock: Clock | None) -> Msg:

@@ -95,7 +95,7 @@ class RouterSet:
         self._asking: dict[str, Any] | None = None
         self._group: Any = None
         self._services: Any = None
-        self._tick: dict[str, dict[str, int]] = {}
+        self._tick: dict[str, dict[str, Any]] = {}
         #: failed direct tool calls by ``"tool: ErrorClass"`` (whole run, this process)
         self.call_errors: Counter[str] = Counter()
 
@@ -181,6 +181,66 @@ class RouterSet:
         self._record(agent_id, tick, where, text, result, out, counter, latency)
         return out
 
+    async def run_skill_script(
+        self,
+        agent_id: str,
+        code: str,
+        path: str,
+        allowed_tools: list[str],
+        tick: int,
+        services: Any,
+    ) -> dict[str, Any]:
+        """Run an Agent Skill's script here, where the env lives: through the sandbox with
+        the tools of the skill's ``allowed-tools`` (:func:`~agentlab.env.skill_scripts.
+        run_skill_script`), with the sandbox limits and isolation of the module's
+        ``codegen`` router options if it has them. The module is the one offering most of
+        the allowed tools (a script calls the tools of one module). One ``env_requests``
+        row (``router = 'skill_script'``), counted in ``timeline.routers``.
+
+        Raises:
+            UnsafeCodeError: the script was refused (recorded first).
+        """
+        from agentlab.env.routers_base import RouteResult
+        from agentlab.env.sandbox import Limits
+        from agentlab.env.skill_scripts import run_skill_script
+        from agentlab.errors import UnsafeCodeError
+
+        if self._asking is None:
+            self._build(services)
+        module = max(
+            self.modules, default=None, key=lambda m: len(set(allowed_tools) & set(m.tool_specs()))
+        )
+        opts = router_config_of(module)["options"] if module is not None else {}
+        limits = opts.get("limits")
+        where = self.names[self.modules.index(module)] if module is not None else "-"
+        t0 = time.perf_counter()
+        try:
+            result = await run_skill_script(
+                code,
+                path=path,
+                allowed_tools=allowed_tools,
+                env=module,
+                agent_id=agent_id,
+                limits=Limits(**limits) if isinstance(limits, dict) else limits,
+                isolation=opts.get("isolation", "inline"),
+            )
+        except UnsafeCodeError as exc:  # refused before running: recorded, then raised
+            refused = RouteResult(
+                ok=False, error=str(exc), error_type=type(exc).__name__, text=f"error: {exc}"
+            )
+            self._log_script(agent_id, tick, where, path, code, refused, t0)
+            raise
+        return self._log_script(agent_id, tick, where, path, code, result, t0)
+
+    def _log_script(
+        self, agent_id: str, tick: int, where: str, path: str, code: str, result: Any, t0: float
+    ) -> dict[str, Any]:
+        result.code, result.router = code, "skill_script"
+        self._count("skill_script", result)
+        out: dict[str, Any] = result.to_dict()
+        self._record(agent_id, tick, where, path, result, out, _Counter(), time.perf_counter() - t0)
+        return out
+
     def _count(self, kind: str, result: Any) -> None:
         s = self._tick.setdefault(kind, {})
         for key, inc in (
@@ -199,6 +259,9 @@ class RouterSet:
             for key, inc in (("search_hits", found["hit"]), ("search_misses", not found["hit"]),
                              ("search_top1", found["top1"])):  # fmt: skip
                 s[key] = s.get(key, 0) + int(inc)
+            if found["chosen"] is not None:  # which tools the model picked, by name
+                chosen = s.setdefault("search_chosen", {})
+                chosen[found["chosen"]] = chosen.get(found["chosen"], 0) + 1
 
     def _record(
         self,
@@ -251,7 +314,12 @@ class RouterSet:
         total: dict[str, Any] = {}
         for s in by_kind.values():
             for k, v in s.items():
-                total[k] = total.get(k, 0) + v
+                if isinstance(v, dict):  # per-name counts (search_chosen)
+                    into = total.setdefault(k, {})
+                    for name, n in v.items():
+                        into[name] = into.get(name, 0) + n
+                else:
+                    total[k] = total.get(k, 0) + v
         return {**total, "by_kind": by_kind}
 
     def flush(self) -> None:

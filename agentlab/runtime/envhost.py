@@ -142,6 +142,20 @@ class EnvHost:
         """
         return await self.routing.ask(agent_id, text, tick, services, module)
 
+    async def run_skill_script(
+        self, agent_id: str, code: str, path: str, allowed_tools: list[str], tick: int,
+        services: Any,
+    ) -> dict[str, Any]:  # fmt: skip
+        """An Agent Skill's script in the sandbox of this host (:meth:`RouterSet.run_skill_script`);
+        returns ``RouteResult.to_dict()``.
+
+        Raises:
+            UnsafeCodeError: the script was refused (recorded in ``env_requests``).
+        """
+        return await self.routing.run_skill_script(
+            agent_id, code, path, allowed_tools, tick, services
+        )
+
     def router_stats(self) -> dict[str, int]:
         """Summed router counters (calls, tool_calls, rejections, errors...)."""
         total: dict[str, int] = {}
@@ -227,6 +241,10 @@ class LocalEnvHandle:
         """:meth:`EnvHost.ask` in this process."""
         return await self.host.ask(agent_id, text, tick, services, module)
 
+    async def run_skill_script(self, *args: Any) -> dict[str, Any]:
+        """:meth:`EnvHost.run_skill_script` in this process."""
+        return await self.host.run_skill_script(*args)
+
     async def observe(self, agent_id: str, tick: int) -> str:
         return await self.host.observe(agent_id, tick)
 
@@ -256,6 +274,13 @@ class RayEnvHandle:
     ) -> dict[str, Any]:
         """:meth:`EnvHost.ask` in the env actor (errors come back as values, then raise)."""
         ok, value = await self.actor.ask.remote(agent_id, text, tick, services, module)
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    async def run_skill_script(self, *args: Any) -> dict[str, Any]:
+        """:meth:`EnvHost.run_skill_script` in the env actor (a refusal raises here)."""
+        ok, value = await self.actor.run_skill_script.remote(*args)
         if not ok:
             raise value
         return value  # type: ignore[no-any-return]

@@ -115,6 +115,18 @@ class EnvActor:
         except Exception as exc:
             return False, exc
 
+    async def run_skill_script(
+        self, agent_id: str, code: str, path: str, allowed_tools: list[str], tick: int,
+        services: Any,
+    ) -> tuple[bool, Any]:  # fmt: skip
+        try:  # errors as values, as call() does
+            staged = self._staged(services)
+            return True, await self.host.run_skill_script(
+                agent_id, code, path, allowed_tools, tick, staged
+            )
+        except Exception as exc:
+            return False, exc
+
     def take_tick_stats(self) -> dict[str, Any]:
         return self.host.take_tick_stats()
 

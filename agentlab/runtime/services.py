@@ -360,6 +360,21 @@ class _AgentEnv:
     async def observe(self) -> Any:
         return await self._handle.observe(self._ctx.agent_id, self._ctx.tick)
 
+    async def run_skill_script(
+        self, code: str, *, path: str, allowed_tools: list[str]
+    ) -> dict[str, Any]:
+        """Run an Agent Skill's script where the env lives (this process or the env
+        actor), in its sandbox with only ``allowed_tools`` callable; recorded in
+        ``env_requests``. The hook of ``agentlab.agents.skills.env_script_runner``.
+
+        Raises:
+            UnsafeCodeError: the script breaks the sandbox's rules.
+        """
+        ctx = self._ctx
+        return await self._handle.run_skill_script(  # type: ignore[no-any-return]
+            ctx.agent_id, code, path, list(allowed_tools), ctx.tick, ctx.proxy
+        )
+
 
 class AgentContext:
     """What ``agent.services`` is during a step (implements ``agents.AgentServices``)."""

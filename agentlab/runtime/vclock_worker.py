@@ -252,6 +252,13 @@ class CountingEnv:
         finally:
             self._hub.leave_env()
 
+    async def run_skill_script(self, *args: Any) -> Any:
+        self._hub.enter_env()
+        try:
+            return await self._inner.run_skill_script(*args)
+        finally:
+            self._hub.leave_env()
+
     async def ask(self, *args: Any, **kwargs: Any) -> Any:
         raise _unsupported("env.ask (a language router's LLM calls run in the env actor)")
 

@@ -244,3 +244,93 @@ def test_skillset_config_errors() -> None:
         load_skills([Skill("a", "x"), Skill("a", "y")])
     with pytest.raises(ConfigError, match="must lie under references/"):
         Skill("a", "x", files={"../../etc/passwd": ""})
+
+
+class Hall(EnvBase):
+    """A town hall: agents 0 and 1 have letters to answer; ``shout`` is no skill's tool."""
+
+    def observe(self, agent_id: str) -> str:
+        if agent_id.endswith("2"):
+            return "A quiet hall."
+        return "A letter arrived: run a script to greet the sender."
+
+    @tool
+    def wave(self, agent_id: str = "") -> str:
+        """Wave at the neighbours."""
+        return f"{agent_id} waved"
+
+    @tool
+    def shout(self, agent_id: str = "") -> str:
+        """Shout across the hall."""
+        return "SHOUTED"
+
+
+def _letter_skill() -> Skill:
+    return Skill(
+        "letter-helper", "Answer letters politely.", body="Wave, then answer.",
+        allowed_tools=("wave",), metadata={"keywords": "letter"},
+        files={"scripts/greet.py": "wave()", "scripts/evil.py": "import os",
+               "scripts/loud.py": "shout()"},
+    )  # fmt: skip
+
+
+async def _script_society(run: Path, executor: str = "local") -> Any:
+    from agentlab import open_run
+    from agentlab.runtime import Society
+
+    society = Society.create(
+        run,
+        agents=[{"type": "llm", "n": 3, "config": {
+            "skills": [_letter_skill().to_dict()], "skill_activation": "keyword",
+            "max_iterations": 4}}],
+        env=[Hall()], llm=LLMClient("sim/instant", seed=0), seed=3, progress=False,
+        executor=executor,
+    )  # fmt: skip
+    try:
+        await society.run(ticks=8)
+    finally:
+        society.close()
+    return open_run(run)
+
+
+async def test_society_agent_runs_skill_scripts_where_the_env_lives(tmp_path: Path) -> None:
+    run = await _script_society(tmp_path / "run")
+    rows = run.sql("select agent_id, path, ok from skill_activations where action = 'run_script'")
+    assert "llm-00002" not in set(rows.agent_id)  # its skill is never active
+    ran = {(r.path, bool(r.ok)) for r in rows.itertuples()}
+    assert ("scripts/greet.py", True) in ran  # through the env's sandbox, with wave allowed
+    assert ("scripts/evil.py", False) in ran  # an import: refused before running
+    assert ("scripts/loud.py", False) in ran  # shout is outside allowed-tools: refused
+    reqs = run.sql(
+        "select agent_id, request, ok, outcome, error, n_tool_calls from env_requests "
+        "where router = 'skill_script'"
+    )
+    greet = reqs[reqs.request == "letter-helper/scripts/greet.py"]
+    assert len(greet) >= 1 and greet.ok.all() and (greet.n_tool_calls == 1).all()
+    evil = reqs[reqs.request == "letter-helper/scripts/evil.py"]
+    assert len(evil) >= 1 and set(evil.outcome) == {"rejected"}
+    assert evil.error.str.contains("breaks the sandbox's rules").all()
+    routers = run.sql("select routers from timeline")["routers"]
+    counted = [r.get("by_kind", {}).get("skill_script") for r in routers if r]
+    assert sum(c["requests"] for c in counted if c) == len(reqs)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+async def test_skill_scripts_run_in_the_ray_env_actor(ray_session: Any, tmp_path: Path) -> None:
+    local = await _script_society(tmp_path / "local")
+    ray_run = await _script_society(tmp_path / "ray", executor="ray")
+    query = (
+        "select agent_id, tick, path, ok from skill_activations where action = 'run_script' "
+        "order by agent_id, tick, path"
+    )
+    ran = ray_run.sql(query)
+    assert {("scripts/greet.py", True), ("scripts/evil.py", False)} <= {
+        (r.path, bool(r.ok)) for r in ran.itertuples()
+    }
+    assert ran.values.tolist() == local.sql(query).values.tolist()  # same as in-process
+    reqs = ray_run.sql(
+        "select request, outcome, n_tool_calls from env_requests where router = 'skill_script' "
+        "order by agent_id, tick, request"
+    )  # written by the env actor (staged, committed with its checkpoint)
+    assert len(reqs) == len(ran) and set(reqs.outcome) == {"ok", "rejected"}

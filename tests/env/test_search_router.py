@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -84,12 +85,66 @@ async def test_search_router_offers_only_top_k_and_sim_picks_from_them() -> None
 
 async def test_benchmark_recall_and_prompt_tokens() -> None:
     out = await _bench().main(quick=True)
-    assert out["tools"] >= 50 and out["labelled_requests"] >= 40
-    # measured 91.7 % at k=5 (4 misses need synonyms no BM25 has: "earn" for salary...)
-    assert out["recall"]["recall"] >= 0.9, out["recall"]["misses"]
+    assert out["tools"] >= 50 and sum(out["labelled_requests"].values()) >= 140
+    table = {(r["set"], r["keywords"]): r for r in out["recall_table"]}
+    # measured at k=5, keywords / none: original 93.8 / 91.7 %, held-out 86.7 / 78.3 %,
+    # blind 97.5 / 90.0 %: the author's keywords add what BM25 cannot guess ("cab")
+    assert table[("blind", True)]["recall"] >= 0.95, table[("blind", True)]["misses"]
+    assert table[("original", True)]["recall"] >= 0.9
+    assert table[("held_out", True)]["recall"] >= 0.85
+    for name in ("original", "held_out", "blind"):
+        assert table[(name, True)]["recall"] >= table[(name, False)]["recall"]
     react, search = out["routers"]
     assert search["prompt_tokens_per_request"] < 0.3 * react["prompt_tokens_per_request"]
-    assert search["ok"] >= react["ok"] - 2
+    assert search["ok"] >= react["ok"] - 3
+
+
+def test_tool_keywords_are_indexed_but_never_shown_to_models() -> None:
+    from agentlab.env import EnvBase, tool
+
+    class Town(EnvBase):
+        @tool(keywords="cab lift ride")
+        def book_taxi(self, address: str) -> str:
+            """Order a taxi to an address.
+
+            Args:
+                address: destination.
+            """
+            return address
+
+        @tool
+        def weather(self, unit: Literal["celsius", "fahrenheit"] = "celsius") -> str:
+            """Today's forecast."""
+            return unit
+
+        @tool
+        def send_letter(self, to: str) -> str:
+            """Post a letter."""
+            return to
+
+    env = Town()
+    env.init(0)
+    specs = env.tool_specs()
+    assert specs["book_taxi"].keywords == ("cab", "lift", "ride")
+    assert "cab" not in json.dumps(specs["book_taxi"].openai_schema())  # no prompt tokens
+    index = ToolIndex.for_env(env)
+    assert index.top("get me a cab", 1) == ["book_taxi"]
+    assert index.top("in fahrenheit please", 1) == ["weather"]  # enum values are indexed
+    with pytest.raises(ConfigError, match="keywords must be a string or a list"):
+        tool(keywords=3)
+
+
+def test_index_fields_weigh_the_name_and_match_shared_prefixes() -> None:
+    index = ToolIndex(
+        {
+            "refill": {"name": "refill", "description": "Refill a medicine prescription."},
+            "remind": {"name": "set_reminder", "description": "Set an alarm at a time."},
+        }
+    )
+    assert index.top("more medication", 1) == ["refill"]  # medic- prefix
+    assert index.top("a reminder", 1) == ["remind"]
+    with pytest.raises(ConfigError, match="unknown index field 'body'"):
+        ToolIndex({"x": {"body": "text"}})
 
 
 async def _society_run(path: Path, router: str, options: dict[str, Any]) -> Any:
@@ -120,6 +175,15 @@ async def test_society_reports_search_counters_in_timeline(tmp_path: Path) -> No
     total = {k: sum(s.get(k, 0) for s in stats) for k in ("search_hits", "search_misses")}
     assert total["search_hits"] + total["search_misses"] == 8, stats
     assert total["search_hits"] == int((df.n_tool_calls > 0).sum())  # sim picks from offered
+    # per-tool choice counts: the first tool of each request that called one, by name
+    calls = run.sql("select tool_calls from env_requests where n_tool_calls > 0").tool_calls
+    first = Counter((json.loads(c) if isinstance(c, str) else c)[0]["tool"] for c in calls)
+    chosen: dict[str, int] = {}
+    for s in stats:
+        assert s.get("search_chosen") == s["by_kind"]["search"].get("search_chosen")
+        for name, n in (s.get("search_chosen") or {}).items():
+            chosen[name] = chosen.get(name, 0) + n
+    assert chosen == dict(first) and sum(chosen.values()) == int((df.n_tool_calls > 0).sum())
     # each router prompt is visibly shorter than react's with every schema (measured 463 vs
     # 777 tokens per call on the 6-tool feed, k=2; search made 17 calls to react's 10)
     react = await _society_run(tmp_path / "react", "react", {})

@@ -119,6 +119,8 @@ class AgentSystem:
         seen_window: dedup ids remembered per thread.
         fault: ``fault(point, thread_id)`` called at each of ``FAULT_POINTS`` (tests raise
             :class:`SimulatedCrash` there).
+        skills, skill_env: Agent Skills and the env their scripts' ``allowed-tools`` name
+            (:mod:`agentlab.runtime.threads.skills`).
         exist_ok: with ``run_dir``: ``True`` (default) adds to a run already there,
             ``"replace"`` takes the run's writer lock and deletes it first (refused,
             naming the holder, while another process writes it), ``False`` refuses it.
@@ -141,6 +143,8 @@ class AgentSystem:
         seen_window: int = 128,
         fault: Callable[[str, str], None] | None = None,
         exist_ok: bool | Literal["replace"] = True,
+        skills: Any = None,
+        skill_env: Any = None,
     ) -> None:
         self.model = model
         self.store: ThreadStore = store if store is not None else MemoryThreadStore()
@@ -169,6 +173,11 @@ class AgentSystem:
             weakref.finalize(self, self._writer.release)
         self.log = ThreadLog(run_dir, self.clock, "local")
         self._spans, self._run_slice = ThreadSpans.attach(self)  # thread → slice → call spans
+        self.skills: Any = None  # Agent Skills: catalogue + skill tools (threads/skills.py)
+        if skills:
+            from agentlab.runtime.threads.skills import ThreadSkills
+
+            self.skills = ThreadSkills.attach(self, skills, skill_env)
         if run_dir is not None and isinstance(model, LLMClientModel):
             from agentlab.runtime.services import RunServices
 
@@ -446,7 +455,8 @@ class AgentSystem:
                 self.run_dir,
                 kind="threads",
                 config={"tools": sorted(self.tools), "agent_tools": self.agent_tools,
-                        "model": getattr(getattr(self.model, "client", None), "model", None)},
+                        "model": getattr(getattr(self.model, "client", None), "model", None),
+                        **({"skills": self.skills.digest} if self.skills else {})},
                 seed=None,
             )  # fmt: skip
         self._local = True
