@@ -161,8 +161,10 @@ def _add_replay_traffic(sub: argparse._SubParsersAction) -> None:
     rt.add_argument("--speed", type=float, default=1.0, help="time compression factor")
     rt.add_argument("--timeout", type=float, default=120.0, help="seconds per call")
     rt.add_argument("--export", default=None, metavar="DIR",
-                    help="write trace.jsonl, vllm_custom.jsonl, guidellm.jsonl, "
-                    "mooncake_trace.jsonl (aiperf), guidellm_trace.jsonl into DIR")  # fmt: skip
+                    help="write trace.jsonl, sharegpt.json (vllm bench serve --dataset-name "
+                    "sharegpt: output lengths kept), vllm_custom.jsonl (output lengths lost: "
+                    "vLLM reads only prompt), guidellm.jsonl, mooncake_trace.jsonl (aiperf), "
+                    "guidellm_trace.jsonl into DIR")  # fmt: skip
     rt.set_defaults(target="agentlab.analysis.traffic:main")
 
 
@@ -179,7 +181,10 @@ def _add_export_otlp(sub: argparse._SubParsersAction) -> None:
     eo.add_argument("--endpoint", default=None, metavar="URL",
                     help="push to an OTLP/HTTP receiver, e.g. http://127.0.0.1:6006 "
                     "(/v1/traces appended unless given)")  # fmt: skip
-    eo.set_defaults(target="agentlab.store.otlp:main")
+    eo.add_argument("--follow", action="store_true",
+                    help="with --endpoint: push each tick's spans as it commits, until the "
+                    "run stops running (agentlab.store.otlp_live)")  # fmt: skip
+    eo.set_defaults(target="agentlab.store.otlp_cli:main")
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:

@@ -31,9 +31,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
     # fork.py builds the Society it returns; breaking it means society.py hands fork_society
     # its constructor (society.py belongs to perf2 this round)
     frozenset({"agentlab.runtime.fork", "agentlab.runtime.society"}): "lead, after #26",
-    # store/otlp.py belongs to traces2 this round: its main() imports run.open_run while
-    # Run.export_otlp imports otlp (the CLI entry could live in run.py or the cli)
-    frozenset({"agentlab.store.otlp", "agentlab.store.run"}): "lead, after #24",
 }
 
 #: modules allowed past MAX_LINES, each being split by its owner this round

@@ -23,9 +23,12 @@ text of about ``prompt_tokens`` tokens (4 characters per token, as the simulator
 and ask for ``completion_tokens`` tokens via ``max_tokens``. Every call lands in the new
 run's ``llm_calls`` with the original call id as ``labels.trace_id``.
 
-**Serving-benchmark files** (:func:`export_traffic`): ``vllm_custom.jsonl`` for vLLM's
-``benchmark_serving.py --dataset-name custom`` (``prompt``, ``output_tokens``) and
-``guidellm.jsonl`` for GuideLLM's ``--data`` (``prompt``, ``prompt_tokens_count``,
+**Serving-benchmark files** (:func:`export_traffic`): ``sharegpt.json`` for ``vllm bench
+serve --dataset-name sharegpt``, **the vLLM file that keeps each call's output length**
+(:mod:`agentlab.analysis.sharegpt`); ``vllm_custom.jsonl`` for ``--dataset-name custom``,
+**which loses output lengths**: vLLM's ``CustomDataset`` reads only ``prompt`` and asks for
+``--custom-output-len`` tokens (default 256) for every request; the ``output_tokens`` field
+is there for people, vLLM ignores it. ``guidellm.jsonl`` for GuideLLM's ``--data`` (``prompt``, ``prompt_tokens_count``,
 ``output_tokens_count``). These carry sizes only, not timing or dependencies.
 ``mooncake_trace.jsonl`` for aiperf's ``--custom-dataset-type mooncake_trace``
 (``timestamp`` in ms from the first call, ``input_length``, ``output_length``; replay it
@@ -45,9 +48,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["export_traffic", "load_trace", "replay_traffic", "traffic_trace"]
+from agentlab.analysis.sharegpt import export_sharegpt
+from agentlab.analysis.traffic_calls import SCHEMA_VERSION, traffic_trace
 
-SCHEMA_VERSION = 1
+__all__ = ["SCHEMA_VERSION", "export_traffic", "load_trace", "replay_traffic", "traffic_trace"]
+
 _WORDS = ("alpha", "delta", "kilo", "lima", "mike", "oscar", "papa", "romeo", "tango")
 _CALL_COLUMNS = {
     "request_id": "VARCHAR", "model": "VARCHAR", "start": "DOUBLE", "end": "DOUBLE",
@@ -56,66 +61,6 @@ _CALL_COLUMNS = {
     "error": "VARCHAR", "attempts": "BIGINT", "stream": "BOOLEAN", "stage": "VARCHAR",
     "trace_id": "VARCHAR", "tick": "BIGINT", "run_id": "VARCHAR", "schema_version": "BIGINT",
 }  # fmt: skip
-
-
-def traffic_trace(run: Any) -> list[dict[str, Any]]:
-    """The replayable trace of a run's ``llm_calls`` (see the module docstring).
-
-    Args:
-        run: a run directory or an opened run (:func:`agentlab.store.open_run`).
-    """
-    from agentlab.store import open_run
-
-    r = open_run(run) if isinstance(run, (str, os.PathLike)) else run
-    df = r.df("llm_calls")
-    if df.empty:
-        return []
-    df = df.sort_values(["start", "request_id"]).reset_index(drop=True)
-    t0 = float(df["start"].min())
-    open_by_agent: dict[tuple[Any, Any], list[tuple[float, str]]] = {}
-    out: list[dict[str, Any]] = []
-    for row in df.to_dict("records"):
-        labels = _labels(row.get("labels"))
-        who = row.get("agent_id") or labels.get("sender")
-        tick = row.get("tick")
-        tick = None if tick is None or tick != tick else int(tick)  # NaN → None
-        start, end = float(row["start"]), float(row["end"])
-        parent, think = None, None
-        if who is not None:
-            done = [c for c in open_by_agent.get((who, tick), []) if c[0] <= start + 1e-9]
-            if done:
-                p_end, parent = max(done)
-                think = max(0.0, start - p_end)
-            open_by_agent.setdefault((who, tick), []).append((end, str(row["request_id"])))
-        out.append(
-            {
-                "schema_version": SCHEMA_VERSION,
-                "id": str(row["request_id"]),
-                "t": start - t0,
-                "agent_id": row.get("agent_id"),
-                "labels": labels,
-                "tick": tick,
-                "prompt_tokens": int(row.get("prompt_tokens") or 0),
-                "completion_tokens": int(row.get("completion_tokens") or 0),
-                "stream": bool(row.get("stream")),
-                "latency": end - start,
-                "parent": parent,
-                "think_s": think,
-            }
-        )
-    return out
-
-
-def _labels(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str) and value:
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
 
 
 def synthetic_prompt(tokens: int, seed: str) -> str:
@@ -133,12 +78,14 @@ def synthetic_prompt(tokens: int, seed: str) -> str:
 
 
 def export_traffic(run: Any, out: str | os.PathLike[str]) -> dict[str, Path]:
-    """Write ``trace.jsonl``, ``vllm_custom.jsonl``, ``guidellm.jsonl``,
-    ``mooncake_trace.jsonl`` (aiperf) and ``guidellm_trace.jsonl`` into ``out``.
+    """Write ``trace.jsonl``, ``vllm_custom.jsonl`` (vLLM ignores its output lengths: use
+    ``sharegpt.json``), ``sharegpt.json`` (``vllm bench serve --dataset-name sharegpt``,
+    lengths kept under the Llama-3 tokenizer), ``guidellm.jsonl``, ``mooncake_trace.jsonl``
+    (aiperf) and ``guidellm_trace.jsonl`` into ``out``.
 
     Returns:
-        ``{"trace": path, "vllm": path, "guidellm": path, "mooncake": path,
-        "guidellm_trace": path}``.
+        ``{"trace": path, "vllm": path, "sharegpt": path, "guidellm": path,
+        "mooncake": path, "guidellm_trace": path}``.
     """
     trace = traffic_trace(run)
     d = Path(out)
@@ -165,6 +112,7 @@ def export_traffic(run: Any, out: str | os.PathLike[str]) -> dict[str, Path]:
             fm.write(json.dumps({"timestamp": round(c["t"] * 1000.0, 3)} | sizes) + "\n")
             timing = {"timestamp": round(c["t"], 6), "duration": round(c["latency"], 6)}
             fgt.write(json.dumps(timing | sizes) + "\n")
+    paths["sharegpt"] = export_sharegpt(run, d / "sharegpt.json")["path"]
     return paths
 
 

@@ -214,6 +214,8 @@ class RecordingLLM:
             agent = Tracer.current_span()  # the agent.step (invoke_agent) span, if any
             if agent is not None and "gen_ai.agent.name" in agent.attributes:
                 attrs["gen_ai.agent.name"] = agent.attributes["gen_ai.agent.name"]
+            elif record.agent_id is not None:  # no invoke_agent span (an experiment's expert)
+                attrs["gen_ai.agent.name"] = record.agent_id
         if self._server:
             attrs.update(self._server)
         row = tracer.span_row("llm.call", start, tracer.clock.now(), attrs, status, message,

@@ -350,6 +350,10 @@ class _AgentEnv:
             raise
         finally:
             tracer.deactivate(token)
+        span.set_attributes(**{
+            "agentlab.env.router": out.get("router") or "",
+            "agentlab.env.tool_calls": len(out.get("calls") or ()),
+            "agentlab.env.llm_calls": out.get("llm_calls") or 0})  # fmt: skip
         tracer.end_span(span, status="ok" if out.get("ok") else "error")
         return out  # type: ignore[no-any-return]
 

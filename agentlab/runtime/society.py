@@ -28,6 +28,7 @@ import sys
 import time
 import warnings
 import weakref
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -591,7 +592,9 @@ class Society:
         rule = self.meta.get("max_error_share", DEFAULT_MAX_ERROR_SHARE)
         check_tick(str(self.run_dir), tick, len(self.agent_specs), total.steps, total.failed,
                    rule, self.proxy.flush)  # fmt: skip
-        events = await self.executor.env_step(tick)
+        with tracer.trace_span("env.step", **{"agentlab.tick": tick}) if self.meta.get(
+            "env") else nullcontext():  # fmt: skip
+            events = await self.executor.env_step(tick)
         routers = await self.executor.env_router_stats()
         sink = self.proxy.replay
         lost = self.executor.lost

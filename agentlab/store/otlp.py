@@ -24,7 +24,7 @@ import base64
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ import orjson
 
 from agentlab.errors import ConfigError
 from agentlab.store.atomic import atomic_write_bytes
+from agentlab.store.span_tree import complete_trees
 from agentlab.store.trace import genai_provider
 
 __all__ = [
@@ -131,7 +132,7 @@ def spans_to_otlp(
 ) -> dict[str, Any]:
     """Span rows (as written by :class:`~agentlab.store.trace.Tracer`) → OTLP/JSON dict."""
     by_shard: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
+    for row in complete_trees(rows):  # threads' derived roots (agentlab.store.span_tree)
         by_shard[str(row.get("_shard") or "unknown")].append(_span(row))
     manifest = manifest or {}
     version = str(manifest.get("agentlab_version") or "")
@@ -221,21 +222,24 @@ def push_otlp(
     for spans in by_trace.values():
         chunk.extend(spans)
         if len(chunk) >= batch:
-            sent += _post(url, chunk, manifest, headers, timeout)
+            sent += post_spans(url, chunk, manifest, headers, timeout)
             chunk = []
     if chunk:
-        sent += _post(url, chunk, manifest, headers, timeout)
+        sent += post_spans(url, chunk, manifest, headers, timeout)
     return sent
 
 
-def _post(
+def post_spans(
     url: str,
-    rows: list[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     manifest: Mapping[str, Any] | None,
     headers: Mapping[str, str] | None,
     timeout: float,
 ) -> int:
-    body = spans_to_proto(rows, manifest=manifest).SerializeToString()
+    """One OTLP/HTTP protobuf request of ``rows`` to the traces ``url``; returns the spans
+    sent (with the thread roots :func:`spans_to_otlp` derives)."""
+    msg = spans_to_proto(rows, manifest=manifest)
+    body = msg.SerializeToString()
     req = urllib.request.Request(url, data=body, method="POST", headers={
         "Content-Type": "application/x-protobuf", **(headers or {})})  # fmt: skip
     try:
@@ -246,26 +250,4 @@ def _post(
         raise ConfigError(f"OTLP receiver {url} refused the spans: {exc.code} {detail}") from exc
     except OSError as exc:
         raise ConfigError(f"OTLP receiver {url} unreachable: {exc}") from exc
-    return len(rows)
-
-
-def main(args: Any) -> int:
-    """``agentlab export-otlp RUN (--out FILE [--format F] | --endpoint URL)``."""
-    from agentlab.store.run import open_run
-
-    if not args.out and not args.endpoint:
-        raise ConfigError("give --out FILE and/or --endpoint URL")
-    run = open_run(args.run)
-    try:
-        if args.out:
-            fmt = args.format or (
-                "protobuf" if Path(args.out).suffix in (".pb", ".bin") else "json"
-            )
-            n = run.export_otlp(args.out, format=fmt)
-            print(f"wrote {n} spans to {args.out} (OTLP {fmt})")
-        if args.endpoint:
-            n = run.export_otlp(endpoint=args.endpoint)
-            print(f"pushed {n} spans to {traces_url(args.endpoint)}")
-    finally:
-        run.close()
-    return 0
+    return sum(len(ss.spans) for rs in msg.resource_spans for ss in rs.scope_spans)

@@ -261,9 +261,15 @@ class Experiment:
             async def one() -> None:
                 state["topology"] = topo
                 run_id = f"{topo}-{k:04d}"
+                tracer = services.trace  # one trace per repetition: experiment.run → stage → call
                 ctx = RunContext(rclient, self.cfg, topo, run_id, task, clock,
-                                 services.message_sink(run_id), simulated)  # fmt: skip
-                replay.append("experiment_runs", {**await run_workflow(ctx), "schema_version": 1})
+                                 services.message_sink(run_id), simulated, tracer=tracer)  # fmt: skip
+                with tracer.trace_span("experiment.run", **{
+                        "agentlab.run_id": run_id, "agentlab.topology": topo,
+                        "agentlab.task_id": task["id"]}) as span:  # fmt: skip
+                    row = await run_workflow(ctx)
+                    span.set_attributes(**{"agentlab.status": row["status"]})
+                replay.append("experiment_runs", {**row, "schema_version": 1})
                 results.runs_done += 1
                 if bar is not None:
                     bar.update(1)

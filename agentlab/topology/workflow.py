@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -182,6 +183,16 @@ class RunContext:
     sink: MessageSink | None = None
     simulated: bool = True
     stats: Counter[str] = field(default_factory=Counter)
+    tracer: Any = None  # a store Tracer: each stage is an ``experiment.stage`` span
+
+    def stage(self, name: str, iteration: int) -> Any:
+        """The stage's span around a block (its calls' ``llm.call`` spans are children);
+        a no-op without a tracer."""
+        if self.tracer is None:
+            return nullcontext()
+        return self.tracer.trace_span("experiment.stage", **{
+            "agentlab.stage": name, "agentlab.iteration": iteration,
+            "agentlab.run_id": self.run_id})  # fmt: skip
 
     def labels(
         self, stage: str, iteration: int, rnd: int | None = None, **extra: Any
@@ -310,10 +321,14 @@ async def run_workflow(ctx: RunContext) -> dict[str, Any]:
         outputs: list[str] = []
         for it in range(1, cfg.max_iterations + 1):
             summary["iterations"] = it
-            experts = await _recruit(ctx, it, feedback)
-            plan = await protocol(ctx, experts, it)
-            outputs = await _execute(ctx, experts, plan, it)
-            ev = await _evaluate(ctx, experts, outputs, it)
+            with ctx.stage("recruitment", it):
+                experts = await _recruit(ctx, it, feedback)
+            with ctx.stage("discussion", it):  # synthesis calls included
+                plan = await protocol(ctx, experts, it)
+            with ctx.stage("execution", it):
+                outputs = await _execute(ctx, experts, plan, it)
+            with ctx.stage("evaluation", it):
+                ev = await _evaluate(ctx, experts, outputs, it)
             summary["score"] = ev["score"]
             ctx.stats["unscored"] += not ev["scored"]
             history.append({"iteration": it, "score": ev["score"], "accepted": ev["accepted"],
@@ -324,9 +339,11 @@ async def run_workflow(ctx: RunContext) -> dict[str, Any]:
                 f"Score {ev['score']}/100 is below the acceptance threshold of {cfg.threshold}; "
                 "adjust the team and address the gaps."
             )
-        await ask(ctx, "orchestrator", "orchestrator", _final_prompt(ctx, experts, outputs, history),
-                  ctx.labels("final", summary["iterations"], None, receiver_role="user",
-                             call="final_output"), max_tokens=4096)  # fmt: skip
+        with ctx.stage("final", summary["iterations"]):
+            await ask(ctx, "orchestrator", "orchestrator",
+                      _final_prompt(ctx, experts, outputs, history),
+                      ctx.labels("final", summary["iterations"], None, receiver_role="user",
+                                 call="final_output"), max_tokens=4096)  # fmt: skip
     except LLMError as exc:
         summary.update(status="error", error=f"{type(exc).__name__}: {exc}")
     return {

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agentlab.analysis.traffic import export_traffic
+from agentlab.analysis.sharegpt import export_sharegpt
+from agentlab.analysis.traffic import export_traffic, traffic_trace
 from agentlab.runtime import Society
 
 pytestmark = pytest.mark.slow
@@ -87,3 +88,34 @@ def test_aiperf_and_guidellm_read_the_trace_exports_unmodified(tmp_path: Path) -
         assert duration == pytest.approx(c["latency"], abs=1e-6)
         assert (n_in, n_out) == (c["prompt_tokens"], c["completion_tokens"])
         assert prompt_tokens == n_in  # guidellm builds a prompt of exactly that size
+
+
+SHAREGPT_READ = """
+import json, sys
+from transformers import AutoTokenizer
+tok = AutoTokenizer.from_pretrained(sys.argv[2])
+with open(sys.argv[1], encoding="utf-8") as f:  # vLLM's ShareGPTDataset.load_data + sample
+    data = [e for e in json.load(f) if "conversations" in e and len(e["conversations"]) >= 2]
+print(json.dumps([[e["id"], len(tok(e["conversations"][0]["value"]).input_ids),
+                   len(tok(e["conversations"][1]["value"]).input_ids)] for e in data]))
+"""
+
+
+def test_sharegpt_lengths_under_a_hugging_face_tokenizer(tmp_path: Path) -> None:
+    """vLLM's ShareGPT length rule (``len(tokenizer(text).input_ids)``) run with
+    transformers and the Llama-3 vocabulary as a Hugging Face tokenizer. That local
+    tokenizer adds no BOS (Meta's adds ``<|begin_of_text|>``: the export's default
+    ``special_tokens=1``), so the file is written with ``special_tokens=0`` here."""
+    subprocess.run(["bash", str(ROOT / "scripts/peer_tools.sh")], check=True, timeout=900,
+                   capture_output=True)  # fmt: skip
+    soc = Society.create(tmp_path / "run", agents=[{"type": "llm", "n": 6}], llm="sim/vllm-3b",
+                         seed=5, clock="virtual", progress=False)  # fmt: skip
+    soc.run_sync(ticks=2)
+    soc.close()
+    res = export_sharegpt(tmp_path / "run", tmp_path / "sharegpt.json", special_tokens=0)
+    calls = {c["id"]: c for c in traffic_trace(tmp_path / "run")}
+    got = _read("guidellm", SHAREGPT_READ, str(res["path"]), str(PEERS / "tokenizer"))
+    assert len(got) == len(calls) == res["entries"]
+    assert len({o for _, _, o in got}) > 3
+    for rid, p, o in got:
+        assert (p, o) == (calls[rid]["prompt_tokens"], calls[rid]["completion_tokens"])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +15,7 @@ from agentlab.runtime import Society
 from agentlab.store import open_run
 from agentlab.store.otlp import traces_url
 from agentlab.store.tail import read_tail
+from tests.store.http_receiver import QuietHandler, serve
 
 trace_pb2 = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 
@@ -96,7 +95,7 @@ def test_protobuf_file_parses_with_opentelemetry_proto(tmp_path: Path) -> None:
             r.export_otlp()
 
 
-class _Receiver(http.server.BaseHTTPRequestHandler):
+class _Receiver(QuietHandler):
     """A stand-in OTLP/HTTP receiver (an external service): keeps each request."""
 
     got: ClassVar[list[tuple[str, str, bytes]]] = []
@@ -109,18 +108,12 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b"unsupported" if type(self).status != 200 else b"")
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture
 def receiver() -> Iterator[str]:
     _Receiver.got, _Receiver.status = [], 200
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with serve(_Receiver) as url:
+        yield url
 
 
 def test_push_posts_protobuf_to_v1_traces_and_reports_refusals(

@@ -62,14 +62,15 @@ def test_demo_run_loads_into_phoenix_as_one_tree_per_trace(tmp_path: Path) -> No
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 300  # its start can take minutes on a loaded 2-core box
         while True:
             try:
                 _get(f"{base}/v1/projects")
                 break
             except OSError:
                 assert proc.poll() is None, (tmp_path / "phoenix.log").read_text()[-2000:]
-                assert time.monotonic() < deadline, "Phoenix did not start in 180 s"
+                assert time.monotonic() < deadline, "Phoenix did not start in 300 s: " + (
+                    tmp_path / "phoenix.log").read_text()[-2000:]  # fmt: skip
                 time.sleep(1)
         with open_run(run) as r:
             n = r.export_otlp(endpoint=base)
@@ -78,6 +79,11 @@ def test_demo_run_loads_into_phoenix_as_one_tree_per_trace(tmp_path: Path) -> No
         while len(spans := _spans(base)) < n and time.monotonic() < deadline:
             time.sleep(1)  # Phoenix inserts in the background
         assert len(spans) == n
+        live = _live_experiment_and_threads(tmp_path, base)
+        deadline = time.monotonic() + 120
+        while len(after := _spans(base)) < n + live and time.monotonic() < deadline:
+            time.sleep(1)
+        assert len(after) == n + live
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -87,15 +93,9 @@ def test_demo_run_loads_into_phoenix_as_one_tree_per_trace(tmp_path: Path) -> No
             proc.wait()
         log.close()
 
-    trees: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for s in spans:
-        trees[s["context"]["trace_id"]].append(s)
+    trees = _trees(spans)
     assert len(trees) == TICKS
-    for tree in trees.values():
-        ids = {s["context"]["span_id"] for s in tree}
-        roots = [s for s in tree if s["parent_id"] is None]
-        assert [s["name"] for s in roots] == ["society.tick"]
-        assert all(s["parent_id"] in ids for s in tree if s["parent_id"] is not None)
+    assert {root for root, _ in trees.values()} == {"society.tick"}
     kinds = Counter((s["name"].split(" ")[0], s["span_kind"]) for s in spans)
     assert kinds[("invoke_agent", "AGENT")] >= 200 * TICKS
     llm = [s for s in spans if s["span_kind"] == "LLM"]
@@ -104,3 +104,64 @@ def test_demo_run_loads_into_phoenix_as_one_tree_per_trace(tmp_path: Path) -> No
         a = s["attributes"]
         assert a["llm.token_count.prompt"] > 0 and "llm.token_count.completion" in a
         assert a["gen_ai.agent.name"] == "llm" and a["gen_ai.agent.id"].startswith("citizen")
+
+    # the experiment and the thread system pushed live: their own trees, one root each
+    demo = {s["context"]["trace_id"] for s in spans}
+    others = _trees([s for s in after if s["context"]["trace_id"] not in demo])
+    roots = Counter(root for root, _ in others.values())
+    assert roots == {"experiment.run": 2, "agent.thread": 2}, roots
+    for root, tree in others.values():
+        chats = [s for s in tree if s["span_kind"] == "LLM"]
+        assert chats and all(s["attributes"]["llm.token_count.prompt"] > 0 for s in chats)
+        assert all(s["attributes"]["gen_ai.agent.name"] for s in chats)
+        below = "experiment.stage" if root == "experiment.run" else "invoke_agent"
+        by_id = {s["context"]["span_id"]: s for s in tree}
+        assert {by_id[s["parent_id"]]["name"].split(" ")[0] for s in chats} == {below}
+
+
+def _trees(spans: list[dict[str, Any]]) -> dict[str, tuple[str, list[dict[str, Any]]]]:
+    """Phoenix's spans per trace: ``{trace_id: (root name, spans)}``, each a whole tree."""
+    trees: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for s in spans:
+        trees[s["context"]["trace_id"]].append(s)
+    out = {}
+    for tid, tree in trees.items():
+        ids = {s["context"]["span_id"] for s in tree}
+        roots = [s["name"] for s in tree if s["parent_id"] is None]
+        assert len(roots) == 1, roots
+        assert all(s["parent_id"] in ids for s in tree if s["parent_id"] is not None)
+        out[tid] = (roots[0], tree)
+    return out
+
+
+def _live_experiment_and_threads(tmp_path: Path, base: str) -> int:
+    """An experiment (2 repetitions) and a thread system (2 threads) pushed to Phoenix
+    live (``live_otlp``); returns the spans pushed."""
+    import asyncio
+
+    from agentlab.llm import LLMClient
+    from agentlab.runtime.threads import AgentSystem, LLMClientModel, Tool
+    from agentlab.store.otlp_live import live_otlp
+    from agentlab.topology import Experiment
+
+    pushed = 0
+    with live_otlp(tmp_path / "exp", base, interval=0.2) as live:
+        Experiment(topologies=["star"], agents=3, runs=2, llm="sim/instant", seed=1,
+                   out=tmp_path / "exp", progress=False, max_iterations=1).run_sync()  # fmt: skip
+    pushed += live.stats["pushed"]
+
+    async def threads() -> None:
+        model = LLMClientModel(LLMClient("sim/instant", seed=2), per_call=lambda m: {
+            "sim_tool_call_p": 1.0 if m[-1]["role"] == "user" else 0.0})  # fmt: skip
+        tool = Tool("lookup", lambda ctx, args: "found")
+        async with AgentSystem(model, tools=[tool], agent_tools=False,
+                               run_dir=tmp_path / "threads") as system:  # fmt: skip
+            for t in ("ann", "bob"):
+                system.send_user(t, f"hello {t}", "u1")
+            await system.drain()
+
+    with live_otlp(tmp_path / "threads", base, interval=0.2) as live:
+        asyncio.run(threads())
+    pushed += live.stats["pushed"]
+    assert pushed > 0 and live.stats["dropped"] == 0
+    return pushed

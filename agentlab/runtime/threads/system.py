@@ -54,6 +54,7 @@ from agentlab.runtime.threads.slice import (
     compact_messages,
     finish_turn,
 )
+from agentlab.runtime.threads.spans import ThreadSpans, traced_send
 from agentlab.runtime.threads.stores import MemoryThreadStore, ThreadStore
 from agentlab.runtime.threads.tools import Tool, ToolContext
 
@@ -171,6 +172,7 @@ class AgentSystem:
             self._writer = claim_run_dir(self.run_dir, exist_ok, what="AgentSystem")
             weakref.finalize(self, self._writer.release)
         self.log = ThreadLog(run_dir, self.clock, "local")
+        self._spans, self._run_slice = ThreadSpans.attach(self)  # thread → slice → call spans
         self.skills: Any = None  # Agent Skills: catalogue + skill tools (threads/skills.py)
         if skills:
             from agentlab.runtime.threads.skills import ThreadSkills
@@ -379,7 +381,7 @@ class AgentSystem:
         if call.name in RUNTIME_TOOLS:
             dispatch_runtime_tool(self, tid, call)
             return
-        ctx = ToolContext(self.send, tid, call.id, call.name)
+        ctx = ToolContext(traced_send(self, tid, call), tid, call.id, call.name)
         tool = self.tools.get(call.name)
         if tool is None:
             ctx.result(f"error: unknown tool {call.name!r}; available: {sorted(self.tools)}")
@@ -424,7 +426,7 @@ class AgentSystem:
         try:
             while box:
                 seq, d = box.popleft()
-                _, hot = await self._slice(seq, d, hot)
+                _, hot = await self._run_slice(seq, d, hot)
         except Exception as exc:
             # Like a crash of this thread: the delivery stays queued in the store.
             self.errors.append(exc)
@@ -567,7 +569,7 @@ class AgentSystem:
         async def run(items: list[tuple[int, Delivery]]) -> None:
             hot: _Hot | None = None
             for seq, d in items:
-                action, hot = await self._slice(seq, d, hot)
+                action, hot = await self._run_slice(seq, d, hot)
                 res.slices += 1
                 res.dropped += action.startswith("drop")
 

@@ -98,8 +98,9 @@ async def test_interrupt_closes_the_client_stream_and_keeps_partial_text() -> No
     h = system.history("a")
     validate_openai_messages(h)
     assert roles(h) == ["user", "assistant", "user", "assistant"]
-    # same seed and request give the same text on an instant server (no waiting)
-    full = await LLMClient("sim/instant", seed=1).complete(
+    # same seed, profile and request give the same text (the profile sets the text's
+    # characters per token, so the reference is the same profile, not sim/instant)
+    full = await LLMClient("sim/vllm-3b", seed=1).complete(
         h[:1], sim_tool_call_p=0.0, sim_completion_tokens=120
     )
     partial = h[1]["content"]
