@@ -564,7 +564,8 @@ class LLMClient:
             in_flight = gate.in_flight
             gate.release()
             t1 = clock.now()
-            limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1)
+            limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1,
+                               res.prompt_tokens - getattr(res, "cached_tokens", 0))  # fmt: skip
             try:
                 if spec is None and res.text and not res.tool_calls:
                     resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)

@@ -282,12 +282,18 @@ class Engine:
         the queue (all of them left at phase ``p``), so phase ``p`` re-runs identically up
         to it: a queued request it aborted (deadline) stays aborted and is skipped, not
         reset and aborted again (under overload most requests leave the queue that way).
+        Those at the head of the queue are aborted before the phase admits anyone, i.e.
+        the same way whatever is re-planned from it: the queue restarts after them.
         """
         t_before, qi, run = self._snaps[p]
         q = plan.q
+        lead = qi
         for i in range(qi, plan.qi):
             w = q[i]
-            if not (tail and w.aborted and w.prefilled == 0):  # aborted while queued
+            if tail and w.aborted and w.prefilled == 0:  # aborted while queued
+                if lead == i:
+                    lead += 1
+            else:
                 w._reset()
         for w, pf, dec, nseg, ft in run:
             w.prefilled, w.decoded, w.first_token = pf, dec, ft
@@ -295,7 +301,7 @@ class Engine:
             w.end = None
             w.aborted = False
         plan.running = [x[0] for x in run]
-        plan.qi = qi
+        plan.qi = lead
         plan.t = t_before
         del self._snaps[p:]
         del self._starts[p:]
