@@ -431,7 +431,7 @@ class LLMClient:
             return None
         text, prompt_tokens, n, finish = planned
         end = clock.now()
-        limiter.on_success(end - start, n, in_flight + 1, limiter.epoch, end)
+        limiter.on_success(end - start, n, in_flight + 1, limiter.epoch, end, prompt_tokens)
         # every field in order (records.CallRecord): no keyword matching, no default factory
         rec = CallRecord(live.next_id(), self._wire_model, start, end, start, 0.0, agent_id,
                          labels, prompt_tokens, n, "ok", None, 1, False,

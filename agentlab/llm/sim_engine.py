@@ -429,6 +429,7 @@ class Engine:
         chunks: list[tuple[EngineRequest, int]] = []
         decodes: list[EngineRequest] = []
         attn = 0.0  # prefill attention work: sum of c * (p + c / 2)
+        prefill = 0  # prompt tokens in the step
         preempted = False
         if not limited:  # the common case, without the block accounting below
             for r in running:
@@ -439,6 +440,7 @@ class Engine:
                     c = int(min(left, budget))
                     chunks.append((r, c))
                     attn += c * (r.prefilled + c / 2)
+                    prefill += c
                     budget -= c
                 else:
                     decodes.append(r)
@@ -468,6 +470,7 @@ class Engine:
             if c:
                 chunks.append((r, c))
                 attn += c * (r.prefilled + c / 2)
+                prefill += c
                 budget -= c
             else:
                 decodes.append(r)
@@ -512,6 +515,7 @@ class Engine:
                 running.append(r)
                 chunks.append((r, c))
                 attn += c * (computed + c / 2)
+                prefill += c
                 budget -= c
                 qi += 1
             s.qi = qi
@@ -521,7 +525,6 @@ class Engine:
         if n_seqs == 0:
             s.t = t
             return preempted  # everyone was preempted: the next phase re-admits
-        prefill = sum(c for _, c in chunks)
         dt = (1.0 + p.decode_degrade * (n_seqs - 1)) / p.decode_tps if p.decode_tps else 0.0
         if p.prefill_tps:
             dt += prefill / p.prefill_tps
@@ -534,7 +537,8 @@ class Engine:
         k = 1
         if not chunks and decodes:
             # identical decode-only steps until someone finishes, arrives or aborts
-            k = min(math.ceil((r.output - r.decoded) / r.speed - EPS) for r in decodes)
+            # (ceil is monotone: the least of the ceilings is the ceiling of the least)
+            k = math.ceil(min([(r.output - r.decoded) / r.speed for r in decodes]) - EPS)
             if a_dec:
                 ddt = a_dec * sum(r.speed for r in decodes)
             if dt > 0:
