@@ -55,7 +55,7 @@ _SLOPE_MIN_EXTRA = 16
 # The same for the prefill slope, in computed prompt tokens (prefill is ~100x cheaper per
 # token than decode, so it takes a larger difference to measure).
 _PREFILL_MIN_EXTRA = 64
-# ... measured on answers at most this many tokens longer than the anchor answer.
+# ... measured on answers at most this many tokens (or the anchor's) longer than the anchor.
 _PREFILL_MAX_DC = 4
 
 
@@ -282,10 +282,15 @@ class AIMDLimiter:
             slope = (latency - a) / dc
             if slope < self._slope:
                 self._slope = slope
-        if dc <= _PREFILL_MAX_DC and du >= (_SLOPE_MIN_RATIO - 1) * ua + _PREFILL_MIN_EXTRA:
-            # about as long an answer as the anchor: the difference is the prefill's (the
-            # decode slope, an upper bound, would make this a lower bound if subtracted)
-            q = (latency - a) / du
+        if (
+            dc <= max(_PREFILL_MAX_DC, ta)
+            and du >= (_SLOPE_MIN_RATIO - 1) * ua + _PREFILL_MIN_EXTRA
+        ):
+            # at most about as long an answer as the anchor: the difference is mostly the
+            # prefill's (less the decode part where known: an upper bound of it, so few
+            # extra tokens keep this estimate close)
+            s = min(self._slope, self._slope_prev)
+            q = (latency - a - (s * dc if dc > 0 and s < math.inf else 0.0)) / du
             if q < self._pslope:
                 self._pslope = max(0.0, q)
         self._cur_n += 1
