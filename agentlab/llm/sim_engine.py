@@ -52,6 +52,11 @@ by restoring a snapshot taken at that step; an arrival stuck behind a queue that
 has not yet admitted changes nothing planned. The plan ignores KV capacity and predicts
 prefix-cache hits from every prompt block seen (both optimistic, so still a lower bound);
 when the committed state falls behind it, :meth:`Engine.replan` starts it afresh.
+
+Modules: this one holds the scheduler (the step loop, committed and planned);
+:mod:`agentlab.llm.sim_request` the request and the scheduler state;
+:mod:`agentlab.llm.sim_step` the step arithmetic (decode-run length, KV fit);
+:mod:`agentlab.llm.sim_kv` the KV cache. None imports this one.
 """
 
 from __future__ import annotations
