@@ -53,10 +53,8 @@ has not yet admitted changes nothing planned. The plan ignores KV capacity and p
 prefix-cache hits from every prompt block seen (both optimistic, so still a lower bound);
 when the committed state falls behind it, :meth:`Engine.replan` starts it afresh.
 
-Modules: this one holds the scheduler (the step loop, committed and planned);
-:mod:`agentlab.llm.sim_request` the request and the scheduler state;
-:mod:`agentlab.llm.sim_step` the step arithmetic (decode-run length, KV fit);
-:mod:`agentlab.llm.sim_kv` the KV cache. None imports this one.
+Here: the step loop and the plan; the request and state: :mod:`agentlab.llm.sim_request`;
+step time and arithmetic: :mod:`agentlab.llm.sim_step`; KV: :mod:`agentlab.llm.sim_kv`.
 """
 
 from __future__ import annotations
@@ -69,7 +67,7 @@ from agentlab.errors import ConfigError
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
-from agentlab.llm.sim_step import kv_fit, steps_to
+from agentlab.llm.sim_step import kv_fit, step_time, steps_to
 
 __all__ = ["Engine", "EngineRequest"]
 
@@ -286,9 +284,8 @@ class Engine:
         ``tail``: the only change is a request queued behind everyone the plan took off
         the queue (all of them left at phase ``p``), so phase ``p`` re-runs identically up
         to it: a queued request it aborted (deadline) stays aborted and is skipped, not
-        reset and aborted again (under overload most requests leave the queue that way).
-        Those at the head of the queue are aborted before the phase admits anyone, i.e.
-        the same way whatever is re-planned from it: the queue restarts after them.
+        reset and aborted again (under overload most requests leave the queue that way);
+        those at its head go before anyone is admitted: the queue restarts after them.
         """
         t_before, qi, run = self._snaps[p]
         q = plan.q
@@ -530,14 +527,8 @@ class Engine:
         if n_seqs == 0:
             s.t = t
             return preempted  # everyone was preempted: the next phase re-admits
-        dt = (1.0 + p.decode_degrade * (n_seqs - 1)) / p.decode_tps if p.decode_tps else 0.0
-        if p.prefill_tps:
-            dt += prefill / p.prefill_tps
-        if p.attention_prefill_s and attn:
-            dt += p.attention_prefill_s * attn
+        dt = step_time(p, n_seqs, prefill, attn, decodes)
         a_dec = p.attention_decode_s
-        if a_dec and decodes:
-            dt += a_dec * sum(r.prompt + r.decoded for r in decodes)
         ddt = 0.0
         k = 1
         if not chunks and decodes:

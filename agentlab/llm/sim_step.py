@@ -8,9 +8,27 @@ from __future__ import annotations
 import math
 
 from agentlab.llm.sim_kv import KVCache
+from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest
 
-__all__ = ["kv_fit", "steps_to"]
+__all__ = ["kv_fit", "step_time", "steps_to"]
+
+
+def step_time(
+    p: SimProfile, n_seqs: int, prefill: int, attn: float, decodes: list[EngineRequest]
+) -> float:
+    """Time of one step of ``n_seqs`` sequences with ``prefill`` prompt tokens, prefill
+    attention work ``attn`` (sum of ``c * (p + c / 2)`` over its chunks) and ``decodes``
+    (see the step-time formula in :mod:`agentlab.llm.sim_engine`)."""
+    dt = (1.0 + p.decode_degrade * (n_seqs - 1)) / p.decode_tps if p.decode_tps else 0.0
+    if p.prefill_tps:
+        dt += prefill / p.prefill_tps
+    if p.attention_prefill_s and attn:
+        dt += p.attention_prefill_s * attn
+    a_dec = p.attention_decode_s
+    if a_dec and decodes:
+        dt += a_dec * sum(r.prompt + r.decoded for r in decodes)
+    return dt
 
 
 def steps_to(span: float, dt: float, ddt: float) -> int:
