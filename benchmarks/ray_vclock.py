@@ -327,10 +327,10 @@ def society_stream(n: int) -> dict[str, Any]:
     plain_success = AIMDLimiter.on_success
 
     def success(self: AIMDLimiter, latency: float, tokens: int, in_flight: int, epoch: int,
-                now: float | None = None) -> None:  # fmt: skip
+                now: float | None = None, prefill_tokens: int = 0) -> None:  # fmt: skip
         assert now is not None
         grants.append((now, now - latency))
-        plain_success(self, latency, tokens, in_flight, epoch, now)
+        plain_success(self, latency, tokens, in_flight, epoch, now, prefill_tokens)
 
     # benchmark only: count wake-ups, and note when each call got its AIMD slot
     VirtualClock.sleep = counted  # type: ignore[method-assign]

@@ -75,7 +75,7 @@ class _RetryLoop:
             return None
         text, prompt_tokens, n, finish = planned
         end = clock.now()
-        limiter.on_success(end - start, n, in_flight + 1, limiter.epoch, end)
+        limiter.on_success(end - start, n, in_flight + 1, limiter.epoch, end, prompt_tokens)
         # every field in order (records.CallRecord): no keyword matching, no default factory
         rec = CallRecord(live.next_id(), self._wire_model, start, end, start, 0.0, agent_id,
                          labels, prompt_tokens, n, "ok", None, 1, False,
@@ -208,7 +208,8 @@ class _RetryLoop:
             in_flight = gate.in_flight
             gate.release()
             t1 = clock.now()
-            limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1)
+            limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1,
+                               res.prompt_tokens - getattr(res, "cached_tokens", 0))  # fmt: skip
             try:
                 if spec is None and res.text and not res.tool_calls:
                     resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)

@@ -52,189 +52,26 @@ by restoring a snapshot taken at that step; an arrival stuck behind a queue that
 has not yet admitted changes nothing planned. The plan ignores KV capacity and predicts
 prefix-cache hits from every prompt block seen (both optimistic, so still a lower bound);
 when the committed state falls behind it, :meth:`Engine.replan` starts it afresh.
+
+Here: the step loop and the plan; the request and state: :mod:`agentlab.llm.sim_request`;
+step time and arithmetic: :mod:`agentlab.llm.sim_step`; KV: :mod:`agentlab.llm.sim_kv`.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from agentlab.errors import ConfigError
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
+from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
+from agentlab.llm.sim_step import kv_fit, step_time, steps_to
 
 __all__ = ["Engine", "EngineRequest"]
 
-_EPS = 1e-9
 _INF = math.inf
-
-# (start, step time, tokens at start, steps, step-time growth per step)
-Segment = tuple[float, float, float, int, float]
-
-
-@dataclass(slots=True)
-class EngineRequest:
-    """One request inside the engine (times are clock seconds)."""
-
-    rid: int
-    arrival: float  # when it reaches the scheduler (sent + overhead_s)
-    prompt: int  # prompt tokens to prefill
-    output: int  # tokens it will generate
-    speed: float = 1.0  # tokens added per decode step
-    deadline: float = math.inf  # client gives up here; aborted at the next step boundary
-    prefilled: int = 0  # tokens computed by prefill (prompt, + recomputed output if preempted)
-    decoded: float = 0.0
-    admitted: float | None = None
-    first_token: float | None = None
-    end: float | None = None
-    aborted: bool = False
-    # decode phases -> times of later tokens (see Segment)
-    segments: list[Segment] = field(default_factory=list)
-    hashes: tuple[int, ...] = ()  # the prompt's full-block hash chain (prefix caching)
-    target: int = 0  # tokens to prefill before decoding (prompt; more after a preemption)
-    cached_tokens: int = 0  # prompt tokens found in the prefix cache at first scheduling
-    preemptions: int = 0
-    plan_cached: int = 0  # cached tokens the plan assumes
-    held: int = 0  # KV blocks held
-    hashed: list[int] = field(default_factory=list)  # cached blocks it references
-    nreg: int = 0  # prompt blocks considered for caching so far
-    left_at: float | None = None  # the plan's step that took it off the queue (in or aborted)
-    init: tuple[float, float | None, float | None, int] | None = None  # plan reset values
-
-    def __post_init__(self) -> None:
-        if self.target <= 0:
-            self.target = self.prompt
-
-    @property
-    def done(self) -> bool:
-        """Finished or aborted."""
-        return self.end is not None or self.aborted
-
-    def time_of_token(self, m: float) -> float | None:
-        """When its ``m``-th token was (or is planned to be) produced; None if never."""
-        if m <= 1:
-            return self.first_token
-        top = min(m, self.output)
-        for t0, dt, d0, k, ddt in self.segments:
-            if d0 + k * self.speed >= top - _EPS:
-                j = min(k, max(1, math.ceil((top - d0) / self.speed - _EPS)))
-                return t0 + j * dt + ddt * (j * (j - 1) / 2) if ddt else t0 + j * dt
-        return None
-
-    def copy(self) -> EngineRequest:
-        """An independent copy for the plan: its segments hold only the future.
-
-        (Tokens already produced are read from the original, so predictions need not copy
-        a long request's whole history.)
-        """
-        c = EngineRequest(
-            self.rid,
-            self.arrival,
-            self.prompt,
-            self.output,
-            self.speed,
-            self.deadline,
-            self.prefilled,
-            self.decoded,
-            self.admitted,
-            self.first_token,
-            self.end,
-            self.aborted,
-            [],
-            self.hashes,
-            self.target,
-            self.cached_tokens,
-            self.preemptions,
-            self.plan_cached,
-        )
-        c.init = (self.decoded, self.first_token, self.admitted, self.target)
-        return c
-
-    def _reset(self) -> None:
-        # back to the state it had when the plan took it (a queued request)
-        assert self.init is not None
-        self.decoded, self.first_token, self.admitted, self.target = self.init
-        self.prefilled = 0
-        self.end = None
-        self.aborted = False
-        self.left_at = None
-        self.segments.clear()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able state."""
-        return {
-            "rid": self.rid,
-            "arrival": self.arrival,
-            "prompt": self.prompt,
-            "output": self.output,
-            "speed": self.speed,
-            "deadline": None if math.isinf(self.deadline) else self.deadline,
-            "prefilled": self.prefilled,
-            "decoded": self.decoded,
-            "admitted": self.admitted,
-            "first_token": self.first_token,
-            "end": self.end,
-            "aborted": self.aborted,
-            "segments": [list(s) for s in self.segments],
-            "hashes": list(self.hashes),
-            "target": self.target,
-            "cached_tokens": self.cached_tokens,
-            "preemptions": self.preemptions,
-            "plan_cached": self.plan_cached,
-            "held": self.held,
-            "hashed": list(self.hashed),
-            "nreg": self.nreg,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EngineRequest:
-        """Inverse of :meth:`to_dict` (also reads states saved before the KV model)."""
-        r = cls(
-            int(d["rid"]),
-            float(d["arrival"]),
-            int(d["prompt"]),
-            int(d["output"]),
-            float(d["speed"]),
-            math.inf if d.get("deadline") is None else float(d["deadline"]),
-            int(d["prefilled"]),
-            float(d["decoded"]),
-            d.get("admitted"),
-            d.get("first_token"),
-            d.get("end"),
-            bool(d.get("aborted", False)),
-            hashes=tuple(int(h) for h in d.get("hashes", ())),
-            target=int(d.get("target", 0)),
-            cached_tokens=int(d.get("cached_tokens", 0)),
-            preemptions=int(d.get("preemptions", 0)),
-            plan_cached=int(d.get("plan_cached", 0)),
-            held=int(d.get("held", 0)),
-            hashed=[int(h) for h in d.get("hashed", ())],
-            nreg=int(d.get("nreg", 0)),
-        )
-        r.segments = [
-            (float(s[0]), float(s[1]), float(s[2]), int(s[3]), float(s[4]) if len(s) > 4 else 0.0)
-            for s in d["segments"]
-        ]
-        return r
-
-
-class _State:
-    """A scheduler state: the committed one, or the plan's (on copies of the requests)."""
-
-    __slots__ = ("q", "qi", "running", "t")
-
-    def __init__(self) -> None:
-        self.t = -math.inf  # end of the last executed step (engine busy until then)
-        self.q: list[EngineRequest] = []  # arrival order; q[qi:] not yet admitted
-        self.qi = 0
-        self.running: list[EngineRequest] = []
-
-
-# plan snapshot at a phase start: (state t before it, queue index, running requests with
-# (prefilled, decoded, segments, first token))
-_Snap = tuple[float, int, list[tuple[EngineRequest, int, float, int, float | None]]]
 
 
 class Engine:
@@ -247,16 +84,16 @@ class Engine:
         if p.kv_blocks > 0 or p.prefix_caching:
             self.kv = KVCache(p.kv_blocks, p.block_size, p.prefix_caching)
         self._kv_limited = p.kv_blocks > 0
-        self._s = _State()
+        self._s = State()
         self.steps_total = 0
         self.finished_total = 0
         self.aborted_total = 0
         self.generated_total = 0  # tokens of finished requests
         self.preemptions_total = 0
         self._version = 0
-        self._plan: _State | None = None
+        self._plan: State | None = None
         self._views: dict[int, EngineRequest] = {}
-        self._snaps: list[_Snap] = []
+        self._snaps: list[Snap] = []
         self._starts: list[float] = []  # phase start of each snapshot
         self._room: list[bool] = []  # whether each phase had room for one more request
         # prompt block hashes of the requests in the engine (refcounts): with the committed
@@ -332,7 +169,7 @@ class Engine:
         A step starting exactly at ``now`` is left for later (``inclusive=False``), so a
         request arriving at ``now`` joins it: simultaneous arrivals batch together.
         """
-        limit = now + _EPS if inclusive else now - _EPS
+        limit = now + EPS if inclusive else now - EPS
         s, kv = self._s, self.kv
         while self._phase(s, limit, kv, None, True):
             pass
@@ -388,7 +225,7 @@ class Engine:
 
     def restore_state(self, d: dict[str, Any]) -> dict[int, EngineRequest]:
         """Load :meth:`export_state` output; returns the restored requests by id."""
-        s = self._s = _State()
+        s = self._s = State()
         s.t = -math.inf if d.get("t") is None else float(d["t"])
         queued = [*d.get("queue", []), *d.get("waiting", []), *d.get("pending", [])]
         s.q = sorted((EngineRequest.from_dict(x) for x in queued), key=lambda r: r.arrival)
@@ -411,7 +248,7 @@ class Engine:
 
     def _rebase(self) -> None:
         s = self._s
-        plan = _State()
+        plan = State()
         plan.t = s.t
         plan.running = [r.copy() for r in s.running]
         plan.q = [r.copy() for r in s.q[s.qi :] if not r.done]
@@ -421,9 +258,9 @@ class Engine:
         self._starts = []
         self._room = []
 
-    def _replan_for(self, plan: _State, v: EngineRequest) -> None:
+    def _replan_for(self, plan: State, v: EngineRequest) -> None:
         """Make the plan correct with ``v`` queued last: undo the steps it could join."""
-        if not self._snaps or plan.t < v.arrival - _EPS:
+        if not self._snaps or plan.t < v.arrival - EPS:
             return  # nothing planned after its arrival
         q = plan.q
         x = v.arrival
@@ -433,26 +270,40 @@ class Engine:
             left = q[-1].left_at  # v is considered at that step at the earliest
             if left is not None:
                 x = max(x, left)
-        p = max(0, bisect.bisect_right(self._starts, x + _EPS) - 1)
+        p = max(0, bisect.bisect_right(self._starts, x + EPS) - 1)
         room = self._room
         while p < len(room) and not room[p]:
             p += 1  # no free slot (or budget) in that phase: v could not have joined it
         if p == len(room):
             return  # no planned phase had room for it
-        self._restore(plan, p)
+        self._restore(plan, p, True)
 
-    def _restore(self, plan: _State, p: int) -> None:
-        """Back to the plan's state at the start of phase ``p``."""
+    def _restore(self, plan: State, p: int, tail: bool = False) -> None:
+        """Back to the plan's state at the start of phase ``p``.
+
+        ``tail``: the only change is a request queued behind everyone the plan took off
+        the queue (all of them left at phase ``p``), so phase ``p`` re-runs identically up
+        to it: a queued request it aborted (deadline) stays aborted and is skipped, not
+        reset and aborted again (under overload most requests leave the queue that way);
+        those at its head go before anyone is admitted: the queue restarts after them.
+        """
         t_before, qi, run = self._snaps[p]
-        for w in plan.q[qi : plan.qi]:
-            w._reset()
+        q = plan.q
+        lead = qi
+        for i in range(qi, plan.qi):
+            w = q[i]
+            if tail and w.aborted and w.prefilled == 0:  # aborted while queued
+                if lead == i:
+                    lead += 1
+            else:
+                w._reset()
         for w, pf, dec, nseg, ft in run:
             w.prefilled, w.decoded, w.first_token = pf, dec, ft
             del w.segments[nseg:]
             w.end = None
             w.aborted = False
-        plan.running = [w for w, *_ in run]
-        plan.qi = qi
+        plan.running = [x[0] for x in run]
+        plan.qi = lead
         plan.t = t_before
         del self._snaps[p:]
         del self._starts[p:]
@@ -469,7 +320,7 @@ class Engine:
         v.plan_cached = computed
         if v.admitted is None or not self._starts:
             return  # the plan has not admitted it yet
-        p = bisect.bisect_right(self._starts, t + _EPS) - 1
+        p = bisect.bisect_right(self._starts, t + EPS) - 1
         if p < 0:
             self.replan()
             return
@@ -515,11 +366,11 @@ class Engine:
                 self.kv.release(r.held - len(r.hashed), r.hashed)
                 r.held, r.hashed = 0, []
 
-    def _preempt(self, r: EngineRequest, s: _State, kv: KVCache) -> None:
+    def _preempt(self, r: EngineRequest, s: State, kv: KVCache) -> None:
         kv.release(r.held - len(r.hashed), r.hashed)
         r.held, r.hashed, r.nreg = 0, [], 0
         r.prefilled = 0
-        r.target = r.prompt + int(r.decoded + _EPS)  # recompute what it had produced
+        r.target = r.prompt + int(r.decoded + EPS)  # recompute what it had produced
         r.preemptions += 1
         self.preemptions_total += 1
         if s.qi > 0:  # back to the front of the queue
@@ -530,10 +381,10 @@ class Engine:
 
     def _phase(
         self,
-        s: _State,
+        s: State,
         limit: float,
         kv: KVCache | None,
-        snaps: list[_Snap] | None,
+        snaps: list[Snap] | None,
         record: bool,
     ) -> bool:
         """Execute one phase (a step, or a run of identical decode steps) starting before
@@ -547,7 +398,7 @@ class Engine:
                 r = q[qi]
                 if r.aborted:
                     qi += 1
-                elif r.deadline <= max(t, r.arrival) + _EPS:
+                elif r.deadline <= max(t, r.arrival) + EPS:
                     self._abort(r, record)
                     r.left_at = max(t, r.arrival)
                     qi += 1
@@ -568,9 +419,9 @@ class Engine:
             )  # fmt: skip
         # client aborts take effect at the step boundary
         dmin = min([r.deadline for r in running]) if running else _INF
-        if dmin <= t + _EPS:
+        if dmin <= t + EPS:
             for r in running:
-                if r.deadline <= t + _EPS:
+                if r.deadline <= t + EPS:
                     self._abort(r, record)
             running[:] = [r for r in running if not r.aborted]
             dmin = min([r.deadline for r in running]) if running else _INF
@@ -580,6 +431,7 @@ class Engine:
         chunks: list[tuple[EngineRequest, int]] = []
         decodes: list[EngineRequest] = []
         attn = 0.0  # prefill attention work: sum of c * (p + c / 2)
+        prefill = 0  # prompt tokens in the step
         preempted = False
         if not limited:  # the common case, without the block accounting below
             for r in running:
@@ -590,6 +442,7 @@ class Engine:
                     c = int(min(left, budget))
                     chunks.append((r, c))
                     attn += c * (r.prefilled + c / 2)
+                    prefill += c
                     budget -= c
                 else:
                     decodes.append(r)
@@ -601,7 +454,7 @@ class Engine:
             c = int(min(left, budget)) if left > 0 else 0
             if limited:
                 assert kv is not None
-                tokens = r.prefilled + c if c else r.prompt + math.ceil(r.decoded + r.speed - _EPS)
+                tokens = r.prefilled + c if c else r.prompt + math.ceil(r.decoded + r.speed - EPS)
                 need = -(-tokens // bs) - r.held
                 gone = False
                 while need > kv.free_count():
@@ -619,6 +472,7 @@ class Engine:
             if c:
                 chunks.append((r, c))
                 attn += c * (r.prefilled + c / 2)
+                prefill += c
                 budget -= c
             else:
                 decodes.append(r)
@@ -632,9 +486,9 @@ class Engine:
                 if r.aborted:
                     qi += 1
                     continue
-                if r.arrival > t + _EPS:
+                if r.arrival > t + EPS:
                     break
-                if r.deadline <= t + _EPS:
+                if r.deadline <= t + EPS:
                     self._abort(r, record)
                     r.left_at = t
                     qi += 1
@@ -663,6 +517,7 @@ class Engine:
                 running.append(r)
                 chunks.append((r, c))
                 attn += c * (computed + c / 2)
+                prefill += c
                 budget -= c
                 qi += 1
             s.qi = qi
@@ -672,20 +527,14 @@ class Engine:
         if n_seqs == 0:
             s.t = t
             return preempted  # everyone was preempted: the next phase re-admits
-        prefill = sum(c for _, c in chunks)
-        dt = (1.0 + p.decode_degrade * (n_seqs - 1)) / p.decode_tps if p.decode_tps else 0.0
-        if p.prefill_tps:
-            dt += prefill / p.prefill_tps
-        if p.attention_prefill_s and attn:
-            dt += p.attention_prefill_s * attn
+        dt = step_time(p, n_seqs, prefill, attn, decodes)
         a_dec = p.attention_decode_s
-        if a_dec and decodes:
-            dt += a_dec * sum(r.prompt + r.decoded for r in decodes)
         ddt = 0.0
         k = 1
         if not chunks and decodes:
             # identical decode-only steps until someone finishes, arrives or aborts
-            k = min(math.ceil((r.output - r.decoded) / r.speed - _EPS) for r in decodes)
+            # (ceil is monotone: the least of the ceilings is the ceiling of the least)
+            k = math.ceil(min([(r.output - r.decoded) / r.speed for r in decodes]) - EPS)
             if a_dec:
                 ddt = a_dec * sum(r.speed for r in decodes)
             if dt > 0:
@@ -693,10 +542,10 @@ class Engine:
                 if s.qi < len(q) and (p.slots <= 0 or len(running) < p.slots):
                     h = min(h, q[s.qi].arrival)
                 if h < _INF:
-                    k = max(1, min(k, _steps_to(h - t, dt, ddt)))
+                    k = max(1, min(k, steps_to(h - t, dt, ddt)))
             if limited and k > 1:
                 assert kv is not None
-                k = _kv_fit(decodes, k, kv, bs)
+                k = kv_fit(decodes, k, kv, bs)
         t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + k * dt
         caching_kv = kv is not None and kv.caching
         for r, c in chunks:
@@ -719,7 +568,7 @@ class Engine:
         for r in decodes:
             r.segments.append((t, dt, r.decoded, k, ddt))
             d = r.decoded + k * r.speed
-            if d >= r.output - _EPS:
+            if d >= r.output - EPS:
                 r.decoded = float(r.output) if d > r.output else d
                 finished.append(r)
             else:
@@ -727,12 +576,12 @@ class Engine:
         if limited and k > 1:
             assert kv is not None
             for r in decodes:  # blocks of the phase's later steps (fit: _kv_fit)
-                need = -(-(r.prompt + math.ceil(r.decoded - _EPS)) // bs) - r.held
+                need = -(-(r.prompt + math.ceil(r.decoded - EPS)) // bs) - r.held
                 if need > 0:
                     kv.take(need)
                     r.held += need
         for r, _ in chunks:
-            if r.prefilled >= r.target and r.decoded >= r.output - _EPS:
+            if r.prefilled >= r.target and r.decoded >= r.output - EPS:
                 finished.append(r)
         for r in finished:
             r.end = t_end
@@ -749,43 +598,3 @@ class Engine:
         if record:
             self.steps_total += k
         return True
-
-
-def _steps_to(span: float, dt: float, ddt: float) -> int:
-    """Fewest steps (of ``dt``, growing by ``ddt`` each) that reach ``span``."""
-    if not ddt:
-        return math.ceil(span / dt - _EPS)
-    if span <= 0:
-        return 0
-    # k * dt + ddt * k (k - 1) / 2 >= span
-    b = dt - ddt / 2
-    k = max(0, math.ceil((-b + math.sqrt(b * b + 2 * ddt * span)) / ddt - _EPS))
-    while k > 0 and (k - 1) * dt + ddt * (k - 1) * (k - 2) / 2 >= span - _EPS:
-        k -= 1
-    while k * dt + ddt * k * (k - 1) / 2 < span - _EPS:
-        k += 1
-    return k
-
-
-def _kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int) -> int:
-    """The most decode steps (at most ``k``, at least 1) whose new blocks fit in the cache."""
-
-    def extra(j: int) -> int:
-        total = 0
-        for r in decodes:
-            need = -(-(r.prompt + math.ceil(r.decoded + j * r.speed - _EPS)) // bs) - r.held
-            if need > 0:
-                total += need
-        return total
-
-    free = kv.free_count()
-    if extra(k) <= free:
-        return k
-    lo, hi = 1, k  # extra(lo) fits (allocated by the scheduling pass), extra(hi) does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if extra(mid) <= free:
-            lo = mid
-        else:
-            hi = mid
-    return lo

@@ -149,3 +149,38 @@ async def test_aimd_finds_the_cloud_rate_limit_without_tuning() -> None:
     assert rate >= 0.9 * 20.0  # rpm 1200 = 20 req/s capacity
     assert rejected <= 0.01
     assert 10 <= c.limit <= 60  # near rate x latency (~20 x 1.3 s), not 300
+
+
+def _vllm_3b_latency(prefill: int, tokens: int) -> float:
+    # sim/vllm-3b at no load: overhead + computed prompt tokens / prefill_tps + decode
+    return 0.0048 + prefill / 10340.0 + tokens / 100.6
+
+
+def test_cached_prompts_do_not_make_uncached_ones_read_as_congestion() -> None:
+    # With prefix caching the fastest answers are those whose prompt was cached: without
+    # the prefill part, a short answer to an uncached 3,000-token prompt (0.32 s) reads as
+    # 12x its no-load latency (0.026 s), i.e. as congestion, with no load at all.
+    def feed(lim: AIMDLimiter, wait: float = 0.0, n: int = 80, *, tell: bool = True) -> None:
+        for k in range(n):
+            tokens = (2, 3, 5, 8, 40)[k % 5]
+            prefill = (16, 3000, 2400, 3000)[k % 4]  # cached prompt, uncached, partly
+            lat = _vllm_3b_latency(prefill, tokens) + wait
+            lim.on_success(lat, tokens, 8, lim.epoch, None, prefill if tell else 0)
+
+    blind = AIMDLimiter(initial=8)
+    feed(blind, tell=False)  # the two-part model (no prefill tokens given)
+    assert blind.decreases >= 3 and blind.limit < 8
+    lim = AIMDLimiter(initial=8)
+    feed(lim)
+    assert lim.slow_signals == 0 and lim.decreases == 0 and lim.limit > 8
+    assert abs((lim.per_prefill_token or 0) - 1 / 10340.0) < 1e-7
+    assert abs((lim.per_token or 0) - 1 / 100.6) < 1e-7
+    want = lim.expected(2, 3000)
+    assert want is not None and abs(want - _vllm_3b_latency(3000, 2)) < 1e-6
+    # queueing still adds a wait to every answer, cached ones included: congestion
+    feed(lim, wait=1.2, n=20)
+    assert lim.decreases == 1 and lim.slow_signals >= 1
+    # the prefill part is learned state: a resumed limiter continues with it
+    again = AIMDLimiter(initial=8)
+    again.restore_state(lim.export_state())
+    assert again.expected(2, 3000) == lim.expected(2, 3000)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Literal
@@ -279,3 +280,45 @@ async def test_cancel_frees_the_slot_for_the_next_request() -> None:
     await server.wait(b, "sim/x")
     assert b.first_token == pytest.approx(0.55 + 0.55) and b.end == pytest.approx(1.30)
     assert a.fault == "cancelled"
+
+
+@pytest.mark.parametrize("mechanisms", [False, True])
+def test_incremental_plan_under_overload_equals_a_fresh_plan(mechanisms: bool) -> None:
+    # 2 slots, arrivals ~10x faster than service, 3 s client deadlines: most requests leave
+    # the queue aborted, and each arrival re-plans from the step that took the request
+    # ahead of it off the queue (keeping the queue aborts of that step). Every prediction
+    # must equal the one of an engine restored from the same state (planned afresh).
+    import random
+
+    from agentlab.llm.sim_kv import prompt_block_hashes
+
+    kw = {} if mechanisms else {"prefix_caching": False, "kv_blocks": 0}
+    prof = get_profile("vllm-3b", slots=2, **kw)
+    if mechanisms:
+        prof = prof.replace(kv_blocks=400)
+    rng = random.Random(3)
+    e = Engine(prof)
+    reqs: list[EngineRequest] = []
+    t = 0.0
+    for i in range(160):
+        t += rng.expovariate(20.0)
+        e.advance(t)
+        prompt = rng.randint(50, 900)
+        text = "shared system prompt " * 20 + f"agent {i % 7} " * (prompt // 2)
+        r = EngineRequest(i, t + 0.005, prompt, rng.randint(1, 60), 1.0, t + 3.0,
+                          hashes=prompt_block_hashes(text, prompt))  # fmt: skip
+        e.add(r)
+        reqs.append(r)
+        v = e.predict(r)
+        twin = Engine(prof)
+        w = twin.restore_state(e.export_state())[r.rid]
+        u = twin.predict(w)
+        assert v.aborted == u.aborted, i
+        assert (v.end, v.first_token) == pytest.approx((u.end, u.first_token), abs=1e-9), i
+        for q in rng.sample(reqs, min(2, len(reqs))):  # earlier requests too
+            if not q.done:
+                a, b = e.predict(q), twin.predict(twin.restore_state(e.export_state())[q.rid])
+                assert a.aborted == b.aborted and a.end == pytest.approx(b.end, abs=1e-9)
+    e.advance(math.inf, inclusive=True)
+    aborted = sum(r.aborted for r in reqs)
+    assert aborted > 80  # overloaded: most left the queue by their deadline

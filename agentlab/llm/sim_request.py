@@ -1,0 +1,183 @@
+"""A request inside the simulated vLLM engine (:mod:`agentlab.llm.sim_engine`), and the
+scheduler state that holds requests (the committed one, or the plan's).
+
+A request's decoded tokens are kept as *segments*: runs of identical decode steps (start,
+step time, tokens at start, steps, growth of the step time per step), so the time of any
+token is computed, not stored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["EPS", "EngineRequest", "Segment", "Snap", "State"]
+
+EPS = 1e-9
+
+# (start, step time, tokens at start, steps, step-time growth per step)
+Segment = tuple[float, float, float, int, float]
+
+
+@dataclass(slots=True)
+class EngineRequest:
+    """One request inside the engine (times are clock seconds)."""
+
+    rid: int
+    arrival: float  # when it reaches the scheduler (sent + overhead_s)
+    prompt: int  # prompt tokens to prefill
+    output: int  # tokens it will generate
+    speed: float = 1.0  # tokens added per decode step
+    deadline: float = math.inf  # client gives up here; aborted at the next step boundary
+    prefilled: int = 0  # tokens computed by prefill (prompt, + recomputed output if preempted)
+    decoded: float = 0.0
+    admitted: float | None = None
+    first_token: float | None = None
+    end: float | None = None
+    aborted: bool = False
+    # decode phases -> times of later tokens (see Segment)
+    segments: list[Segment] = field(default_factory=list)
+    hashes: tuple[int, ...] = ()  # the prompt's full-block hash chain (prefix caching)
+    target: int = 0  # tokens to prefill before decoding (prompt; more after a preemption)
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache at first scheduling
+    preemptions: int = 0
+    plan_cached: int = 0  # cached tokens the plan assumes
+    held: int = 0  # KV blocks held
+    hashed: list[int] = field(default_factory=list)  # cached blocks it references
+    nreg: int = 0  # prompt blocks considered for caching so far
+    left_at: float | None = None  # the plan's step that took it off the queue (in or aborted)
+    init: tuple[float, float | None, float | None, int] | None = None  # plan reset values
+
+    def __post_init__(self) -> None:
+        if self.target <= 0:
+            self.target = self.prompt
+
+    @property
+    def done(self) -> bool:
+        """Finished or aborted."""
+        return self.end is not None or self.aborted
+
+    def time_of_token(self, m: float) -> float | None:
+        """When its ``m``-th token was (or is planned to be) produced; None if never."""
+        if m <= 1:
+            return self.first_token
+        top = min(m, self.output)
+        for t0, dt, d0, k, ddt in self.segments:
+            if d0 + k * self.speed >= top - EPS:
+                j = min(k, max(1, math.ceil((top - d0) / self.speed - EPS)))
+                return t0 + j * dt + ddt * (j * (j - 1) / 2) if ddt else t0 + j * dt
+        return None
+
+    def copy(self) -> EngineRequest:
+        """An independent copy for the plan: its segments hold only the future.
+
+        (Tokens already produced are read from the original, so predictions need not copy
+        a long request's whole history.)
+        """
+        c = EngineRequest(
+            self.rid,
+            self.arrival,
+            self.prompt,
+            self.output,
+            self.speed,
+            self.deadline,
+            self.prefilled,
+            self.decoded,
+            self.admitted,
+            self.first_token,
+            self.end,
+            self.aborted,
+            [],
+            self.hashes,
+            self.target,
+            self.cached_tokens,
+            self.preemptions,
+            self.plan_cached,
+        )
+        c.init = (self.decoded, self.first_token, self.admitted, self.target)
+        return c
+
+    def _reset(self) -> None:
+        # back to the state it had when the plan took it (a queued request)
+        assert self.init is not None
+        self.decoded, self.first_token, self.admitted, self.target = self.init
+        self.prefilled = 0
+        self.end = None
+        self.aborted = False
+        self.left_at = None
+        self.segments.clear()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able state."""
+        return {
+            "rid": self.rid,
+            "arrival": self.arrival,
+            "prompt": self.prompt,
+            "output": self.output,
+            "speed": self.speed,
+            "deadline": None if math.isinf(self.deadline) else self.deadline,
+            "prefilled": self.prefilled,
+            "decoded": self.decoded,
+            "admitted": self.admitted,
+            "first_token": self.first_token,
+            "end": self.end,
+            "aborted": self.aborted,
+            "segments": [list(s) for s in self.segments],
+            "hashes": list(self.hashes),
+            "target": self.target,
+            "cached_tokens": self.cached_tokens,
+            "preemptions": self.preemptions,
+            "plan_cached": self.plan_cached,
+            "held": self.held,
+            "hashed": list(self.hashed),
+            "nreg": self.nreg,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EngineRequest:
+        """Inverse of :meth:`to_dict` (also reads states saved before the KV model)."""
+        r = cls(
+            int(d["rid"]),
+            float(d["arrival"]),
+            int(d["prompt"]),
+            int(d["output"]),
+            float(d["speed"]),
+            math.inf if d.get("deadline") is None else float(d["deadline"]),
+            int(d["prefilled"]),
+            float(d["decoded"]),
+            d.get("admitted"),
+            d.get("first_token"),
+            d.get("end"),
+            bool(d.get("aborted", False)),
+            hashes=tuple(int(h) for h in d.get("hashes", ())),
+            target=int(d.get("target", 0)),
+            cached_tokens=int(d.get("cached_tokens", 0)),
+            preemptions=int(d.get("preemptions", 0)),
+            plan_cached=int(d.get("plan_cached", 0)),
+            held=int(d.get("held", 0)),
+            hashed=[int(h) for h in d.get("hashed", ())],
+            nreg=int(d.get("nreg", 0)),
+        )
+        r.segments = [
+            (float(s[0]), float(s[1]), float(s[2]), int(s[3]), float(s[4]) if len(s) > 4 else 0.0)
+            for s in d["segments"]
+        ]
+        return r
+
+
+class State:
+    """A scheduler state: the committed one, or the plan's (on copies of the requests)."""
+
+    __slots__ = ("q", "qi", "running", "t")
+
+    def __init__(self) -> None:
+        self.t = -math.inf  # end of the last executed step (engine busy until then)
+        self.q: list[EngineRequest] = []  # arrival order; q[qi:] not yet admitted
+        self.qi = 0
+        self.running: list[EngineRequest] = []
+
+
+# plan snapshot at a phase start: (state t before it, queue index, running requests with
+# (prefilled, decoded, segments, first token))
+Snap = tuple[float, int, list[tuple[EngineRequest, int, float, int, float | None]]]

@@ -1,0 +1,71 @@
+"""Step arithmetic of the simulated vLLM engine (:mod:`agentlab.llm.sim_engine`): the
+step-time cost model, the length of a run of growing decode steps, and how many decode
+steps fit in a finite KV cache.
+"""
+
+from __future__ import annotations
+
+import math
+
+from agentlab.llm.sim_kv import KVCache
+from agentlab.llm.sim_profiles import SimProfile
+from agentlab.llm.sim_request import EPS, EngineRequest
+
+__all__ = ["kv_fit", "step_time", "steps_to"]
+
+
+def step_time(
+    p: SimProfile, n_seqs: int, prefill: int, attn: float, decodes: list[EngineRequest]
+) -> float:
+    """Time of one step of ``n_seqs`` sequences with ``prefill`` prompt tokens, prefill
+    attention work ``attn`` (sum of ``c * (p + c / 2)`` over its chunks) and ``decodes``
+    (see the step-time formula in :mod:`agentlab.llm.sim_engine`)."""
+    dt = (1.0 + p.decode_degrade * (n_seqs - 1)) / p.decode_tps if p.decode_tps else 0.0
+    if p.prefill_tps:
+        dt += prefill / p.prefill_tps
+    if p.attention_prefill_s and attn:
+        dt += p.attention_prefill_s * attn
+    a_dec = p.attention_decode_s
+    if a_dec and decodes:
+        dt += a_dec * sum(r.prompt + r.decoded for r in decodes)
+    return dt
+
+
+def steps_to(span: float, dt: float, ddt: float) -> int:
+    """Fewest steps (of ``dt``, growing by ``ddt`` each) that reach ``span``."""
+    if not ddt:
+        return math.ceil(span / dt - EPS)
+    if span <= 0:
+        return 0
+    # k * dt + ddt * k (k - 1) / 2 >= span
+    b = dt - ddt / 2
+    k = max(0, math.ceil((-b + math.sqrt(b * b + 2 * ddt * span)) / ddt - EPS))
+    while k > 0 and (k - 1) * dt + ddt * (k - 1) * (k - 2) / 2 >= span - EPS:
+        k -= 1
+    while k * dt + ddt * k * (k - 1) / 2 < span - EPS:
+        k += 1
+    return k
+
+
+def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int) -> int:
+    """The most decode steps (at most ``k``, at least 1) whose new blocks fit in the cache."""
+
+    def extra(j: int) -> int:
+        total = 0
+        for r in decodes:
+            need = -(-(r.prompt + math.ceil(r.decoded + j * r.speed - EPS)) // bs) - r.held
+            if need > 0:
+                total += need
+        return total
+
+    free = kv.free_count()
+    if extra(k) <= free:
+        return k
+    lo, hi = 1, k  # extra(lo) fits (allocated by the scheduling pass), extra(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if extra(mid) <= free:
+            lo = mid
+        else:
+            hi = mid
+    return lo
