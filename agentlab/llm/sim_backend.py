@@ -51,6 +51,7 @@ from agentlab.llm.sim_content import (
 from agentlab.llm.sim_engine import Engine, EngineRequest
 from agentlab.llm.sim_kv import prompt_block_hashes
 from agentlab.llm.sim_profiles import LengthDist, SimProfile
+from agentlab.llm.sim_slots import prefix_tokens
 from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program
 from agentlab.llm.structured import OutputSpec
 from agentlab.llm.tokens import CharsTokenizer, get_tokenizer
@@ -311,7 +312,11 @@ class SimServer:
             parts.append(m.get("role", ""))
             parts.append(c if isinstance(c, str) else repr(c))
         h = zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
-        return h, tok.prompt_tokens(messages, tools)
+        if not self._chars_per_token:
+            return h, tok.prompt_tokens(messages, tools)
+        return h, prefix_tokens(tok, messages, parts) + (
+            tok.prompt_tokens((), tools) if tools else 0
+        )
 
     def plan_instant(
         self, messages: list[dict[str, Any]], params: dict[str, Any], labels: dict[str, Any] | None
