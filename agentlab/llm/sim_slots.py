@@ -111,10 +111,12 @@ def prefix_tokens(tokenizer: Any, messages: list[dict[str, Any]], parts: list[st
     over messages (``CharsTokenizer``), counting only the messages added since the longest
     prefix seen. ``parts``: the request hash's parts (seed, extra, then role and text of each
     message), reused for the prefix keys."""
-    keys, h = [], 0
-    for i, m in enumerate(messages):
-        h = hash((h, parts[2 + 2 * i], parts[3 + 2 * i], _calls_key(m.get("tool_calls"))))
+    keys, h, i = [], 0, 2
+    for m in messages:
+        calls = m.get("tool_calls")
+        h = hash((h, parts[i], parts[i + 1], _calls_key(calls) if calls else None))
         keys.append(h)
+        i += 2
     k, payload = _tokens.longest(keys)
     if k == len(keys) and payload is not None:
         return int(payload)
