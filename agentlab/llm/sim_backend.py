@@ -306,11 +306,10 @@ class SimServer:
                 ratio = self._chars_per_token
                 n = 4 + int(len(c) / ratio) if ratio else tok.prompt_tokens(messages)
                 return zlib.crc32(text.encode("utf-8", "surrogatepass")), n
-        parts = [self._seed_str, extra]
-        for m in messages:
-            c = m.get("content")
-            parts.append(m.get("role", ""))
-            parts.append(c if isinstance(c, str) else repr(c))
+        # seed, extra, then role and text of each message (comprehensions: no appends)
+        parts = [self._seed_str, extra, *([""] * (2 * len(messages)))]
+        parts[2::2] = [m.get("role", "") for m in messages]
+        parts[3::2] = [c if isinstance(c := m.get("content"), str) else repr(c) for m in messages]
         h = zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
         if not self._chars_per_token:
             return h, tok.prompt_tokens(messages, tools)

@@ -4,10 +4,11 @@ The simulator answers a call from the whole conversation (its context values, it
 tokens). A conversation grows by a few messages per call, so each such value is kept for the
 conversation seen last and a call extending it works on the new messages only (issue 26).
 
-Keys are chained hashes of the messages (``key[i] = hash((key[i-1], part of message i))``);
-the table is direct-mapped (slot = key mod size; a collision replaces, a conversation that
-moves on frees the slot of its shorter prefix), so it is bounded and needs no lock (one list
-item read or written at a time).
+Keys are hashes of whole prefixes (``hash(tuple(parts of messages[:k]))``);
+the table is set-associative (4 slots per bucket; a full bucket replaces one, a conversation
+that moves on frees the slot of its shorter prefix), bounded (65,536 conversations by
+default: a society's agents each keep theirs between calls) and needs no lock (one list item
+read or written at a time).
 
 Memory: each slot holds ONE string (key, then the payload), padded above pymalloc's 512-byte
 small-object limit so it is allocated by ``malloc``, not in a pymalloc arena. Kept as Python
@@ -21,11 +22,17 @@ system only when all of it is free — after the histories were compressed,
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FIELD", "ITEM", "PrefixSlots", "holds_separator", "prefix_tokens"]
+__all__ = ["FIELD", "ITEM", "LOOKBACK", "PrefixSlots", "holds_separator", "prefix_tokens"]
 
 FIELD, ITEM, _FILL = "\x1e", "\x1f", "\x1d"  # separators of a payload; never stored in one
+#: a call reuses the stored prefix of its conversation if it adds at most this many messages
+#: (a turn adds 1-3); keys are hashes of whole prefixes, so each length tried costs one
+#: C-level hash over the messages' (cached) string hashes, no Python loop
+LOOKBACK = 8
+WAYS = 4  # slots per bucket of a PrefixSlots table
 _PAD = 520  # characters: a str object above 512 bytes comes from malloc, not a pymalloc arena
 _SEPARATOR = re.compile("[\x1d-\x1f]")
 
@@ -36,15 +43,20 @@ def holds_separator(text: str) -> bool:
 
 
 class PrefixSlots:
-    """A bounded table of ``prefix key -> payload`` (a string without separators' fill)."""
+    """A bounded table of ``prefix key -> payload`` (a string without separators' fill).
+
+    Set-associative: a key's bucket is :data:`WAYS` adjacent slots; a put takes the key's own
+    slot, else a free one, else replaces one chosen by the key's bits. ``slots``: the bound
+    on conversations kept (each ~0.6 KB while kept; the slot list itself, 8 bytes a slot, is
+    allocated on first use)."""
 
     __slots__ = ("_mask", "_table")
 
-    def __init__(self, slots: int = 1024) -> None:
-        if slots < 1 or slots & (slots - 1):
-            raise ValueError(f"slots must be a power of two, not {slots}")
-        self._mask = slots - 1
-        self._table: list[str | None] = [None] * slots
+    def __init__(self, slots: int = 1 << 16) -> None:
+        if slots < WAYS or slots & (slots - 1):
+            raise ValueError(f"slots must be a power of two >= {WAYS}, not {slots}")
+        self._mask = (slots - 1) & ~(WAYS - 1)  # the first slot of a key's bucket
+        self._table: list[str | None] = []
 
     def __len__(self) -> int:
         """Slots in use."""
@@ -52,32 +64,53 @@ class PrefixSlots:
 
     @property
     def size(self) -> int:
-        return self._mask + 1
+        return self._mask + WAYS
+
+    def _find(self, key: int) -> tuple[int, str | None, str]:
+        """``(index, slot, tag)``: the slot holding ``key`` (index -1: none)."""
+        tag = f"{key:x}{FIELD}"
+        table = self._table
+        if table:
+            base = key & self._mask
+            for i in range(base, base + WAYS):
+                slot = table[i]  # one read: a concurrent put replaces it whole
+                if slot is not None and slot.startswith(tag):
+                    return i, slot, tag
+        return -1, None, tag
 
     def get(self, key: int) -> str | None:
         """The payload stored for ``key``, or ``None``."""
-        slot = self._table[key & self._mask]  # one read: a concurrent put replaces it whole
-        tag = f"{key:x}{FIELD}"
-        if slot is None or not slot.startswith(tag):
-            return None
-        return slot[len(tag) :].rstrip(_FILL)
+        _, slot, tag = self._find(key)
+        return None if slot is None else slot[len(tag) :].rstrip(_FILL)
 
-    def longest(self, keys: list[int]) -> tuple[int, str | None]:
-        """``(k, payload)`` of the longest stored prefix ``keys[:k]`` (``(0, None)``: none)."""
-        for i in range(len(keys) - 1, -1, -1):
-            got = self.get(keys[i])
+    def lookup(self, key_of: Callable[[int], int], n: int) -> tuple[int, int, str | None]:
+        """``(k, key_of(k), payload)`` of the longest stored prefix of ``n`` messages among
+        the last :data:`LOOKBACK` + 1 lengths (``n``, ``n - 1``...); ``(0, 0, None)``: none.
+        ``key_of(k)``: the key of the first ``k`` messages (a hash in C over them)."""
+        for k in range(n, max(0, n - LOOKBACK - 1), -1):
+            key = key_of(k)
+            got = self.get(key)
             if got is not None:
-                return i + 1, got
-        return 0, None
+                return k, key, got
+        return 0, 0, None
 
     def put(self, key: int, payload: str, replaces: int | None = None) -> None:
         """Store ``payload`` for ``key``; ``replaces``: the prefix key it extends (freed).
         The payload must not end in the fill character (separators are the caller's)."""
-        table, mask = self._table, self._mask
-        if replaces is not None and self.get(replaces) is not None:
-            table[replaces & mask] = None
-        slot = f"{key:x}{FIELD}{payload}"
-        table[key & mask] = slot + _FILL * (_PAD - len(slot)) if len(slot) < _PAD else slot
+        if not self._table:
+            self._table = [None] * self.size
+        table = self._table
+        if replaces is not None:
+            i = self._find(replaces)[0]
+            if i >= 0:
+                table[i] = None
+        i, _, tag = self._find(key)
+        if i < 0:
+            base = key & self._mask
+            free = [j for j in range(base, base + WAYS) if table[j] is None]
+            i = free[0] if free else base + (key >> 40) % WAYS
+        slot = tag + payload
+        table[i] = slot + _FILL * (_PAD - len(slot)) if len(slot) < _PAD else slot
 
     def slot_sizes(self) -> list[int]:
         """``sys.getsizeof`` of each used slot (all above 512 bytes: outside pymalloc)."""
@@ -87,13 +120,17 @@ class PrefixSlots:
 
 
 #: prompt tokens (without tools) of each conversation seen last, for additive tokenizers
-_tokens = PrefixSlots(1024)
+_tokens = PrefixSlots()
 
 
 def _calls_key(calls: Any) -> Any:
     """A hashable stand-in for an assistant message's ``tool_calls`` (name and arguments)."""
     if not calls:
         return None
+    if type(calls) is list and len(calls) == 1:  # the common shape, without the loop
+        fn = calls[0].get("function") if type(calls[0]) is dict else None
+        if type(fn) is dict and type(args := fn.get("arguments")) is str:
+            return ((fn.get("name"), args),)
     if isinstance(calls, list):
         out = []
         for c in calls:
@@ -110,17 +147,17 @@ def prefix_tokens(tokenizer: Any, messages: list[dict[str, Any]], parts: list[st
     """``tokenizer.prompt_tokens(messages)`` (no tools) for a tokenizer whose count is a sum
     over messages (``CharsTokenizer``), counting only the messages added since the longest
     prefix seen. ``parts``: the request hash's parts (seed, extra, then role and text of each
-    message), reused for the prefix keys."""
-    keys, h, i = [], 0, 2
-    for m in messages:
-        calls = m.get("tool_calls")
-        h = hash((h, parts[i], parts[i + 1], _calls_key(calls) if calls else None))
-        keys.append(h)
-        i += 2
-    k, payload = _tokens.longest(keys)
-    if k == len(keys) and payload is not None:
+    message), reused for the prefix keys; tool calls (name, arguments) are keyed too."""
+    calls = [(i, _calls_key(c)) for i, m in enumerate(messages) if (c := m.get("tool_calls"))]
+
+    def key_of(k: int) -> int:
+        return hash((tuple(parts[2 : 2 + 2 * k]), tuple(x for x in calls if x[0] < k)))
+
+    n = len(messages)
+    k, key, payload = _tokens.lookup(key_of, n)
+    if k == n and payload is not None:
         return int(payload)
-    n = (int(payload) if payload is not None else 0) + tokenizer.prompt_tokens(messages[k:])
-    if keys:
-        _tokens.put(keys[-1], str(n), keys[k - 1] if k else None)
-    return n
+    total = (int(payload) if payload is not None else 0) + tokenizer.prompt_tokens(messages[k:])
+    if n:
+        _tokens.put(key_of(n), str(total), key if k else None)
+    return total

@@ -60,13 +60,11 @@ class _Scan(NamedTuple):
 _EMPTY_SCAN = _Scan(None, (), frozenset(), (), (), ())
 #: the scan of each conversation seen last (see :mod:`agentlab.llm.sim_slots`): a call that
 #: extends one scans only its new messages
-_scans = PrefixSlots(1024)
+_scans = PrefixSlots()
 
 
-def _message_text(m: dict[str, Any]) -> str:
-    c = m.get("content")
-    if type(c) is str:
-        return c
+def _other_text(c: Any) -> str:
+    """The text of a message content that is not a string (as the whole-text scan joined it)."""
     return "null" if c is None else json.dumps(c)
 
 
@@ -135,21 +133,21 @@ def _scan(messages: list[dict[str, Any]]) -> _Scan:
     Equal to one scan of the contents joined by newlines (what ``_Context`` did before):
     no pattern matches across a newline except the JSON-field ones (``"id": "..."``) in a
     JSON value split between two messages, which no message holds."""
-    texts = [_message_text(m) for m in messages]
-    keys, h = [], 0
-    for text in texts:
-        h = hash((h, text))
-        keys.append(h)
-    k, payload = _scans.longest(keys)
+    texts = [c if type(c := m.get("content")) is str else _other_text(c) for m in messages]
+
+    def key_of(k: int) -> int:
+        return hash(tuple(texts[:k]))
+
+    k, key, payload = _scans.lookup(key_of, len(texts))
     scan = _EMPTY_SCAN if payload is None else _decode(payload)
-    if k == len(keys):
+    if k == len(texts):
         return scan
     cacheable = True
     for text in texts[k:]:
         scan = _extend(scan, text)
         cacheable = cacheable and not holds_separator(text)
     if cacheable:  # else a value could hold a separator: scanned afresh next time
-        _scans.put(keys[-1], _encode(scan), keys[k - 1] if k else None)
+        _scans.put(key_of(len(texts)), _encode(scan), key if k else None)
     return scan
 
 

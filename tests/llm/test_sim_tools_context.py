@@ -15,6 +15,7 @@ import pytest
 
 from agentlab.llm import sim_tools
 from agentlab.llm.sim_content import Rng
+from agentlab.llm.sim_slots import PrefixSlots
 from agentlab.llm.sim_tools import _Context, play_along
 
 
@@ -96,9 +97,29 @@ def _filled() -> int:
 
 
 def test_scan_cache_is_bounded() -> None:
-    for k in range(3 * sim_tools._scans.size):
-        _Context([{"role": "user", "content": f"bounded {k}"}])
-    assert _filled() <= sim_tools._scans.size == 1024
+    slots = PrefixSlots(64)
+    for k in range(3 * slots.size):
+        slots.put(hash(f"bounded {k}"), str(k))
+    assert len(slots) <= slots.size == 64
+    assert slots.get(hash(f"bounded {3 * slots.size - 1}")) == str(3 * slots.size - 1)
+
+
+def test_many_interleaved_conversations_keep_their_prefixes() -> None:
+    """Agents taking turns round-robin (as a society or suspended_agents does) all find
+    their conversation's prefix: thousands of live conversations fit the table."""
+    scanned: list[int] = []
+    real = sim_tools._extend
+    convos = [[{"role": "user", "content": f"agent {a} {id(scanned)}"}] for a in range(3000)]
+    try:
+        sim_tools._extend = lambda scan, text: scanned.append(1) or real(scan, text)  # type: ignore[assignment]
+        for turn in range(3):
+            for c in convos:
+                c.append({"role": "assistant", "content": f"turn {turn}"})
+                _Context(list(c))
+    finally:
+        sim_tools._extend = real  # type: ignore[assignment]
+    # the first call of each scans its 2 messages; later ones the new message only
+    assert len(scanned) <= 3000 * 2 + 3000 * 2 * 1.02
 
 
 def test_scan_cache_entries_live_outside_pymalloc_arenas() -> None:
@@ -109,9 +130,7 @@ def test_scan_cache_entries_live_outside_pymalloc_arenas() -> None:
     for k in range(12):
         convo.append({"role": "user", "content": f'{{"author": "u{k}", "id": "p{k}.x.1"}}'})
         _Context(list(convo))
-    key = 0
-    for m in convo:
-        key = hash((key, m["content"]))
+    key = hash(tuple(m["content"] for m in convo))
     payload = sim_tools._scans.get(key)
     assert payload is not None
     assert min(sim_tools._scans.slot_sizes()) > 512
@@ -194,3 +213,14 @@ def test_prefix_tokens_equal_the_whole_count_call_after_call(seed: int) -> None:
             parts += [x.get("role", ""), c if isinstance(c, str) else repr(c)]
         got = prefix_tokens(tok, list(convo), parts) + tok.prompt_tokens((), tools)
         assert got == tok.prompt_tokens(convo, tools), k
+
+
+def test_a_conversation_that_jumps_past_the_lookback_is_scanned_whole() -> None:
+    from agentlab.llm.sim_slots import LOOKBACK
+
+    convo = [{"role": "system", "content": "You are @kim."}, {"role": "user", "content": "@lee"}]
+    _Context(list(convo))
+    convo += [{"role": "user", "content": f"p{k}.z.1 @m{k}"} for k in range(LOOKBACK + 3)]
+    got = _Context(list(convo))
+    me, ids, users, request = _reference(convo)
+    assert (got.me, got.ids, got.users, got.request) == (me, ids, users, request)
