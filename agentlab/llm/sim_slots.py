@@ -22,10 +22,19 @@ system only when all of it is free — after the histories were compressed,
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FIELD", "ITEM", "LOOKBACK", "PrefixSlots", "holds_separator", "prefix_tokens"]
+__all__ = [
+    "FIELD",
+    "ITEM",
+    "LOOKBACK",
+    "CountSlots",
+    "PrefixSlots",
+    "holds_separator",
+    "prefix_tokens",
+]
 
 FIELD, ITEM, _FILL = "\x1e", "\x1f", "\x1d"  # separators of a payload; never stored in one
 #: a call reuses the stored prefix of its conversation if it adds at most this many messages
@@ -119,8 +128,61 @@ class PrefixSlots:
         return [sys.getsizeof(s) for s in self._table if s is not None]
 
 
+class CountSlots:
+    """:class:`PrefixSlots` for a non-negative int per prefix key, in two ``array('q')``
+    (keys, counts): no object per entry at all, 16 bytes a slot allocated on first use."""
+
+    __slots__ = ("_counts", "_keys", "_mask")
+
+    def __init__(self, slots: int = 1 << 16) -> None:
+        if slots < WAYS or slots & (slots - 1):
+            raise ValueError(f"slots must be a power of two >= {WAYS}, not {slots}")
+        self._mask = (slots - 1) & ~(WAYS - 1)
+        self._keys = array("q")
+        self._counts = array("q")
+
+    def _find(self, key: int) -> int:
+        keys, counts = self._keys, self._counts
+        if keys:
+            base = key & self._mask
+            for i in range(base, base + WAYS):
+                if keys[i] == key and counts[i] >= 0:
+                    return i
+        return -1
+
+    def get(self, key: int) -> int | None:
+        """The count stored for ``key``, or ``None``."""
+        i = self._find(key)
+        return None if i < 0 else self._counts[i]
+
+    def lookup(self, key_of: Callable[[int], int], n: int) -> tuple[int, int, int | None]:
+        """As :meth:`PrefixSlots.lookup`, with the stored count."""
+        for k in range(n, max(0, n - LOOKBACK - 1), -1):
+            key = key_of(k)
+            got = self.get(key)
+            if got is not None:
+                return k, key, got
+        return 0, 0, None
+
+    def put(self, key: int, count: int, replaces: int | None = None) -> None:
+        """Store ``count`` (>= 0) for ``key``; ``replaces``: the prefix key it extends."""
+        if not self._keys:
+            size = self._mask + WAYS
+            self._keys = array("q", bytes(8 * size))
+            self._counts = array("q", [-1]) * size
+        keys, counts = self._keys, self._counts
+        if replaces is not None and (j := self._find(replaces)) >= 0:
+            counts[j] = -1
+        i = self._find(key)
+        if i < 0:
+            base = key & self._mask
+            free = [j for j in range(base, base + WAYS) if counts[j] < 0]
+            i = free[0] if free else base + (key >> 40) % WAYS
+        keys[i], counts[i] = key, count
+
+
 #: prompt tokens (without tools) of each conversation seen last, for additive tokenizers
-_tokens = PrefixSlots()
+_tokens = CountSlots()
 
 
 def _calls_key(calls: Any) -> Any:
@@ -156,8 +218,8 @@ def prefix_tokens(tokenizer: Any, messages: list[dict[str, Any]], parts: list[st
     n = len(messages)
     k, key, payload = _tokens.lookup(key_of, n)
     if k == n and payload is not None:
-        return int(payload)
-    total = (int(payload) if payload is not None else 0) + tokenizer.prompt_tokens(messages[k:])
+        return payload
+    total = (payload or 0) + tokenizer.prompt_tokens(messages[k:])
     if n:
-        _tokens.put(key_of(n), str(total), key if k else None)
+        _tokens.put(key_of(n), total, key if k else None)
     return total

@@ -224,3 +224,17 @@ def test_a_conversation_that_jumps_past_the_lookback_is_scanned_whole() -> None:
     got = _Context(list(convo))
     me, ids, users, request = _reference(convo)
     assert (got.me, got.ids, got.users, got.request) == (me, ids, users, request)
+
+
+def test_count_slots_hold_counts_without_objects() -> None:
+    from agentlab.llm.sim_slots import CountSlots
+
+    slots = CountSlots(64)
+    assert slots.get(hash("a")) is None
+    slots.put(hash("a"), 7)
+    slots.put(hash("ab"), 9, replaces=hash("a"))  # the conversation moved on
+    assert slots.get(hash("a")) is None and slots.get(hash("ab")) == 9
+    for k in range(500):  # bounded: old entries give way
+        slots.put(hash(f"c{k}"), k)
+    assert slots.get(hash("c499")) == 499
+    assert len(slots._keys) == len(slots._counts) == 64  # one int64 each, no dict or tuple
