@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "FIELD",
@@ -43,12 +43,24 @@ FIELD, ITEM, _FILL = "\x1e", "\x1f", "\x1d"  # separators of a payload; never st
 LOOKBACK = 8
 WAYS = 4  # slots per bucket of a PrefixSlots table
 _PAD = 520  # characters: a str object above 512 bytes comes from malloc, not a pymalloc arena
+_V = TypeVar("_V")
 _SEPARATOR = re.compile("[\x1d-\x1f]")
 
 
 def holds_separator(text: str) -> bool:
     """Whether ``text`` holds a payload separator (a value taken from it cannot be stored)."""
     return _SEPARATOR.search(text) is not None
+
+
+def _lookup(
+    get: Callable[[int], _V | None], key_of: Callable[[int], int], n: int
+) -> tuple[int, int, _V | None]:
+    for k in range(n, max(0, n - LOOKBACK - 1), -1):
+        key = key_of(k)
+        got = get(key)
+        if got is not None:
+            return k, key, got
+    return 0, 0, None
 
 
 class PrefixSlots:
@@ -96,12 +108,7 @@ class PrefixSlots:
         """``(k, key_of(k), payload)`` of the longest stored prefix of ``n`` messages among
         the last :data:`LOOKBACK` + 1 lengths (``n``, ``n - 1``...); ``(0, 0, None)``: none.
         ``key_of(k)``: the key of the first ``k`` messages (a hash in C over them)."""
-        for k in range(n, max(0, n - LOOKBACK - 1), -1):
-            key = key_of(k)
-            got = self.get(key)
-            if got is not None:
-                return k, key, got
-        return 0, 0, None
+        return _lookup(self.get, key_of, n)
 
     def put(self, key: int, payload: str, replaces: int | None = None) -> None:
         """Store ``payload`` for ``key``; ``replaces``: the prefix key it extends (freed).
@@ -157,12 +164,7 @@ class CountSlots:
 
     def lookup(self, key_of: Callable[[int], int], n: int) -> tuple[int, int, int | None]:
         """As :meth:`PrefixSlots.lookup`, with the stored count."""
-        for k in range(n, max(0, n - LOOKBACK - 1), -1):
-            key = key_of(k)
-            got = self.get(key)
-            if got is not None:
-                return k, key, got
-        return 0, 0, None
+        return _lookup(self.get, key_of, n)
 
     def put(self, key: int, count: int, replaces: int | None = None) -> None:
         """Store ``count`` (>= 0) for ``key``; ``replaces``: the prefix key it extends."""
