@@ -51,7 +51,7 @@ from agentlab.llm.sim_content import (
 from agentlab.llm.sim_engine import Engine, EngineRequest
 from agentlab.llm.sim_kv import prompt_block_hashes
 from agentlab.llm.sim_profiles import LengthDist, SimProfile
-from agentlab.llm.sim_slots import prefix_tokens
+from agentlab.llm.sim_slots import prefix_digest
 from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program
 from agentlab.llm.structured import OutputSpec
 from agentlab.llm.tokens import CharsTokenizer, get_tokenizer
@@ -306,16 +306,16 @@ class SimServer:
                 ratio = self._chars_per_token
                 n = 4 + int(len(c) / ratio) if ratio else tok.prompt_tokens(messages)
                 return zlib.crc32(text.encode("utf-8", "surrogatepass")), n
-        # seed, extra, then role and text of each message (comprehensions: no appends)
-        parts = [self._seed_str, extra, *([""] * (2 * len(messages)))]
-        parts[2::2] = [m.get("role", "") for m in messages]
-        parts[3::2] = [c if isinstance(c := m.get("content"), str) else repr(c) for m in messages]
+        if self._chars_per_token:  # a count summed over messages: the new ones only
+            h, n = prefix_digest(self._seed_str, extra, messages, tok)
+            return h, n + (tok.prompt_tokens((), tools) if tools else 0)
+        parts = [self._seed_str, extra]
+        for m in messages:
+            c = m.get("content")
+            parts.append(m.get("role", ""))
+            parts.append(c if isinstance(c, str) else repr(c))
         h = zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
-        if not self._chars_per_token:
-            return h, tok.prompt_tokens(messages, tools)
-        return h, prefix_tokens(tok, messages, parts) + (
-            tok.prompt_tokens((), tools) if tools else 0
-        )
+        return h, tok.prompt_tokens(messages, tools)
 
     def plan_instant(
         self, messages: list[dict[str, Any]], params: dict[str, Any], labels: dict[str, Any] | None

@@ -22,6 +22,7 @@ system only when all of it is free — after the histories were compressed,
 from __future__ import annotations
 
 import re
+import zlib
 from array import array
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -33,7 +34,7 @@ __all__ = [
     "CountSlots",
     "PrefixSlots",
     "holds_separator",
-    "prefix_tokens",
+    "prefix_digest",
 ]
 
 FIELD, ITEM, _FILL = "\x1e", "\x1f", "\x1d"  # separators of a payload; never stored in one
@@ -136,55 +137,64 @@ class PrefixSlots:
 
 
 class CountSlots:
-    """:class:`PrefixSlots` for a non-negative int per prefix key, in two ``array('q')``
-    (keys, counts): no object per entry at all, 16 bytes a slot allocated on first use."""
+    """:class:`PrefixSlots` for ``width`` non-negative ints per prefix key, in two
+    ``array('q')`` (keys; values, ``width`` a slot): no object per entry at all, 8 bytes x
+    (1 + ``width``) a slot, allocated on first use."""
 
-    __slots__ = ("_counts", "_keys", "_mask")
+    __slots__ = ("_keys", "_mask", "_vals", "_width")
 
-    def __init__(self, slots: int = 1 << 16) -> None:
+    def __init__(self, slots: int = 1 << 16, width: int = 1) -> None:
         if slots < WAYS or slots & (slots - 1):
             raise ValueError(f"slots must be a power of two >= {WAYS}, not {slots}")
         self._mask = (slots - 1) & ~(WAYS - 1)
+        self._width = width
         self._keys = array("q")
-        self._counts = array("q")
+        self._vals = array("q")  # a free slot's first value is -1
 
     def _find(self, key: int) -> int:
-        keys, counts = self._keys, self._counts
+        keys, vals, w = self._keys, self._vals, self._width
         if keys:
             base = key & self._mask
             for i in range(base, base + WAYS):
-                if keys[i] == key and counts[i] >= 0:
+                if keys[i] == key and vals[i * w] >= 0:
                     return i
         return -1
 
-    def get(self, key: int) -> int | None:
-        """The count stored for ``key``, or ``None``."""
+    def get(self, key: int) -> tuple[int, ...] | None:
+        """The values stored for ``key``, or ``None``."""
         i = self._find(key)
-        return None if i < 0 else self._counts[i]
+        w = self._width
+        return None if i < 0 else tuple(self._vals[i * w : i * w + w])
 
-    def lookup(self, key_of: Callable[[int], int], n: int) -> tuple[int, int, int | None]:
-        """As :meth:`PrefixSlots.lookup`, with the stored count."""
+    def lookup(
+        self, key_of: Callable[[int], int], n: int
+    ) -> tuple[int, int, tuple[int, ...] | None]:
+        """As :meth:`PrefixSlots.lookup`, with the stored values."""
         return _lookup(self.get, key_of, n)
 
-    def put(self, key: int, count: int, replaces: int | None = None) -> None:
-        """Store ``count`` (>= 0) for ``key``; ``replaces``: the prefix key it extends."""
+    def put(self, key: int, values: tuple[int, ...], replaces: int | None = None) -> None:
+        """Store ``values`` (``width`` ints >= 0) for ``key``; ``replaces``: the prefix key
+        it extends (freed)."""
+        w = self._width
         if not self._keys:
             size = self._mask + WAYS
             self._keys = array("q", bytes(8 * size))
-            self._counts = array("q", [-1]) * size
-        keys, counts = self._keys, self._counts
+            self._vals = array("q", [-1]) * (size * w)
+        keys, vals = self._keys, self._vals
         if replaces is not None and (j := self._find(replaces)) >= 0:
-            counts[j] = -1
+            vals[j * w] = -1
         i = self._find(key)
         if i < 0:
             base = key & self._mask
-            free = [j for j in range(base, base + WAYS) if counts[j] < 0]
+            free = [j for j in range(base, base + WAYS) if vals[j * w] < 0]
             i = free[0] if free else base + (key >> 40) % WAYS
-        keys[i], counts[i] = key, count
+        keys[i] = key
+        vals[i * w : i * w + w] = array("q", values)
 
 
-#: prompt tokens (without tools) of each conversation seen last, for additive tokenizers
-_tokens = CountSlots()
+#: (request-hash CRC, prompt tokens without tools) of each conversation seen last, keyed
+#: with the server's seed and the request's extra (both in the hashed text)
+_digests = CountSlots(width=2)
 
 
 def _calls_key(calls: Any) -> Any:
@@ -207,21 +217,42 @@ def _calls_key(calls: Any) -> Any:
     return repr(calls)
 
 
-def prefix_tokens(tokenizer: Any, messages: list[dict[str, Any]], parts: list[str]) -> int:
-    """``tokenizer.prompt_tokens(messages)`` (no tools) for a tokenizer whose count is a sum
-    over messages (``CharsTokenizer``), counting only the messages added since the longest
-    prefix seen. ``parts``: the request hash's parts (seed, extra, then role and text of each
-    message), reused for the prefix keys; tool calls (name, arguments) are keyed too."""
-    calls = [(i, _calls_key(c)) for i, m in enumerate(messages) if (c := m.get("tool_calls"))]
+def prefix_digest(
+    seed: str, extra: str, messages: list[dict[str, Any]], tokenizer: Any
+) -> tuple[int, int]:
+    """``(crc32 of "\\x1f".join([seed, extra, role, text, role, text...]),
+    tokenizer.prompt_tokens(messages))`` — ``SimServer._digest``'s hash and, for a tokenizer
+    whose count is a sum over messages (``CharsTokenizer``), its count — computed over the
+    messages added since the longest prefix seen: the CRC continues from the prefix's
+    (``crc32(b, crc32(a)) == crc32(a + b)``), the count adds the new messages'. A message's
+    text is its content, or ``repr`` of a content that is not a string; its tool calls
+    (name, arguments) are part of the key (they count as tokens)."""
+    rows = [
+        (
+            m.get("role", ""),
+            c if isinstance(c := m.get("content"), str) else repr(c),
+            _calls_key(tc) if (tc := m.get("tool_calls")) else None,
+        )
+        for m in messages
+    ]
 
     def key_of(k: int) -> int:
-        return hash((tuple(parts[2 : 2 + 2 * k]), tuple(x for x in calls if x[0] < k)))
+        return hash((seed, extra, tuple(rows[:k])))
 
-    n = len(messages)
-    k, key, payload = _tokens.lookup(key_of, n)
-    if k == n and payload is not None:
-        return payload
-    total = (payload or 0) + tokenizer.prompt_tokens(messages[k:])
-    if n:
-        _tokens.put(key_of(n), total, key if k else None)
-    return total
+    n = len(rows)
+    k, key, got = _digests.lookup(key_of, n)
+    if got is not None:
+        crc, tokens = got
+        if k == n:
+            return crc, tokens
+    else:
+        crc, tokens = zlib.crc32(f"{seed}\x1f{extra}".encode("utf-8", "surrogatepass")), 0
+        if not n:
+            return crc, tokenizer.prompt_tokens(messages)
+    new: list[str] = []
+    for role, text, _ in rows[k:]:
+        new += (role, text)
+    crc = zlib.crc32(("\x1f" + "\x1f".join(new)).encode("utf-8", "surrogatepass"), crc)
+    tokens += tokenizer.prompt_tokens(messages[k:])
+    _digests.put(key_of(n), (crc, tokens), key if k else None)
+    return crc, tokens

@@ -191,28 +191,42 @@ def test_a_growing_conversation_keeps_one_cache_entry() -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_prefix_tokens_equal_the_whole_count_call_after_call(seed: int) -> None:
-    """``_digest``'s incremental prompt-token count equals ``CharsTokenizer.prompt_tokens``
-    of the whole conversation on every call, tool calls and tools included."""
-    from agentlab.llm.sim_slots import prefix_tokens
+def test_prefix_digest_equals_the_whole_join_call_after_call(seed: int) -> None:
+    """``_digest``'s incremental request hash and prompt-token count equal the CRC of the
+    whole join and ``CharsTokenizer.prompt_tokens`` of the whole conversation on every
+    call (tool calls, content parts, two extras taking turns as tools come and go)."""
+    import zlib
+
+    from agentlab.llm.sim_slots import prefix_digest
     from agentlab.llm.tokens import CharsTokenizer
 
     tok = CharsTokenizer(3.7)
     r = random.Random(seed)
-    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
     convo: list[dict[str, Any]] = []
-    for k in range(30):
+    for k in range(40):
         m = _message(r, k)
         if m["role"] == "assistant" and "tool_calls" in m:
             m["tool_calls"] = [{"id": f"c{k}", "type": "function", "function": {
                 "name": "f", "arguments": json.dumps({"q": "x" * r.randrange(40)})}}]  # fmt: skip
         convo.append(m)
-        parts = ["seed", ""]
+        extra = "|f" if k % 2 else ""
+        parts = [f"s{seed}", extra]
         for x in convo:
             c = x.get("content")
             parts += [x.get("role", ""), c if isinstance(c, str) else repr(c)]
-        got = prefix_tokens(tok, list(convo), parts) + tok.prompt_tokens((), tools)
-        assert got == tok.prompt_tokens(convo, tools), k
+        want = zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
+        assert prefix_digest(f"s{seed}", extra, list(convo), tok) == (
+            want,
+            tok.prompt_tokens(convo),
+        ), k
+    # same messages, different tool-call arguments: a different count, not the stored one
+    other = [dict(m) for m in convo]
+    for m in other:
+        if m.get("tool_calls"):
+            m["tool_calls"] = [
+                {"function": {"name": "f", "arguments": '{"q": "' + "y" * 90 + '"}'}}
+            ]
+    assert prefix_digest(f"s{seed}", "", other, tok)[1] == tok.prompt_tokens(other)
 
 
 def test_a_conversation_that_jumps_past_the_lookback_is_scanned_whole() -> None:
@@ -231,10 +245,13 @@ def test_count_slots_hold_counts_without_objects() -> None:
 
     slots = CountSlots(64)
     assert slots.get(hash("a")) is None
-    slots.put(hash("a"), 7)
-    slots.put(hash("ab"), 9, replaces=hash("a"))  # the conversation moved on
-    assert slots.get(hash("a")) is None and slots.get(hash("ab")) == 9
+    slots.put(hash("a"), (7,))
+    slots.put(hash("ab"), (9,), replaces=hash("a"))  # the conversation moved on
+    assert slots.get(hash("a")) is None and slots.get(hash("ab")) == (9,)
     for k in range(500):  # bounded: old entries give way
-        slots.put(hash(f"c{k}"), k)
-    assert slots.get(hash("c499")) == 499
-    assert len(slots._keys) == len(slots._counts) == 64  # one int64 each, no dict or tuple
+        slots.put(hash(f"c{k}"), (k,))
+    assert slots.get(hash("c499")) == (499,)
+    assert len(slots._keys) == len(slots._vals) == 64  # one int64 each, no dict or tuple
+    pairs = CountSlots(64, width=2)
+    pairs.put(5, (2**32 - 1, 0))
+    assert pairs.get(5) == (2**32 - 1, 0) and len(pairs._vals) == 128
