@@ -167,13 +167,17 @@ async def run_config(
         for w in range(waves):
             ids = [f"w{w}-a{i}" for i in range(per_wave)]
             c0 = system.completions
+            turn_us = []  # CPU us per completion of each turn: flat = no growth with history
             with Timer("wall") as tw, Timer("cpu") as tc:
                 for t in range(turns):
-                    for tid in ids:
-                        system.send_user(
-                            tid, f"turn {t}: please look into item {t * 7 % 13}", f"u{t}"
-                        )
-                    await system.drain()
+                    with Timer("cpu") as tt:
+                        c_turn = system.completions
+                        for tid in ids:
+                            system.send_user(
+                                tid, f"turn {t}: please look into item {t * 7 % 13}", f"u{t}"
+                            )
+                        await system.drain()
+                    turn_us.append(tt.seconds / max(1, system.completions - c_turn) * 1e6)
             run_s, cpu_s = tw.seconds, tc.seconds
             done = system.completions - c0
             # compress_cold is part of the cost of the KiB/idle figure: timed in CPU too
@@ -206,6 +210,7 @@ async def run_config(
                 "completions_per_cpu_s": done / (cpu_s + compress_cpu_s),
                 "completions_per_cpu_s_no_compress": done / cpu_s,
                 "per_call_cpu_us": cpu_s / max(1, done) * 1e6,
+                "per_call_cpu_us_by_turn": turn_us,
                 "compress_s": compress_s,
                 "compress_cpu_s": compress_cpu_s,
                 "rss_mib": rss / 2**20,
@@ -231,7 +236,7 @@ _HEAD = (
     f"{'model':8} {'store':6} {'wave':>4} {'agents':>7} {'turns':>5} {'compl/s':>8} "
     f"{'c/cpu-s':>8} {'us/call':>7} {'KiB/idle':>8} {'KiB/new':>8} {'rawKiB':>6} {'heldKiB':>7} "
     f"{'res/raw':>7} {'RSS MiB':>8} {'VmSwap':>6} {'SwapFree/Total KiB':>18} {'MemAvail':>8} "
-    f"{'wall s':>7} {'cmp cpu':>7}"
+    f"{'wall s':>7} {'cmp cpu':>7} {'us t1/mid/last':>16}"
 )
 
 
@@ -244,8 +249,14 @@ def _fmt(r: dict[str, Any]) -> str:
         f"{r['marginal_kib_per_agent']:>8.2f} {r['raw_history_kib']:>6.1f} "
         f"{r['stored_kib']:>7.1f} {r['resident_over_raw']:>7.3f} {r['rss_mib']:>8.0f} "
         f"{r['vm_swap_kib']:>6} {swap:>18} {r['mem_available_kib'] // 1024:>7}M "
-        f"{r['wall_s']:>7.1f} {r['compress_cpu_s']:>7.2f}"
+        f"{r['wall_s']:>7.1f} {r['compress_cpu_s']:>7.2f} {_by_turn(r):>16}"
     )
+
+
+def _by_turn(r: dict[str, Any]) -> str:
+    """CPU us per completion in the wave's first, middle and last turn (histories grow)."""
+    us = r.get("per_call_cpu_us_by_turn") or []
+    return "/".join(f"{us[i]:.0f}" for i in (0, len(us) // 2, -1)) if us else "-"
 
 
 def _child(a: argparse.Namespace) -> int:
@@ -315,8 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         " KiB/new: growth from this wave alone; rawKiB: uncompressed history JSON per agent;"
         " heldKiB: bytes the store keeps; c/cpu-s: completions per CPU-second of the process,"
         " turns + compress_cold (compl/s likewise in wall); us/call: CPU per completion of the"
-        " turns alone (flat across waves = no growth with history); cmp cpu: CPU s compressing"
-        " the wave's histories"
+        " turns alone; us t1/mid/last: the same in the wave's first, middle and last turn (flat ="
+        " no growth as histories grow); cmp cpu: CPU s compressing the wave's histories"
     )
     summary = {}
     for m in models:

@@ -156,6 +156,7 @@ def test_suspended_agents_rate_counts_compression_in_cpu(
             r["completions"] / (r["cpu_s"] + r["compress_cpu_s"])
         )
         assert r["per_call_cpu_us"] > 0
+        assert len(r["per_call_cpu_us_by_turn"]) == 2  # one figure per turn (2 turns)
 
 
 def test_replay_write_ratios_are_cpu_over_cpu(

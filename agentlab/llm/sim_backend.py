@@ -51,6 +51,7 @@ from agentlab.llm.sim_content import (
 from agentlab.llm.sim_engine import Engine, EngineRequest
 from agentlab.llm.sim_kv import prompt_block_hashes
 from agentlab.llm.sim_profiles import LengthDist, SimProfile
+from agentlab.llm.sim_slots import prefix_digest
 from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program
 from agentlab.llm.structured import OutputSpec
 from agentlab.llm.tokens import CharsTokenizer, get_tokenizer
@@ -306,6 +307,9 @@ class SimServer:
                 ratio = self._chars_per_token
                 n = 4 + int(len(c) / ratio) if ratio else tok.prompt_tokens(messages)
                 return zlib.crc32(text.encode("utf-8", "surrogatepass")), n
+        if self._chars_per_token:  # a count summed over messages: the new ones only
+            h, n = prefix_digest(self._seed_str, extra, messages, tok)
+            return h, n + (tok.prompt_tokens((), tools) if tools else 0)
         parts = [self._seed_str, extra]
         for m in messages:
             c = m.get("content")

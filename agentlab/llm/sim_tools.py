@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentlab.llm.sim_content import Rng, gen_value
+from agentlab.llm.sim_slots import FIELD, ITEM, PrefixSlots, holds_separator
 
 __all__ = ["INVALID_ARGS_P", "asks_for_program", "play_along"]
 
@@ -45,23 +46,121 @@ _SIG = re.compile(r"^- (\w+)\((.*?)\):", re.M)
 _USER_WORDS = ("user", "author", "agent", "name", "recipient", "friend", "target", "to")
 
 
+class _Scan(NamedTuple):
+    """What the context regexes found in a conversation prefix, in order of first sight."""
+
+    me: str | None  # the first ``You are @name``
+    id_fields: tuple[str, ...]  # ``"id": ...`` values
+    written: frozenset[str]  # ``"<x>_id": ...`` values (references a write returned)
+    ids: tuple[str, ...]  # any id-looking token
+    authors: tuple[str, ...]  # ``"author"``/``"user"``/... values
+    mentions: tuple[str, ...]  # ``@names``
+
+
+_EMPTY_SCAN = _Scan(None, (), frozenset(), (), (), ())
+#: the scan of each conversation seen last (see :mod:`agentlab.llm.sim_slots`): a call that
+#: extends one scans only its new messages
+_scans = PrefixSlots()
+
+
+def _other_text(c: Any) -> str:
+    """The text of a message content that is not a string (as the whole-text scan joined it)."""
+    return "null" if c is None else json.dumps(c)
+
+
+def _extend(scan: _Scan, text: str) -> _Scan:
+    """``scan`` extended by one message's text. Each regex runs only where its anchor
+    characters occur (exact: a pattern cannot match without them)."""
+    quoted = '"' in text
+    at = "@" in text
+    me = scan.me
+    if me is None and at and "You are @" in text:
+        found = _SELF.findall(text)
+        me = found[0] if found else None
+    id_fields = _ID_FIELD.findall(text) if quoted and '"id"' in text else ()
+    written = _WRITTEN.findall(text) if quoted and '_id"' in text else ()
+    ids = _ID.findall(text) if "." in text else ()
+    authors = _AUTHOR.findall(text) if quoted else ()
+    mentions = _MENTION.findall(text) if at else ()
+    return _Scan(
+        me,
+        _unique_t(scan.id_fields, id_fields) if id_fields else scan.id_fields,
+        scan.written.union(written) if written else scan.written,
+        _unique_t(scan.ids, ids) if ids else scan.ids,
+        _unique_t(scan.authors, authors) if authors else scan.authors,
+        _unique_t(scan.mentions, mentions) if mentions else scan.mentions,
+    )
+
+
+def _unique_t(seen: tuple[str, ...], new: Any) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*seen, *new)))
+
+
+def _encode(scan: _Scan) -> str:
+    """The scan as one payload string (no value holds a separator: see ``_scan``)."""
+    return FIELD.join(
+        (
+            scan.me or "",
+            ITEM.join(scan.id_fields),
+            ITEM.join(sorted(scan.written)),
+            ITEM.join(scan.ids),
+            ITEM.join(scan.authors),
+            ITEM.join(scan.mentions),
+        )
+    )
+
+
+def _decode(payload: str) -> _Scan:
+    me, id_fields, written, ids, authors, mentions = payload.split(FIELD)
+
+    def items(s: str) -> tuple[str, ...]:  # every regex group is non-empty: "" = none
+        return tuple(s.split(ITEM)) if s else ()
+
+    return _Scan(
+        me or None,
+        items(id_fields),
+        frozenset(items(written)),
+        items(ids),
+        items(authors),
+        items(mentions),
+    )
+
+
+def _scan(messages: list[dict[str, Any]]) -> _Scan:
+    """The scan of the whole conversation, reusing the longest cached prefix: a call that
+    adds k messages to a conversation seen before runs the regexes over those k only.
+
+    Equal to one scan of the contents joined by newlines (what ``_Context`` did before):
+    no pattern matches across a newline except the JSON-field ones (``"id": "..."``) in a
+    JSON value split between two messages, which no message holds."""
+    texts = [c if type(c := m.get("content")) is str else _other_text(c) for m in messages]
+
+    def key_of(k: int) -> int:
+        return hash(tuple(texts[:k]))
+
+    k, key, payload = _scans.lookup(key_of, len(texts))
+    scan = _EMPTY_SCAN if payload is None else _decode(payload)
+    if k == len(texts):
+        return scan
+    cacheable = True
+    for text in texts[k:]:
+        scan = _extend(scan, text)
+        cacheable = cacheable and not holds_separator(text)
+    if cacheable:  # else a value could hold a separator: scanned afresh next time
+        _scans.put(key_of(len(texts)), _encode(scan), key if k else None)
+    return scan
+
+
 class _Context:
     """Values a model could copy from the request: ids, users, the asking agent."""
 
     def __init__(self, messages: list[dict[str, Any]]) -> None:
-        text = "\n".join(
-            m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
-            for m in messages
-        )
-        me = _SELF.findall(text)
-        self.me = me[0] if me else None
+        scan = _scan(messages)
+        self.me = scan.me
         # Ids of listed entities (``"id": ...``) first; else any id-looking token except
         # references a write returned (``"post_id": ...``: maybe not visible yet).
-        written = set(_WRITTEN.findall(text))
-        self.ids = _unique(_ID_FIELD.findall(text)) or [
-            i for i in _unique(_ID.findall(text)) if i not in written
-        ]
-        users = _unique(_AUTHOR.findall(text) + _MENTION.findall(text))
+        self.ids = list(scan.id_fields) or [i for i in scan.ids if i not in scan.written]
+        users = _unique([*scan.authors, *scan.mentions])
         self.users = [u for u in users if u != self.me]
         self.request = next(
             (m["content"] for m in reversed(messages)

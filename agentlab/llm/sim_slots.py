@@ -1,0 +1,258 @@
+"""``PrefixSlots``: what the simulator derived from a conversation prefix, kept per conversation.
+
+The simulator answers a call from the whole conversation (its context values, its prompt
+tokens). A conversation grows by a few messages per call, so each such value is kept for the
+conversation seen last and a call extending it works on the new messages only (issue 26).
+
+Keys are hashes of whole prefixes (``hash(tuple(parts of messages[:k]))``);
+the table is set-associative (4 slots per bucket; a full bucket replaces one, a conversation
+that moves on frees the slot of its shorter prefix), bounded (65,536 conversations by
+default: a society's agents each keep theirs between calls) and needs no lock (one list item
+read or written at a time).
+
+Memory: each slot holds ONE string (key, then the payload), padded above pymalloc's 512-byte
+small-object limit so it is allocated by ``malloc``, not in a pymalloc arena. Kept as Python
+objects (tuples of small strings), a few entries pinned ~14 MiB: each small object sat in a
+different 1 MiB arena among a call's transient objects, and an arena is returned to the
+system only when all of it is free — after the histories were compressed,
+``suspended_agents --quick`` (sim) read 66 instead of 31 KiB per idle agent with 2 entries
+(38 arenas; 24 once they were dropped).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from array import array
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = [
+    "FIELD",
+    "ITEM",
+    "LOOKBACK",
+    "CountSlots",
+    "PrefixSlots",
+    "holds_separator",
+    "prefix_digest",
+]
+
+FIELD, ITEM, _FILL = "\x1e", "\x1f", "\x1d"  # separators of a payload; never stored in one
+#: a call reuses the stored prefix of its conversation if it adds at most this many messages
+#: (a turn adds 1-3); keys are hashes of whole prefixes, so each length tried costs one
+#: C-level hash over the messages' (cached) string hashes, no Python loop
+LOOKBACK = 8
+WAYS = 4  # slots per bucket of a PrefixSlots table
+_PAD = 520  # characters: a str object above 512 bytes comes from malloc, not a pymalloc arena
+_V = TypeVar("_V")
+_SEPARATOR = re.compile("[\x1d-\x1f]")
+
+
+def holds_separator(text: str) -> bool:
+    """Whether ``text`` holds a payload separator (a value taken from it cannot be stored)."""
+    return _SEPARATOR.search(text) is not None
+
+
+def _lookup(
+    get: Callable[[int], _V | None], key_of: Callable[[int], int], n: int
+) -> tuple[int, int, _V | None]:
+    for k in range(n, max(0, n - LOOKBACK - 1), -1):
+        key = key_of(k)
+        got = get(key)
+        if got is not None:
+            return k, key, got
+    return 0, 0, None
+
+
+class PrefixSlots:
+    """A bounded table of ``prefix key -> payload`` (a string without separators' fill).
+
+    Set-associative: a key's bucket is :data:`WAYS` adjacent slots; a put takes the key's own
+    slot, else a free one, else replaces one chosen by the key's bits. ``slots``: the bound
+    on conversations kept (each ~0.6 KB while kept; the slot list itself, 8 bytes a slot, is
+    allocated on first use)."""
+
+    __slots__ = ("_mask", "_table")
+
+    def __init__(self, slots: int = 1 << 16) -> None:
+        if slots < WAYS or slots & (slots - 1):
+            raise ValueError(f"slots must be a power of two >= {WAYS}, not {slots}")
+        self._mask = (slots - 1) & ~(WAYS - 1)  # the first slot of a key's bucket
+        self._table: list[str | None] = []
+
+    def __len__(self) -> int:
+        """Slots in use."""
+        return sum(s is not None for s in self._table)
+
+    @property
+    def size(self) -> int:
+        return self._mask + WAYS
+
+    def _find(self, key: int) -> tuple[int, str | None, str]:
+        """``(index, slot, tag)``: the slot holding ``key`` (index -1: none)."""
+        tag = f"{key:x}{FIELD}"
+        table = self._table
+        if table:
+            base = key & self._mask
+            for i in range(base, base + WAYS):
+                slot = table[i]  # one read: a concurrent put replaces it whole
+                if slot is not None and slot.startswith(tag):
+                    return i, slot, tag
+        return -1, None, tag
+
+    def get(self, key: int) -> str | None:
+        """The payload stored for ``key``, or ``None``."""
+        _, slot, tag = self._find(key)
+        return None if slot is None else slot[len(tag) :].rstrip(_FILL)
+
+    def lookup(self, key_of: Callable[[int], int], n: int) -> tuple[int, int, str | None]:
+        """``(k, key_of(k), payload)`` of the longest stored prefix of ``n`` messages among
+        the last :data:`LOOKBACK` + 1 lengths (``n``, ``n - 1``...); ``(0, 0, None)``: none.
+        ``key_of(k)``: the key of the first ``k`` messages (a hash in C over them)."""
+        return _lookup(self.get, key_of, n)
+
+    def put(self, key: int, payload: str, replaces: int | None = None) -> None:
+        """Store ``payload`` for ``key``; ``replaces``: the prefix key it extends (freed).
+        The payload must not end in the fill character (separators are the caller's)."""
+        if not self._table:
+            self._table = [None] * self.size
+        table = self._table
+        if replaces is not None:
+            i = self._find(replaces)[0]
+            if i >= 0:
+                table[i] = None
+        i, _, tag = self._find(key)
+        if i < 0:
+            base = key & self._mask
+            free = [j for j in range(base, base + WAYS) if table[j] is None]
+            i = free[0] if free else base + (key >> 40) % WAYS
+        slot = tag + payload
+        table[i] = slot + _FILL * (_PAD - len(slot)) if len(slot) < _PAD else slot
+
+    def slot_sizes(self) -> list[int]:
+        """``sys.getsizeof`` of each used slot (all above 512 bytes: outside pymalloc)."""
+        import sys
+
+        return [sys.getsizeof(s) for s in self._table if s is not None]
+
+
+class CountSlots:
+    """:class:`PrefixSlots` for ``width`` non-negative ints per prefix key, in two
+    ``array('q')`` (keys; values, ``width`` a slot): no object per entry at all, 8 bytes x
+    (1 + ``width``) a slot, allocated on first use."""
+
+    __slots__ = ("_keys", "_mask", "_vals", "_width")
+
+    def __init__(self, slots: int = 1 << 16, width: int = 1) -> None:
+        if slots < WAYS or slots & (slots - 1):
+            raise ValueError(f"slots must be a power of two >= {WAYS}, not {slots}")
+        self._mask = (slots - 1) & ~(WAYS - 1)
+        self._width = width
+        self._keys = array("q")
+        self._vals = array("q")  # a free slot's first value is -1
+
+    def _find(self, key: int) -> int:
+        keys, vals, w = self._keys, self._vals, self._width
+        if keys:
+            base = key & self._mask
+            for i in range(base, base + WAYS):
+                if keys[i] == key and vals[i * w] >= 0:
+                    return i
+        return -1
+
+    def get(self, key: int) -> tuple[int, ...] | None:
+        """The values stored for ``key``, or ``None``."""
+        i = self._find(key)
+        w = self._width
+        return None if i < 0 else tuple(self._vals[i * w : i * w + w])
+
+    def lookup(
+        self, key_of: Callable[[int], int], n: int
+    ) -> tuple[int, int, tuple[int, ...] | None]:
+        """As :meth:`PrefixSlots.lookup`, with the stored values."""
+        return _lookup(self.get, key_of, n)
+
+    def put(self, key: int, values: tuple[int, ...], replaces: int | None = None) -> None:
+        """Store ``values`` (``width`` ints >= 0) for ``key``; ``replaces``: the prefix key
+        it extends (freed)."""
+        w = self._width
+        if not self._keys:
+            size = self._mask + WAYS
+            self._keys = array("q", bytes(8 * size))
+            self._vals = array("q", [-1]) * (size * w)
+        keys, vals = self._keys, self._vals
+        if replaces is not None and (j := self._find(replaces)) >= 0:
+            vals[j * w] = -1
+        i = self._find(key)
+        if i < 0:
+            base = key & self._mask
+            free = [j for j in range(base, base + WAYS) if vals[j * w] < 0]
+            i = free[0] if free else base + (key >> 40) % WAYS
+        keys[i] = key
+        vals[i * w : i * w + w] = array("q", values)
+
+
+#: (request-hash CRC, prompt tokens without tools) of each conversation seen last, keyed
+#: with the server's seed and the request's extra (both in the hashed text)
+_digests = CountSlots(width=2)
+
+
+def _calls_key(calls: Any) -> Any:
+    """A hashable stand-in for an assistant message's ``tool_calls`` (name and arguments)."""
+    if not calls:
+        return None
+    if type(calls) is list and len(calls) == 1:  # the common shape, without the loop
+        fn = calls[0].get("function") if type(calls[0]) is dict else None
+        if type(fn) is dict and type(args := fn.get("arguments")) is str:
+            return ((fn.get("name"), args),)
+    if isinstance(calls, list):
+        out = []
+        for c in calls:
+            fn = c.get("function", c) if isinstance(c, dict) else None
+            args = fn.get("arguments") if fn is not None else None
+            if fn is None or not isinstance(args, str):
+                return repr(calls)
+            out.append((fn.get("name"), args))
+        return tuple(out)
+    return repr(calls)
+
+
+def prefix_digest(
+    seed: str, extra: str, messages: list[dict[str, Any]], tokenizer: Any
+) -> tuple[int, int]:
+    """``(crc32 of "\\x1f".join([seed, extra, role, text, role, text...]),
+    tokenizer.prompt_tokens(messages))`` — ``SimServer._digest``'s hash and, for a tokenizer
+    whose count is a sum over messages (``CharsTokenizer``), its count — computed over the
+    messages added since the longest prefix seen: the CRC continues from the prefix's
+    (``crc32(b, crc32(a)) == crc32(a + b)``), the count adds the new messages'. A message's
+    text is its content, or ``repr`` of a content that is not a string; its tool calls
+    (name, arguments) are part of the key (they count as tokens)."""
+    rows = [
+        (
+            m.get("role", ""),
+            c if isinstance(c := m.get("content"), str) else repr(c),
+            _calls_key(tc) if (tc := m.get("tool_calls")) else None,
+        )
+        for m in messages
+    ]
+
+    def key_of(k: int) -> int:
+        return hash((seed, extra, tuple(rows[:k])))
+
+    n = len(rows)
+    k, key, got = _digests.lookup(key_of, n)
+    if got is not None:
+        crc, tokens = got
+        if k == n:
+            return crc, tokens
+    else:
+        crc, tokens = zlib.crc32(f"{seed}\x1f{extra}".encode("utf-8", "surrogatepass")), 0
+        if not n:
+            return crc, tokenizer.prompt_tokens(messages)
+    new: list[str] = []
+    for role, text, _ in rows[k:]:
+        new += (role, text)
+    crc = zlib.crc32(("\x1f" + "\x1f".join(new)).encode("utf-8", "surrogatepass"), crc)
+    tokens += tokenizer.prompt_tokens(messages[k:])
+    _digests.put(key_of(n), (crc, tokens), key if k else None)
+    return crc, tokens
