@@ -25,6 +25,9 @@ from agentlab.llm.sim_profiles import LengthDist
 HERE = Path(__file__).resolve().parent
 EXTRACT = HERE / "agentraffic_server.json"
 OUT = HERE.parent / "agentlab" / "llm" / "profiles" / "vllm-3b.toml"
+#: The engine's roofline step time (engine.step_roofline): prefill_tps / overhead_s are
+#: fitted under the step model the profile runs with.
+ROOFLINE = True
 Z75 = 0.6744897501960817  # standard normal 75th percentile: IQR of a normal = 2 * Z75 * sigma
 Z95 = 1.6448536269514722
 
@@ -520,11 +523,6 @@ def render(x: dict) -> str:
             lines.append(f"{key} = [{v[0]!r}, {v[1]!r}]")
     lines += _engine_lines(x["server_config"])
     return "\n".join(lines) + "\n"
-
-
-#: The engine's roofline step time (engine.step_roofline): prefill_tps / overhead_s are
-#: fitted under the step model the profile runs with.
-ROOFLINE = True
 
 
 def _engine_lines(cfg: dict) -> list[str]:

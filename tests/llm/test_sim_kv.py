@@ -147,6 +147,20 @@ def test_roofline_step_time_by_hand() -> None:
     assert c.first_token == d.first_token == pytest.approx(0.61 + 0.40)
 
 
+def test_vllm_3b_roofline_goes_through_both_published_lone_call_ttft_points() -> None:
+    # datasets/make_vllm_3b_profile.py: (272 tok, 0.0311 s) [horizontal in-flight-1 TTFT
+    # p25] and (1210 tok, 0.1218 s) [horizontal discussion TTFT p50]; under the roofline
+    # TTFT = overhead_s + prompt / prefill_tps above the knee (~103 tokens)
+    prof = get_profile("vllm-3b")
+    assert prof.step_roofline
+    assert idle_ttft(prof, 272) == pytest.approx(0.0311, abs=2e-4)
+    assert idle_ttft(prof, 1210) == pytest.approx(0.1218, abs=2e-4)
+    assert idle_ttft(prof, 50) == pytest.approx(prof.overhead_s + 1 / prof.decode_tps)
+    # the additive model with the same two parameters would add the ~9.9 ms step base
+    off = prof.replace(step_roofline=False)
+    assert idle_ttft(off, 1210) - idle_ttft(prof, 1210) == pytest.approx(1 / prof.decode_tps)
+
+
 def test_lru_eviction_of_free_cached_blocks_by_hand() -> None:
     # 8 blocks. A, B: 40 tokens = 2 full (cached) blocks + 1 partial; C: 56 = 3 + 1.
     e = Engine(get_profile("vllm-3b", **{**BASE, "prefix_caching": True, "kv_blocks": 8}))
