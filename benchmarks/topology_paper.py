@@ -128,12 +128,13 @@ def pieces(calls: Any) -> dict[str, Any]:
     datasets/agentraffic_server.json), and each topology's discussion TTFT split by where
     the call stood in a burst: sent alone or first of a burst (nothing else prefilling), or
     joining one (sent within 50 ms of the call before it in its run: a fan-out), with the
-    TTFT the same call would have on an idle server (overhead + step base + its uncached
-    prompt / prefill_tps)."""
+    TTFT the same call would have on an idle server (overhead + the one step of its uncached
+    prompt: :func:`agentlab.llm.sim_step.idle_ttft`)."""
     import numpy as np
 
     from agentlab.datasets import data_dir
     from agentlab.llm import get_profile
+    from agentlab.llm.sim_step import idle_ttft
 
     ctx = json.loads((data_dir() / "agentraffic_server.json").read_text())["workflow"]["context"]
     prof = get_profile("vllm-3b")
@@ -152,8 +153,7 @@ def pieces(calls: Any) -> dict[str, Any]:
     gap = d.groupby("run_id")["start"].diff()
     d = d.assign(
         joined=gap < 0.05,
-        idle=prof.overhead_s + 1 / prof.decode_tps
-        + (d["prompt_tokens"] - d["cached_tokens"]) / prof.prefill_tps,
+        idle=(d["prompt_tokens"] - d["cached_tokens"]).map(lambda n: idle_ttft(prof, int(n))),
     )  # fmt: skip
     ttft = []
     for topo in TOPOLOGIES:

@@ -18,23 +18,24 @@ scheduler.py``), advanced lazily:
   c / 2))`` for ``n`` sequences in the step, ``prefill`` prompt tokens in it, and prefill
   chunks of ``c`` tokens starting at position ``p``: one sequence alone decodes at
   ``decode_tps``; each extra sequence costs a ``decode_degrade`` share of a step; prompt
-  tokens cost ``1 / prefill_tps`` each; attention reads every cached token of each
-  sequence (``attention_* = 0``: no attention term, the model before it existed).
+  tokens cost ``1 / prefill_tps`` each; attention reads every cached token of each sequence
+  (``attention_* = 0``: none). ``step_roofline``: the first two terms are ``max(base,
+  (prefill + decodes) / prefill_tps)`` instead (:func:`~agentlab.llm.sim_step.step_time`).
 - **Tokens.** The step that finishes a request's prefill samples its first token (TTFT is
   that step's end). Each later step adds ``speed`` tokens, a per-request factor drawn
   log-normally with mean 1 (``decode_jitter`` is its sigma; it stands for what makes real
   requests in one batch finish at different rates: speculative-decoding acceptance,
   detokenisation and network jitter). A request ends at the step that reaches its length.
 - **KV cache** (:mod:`agentlab.llm.sim_kv`): with ``prefix_caching`` a request scheduled for
-  the first time skips the prompt blocks found cached (its ``cached_tokens``); with
+  the first time skips the prompt blocks found cached (its ``cached_tokens``), including
+  blocks of requests scheduled earlier in the same step (vLLM v1 caches them then); with
   ``kv_blocks > 0`` KV memory is finite: a step that cannot allocate the blocks of a
   running request preempts the last-admitted running request (recompute: its blocks are
   freed, it goes back to the front of the queue and later re-prefills its prompt and the
   tokens it had produced), and no waiting request is admitted in a step that preempted
   (as vLLM v1). ``prefix_caching = false`` and ``kv_blocks = 0``: no KV model at all.
-- **Clients.** A request enters the scheduler ``overhead_s`` after it is sent (network,
-  HTTP, tokenisation). A request whose client deadline passes is aborted at the next step
-  boundary and frees its slot, as vLLM aborts a request whose client went away.
+- **Clients.** A request enters the scheduler ``overhead_s`` after it is sent (HTTP, tokenising);
+  one whose client deadline passes is aborted at the next step boundary, freeing its slot.
 
 Runs of decode-only steps are executed as one phase (their count is computed, not looped;
 with attention the step time grows linearly within the phase and times are summed in
@@ -67,7 +68,7 @@ from agentlab.errors import ConfigError
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
-from agentlab.llm.sim_step import kv_fit, step_time, steps_to
+from agentlab.llm.sim_step import kv_fit, register_blocks, step_time, steps_to
 
 __all__ = ["Engine", "EngineRequest"]
 
@@ -426,6 +427,7 @@ class Engine:
             running[:] = [r for r in running if not r.aborted]
             dmin = min([r.deadline for r in running]) if running else _INF
         limited = kv is not None and kv.limited
+        caching_kv = kv is not None and kv.caching
         bs = p.block_size
         budget = p.max_num_batched_tokens if p.max_num_batched_tokens > 0 else _INF
         chunks: list[tuple[EngineRequest, int]] = []
@@ -441,6 +443,8 @@ class Engine:
                 if left > 0:
                     c = int(min(left, budget))
                     chunks.append((r, c))
+                    if caching_kv:
+                        register_blocks(kv, r, r.prefilled + c)
                     attn += c * (r.prefilled + c / 2)
                     prefill += c
                     budget -= c
@@ -471,6 +475,8 @@ class Engine:
                     r.held += need
             if c:
                 chunks.append((r, c))
+                if caching_kv:
+                    register_blocks(kv, r, r.prefilled + c)
                 attn += c * (r.prefilled + c / 2)
                 prefill += c
                 budget -= c
@@ -516,6 +522,8 @@ class Engine:
                 r.prefilled = computed
                 running.append(r)
                 chunks.append((r, c))
+                if caching_kv:  # cached now: later admissions of this step hit them
+                    register_blocks(kv, r, computed + c)
                 attn += c * (computed + c / 2)
                 prefill += c
                 budget -= c
@@ -547,16 +555,8 @@ class Engine:
                 assert kv is not None
                 k = kv_fit(decodes, k, kv, bs)
         t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + k * dt
-        caching_kv = kv is not None and kv.caching
         for r, c in chunks:
             r.prefilled += c
-            if caching_kv and r.nreg < len(r.hashes):
-                assert kv is not None
-                up = min(len(r.hashes), r.prefilled // bs)
-                for h in r.hashes[r.nreg : up]:
-                    if kv.register(h):
-                        r.hashed.append(h)
-                r.nreg = max(r.nreg, up)
             if r.prefilled >= r.target:
                 if r.first_token is None:
                     r.first_token = t_end

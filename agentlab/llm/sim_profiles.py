@@ -293,6 +293,9 @@ class SimProfile:
     attention_decode_s: float = 0.0
     # step time added per (prefill token x context token) pair of prefill chunks (0: none)
     attention_prefill_s: float = 0.0
+    # step time = max(weight-read base, tokens / prefill_tps) instead of their sum (a
+    # roofline: small prefills ride on the weight read; false: the sum, the model before)
+    step_roofline: bool = False
     source: str = ""  # where the numbers come from (benchmark, calibration run)
 
     def __post_init__(self) -> None:
@@ -415,7 +418,14 @@ class SimProfile:
 
 #: parameters of the engine's vLLM mechanisms (written in a profile's ``[engine]`` section)
 ENGINE_KEYS = frozenset(
-    {"prefix_caching", "block_size", "kv_blocks", "attention_decode_s", "attention_prefill_s"}
+    {
+        "prefix_caching",
+        "block_size",
+        "kv_blocks",
+        "attention_decode_s",
+        "attention_prefill_s",
+        "step_roofline",
+    }
 )
 
 

@@ -11,7 +11,7 @@ from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest
 
-__all__ = ["kv_fit", "step_time", "steps_to"]
+__all__ = ["idle_ttft", "kv_fit", "register_blocks", "step_time", "steps_to"]
 
 
 def step_time(
@@ -19,16 +19,31 @@ def step_time(
 ) -> float:
     """Time of one step of ``n_seqs`` sequences with ``prefill`` prompt tokens, prefill
     attention work ``attn`` (sum of ``c * (p + c / 2)`` over its chunks) and ``decodes``
-    (see the step-time formula in :mod:`agentlab.llm.sim_engine`)."""
+    (see the step-time formula in :mod:`agentlab.llm.sim_engine`).
+
+    ``step_roofline`` off (the default): the weight-read base and the prompt tokens add up.
+    On: the step is ``max(base, tokens / prefill_tps)`` over all ``tokens`` it computes
+    (prompt chunks + one per decode): a step reads the weights once, whatever it computes,
+    and below the knee ``base * prefill_tps`` tokens that read is what takes the time."""
     dt = (1.0 + p.decode_degrade * (n_seqs - 1)) / p.decode_tps if p.decode_tps else 0.0
     if p.prefill_tps:
-        dt += prefill / p.prefill_tps
+        if p.step_roofline:
+            dt = max(dt, (prefill + len(decodes)) / p.prefill_tps)
+        else:
+            dt += prefill / p.prefill_tps
     if p.attention_prefill_s and attn:
         dt += p.attention_prefill_s * attn
     a_dec = p.attention_decode_s
     if a_dec and decodes:
         dt += a_dec * sum(r.prompt + r.decoded for r in decodes)
     return dt
+
+
+def idle_ttft(p: SimProfile, prompt: int) -> float:
+    """TTFT of a ``prompt``-token request (uncached, no chunking) on an idle server:
+    ``overhead_s`` plus the one step that prefills it and samples its first token."""
+    attn = prompt * prompt / 2 if p.attention_prefill_s else 0.0
+    return p.overhead_s + step_time(p, 1, prompt, attn, [])
 
 
 def steps_to(span: float, dt: float, ddt: float) -> int:
@@ -69,3 +84,18 @@ def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def register_blocks(kv: KVCache | None, r: EngineRequest, tokens: int) -> None:
+    """Cache the full blocks of ``r``'s first ``tokens`` prompt tokens when the step that
+    computes them is scheduled, as vLLM v1 does (``KVCacheManager.allocate_slots`` caches
+    up to ``num_computed_tokens + num_new_tokens`` before the forward pass; a block's hash
+    is of its token ids): a request admitted later in the same step hits them (each layer
+    writes its KV before its attention reads it)."""
+    assert kv is not None
+    if r.nreg < len(r.hashes):
+        up = min(len(r.hashes), tokens // kv.block_size)
+        for h in r.hashes[r.nreg : up]:
+            if kv.register(h):
+                r.hashed.append(h)
+        r.nreg = max(r.nreg, up)

@@ -15,6 +15,8 @@ from agentlab.errors import ConfigError
 from agentlab.llm import LLMClient, get_profile
 
 TRUE = {
+    # the step model calibrate fits: base + prompt / prefill_tps (not sim/vllm-3b's roofline)
+    "step_roofline": False,
     "slots": 8,
     "max_num_batched_tokens": 4096,
     "prefill_tps": 4000.0,
@@ -107,7 +109,7 @@ def test_closed_loop_replay_chains_each_clients_calls() -> None:
     # take 0.1 + 0.1 (prefill step) + 4 * 0.1 = 0.6 s alone
     prof = get_profile(
         "vllm-3b", slots=1, prefill_tps=100.0, decode_tps=10.0, decode_degrade=0.0,
-        decode_jitter=0.0, overhead_s=0.0, max_num_batched_tokens=0,
+        decode_jitter=0.0, overhead_s=0.0, max_num_batched_tokens=0, step_roofline=False,
     )  # fmt: skip
     calls = pd.DataFrame(
         {
@@ -132,13 +134,15 @@ def test_cli_calibrate_writes_a_loadable_profile(
     from agentlab.cli import main
     from agentlab.topology import Experiment
 
-    exp = Experiment(runs=3, agents=3, out=tmp_path / "run", progress=False, seed=4)
+    # sim/vllm-3b with the step model calibrate fits (base + prompt / prefill_tps)
+    truth = get_profile("vllm-3b", step_roofline=False)
+    llm = f"sim/{truth.save(tmp_path / 'truth.toml')}"
+    exp = Experiment(runs=3, agents=3, out=tmp_path / "run", progress=False, seed=4, llm=llm)
     exp.run_sync()
     out = tmp_path / "fitted.toml"
     rc = main(["calibrate", str(exp.run_dir), "--out", str(out), "--slots", "8", "--by", "run_id"])
     assert rc == 0 and "decode_tps" in capsys.readouterr().out
     prof = LLMClient(f"sim/{out}").profile
-    truth = get_profile("vllm-3b")
     assert prof is not None and prof.slots == 8
     assert prof.decode_tps == pytest.approx(truth.decode_tps, rel=0.1)
     assert prof.prefill_tps == pytest.approx(truth.prefill_tps, rel=0.1)

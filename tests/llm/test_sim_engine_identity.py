@@ -20,7 +20,7 @@ from agentlab.llm import get_profile
 from agentlab.llm import sim_engine as new
 from tests.llm import engine_reference as old
 
-OFF = {"prefix_caching": False, "kv_blocks": 0}
+OFF = {"prefix_caching": False, "kv_blocks": 0, "step_roofline": False}
 
 
 def _drive(mod: Any, prof: Any, seed: int, n: int = 50) -> tuple[list[Any], list[Any]]:

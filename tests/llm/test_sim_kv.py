@@ -3,7 +3,8 @@ prefix caching over KV blocks, LRU eviction, KV exhaustion and preemption, ``cac
 
 Step model (``agentlab/llm/sim_engine.py``): ``dt = (1 + d (n - 1)) / decode_tps + prefill /
 prefill_tps + attention_decode_s * sum(decode contexts) + attention_prefill_s * sum(c (p +
-c / 2))``; KV blocks of 16 tokens.
+c / 2))``; KV blocks of 16 tokens. With ``step_roofline`` the first two terms become
+``max(base, tokens / prefill_tps)``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from agentlab.llm import LLMClient, get_profile
 from agentlab.llm.sim_engine import Engine, EngineRequest
 from agentlab.llm.sim_kv import prompt_block_hashes
 from agentlab.llm.sim_profiles import ENGINE_KEYS, PROFILE_DIR
+from agentlab.llm.sim_step import idle_ttft
 from agentlab.store.catalog import llm_call_row
 
 BASE = {
@@ -32,6 +34,7 @@ BASE = {
     "client_overhead_s": 0.0,
     "prefix_caching": False,
     "kv_blocks": 0,
+    "step_roofline": False,
     "tokenizer": "chars:4",  # hand-countable prompts (sim/vllm-3b counts with llama3)
 }
 
@@ -98,6 +101,64 @@ def test_prefix_cache_hits_by_hand() -> None:
     e.advance(10.0)
     assert d.cached_tokens == 16 and d.first_token == pytest.approx(3.0 + 0.1 + 0.16)
     assert e.kv is not None and e.kv.hit_tokens_total == 32 + 16 + 16
+
+
+def test_requests_scheduled_in_one_step_share_the_blocks_it_computes() -> None:
+    # vLLM v1 caches a block when the step computing it is scheduled (allocate_slots), so
+    # B, admitted in the same step as A with the same prompt, hits A's two full blocks.
+    e = Engine(get_profile("vllm-3b", **{**BASE, "prefix_caching": True}))
+    text = _text("a", 64) + _text("b", 200)
+    a, b = _req(1, 0.0, 40, text), _req(2, 0.0, 40, text)
+    e.add(a)
+    e.add(b)
+    e.advance(10.0)
+    # one step: A's 40 tokens + B's last 8 (32 cached) -> 0.1 + 0.48 (without the
+    # same-step hit: 0.1 + 0.80, B cached 0)
+    assert (a.cached_tokens, b.cached_tokens) == (0, 32)
+    assert a.first_token == pytest.approx(0.58) and b.first_token == pytest.approx(0.58)
+    assert e.kv is not None and e.kv.hit_tokens_total == 32
+
+
+def test_roofline_step_time_by_hand() -> None:
+    # base 1 / decode_tps = 0.1 s, 0.01 s per token: the knee is 0.1 * 100 = 10 tokens
+    prof = get_profile("vllm-3b", **{**BASE, "step_roofline": True})
+    assert idle_ttft(prof, 5) == pytest.approx(0.1)  # under the knee: max(0.1, 0.05)
+    assert idle_ttft(prof, 40) == pytest.approx(0.4)  # above: max(0.1, 0.40)
+    off = get_profile("vllm-3b", **BASE)  # the sum: 0.1 + 0.05, 0.1 + 0.40
+    assert (idle_ttft(off, 5), idle_ttft(off, 40)) == pytest.approx((0.15, 0.5))
+    e = Engine(prof)
+    a = EngineRequest(1, 0.0, 5, 3)
+    e.add(a)
+    e.advance(0.15)
+    # B (30 tokens) arrives while A decodes: step [0.2, ..] computes 30 + 1 tokens ->
+    # max(0.1, 0.31), then B's decode step ends at 0.61; C and D (20 tokens each) arrive
+    # together and share one step of 40 tokens -> max(0.1, 0.40) (the sum: 0.1 + 0.40)
+    b = EngineRequest(2, 0.15, 30, 2)
+    e.add(b)
+    e.advance(0.55)
+    c, d = EngineRequest(3, 0.55, 20, 1), EngineRequest(4, 0.55, 20, 1)
+    e.add(c)
+    e.add(d)
+    e.advance(math.inf)
+    assert a.first_token == pytest.approx(0.1)  # a 5-token prefill costs the base step
+    assert b.first_token == pytest.approx(0.2 + 0.31)
+    assert a.end == pytest.approx(0.51)  # A's 3rd token comes with B's prefill step
+    assert b.end == pytest.approx(0.51 + 0.1)  # decode-only step: max(0.1, 1 / 100)
+    assert c.first_token == d.first_token == pytest.approx(0.61 + 0.40)
+
+
+def test_vllm_3b_roofline_goes_through_both_published_lone_call_ttft_points() -> None:
+    # datasets/make_vllm_3b_profile.py: (272 tok, 0.0311 s) [horizontal in-flight-1 TTFT
+    # p25] and (1210 tok, 0.1218 s) [horizontal discussion TTFT p50]; under the roofline
+    # TTFT = overhead_s + prompt / prefill_tps above the knee (~103 tokens)
+    prof = get_profile("vllm-3b")
+    assert prof.step_roofline
+    assert idle_ttft(prof, 272) == pytest.approx(0.0311, abs=2e-4)
+    assert idle_ttft(prof, 1210) == pytest.approx(0.1218, abs=2e-4)
+    assert idle_ttft(prof, 50) == pytest.approx(prof.overhead_s + 1 / prof.decode_tps)
+    # the additive model with the same two parameters would add the ~9.9 ms step base
+    off = prof.replace(step_roofline=False)
+    assert idle_ttft(off, 1210) - idle_ttft(prof, 1210) == pytest.approx(1 / prof.decode_tps)
 
 
 def test_lru_eviction_of_free_cached_blocks_by_hand() -> None:
