@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
+from agentlab.core.tools import function_tool
 from agentlab.errors import ConfigError, ToolError
 
 __all__ = ["CONTEXT_PARAMS", "ToolSpec", "collect_tools", "parse_docstring", "tool"]
@@ -148,14 +149,7 @@ class ToolSpec:
 
     def openai_schema(self) -> dict[str, Any]:
         """The ``tools=[...]`` entry for an OpenAI-style chat request."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
+        return function_tool(self.name, self.description, self.parameters)
 
     def signature_text(self) -> str:
         """A one-line Python-like signature, for code-generation prompts."""
