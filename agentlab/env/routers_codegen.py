@@ -14,6 +14,7 @@ import re
 from dataclasses import asdict
 from typing import Any, ClassVar
 
+from agentlab.core.clock import outside_loop
 from agentlab.env.base import EnvBase
 from agentlab.env.code_cache import CodeCache
 from agentlab.env.routers_base import LLMLike, Router, RouteResult, ToolArgumentError, _render
@@ -105,7 +106,7 @@ class CodeGenRouter(Router):
             self.stats.cache_misses += 1
             if self.llm is None:
                 raise ToolError("CodeGenRouter needs an llm")
-            self.stats.llm_calls += 1
+            self.count_llm_calls()
             resp = await self.llm.complete(
                 self.prompt(text, agent_id),
                 agent_id=agent_id,
@@ -151,7 +152,9 @@ class CodeGenRouter(Router):
         tools = {n: bind(n) for n in self.tool_names}
         try:
             if self.isolation == "process":
-                out = await (self.pool or default_pool()).run(code, tools, self.limits)
+                # the worker runs in real time: under a virtual clock it must not move time
+                async with outside_loop(self.clock):
+                    out = await (self.pool or default_pool()).run(code, tools, self.limits)
             else:
                 out = await Sandbox(tools, self.limits).run(code)
         except AgentlabError as exc:

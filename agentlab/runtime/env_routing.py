@@ -168,6 +168,8 @@ class RouterSet:
         if self._asking is None:
             self._build(services)
         where, router = self._pick(module)
+        if router.clock is None:  # sandbox waits must not move the run's virtual clock
+            router.bind_clock(services.clock)
         counter = _Counter()
         token = _REQUEST.set((tick, counter))
         t0 = time.perf_counter()
