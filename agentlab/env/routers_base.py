@@ -202,6 +202,14 @@ class Router:
         result.llm_calls = counter[0]
         return result
 
+    def state_dict(self) -> dict[str, Any]:
+        """What this router has learned or counted (JSON-able), for the tick's commit."""
+        return {"stats": self.stats.to_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.stats = RouterStats(**state["stats"])
+
     def count_llm_calls(self, n: int = 1) -> None:
         """Count ``n`` LLM calls made for the request being routed (in :attr:`stats` and in
         that request's ``RouteResult.llm_calls``)."""

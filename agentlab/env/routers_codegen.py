@@ -77,6 +77,15 @@ class CodeGenRouter(Router):
             "isolation": self.isolation,
         }
 
+    def state_dict(self) -> dict[str, Any]:
+        """Counters and the code cache (a resumed run reuses the same programs)."""
+        return {**super().state_dict(), "cache": self.cache.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        super().load_state_dict(state)
+        self.cache.load_state_dict(state["cache"])
+
     def signatures(self) -> tuple[str, ...]:
         """The offered tools' signatures (part of the code cache key)."""
         return tuple(self.env.get_tool(n).signature_text() for n in self.tool_names)
