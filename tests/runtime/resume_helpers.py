@@ -10,6 +10,7 @@ columns are left out, and why:
   is written by another process by design.
 - ``_seq``: the row's position inside that shard (restarts in the new shard).
 - ``wall_s``: wall-clock seconds a tick took on this machine (not virtual time).
+- ``latency_s`` (``env_requests``): wall-clock seconds a router request took.
 
 Trace spans are compared the same way, with all their timing, minus their random ids
 (``trace_id``, ``span_id``, ``parent``: random on purpose, from a per-process generator
@@ -26,7 +27,7 @@ from typing import Any
 #: the only columns a resumed run may differ in (see the module docstring)
 # traceback: where an error was raised is diagnostic text; its frames differ by executor
 # (a Ray worker's vclock_worker frames, a local run's own), not by what the run did
-WALL_OR_STORAGE_ONLY = frozenset({"_shard", "_seq", "wall_s", "traceback"})
+WALL_OR_STORAGE_ONLY = frozenset({"_shard", "_seq", "wall_s", "traceback", "latency_s"})
 SPAN_IDS = frozenset({"trace_id", "span_id", "parent"})
 
 
