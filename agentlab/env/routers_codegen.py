@@ -18,7 +18,7 @@ from agentlab.core.clock import outside_loop
 from agentlab.env.base import EnvBase
 from agentlab.env.code_cache import CodeCache
 from agentlab.env.routers_base import LLMLike, Router, RouteResult, ToolArgumentError, _render
-from agentlab.env.sandbox import Limits, Sandbox
+from agentlab.env.sandbox import Limits, Sandbox, ToolFn
 from agentlab.env.sandbox_pool import SandboxPool, default_pool
 from agentlab.errors import AgentlabError, ConfigError, ToolError
 
@@ -141,7 +141,7 @@ class CodeGenRouter(Router):
         """
         calls: list[dict[str, Any]] = []
 
-        def bind(name: str) -> Any:
+        def bind(name: str) -> ToolFn:
             spec = self.env.get_tool(name)
 
             async def fn(args: list[Any], kwargs: dict[str, Any]) -> Any:

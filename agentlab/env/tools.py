@@ -18,7 +18,7 @@ import typing
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import pydantic
 
@@ -41,13 +41,27 @@ class _ToolMark:
     keywords: tuple[str, ...] = ()
 
 
+@overload
+def tool(fn: F) -> F: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    keywords: str | list[str] | tuple[str, ...] = (),
+) -> Callable[[F], F]: ...
+
+
 def tool(
     fn: F | None = None,
     *,
     name: str | None = None,
     description: str | None = None,
     keywords: str | list[str] | tuple[str, ...] = (),
-) -> Any:
+) -> F | Callable[[F], F]:
     """Mark an env method (sync or async) as a tool.
 
     Use as ``@tool`` or ``@tool(name="search", description="...", keywords="cab ride")``.
