@@ -20,6 +20,9 @@ seeded by ``os.urandom``).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -105,3 +108,27 @@ def diff_summary(a: dict[str, Counter[str]], b: dict[str, Counter[str]]) -> str:
                 f"resumed run; e.g. {only_a[:1]} vs {only_b[:1]}"
             )
     return "\n".join(lines)
+
+
+def run_in_new_process(script: str, *args: str) -> None:
+    """Run ``python -c script *args`` in a fresh interpreter (random hash seed, no
+    progress bars), from the repository root; fail with its stderr if it fails. Nothing
+    survives in memory between two such parts of a run."""
+    env = {**os.environ, "AGENTLAB_PROGRESS": "0", "PYTHONHASHSEED": "random"}
+    r = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def dataset_rows(run: Path, dataset: str) -> list[dict[str, Any]]:
+    """Every row of one replay dataset, as written (all shards)."""
+    out = []
+    for f in sorted((run / "replay" / dataset).glob("*.jsonl")):
+        out.extend(json.loads(line) for line in f.read_bytes().splitlines())
+    return out

@@ -8,15 +8,18 @@ sandbox worker processes) on ``sim/vllm-3b`` under the virtual clock.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.runtime.resume_helpers import committed_files, diff_summary, strict_rows, strict_spans
+from tests.runtime.resume_helpers import (
+    committed_files,
+    dataset_rows,
+    diff_summary,
+    run_in_new_process,
+    strict_rows,
+    strict_spans,
+)
 
 CHILD = r"""
 import sys
@@ -46,23 +49,7 @@ s.close()
 
 
 def _run(run: Path, until: int) -> None:
-    env = {**os.environ, "AGENTLAB_PROGRESS": "0", "PYTHONHASHSEED": "random"}
-    r = subprocess.run(
-        [sys.executable, "-c", CHILD, str(run), str(until)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-
-
-def _requests(run: Path) -> list[dict]:
-    out = []
-    for f in sorted((run / "replay" / "env_requests").glob("*.jsonl")):
-        out.extend(json.loads(line) for line in f.read_bytes().splitlines())
-    return out
+    run_in_new_process(CHILD, str(run), str(until))
 
 
 @pytest.mark.slow
@@ -81,5 +68,7 @@ def test_resumed_codegen_society_equals_straight_run(tmp_path: Path) -> None:
     assert (resumed / routers).read_bytes() == (straight / routers).read_bytes()
 
     # teeth: after the stop, programs cached before it are reused
-    later_hits = [r for r in _requests(straight) if r["tick"] > stop and r["cache_hit"]]
+    later_hits = [
+        r for r in dataset_rows(straight, "env_requests") if r["tick"] > stop and r["cache_hit"]
+    ]
     assert later_hits, "no cache hit after the stop: the test would not see a lost cache"
