@@ -56,12 +56,6 @@ ROOT = Path(__file__).resolve().parents[1]
 #:   sampled on the wall clock, so how many rows there are and every value in them; only
 #:   the dataset's presence is compared.
 #: - ``env_requests.latency_s``: wall-clock seconds a router request took.
-#: - Timing-dependent on the base commit already (two builds of one commit differ, so these
-#:   are not hidden regressions; reported upstream): with the codegen router the sandbox runs
-#:   in real time while the virtual clock moves on, so the virtual ``end`` of ``env.ask``,
-#:   ``agent.step`` and ``society.batch`` spans depends on the machine's speed; and the router counts its LLM
-#:   calls in one counter shared by concurrent requests, so the timeline's
-#:   ``routers.llm_calls`` (and per kind) depends on how requests interleave in real time.
 #: - ``replay/_schema.json``: each dataset's ``created`` (wall-clock registration time).
 #: - ``run.json``: ``created``, ``started``, ``starts``, ``ended`` (wall clock) and ``git``
 #:   (the commit the run was made with: the one thing that is meant to change).
@@ -73,7 +67,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ROW_FIELDS = frozenset({"_shard", "_seq", "wall_s", "trace_id", "span_id", "parent"})
 DATASET_FIELDS = {"env_requests": frozenset({"latency_s"})}
 WALL_SAMPLED = frozenset({"process_metrics"})
-REAL_TIME_SPANS = frozenset({"env.ask", "agent.step", "society.batch"})
 META_FIELDS = {
     "_schema.json": frozenset({"created"}),
     "run.json": frozenset({"created", "started", "starts", "ended", "git"}),
@@ -173,11 +166,6 @@ def _shard_rows(p: Path) -> list[str]:
     rows = []
     for line in p.read_bytes().splitlines():
         row = _drop(json.loads(line), fields)
-        if p.parent.name == "trace" and row.get("name") in REAL_TIME_SPANS:
-            row.pop("end", None)
-        if p.parent.name == "timeline" and isinstance(row.get("routers"), dict):
-            for counts in [row["routers"], *row["routers"].get("by_kind", {}).values()]:
-                counts.pop("llm_calls", None)
         rows.append(json.dumps(row))
     return sorted(rows)
 

@@ -16,6 +16,8 @@ from typing import Any
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import register_agent
 from agentlab.agents.skills import SkillSet, env_script_runner
+from agentlab.core.records import LLMResponse, ToolCall
+from agentlab.core.tools import run_tool_loop
 from agentlab.errors import AgentlabError, ConfigError
 
 __all__ = ["LLMAgent"]
@@ -133,35 +135,52 @@ class LLMAgent(AgentBase):
             await self._ask(tick, messages, extra)
             return
         actions: dict[str, int] = self.state["actions"]
-        reply = ""
-        for iteration in range(int(self.config.get("max_iterations", 3))):
+        offered = [tools]
+
+        async def complete(iteration: int) -> LLMResponse:
             resp = await svc.llm.complete(
-                messages, tools=tools, labels={"stage": "react", "iteration": iteration}, **extra
+                messages,
+                tools=offered[0],
+                labels={"stage": "react", "iteration": iteration},
+                **extra,
             )
             self.state["llm_calls"] += 1
-            if not resp.tool_calls or (env is None and skills is None):
-                reply = resp.text
-                break
-            messages.append(resp.to_message())
-            for call in resp.tool_calls:
-                try:
-                    if skills is not None and skills.handles(call.name):
-                        result = await skills.acall(self, tick, call.name, call.arguments)
-                    elif env is None:
-                        raise AgentlabError(f"no env offers tool {call.name!r}")
-                    else:
-                        result = await env.call(call.name, call.arguments, call_id=call.id)
-                    ok = True
-                except AgentlabError as exc:  # a refused tool call is an observation
-                    result, ok = f"error: {exc}", False
-                actions[call.name] = actions.get(call.name, 0) + 1
-                text = result if isinstance(result, str) else _canonical(result)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": text[:1000]})
-                self._remember(
-                    f"t{tick} {call.name}({_short(call.arguments)}) -> {'ok' if ok else 'refused'}"
-                )
+            return resp
+
+        async def call_tool(call: ToolCall) -> str:
+            try:
+                if skills is not None and skills.handles(call.name):
+                    result = await skills.acall(self, tick, call.name, call.arguments)
+                elif env is None:
+                    raise AgentlabError(f"no env offers tool {call.name!r}")
+                else:
+                    result = await env.call(call.name, call.arguments, call_id=call.id)
+                ok = True
+            except AgentlabError as exc:  # a refused tool call is an observation
+                result, ok = f"error: {exc}", False
+            actions[call.name] = actions.get(call.name, 0) + 1
+            text = result if isinstance(result, str) else _canonical(result)
+            self._remember(
+                f"t{tick} {call.name}({_short(call.arguments)}) -> {'ok' if ok else 'refused'}"
+            )
+            return text[:1000]
+
+        def after_round(_: int) -> None:
             if skills is not None:  # an activated skill may bring run_skill_script
-                tools = skills.tools(env_tools)
+                offered[0] = skills.tools(env_tools)
+
+        reply = ""
+        max_iterations = int(self.config.get("max_iterations", 3))
+        if max_iterations >= 1:
+            end = await run_tool_loop(
+                messages,
+                complete=complete,
+                call_tool=call_tool,
+                max_iterations=max_iterations,
+                stop=lambda _resp, _calls: env is None and skills is None,
+                after_round=after_round,
+            )
+            reply = end.response.text if end.answered else ""
         if reply:
             self._remember(f"t{tick} thought: {reply[:80]}")
         self.state["last"] = reply[:200]

@@ -20,6 +20,7 @@ from agentlab.agents.skill_files import (
     load_skills,
     skills_digest,
 )
+from agentlab.core.tools import function_tool, object_parameters
 from agentlab.errors import AgentlabError, ConfigError
 
 __all__ = [
@@ -340,11 +341,4 @@ def _fingerprint(sources: list[Any]) -> list[Any]:
 
 
 def _fn(name: str, description: str, props: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": props, "required": list(props)},
-        },
-    }
+    return function_tool(name, description, object_parameters(props))

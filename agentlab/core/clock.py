@@ -13,13 +13,29 @@ threads or sockets is not modelled (use the real clock for real providers and fo
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "HorizonClock", "RealClock", "VirtualClock", "clock_from_name", "settle"]
+__all__ = [
+    "Clock",
+    "HorizonClock",
+    "RealClock",
+    "VirtualClock",
+    "clock_from_name",
+    "outside_loop",
+    "settle",
+]
+
+
+#: the clock whose :meth:`VirtualClock.hold` the running task is inside
+_HOLDING: contextvars.ContextVar[VirtualClock | None] = contextvars.ContextVar(
+    "agentlab_clock_holding", default=None
+)
 
 
 @runtime_checkable
@@ -70,6 +86,11 @@ class VirtualClock:
         self._seq = itertools.count()
         self._driver: asyncio.Task[None] | None = None
         self._wakeup: asyncio.Event | None = None
+        self._holds = 0
+        self._held_sleeps = 0  # sleeps begun inside a hold (the held work's own waits)
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        self._unheld: asyncio.Event | None = None
+        self._hold_lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     def now(self) -> float:
         return self._now
@@ -79,7 +100,73 @@ class VirtualClock:
         fut: asyncio.Future[None] = loop.create_future()
         heapq.heappush(self._heap, (self._now + max(0.0, seconds), next(self._seq), fut))
         self._ensure_driver(loop)
+        if not self._holds or _HOLDING.get() is not self:
+            await fut
+            return
+        # held work that waits on this clock (a tool with a simulated latency): its time
+        # passes, or the hold would wait for itself
+        self._held_sleeps += 1
+        self._wake_driver()
+        try:
+            await fut
+        finally:
+            self._held_sleeps -= 1
+
+    @contextlib.asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        """Stop time while the body waits on work outside the loop (worker processes,
+        threads, sockets), which the clock cannot see.
+
+        Without it the clock takes the wait for idleness and jumps ahead, so how much virtual
+        time passes (and what runs meanwhile) would depend on the machine's speed. Inside,
+        time stands still; bodies run one at a time, in the order they entered, each once
+        the loop has settled, so what they do (e.g. a sandboxed program's tool calls on the
+        env) happens in the same order on every run. The wait costs no virtual time.
+        """
+        loop = asyncio.get_running_loop()
+        if self._hold_lock is None or self._hold_lock[0] is not loop:
+            self._hold_lock = (loop, asyncio.Lock())
+        async with self._hold_lock[1]:
+            self._holds += 1
+            token = None
+            try:
+                await self._until_idle()
+                token = _HOLDING.set(self)
+                yield
+            finally:
+                if token is not None:
+                    _HOLDING.reset(token)
+                self._holds -= 1
+                self._wake_driver()
+
+    async def _until_idle(self) -> None:
+        # The driver spins on sleep(0) while the loop is busy, so settle() beside it would
+        # never see an empty ready queue: the driver itself says when the loop is idle.
+        driver = self._driver
+        if driver is None or driver.done():
+            await settle()
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._idle_waiters.append(fut)
         await fut
+
+    def _release_idle_waiters(self) -> None:
+        for fut in self._idle_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._idle_waiters.clear()
+
+    def _held(self) -> bool:
+        return self._holds > 0 and self._held_sleeps == 0
+
+    def _wake_driver(self) -> None:
+        if self._unheld is not None:
+            self._unheld.set()
+
+    async def _wait_unheld(self) -> None:
+        while self._held():
+            self._unheld = asyncio.Event()
+            await self._unheld.wait()
 
     def _ensure_driver(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._driver is None or self._driver.done() or self._driver.get_loop() is not loop:
@@ -88,28 +175,37 @@ class VirtualClock:
     async def _drive(self, loop: asyncio.AbstractEventLoop) -> None:
         ready = getattr(loop, "_ready", None)  # CPython's runnable-callback deque
         idle_rounds = 0
-        while self._heap:
-            # Drop cancelled sleepers (a cancelled sampler, a finished timeout) at once,
-            # not at the next idle moment: a driver whose heap holds only those must end,
-            # or it keeps the loop "busy" for another clock's driver and both wait forever.
-            while self._heap and self._heap[0][2].cancelled():
-                heapq.heappop(self._heap)
-            if not self._heap:
-                break
-            await asyncio.sleep(0)
-            if ready is not None and len(ready) > 0:
+        try:
+            while self._heap:
+                # Drop cancelled sleepers (a cancelled sampler, a finished timeout) at once,
+                # not at the next idle moment: a driver whose heap holds only those must end,
+                # or it keeps the loop "busy" for another clock's driver and both wait forever.
+                while self._heap and self._heap[0][2].cancelled():
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    break
+                await asyncio.sleep(0)
+                if ready is not None and len(ready) > 0:
+                    idle_rounds = 0
+                    continue
+                # Loops without an inspectable ready queue: settle a few rounds instead.
+                if ready is None and idle_rounds < 8:
+                    idle_rounds += 1
+                    continue
                 idle_rounds = 0
-                continue
-            # Loops without an inspectable ready queue: settle a few rounds instead.
-            if ready is None and idle_rounds < 8:
-                idle_rounds += 1
-                continue
-            idle_rounds = 0
-            wake, _, fut = heapq.heappop(self._heap)
-            if fut.cancelled():
-                continue
-            self._now = max(self._now, wake)
-            fut.set_result(None)
+                if self._holds and self._idle_waiters:  # a hold may start: the loop is idle
+                    self._release_idle_waiters()
+                    continue
+                if self._held():  # idle only because a held body waits outside the loop
+                    await self._wait_unheld()
+                    continue
+                wake, _, fut = heapq.heappop(self._heap)
+                if fut.cancelled():
+                    continue
+                self._now = max(self._now, wake)
+                fut.set_result(None)
+        finally:  # nobody left to say when the loop is idle: let a waiting hold start
+            self._release_idle_waiters()
 
     def advance_to(self, t: float) -> None:
         """Move time forward to ``t`` (never back) without waking anyone.
@@ -161,6 +257,9 @@ class HorizonClock(VirtualClock):
         """Wake sleepers while ``may_wake(next wake-up)``; return when settled and not."""
         while True:
             await settle()
+            if self._held():
+                await self._wait_unheld()
+                continue
             t = self.next_wake()
             if t is None or not may_wake(t):
                 return
@@ -181,6 +280,14 @@ async def settle() -> None:
         await asyncio.sleep(0)
         if not ready:
             return
+
+
+def outside_loop(clock: Clock | None) -> contextlib.AbstractAsyncContextManager[None]:
+    """``clock.hold()`` for a virtual clock (see :meth:`VirtualClock.hold`); otherwise a
+    context that does nothing (real time simply passes while the body waits)."""
+    if isinstance(clock, VirtualClock):
+        return clock.hold()
+    return contextlib.nullcontext()
 
 
 def clock_from_name(name: str) -> Clock:

@@ -152,6 +152,28 @@ class CodeCache:
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
 
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state: counters and the entries, least recently used first (committed
+        with the tick, so a resumed run hits exactly where an uninterrupted one does)."""
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "entries": [
+                [agent, shape, list(sigs), list(literals), code]
+                for (agent, shape, sigs), (literals, code) in self._entries.items()
+            ],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (keeps this cache's ``size``)."""
+        self.hits, self.misses = int(state["hits"]), int(state["misses"])
+        self._entries = OrderedDict(
+            ((agent, shape, tuple(sigs)), (list(literals), code))
+            for agent, shape, sigs, literals, code in state["entries"]
+        )
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
     def stats(self) -> dict[str, int]:
         """``{"hits", "misses", "entries"}``."""
         return {"hits": self.hits, "misses": self.misses, "entries": len(self._entries)}

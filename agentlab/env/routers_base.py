@@ -9,9 +9,11 @@ and :mod:`agentlab.env.routers_plan`.
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from agentlab.core.clock import Clock
 from agentlab.env.base import EnvBase
 from agentlab.env.registry import env_spec
 from agentlab.env.render import TooLarge, bounded_json, logical_size
@@ -138,6 +140,12 @@ def _render(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 15] + "... (truncated)"
 
 
+#: the LLM-call counter of the request :meth:`Router.route` is carrying out in this task
+_REQUEST_LLM_CALLS: ContextVar[list[int] | None] = ContextVar(
+    "agentlab_router_request_llm_calls", default=None
+)
+
+
 class Router:
     """Base class: runs validated tool calls and keeps the counters.
 
@@ -165,11 +173,21 @@ class Router:
             env.get_tool(name)  # unknown names fail now, listing the valid ones
         self.max_observation_chars = max_observation_chars
         self.stats = RouterStats()
+        #: the run's clock (see :meth:`bind_clock`); ``None``: real time
+        self.clock: Clock | None = None
+
+    def bind_clock(self, clock: Clock) -> None:
+        """Use the run's clock: under a virtual one, work this router does outside the
+        event loop (sandbox processes) takes no virtual time and runs in a fixed order."""
+        self.clock = clock
 
     async def route(self, request: Any, *, agent_id: str | None = None) -> RouteResult:
         """Carry out ``request`` for ``agent_id``; never raises for bad requests."""
         self.stats.calls += 1
-        llm_before = self.stats.llm_calls
+        # This request's own LLM calls: the router's counter is shared by every request in
+        # flight, so a difference of it would count the concurrent ones too.
+        counter = [0]
+        token = _REQUEST_LLM_CALLS.set(counter)
         try:
             result = await self._route(request, agent_id)
         except (ToolArgumentError, UnsafeCodeError, UnknownNameError) as exc:
@@ -178,9 +196,27 @@ class Router:
         except Exception as exc:  # a tool bug or LLM failure must not kill the society
             self.stats.errors += 1
             result = self._failure(exc, "failed")
+        finally:
+            _REQUEST_LLM_CALLS.reset(token)
         result.router = result.router or self.kind
-        result.llm_calls = self.stats.llm_calls - llm_before
+        result.llm_calls = counter[0]
         return result
+
+    def state_dict(self) -> dict[str, Any]:
+        """What this router has learned or counted (JSON-able), for the tick's commit."""
+        return {"stats": self.stats.to_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.stats = RouterStats(**state["stats"])
+
+    def count_llm_calls(self, n: int = 1) -> None:
+        """Count ``n`` LLM calls made for the request being routed (in :attr:`stats` and in
+        that request's ``RouteResult.llm_calls``)."""
+        self.stats.llm_calls += n
+        counter = _REQUEST_LLM_CALLS.get()
+        if counter is not None:
+            counter[0] += n
 
     async def _route(self, request: Any, agent_id: str | None) -> RouteResult:
         raise NotImplementedError

@@ -14,10 +14,11 @@ import re
 from dataclasses import asdict
 from typing import Any, ClassVar
 
+from agentlab.core.clock import outside_loop
 from agentlab.env.base import EnvBase
 from agentlab.env.code_cache import CodeCache
 from agentlab.env.routers_base import LLMLike, Router, RouteResult, ToolArgumentError, _render
-from agentlab.env.sandbox import Limits, Sandbox
+from agentlab.env.sandbox import Limits, Sandbox, ToolFn
 from agentlab.env.sandbox_pool import SandboxPool, default_pool
 from agentlab.errors import AgentlabError, ConfigError, ToolError
 
@@ -76,6 +77,15 @@ class CodeGenRouter(Router):
             "isolation": self.isolation,
         }
 
+    def state_dict(self) -> dict[str, Any]:
+        """Counters and the code cache (a resumed run reuses the same programs)."""
+        return {**super().state_dict(), "cache": self.cache.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        super().load_state_dict(state)
+        self.cache.load_state_dict(state["cache"])
+
     def signatures(self) -> tuple[str, ...]:
         """The offered tools' signatures (part of the code cache key)."""
         return tuple(self.env.get_tool(n).signature_text() for n in self.tool_names)
@@ -105,7 +115,7 @@ class CodeGenRouter(Router):
             self.stats.cache_misses += 1
             if self.llm is None:
                 raise ToolError("CodeGenRouter needs an llm")
-            self.stats.llm_calls += 1
+            self.count_llm_calls()
             resp = await self.llm.complete(
                 self.prompt(text, agent_id),
                 agent_id=agent_id,
@@ -131,7 +141,7 @@ class CodeGenRouter(Router):
         """
         calls: list[dict[str, Any]] = []
 
-        def bind(name: str) -> Any:
+        def bind(name: str) -> ToolFn:
             spec = self.env.get_tool(name)
 
             async def fn(args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -151,7 +161,9 @@ class CodeGenRouter(Router):
         tools = {n: bind(n) for n in self.tool_names}
         try:
             if self.isolation == "process":
-                out = await (self.pool or default_pool()).run(code, tools, self.limits)
+                # the worker runs in real time: under a virtual clock it must not move time
+                async with outside_loop(self.clock):
+                    out = await (self.pool or default_pool()).run(code, tools, self.limits)
             else:
                 out = await Sandbox(tools, self.limits).run(code)
         except AgentlabError as exc:

@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any
 
+from agentlab.core.clock import Clock
+from agentlab.core.tools import function_tool, object_parameters
 from agentlab.env.base import EnvBase
 from agentlab.env.routers_base import (
     LLMLike,
@@ -101,7 +103,7 @@ class PlanRouter(Router):
     async def _route(self, request: Any, agent_id: str | None) -> RouteResult:
         if self.llm is None:
             raise ToolError("PlanRouter needs an llm")
-        self.stats.llm_calls += 1
+        self.count_llm_calls()
         resp = await self.llm.complete(
             self.prompt(str(request), agent_id),
             agent_id=agent_id,
@@ -172,20 +174,19 @@ class TwoTierRouter(Router):
         """Spec of the first module only is not enough: rebuild two-tier routers by hand."""
         raise ConfigError("TwoTierRouter spans several modules; build it with make_router")
 
+    def bind_clock(self, clock: Clock) -> None:
+        """The run's clock, for this router and every module's router."""
+        super().bind_clock(clock)
+        for router in self.inner.values():
+            router.bind_clock(clock)
+
     def choose_schema(self) -> dict[str, Any]:
         """The first tier's one tool: ``choose_module(module: enum of names)``."""
-        return {
-            "type": "function",
-            "function": {
-                "name": "choose_module",
-                "description": "Pick the part of the world that can carry out the request.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"module": {"type": "string", "enum": self.names}},
-                    "required": ["module"],
-                },
-            },
-        }
+        return function_tool(
+            "choose_module",
+            "Pick the part of the world that can carry out the request.",
+            object_parameters({"module": {"type": "string", "enum": self.names}}),
+        )
 
     async def _route(self, request: Any, agent_id: str | None) -> RouteResult:
         if self.llm is None:
@@ -198,7 +199,7 @@ class TwoTierRouter(Router):
             {"role": "system", "content": "Choose the module for the request:\n" + menu},
             {"role": "user", "content": str(request)},
         ]
-        self.stats.llm_calls += 1
+        self.count_llm_calls()
         resp = await self.llm.complete(
             messages,
             tools=[self.choose_schema()],
@@ -209,7 +210,7 @@ class TwoTierRouter(Router):
         choice = _chosen(resp, self.names)
         result = await self.inner[choice].route(request, agent_id=agent_id)
         # the second tier's work is this router's work (its own counters stay internal)
-        self.stats.llm_calls += result.llm_calls
+        self.count_llm_calls(result.llm_calls)
         self.stats.tool_calls += len(result.calls)
         result.plan = {"module": choice}
         result.router = self.kind

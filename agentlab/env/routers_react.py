@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentlab.core.tools import run_tool_loop
 from agentlab.env.base import EnvBase
 from agentlab.env.routers_base import (
     LLMLike,
@@ -112,42 +113,51 @@ class ReActRouter(Router):
         schemas = self.env.tool_schemas(offered)
         calls: list[dict[str, Any]] = []
         value: Any = None
-        for i in range(self.max_iterations):
-            self.stats.llm_calls += 1
-            resp = await self.llm.complete(
+
+        async def complete(i: int) -> Any:
+            assert self.llm is not None
+            self.count_llm_calls()
+            return await self.llm.complete(
                 messages,
                 tools=schemas,
                 agent_id=agent_id,
                 labels={"stage": "router", "router": self.kind, "iteration": i},
             )
-            tool_calls = list(getattr(resp, "tool_calls", None) or [])
-            text = getattr(resp, "text", "") or ""
-            if not tool_calls:
-                observation = "\n".join(
-                    [f"{c['tool']}: {_render(c.get('result', c.get('error')), 400)}" for c in calls]
-                    + ([text] if text else [])
-                )
-                return RouteResult(
-                    ok=True,
-                    text=_render(observation or "(no action)", self.max_observation_chars),
-                    calls=calls,
-                    value=value,
-                )
-            messages.append(_assistant_message(text, tool_calls))
-            for tc in tool_calls:
-                try:
-                    value = await self.call_tool(tc.name, tc.arguments, agent_id, calls)
-                    content = _render(value, self.max_observation_chars)
-                except (ToolError, UnknownNameError) as exc:
-                    # the model sees its mistake and may correct it in the next iteration
-                    if isinstance(exc, ToolArgumentError):
-                        self.stats.rejections += 1
-                    else:
-                        self.stats.errors += 1
-                    content = f"error: {exc}"
-                messages.append(
-                    {"role": "tool", "tool_call_id": getattr(tc, "id", ""), "content": content}
-                )
+
+        async def call_tool(tc: Any) -> str:
+            nonlocal value
+            try:
+                value = await self.call_tool(tc.name, tc.arguments, agent_id, calls)
+                return _render(value, self.max_observation_chars)
+            except (ToolError, UnknownNameError) as exc:
+                # the model sees its mistake and may correct it in the next iteration
+                if isinstance(exc, ToolArgumentError):
+                    self.stats.rejections += 1
+                else:
+                    self.stats.errors += 1
+                return f"error: {exc}"
+
+        end = await run_tool_loop(
+            messages,
+            complete=complete,
+            call_tool=call_tool,
+            max_iterations=self.max_iterations,
+            assistant_message=lambda resp, tcs: _assistant_message(
+                getattr(resp, "text", "") or "", tcs
+            ),
+        )
+        if end.answered:
+            text = getattr(end.response, "text", "") or ""
+            observation = "\n".join(
+                [f"{c['tool']}: {_render(c.get('result', c.get('error')), 400)}" for c in calls]
+                + ([text] if text else [])
+            )
+            return RouteResult(
+                ok=True,
+                text=_render(observation or "(no action)", self.max_observation_chars),
+                calls=calls,
+                value=value,
+            )
         err = ToolError(
             f"ReAct loop stopped after max_iterations={self.max_iterations} without a final answer"
         )

@@ -528,8 +528,13 @@ _DEFAULT: list[SandboxPool] = []
 
 
 def default_pool() -> SandboxPool:
-    """The process-wide pool routers use unless given one."""
+    """The process-wide pool routers use unless given one (a forked child builds its own:
+    the parent's workers, pipes and threads are not the child's)."""
     if not _DEFAULT:
         _DEFAULT.append(SandboxPool())
         atexit.register(_DEFAULT[0].close)
     return _DEFAULT[0]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_DEFAULT.clear)

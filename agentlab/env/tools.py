@@ -18,10 +18,11 @@ import typing
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import pydantic
 
+from agentlab.core.tools import function_tool
 from agentlab.errors import ConfigError, ToolError
 
 __all__ = ["CONTEXT_PARAMS", "ToolSpec", "collect_tools", "parse_docstring", "tool"]
@@ -40,13 +41,27 @@ class _ToolMark:
     keywords: tuple[str, ...] = ()
 
 
+@overload
+def tool(fn: F) -> F: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    keywords: str | list[str] | tuple[str, ...] = (),
+) -> Callable[[F], F]: ...
+
+
 def tool(
     fn: F | None = None,
     *,
     name: str | None = None,
     description: str | None = None,
     keywords: str | list[str] | tuple[str, ...] = (),
-) -> Any:
+) -> F | Callable[[F], F]:
     """Mark an env method (sync or async) as a tool.
 
     Use as ``@tool`` or ``@tool(name="search", description="...", keywords="cab ride")``.
@@ -148,14 +163,7 @@ class ToolSpec:
 
     def openai_schema(self) -> dict[str, Any]:
         """The ``tools=[...]`` entry for an OpenAI-style chat request."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
+        return function_tool(self.name, self.description, self.parameters)
 
     def signature_text(self) -> str:
         """A one-line Python-like signature, for code-generation prompts."""

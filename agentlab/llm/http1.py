@@ -34,7 +34,6 @@ import ssl
 import urllib.request
 import weakref
 import zlib
-from typing import Any
 from urllib.parse import urlsplit
 
 import httptools
@@ -96,7 +95,7 @@ class Response(asyncio.BufferedProtocol):
         self._framed = False  # Content-Length or chunked: EOF before the end is a cut
         self._parts: list[bytes] = []
         self._size = 0
-        self._inflate: Any = None
+        self._inflate: zlib._Decompress | None = None
         self._active = False
         self._draining = False  # released after its logical end, the rest is discarded
 

@@ -352,7 +352,8 @@ class _Acc:
                 fn = tc.get("function") or {}
                 slot[1] = fn.get("name") or slot[1]
                 slot[2] += fn.get("arguments") or ""
-        return delta.get("content")
+        content = delta.get("content")
+        return content if isinstance(content, str) else None
 
 
 async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterator[str]:

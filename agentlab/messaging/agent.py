@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentlab.core.clock import Clock
+from agentlab.core.tools import run_tool_loop
 from agentlab.errors import AgentlabError, ConfigError
 from agentlab.messaging.msg import Msg
 from agentlab.messaging.structured import (
@@ -226,22 +227,28 @@ class LLMAgent(HubAgent):
         """Complete with the skill tools offered; run the model's skill calls (a refused
         one is an ``error: ...`` tool message) until it answers or ``skill_rounds`` pass."""
         skills = self.skills
-        for round_ in range(self.skill_rounds + 1):
+
+        async def complete(round_: int) -> Any:
             tools = skills.tools(None) if round_ < self.skill_rounds else None
-            resp = await self.client.complete(
+            return await self.client.complete(
                 chat, tools=tools, labels=labels, agent_id=self.name, **kw
             )
-            calls = getattr(resp, "tool_calls", None) or []
-            if not calls or not all(skills.handles(c.name) for c in calls):
-                return resp
-            chat.append(resp.to_message())
-            for c in calls:
-                try:
-                    text = await skills.acall(self, None, c.name, c.arguments)
-                except AgentlabError as exc:
-                    text = f"error: {exc}"
-                chat.append({"role": "tool", "tool_call_id": c.id, "content": text[:4000]})
-        return resp
+
+        async def call_tool(c: Any) -> str:
+            try:
+                text = await skills.acall(self, None, c.name, c.arguments)
+            except AgentlabError as exc:
+                text = f"error: {exc}"
+            return text[:4000]
+
+        end = await run_tool_loop(
+            chat,
+            complete=complete,
+            call_tool=call_tool,
+            max_iterations=self.skill_rounds + 1,
+            stop=lambda _resp, calls: not all(skills.handles(c.name) for c in calls),
+        )
+        return end.response
 
 
 def _structured_msg(name: str, res: StructuredResult[Any], clock: Clock | None) -> Msg:

@@ -96,6 +96,7 @@ class RouterSet:
         self._group: Any = None
         self._services: Any = None
         self._tick: dict[str, dict[str, Any]] = {}
+        self._pending: dict[str, Any] | None = None  # restored state of unbuilt routers
         #: failed direct tool calls by ``"tool: ErrorClass"`` (whole run, this process)
         self.call_errors: Counter[str] = Counter()
 
@@ -118,6 +119,7 @@ class RouterSet:
         if group:
             opts = next(c["options"] for c in self.configs if c["kind"] == "two_tier")
             self._group = make_router("two_tier", group, llm=llm, **opts)
+        self._load_pending()
 
     def _pick(self, module: str | None) -> tuple[str, Any]:
         assert self._asking is not None
@@ -168,6 +170,8 @@ class RouterSet:
         if self._asking is None:
             self._build(services)
         where, router = self._pick(module)
+        if router.clock is None:  # sandbox waits must not move the run's virtual clock
+            router.bind_clock(services.clock)
         counter = _Counter()
         token = _REQUEST.set((tick, counter))
         t0 = time.perf_counter()
@@ -307,6 +311,38 @@ class RouterSet:
                 "latency_s": latency,
             },
         )
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The routers' counters and learned state (the codegen cache), or ``None`` while no
+        language router has been built (nothing to keep beyond the direct counters)."""
+        if self._asking is None:
+            return None
+        return {
+            "schema_version": 1,
+            "direct": [self.direct[id(m)].state_dict() for m in self.modules],
+            "asking": {name: r.state_dict() for name, r in self._asking.items()},
+            "group": self._group.state_dict() if self._group is not None else None,
+            "call_errors": dict(self.call_errors),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the language routers get theirs when built."""
+        for m, st in zip(self.modules, state["direct"], strict=True):
+            self.direct[id(m)].load_state_dict(st)
+        self.call_errors = Counter(state["call_errors"])
+        self._pending = state
+
+    def _load_pending(self) -> None:
+        state, self._pending = self._pending, None
+        if state is None or self._asking is None:
+            return
+        direct = {id(r) for r in self.direct.values()}
+        for name, st in state["asking"].items():
+            router = self._asking.get(name)
+            if router is not None and id(router) not in direct:  # direct ones: loaded
+                router.load_state_dict(st)
+        if self._group is not None and state["group"] is not None:
+            self._group.load_state_dict(state["group"])
 
     def take_tick_stats(self) -> dict[str, Any]:
         """Counters since the last call, summed and ``by_kind`` (for the timeline)."""

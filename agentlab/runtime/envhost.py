@@ -13,11 +13,13 @@ Natural-language requests (``ask``) go through the router each module names in i
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 from typing import Any
 
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.runtime.env_routing import RouterSet, attach_router, router_config_of
+from agentlab.store.atomic import atomic_write_bytes
 
 __all__ = [
     "EnvHost",
@@ -29,6 +31,8 @@ __all__ = [
 ]
 
 ENV_CKPT_DIR = "env/ticks"
+#: the routers' state of a tick (counters, the codegen cache), beside the modules' files
+ROUTERS_FILE = "routers.json"
 
 
 def build_env_modules(specs: list[Any], seed: int) -> list[Any]:
@@ -200,6 +204,14 @@ class EnvHost:
             rel = f"{ENV_CKPT_DIR}/{tick}/{i}.json"
             m.to_workspace(run_dir, path=rel, fsync=False)
             paths.append(rel)
+        routers = self.routing.state_dict()
+        if routers is not None:  # next to the modules' files, so it commits with them
+            state = {"calls": self.calls, "errors": self.errors, "routers": routers}
+            atomic_write_bytes(
+                Path(run_dir) / ENV_CKPT_DIR / str(tick) / ROUTERS_FILE,
+                json.dumps(state, sort_keys=True).encode(),
+                fsync=False,
+            )
         self.routing.flush()  # env_requests rows of this process, before the commit
         return paths
 
@@ -208,6 +220,11 @@ class EnvHost:
         for m, rel in zip(self.modules, paths, strict=True):
             if not m.restore(run_dir, path=rel):
                 raise ConfigError(f"env checkpoint {Path(run_dir) / rel} is missing")
+        routers = Path(run_dir) / Path(paths[0]).parent / ROUTERS_FILE if paths else None
+        if routers is not None and routers.exists():
+            state = json.loads(routers.read_bytes())
+            self.calls, self.errors = state["calls"], state["errors"]
+            self.routing.load_state_dict(state["routers"])
 
     def publish(self, run_dir: str) -> None:
         """Also write each module's default state file (human-readable current state)."""

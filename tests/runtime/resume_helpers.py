@@ -10,6 +10,7 @@ columns are left out, and why:
   is written by another process by design.
 - ``_seq``: the row's position inside that shard (restarts in the new shard).
 - ``wall_s``: wall-clock seconds a tick took on this machine (not virtual time).
+- ``latency_s`` (``env_requests``): wall-clock seconds a router request took.
 
 Trace spans are compared the same way, with all their timing, minus their random ids
 (``trace_id``, ``span_id``, ``parent``: random on purpose, from a per-process generator
@@ -19,6 +20,9 @@ seeded by ``os.urandom``).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,7 +30,7 @@ from typing import Any
 #: the only columns a resumed run may differ in (see the module docstring)
 # traceback: where an error was raised is diagnostic text; its frames differ by executor
 # (a Ray worker's vclock_worker frames, a local run's own), not by what the run did
-WALL_OR_STORAGE_ONLY = frozenset({"_shard", "_seq", "wall_s", "traceback"})
+WALL_OR_STORAGE_ONLY = frozenset({"_shard", "_seq", "wall_s", "traceback", "latency_s"})
 SPAN_IDS = frozenset({"trace_id", "span_id", "parent"})
 
 
@@ -104,3 +108,27 @@ def diff_summary(a: dict[str, Counter[str]], b: dict[str, Counter[str]]) -> str:
                 f"resumed run; e.g. {only_a[:1]} vs {only_b[:1]}"
             )
     return "\n".join(lines)
+
+
+def run_in_new_process(script: str, *args: str) -> None:
+    """Run ``python -c script *args`` in a fresh interpreter (random hash seed, no
+    progress bars), from the repository root; fail with its stderr if it fails. Nothing
+    survives in memory between two such parts of a run."""
+    env = {**os.environ, "AGENTLAB_PROGRESS": "0", "PYTHONHASHSEED": "random"}
+    r = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def dataset_rows(run: Path, dataset: str) -> list[dict[str, Any]]:
+    """Every row of one replay dataset, as written (all shards)."""
+    out = []
+    for f in sorted((run / "replay" / dataset).glob("*.jsonl")):
+        out.extend(json.loads(line) for line in f.read_bytes().splitlines())
+    return out

@@ -18,7 +18,7 @@ Every committed state file and every log row — timing columns and request ids 
 must equal the uninterrupted run (``resume_helpers`` names the three columns that may
 differ, and why): no duplicates, no gaps, no drift.
 
-Two societies: ``counter`` (counter agents with LLM calls and injected step failures,
+Societies: ``counter`` (counter agents with LLM calls and injected step failures,
 keeping every tick's checkpoint for ``Society.fork``) and
 ``llm`` (200 LLM persona agents on ``social_feed`` with ``sim/vllm-3b``), and ``llm-faults``
 (60 of them with 10% rate limits and 5% timeouts, so kills land amid retries and limiter
@@ -41,11 +41,12 @@ import pytest
 import agentlab.llm
 import agentlab.runtime  # noqa: F401  (imported once here; forked children inherit it)
 import tests.runtime.society_helpers  # noqa: F401  (registers the "test_notes" env)
+from agentlab.agents import AgentBase, register_agent
 from tests.runtime.resume_helpers import committed_files, diff_summary, strict_rows, strict_spans
 
 UNTIL = 4
 KINDS = ("create", "state", "log", "torn-state", "torn-log", "env-ckpt", "commit")
-TRIALS = {"counter": 12, "llm": 21, "llm-faults": 7}
+TRIALS = {"counter": 12, "llm": 21, "llm-faults": 7, "codegen": 7}
 LLM_AGENTS = 200
 
 
@@ -61,6 +62,17 @@ def _society_kwargs(name: str) -> dict[str, Any]:
             "batch_size": 3,
             "retry": RetryPolicy(max_attempts=2),
             "keep_checkpoints": True,  # per-tick checkpoints must survive kills too
+        }
+    if name == "codegen":  # the router's code cache and counters commit with the tick
+        return {
+            "agents": [
+                {"type": "llm", "n": 16, "config": {"env_mode": "ask"}},
+                {"type": "feed_reader", "n": 4},  # the same request each tick: cache hits
+            ],
+            "env": [{"type": "social_feed", "router": "codegen"}],
+            "llm": "sim/vllm-3b",
+            "seed": 5,
+            "batch_size": 8,
         }
     if name == "llm-faults":  # 429s and timeouts: the limiter cuts, retries back off
         from agentlab.llm import LLMClient
@@ -80,6 +92,15 @@ def _society_kwargs(name: str) -> dict[str, Any]:
         "seed": 7,
         "batch_size": 32,
     }
+
+
+@register_agent("feed_reader")
+class FeedReader(AgentBase):
+    """Asks the env's router the same thing every tick (its program is cached)."""
+
+    async def step(self, tick: int) -> None:
+        assert self.services is not None and self.services.env is not None
+        await self.services.env.ask("read my feed and like the newest post")
 
 
 def _society_child(
@@ -183,6 +204,8 @@ def _reference(cache: dict[str, dict[str, Any]], name: str, base: Path) -> dict[
     if name == "llm-faults":  # the faults really happened, so kills land amid retries
         calls = [json.loads(r) for r in rows["llm_calls"]]
         assert sum(c["attempts"] > 1 for c in calls) > 10, "no call was retried"
+    if name == "codegen":  # programs are reused, so a lost code cache would show
+        assert any(json.loads(r)["cache_hit"] for r in rows["env_requests"]), "no cache hit"
     # "log" and "torn-log" count the same writes, as do the two state kinds.
     counts["torn-log"], counts["torn-state"] = counts["log"], counts["state"]
     cache[name] = {

@@ -11,14 +11,18 @@ must be identical; see ``resume_helpers`` for the three columns that may differ 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.runtime.resume_helpers import committed_files, diff_summary, strict_rows, strict_spans
+from tests.runtime.resume_helpers import (
+    committed_files,
+    dataset_rows,
+    diff_summary,
+    run_in_new_process,
+    strict_rows,
+    strict_spans,
+)
 
 CHILD = r"""
 import json, sys
@@ -39,23 +43,11 @@ s.close()
 
 def _run(run: Path, until: int, n: int, faults: dict[str, float]) -> None:
     # A new interpreter per part: nothing survives in memory between the parts.
-    env = {**os.environ, "AGENTLAB_PROGRESS": "0", "PYTHONHASHSEED": "random"}
-    r = subprocess.run(
-        [sys.executable, "-c", CHILD, str(run), str(until), str(n), json.dumps(faults)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
+    run_in_new_process(CHILD, str(run), str(until), str(n), json.dumps(faults))
 
 
 def _llm_rows(run: Path) -> list[dict]:
-    out = []
-    for f in sorted((run / "replay" / "llm_calls").glob("*.jsonl")):
-        out.extend(json.loads(line) for line in f.read_bytes().splitlines())
-    return out
+    return dataset_rows(run, "llm_calls")
 
 
 @pytest.mark.slow

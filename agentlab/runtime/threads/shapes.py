@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from agentlab.core.tools import function_tool, object_parameters
 from agentlab.errors import ConfigError
 
 __all__ = [
@@ -40,14 +41,7 @@ RECEIVE_EVENT = "receive_event"
 
 
 def _fn(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required},
-        },
-    }
+    return function_tool(name, description, object_parameters(props, required))
 
 
 #: tools the runtime itself implements (offered to every thread when ``agent_tools=True``)

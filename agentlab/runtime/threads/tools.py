@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentlab.core.tools import function_tool
 from agentlab.runtime.threads.records import Delivery
 
 __all__ = ["Tool", "ToolContext", "thread_tool"]
@@ -69,14 +70,7 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
+        return function_tool(self.name, self.description, self.parameters)
 
 
 def thread_tool(

@@ -1,0 +1,131 @@
+"""Tool calling shared by every layer: the function-tool schema and the tool-calling loop.
+
+One shape and one loop serve env routers (:class:`agentlab.env.ReActRouter`), simulation
+agents (:class:`agentlab.agents.LLMAgent`), messaging agents' skill calls and the thread
+runtime's tool specs; each caller supplies only what differs (how to ask the model, how to
+run one call, when to stop early).
+
+Example::
+
+    from agentlab.core.tools import function_tool, run_tool_loop
+
+    schema = function_tool("add", "Add two numbers.", {"type": "object", "properties": {
+        "a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]})
+
+    async def ask(i: int) -> LLMResponse:
+        return await llm.complete(messages, tools=[schema])
+
+    async def run(call: ToolCall) -> str:
+        return str(call.arguments["a"] + call.arguments["b"])
+
+    end = await run_tool_loop(messages, complete=ask, call_tool=run, max_iterations=4)
+    print(end.answered, end.response.text)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = ["LoopEnd", "function_tool", "object_parameters", "run_tool_loop"]
+
+#: the model's reply type (``LLMResponse`` or any object with ``tool_calls``)
+R = TypeVar("R")
+
+
+def function_tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAI ``tools=[...]`` entry of a function tool (key order fixed: the schema is
+    part of prompts, which the simulated backend hashes).
+
+    Args:
+        name: function name the model calls.
+        description: shown to the model.
+        parameters: JSON schema of the arguments (an object schema).
+    """
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+def object_parameters(
+    properties: dict[str, Any], required: list[str] | None = None
+) -> dict[str, Any]:
+    """An object schema: ``properties``, ``required`` (default: all of them)."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class LoopEnd(Generic[R]):
+    """How a tool-calling loop ended.
+
+    Attributes:
+        response: the model's last reply.
+        answered: ``True`` if that reply ended the loop (no tool calls, or the caller's
+            ``stop`` said so); ``False`` if ``max_iterations`` replies all called tools.
+        iterations: model calls made.
+    """
+
+    response: R
+    answered: bool
+    iterations: int
+
+
+async def run_tool_loop(
+    messages: list[dict[str, Any]],
+    *,
+    complete: Callable[[int], Awaitable[R]],
+    call_tool: Callable[[Any], Awaitable[str]],
+    max_iterations: int,
+    assistant_message: Callable[[R, list[Any]], dict[str, Any]] | None = None,
+    stop: Callable[[R, list[Any]], bool] | None = None,
+    after_round: Callable[[int], None] | None = None,
+) -> LoopEnd[R]:
+    """The ReAct loop: ask the model, run the tools it calls, show it the results, repeat.
+
+    Args:
+        messages: the conversation; the assistant's tool-call turns and the tool results
+            are appended to it in place.
+        complete: ``complete(iteration)`` asks the model (the caller picks the tools offered
+            and the labels) and returns its reply, whose ``tool_calls`` (objects with
+            ``name``, ``arguments`` and ``id``) drive the loop.
+        call_tool: runs one call; returns the text the model sees as the tool result (a
+            refused call is an ``"error: ..."`` text, not an exception, so that the model
+            can correct itself).
+        max_iterations: model calls at most.
+        assistant_message: the assistant turn for a reply with tool calls (default: the
+            reply's ``to_message()``).
+        stop: ``stop(reply, calls)`` true ends the loop on a reply with tool calls too
+            (its calls are not run).
+        after_round: called after the tool results of each round (e.g. to change the
+            tools offered next).
+
+    Raises:
+        ValueError: ``max_iterations`` < 1.
+    """
+    if max_iterations < 1:
+        raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+    response: R | None = None
+    for i in range(max_iterations):
+        response = await complete(i)
+        calls = list(getattr(response, "tool_calls", None) or [])
+        if not calls or (stop is not None and stop(response, calls)):
+            return LoopEnd(response, True, i + 1)
+        if assistant_message is not None:
+            messages.append(assistant_message(response, calls))
+        else:
+            messages.append(response.to_message())  # type: ignore[attr-defined]
+        for call in calls:
+            content = await call_tool(call)
+            messages.append(
+                {"role": "tool", "tool_call_id": getattr(call, "id", ""), "content": content}
+            )
+        if after_round is not None:
+            after_round(i)
+    assert response is not None
+    return LoopEnd(response, False, max_iterations)
