@@ -648,8 +648,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the committed file")
     ap.add_argument(
-        "--attention-decode", action="store_true",
-        help="decode slowdown as the attention term fitted on Full mesh's bins (decode_degrade 0)",
+        "--attention-decode", action=argparse.BooleanOptionalAction, default=True,
+        help="decode slowdown as the attention term fitted on Full mesh's bins (decode_degrade"
+        " 0; the default); --no-attention-decode: a share per extra sequence fitted on the"
+        " execution calls",
     )  # fmt: skip
     args = ap.parse_args(argv)
     text = render(json.loads(EXTRACT.read_text(encoding="utf-8")), args.attention_decode)

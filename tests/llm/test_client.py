@@ -110,7 +110,13 @@ async def test_malformed_tool_arguments_raise_bad_response() -> None:
 
 async def test_stream_first_chunk_after_queue_and_prefill() -> None:
     clock = VirtualClock()
-    c = LLMClient("sim/vllm-3b", seed=0, slots=1, decode_jitter=0).with_clock(clock)
+    # the additive step (base + prefill) and no attention term: each decode step is
+    # 1 / decode_tps whatever the context (the roofline and attention: test_sim_kv.py)
+    c = LLMClient(
+        "sim/vllm-3b", seed=0, slots=1, decode_jitter=0, attention_decode_s=0.0,
+        step_roofline=False,
+    )  # fmt: skip
+    c = c.with_clock(clock)
     busy = asyncio.ensure_future(c.complete(MSGS, sim_completion_tokens=60))
     await asyncio.sleep(0)
     s = c.stream([{"role": "user", "content": "x" * 4000}], sim_completion_tokens=120)
@@ -119,7 +125,7 @@ async def test_stream_first_chunk_after_queue_and_prefill() -> None:
     rec = s.response.record  # type: ignore[union-attr]
     assert 10 <= len(deltas) <= 12 and "".join(deltas) == s.response.text  # type: ignore[union-attr]
     assert rec.stream and rec.queue_wait == pytest.approx(first.record.end - rec.start, abs=0.02)
-    p = get_profile("vllm-3b")  # one prefill step (the prompt fits the step budget)
+    p = get_profile("vllm-3b", step_roofline=False)  # one prefill step (the prompt fits the step budget)
     prefill = rec.prompt_tokens / p.prefill_tps
     assert rec.first_token == pytest.approx(
         rec.start + rec.queue_wait + p.overhead_s + prefill + 1 / p.decode_tps, abs=1e-6

@@ -37,6 +37,7 @@ SMALL = {
     "prefix_caching": False,
     "kv_blocks": 0,
     "step_roofline": False,  # base + prompt / prefill_tps (the roofline: test_sim_kv.py)
+    "attention_decode_s": 0.0,  # decode cost independent of context (test_sim_kv.py)
 }
 # prompt tokens under "chars:4": 4 per message + len(content) // 4
 SHORT = [{"role": "user", "content": "abcd"}]  # 5 tokens
@@ -293,7 +294,8 @@ def test_incremental_plan_under_overload_equals_a_fresh_plan(mechanisms: bool) -
 
     from agentlab.llm.sim_kv import prompt_block_hashes
 
-    kw = {} if mechanisms else {"prefix_caching": False, "kv_blocks": 0, "step_roofline": False}
+    kw = {} if mechanisms else {"prefix_caching": False, "kv_blocks": 0, "step_roofline": False,
+                               "attention_decode_s": 0.0}  # fmt: skip
     prof = get_profile("vllm-3b", slots=2, **kw)
     if mechanisms:
         prof = prof.replace(kv_blocks=400)

@@ -35,6 +35,7 @@ BASE = {
     "prefix_caching": False,
     "kv_blocks": 0,
     "step_roofline": False,
+    "attention_decode_s": 0.0,  # sim/vllm-3b has one; tests set it where they use it
     "tokenizer": "chars:4",  # hand-countable prompts (sim/vllm-3b counts with llama3)
 }
 
