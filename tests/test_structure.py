@@ -36,8 +36,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
 #: modules allowed past MAX_LINES, each being split by its owner this round
 MAX_LINES = 600
 KNOWN_LARGE: dict[str, str] = {
-    "llm/sim_engine.py": "engine2 (#22) splits it",
-    "llm/sim_backend.py": "perf2 (#26) splits it",
     "runtime/society.py": "perf2 (#26) splits it",
 }
 
