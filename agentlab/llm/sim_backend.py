@@ -106,6 +106,8 @@ class SimServer(AttemptRunner, ServerState):
         self._chars_per_token = (
             self._tokenizer.chars_per_token if isinstance(self._tokenizer, CharsTokenizer) else 0.0
         )
+        # the tokenizer counts what messages add to a prefix (sim_slots.prefix_digest)
+        self._extends = hasattr(self._tokenizer, "extend_tokens")
         # length law per (call, stage, topology, round) labels: SimProfile.length_dist, cached
         self._length_cache: dict[tuple[Any, ...], LengthDist] = {}
         # (params, what plan_instant needs of them or None): one attribute, swapped whole,
@@ -277,9 +279,9 @@ class SimServer(AttemptRunner, ServerState):
                 ratio = self._chars_per_token
                 n = 4 + int(len(c) / ratio) if ratio else tok.prompt_tokens(messages)
                 return zlib.crc32(text.encode("utf-8", "surrogatepass")), n
-        if self._chars_per_token:  # a count summed over messages: the new ones only
+        if self._extends:  # a count summed over messages: the new ones only
             h, n = prefix_digest(self._seed_str, extra, messages, tok)
-            return h, n + (tok.prompt_tokens((), tools) if tools else 0)
+            return h, n + tok.tools_delta(messages, tools)  # type: ignore[attr-defined]
         parts = [self._seed_str, extra]
         for m in messages:
             c = m.get("content")

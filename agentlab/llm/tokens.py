@@ -145,6 +145,16 @@ class CharsTokenizer:
             n += int(len(json.dumps(list(tools), default=str)) / r)
         return n
 
+    def extend_tokens(self, messages: Sequence[dict[str, Any]], k: int) -> int:
+        """What ``messages[k:]`` add to the count of ``messages[:k]`` (a sum per message)."""
+        return self.prompt_tokens(messages[k:])
+
+    def tools_delta(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
+    ) -> int:
+        """``prompt_tokens(messages, tools) - prompt_tokens(messages)``."""
+        return self.prompt_tokens((), tools) if tools else 0
+
 
 class Llama3Tokenizer:
     """The exact Llama-3 vocabulary and the Llama 3.1 / 3.2 Instruct chat template."""
@@ -243,6 +253,13 @@ class Llama3Tokenizer:
             first = message_text(msgs[0].get("content")).strip() if msgs else ""
             msgs = msgs[1:]
             n += self._header["user"] + self._tools_tokens(tools) + count(first) + 1
+        n += self._body(msgs)
+        return n + self._header["assistant"]  # the generation prompt
+
+    def _body(self, msgs: Sequence[dict[str, Any]]) -> int:
+        """Tokens of messages laid out each in its own header and ``<|eot_id|>``."""
+        count = self.count
+        n = 0
         for m in msgs:
             role = str(m.get("role", "user"))
             if m.get("tool_calls"):
@@ -258,7 +275,25 @@ class Llama3Tokenizer:
                 c = m.get("content")
                 text = c.strip() if type(c) is str else message_text(c).strip()
                 n += self._header_of(role) + count(text) + 1
-        return n + self._header["assistant"]  # the generation prompt
+        return n
+
+    def extend_tokens(self, messages: Sequence[dict[str, Any]], k: int) -> int:
+        """What ``messages[k:]`` add to the count of ``messages[:k]`` (no tools):
+        ``prompt_tokens(messages) - prompt_tokens(messages[:k])``, counting only the new
+        messages when the first ``k`` hold the system message (if there is one)."""
+        if k <= 0 or not messages:
+            return self.prompt_tokens(messages)
+        return self._body(messages[k:])
+
+    def tools_delta(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
+    ) -> int:
+        """``prompt_tokens(messages, tools) - prompt_tokens(messages)``: only the system
+        message and the first message after it are laid out differently with tools."""
+        if not tools:
+            return 0
+        head = list(messages[: 2 if messages and messages[0].get("role") == "system" else 1])
+        return self.prompt_tokens(head, tools) - self.prompt_tokens(head)
 
 
 _TOKENIZERS: dict[str, Tokenizer] = {}

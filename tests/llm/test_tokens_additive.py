@@ -64,14 +64,17 @@ def whole_count(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | No
 
 
 @pytest.fixture(scope="module")
-def society_prompts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Any, Any]]:
-    """Every (messages, tools) a 24-agent persona society sends in 3 ticks."""
-    seen: list[tuple[Any, Any]] = []
+def society_prompts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Any, Any, int]]:
+    """Every (messages, tools, the simulator's prompt tokens) a 24-agent persona society
+    sends in 3 ticks (the simulator counts what each call adds to its conversation)."""
+    seen: list[tuple[Any, Any, int]] = []
     plan = SimServer.plan
 
     def recording_plan(self: SimServer, messages: Any, **kw: Any) -> Any:
-        seen.append((copy.deepcopy(messages), copy.deepcopy(kw.get("tools"))))
-        return plan(self, messages, **kw)
+        msgs, tools = copy.deepcopy(messages), copy.deepcopy(kw.get("tools"))
+        res = plan(self, messages, **kw)
+        seen.append((msgs, tools, res.prompt_tokens))
+        return res
 
     mp = pytest.MonkeyPatch()
     mp.setattr(SimServer, "plan", recording_plan)
@@ -89,9 +92,10 @@ def society_prompts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Any,
 def test_society_prompts_count_as_the_whole_rendered_prompt(society_prompts: list) -> None:
     tok = get_tokenizer("llama3")
     assert len(society_prompts) >= 60
-    assert any(tools for _, tools in society_prompts)
-    assert max(len(m) for m, _ in society_prompts) >= 4  # conversations that grew
-    for messages, tools in society_prompts:
+    assert any(tools for _, tools, _ in society_prompts)
+    assert max(len(m) for m, _, _ in society_prompts) >= 4  # conversations that grew
+    for messages, tools, simulated in society_prompts:
+        assert simulated == whole_count(messages, tools)
         assert tok.prompt_tokens(messages, tools) == whole_count(messages, tools)
         # and again, from the caches (same list objects: the tools block is not rendered)
         assert tok.prompt_tokens(messages, tools) == whole_count(messages, tools)
@@ -161,3 +165,20 @@ def test_an_edited_tools_list_is_counted_again() -> None:
     assert after == whole_count(msgs, tools)
     tools.append(copy.deepcopy(TOOL))
     assert tok.prompt_tokens(msgs, tools) == whole_count(msgs, tools)
+
+
+@pytest.mark.parametrize("tools", [None, [TOOL]])
+def test_a_growing_conversation_is_counted_by_what_it_adds(tools: Any) -> None:
+    from agentlab.core.clock import VirtualClock
+    from agentlab.llm.sim_profiles import get_profile
+
+    server = SimServer(get_profile("vllm-3b"), seed=3, clock=VirtualClock())
+    chars = SimServer(get_profile("vllm-3b", tokenizer="chars:4"), seed=3, clock=VirtualClock())
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are @ada."}]
+    for i, text in enumerate(SEAMS * 2):
+        msgs.append({"role": ("user", "assistant", "tool")[i % 3], "content": text})
+        got = server.plan(list(msgs), tools=tools).prompt_tokens
+        assert got == whole_count(msgs, tools)
+        # same seed, same conversation, another tokenizer: its own count, not this one's
+        other = chars.plan(list(msgs), tools=tools).prompt_tokens
+        assert other == get_tokenizer("chars:4").prompt_tokens(msgs, tools)
