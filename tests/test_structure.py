@@ -22,23 +22,13 @@ ROOT = Path(__file__).resolve().parents[1] / "agentlab"
 KNOWN_CIRCLES: dict[frozenset[str], str] = {
     # llm/ is being reworked (fidelity2, engine2, perf2): the lead breaks it after merging
     frozenset({"agentlab.llm.sim_content", "agentlab.llm.sim_tools"}): "lead, after #22/#26",
-    # runtime/{services,recording,batch_log}.py belong to perf2 this round
-    frozenset(
-        {"agentlab.runtime.batch_log", "agentlab.runtime.recording", "agentlab.runtime.services"}
-    ): "lead, after #26",
     # topology/ belongs to fidelity2 this round
     frozenset({"agentlab.topology.protocols", "agentlab.topology.workflow"}): "lead, after #22",
-    # fork.py builds the Society it returns; breaking it means society.py hands fork_society
-    # its constructor (society.py belongs to perf2 this round)
-    frozenset({"agentlab.runtime.fork", "agentlab.runtime.society"}): "lead, after #26",
 }
 
 #: modules allowed past MAX_LINES, each being split by its owner this round
 MAX_LINES = 600
-KNOWN_LARGE: dict[str, str] = {
-    "llm/sim_backend.py": "perf2 (#26) splits it",
-    "runtime/society.py": "perf2 (#26) splits it",
-}
+KNOWN_LARGE: dict[str, str] = {}
 
 
 def _circles() -> set[frozenset[str]]:

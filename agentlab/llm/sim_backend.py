@@ -25,6 +25,11 @@ Rate limits are token buckets (``rpm``, ``tpm``) refilled continuously, holding
 Ray workers each get their own (use ``agentlab sim-serve`` for one shared server).
 :meth:`SimServer.export_state` / :meth:`SimServer.restore_state` carry everything that
 affects future calls (engine queues, buckets, counters, draw counters).
+
+This module plans attempts; the rest of the server is split by responsibility:
+:mod:`agentlab.llm.sim_result` (``SimResult``, the per-request draws, ``sim_*`` overrides),
+:mod:`agentlab.llm.sim_running` (waiting, streaming, cancelling a planned attempt) and
+:mod:`agentlab.llm.sim_state` (metrics, ``export_state`` / ``restore_state``).
 """
 
 from __future__ import annotations
@@ -32,13 +37,9 @@ from __future__ import annotations
 import json
 import math
 import zlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any
 
 from agentlab.core.clock import Clock
-from agentlab.errors import ConfigError, LLMTimeoutError, RateLimitError
 from agentlab.llm.sim_content import (
     Rng,
     append_marker,
@@ -49,51 +50,25 @@ from agentlab.llm.sim_content import (
     play_along,
 )
 from agentlab.llm.sim_engine import Engine, EngineRequest
-from agentlab.llm.sim_kv import prompt_block_hashes
 from agentlab.llm.sim_profiles import LengthDist, SimProfile
+from agentlab.llm.sim_result import (
+    SIM_OVERRIDES,
+    SimResult,
+    _block_hashes,
+    _fault_u,
+    _lognormal_factor,
+    check_sim_overrides,
+)
+from agentlab.llm.sim_running import AttemptRunner
 from agentlab.llm.sim_slots import prefix_digest
+from agentlab.llm.sim_state import ServerState
 from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program
 from agentlab.llm.structured import OutputSpec
 from agentlab.llm.tokens import CharsTokenizer, get_tokenizer
 
-__all__ = ["SIM_OVERRIDES", "SimResult", "SimServer"]
-
-
-#: per-call overrides the simulator understands (everything else ``sim_*`` is an error)
-SIM_OVERRIDES = frozenset(
-    {
-        "sim_completion_tokens",
-        "sim_bool_p",
-        "sim_marker",
-        "sim_marker_p",
-        "sim_tool_call_p",
-        "sim_p_rate_limit",
-        "sim_p_timeout",
-        "sim_p_malformed",
-        "sim_p_invalid_args",
-    }
-)
-
-
-@dataclass(slots=True)
-class SimResult:
-    """What the simulated server answers (before client-side parsing)."""
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    arrival: float
-    queue_wait: float | None
-    first_token: float
-    end: float
-    finish_reason: str = "stop"
-    # (id, name, arguments as a JSON string — possibly malformed on purpose)
-    tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
-    fault: str | None = None  # None, "rate_limited", "timeout", "cancelled"
-    fault_at: float = 0.0  # when the fault is reported
-    req: EngineRequest | None = None  # the engine's request (slots > 0), updated as it runs
-    malformed: bool = False  # a malformed reply on purpose (counted in SimServer.faults)
-    cached_tokens: int = 0  # prompt tokens served from the engine's prefix cache
+# SimResult, SIM_OVERRIDES, check_sim_overrides (sim_result), _lognormal_factor: importable
+# from here as before the split
+__all__ = ["SIM_OVERRIDES", "SimResult", "SimServer", "check_sim_overrides"]
 
 
 class _Knobs:
@@ -105,7 +80,7 @@ class _Knobs:
         self.cap, self.n_fixed, self.marker, self.marker_p = cap, n_fixed, marker, marker_p
 
 
-class SimServer:
+class SimServer(AttemptRunner, ServerState):
     """State of one simulated server (engine, buckets, totals). See the module docstring."""
 
     def __init__(self, profile: SimProfile, seed: int, clock: Clock) -> None:
@@ -131,6 +106,8 @@ class SimServer:
         self._chars_per_token = (
             self._tokenizer.chars_per_token if isinstance(self._tokenizer, CharsTokenizer) else 0.0
         )
+        # the tokenizer counts what messages add to a prefix (sim_slots.prefix_digest)
+        self._extends = hasattr(self._tokenizer, "extend_tokens")
         # length law per (call, stage, topology, round) labels: SimProfile.length_dist, cached
         self._length_cache: dict[tuple[Any, ...], LengthDist] = {}
         # (params, what plan_instant needs of them or None): one attribute, swapped whole,
@@ -150,11 +127,6 @@ class SimServer:
         self._client_draws = 0
         #: faulty answers sent to clients, by kind (injected draws, quota 429s, deadlines)
         self.faults: dict[str, int] = {"rate_limited": 0, "timeout": 0, "malformed": 0}
-
-    @property
-    def generation_tokens_total(self) -> int:
-        """Tokens of finished requests."""
-        return self.engine.generated_total + self._gen_unbatched
 
     async def dispatch(self) -> None:
         """Spend the client-side CPU of one request (``client_overhead_s``), serially.
@@ -307,9 +279,9 @@ class SimServer:
                 ratio = self._chars_per_token
                 n = 4 + int(len(c) / ratio) if ratio else tok.prompt_tokens(messages)
                 return zlib.crc32(text.encode("utf-8", "surrogatepass")), n
-        if self._chars_per_token:  # a count summed over messages: the new ones only
+        if self._extends:  # a count summed over messages: the new ones only
             h, n = prefix_digest(self._seed_str, extra, messages, tok)
-            return h, n + (tok.prompt_tokens((), tools) if tools else 0)
+            return h, n + tok.tools_delta(messages, tools)  # type: ignore[attr-defined]
         parts = [self._seed_str, extra]
         for m in messages:
             c = m.get("content")
@@ -506,17 +478,6 @@ class SimServer:
         if res.end > req.deadline:  # already certain: later arrivals only delay it
             res.fault, res.fault_at = "timeout", req.deadline
 
-    def _refresh(self, res: SimResult, view: EngineRequest) -> None:
-        if view.first_token is not None:
-            res.first_token = view.first_token
-        if view.end is not None:
-            res.end = view.end
-        elif view.aborted:
-            res.end = math.inf
-        if view.admitted is not None:
-            res.queue_wait = max(0.0, view.admitted - view.arrival)
-            res.cached_tokens = view.cached_tokens
-
     def _unbatched(self, res: SimResult, now: float, timeout: float, speed: float) -> None:
         p = self.profile
         tpot = 1.0 / (p.decode_tps * speed) if p.decode_tps else 0.0
@@ -532,291 +493,3 @@ class SimServer:
         )
         if len(self._active) > 256:
             self._prune(now)
-
-    def _prune(self, now: float) -> None:
-        keep = []
-        for item in self._active:
-            if item[1] <= now:
-                self._gen_unbatched += item[2]
-            else:
-                keep.append(item)
-        self._active = keep
-
-    # --- running a planned attempt ------------------------------------------------------
-
-    async def _until_token(self, res: SimResult, m: float) -> bool:
-        """Sleep until token ``m`` of an engine request exists; False if its deadline hit."""
-        req = res.req
-        assert req is not None
-        clock, engine = self.clock, self.engine
-        while True:
-            now = clock.now()
-            engine.advance(now)
-            t = req.time_of_token(m)
-            if t is not None:  # the step producing it has started: its time is final
-                if t > req.deadline:
-                    await clock.sleep(req.deadline - now)
-                    return False
-                if t > now:
-                    await clock.sleep(t - now)
-                return True
-            if req.aborted or now >= req.deadline:
-                return False
-            planned = engine.predict(req).time_of_token(m)
-            if planned is not None and planned <= now + 1e-9:
-                engine.replan()  # the plan fell behind the committed steps (KV limits)
-                planned = engine.predict(req).time_of_token(m)
-            target = req.deadline if planned is None else min(planned, req.deadline)
-            if target <= now + 1e-9:  # zero-length steps due now: run them
-                engine.advance(now, inclusive=True)
-                if req.time_of_token(m) is None and not req.aborted and now < req.deadline:
-                    raise RuntimeError(f"simulator engine made no progress at t={now}")
-                continue
-            await clock.sleep(target - now)
-
-    async def wait(self, res: SimResult, model: str) -> SimResult:
-        """Sleep until the answer is complete (or raise the fault when it is due)."""
-        clock = self.clock
-        if res.fault is None and res.req is not None:
-            ok = await self._until_token(res, res.req.output)
-            self._refresh(res, res.req)
-            if ok:
-                return res
-            res.fault, res.fault_at = "timeout", res.req.deadline
-        if res.fault is not None:
-            delay = res.fault_at - clock.now()
-            if delay > 0:
-                await clock.sleep(delay)
-            raise self._fault_error(res, model)
-        delay = res.end - clock.now()
-        if delay > 0:
-            await clock.sleep(delay)
-        return res
-
-    async def chunks(
-        self, res: SimResult, model: str, pieces: int | None = None
-    ) -> AsyncIterator[str]:
-        """Yield the text in about ``stream_chunks`` pieces (or ``pieces``, e.g. one per
-        token as vLLM streams) as its tokens are produced."""
-        if res.fault == "rate_limited" or (res.fault and res.fault_at <= res.first_token):
-            await self.wait(res, model)  # raises
-        text = res.text
-        n = res.completion_tokens
-        k = max(1, min(pieces or self.profile.stream_chunks, n, len(text) or 1))
-        for i in range(k):
-            if res.req is not None and res.fault is None:
-                m = 1 + (n - 1) * i / (k - 1) if k > 1 else float(n)
-                if not await self._until_token(res, m):
-                    res.fault, res.fault_at = "timeout", res.req.deadline
-                    await self.wait(res, model)  # raises the timeout mid-stream
-            else:
-                t = res.first_token + ((res.end - res.first_token) * i / (k - 1) if k > 1 else 0.0)
-                if res.fault is not None and t > res.fault_at:
-                    await self.wait(res, model)  # raises the timeout mid-stream
-                delay = t - self.clock.now()
-                if delay > 0:
-                    await self.clock.sleep(delay)
-            piece = text[len(text) * i // k : len(text) * (i + 1) // k]
-            if piece or i == 0:
-                yield piece
-        if res.req is not None:
-            self._refresh(res, res.req)
-        if res.fault is not None:
-            await self.wait(res, model)
-
-    def cancel(self, res: SimResult) -> None:
-        """Abort a planned request now (its client went away), as vLLM aborts a request
-        whose connection closed: the engine drops it at the next step boundary, freeing
-        its slot and budget, and requests behind it move up (their waits re-predict)."""
-        if res.fault == "cancelled":
-            return
-        now = self.clock.now()
-        req = res.req
-        if req is not None:
-            self.engine.advance(now)
-            if req.end is not None and req.end <= now:
-                return  # already answered
-            if not req.done:
-                req.deadline = min(req.deadline, now)
-                self.engine.version += 1  # the future changed: predictions are stale
-        res.fault, res.fault_at = "cancelled", now
-
-    def _fault_error(self, res: SimResult, model: str) -> Exception:
-        if res.malformed:  # the malformed reply never reached the client
-            res.malformed = False
-            self.faults["malformed"] -= 1
-        if res.fault in ("rate_limited", "timeout"):
-            self.faults[res.fault] += 1
-        if res.fault == "rate_limited":
-            return RateLimitError(f"{model}: rate limited (simulated 429)")
-        if res.fault == "cancelled":
-            return LLMTimeoutError(f"{model}: request cancelled by its client (simulated)")
-        return LLMTimeoutError(f"{model}: no complete answer before the timeout (simulated)")
-
-    # --- metrics and state ---------------------------------------------------------------
-
-    def metrics(self) -> dict[str, float]:
-        """vLLM-like server metrics at the clock's current time."""
-        now = self.clock.now()
-        self.engine.advance(now)
-        self._prune(now)
-        running, waiting = self.engine.load()
-        kv = self.engine.kv
-        running += sum(1 for s, e, _ in self._active if s <= now < e)
-        dt = now - self._rate_t
-        total = self.generation_tokens_total
-        tps = (total - self._rate_tokens) / dt if dt > 0 else 0.0
-        self._rate_t, self._rate_tokens = now, total
-        return {
-            "num_requests_running": running,
-            "num_requests_waiting": waiting,
-            "slots": self.profile.slots,
-            "generation_tokens_per_s": tps,
-            "requests_total": self.requests_total,
-            "rejected_total": self.rejected_total,
-            "faults_rate_limited_total": self.faults["rate_limited"],
-            "faults_timeout_total": self.faults["timeout"],
-            "faults_malformed_total": self.faults["malformed"],
-            "prompt_tokens_total": self.prompt_tokens_total,
-            "generation_tokens_total": total,
-            "steps_total": self.engine.steps_total,
-            "kv_cache_usage_perc": self.engine.kv_usage(),
-            "num_preemptions_total": self.engine.preemptions_total,
-            "prefix_cache_queries_total": 0 if kv is None else kv.query_tokens_total,
-            "prefix_cache_hits_total": 0 if kv is None else kv.hit_tokens_total,
-        }
-
-    def export_state(self) -> dict[str, Any]:
-        """Everything that affects future calls, JSON-able (see :meth:`restore_state`).
-
-        Engine queues and slots, quota buckets, counters, the client-CPU draw counter and
-        time. Content draws are a pure function of (seed, request, attempt): no rng state.
-        """
-
-        def num(x: float) -> float | None:
-            return None if math.isinf(x) else x
-
-        return {
-            "schema_version": _STATE_VERSION,
-            "engine": self.engine.export_state(),
-            "active": [list(a) for a in self._active],
-            "rpm_level": self._rpm_level,
-            "tpm_level": self._tpm_level,
-            "bucket_t": self._bucket_t,
-            "requests_total": self.requests_total,
-            "rejected_total": self.rejected_total,
-            "prompt_tokens_total": self.prompt_tokens_total,
-            "gen_unbatched": self._gen_unbatched,
-            "rate_t": self._rate_t,
-            "rate_tokens": self._rate_tokens,
-            "client_free": num(self._client_free),
-            "client_draws": self._client_draws,
-            "faults": dict(self.faults),
-        }
-
-    def restore_state(self, d: dict[str, Any]) -> None:
-        """Load the output of :meth:`export_state` (same profile and seed).
-
-        A resumed society restores this so that its calls get the same queue waits and
-        times as in an uninterrupted run.
-
-        Raises:
-            ConfigError: the state is of another schema version, or holds more running
-                sequences than this profile's ``slots``.
-        """
-        version = d.get("schema_version")
-        if version != _STATE_VERSION:
-            raise ConfigError(
-                f"simulated server state has schema_version {version!r}; this simulator "
-                f"reads {_STATE_VERSION} (state saved by another agentlab version)"
-            )
-        running = len(d.get("engine", {}).get("running", []))
-        if self.profile.slots > 0 and running > self.profile.slots:
-            raise ConfigError(
-                f"simulated server state has {running} running sequences; profile "
-                f"{self.profile.name!r} has {self.profile.slots} slots"
-            )
-        self.engine.restore_state(d.get("engine", {}))
-        self._active = [(float(a), float(b), int(c)) for a, b, c in d.get("active", [])]
-        self._rpm_level = float(d["rpm_level"])
-        self._tpm_level = float(d["tpm_level"])
-        self._bucket_t = float(d["bucket_t"])
-        self.requests_total = int(d["requests_total"])
-        self.rejected_total = int(d["rejected_total"])
-        self.prompt_tokens_total = int(d["prompt_tokens_total"])
-        self._gen_unbatched = int(d.get("gen_unbatched", 0))
-        self._rate_t = float(d["rate_t"])
-        self._rate_tokens = int(d["rate_tokens"])
-        cf = d.get("client_free")
-        self._client_free = -math.inf if cf is None else float(cf)
-        self._client_draws = int(d["client_draws"])
-        for kind, count in (d.get("faults") or {}).items():
-            if kind in self.faults:
-                self.faults[kind] = int(count)
-
-
-#: version of :meth:`SimServer.export_state`'s layout (1: the pre-engine slot heap)
-_STATE_VERSION = 2
-
-
-def _fault_u(h: int, attempt: int) -> float:
-    """The uniform draw deciding the fault of attempt ``attempt`` of request ``h``.
-
-    SplitMix64's finaliser over ``(h, attempt)``: the first ``Rng`` output is linear in
-    its seed, so seeds ``s, s + 1, s + 2`` (consecutive attempts) drew ``u, u + 0.097,
-    u + 0.195, ...`` and a timeout was always followed by a success. Mixed, the draws of
-    one request's attempts are independent.
-    """
-    z = (h * 0x9E3779B97F4A7C15 + attempt + 1) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return ((z ^ (z >> 31)) >> 11) * 2.0**-53
-
-
-def _block_hashes(
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
-    extra: str,
-    prompt_tokens: int,
-    p: SimProfile,
-) -> tuple[int, ...]:
-    """The prompt's KV block hashes for the engine's prefix cache (the token-identity seam:
-    the prompt's text in the order a chat template lays it out, tools first)."""
-    parts = [_tools_text(tools) if tools else "", extra]
-    for m in messages:
-        c = m.get("content")
-        parts.append(str(m.get("role", "")))
-        parts.append(c if isinstance(c, str) else repr(c))
-    return prompt_block_hashes("\x1f".join(parts), prompt_tokens, block_size=p.block_size)
-
-
-_TOOLS_TEXT: dict[int, tuple[list[dict[str, Any]], str]] = {}
-
-
-def _tools_text(tools: list[dict[str, Any]]) -> str:
-    # agents offer the same tools list on every call: serialise it once
-    hit = _TOOLS_TEXT.get(id(tools))
-    if hit is not None and hit[0] is tools:
-        return hit[1]
-    if len(_TOOLS_TEXT) > 256:
-        _TOOLS_TEXT.clear()
-    text = json.dumps(tools)
-    _TOOLS_TEXT[id(tools)] = (tools, text)
-    return text
-
-
-def _lognormal_factor(u: float, sigma: float) -> float:
-    """Mean-1 log-normal multiplier from a uniform draw ``u`` (inverse normal CDF)."""
-    if sigma <= 0:
-        return 1.0
-    z = NormalDist().inv_cdf(min(max(u, 1e-9), 1 - 1e-9))
-    return math.exp(sigma * z - sigma * sigma / 2)
-
-
-def check_sim_overrides(params: dict[str, Any]) -> None:
-    """Raise ConfigError for an unknown ``sim_*`` override (typos fail loudly)."""
-    for k in params:
-        if k.startswith("sim_") and k not in SIM_OVERRIDES:
-            raise ConfigError(
-                f"unknown simulator override {k!r}; valid: {', '.join(sorted(SIM_OVERRIDES))}"
-            )

@@ -221,10 +221,11 @@ def prefix_digest(
     seed: str, extra: str, messages: list[dict[str, Any]], tokenizer: Any
 ) -> tuple[int, int]:
     """``(crc32 of "\\x1f".join([seed, extra, role, text, role, text...]),
-    tokenizer.prompt_tokens(messages))`` — ``SimServer._digest``'s hash and, for a tokenizer
-    whose count is a sum over messages (``CharsTokenizer``), its count — computed over the
-    messages added since the longest prefix seen: the CRC continues from the prefix's
-    (``crc32(b, crc32(a)) == crc32(a + b)``), the count adds the new messages'. A message's
+    tokenizer.prompt_tokens(messages))`` — ``SimServer._digest``'s hash and count —
+    computed over the messages added since the longest prefix seen: the CRC continues from
+    the prefix's (``crc32(b, crc32(a)) == crc32(a + b)``), the count adds the new messages'
+    (``tokenizer.extend_tokens(messages, k)``: ``CharsTokenizer`` sums per message, Llama 3's
+    template lays out every message after the system one alike). A message's
     text is its content, or ``repr`` of a content that is not a string; its tool calls
     (name, arguments) are part of the key (they count as tokens)."""
     rows = [
@@ -236,8 +237,10 @@ def prefix_digest(
         for m in messages
     ]
 
+    name = tokenizer.name  # servers of one seed with other tokenizers count otherwise
+
     def key_of(k: int) -> int:
-        return hash((seed, extra, tuple(rows[:k])))
+        return hash((seed, extra, name, tuple(rows[:k])))
 
     n = len(rows)
     k, key, got = _digests.lookup(key_of, n)
@@ -253,6 +256,6 @@ def prefix_digest(
     for role, text, _ in rows[k:]:
         new += (role, text)
     crc = zlib.crc32(("\x1f" + "\x1f".join(new)).encode("utf-8", "surrogatepass"), crc)
-    tokens += tokenizer.prompt_tokens(messages[k:])
+    tokens += tokenizer.extend_tokens(messages, k)
     _digests.put(key_of(n), (crc, tokens), key if k else None)
     return crc, tokens

@@ -172,19 +172,27 @@ class _Context:
         in the context (found=False: none seen, a schema-valid guess instead); any other
         parameter a schema-valid value (enum member, number in bounds, generated text)."""
         value = gen_value(schema, rng)
-        if schema.get("type", "string") != "string" or "enum" in schema or "const" in schema:
-            return True, value
-        low = name.lower()
-        pool = (
-            self.ids
-            if low == "id" or low.endswith(("_id", "_ids"))
-            else self.users
-            if any(w in low.split("_") or low.endswith(w) for w in _USER_WORDS)
-            else None
-        )
+        pool = self._pool(name, schema)
         if pool is None:
             return True, value
         return (True, pool[rng.randint(len(pool))]) if pool else (False, value)
+
+    def _pool(self, name: str, schema: dict[str, Any]) -> list[str] | None:
+        """The values seen in the context a parameter takes one of (``None``: it takes
+        a generated value): ids for an id parameter, users for a user parameter."""
+        if schema.get("type", "string") != "string" or "enum" in schema or "const" in schema:
+            return None
+        low = name.lower()
+        if low == "id" or low.endswith(("_id", "_ids")):
+            return self.ids
+        if any(w in low.split("_") or low.endswith(w) for w in _USER_WORDS):
+            return self.users
+        return None
+
+    def can_fill(self, name: str, schema: dict[str, Any]) -> bool:
+        """``fill(name, schema, rng)[0]`` without drawing the value."""
+        pool = self._pool(name, schema)
+        return pool is None or bool(pool)
 
     def invalid(self, name: str, schema: dict[str, Any], rng: Rng) -> Any:
         """A plausible but wrong value for one parameter."""
@@ -232,7 +240,7 @@ def _arguments(
 
 def _fillable(ctx: _Context, fn: dict[str, Any]) -> bool:
     props, required = _params(fn)
-    return all(ctx.fill(p, props.get(p, {}), Rng(0))[0] for p in required)
+    return all(ctx.can_fill(p, props.get(p, {})) for p in required)
 
 
 def _pick(

@@ -15,12 +15,22 @@ what a tick that is never committed needs anyway (its rows are cut at resume).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from agentlab.runtime.services import RunServices
+    from agentlab.store.replay import ReplaySink
+    from agentlab.store.trace import Tracer
 
-__all__ = ["BatchLog"]
+__all__ = ["BatchLog", "LogTarget"]
+
+
+class LogTarget(Protocol):
+    """Where a batch's rows and spans go (``runtime.services.RunServices``)."""
+
+    @property
+    def replay(self) -> ReplaySink: ...
+    @property
+    def trace(self) -> Tracer: ...
 
 
 class BatchLog:
@@ -51,7 +61,7 @@ class BatchLog:
             + sum(len(v) for v in self.rows.values())
         )
 
-    def write(self, services: RunServices) -> None:
+    def write(self, services: LogTarget) -> None:
         """Hand every buffered row and span to this process's sink and tracer; empties."""
         replay = services.replay
         for dataset, rows in (("llm_calls", self.calls), ("agent_states", self.states),

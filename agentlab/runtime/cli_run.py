@@ -143,7 +143,8 @@ def _fork(
     progress: bool,
 ) -> Any:
     """``--fork RUN@TICK``: the config gives only what changes (see ``runtime/fork.py``)."""
-    from agentlab.runtime.fork import FORKABLE, fork_society
+    from agentlab.runtime.fork import FORKABLE
+    from agentlab.runtime.society import Society
 
     run, sep, tick = spec.rpartition("@")
     if not sep or not run or not tick.isdigit():
@@ -159,4 +160,4 @@ def _fork(
         changes["executor"] = executor
     if batch_size is not None:
         changes["batch_size"] = batch_size
-    return fork_society(run, out, at_tick=int(tick), progress=progress, **changes)
+    return Society.fork_run(run, out, at_tick=int(tick), progress=progress, **changes)

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from agentlab.agents.workspace import SLOT_KEYS, Workspace, encode_slot
 from agentlab.errors import ConfigError, StoreError
@@ -46,8 +47,7 @@ from agentlab.store.layout import REPLAY_DIR, SCHEMA_NAME
 from agentlab.store.packed_store import open_agent_store
 from agentlab.store.writer_lock import LOCK_NAME, WriterLock
 
-if TYPE_CHECKING:
-    from agentlab.runtime.society import Society
+S = TypeVar("S")
 
 __all__ = ["FORKABLE", "fork_society"]
 
@@ -68,15 +68,17 @@ def fork_society(
     parent: str | os.PathLike[str],
     out: str | os.PathLike[str],
     *,
+    build: Callable[..., S],
     at_tick: int | None = None,
     progress: bool = True,
     **changes: Any,
-) -> Society:
+) -> S:
     """Write a fork of the society in ``parent`` at ``at_tick`` into ``out``; return it.
 
     Args:
         parent: the parent run directory (read only; it may be open elsewhere).
         out: the new run directory (must not hold a society).
+        build: the society's constructor (``Society``; this module does not import it).
         at_tick: the committed tick to start from (default: the parent's last commit).
         progress: show a per-tick progress bar in the fork.
         **changes: new values for any of :data:`FORKABLE`.
@@ -106,7 +108,7 @@ def fork_society(
             raise ConfigError(f"{dst} already holds a society; fork into a new directory")
         for attempt in range(_ATTEMPTS):
             try:
-                return _write_fork(src_dir, dst, meta, step, tick, changes, lock, progress)
+                return _write_fork(build, src_dir, dst, meta, step, tick, changes, lock, progress)
             except (OSError, StoreError) as exc:
                 # The parent committed another tick while we read it: the checkpoint we
                 # were copying was replaced, or an agent's version of ``tick`` was
@@ -178,6 +180,7 @@ def _remove_new(dst: Path, before: set[str]) -> None:
 
 
 def _write_fork(
+    build: Callable[..., S],
     src_dir: Path,
     dst: Path,
     meta: dict[str, Any],
@@ -186,8 +189,7 @@ def _write_fork(
     changes: dict[str, Any],
     lock: WriterLock,
     progress: bool,
-) -> Society:
-    from agentlab.runtime.society import Society
+) -> S:
     from agentlab.store.manifest import write_manifest
 
     new_meta = _forked_meta(meta, src_dir, dst, tick, changes)
@@ -220,7 +222,7 @@ def _write_fork(
     if new_meta.get("keep_checkpoints"):
         write_tick_checkpoint(dst, new_step, [a for a, _ in new_meta["agents"]])
     atomic_write_json(dst / STEP_FILE, new_step)  # the fork's commit of tick t
-    return Society(
+    return build(
         dst,
         new_meta,
         new_step,

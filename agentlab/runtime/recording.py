@@ -16,7 +16,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from agentlab.core.records import CallRecord, LLMResponse
@@ -27,9 +27,37 @@ from agentlab.store.trace import Tracer, genai_llm_attrs
 if TYPE_CHECKING:
     from agentlab.llm import LLMClient
     from agentlab.runtime.batch_log import BatchLog
-    from agentlab.runtime.services import AgentContext, RunServices
+    from agentlab.store.replay import ReplaySink
 
-__all__ = ["RecordingLLM", "RecordingStream"]
+__all__ = ["CallCounter", "RecordingLLM", "RecordingServices", "RecordingStream"]
+
+
+class RecordingServices(Protocol):
+    """What a :class:`RecordingLLM` writes through (``runtime.services.RunServices``)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def llm_spans(self) -> float: ...
+    @property
+    def llm_io(self) -> bool: ...
+    @property
+    def replay(self) -> ReplaySink: ...
+    @property
+    def trace(self) -> Tracer: ...
+
+
+class CallCounter(Protocol):
+    """What counts an agent-step's calls (``runtime.services.AgentContext``); its ``log``
+    (a batch's :class:`~agentlab.runtime.batch_log.BatchLog`, or ``None``) takes the rows."""
+
+    agent_id: str
+    llm_calls: int
+    llm_errors: int
+    tokens: int
+    log: BatchLog | None
 
 
 class RecordingLLM:
@@ -38,7 +66,7 @@ class RecordingLLM:
     Other attributes (``model``, ``limit``, ``server_metrics()``...) are the client's.
     """
 
-    def __init__(self, client: LLMClient, services: RunServices) -> None:
+    def __init__(self, client: LLMClient, services: RecordingServices) -> None:
         self.client = client
         self._services = services
         self._server = _server_attrs(getattr(client, "base_url", None))
@@ -60,7 +88,7 @@ class RecordingLLM:
         agent_id: str | None = None,
         labels: dict[str, Any] | None = None,
         tick: int | None = None,
-        counter: AgentContext | None = None,
+        counter: CallCounter | None = None,
         **kwargs: Any,
     ) -> Coroutine[Any, Any, LLMResponse]:
         """``LLMClient.complete`` plus the run log (see the class docstring); awaitable.
@@ -76,7 +104,7 @@ class RecordingLLM:
         agent_id: str | None,
         labels: dict[str, Any] | None,
         tick: int | None,
-        counter: AgentContext | None,
+        counter: CallCounter | None,
         kwargs: dict[str, Any],
     ) -> LLMResponse:
         """:meth:`complete` with positional arguments (an agent's calls come here directly)."""
@@ -114,7 +142,7 @@ class RecordingLLM:
         resp: LLMResponse | None,
         err: BaseException | None,
         tick: int | None,
-        counter: AgentContext | None,
+        counter: CallCounter | None,
     ) -> None:
         """The ``llm_io`` row (prompt and reply) of a finished call (``llm_io=True``)."""
         if record is None:  # no request id to link it to
@@ -155,7 +183,7 @@ class RecordingLLM:
         tick: int | None,
         start: float,
         finish_reason: str | None,
-        counter: AgentContext | None,
+        counter: CallCounter | None,
         params: dict[str, Any],
     ) -> None:
         """The call's rows and span; into the batch's log when ``counter`` has one."""
@@ -191,7 +219,7 @@ class RecordingLLM:
 
     def _span(
         self,
-        counter: AgentContext | None,
+        counter: CallCounter | None,
         start: float,
         tick: int | None,
         status: str,
@@ -243,7 +271,7 @@ def _server_attrs(base_url: str | None) -> dict[str, Any]:
 def _sampled(
     rate: float,
     seed: int,
-    counter: AgentContext | None,
+    counter: CallCounter | None,
     record: CallRecord | None,
     tick: int | None,
 ) -> bool:

@@ -32,47 +32,42 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
 from agentlab.core.ids import validate_agent_id
-from agentlab.errors import ConfigError, CorruptRecordError, StoreError
+from agentlab.errors import ConfigError, StoreError
 from agentlab.runtime.batch import AgentSpecs, BatchResult, BatchSpec, RetryPolicy
-from agentlab.runtime.config import llm_span_rate, llm_spans_name
-from agentlab.runtime.datasets import messages_from_events, register_society_datasets
-from agentlab.runtime.envhost import ENV_CKPT_DIR, build_env_modules, env_spec_of
+from agentlab.runtime.config import llm_span_rate
+from agentlab.runtime.datasets import messages_from_events
 from agentlab.runtime.executors import Executor, check_clock, check_virtual, make_executor
-from agentlab.runtime.population import Population, write_population
+from agentlab.runtime.fork import fork_society
 from agentlab.runtime.progress import TickProgress
 from agentlab.runtime.services import RunServices
+from agentlab.runtime.society_build import create_society, mark_store, open_society
 from agentlab.runtime.society_files import (
-    SOCIETY_FILE,
     SOCIETY_SCHEMA_VERSION,
     STEP_FILE,
-    check_not_a_file,
-    clear_interrupted_create,
-    drop_stale_checkpoints,
     read_doc,
-    unlock_on_error,
     write_tick_checkpoint,
+)
+from agentlab.runtime.society_tick import (
+    client_calls,
+    client_metrics,
+    commit_record,
+    timeline_row,
+    uncancel,
 )
 from agentlab.runtime.stop_rule import DEFAULT_MAX_ERROR_SHARE, check_tick
 from agentlab.store.agent_store import AgentStore
-from agentlab.store.atomic import atomic_write_bytes, atomic_write_json, read_json
-from agentlab.store.lifecycle import RunStatus, clear_run_dir, mark_status, read_status
-from agentlab.store.packed_store import open_agent_store, store_kind
-from agentlab.store.store_check import check_agent_store
+from agentlab.store.atomic import atomic_write_json, read_json
+from agentlab.store.lifecycle import RunStatus, mark_status, read_status
+from agentlab.store.packed_store import open_agent_store
 from agentlab.store.writer_lock import WriterLock
 
 __all__ = ["SOCIETY_SCHEMA_VERSION", "Society"]
 
 DEFAULT_BATCH_SIZE = 256
-_REQUIRED = {
-    SOCIETY_FILE: ("seed", "llm", "agents"),
-    STEP_FILE: ("tick", "ts", "offsets"),
-}
 
 
 def _batch_size(value: int | None) -> int:
@@ -225,138 +220,11 @@ class Society:
                 (``run()`` marks the run ``failed``). Default 1.0: stop only when every
                 step failed; ``None``: never stop.
         """
-        from agentlab.llm import LLMClient
-        from agentlab.runtime.config import validate_society_config
-        from agentlab.store.manifest import write_manifest
-        from agentlab.store.offsets import log_marks
-        from agentlab.store.replay import get_replay_sink
-
-        cfg = validate_society_config(
-            {
-                "agents": agents,
-                "env": env,
-                "llm": llm,
-                "seed": seed,
-                "executor": executor,
-                "batch_size": batch_size,
-                "clock": clock,
-                "retry": retry,
-                "tick_seconds": tick_seconds,
-                "progress": progress,
-                "keep_checkpoints": keep_checkpoints,
-                "executor_options": executor_options,
-                "llm_spans": llm_spans,
-                "store": store,
-                "max_error_share": max_error_share,
-            }
-        )
-        # resolved once, here: the env var read at create, never again at a resume
-        spans = llm_spans if llm_spans is not None else llm_spans_name(RunServices.span_rate())
-        if cfg.retry is not None:
-            retry = RetryPolicy(**cfg.retry.model_dump())
-        store_kind(store, 0)  # an unknown store fails before anything is written
-        run_dir = Path(path)
-        check_not_a_file(run_dir)
-        if exist_ok not in (True, False, "replace"):
-            raise ConfigError(f"exist_ok must be False, True or 'replace', got {exist_ok!r}")
-        if exist_ok is True and (run_dir / STEP_FILE).exists():
-            return cls.open(
-                run_dir, executor=executor, batch_size=batch_size, progress=progress,
-                executor_options=executor_options,
-            )  # fmt: skip
-        lock = WriterLock(run_dir).acquire()  # before anything is removed or written
-        with unlock_on_error(lock):
-            if exist_ok == "replace":
-                clear_run_dir(run_dir)  # under the lock: no live writer loses its run
-            elif (run_dir / STEP_FILE).exists():
-                raise ConfigError(
-                    f"{run_dir} already holds a society; use Society.open({str(path)!r}) "
-                    "to continue it, or Society.create(..., exist_ok='replace') to start over"
-                )
-            clear_interrupted_create(run_dir)
-            client = (
-                llm
-                if isinstance(llm, LLMClient)
-                else (
-                    LLMClient(llm, seed=seed) if isinstance(llm, str) else LLMClient.from_dict(llm)
-                )
-            )
-            if client.seed is None and client.model.startswith("sim/"):
-                client = LLMClient.from_dict({**client.to_dict(), "seed": seed})
-            population = Population(agents, seed)
-            env_modules = build_env_modules(list(env), seed)
-            meta: dict[str, Any] = {
-                "schema_version": SOCIETY_SCHEMA_VERSION,
-                "run_id": run_dir.name,
-                "seed": int(seed),
-                "llm": client.to_dict(),
-                "env": [env_spec_of(m) for m in env_modules],
-                "executor": executor if isinstance(executor, str) else executor.name,
-                "batch_size": batch_size,
-                "clock": clock,
-                "retry": {
-                    "max_attempts": (retry or RetryPolicy()).max_attempts,
-                    "backoff_s": (retry or RetryPolicy()).backoff_s,
-                    "timeout_s": (retry or RetryPolicy()).timeout_s,
-                },
-                "tick_seconds": tick_seconds,
-                "keep_checkpoints": bool(keep_checkpoints),
-                "llm_spans": spans,
-                "store": store_kind(store, len(population)),
-                "max_error_share": max_error_share,
-                "agents": population.pairs,
-            }
-            write_manifest(
-                run_dir,
-                kind="society",
-                config={k: v for k, v in meta.items() if k != "agents"}
-                | {"n_agents": len(population)},
-                seed=seed,
-            )
-            sink = get_replay_sink(run_dir)
-            register_society_datasets(sink)
-            agent_store = open_agent_store(run_dir, store_kind(store, len(population)))
-            write_population(agent_store, population, sink, schema_version=SOCIETY_SCHEMA_VERSION)
-            _mark_store(agent_store, 0, close=True)
-            ckpt: list[str] = []
-            for i, m in enumerate(env_modules):
-                rel = f"{ENV_CKPT_DIR}/0/{i}.json"
-                m.to_workspace(run_dir, path=rel, fsync=False)
-                m.to_workspace(run_dir, fsync=False)
-                ckpt.append(rel)
-            # orjson, not json: json's indented encoder is pure Python, 12 s and ~300 MB
-            # for the agent list of 1M agents (measured); the document parses the same.
-            doc = orjson.dumps(
-                meta,
-                default=str,
-                option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
-            )
-            atomic_write_bytes(run_dir / SOCIETY_FILE, doc)
-            sink.flush()
-            start = VirtualClock().now() if clock == "virtual" else time.time()
-            marks = log_marks(run_dir)
-            step = {
-                "schema_version": SOCIETY_SCHEMA_VERSION,
-                "tick": 0,
-                "ts": start,
-                "offsets": {k: m["bytes"] for k, m in marks.items()},
-                "marks": marks,
-                "env": ckpt,
-                "totals": {},
-            }
-            if keep_checkpoints:
-                write_tick_checkpoint(run_dir, step, [a for a, _ in population.pairs])
-            atomic_write_json(run_dir / STEP_FILE, step)
-            return cls(
-                run_dir,
-                meta,
-                step,
-                executor=executor,
-                batch_size=batch_size,
-                progress=progress,
-                executor_options=executor_options,
-                lock=lock,
-            )
+        return create_society(
+            cls, cls.open, path, agents, env, llm, seed, executor, batch_size, clock, retry,
+            tick_seconds, progress, executor_options, keep_checkpoints, store, llm_spans,
+            exist_ok, max_error_share,
+        )  # fmt: skip
 
     @classmethod
     def open(
@@ -379,65 +247,10 @@ class Society:
         at agents and the env (:meth:`agent`, :meth:`agent_states`, :meth:`env_state`) of
         a run another process is writing. For the log, use ``agentlab.open_run``.
         """
-        from agentlab.store.offsets import log_marks, truncate_log
-
-        run_dir = Path(path)
-        check_not_a_file(run_dir)
-        meta = read_doc(run_dir, SOCIETY_FILE)
-        step = read_doc(run_dir, STEP_FILE)
-        if meta is None:
-            what = "is not a directory" if not run_dir.is_dir() else f"has no {SOCIETY_FILE}"
-            raise StoreError(
-                f"no society in {run_dir}: it {what}; build one with Society.create(...)"
-            )
-        if step is None:
-            raise StoreError(f"society in {run_dir} never committed tick 0; create it again")
-        for key, doc in ((SOCIETY_FILE, meta), (STEP_FILE, step)):
-            if doc.get("schema_version") != SOCIETY_SCHEMA_VERSION:
-                raise StoreError(
-                    f"{run_dir / key} has schema_version "
-                    f"{doc.get('schema_version')!r}; expected {SOCIETY_SCHEMA_VERSION}"
-                )
-            missing = sorted(set(_REQUIRED[key]) - set(doc))
-            if missing:
-                raise CorruptRecordError(
-                    f"{run_dir / key} lacks {missing}: it was edited or cut outside agentlab; "
-                    "restore it from a copy of the run, or create the society again"
-                )
-        # a deleted or damaged agent store is named here, not by every agent's next step
-        check_agent_store(run_dir, [a for a, _ in meta["agents"]], int(step["tick"]),
-                          meta.get("store"))  # fmt: skip
-        if read_only:
-            return cls(run_dir, meta, step, executor=executor, progress=progress, read_only=True)
-        lock = WriterLock(run_dir).acquire()  # truncating the log needs the only writer
-        with unlock_on_error(lock):
-            # Re-read under the lock: a writer that just finished may have committed more.
-            step = read_doc(run_dir, STEP_FILE) or step
-            problems: list[str] = []
-            truncate_log(run_dir, step["offsets"], marks=step.get("marks"), problems=problems)
-            if problems:
-                for msg in problems:
-                    warnings.warn(msg, stacklevel=2)
-                # The committed bytes moved: marks of the next commit start from here.
-                marks = log_marks(run_dir)
-                step = {
-                    **step,
-                    "marks": marks,
-                    "offsets": {k: m["bytes"] for k, m in marks.items()},
-                }
-            drop_stale_checkpoints(
-                run_dir, int(step["tick"]), keep=bool(meta.get("keep_checkpoints"))
-            )
-            return cls(
-                run_dir,
-                meta,
-                step,
-                executor=executor,
-                batch_size=batch_size,
-                progress=progress,
-                executor_options=executor_options,
-                lock=lock,
-            )
+        return open_society(
+            cls, path, executor=executor, batch_size=batch_size, progress=progress,
+            executor_options=executor_options, read_only=read_only,
+        )  # fmt: skip
 
     def fork(
         self,
@@ -455,10 +268,10 @@ class Society:
         always be forked, earlier ones if this run keeps checkpoints
         (``keep_checkpoints=True``). See ``agentlab/runtime/fork.py``.
         """
-        from agentlab.runtime.fork import fork_society
-
         self.proxy.flush()
-        return fork_society(self.run_dir, out, at_tick=at_tick, progress=progress, **changes)
+        return fork_society(
+            self.run_dir, out, build=Society, at_tick=at_tick, progress=progress, **changes
+        )
 
     @staticmethod
     def fork_run(
@@ -470,9 +283,8 @@ class Society:
         **changes: Any,
     ) -> Society:
         """:meth:`fork` of a run directory without opening it (it may be in use)."""
-        from agentlab.runtime.fork import fork_society
-
-        return fork_society(parent, out, at_tick=at_tick, progress=progress, **changes)
+        return fork_society(parent, out, build=Society, at_tick=at_tick, progress=progress,
+                            **changes)  # fmt: skip
 
     # --- state -------------------------------------------------------------------------
 
@@ -568,7 +380,7 @@ class Society:
         self._failed = True
         tick = self.tick + 1
         t0 = time.perf_counter()
-        self._progress = {"tick": tick, "started": time.time(), "calls0": _client_calls(self.proxy)}
+        self._progress = {"tick": tick, "started": time.time(), "calls0": client_calls(self.proxy)}
         tracer = self.proxy.trace
         # One trace per tick (store README: "Trace shape"), unless step() runs in a span.
         attrs: dict[str, Any] = {"agentlab.tick": tick, "agentlab.agents": len(self.agent_specs),
@@ -584,8 +396,6 @@ class Society:
         self, tick: int, span: Any, t0: float, tracer: Any, publish: bool
     ) -> dict[str, Any]:
         """The body of :meth:`step` inside its ``society.tick`` span."""
-        from agentlab.store.offsets import log_marks
-
         total = BatchResult()
         for r in await self.executor.run_batches(self._batches(tick, span.context), self.proxy):
             total += r
@@ -609,45 +419,18 @@ class Society:
         if self.tick_seconds:
             await self.clock.sleep(self.tick_seconds)
         ckpt = self.executor.env_checkpoint(str(self.run_dir), tick, publish)
-        metrics = _client_metrics(self.proxy)
-        row = {
-            "schema_version": SOCIETY_SCHEMA_VERSION,
-            "tick": tick,
-            "ts": self.clock.now(),
-            "agents": len(self.agent_specs),
-            "steps": total.steps,
-            "llm_calls": total.llm_calls,
-            "tokens": total.tokens,
-            "errors": total.errors,
-            "wall_s": time.perf_counter() - t0,
-            "aimd_limit": metrics.get("aimd_limit"),
-            "in_flight": metrics.get("in_flight"),
-            "env_events": len(events),
-            "routers": routers or None,
-        }
+        row = timeline_row(self, tick, total, time.perf_counter() - t0, events, routers)
         sink.append("timeline", row)
         tracer.end_span(
             span, "ok", **{"agentlab.steps": total.steps, "agentlab.errors": total.errors}
         )
         self.proxy.flush()
-        marks = log_marks(self.run_dir, self._step.get("marks"))
-        totals = dict(self._step.get("totals", {}))
-        for k in ("steps", "llm_calls", "tokens", "errors"):
-            totals[k] = totals.get(k, 0) + row[k]
-        step = {
-            "schema_version": SOCIETY_SCHEMA_VERSION,
-            "tick": tick,
-            "ts": row["ts"],
-            "offsets": {k: m["bytes"] for k, m in marks.items()},
-            "marks": marks,
-            "env": ckpt,
-            "totals": totals,
-        }
+        step = commit_record(self.run_dir, self._step, row, ckpt)
         if self._llm_state_kept():
             step["llm"] = self.proxy.llm.client.export_state()
         if self.keep_checkpoints:
             write_tick_checkpoint(self.run_dir, step, self.agent_ids)
-        _mark_store(self.proxy.store, tick)
+        mark_store(self.proxy.store, tick)
         atomic_write_json(self.run_dir / STEP_FILE, step)  # the commit point
         self._failed = False
         old = self._step.get("env") or []
@@ -720,7 +503,7 @@ class Society:
                 "run() continues",
                 file=sys.stderr,
             )
-            _uncancel()
+            uncancel()
         out["wall_s"] = time.perf_counter() - t0
         out["tick"] = self.tick
         out["steps_per_s"] = out["steps"] / out["wall_s"] if out["wall_s"] else 0.0
@@ -763,8 +546,8 @@ class Society:
         ``in_flight`` in this process since it started (0 with the Ray executor, whose
         calls run in workers), ``clock`` (the society clock now)."""
         p = dict(self._progress)
-        m = _client_metrics(self.proxy)
-        calls = _client_calls(self.proxy)
+        m = client_metrics(self.proxy)
+        calls = client_calls(self.proxy)
         if "calls0" in p and calls is not None:
             p["llm_calls"] = calls - p.pop("calls0")
         p.pop("calls0", None)
@@ -791,7 +574,7 @@ class Society:
         self.proxy.flush()
         self.executor.close()
         self._started_env = False
-        _mark_store(self.proxy._live.get("store"), None, close=True)  # SQLite closed
+        mark_store(self.proxy._live.get("store"), None, close=True)  # SQLite closed
         if self._lock.held and read_status(self.run_dir) in ("running", "paused"):
             self._mark("stopped" if self._status == "stopped" else "done")
         self._lock.release()
@@ -801,40 +584,3 @@ class Society:
             f"Society({str(self.run_dir)!r}, agents={len(self.agent_specs)}, "
             f"tick={self.tick}, executor={self.executor.name!r})"
         )
-
-
-def _mark_store(store: Any, tick: int | None, *, close: bool = False) -> None:
-    """A packed store records ``tick`` as written (``store/store_check.py``) and, with
-    ``close``, checkpoints its WAL and closes its connections; a directory store has
-    nothing to do."""
-    if tick is not None and hasattr(store, "mark_committed"):
-        store.mark_committed(tick)
-    if close and hasattr(store, "close"):
-        store.close()
-
-
-def _uncancel() -> None:
-    """Take back the cancellation that interrupted :meth:`Society.run` (it was handled:
-    the run stopped after the committed tick), so the caller's task goes on normally."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        return
-    if task is not None:
-        while task.cancelling():
-            task.uncancel()
-
-
-def _client_calls(proxy: RunServices) -> int | None:
-    try:
-        return int(proxy.llm.client.usage.calls)
-    except Exception:  # progress is best effort; never fail a tick for it
-        return None
-
-
-def _client_metrics(proxy: RunServices) -> dict[str, Any]:
-    try:
-        client = proxy.llm.client
-        return {"aimd_limit": client.limit, "in_flight": client.in_flight()}
-    except Exception:  # metrics are best effort; never fail a tick for them
-        return {}

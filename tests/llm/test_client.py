@@ -125,7 +125,9 @@ async def test_stream_first_chunk_after_queue_and_prefill() -> None:
     rec = s.response.record  # type: ignore[union-attr]
     assert 10 <= len(deltas) <= 12 and "".join(deltas) == s.response.text  # type: ignore[union-attr]
     assert rec.stream and rec.queue_wait == pytest.approx(first.record.end - rec.start, abs=0.02)
-    p = get_profile("vllm-3b", step_roofline=False)  # one prefill step (the prompt fits the step budget)
+    p = get_profile(
+        "vllm-3b", step_roofline=False
+    )  # one prefill step (the prompt fits the step budget)
     prefill = rec.prompt_tokens / p.prefill_tps
     assert rec.first_token == pytest.approx(
         rec.start + rec.queue_wait + p.overhead_s + prefill + 1 / p.decode_tps, abs=1e-6

@@ -1,0 +1,123 @@
+"""What the simulated server answers, and the per-request draws behind it.
+
+:class:`SimResult` is one attempt's answer (before client-side parsing): what
+:class:`~agentlab.llm.sim_backend.SimServer` plans and its waits refine; the real-provider
+backends answer in the same shape. The helpers are pure functions of a request: the fault
+draw of an attempt (:func:`_fault_u`), the decode-speed jitter (:func:`_lognormal_factor`),
+the prompt's KV block hashes (:func:`_block_hashes`) and the check of ``sim_*`` overrides.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+from agentlab.errors import ConfigError
+from agentlab.llm.sim_engine import EngineRequest
+from agentlab.llm.sim_kv import prompt_block_hashes
+from agentlab.llm.sim_profiles import SimProfile
+
+__all__ = ["SIM_OVERRIDES", "SimResult", "check_sim_overrides"]
+
+
+#: per-call overrides the simulator understands (everything else ``sim_*`` is an error)
+SIM_OVERRIDES = frozenset(
+    {
+        "sim_completion_tokens",
+        "sim_bool_p",
+        "sim_marker",
+        "sim_marker_p",
+        "sim_tool_call_p",
+        "sim_p_rate_limit",
+        "sim_p_timeout",
+        "sim_p_malformed",
+        "sim_p_invalid_args",
+    }
+)
+
+
+@dataclass(slots=True)
+class SimResult:
+    """What the simulated server answers (before client-side parsing)."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    arrival: float
+    queue_wait: float | None
+    first_token: float
+    end: float
+    finish_reason: str = "stop"
+    # (id, name, arguments as a JSON string — possibly malformed on purpose)
+    tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
+    fault: str | None = None  # None, "rate_limited", "timeout", "cancelled"
+    fault_at: float = 0.0  # when the fault is reported
+    req: EngineRequest | None = None  # the engine's request (slots > 0), updated as it runs
+    malformed: bool = False  # a malformed reply on purpose (counted in SimServer.faults)
+    cached_tokens: int = 0  # prompt tokens served from the engine's prefix cache
+
+
+def _fault_u(h: int, attempt: int) -> float:
+    """The uniform draw deciding the fault of attempt ``attempt`` of request ``h``.
+
+    SplitMix64's finaliser over ``(h, attempt)``: the first ``Rng`` output is linear in
+    its seed, so seeds ``s, s + 1, s + 2`` (consecutive attempts) drew ``u, u + 0.097,
+    u + 0.195, ...`` and a timeout was always followed by a success. Mixed, the draws of
+    one request's attempts are independent.
+    """
+    z = (h * 0x9E3779B97F4A7C15 + attempt + 1) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return ((z ^ (z >> 31)) >> 11) * 2.0**-53
+
+
+def _block_hashes(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    extra: str,
+    prompt_tokens: int,
+    p: SimProfile,
+) -> tuple[int, ...]:
+    """The prompt's KV block hashes for the engine's prefix cache (the token-identity seam:
+    the prompt's text in the order a chat template lays it out, tools first)."""
+    parts = [_tools_text(tools) if tools else "", extra]
+    for m in messages:
+        c = m.get("content")
+        parts.append(str(m.get("role", "")))
+        parts.append(c if isinstance(c, str) else repr(c))
+    return prompt_block_hashes("\x1f".join(parts), prompt_tokens, block_size=p.block_size)
+
+
+_TOOLS_TEXT: dict[int, tuple[list[dict[str, Any]], str]] = {}
+
+
+def _tools_text(tools: list[dict[str, Any]]) -> str:
+    # agents offer the same tools list on every call: serialise it once
+    hit = _TOOLS_TEXT.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    if len(_TOOLS_TEXT) > 256:
+        _TOOLS_TEXT.clear()
+    text = json.dumps(tools)
+    _TOOLS_TEXT[id(tools)] = (tools, text)
+    return text
+
+
+def _lognormal_factor(u: float, sigma: float) -> float:
+    """Mean-1 log-normal multiplier from a uniform draw ``u`` (inverse normal CDF)."""
+    if sigma <= 0:
+        return 1.0
+    z = NormalDist().inv_cdf(min(max(u, 1e-9), 1 - 1e-9))
+    return math.exp(sigma * z - sigma * sigma / 2)
+
+
+def check_sim_overrides(params: dict[str, Any]) -> None:
+    """Raise ConfigError for an unknown ``sim_*`` override (typos fail loudly)."""
+    for k in params:
+        if k.startswith("sim_") and k not in SIM_OVERRIDES:
+            raise ConfigError(
+                f"unknown simulator override {k!r}; valid: {', '.join(sorted(SIM_OVERRIDES))}"
+            )

@@ -1,0 +1,148 @@
+"""Running a planned attempt of the simulated server: waiting on the clock until the
+engine has produced its tokens (:meth:`AttemptRunner.wait`), streaming them
+(:meth:`AttemptRunner.chunks`), aborting it (:meth:`AttemptRunner.cancel`).
+
+A mixin of :class:`~agentlab.llm.sim_backend.SimServer`, which plans the attempt.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+
+from agentlab.core.clock import Clock
+from agentlab.errors import LLMTimeoutError, RateLimitError
+from agentlab.llm.sim_engine import Engine, EngineRequest
+from agentlab.llm.sim_profiles import SimProfile
+from agentlab.llm.sim_result import SimResult
+
+__all__ = ["AttemptRunner"]
+
+
+class AttemptRunner:
+    """The waits of :class:`~agentlab.llm.sim_backend.SimServer` (see the module docstring)."""
+
+    clock: Clock
+    engine: Engine
+    profile: SimProfile
+    faults: dict[str, int]
+
+    def _refresh(self, res: SimResult, view: EngineRequest) -> None:
+        if view.first_token is not None:
+            res.first_token = view.first_token
+        if view.end is not None:
+            res.end = view.end
+        elif view.aborted:
+            res.end = math.inf
+        if view.admitted is not None:
+            res.queue_wait = max(0.0, view.admitted - view.arrival)
+            res.cached_tokens = view.cached_tokens
+
+    async def _until_token(self, res: SimResult, m: float) -> bool:
+        """Sleep until token ``m`` of an engine request exists; False if its deadline hit."""
+        req = res.req
+        assert req is not None
+        clock, engine = self.clock, self.engine
+        while True:
+            now = clock.now()
+            engine.advance(now)
+            t = req.time_of_token(m)
+            if t is not None:  # the step producing it has started: its time is final
+                if t > req.deadline:
+                    await clock.sleep(req.deadline - now)
+                    return False
+                if t > now:
+                    await clock.sleep(t - now)
+                return True
+            if req.aborted or now >= req.deadline:
+                return False
+            planned = engine.predict(req).time_of_token(m)
+            if planned is not None and planned <= now + 1e-9:
+                engine.replan()  # the plan fell behind the committed steps (KV limits)
+                planned = engine.predict(req).time_of_token(m)
+            target = req.deadline if planned is None else min(planned, req.deadline)
+            if target <= now + 1e-9:  # zero-length steps due now: run them
+                engine.advance(now, inclusive=True)
+                if req.time_of_token(m) is None and not req.aborted and now < req.deadline:
+                    raise RuntimeError(f"simulator engine made no progress at t={now}")
+                continue
+            await clock.sleep(target - now)
+
+    async def wait(self, res: SimResult, model: str) -> SimResult:
+        """Sleep until the answer is complete (or raise the fault when it is due)."""
+        clock = self.clock
+        if res.fault is None and res.req is not None:
+            ok = await self._until_token(res, res.req.output)
+            self._refresh(res, res.req)
+            if ok:
+                return res
+            res.fault, res.fault_at = "timeout", res.req.deadline
+        if res.fault is not None:
+            delay = res.fault_at - clock.now()
+            if delay > 0:
+                await clock.sleep(delay)
+            raise self._fault_error(res, model)
+        delay = res.end - clock.now()
+        if delay > 0:
+            await clock.sleep(delay)
+        return res
+
+    async def chunks(
+        self, res: SimResult, model: str, pieces: int | None = None
+    ) -> AsyncIterator[str]:
+        """Yield the text in about ``stream_chunks`` pieces (or ``pieces``, e.g. one per
+        token as vLLM streams) as its tokens are produced."""
+        if res.fault == "rate_limited" or (res.fault and res.fault_at <= res.first_token):
+            await self.wait(res, model)  # raises
+        text = res.text
+        n = res.completion_tokens
+        k = max(1, min(pieces or self.profile.stream_chunks, n, len(text) or 1))
+        for i in range(k):
+            if res.req is not None and res.fault is None:
+                m = 1 + (n - 1) * i / (k - 1) if k > 1 else float(n)
+                if not await self._until_token(res, m):
+                    res.fault, res.fault_at = "timeout", res.req.deadline
+                    await self.wait(res, model)  # raises the timeout mid-stream
+            else:
+                t = res.first_token + ((res.end - res.first_token) * i / (k - 1) if k > 1 else 0.0)
+                if res.fault is not None and t > res.fault_at:
+                    await self.wait(res, model)  # raises the timeout mid-stream
+                delay = t - self.clock.now()
+                if delay > 0:
+                    await self.clock.sleep(delay)
+            piece = text[len(text) * i // k : len(text) * (i + 1) // k]
+            if piece or i == 0:
+                yield piece
+        if res.req is not None:
+            self._refresh(res, res.req)
+        if res.fault is not None:
+            await self.wait(res, model)
+
+    def cancel(self, res: SimResult) -> None:
+        """Abort a planned request now (its client went away), as vLLM aborts a request
+        whose connection closed: the engine drops it at the next step boundary, freeing
+        its slot and budget, and requests behind it move up (their waits re-predict)."""
+        if res.fault == "cancelled":
+            return
+        now = self.clock.now()
+        req = res.req
+        if req is not None:
+            self.engine.advance(now)
+            if req.end is not None and req.end <= now:
+                return  # already answered
+            if not req.done:
+                req.deadline = min(req.deadline, now)
+                self.engine.version += 1  # the future changed: predictions are stale
+        res.fault, res.fault_at = "cancelled", now
+
+    def _fault_error(self, res: SimResult, model: str) -> Exception:
+        if res.malformed:  # the malformed reply never reached the client
+            res.malformed = False
+            self.faults["malformed"] -= 1
+        if res.fault in ("rate_limited", "timeout"):
+            self.faults[res.fault] += 1
+        if res.fault == "rate_limited":
+            return RateLimitError(f"{model}: rate limited (simulated 429)")
+        if res.fault == "cancelled":
+            return LLMTimeoutError(f"{model}: request cancelled by its client (simulated)")
+        return LLMTimeoutError(f"{model}: no complete answer before the timeout (simulated)")

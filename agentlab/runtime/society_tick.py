@@ -1,0 +1,94 @@
+"""What one committed tick of a :class:`~agentlab.runtime.society.Society` writes.
+
+The ``timeline`` row (:func:`timeline_row`: steps, calls, tokens, errors, the client's
+AIMD limit and calls in flight, env events, router stats) and the commit record
+``SOCIETY_STEP.json`` (:func:`commit_record`: the log's byte marks, the env checkpoint,
+running totals), plus the best-effort reads of the LLM client a tick makes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from agentlab.runtime.batch import BatchResult
+from agentlab.runtime.services import RunServices
+from agentlab.runtime.society_files import SOCIETY_SCHEMA_VERSION
+from agentlab.store.offsets import log_marks
+
+__all__ = ["client_calls", "client_metrics", "commit_record", "timeline_row", "uncancel"]
+
+
+def timeline_row(
+    society: Any,
+    tick: int,
+    total: BatchResult,
+    wall_s: float,
+    events: list[dict[str, Any]],
+    routers: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The ``timeline`` row of ``tick`` (``society``: the Society committing it)."""
+    metrics = client_metrics(society.proxy)
+    return {
+        "schema_version": SOCIETY_SCHEMA_VERSION,
+        "tick": tick,
+        "ts": society.clock.now(),
+        "agents": len(society.agent_specs),
+        "steps": total.steps,
+        "llm_calls": total.llm_calls,
+        "tokens": total.tokens,
+        "errors": total.errors,
+        "wall_s": wall_s,
+        "aimd_limit": metrics.get("aimd_limit"),
+        "in_flight": metrics.get("in_flight"),
+        "env_events": len(events),
+        "routers": routers or None,
+    }
+
+
+def commit_record(
+    run_dir: Path, previous: dict[str, Any], row: dict[str, Any], ckpt: list[str]
+) -> dict[str, Any]:
+    """The commit record of ``row``'s tick: the log's marks (continued from the
+    ``previous`` commit's), the env checkpoint ``ckpt`` and the running totals."""
+    marks = log_marks(run_dir, previous.get("marks"))
+    totals = dict(previous.get("totals", {}))
+    for k in ("steps", "llm_calls", "tokens", "errors"):
+        totals[k] = totals.get(k, 0) + row[k]
+    return {
+        "schema_version": SOCIETY_SCHEMA_VERSION,
+        "tick": row["tick"],
+        "ts": row["ts"],
+        "offsets": {k: m["bytes"] for k, m in marks.items()},
+        "marks": marks,
+        "env": ckpt,
+        "totals": totals,
+    }
+
+
+def uncancel() -> None:
+    """Take back the cancellation that interrupted :meth:`Society.run` (it was handled:
+    the run stopped after the committed tick), so the caller's task goes on normally."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return
+    if task is not None:
+        while task.cancelling():
+            task.uncancel()
+
+
+def client_calls(proxy: RunServices) -> int | None:
+    try:
+        return int(proxy.llm.client.usage.calls)
+    except Exception:  # progress is best effort; never fail a tick for it
+        return None
+
+
+def client_metrics(proxy: RunServices) -> dict[str, Any]:
+    try:
+        client = proxy.llm.client
+        return {"aimd_limit": client.limit, "in_flight": client.in_flight()}
+    except Exception:  # metrics are best effort; never fail a tick for them
+        return {}
