@@ -19,12 +19,7 @@ ROOT = Path(__file__).resolve().parents[1] / "agentlab"
 
 #: circles still allowed, each with who removes it (compared exactly: a circle that is
 #: gone must be removed from here, a new one fails)
-KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    # llm/ is being reworked (fidelity2, engine2, perf2): the lead breaks it after merging
-    frozenset({"agentlab.llm.sim_content", "agentlab.llm.sim_tools"}): "lead, after #22/#26",
-    # topology/ belongs to fidelity2 this round
-    frozenset({"agentlab.topology.protocols", "agentlab.topology.workflow"}): "lead, after #22",
-}
+KNOWN_CIRCLES: dict[frozenset[str], str] = {}
 
 #: modules allowed past MAX_LINES, each being split by its owner this round
 MAX_LINES = 600

@@ -47,7 +47,6 @@ from agentlab.llm.sim_content import (
     gen_json,
     gen_reply,
     gen_tool_call,
-    play_along,
 )
 from agentlab.llm.sim_engine import Engine, EngineRequest
 from agentlab.llm.sim_profiles import LengthDist, SimProfile
@@ -62,7 +61,7 @@ from agentlab.llm.sim_result import (
 from agentlab.llm.sim_running import AttemptRunner
 from agentlab.llm.sim_slots import prefix_digest
 from agentlab.llm.sim_state import ServerState
-from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program
+from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program, play_along_reply
 from agentlab.llm.structured import OutputSpec
 from agentlab.llm.tokens import CharsTokenizer, get_tokenizer
 
@@ -218,7 +217,7 @@ class SimServer(AttemptRunner, ServerState):
 
         rng = Rng(h)
         text, calls, n, finish = self._content(rng, spec, tools, params, malformed, labels)
-        text, calls, n, finish = play_along(
+        text, calls, n, finish = play_along_reply(
             messages, tools, params, rng, (text, calls, n, finish), malformed
         )
         res = SimResult(text, prompt_tokens, n, now, 0.0, now, now, finish, tool_calls=calls)

@@ -25,7 +25,6 @@ __all__ = [
     "gen_text",
     "gen_tool_call",
     "gen_value",
-    "play_along",
     "request_hash",
     "text_chars_per_token",
 ]
@@ -447,35 +446,6 @@ def _bounds(schema: dict[str, Any], *, integer: bool) -> tuple[float, float]:
 
 
 # --- tool calls --------------------------------------------------------------------------
-
-
-_contextual: Any = None
-
-
-def play_along(
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
-    params: dict[str, Any],
-    rng: Rng,
-    content: tuple[str, list[tuple[str, str, str]], int, str],
-    malformed: bool,
-) -> tuple[str, list[tuple[str, str, str]], int, str]:
-    """Hook: contextual tool arguments, code and plans (see :mod:`agentlab.llm.sim_tools`).
-
-    ``content`` is ``(text, tool calls, completion tokens, finish reason)``.
-    """
-    global _contextual
-    if _contextual is None:  # sim_tools imports this module: bound on first use, once
-        from agentlab.llm.sim_tools import play_along as contextual
-
-        _contextual = contextual
-    text, calls, n, finish = content
-    new_text, new_calls, new_n = _contextual(
-        messages, tools, params, rng, text, calls, n, malformed
-    )
-    if new_text is not text:  # a program or plan instead of prose: complete, not cut
-        finish = "stop"
-    return new_text, new_calls, new_n, finish
 
 
 def gen_tool_call(

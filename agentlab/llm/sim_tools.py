@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from agentlab.llm.sim_content import Rng, gen_value
 from agentlab.llm.sim_slots import FIELD, ITEM, PrefixSlots, holds_separator
 
-__all__ = ["INVALID_ARGS_P", "asks_for_program", "play_along"]
+__all__ = ["INVALID_ARGS_P", "asks_for_program", "play_along", "play_along_reply"]
 
 #: default share of tool calls with a wrong argument (``sim_p_invalid_args`` overrides it)
 INVALID_ARGS_P = 0.0
@@ -376,3 +376,20 @@ def play_along(
             out = (_code if CODEGEN_MARK in system else _plan)(ctx, fns, rng, invalid_p)
             return out, [], max(1, len(out) // 4)
     return text, calls, n
+
+
+def play_along_reply(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    params: dict[str, Any],
+    rng: Rng,
+    content: tuple[str, list[tuple[str, str, str]], int, str],
+    malformed: bool,
+) -> tuple[str, list[tuple[str, str, str]], int, str]:
+    """:func:`play_along` on a whole reply ``(text, tool calls, completion tokens, finish
+    reason)``: a program or plan that replaces the prose is complete (finish ``stop``)."""
+    text, calls, n, finish = content
+    new_text, new_calls, new_n = play_along(messages, tools, params, rng, text, calls, n, malformed)
+    if new_text is not text:  # a program or plan instead of prose: complete, not cut
+        finish = "stop"
+    return new_text, new_calls, new_n, finish

@@ -38,7 +38,7 @@ from agentlab.topology import prompts as P
 from agentlab.topology.models import DiscussionTurn, Expert, PeerMessage, Review
 
 if TYPE_CHECKING:
-    from agentlab.topology.workflow import RunContext
+    from agentlab.topology.context import RunContext
 
 __all__ = ["PROTOCOLS", "Protocol", "ask", "full_mesh", "sequential", "star", "turn"]
 

@@ -22,17 +22,20 @@ original's call label, e.g. ``full_mesh_message``), ``topology``, ``run_id``, ``
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
-from collections.abc import Mapping
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentlab.core.clock import Clock
-from agentlab.errors import ConfigError, LLMError
-from agentlab.messaging import CompletionClient, FailurePolicy, MessageSink, Msg
+from agentlab.errors import LLMError
+from agentlab.messaging import FailurePolicy
 from agentlab.messaging.structured import complete_structured
 from agentlab.topology import prompts as P
+from agentlab.topology.context import (
+    PAPER_CONSENSUS_RATES,
+    PAPER_PASS_RATES,
+    STAGES,
+    STYLES,
+    RunContext,
+    WorkflowConfig,
+)
 from agentlab.topology.models import Expert, expert_team_model
 from agentlab.topology.protocols import PROTOCOLS, ask
 
@@ -45,182 +48,6 @@ __all__ = [
     "WorkflowConfig",
     "run_workflow",
 ]
-
-STAGES = ("recruitment", "discussion", "synthesis", "execution", "evaluation", "final")
-STYLES = ("free_text", "structured")
-
-#: P(every expert of round r signals agreement) — Star: every reviewer approves — measured
-#: on the paper's 1,481 runs, N = 4: agentraffic ``ui/data/public/workflow.json``,
-#: ``groups.all.<topology>.consensus.per_round[r].rate`` (agreed / reached).
-PAPER_CONSENSUS_RATES: dict[str, tuple[float, ...]] = {
-    "sequential": (0.07178, 0.2654, 0.2679),
-    "star": (0.0, 0.0, 0.0),
-    "full_mesh": (0.3966, 0.6244, 0.5338),
-}
-#: P(an iteration is accepted by the evaluator), same file: ``retries``:
-#: 1 - not_accepted.iterations / iterations (sequential 115/613, star 186/653, mesh 164/653).
-PAPER_PASS_RATES: dict[str, float] = {"sequential": 0.8124, "star": 0.7152, "full_mesh": 0.7489}
-
-
-def _rates_default() -> dict[str, tuple[float, ...]]:
-    return dict(PAPER_CONSENSUS_RATES)
-
-
-def _pass_default() -> dict[str, float]:
-    return dict(PAPER_PASS_RATES)
-
-
-@dataclass(frozen=True)
-class WorkflowConfig:
-    """Knobs of one run; defaults are the paper's setting (source in brackets).
-
-    Args:
-        agents: experts N (>= 2) [paper: 4, ``force_agent_count``].
-        rounds: discussion rounds at most; Star: solver iterations [orchestrator: 3;
-            ``run_agentverse.sh -r 3`` for full mesh].
-        max_parallel: full-mesh worker pool [``MAX_PARALLEL_WORKERS`` = 5].
-        style: ``"free_text"`` (markers in the text) or ``"structured"`` (pydantic replies).
-        early_stop: stop the discussion at the first round where all agree (Star: all
-            approve). The paper's runs stop there (``workflow.json`` notes: "The loop stops
-            at the first round where every agent signals agreement"); the public
-            repository's current main branch completes all rounds (``early_stop=False``).
-        consensus_rates: per topology, per round, P(the whole round agrees) on a simulated
-            backend [:data:`PAPER_CONSENSUS_RATES`]; rounds past the tuple use its last
-            value. Each of the k turns of a round carries the marker independently with
-            ``q = rate ** (1 / k)``, k taken at ``rates_agents`` experts and held fixed for
-            other N (an expert's tendency to agree does not know N).
-        rates_agents: the N the rates were measured at [4].
-        pass_rates: per topology, P(the evaluator's reply scores ``pass_score``) on a
-            simulated backend [:data:`PAPER_PASS_RATES`]; otherwise the reply has no
-            score, which the original scores 0 ("unscored").
-        pass_score: the score a simulated passing evaluation gives [92, the paper's median
-            final score, ``workflow.json`` ``quality.score.median``].
-        threshold: score needed to accept; 0 = the evaluator's ``goal_achieved`` decides
-            [orchestrator ``success_threshold`` = 70].
-        max_iterations: recruitment → evaluation loops at most [3].
-        history_chars: discussion-history cap in characters
-            [``DISCUSSION_HISTORY_MAX_CHARS`` = 6000].
-        context_chars: characters of the plan in the execution prompt's context [500].
-        eval_prompt_chars: evaluation prompt cap; the oldest results are cut
-            [``EVAL_MAX_PROMPT_CHARS`` = 20000].
-        result_chars: per-result cap in the final prompt [8000].
-        max_tokens: completion cap of every free-text call (discussion turns, synthesis,
-            execution, evaluation, final); 0 = none: the client's default, synthesis 2048,
-            final 4096 [the paper's server caps all calls at ``LLM_MAX_TOKENS`` = 6144].
-            Structured calls (recruitment, ``style="structured"`` turns) keep the client's
-            default, since a cut JSON reply cannot be parsed.
-    """
-
-    agents: int = 4
-    rounds: int = 3
-    max_parallel: int = 5
-    style: str = "free_text"
-    early_stop: bool = True
-    consensus_rates: Mapping[str, tuple[float, ...]] = field(default_factory=_rates_default)
-    rates_agents: int = 4
-    pass_rates: Mapping[str, float] = field(default_factory=_pass_default)
-    pass_score: int = 92
-    threshold: int = 70
-    max_iterations: int = 3
-    history_chars: int = 6000
-    context_chars: int = 500
-    eval_prompt_chars: int = 20000
-    result_chars: int = 8000
-    max_tokens: int = 0
-
-    def __post_init__(self) -> None:
-        rates = {k: tuple(float(x) for x in v) for k, v in dict(self.consensus_rates).items()}
-        passes = {k: float(v) for k, v in dict(self.pass_rates).items()}
-        object.__setattr__(self, "consensus_rates", rates)
-        object.__setattr__(self, "pass_rates", passes)
-        checks = {
-            "agents": self.agents >= 2,
-            "rounds": self.rounds >= 1,
-            "max_parallel": self.max_parallel >= 1,
-            "max_iterations": self.max_iterations >= 1,
-            "rates_agents": self.rates_agents >= 2,
-            "style": self.style in STYLES,
-            "threshold": 0 <= self.threshold <= 100,
-            "pass_score": 0 <= self.pass_score <= 100,
-            "consensus_rates": all(v and all(0 <= x <= 1 for x in v) for v in rates.values()),
-            "pass_rates": all(0 <= x <= 1 for x in passes.values()),
-            "history_chars": self.history_chars >= 0,
-            "max_tokens": self.max_tokens >= 0,
-        }
-        bad = [k for k, ok in checks.items() if not ok]
-        if bad:
-            vals = {k: getattr(self, k) for k in bad}
-            raise ConfigError(
-                f"invalid workflow config {vals}: need agents>=2, rounds>=1, max_parallel>=1, "
-                f"max_iterations>=1, rates_agents>=2, style in {STYLES}, threshold and "
-                "pass_score in [0, 100], non-empty rate tuples in [0, 1], history_chars>=0, "
-                "max_tokens>=0"
-            )
-
-    def round_rate(self, topology: str, rnd: int) -> float:
-        """P(round ``rnd`` of ``topology`` agrees); topologies without rates never agree."""
-        rates = self.consensus_rates.get(topology, (0.0,))
-        return rates[min(rnd, len(rates)) - 1]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The config as plain JSON-able values (stored in ``run.json``)."""
-        d = asdict(self)
-        d["consensus_rates"] = {k: list(v) for k, v in self.consensus_rates.items()}
-        d["pass_rates"] = dict(self.pass_rates)
-        return d
-
-
-@dataclass
-class RunContext:
-    """What the stages of one run share: client, config, identity, clock, message sink."""
-
-    client: CompletionClient
-    cfg: WorkflowConfig
-    topology: str
-    run_id: str
-    task: dict[str, Any]
-    clock: Clock
-    sink: MessageSink | None = None
-    simulated: bool = True
-    stats: Counter[str] = field(default_factory=Counter)
-    tracer: Any = None  # a store Tracer: each stage is an ``experiment.stage`` span
-
-    def stage(self, name: str, iteration: int) -> Any:
-        """The stage's span around a block (its calls' ``llm.call`` spans are children);
-        a no-op without a tracer."""
-        if self.tracer is None:
-            return nullcontext()
-        return self.tracer.trace_span("experiment.stage", **{
-            "agentlab.stage": name, "agentlab.iteration": iteration,
-            "agentlab.run_id": self.run_id})  # fmt: skip
-
-    def labels(
-        self, stage: str, iteration: int, rnd: int | None = None, **extra: Any
-    ) -> dict[str, Any]:
-        """The call labels of one call."""
-        return {
-            "stage": stage,
-            "iteration": iteration,
-            "round": rnd,
-            "topology": self.topology,
-            "run_id": self.run_id,
-            "task_id": self.task["id"],
-            **extra,
-        }
-
-    def marker_p(self, rnd: int, turns_at_rates_n: int) -> float:
-        """Per-turn marker probability for a round of ``turns_at_rates_n`` turns."""
-        rate = self.cfg.round_rate(self.topology, rnd)
-        return rate ** (1.0 / max(1, turns_at_rates_n))
-
-    def sim_kw(self, **kw: Any) -> dict[str, Any]:
-        """Simulator overrides, for ``sim/`` backends only."""
-        return kw if self.simulated else {}
-
-    def record(self, sender: str, text: str, ts: float, to: list[str], iteration: int) -> None:
-        """Put one discussion delivery into the messages dataset."""
-        if self.sink is not None and to:
-            self.sink.record(Msg(sender, text, ts=ts), to, "discussion", iteration)
 
 
 async def _recruit(ctx: RunContext, it: int, feedback: str) -> list[Expert]:
