@@ -252,7 +252,7 @@ async def _step_one(
                 # the step's own frames only: the implicit context of whatever the driver was
                 # handling when it started the step (e.g. run_sync's "no running event loop")
                 # is not this error's story
-                tb = "".join(traceback.format_exception(exc, chain=False))[-2000:]
+                tb = _clip_traceback("".join(traceback.format_exception(exc, chain=False)))
                 log.add("agent_errors", {**err, "traceback": tb})
                 proxy.trace.record_event("agent.error", **err)
                 if agent is not None:
@@ -355,3 +355,18 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
 def run_batch_blocking(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     """Run a batch in a fresh event loop (the body of a Ray task)."""
     return asyncio.run(step_agent_batch(batch, proxy))
+
+
+#: longest traceback kept in ``agent_errors`` (a deep stack in a long checkout path runs
+#: past it)
+TRACEBACK_CHARS = 2000
+
+
+def _clip_traceback(tb: str, limit: int = TRACEBACK_CHARS) -> str:
+    """``tb`` within ``limit`` characters: its header line and its innermost frames and
+    error (where it failed), the middle frames elided with a marker."""
+    if len(tb) <= limit:
+        return tb
+    head = tb.split("\n", 1)[0] + "\n"
+    marker = "  ... (frames elided) ...\n"
+    return head + marker + tb[-(limit - len(head) - len(marker)) :]
