@@ -97,6 +97,36 @@ def test_tree_cpu_counts_children(measure: ModuleType) -> None:
     assert own.seconds < tree.seconds
 
 
+def test_tree_cpu_survives_a_descendant_orphaned_mid_interval(measure: ModuleType) -> None:
+    """A grandchild counted at the start whose parent dies and which then exits (reaped by
+    init, outside the tree) must not take its past CPU out of the interval: summing the tree
+    twice and subtracting read -3.4 s here once."""
+    import subprocess
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass"
+    # the parent starts a grandchild that burns 0.4 s, then sleeps until told to leave
+    parent_code = (
+        "import subprocess, sys\n"
+        f"g = subprocess.Popen([sys.executable, '-c', {burn.format(s=0.4)!r} + '\\nimport time; time.sleep(1.0)'])\n"
+        "sys.stdin.readline()\n"  # leave without waiting for the grandchild
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdin=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until the grandchild has burnt its CPU
+        kids = [s for s in measure.tree_sample(parent.pid).procs.items() if s[0] != parent.pid]
+        if kids and kids[0][1][0] >= 0.35:
+            break
+        time.sleep(0.05)
+    with measure.Timer("tree") as tree:
+        assert parent.stdin is not None
+        parent.stdin.write(b"\n")
+        parent.stdin.close()
+        parent.wait()
+        time.sleep(1.5)  # the orphan exits, reaped by init
+        subprocess.run([sys.executable, "-c", burn.format(s=0.3)], check=True)
+    assert tree.seconds >= 0.25  # the 0.3 s child still counts; the orphan's past does not subtract
+
+
 def test_repeat_interleaves_and_keeps_min_median(measure: ModuleType) -> None:
     order: list[str] = []
     vals = iter([3.0, 30.0, 1.0, 10.0, 2.0, 20.0])

@@ -27,15 +27,22 @@ def execute(spec: dict) -> int:
 
     executed = out_dir / spec.get("output_name", "notebook.ipynb")
     try:
-        papermill.execute_notebook(
-            spec["notebook"],
-            str(executed),
-            parameters=spec.get("parameters") or {},
-            kernel_name=spec.get("kernel_name"),
-            progress_bar=False,
-            cwd=str(out_dir),
-            start_timeout=120,
-        )
+        for attempt in range(1, KERNEL_START_TRIES + 1):
+            try:
+                papermill.execute_notebook(
+                    spec["notebook"],
+                    str(executed),
+                    parameters=spec.get("parameters") or {},
+                    kernel_name=spec.get("kernel_name"),
+                    progress_bar=False,
+                    cwd=str(out_dir),
+                    start_timeout=120,
+                )
+                break
+            except Exception as exc:
+                if attempt == KERNEL_START_TRIES or not _kernel_failed_to_start(exc):
+                    raise
+                print(f"kernel failed to start ({exc}); retrying ({attempt})", file=sys.stderr)
     except Exception as exc:  # papermill raises PapermillExecutionError with the cell traceback
         text = "".join(traceback.format_exception_only(type(exc), exc))
         (out_dir / "error.txt").write_text(text)
@@ -45,6 +52,19 @@ def execute(spec: dict) -> int:
         if executed.is_file():  # outputs with a static snapshot render it in nbconvert
             drop_snapshot_widget_state(executed)
     return 0
+
+
+#: papermill starts a kernel this many times before giving up on a point
+KERNEL_START_TRIES = 3
+#: what jupyter_client raises when a kernel dies or stays silent before its first reply. Kernels
+#: started at the same moment by separate processes can pick the same free ports (each process
+#: probes them alone) and one dies binding them: seen with three sweep points starting at once.
+_START_FAILURES = ("Kernel died before replying to kernel_info", "Kernel didn't respond")
+
+
+def _kernel_failed_to_start(exc: BaseException) -> bool:
+    """True for a kernel that never answered ``kernel_info``: no cell ran, a retry is safe."""
+    return any(marker in str(exc) for marker in _START_FAILURES)
 
 
 if __name__ == "__main__":
