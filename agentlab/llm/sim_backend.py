@@ -167,7 +167,8 @@ class SimServer(AttemptRunner, ServerState):
 
     def _share(self, draw: int) -> float:
         """The jitter factor of the client's ``draw``-th request (deterministic per seed)."""
-        return _lognormal_factor(Rng(self.seed * 1_000_003 + draw).random(), 0.5)
+        u = Rng(self.seed * 1_000_003 + draw).random()
+        return _lognormal_factor(u, self.profile.client_overhead_sigma)
 
     # --- planning --------------------------------------------------------------------
 

@@ -258,6 +258,7 @@ class SimProfile:
     # the calling process before the request starts: litellm costs ~5-20 ms here. It is what
     # spaces out a fan-out of N "simultaneous" calls by a few milliseconds instead of 0.
     client_overhead_s: float = 0.0
+    client_overhead_sigma: float = 0.5  # sigma of each request's mean-1 log-normal share of it
     completion_median: float = 32.0  # log-normal completion length: median tokens
     completion_sigma: float = 0.5  # ... and sigma of log(tokens)
     # per-label lengths: labels["call"] or labels["stage"] (qualified by @topology and
