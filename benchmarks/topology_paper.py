@@ -211,7 +211,8 @@ def cross_fit(calls: Any, runs: int, seed: int, base: Path) -> list[dict[str, An
     for fit_on in TOPOLOGIES:
         cal = fit_calibration(calls[calls["topology"] == fit_on], slots=truth.slots,
                               max_num_batched_tokens=truth.max_num_batched_tokens,
-                              by="run_id", n_boot=5, n_sim=0, seed=seed)  # fmt: skip
+                              by="run_id", n_boot=5, n_sim=0, seed=seed,
+                              step_roofline=truth.step_roofline)  # fmt: skip
         fitted = {k: getattr(cal.profile, k) for k in server}
         path = truth.replace(**fitted).save(base / f"fitted_on_{fit_on}.toml")
         for topo in TOPOLOGIES:

@@ -3,7 +3,9 @@
 The model fitted is the step model of :mod:`agentlab.llm.sim_engine`:
 
 - **TTFT** of a call that found the server idle (no other call in flight when it started)
-  is ``overhead_s + 1 / decode_tps + prompt / prefill_tps``: a line in the prompt tokens.
+  is ``overhead_s + 1 / decode_tps + prompt / prefill_tps``: a line in the prompt tokens
+  (``step_roofline=True``: ``overhead_s + max(1 / decode_tps, prompt / prefill_tps)``, the
+  line through ``overhead_s`` of the prompts above the knee, as ``sim/vllm-3b`` runs).
 - **Decode time** ``D = end - first_token`` of a call with ``C`` tokens is
   ``(C - 1) * b0 * (1 + d * (n - 1)) + Q / prefill_tps`` where ``n`` is the mean number of
   calls decoding alongside it per step (from the overlap of the recorded decode
@@ -181,8 +183,11 @@ def _integral(pts: np.ndarray, cum: np.ndarray, t: np.ndarray, vals: np.ndarray)
     return cum[i] + (t - pts[i]) * vals[i]
 
 
-def _fit_lines(f: pd.DataFrame) -> dict[str, float]:
-    """The regressions on one (possibly resampled) feature frame."""
+def _fit_lines(f: pd.DataFrame, roofline: bool = False) -> dict[str, float]:
+    """The regressions on one (possibly resampled) feature frame; ``roofline``: the idle
+    TTFT is ``overhead_s + max(1 / decode_tps, prompt / prefill_tps)`` (the profile's
+    ``step_roofline``), a line through ``overhead_s`` fitted on the prompts above the knee
+    ``prefill_tps / decode_tps`` (found by iterating from all of them)."""
     res: dict[str, float] = {}
     ttft = f["first_token"] - f["start"]
     idle = f[np.isfinite(ttft) & (f["others_at_start"] == 0)]
@@ -235,22 +240,39 @@ def _fit_lines(f: pd.DataFrame) -> dict[str, float]:
     if len(idle) >= 2 and idle["prompt_tokens"].nunique() >= 2:
         p = idle["prompt_tokens"].to_numpy()
         y = (idle["first_token"] - idle["start"]).to_numpy()
-        if len(p) <= 400:  # Theil-Sen: robust to calls slowed by a busy machine
-            from scipy.stats import theilslopes
-
-            slope, icept, _, _ = theilslopes(y, p)
-        else:  # many calls: least squares (Theil-Sen is quadratic in the count)
-            slope, icept = np.polyfit(p, y, 1)
+        slope, icept = _line(p, y)
         base = 1.0 / res["decode_tps"] if res.get("decode_tps") else 0.0
-        if icept < base:
+        above = np.ones(len(p), dtype=bool)
+        for _ in range(5 if roofline else 0):
+            nxt = p * slope > base if slope > 0 else above
+            if nxt.sum() < 2 or np.unique(p[nxt]).size < 2 or (nxt == above).all():
+                break
+            above = nxt
+            slope, icept = _line(p[above], y[above])
+        if roofline:
+            res["prefill_tps"] = 1.0 / slope if slope > 0 else 0.0
+            res["overhead_s"] = max(0.0, float(icept))
+        elif icept < base:
             # The line crosses below the model's floor (one step, no overhead): TTFT is
             # convex in the prompt here (attention grows with it). Fit through the floor
             # instead, so short prompts are not all predicted ~|icept| too slow.
             slope = float(np.median((y - base) / np.maximum(p, 1)))
             icept = base
-        res["prefill_tps"] = 1.0 / slope if slope > 0 else 0.0
-        res["overhead_s"] = max(0.0, float(icept) - base)
+        if not roofline:
+            res["prefill_tps"] = 1.0 / slope if slope > 0 else 0.0
+            res["overhead_s"] = max(0.0, float(icept) - base)
     return res
+
+
+def _line(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(slope, intercept) of TTFT on prompt tokens."""
+    if len(p) <= 400:  # Theil-Sen: robust to calls slowed by a busy machine
+        from scipy.stats import theilslopes
+
+        slope, icept, _, _ = theilslopes(y, p)
+        return float(slope), float(icept)
+    slope, icept = np.polyfit(p, y, 1)  # many calls: Theil-Sen is quadratic in the count
+    return float(slope), float(icept)
 
 
 def _fit_lengths(d: pd.DataFrame, stage_col: str) -> dict[str, tuple[float, float, int]]:
@@ -358,6 +380,7 @@ def fit_calibration(
     n_sim: int = 20,
     seed: int = 0,
     source: str = "",
+    step_roofline: bool = False,
 ) -> Calibration:
     """Fit a profile and report how well it fits; see the module docstring.
 
@@ -383,6 +406,8 @@ def fit_calibration(
             widen the decode parameters' intervals (0 = off).
         seed: seed of the bootstrap and the replay.
         source: text for the profile's ``source`` (default says what it was fitted on).
+        step_roofline: fit (and replay) the roofline step time the profile will run with
+            (:attr:`SimProfile.step_roofline`, as ``sim/vllm-3b``); off: the additive step.
 
     Raises:
         ConfigError: too few usable calls, or no call that reveals prefill/decode speed.
@@ -405,10 +430,10 @@ def fit_calibration(
                 f"calibrate: train mask has {len(mask)} entries for {len(d)} usable calls"
             )
     feats = _load_features(d, group, 0.0)
-    first = _fit_lines(feats[mask])
+    first = _fit_lines(feats[mask], step_roofline)
     feats = _load_features(d, group, first.get("decode_degrade", 0.0))  # step-weighted n
     tr = feats[mask].reset_index(drop=True)
-    point = _fit_lines(tr)
+    point = _fit_lines(tr, step_roofline)
     if "decode_tps" not in point or "prefill_tps" not in point:
         raise ConfigError(
             "calibrate: need streamed calls (first_token) with at least 2 tokens, and calls "
@@ -419,13 +444,15 @@ def fit_calibration(
     boots: dict[str, list[float]] = {k: [] for k in point}
     for _ in range(n_boot):
         sample = tr.iloc[rng.integers(0, len(tr), len(tr))]
-        for k, v in _fit_lines(sample).items():
+        for k, v in _fit_lines(sample, step_roofline).items():
             boots[k].append(v)
     lengths = _fit_lengths(tr, stage_col)
     if slots is None:
         dec = feats[np.isfinite(feats["first_token"])]
         slots = max(1, _max_overlap(dec["first_token"].to_numpy(), dec["end"].to_numpy()))
-    spread = _sim_spread(point, d, mask, group, slots, max_num_batched_tokens, seed, n_sim, client)
+    spread = _sim_spread(
+        point, d, mask, group, slots, max_num_batched_tokens, seed, n_sim, client, step_roofline
+    )
     rows = []
     for k, v in point.items():
         lo = float(np.percentile(boots[k], 2.5)) if boots[k] else math.nan
@@ -474,6 +501,7 @@ def fit_calibration(
         lengths=tuple(stage_lengths),
         max_completion=cap,
         source=src,
+        step_roofline=step_roofline,
     )
     pred = predict_calls(prof, d, by=by, client=client, seed=seed)
     fit = _gof(pred[mask], "train")
@@ -492,6 +520,7 @@ def _sim_spread(
     seed: int,
     reps: int,
     client: str | None,
+    roofline: bool = False,
 ) -> dict[str, list[float]]:
     """Parametric bootstrap of the decode fit: refits on replays with fresh speed draws.
 
@@ -511,6 +540,7 @@ def _sim_spread(
         decode_degrade=point.get("decode_degrade", 0.0),
         decode_jitter=point["decode_jitter"],
         overhead_s=point.get("overhead_s", 0.0),
+        step_roofline=roofline,
     )
     est: dict[str, list[float]] = {k: [] for k in ("decode_tps", "decode_degrade", "decode_jitter")}
     for r in range(reps):
@@ -521,7 +551,7 @@ def _sim_spread(
             np.isfinite(d["first_token"]), sim["start"] + pred["ttft_pred"], np.nan
         )
         sim["end"] = sim["start"] + pred["latency_pred"]
-        f = _fit_lines(_load_features(sim, group, point.get("decode_degrade", 0.0))[mask])
+        f = _fit_lines(_load_features(sim, group, point.get("decode_degrade", 0.0))[mask], roofline)
         for k in est:
             if k in f:
                 est[k].append(f[k])
@@ -574,6 +604,7 @@ def main(args: Any) -> int:
         by=args.by,
         client=args.client,
         lengths_by=args.by_label.split(",") if getattr(args, "by_label", None) else None,
+        step_roofline=bool(getattr(args, "step_roofline", False)),
     )
     cal.profile.save(out)
     print(cal.report())
