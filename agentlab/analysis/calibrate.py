@@ -18,6 +18,9 @@ The model fitted is the step model of :mod:`agentlab.llm.sim_engine`:
   ``--by-label call,round``) a law per call label and round that keeps the quartiles, p95
   and mean (:class:`~agentlab.llm.sim_profiles.LengthDist`), so a workflow re-run on the
   fitted profile keeps each call's lengths (the stage fit pools what differs by topology).
+- **Prefix caching**: with a ``cached_tokens`` column (vLLM's
+  ``prompt_tokens_details.cached_tokens``) a call's prompt tokens here are the uncached
+  ones, the prefill work, in the fit and in the replay (the fitted profile has no cache).
 - **Concurrency** at a call's start counts calls started at the same instant (a fan-out
   sent with no client CPU between the requests) as in flight: none of them found the
   server idle.
@@ -118,6 +121,9 @@ def _prepare(df: pd.DataFrame, stage_col: str, label_cols: tuple[str, ...] = ())
         d["first_token"] = np.nan
     for c in ("start", "end", "first_token", "prompt_tokens", "completion_tokens"):
         d[c] = pd.to_numeric(d[c], errors="coerce").astype(float)
+    if "cached_tokens" in d.columns:  # vLLM prefills only the prompt tokens it has not cached
+        cached = pd.to_numeric(d["cached_tokens"], errors="coerce").fillna(0.0)
+        d["prompt_tokens"] = np.maximum(1.0, d["prompt_tokens"] - cached)
     d = d[np.isfinite(d["start"]) & np.isfinite(d["end"]) & (d["completion_tokens"] >= 1)]
     if len(d) < 3:
         raise ConfigError(f"calibrate: need at least 3 successful calls, got {len(d)}")
