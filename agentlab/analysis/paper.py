@@ -8,23 +8,28 @@ with ``definitions="agentlab"``):
 | call window           | IATs: ``discussion`` calls; the rest: every | the **discussion window**: ``discussion`` and  |
 |                       | call of every stage                         | ``synthesis`` calls, for every metric          |
 | calls / tokens per run| all stages                                  | window calls                                   |
-| latency, TTFT         | percentiles pooled over all calls           | pooled over window calls; ``latency_mean`` is  |
-|                       |                                             | the mean over runs of per-run means            |
+| latency, TTFT         | percentiles pooled over all calls           | per run over its window calls, then the mean   |
+|                       |                                             | over runs (p50, p95; ``latency_mean``: means)  |
 | call rate             | calls / (last end - first start), all calls | window calls / (last start - first start)      |
-| duration              | —                                           | last end - first start of the window           |
+| duration              | —                                           | last start - first start of the window         |
 | in-flight             | all calls                                   | window calls                                   |
 | fits (Table 3)        | every IAT (zeros floored)                   | :func:`~agentlab.analysis.fits.fit_sample`:    |
 |                       |                                             | > 0, fence (Sequential, Star), > 50 ms, p99    |
 
 Sources: agentraffic ``ui/data/public/summary.json`` (``table2.notes``, ``iat.definition``,
-``iat.fit_scope``). Per-run values are averaged over runs, pooled values pool the runs of
-a group. Not reproduced: the network-layer rows and "IAT jitter".
+``iat.fit_scope``) and ``scripts/demo/export_results.py`` (``response_metrics``: the per-run
+columns ``llm_latency_p50/p95_mean_s``, ``llm_ttft_p50/p95_mean_s``, ``disc_duration_s`` =
+last minus first discussion-call start, from which Table 2 is recomputed; e.g. the
+fractional "peak concurrency" 1.99 is a mean over runs). Per-run values are averaged over
+runs, pooled values (IATs) pool the runs of a group. Not reproduced: the network-layer rows
+and "IAT jitter".
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -92,10 +97,17 @@ def paper_summary_df(
     rows = []
     for key, sub in iter_groups(win, keys):
         lat = (sub[end] - sub[start]).astype(float)
-        per_run = sub.assign(_lat=lat, _s=sub[start].astype(float), _e=sub[end].astype(float),
-                             _tok=sub[prompt].fillna(0) + sub[completion].fillna(0))  # fmt: skip
+        ft = (
+            sub[first_token].to_numpy(dtype=float)
+            if first_token in sub
+            else np.full(len(sub), np.nan)
+        )
+        ttft = ft - sub[start].to_numpy(dtype=float)
+        per_run = sub.assign(_lat=lat, _s=sub[start].astype(float),
+                             _tok=sub[prompt].fillna(0) + sub[completion].fillna(0),
+                             _ttft=ttft)  # fmt: skip
         g = per_run.groupby(runs, sort=False).agg(
-            n=("_s", "size"), s0=("_s", "min"), s1=("_s", "max"), e1=("_e", "max"),
+            n=("_s", "size"), s0=("_s", "min"), s1=("_s", "max"),
             lat=("_lat", "mean"), tok=("_tok", "sum"),
         )  # fmt: skip
         span = (g.s1 - g.s0).to_numpy(dtype=float)
@@ -105,12 +117,7 @@ def paper_summary_df(
         for k, v in key.items():
             x = x[x[k] == v]
         xi = x["iat"].to_numpy(dtype=float)
-        ft = (
-            sub[first_token].to_numpy(dtype=float)
-            if first_token in sub
-            else np.full(len(sub), np.nan)
-        )
-        ttft = ft - sub[start].to_numpy(dtype=float)
+        by_run = per_run.groupby(runs, sort=False)
         fl = infl
         for k, v in key.items():
             fl = fl[fl[k] == v]
@@ -121,7 +128,7 @@ def paper_summary_df(
             "disc_calls_per_run": len(sub) / n_runs,
             "disc_calls": len(sub),
             "call_rate": float(np.nanmean(rate)) if np.isfinite(rate).any() else math.nan,
-            "duration_s": float((g.e1 - g.s0).mean()),
+            "duration_s": float((g.s1 - g.s0).mean()),
             "tokens_per_run": float(g.tok.mean()),
             "tokens_per_call": float(g.tok.sum() / len(sub)),
             "latency_mean": float(g.lat.mean()),
@@ -130,14 +137,21 @@ def paper_summary_df(
             "iat_median": percentile(xi, 50),
             "iat_p95": percentile(xi, 95),
             "burst_fraction": float(np.mean(xi < threshold)) if len(xi) else math.nan,
-            "latency_p50": percentile(lat.to_numpy(), 50),
-            "latency_p95": percentile(lat.to_numpy(), 95),
-            "ttft_p50": percentile(ttft, 50),
-            "ttft_p95": percentile(ttft, 95),
+            "latency_p50": _run_mean(by_run["_lat"], 0.5),
+            "latency_p95": _run_mean(by_run["_lat"], 0.95),
+            "ttft_p50": _run_mean(by_run["_ttft"], 0.5),
+            "ttft_p95": _run_mean(by_run["_ttft"], 0.95),
             "mean_in_flight": float(fl["mean_in_flight"].mean()),
             "peak_in_flight": float(fl["peak_in_flight"].mean()),
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _run_mean(col: Any, q: float) -> float:
+    """Mean over runs of each run's ``q`` quantile (linear interpolation; NaN-only runs
+    skipped), as the paper's per-run ``*_p50_mean_s`` / ``*_p95_mean_s`` columns."""
+    per = col.quantile(q)
+    return float(per.mean()) if per.notna().any() else math.nan
 
 
 def _fit_samples(

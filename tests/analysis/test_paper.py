@@ -52,8 +52,11 @@ def test_paper_summary_by_hand(calls: pd.DataFrame) -> None:
     assert row["runs"] == 2 and row["disc_calls"] == 7 and row["disc_calls_per_run"] == 3.5
     # call rate: window calls / (last start - first start), mean over runs: 3/5 and 4/4
     assert row["call_rate"] == pytest.approx((3 / 5 + 4 / 4) / 2)
-    # duration: last end - first start of the window: 6 and 10
-    assert row["duration_s"] == pytest.approx(8.0)
+    # duration: last start - first start of the window (disc_duration_s): 5 and 4
+    assert row["duration_s"] == pytest.approx(4.5)
+    # latency p50 / p95 per run, then the mean over runs (llm_latency_p50/p95_mean_s):
+    # a [1 2 3] -> 2, 2.9; b [1 1 2 6] -> 1.5, 2 + 0.85 * 4 = 5.4 (pooled p50 would be 2)
+    assert row["latency_p50"] == pytest.approx(1.75) and row["latency_p95"] == pytest.approx(4.15)
     # latency_mean: mean of per-run means: (2+3+1)/3 = 2 and (1+1+2+6)/4 = 2.5
     assert row["latency_mean"] == pytest.approx(2.25)
     # IATs include the synthesis arrival: 2 3 | 1 1 2
