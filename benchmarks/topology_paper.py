@@ -136,7 +136,8 @@ def pieces(calls: Any) -> dict[str, Any]:
     from agentlab.llm import get_profile
     from agentlab.llm.sim_step import idle_ttft
 
-    ctx = json.loads((data_dir() / "agentraffic_server.json").read_text())["workflow"]["context"]
+    extract = json.loads((data_dir() / "agentraffic_server.json").read_text())
+    ctx = extract["workflow"]["context"]
     prof = get_profile("vllm-3b")
     c = calls[calls["outcome"] == "ok"].copy()
     c["call"] = c["labels"].map(lambda d: d.get("call") if isinstance(d, dict) else None)
@@ -164,7 +165,41 @@ def pieces(calls: Any) -> dict[str, Any]:
                              "ttft_p50": float(x["ttft"].median()),
                              "ttft_p95": float(x["ttft"].quantile(0.95)),
                              "idle_p50": float(x["idle"].median())})  # fmt: skip
-    return {"prompts": prompts, "ttft": ttft}
+    return {"prompts": prompts, "ttft": ttft, "inflight": inflight_bins(c, extract["load"])}
+
+
+#: the published in-flight bins (load.<topology>_inflight_<k> of the extract)
+_BINS = {"sequential": ("horizontal", (1, 4)), "star": ("vertical", (1, 4)),
+         "full_mesh": ("full_mesh", (1, 5))}  # fmt: skip
+
+
+def inflight_bins(c: Any, load: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every call (all stages) binned by the calls of its run in flight when it started,
+    itself included (the published ``load.contention`` definition); per published bin the
+    simulated TTFT and latency quartiles next to the published ones: the held-out check of
+    the step model on lone calls (bin 1) and on calls that start into a busy server."""
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    for topo, (key, bins) in _BINS.items():
+        parts = []
+        for _, r in c[c["topology"] == topo].groupby("run_id"):
+            s, e = r["start"].to_numpy(), r["end"].to_numpy()
+            busy = (s[None, :] <= s[:, None]) & (e[None, :] > s[:, None])
+            parts.append(r.assign(_k=busy.sum(1)))
+        if not parts:
+            continue
+        a = pd.concat(parts)
+        for k in bins:
+            x, pub = a[a["_k"] == k], load[f"{key}_inflight_{k}"]
+            if len(x):
+                rows.append({"topology": topo, "inflight": k, "n": len(x),
+                             "ttft": np.percentile(x["ttft"], [25, 50, 75]).tolist(),
+                             "ttft_pub": pub["queue_wait_s"],
+                             "latency": np.percentile(x["end"] - x["start"], [25, 50, 75]).tolist(),
+                             "latency_pub": pub["latency_s"]})  # fmt: skip
+    return rows
 
 
 def format_pieces(pc: dict[str, Any]) -> str:
@@ -182,6 +217,17 @@ def format_pieces(pc: dict[str, Any]) -> str:
         kind = "joined" if r["joined"] else "first"
         lines.append(f"{r['topology']:10s} {kind:8s} {r['n']:5d} {r['ttft_p50']:9.4f} "
                      f"{r['ttft_p95']:9.4f} {r['idle_p50']:9.4f}")  # fmt: skip
+    lines += ["All calls by calls in flight at their start (load.contention bins, held out):"
+              " [p25, p50, p75] simulated / published",
+              f"{'topology':10s} {'in flight':>9s} {'n':>5s}  {'ttft s':34s} latency s"]  # fmt: skip
+    for r in pc.get("inflight", []):
+
+        def q(v: list[float], f: str = ".3f") -> str:
+            return "[" + " ".join(format(x, f) for x in v) + "]"
+
+        lines.append(f"{r['topology']:10s} {r['inflight']:9d} {r['n']:5d}  "
+                     f"{q(r['ttft'])} / {q(r['ttft_pub'])}  "
+                     f"{q(r['latency'], '.2f')} / {q(r['latency_pub'], '.2f')}")  # fmt: skip
     return "\n".join(lines)
 
 
