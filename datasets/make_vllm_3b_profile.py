@@ -332,8 +332,11 @@ def _solve(f: Any, target: float) -> float:
     return (a + b) / 2
 
 
-#: Most of a topology's discussion calls whose length law reaches the server's output cap
-#: (max_tokens 6,144). Not published: an assumption. The published star figures (round
+#: Most of a topology's discussion calls whose length reaches the server's output cap
+#: (max_tokens 6,144): the replies that never stop (a repetition loop, ``cap_share`` of the
+#: laws) and the body's own tail past the cap. Not published: an assumption. Sequential's
+#: published IATs support a spike there rather than a smooth far tail: 1.4 % of them lie at
+#: 50-67 s (6,144 tokens at ~9.8 ms), only 0.35 % at 28-50 s (summary.json, a check). The published star figures (round
 #: quartiles, pooled p95 2,168, mean 1,021 tokens) hold together only with ~4.6 % of the
 #: replies at the cap, or a density flat from each law's p75 to the cap; a log-normal
 #: tail solved for that mean put ~5 % of star replies on the cap (61 s each), and a
@@ -345,31 +348,46 @@ CAP_SHARE_MAX = 0.01
 def _fit_tails(
     body: dict[str, list[tuple[float, float, float, float]]], p95: float, mean: float, cap: float
 ) -> tuple[float, float]:
-    """The (p75-p95, above-p95) slopes shared by ``body``'s laws (median, sigma_lo,
-    sigma_hi, n) that give their n-weighted mixture the pooled ``p95`` and ``mean``."""
+    """The p75-p95 slope shared by ``body``'s laws (median, sigma_lo, sigma_hi, n),
+    continued above p95, that gives their n-weighted mixture the pooled ``p95``, and the
+    share of replies that never stop (a repetition loop: they run to the ``cap``) that gives
+    it the pooled ``mean``, at most :data:`CAP_SHARE_MAX`."""
     rows = [r for rs in body.values() for r in rs]
 
-    def every(t: float, f: float) -> list[tuple[LengthDist, float]]:
-        return [(LengthDist(m, lo, hi, t, f), n) for m, lo, hi, n in rows]
+    def every(t: float, share: float) -> list[tuple[LengthDist, float]]:
+        return [(LengthDist(m, lo, hi, t, t).with_cap_share(share), n) for m, lo, hi, n in rows]
 
-    def pooled_mean(t: float, f: float) -> float:
-        xs = every(t, f)
-        return sum(d.mean(cap) * n for d, n in xs) / sum(n for _, n in xs)
+    def pooled(t: float, share: float, f: Any) -> float:
+        xs = every(t, share)
+        return sum(f(d) * n for d, n in xs) / sum(n for _, n in xs)
 
-    def at_cap(t: float, f: float) -> float:
-        xs = every(t, f)
-        return sum((1.0 - d.cdf(cap * (1 - 1e-9))) * n for d, n in xs) / sum(n for _, n in xs)
+    def pooled_mean(t: float, share: float) -> float:
+        return pooled(t, share, lambda d: d.mean(cap))
 
-    # the pooled p95 lies above some laws' own p95, so both slopes move it: solve each for
-    # its target in turn until they settle; the far slope stops where CAP_SHARE_MAX of the
-    # calls would reach the cap (then the mean falls short: see CAP_SHARE_MAX)
-    t = f = 1.0
-    for _ in range(8):
-        t = _solve(lambda x, f=f: _pooled_quantile(every(x, f), 0.95), p95)  # type: ignore[misc]
-        f = _solve(lambda x, t=t: pooled_mean(t, x), mean)  # type: ignore[misc]
-        if at_cap(t, f) > CAP_SHARE_MAX:
-            f = _solve(lambda x, t=t: at_cap(t, x), CAP_SHARE_MAX)  # type: ignore[misc]
-    return t, f
+    def at_cap(t: float, share: float) -> float:  # the spike and the body's own tail past it
+        return pooled(t, share, lambda d: 1.0 - d.cdf(cap * (1 - 1e-9)))
+
+    def bisect(f: Any, target: float) -> float:  # the share in [0, 1/2] where f reaches it
+        a, b = 0.0, 0.5
+        for _ in range(60):
+            mid = (a + b) / 2
+            a, b = (mid, b) if f(mid) < target else (a, mid)
+        return (a + b) / 2
+
+    t, share = 1.0, 0.0
+    for _ in range(6):  # the spike moves the pooled p95 a little: solve each in turn
+        t = _solve(lambda x, s=share: _pooled_quantile(every(x, s), 0.95), p95)  # type: ignore[misc]
+        most = bisect(lambda x, t=t: at_cap(t, x), CAP_SHARE_MAX)  # type: ignore[misc]
+        share = (
+            0.0
+            if pooled_mean(t, 0.0) >= mean
+            else bisect(
+                lambda x, t=t: pooled_mean(t, x),
+                mean,  # type: ignore[misc]
+            )
+        )
+        share = min(share, most)
+    return t, share
 
 
 def discussion_laws(wf: dict, cap: float) -> dict[str, dict]:
@@ -385,22 +403,23 @@ def discussion_laws(wf: dict, cap: float) -> dict[str, dict]:
             for c in calls
         }
         p95, mean = wf["p95"][topo], _mean_discussion(wf, topo)
-        t, f = _fit_tails(body, p95, mean, cap)
-        laws = {c: [(LengthDist(m, lo, hi, t, f), n) for m, lo, hi, n in rs]
-                for c, rs in body.items()}  # fmt: skip
+        t, share = _fit_tails(body, p95, mean, cap)
+        laws = {c: [(LengthDist(m, lo, hi, t, t).with_cap_share(share), n)
+                    for m, lo, hi, n in rs] for c, rs in body.items()}  # fmt: skip
         got = sum(d.mean(cap) * n for rs in laws.values() for d, n in rs)
         got /= sum(n for rs in laws.values() for _, n in rs)
-        out[topo] = {"laws": laws, "tail": t, "far": f, "mean": mean, "p95": p95, "got": got}
+        out[topo] = {"laws": laws, "tail": t, "share": share, "mean": mean, "p95": p95,
+                     "got": got}  # fmt: skip
     return out
 
 
 def _short(law: dict) -> str:
-    """Where the far slope stopped at CAP_SHARE_MAX: the pooled mean it reached."""
+    """Where the share at the cap stopped at CAP_SHARE_MAX: the pooled mean it reached."""
     if law["got"] >= law["mean"] * 0.999:
         return ""
     return (
-        f"; far slope bounded so that at most {CAP_SHARE_MAX:.0%} of the calls reach the"
-        f" 6,144-token cap (CAP_SHARE_MAX, an assumption): pooled mean {law['got']:.1f}"
+        f"; bounded so that at most {CAP_SHARE_MAX:.0%} of the calls run to the 6,144-token"
+        f" cap (CAP_SHARE_MAX, an assumption): pooled mean {law['got']:.1f}"
     )
 
 
@@ -420,13 +439,15 @@ def _lengths(wf: dict, a1: dict, cap: float) -> tuple[dict[str, object], dict[st
                 q = wf["context"][call]["completion"][r - 1]
                 lengths[f"{call}#{r}"] = {"p25": q[0], "median": q[1], "p75": q[2],
                                           "p95": round(d.quantile(0.95), 1),
-                                          "mean": round(d.mean(cap), 1)}  # fmt: skip
+                                          "cap_share": round(law["share"], 5)}  # fmt: skip
                 srcs[f"{call}#{r}"] = (
-                    f"workflow context.{call} completion round {r} quartiles; p95 and mean"
-                    f" from the tail slopes {law['tail']:.4f} (p75-p95) and {law['far']:.4f}"
-                    " (above p95) shared by the topology's discussion calls, solved for its"
-                    f" published p95 {law['p95']} (load.discussion) and mean"
-                    f" {law['mean']:.1f} tokens (roles.discussion means x n)" + _short(law)
+                    f"workflow context.{call} completion round {r} quartiles; p95 from the"
+                    f" slope {law['tail']:.4f} (p75-p95, continued above) shared by the"
+                    " topology's discussion calls, solved for its published p95"
+                    f" {law['p95']} (load.discussion); cap_share = the replies that never"
+                    " stop (run to the 6,144-token cap, ~60 s), solved for its published mean"
+                    f" {law['mean']:.1f} tokens (roles.discussion means x n; mean of this"
+                    f" law {d.mean(cap):.1f})" + _short(law)
                 )
             pq = [_pooled_quantile(dists, q) for q in (0.25, 0.5, 0.75, 0.95)]
             mean = sum(d.mean(cap) * n for d, n in dists) / sum(n for _, n in dists)

@@ -75,6 +75,9 @@ class LengthDist:
     sigma_hi: float
     sigma_tail: float
     sigma_far: float
+    # replies drawn above this score never stop (a repetition loop): they run to the output
+    # cap; share 1 - Phi(z_nostop) (:attr:`cap_share`); inf: none
+    z_nostop: float = math.inf
 
     @classmethod
     def lognormal(cls, median: float, sigma: float) -> LengthDist:
@@ -120,7 +123,20 @@ class LengthDist:
 
     @property
     def is_lognormal(self) -> bool:
-        return self.sigma_lo == self.sigma_hi == self.sigma_tail == self.sigma_far
+        same = self.sigma_lo == self.sigma_hi == self.sigma_tail == self.sigma_far
+        return same and self.z_nostop == math.inf
+
+    @property
+    def cap_share(self) -> float:
+        """The share of replies that never stop (run to the server's output cap)."""
+        return 1.0 - _phi(self.z_nostop) if self.z_nostop < math.inf else 0.0
+
+    def with_cap_share(self, share: float) -> LengthDist:
+        """This law with ``share`` of the replies (its top scores) never stopping."""
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(1.0 - share) if share > 0 else math.inf
+        return dataclasses.replace(self, z_nostop=z)
 
     def _pieces(self) -> tuple[tuple[float, float, float, float], ...]:
         """(z from, z to, log offset c, slope s): ``log(x / median) = c + s * z``."""
@@ -136,6 +152,8 @@ class LengthDist:
 
     def at(self, z: float) -> float:
         """The length at standard-normal score ``z`` (one draw: ``z = rng.normal()``)."""
+        if z > self.z_nostop:
+            return NO_STOP
         if z <= 0.0:
             return self.median * math.exp(self.sigma_lo * z)
         if z <= _Z75 or self.sigma_tail == self.sigma_far == self.sigma_hi:
@@ -158,8 +176,8 @@ class LengthDist:
                 continue
             z = (y - c) / s
             if z <= b:
-                return _phi(max(z, a))
-        return 1.0
+                return min(_phi(max(z, a)), _phi(self.z_nostop))
+        return 1.0 if x >= NO_STOP else _phi(self.z_nostop)
 
     def mean(self, cap: float = math.inf) -> float:
         """The mean of ``min(length, cap)``: per piece ``exp(c + s^2 / 2) * (Phi(b - s) -
@@ -171,6 +189,9 @@ class LengthDist:
                 if s > 0 and (y - c) / s <= b:
                     zc = max((y - c) / s, a)
                     break
+        zc = min(zc, self.z_nostop)
+        if zc < math.inf and cap == math.inf:
+            return math.inf
         total = 0.0
         for a, b, c, s in self._pieces():
             b = min(b, zc)
@@ -184,6 +205,13 @@ class LengthDist:
         ``{median, sigma_lo, sigma_hi, sigma_tail, sigma_far}``."""
         if self.is_lognormal:
             return [self.median, self.sigma_lo]
+        if self.z_nostop < math.inf:
+            body = dataclasses.replace(self, z_nostop=math.inf).to_toml(cap)
+            if "mean" in body and math.isclose(self.sigma_far, self.sigma_tail, rel_tol=1e-9):
+                del body["mean"]  # the far tail continues the p75-p95 slope: p95 gives it
+            elif "mean" in body:
+                body = {f: getattr(self, f) for f in ("median", *_SLOPES)}
+            return body | {"cap_share": round(self.cap_share, 6)}
         out = {"p25": round(self.quantile(0.25), 3), "median": self.median}
         out["p75"] = round(self.quantile(0.75), 3)
         out["p95"] = round(self.quantile(0.95), 3)
@@ -203,6 +231,8 @@ class LengthDist:
 
 
 _SLOPES = ("sigma_lo", "sigma_hi", "sigma_tail", "sigma_far")
+#: the length drawn for a reply that never stops: the server's output cap cuts it
+NO_STOP = 1e9
 
 
 #: (label, length distribution) per call / stage label, qualified by ``@topology`` and
@@ -450,6 +480,12 @@ def _toml_length(v: Any) -> str:
 def _length(label: str, v: Any, cap: float) -> LengthDist:
     if isinstance(v, LengthDist):
         return v
+    if isinstance(v, dict) and "cap_share" in v:
+        share = float(v["cap_share"])
+        if not 0.0 <= share < 0.5:
+            raise ConfigError(f"sim profile lengths[{label!r}]={v!r}: need 0 <= cap_share < 0.5")
+        rest = {k: x for k, x in v.items() if k != "cap_share"}
+        return _length(label, rest, cap).with_cap_share(share)
     try:
         if isinstance(v, dict) and set(v) == {"median", *_SLOPES}:
             law = LengthDist(float(v["median"]), *(float(v[k]) for k in _SLOPES))

@@ -112,3 +112,28 @@ def test_calibration_fits_the_prefill_work_of_the_uncached_prompt_tokens() -> No
     assert p.overhead_s == pytest.approx(0.005, abs=1e-9)
     blind = fit_calibration(calls.drop(columns="cached_tokens"), **kw).profile
     assert blind.overhead_s < 0.001
+
+
+def test_a_length_law_with_a_cap_share_sends_its_top_scores_to_the_output_cap() -> None:
+    """``with_cap_share(s)``: draws above the score ``Phi^-1(1 - s)`` never stop (NO_STOP,
+    cut by the server's cap); below it the law is unchanged. Mean of ``min(length, cap)``
+    by hand: ``median * exp(sigma^2 / 2) * Phi(z_cut - sigma) + cap * s``."""
+    from agentlab.llm.sim_profiles import NO_STOP, LengthDist
+
+    law = LengthDist.lognormal(100.0, 0.5).with_cap_share(0.02)
+    z_cut = NormalDist().inv_cdf(0.98)
+    assert law.cap_share == pytest.approx(0.02, rel=1e-12)
+    assert law.at(z_cut + 1e-6) == NO_STOP and law.at(1.0) == pytest.approx(100 * math.exp(0.5))
+    want = 100 * math.exp(0.125) * NormalDist().cdf(z_cut - 0.5) + 1000 * 0.02
+    assert law.mean(1000.0) == pytest.approx(want, rel=1e-9)
+    assert law.quantile(0.95) == pytest.approx(100 * math.exp(0.5 * NormalDist().inv_cdf(0.95)))
+    assert law.cdf(999.0) == pytest.approx(0.98, rel=1e-9)
+    # in a profile: {p25, median, p75, p95, cap_share} (the p75-p95 slope continued above)
+    prof = get_profile("instant").replace(
+        lengths={"x": {"p25": 80, "median": 100, "p75": 130, "p95": 200, "cap_share": 0.01}},
+        max_completion=1000,
+    )
+    got = prof.length_dist({"call": "x"})
+    assert got.cap_share == pytest.approx(0.01, rel=1e-9)
+    assert [got.quantile(q) for q in (0.25, 0.5, 0.75, 0.95)] == pytest.approx([80, 100, 130, 200])
+    assert got.sigma_far == got.sigma_tail
