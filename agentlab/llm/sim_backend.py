@@ -398,6 +398,7 @@ class SimServer(AttemptRunner, ServerState):
             target = int(self._length_dist(labels).at(rng.normal()) + 0.5)
         # vLLM's min_tokens: no EOS (nor stop string) before that many tokens
         target = max(1, target, int(params.get("min_tokens") or 0))
+        target = min(target, cap + 1)  # a reply that never stops (sim_profiles.NO_STOP): cut
         if spec is not None:
             text, n = gen_json(spec.schema, rng, target, bool_p=bool_p)
             if malformed:

@@ -137,3 +137,38 @@ def test_a_length_law_with_a_cap_share_sends_its_top_scores_to_the_output_cap() 
     assert got.cap_share == pytest.approx(0.01, rel=1e-9)
     assert [got.quantile(q) for q in (0.25, 0.5, 0.75, 0.95)] == pytest.approx([80, 100, 130, 200])
     assert got.sigma_far == got.sigma_tail
+
+
+async def test_replies_that_never_stop_are_cut_at_max_tokens_free_text_and_json(
+    tmp_path: Path,
+) -> None:
+    """A law whose top 40 % never stop: those replies end at ``max_tokens`` with
+    finish_reason ``length``; a JSON one is generated to the cap and cut mid-JSON (the
+    client cannot parse it: StructuredOutputError), not generated to NO_STOP tokens."""
+    from pydantic import BaseModel
+
+    from agentlab.errors import StructuredOutputError
+    from agentlab.llm import LLMClient
+
+    class Vote(BaseModel):
+        approve: bool
+        reason: str
+
+    law = {"p25": 8, "median": 10, "p75": 12, "p95": 16, "cap_share": 0.4}
+    path = get_profile("instant").replace(lengths={"x": law}).save(tmp_path / "p.toml")
+    c = LLMClient(f"sim/{path}", seed=0)
+    finishes = []
+    for i in range(30):
+        kw = {"response_format": Vote} if i % 2 else {}
+        try:
+            r = await c.complete([{"role": "user", "content": f"q {i}"}], labels={"call": "x"},
+                                 max_tokens=64, **kw)  # fmt: skip
+        except StructuredOutputError:
+            finishes.append("length")
+            continue
+        finishes.append(r.finish_reason)
+        if r.finish_reason == "length":
+            assert r.record.completion_tokens == 64
+        else:
+            assert r.record.completion_tokens <= 30
+    assert 4 <= finishes.count("length") <= 22
