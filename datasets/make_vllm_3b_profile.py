@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentlab.llm.sim_profiles import LengthDist
+from agentlab.llm.sim_lengths import LengthDist
 
 HERE = Path(__file__).resolve().parent
 EXTRACT = HERE / "agentraffic_server.json"

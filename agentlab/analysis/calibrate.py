@@ -16,7 +16,7 @@ The model fitted is the step model of :mod:`agentlab.llm.sim_engine`:
 - **Lengths**: a log-normal per ``stage`` label (median and sigma of log tokens), with
   the pooled fit as the default; with ``lengths_by=["call", "round"]`` (CLI
   ``--by-label call,round``) a law per call label and round that keeps the quartiles, p95
-  and mean (:class:`~agentlab.llm.sim_profiles.LengthDist`), so a workflow re-run on the
+  and mean (:class:`~agentlab.llm.sim_lengths.LengthDist`), so a workflow re-run on the
   fitted profile keeps each call's lengths (the stage fit pools what differs by topology).
 - **Prefix caching**: with a ``cached_tokens`` column (vLLM's
   ``prompt_tokens_details.cached_tokens``) a call's prompt tokens here are the uncached
@@ -44,9 +44,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agentlab.analysis.calibrate_step import fit_lines, load_features
 from agentlab.analysis.replay_engine import predict_calls
 from agentlab.errors import ConfigError
-from agentlab.llm.sim_profiles import LengthDist, SimProfile
+from agentlab.llm.sim_lengths import LengthDist
+from agentlab.llm.sim_profiles import SimProfile
 
 __all__ = ["Calibration", "calibrate", "fit_calibration", "predict_calls"]
 
@@ -128,157 +130,6 @@ def _prepare(df: pd.DataFrame, stage_col: str, label_cols: tuple[str, ...] = ())
     if len(d) < 3:
         raise ConfigError(f"calibrate: need at least 3 successful calls, got {len(d)}")
     return d.reset_index(drop=True)
-
-
-def _load_features(d: pd.DataFrame, group: list[str], degrade: float) -> pd.DataFrame:
-    """Per call: others in flight at start, mean decoding batch, prefill tokens shared."""
-    out = d.copy()
-    out["others_at_start"] = 0
-    out["n_batch"] = 1.0
-    out["n_start"] = 1.0
-    out["q_shared"] = 0.0
-    groups = out.groupby(group, sort=False).groups if group else {None: out.index}
-    for idx in groups.values():
-        g = out.loc[idx]
-        s, e = g["start"].to_numpy(), g["end"].to_numpy()
-        ss, es = np.sort(s), np.sort(e)
-        # calls started at or before s (ties included: a fan-out sent at one instant shares
-        # the server, none of them found it idle), less itself, less those already ended
-        inflight = np.searchsorted(ss, s, side="right") - 1 - np.searchsorted(es, s, side="right")
-        out.loc[idx, "others_at_start"] = np.maximum(inflight, 0)
-        f = g["first_token"].to_numpy()
-        ok = np.isfinite(f)
-        if not ok.any():
-            continue
-        fa, ea, pa = f[ok], e[ok], g["prompt_tokens"].to_numpy()[ok]
-        # step function n(t): number of calls decoding at t
-        pts = np.concatenate([fa, ea])
-        delta = np.concatenate([np.ones(len(fa)), -np.ones(len(ea))])
-        order = np.argsort(pts, kind="stable")
-        pts, delta = pts[order], delta[order]
-        n_after = np.cumsum(delta)
-        widths = np.diff(pts, append=pts[-1])
-        w = 1.0 / (1.0 + degrade * np.maximum(n_after - 1, 0))  # steps per second, relative
-        cum_w = np.concatenate([[0.0], np.cumsum(w * widths)])
-        cum_nw = np.concatenate([[0.0], np.cumsum(n_after * w * widths)])
-
-        iw = _integral(pts, cum_w, ea, w) - _integral(pts, cum_w, fa, w)
-        nw = n_after * w
-        inw = _integral(pts, cum_nw, ea, nw) - _integral(pts, cum_nw, fa, nw)
-        nb = np.where(iw > 0, inw / np.where(iw > 0, iw, 1.0), 1.0)
-        fs = np.argsort(fa)
-        cum_p = np.concatenate([[0.0], np.cumsum(pa[fs])])
-        fsorted = fa[fs]
-        q = (
-            cum_p[np.searchsorted(fsorted, ea, side="right")]
-            - cum_p[np.searchsorted(fsorted, fa, side="right")]
-        )
-        # calls decoding just after its first token: set by the others' progress only, so
-        # independent of this call's own speed (an instrument for n_batch, see _fit_lines)
-        i0 = np.clip(np.searchsorted(pts, fa, side="right") - 1, 0, len(pts) - 1)
-        rows = np.asarray(idx)[ok]
-        out.loc[rows, "n_start"] = np.maximum(n_after[i0], 1.0)
-        out.loc[rows, "n_batch"] = np.maximum(nb, 1.0)
-        out.loc[rows, "q_shared"] = q
-    return out
-
-
-def _integral(pts: np.ndarray, cum: np.ndarray, t: np.ndarray, vals: np.ndarray) -> np.ndarray:
-    """Integral from pts[0] to t of the step function with values ``vals`` after ``pts``."""
-    i = np.clip(np.searchsorted(pts, t, side="right") - 1, 0, len(pts) - 1)
-    return cum[i] + (t - pts[i]) * vals[i]
-
-
-def _fit_lines(f: pd.DataFrame, roofline: bool = False) -> dict[str, float]:
-    """The regressions on one (possibly resampled) feature frame; ``roofline``: the idle
-    TTFT is ``overhead_s + max(1 / decode_tps, prompt / prefill_tps)`` (the profile's
-    ``step_roofline``), a line through ``overhead_s`` fitted on the prompts above the knee
-    ``prefill_tps / decode_tps`` (found by iterating from all of them)."""
-    res: dict[str, float] = {}
-    ttft = f["first_token"] - f["start"]
-    idle = f[np.isfinite(ttft) & (f["others_at_start"] == 0)]
-    dec = f[np.isfinite(f["first_token"]) & (f["completion_tokens"] >= 2)]
-    if len(dec) >= 2:
-        c1 = dec["completion_tokens"].to_numpy() - 1
-        # n_batch depends on how the speeds of calls decoding together fell (a fast call
-        # leaves a full batch); the replay spread in fit_calibration widens the CI for it.
-        nb = dec["n_batch"].to_numpy()
-        x = np.column_stack([c1, c1 * (nb - 1), dec["q_shared"].to_numpy()])
-        y = (dec["end"] - dec["first_token"]).to_numpy()
-        use = [0, 1, 2] if x[:, 2].any() else [0, 1]
-        if not x[:, 1].any():
-            use = [u for u in use if u != 1]
-        # Noise is multiplicative (the speed factor), so errors are weighted relative to the
-        # fitted value; weighting by the observed value instead would favour fast calls and
-        # bias the slope. Iteratively reweighted, starting from the observed values.
-        # Huber weights on the log residual keep a few calls slowed by a busy machine
-        # (seen on the shared box: 5x) from dragging the fit.
-        wts = 1.0 / np.maximum(y, 1e-9)
-        for _ in range(5):
-            beta, *_ = np.linalg.lstsq(x[:, use] * wts[:, None], y * wts, rcond=None)
-            pred = x[:, use] @ beta
-            wts = 1.0 / np.maximum(pred, 1e-9)
-            good = (pred > 0) & (y > 0)
-            if good.sum() > 5:
-                lr = np.zeros_like(y)
-                lr[good] = np.log(y[good] / pred[good])
-                mad = 1.4826 * float(np.median(np.abs(lr[good] - np.median(lr[good]))))
-                k = 1.345 * max(mad, 1e-6)
-                wts = wts * np.minimum(1.0, k / np.maximum(np.abs(lr), 1e-12))
-        b = dict(zip(use, beta, strict=True))
-        good = (pred > 0) & (y > 0)
-        # Speed factor by the method of moments on r = D / fit: the spread and the mean
-        # of the service time are what queueing depends on (a log-scale estimate would
-        # overstate the right tail when the noise is not log-normal, as on a busy CPU).
-        # For a mean-1 log-normal speed s, E[1/s] = exp(sig^2) and CV^2 = exp(sig^2) - 1.
-        sig = 0.0
-        if good.sum() > 2:
-            r = y[good] / pred[good]
-            m = float(r.mean())
-            sig = math.sqrt(math.log(1.0 + float(r.var()) / (m * m)))
-            b[0] *= m  # the robust fit's level -> the mean level
-            if 1 in b:
-                b[1] *= m
-        b0 = b[0] / math.exp(sig * sig)
-        res["decode_tps"] = 1.0 / b0 if b0 > 0 else 0.0
-        res["decode_degrade"] = max(0.0, b.get(1, 0.0) / b[0]) if b[0] > 0 else 0.0
-        res["decode_jitter"] = sig
-    if len(idle) >= 2 and idle["prompt_tokens"].nunique() >= 2:
-        p = idle["prompt_tokens"].to_numpy()
-        y = (idle["first_token"] - idle["start"]).to_numpy()
-        slope, icept = _line(p, y)
-        base = 1.0 / res["decode_tps"] if res.get("decode_tps") else 0.0
-        above = np.ones(len(p), dtype=bool)
-        for _ in range(5 if roofline else 0):
-            nxt = p * slope > base if slope > 0 else above
-            if nxt.sum() < 2 or np.unique(p[nxt]).size < 2 or (nxt == above).all():
-                break
-            above = nxt
-            slope, icept = _line(p[above], y[above])
-        if roofline:
-            res["prefill_tps"] = 1.0 / slope if slope > 0 else 0.0
-            res["overhead_s"] = max(0.0, float(icept))
-        elif icept < base:
-            # The line crosses below the model's floor (one step, no overhead): TTFT is
-            # convex in the prompt here (attention grows with it). Fit through the floor
-            # instead, so short prompts are not all predicted ~|icept| too slow.
-            slope = float(np.median((y - base) / np.maximum(p, 1)))
-            icept = base
-        if not roofline:
-            res["prefill_tps"] = 1.0 / slope if slope > 0 else 0.0
-            res["overhead_s"] = max(0.0, float(icept) - base)
-    return res
-
-
-def _line(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(slope, intercept) of TTFT on prompt tokens."""
-    if len(p) <= 400:  # Theil-Sen: robust to calls slowed by a busy machine
-        from scipy.stats import theilslopes
-
-        slope, icept, _, _ = theilslopes(y, p)
-        return float(slope), float(icept)
-    slope, icept = np.polyfit(p, y, 1)  # many calls: Theil-Sen is quadratic in the count
-    return float(slope), float(icept)
 
 
 def _fit_lengths(d: pd.DataFrame, stage_col: str) -> dict[str, tuple[float, float, int]]:
@@ -403,9 +254,9 @@ def fit_calibration(
         stage_col: the stage label column (or taken from a ``labels`` dict column).
         lengths_by: label column(s) the output lengths are fitted by, e.g.
             ``["call", "round"]``: the first names the call, ``round`` / ``topology``
-            qualify it (keys ``call#2``, ``call@star``, as :func:`~agentlab.llm.sim_profiles.length_keys`
+            qualify it (keys ``call#2``, ``call@star``, as :func:`~agentlab.llm.sim_lengths.length_keys`
             looks them up); each key gets its quartiles, p95 and mean
-            (:class:`~agentlab.llm.sim_profiles.LengthDist`). Default: one log-normal per
+            (:class:`~agentlab.llm.sim_lengths.LengthDist`). Default: one log-normal per
             ``stage_col`` value.
         n_boot: bootstrap resamples (over calls) for the confidence intervals.
         n_sim: replays of the fitted engine with fresh decode-speed draws, refitted to
@@ -435,11 +286,11 @@ def fit_calibration(
             raise ConfigError(
                 f"calibrate: train mask has {len(mask)} entries for {len(d)} usable calls"
             )
-    feats = _load_features(d, group, 0.0)
-    first = _fit_lines(feats[mask], step_roofline)
-    feats = _load_features(d, group, first.get("decode_degrade", 0.0))  # step-weighted n
+    feats = load_features(d, group, 0.0)
+    first = fit_lines(feats[mask], step_roofline)
+    feats = load_features(d, group, first.get("decode_degrade", 0.0))  # step-weighted n
     tr = feats[mask].reset_index(drop=True)
-    point = _fit_lines(tr, step_roofline)
+    point = fit_lines(tr, step_roofline)
     if "decode_tps" not in point or "prefill_tps" not in point:
         raise ConfigError(
             "calibrate: need streamed calls (first_token) with at least 2 tokens, and calls "
@@ -450,7 +301,7 @@ def fit_calibration(
     boots: dict[str, list[float]] = {k: [] for k in point}
     for _ in range(n_boot):
         sample = tr.iloc[rng.integers(0, len(tr), len(tr))]
-        for k, v in _fit_lines(sample, step_roofline).items():
+        for k, v in fit_lines(sample, step_roofline).items():
             boots[k].append(v)
     lengths = _fit_lengths(tr, stage_col)
     if slots is None:
@@ -557,7 +408,7 @@ def _sim_spread(
             np.isfinite(d["first_token"]), sim["start"] + pred["ttft_pred"], np.nan
         )
         sim["end"] = sim["start"] + pred["latency_pred"]
-        f = _fit_lines(_load_features(sim, group, point.get("decode_degrade", 0.0))[mask], roofline)
+        f = fit_lines(load_features(sim, group, point.get("decode_degrade", 0.0))[mask], roofline)
         for k in est:
             if k in f:
                 est[k].append(f[k])

@@ -49,7 +49,8 @@ from agentlab.llm.sim_content import (
     gen_tool_call,
 )
 from agentlab.llm.sim_engine import Engine, EngineRequest
-from agentlab.llm.sim_profiles import LengthDist, SimProfile
+from agentlab.llm.sim_lengths import LengthDist
+from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_result import (
     SIM_OVERRIDES,
     SimResult,
@@ -398,7 +399,7 @@ class SimServer(AttemptRunner, ServerState):
             target = int(self._length_dist(labels).at(rng.normal()) + 0.5)
         # vLLM's min_tokens: no EOS (nor stop string) before that many tokens
         target = max(1, target, int(params.get("min_tokens") or 0))
-        target = min(target, cap + 1)  # a reply that never stops (sim_profiles.NO_STOP): cut
+        target = min(target, cap + 1)  # a reply that never stops (sim_lengths.NO_STOP): cut
         if spec is not None:
             text, n = gen_json(spec.schema, rng, target, bool_p=bool_p)
             if malformed:

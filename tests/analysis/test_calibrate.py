@@ -160,21 +160,21 @@ def test_cli_calibrate_writes_a_loadable_profile(
 def test_calls_sent_together_did_not_find_the_server_idle() -> None:
     # a fan-out of 3 calls at one instant (client_overhead_s = 0): each had 2 others in
     # flight; the lone call after them found the server idle
-    from agentlab.analysis.calibrate import _load_features
+    from agentlab.analysis.calibrate_step import load_features
 
     calls = pd.DataFrame(
         {"start": [0.0, 0.0, 0.0, 10.0], "end": [4.0, 5.0, 6.0, 11.0],
          "first_token": [0.2, 0.3, 0.4, 10.1], "prompt_tokens": [100, 100, 100, 50],
          "completion_tokens": [40, 50, 60, 10]}
     )  # fmt: skip
-    feats = _load_features(calls, [], 0.0)
+    feats = load_features(calls, [], 0.0)
     assert feats["others_at_start"].tolist() == [2, 2, 2, 0]
     # a call starting the instant another ends found it gone
     calls = pd.DataFrame(
         {"start": [0.0, 4.0], "end": [4.0, 5.0], "first_token": [0.1, 4.1],
          "prompt_tokens": [10, 10], "completion_tokens": [5, 5]}
     )  # fmt: skip
-    assert _load_features(calls, [], 0.0)["others_at_start"].tolist() == [0, 0]
+    assert load_features(calls, [], 0.0)["others_at_start"].tolist() == [0, 0]
 
 
 def test_round_trip_without_client_overhead_within_5_percent() -> None:

@@ -118,7 +118,7 @@ def test_a_length_law_with_a_cap_share_sends_its_top_scores_to_the_output_cap() 
     """``with_cap_share(s)``: draws above the score ``Phi^-1(1 - s)`` never stop (NO_STOP,
     cut by the server's cap); below it the law is unchanged. Mean of ``min(length, cap)``
     by hand: ``median * exp(sigma^2 / 2) * Phi(z_cut - sigma) + cap * s``."""
-    from agentlab.llm.sim_profiles import NO_STOP, LengthDist
+    from agentlab.llm.sim_lengths import NO_STOP, LengthDist
 
     law = LengthDist.lognormal(100.0, 0.5).with_cap_share(0.02)
     z_cut = NormalDist().inv_cdf(0.98)
