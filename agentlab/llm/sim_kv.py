@@ -27,8 +27,10 @@ from __future__ import annotations
 import math
 import zlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from agentlab.errors import ConfigError
 
 __all__ = ["KVCache", "prompt_block_hashes"]
 
@@ -103,6 +105,15 @@ class KVCache:
                 del cached[h]
                 self.evicted_total += 1
 
+    def check_fits(self, prompt: int, output: int, profile: str) -> None:
+        """Raise ConfigError if a request of ``prompt + output`` tokens can never fit."""
+        need = -(-(prompt + output) // self.block_size)
+        if self.limited and need > self.num_blocks:
+            raise ConfigError(
+                f"simulated request of {prompt} + {output} tokens needs {need} KV blocks; "
+                f"profile {profile!r} has kv_blocks={self.num_blocks}"
+            )
+
     # --- prefix cache -----------------------------------------------------------------
 
     def lookup(self, hashes: Sequence[int], prompt: int) -> int:
@@ -113,6 +124,25 @@ class KVCache:
         cached = self.cached
         i = 0
         while i < top and hashes[i] in cached:
+            i += 1
+        return i
+
+    def hit_bound(
+        self, hashes: Sequence[int], prompt: int, live: Mapping[int, int], own: int = 0
+    ) -> int:
+        """Blocks of ``hashes`` cached now or in ``live`` (counts of the blocks that requests
+        in the engine will compute, ``own`` of them the asking request's), as a prefix (at
+        most ``(prompt - 1) // block_size``): an upper bound of the hits of a request queued
+        now, since only a request in the engine can cache a block before it is scheduled
+        (later arrivals queue behind it)."""
+        top = min(len(hashes), (prompt - 1) // self.block_size)
+        cached = self.cached
+        i = 0
+        if own:
+            while i < top and (hashes[i] in cached or live.get(hashes[i], 0) > own):
+                i += 1
+            return i
+        while i < top and (hashes[i] in cached or hashes[i] in live):
             i += 1
         return i
 
