@@ -41,23 +41,37 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: the engine's own modules, loaded from the older code together (the rest is shared)
+_ENGINE_MODULES = ("sim_request", "sim_kv", "sim_step", "sim_engine")
+
+
 def _old_engine(rev: str) -> Any:
-    if Path(rev).is_dir():  # a checkout of the older code
-        src = (Path(rev) / "agentlab" / "llm" / "sim_engine.py").read_text()
-    else:
-        show = ["git", "show", f"{rev}:agentlab/llm/sim_engine.py"]
-        got = subprocess.run([show[0], "-C", str(ROOT), *show[1:]], capture_output=True, text=True)
-        if got.returncode != 0:  # this script copied out of the repository: try the cwd's
-            got = subprocess.run(show, capture_output=True, text=True, check=True)
-        src = got.stdout
-    path = Path(tempfile.mkdtemp(prefix="old-engine-")) / "old_sim_engine.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("old_sim_engine", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["old_sim_engine"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    """The engine of ``rev`` (a git revision or a checkout directory): its engine modules
+    loaded into a temporary package ``old_engine_pkg`` (imports among them rewritten), so
+    that a change to the request or step module is measured too."""
+    pkg = "old_engine_pkg"
+    root = Path(tempfile.mkdtemp(prefix="old-engine-")) / pkg
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    for name in _ENGINE_MODULES:
+        rel = f"agentlab/llm/{name}.py"
+        if Path(rev).is_dir():  # a checkout of the older code
+            f = Path(rev) / rel
+            src = f.read_text() if f.exists() else None
+        else:
+            show = ["git", "show", f"{rev}:{rel}"]
+            got = subprocess.run([show[0], "-C", str(ROOT), *show[1:]], capture_output=True,
+                                 text=True)  # fmt: skip
+            if got.returncode != 0:  # this script copied out of the repository: the cwd's
+                got = subprocess.run(show, capture_output=True, text=True)
+            src = got.stdout if got.returncode == 0 else None
+        if src is None:  # older code without this module: the engine imports ours
+            continue
+        for other in _ENGINE_MODULES:
+            src = src.replace(f"agentlab.llm.{other} ", f"{pkg}.{other} ")
+        (root / f"{name}.py").write_text(src)
+    sys.path.insert(0, str(root.parent))
+    return importlib.import_module(f"{pkg}.sim_engine")
 
 
 def drive(mod: Any, prof: Any, clients: int, calls: int, seed: int = 0) -> dict[str, Any]:
@@ -103,6 +117,11 @@ def drive(mod: Any, prof: Any, clients: int, calls: int, seed: int = 0) -> dict[
         now, _, c, req = heapq.heappop(heap)
         wakes += 1
         engine.advance(now)
+        if req.end is not None and now < min(req.end, req.deadline) - 1e-9:
+            # its last step has started: the answer is final, due at its end (as SimServer)
+            seq += 1
+            heapq.heappush(heap, (min(req.end, req.deadline), seq, c, req))
+            continue
         if req.end is not None or req.aborted or now >= req.deadline:
             if req.end is not None and req.end <= req.deadline:
                 done += 1

@@ -62,9 +62,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import Counter
 from typing import Any
 
-from agentlab.errors import ConfigError
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
@@ -97,9 +97,10 @@ class Engine:
         self._snaps: list[Snap] = []
         self._starts: list[float] = []  # phase start of each snapshot
         self._room: list[bool] = []  # whether each phase had room for one more request
+        self._prune_len = 1024  # prune the snapshots past this many (amortised: O(1) a call)
         # prompt block hashes of the requests in the engine (refcounts): with the committed
         # cache, every block that can be cached when a queued request is scheduled
-        self._live: dict[int, int] = {}
+        self._live: Counter[int] = Counter()
 
     # --- public -------------------------------------------------------------------------
 
@@ -138,24 +139,15 @@ class Engine:
             ConfigError: with a finite KV cache, the request could never fit in it.
         """
         p = self.profile
-        if self._kv_limited:
-            need = -(-(req.prompt + req.output) // p.block_size)
-            if need > p.kv_blocks:
-                raise ConfigError(
-                    f"simulated request of {req.prompt} + {req.output} tokens needs {need} KV "
-                    f"blocks; profile {p.name!r} has kv_blocks={p.kv_blocks}"
-                )
+        if self._kv_limited and self.kv is not None:
+            self.kv.check_fits(req.prompt, req.output, p.name)
         if p.prefix_caching and req.hashes:
             # an upper bound of its hits: cached now, or computed by a request ahead of it
-            assert self.kv is not None
-            live, cached, hs = self._live, self.kv.cached, req.hashes
-            top = min(len(hs), (req.prompt - 1) // p.block_size)
-            i = 0
-            while i < top and (hs[i] in cached or hs[i] in live):
-                i += 1
-            req.plan_cached = i * p.block_size
-            for h in hs:
-                live[h] = live.get(h, 0) + 1
+            kv = self.kv
+            assert kv is not None
+            req.plan_cached = kv.hit_bound(req.hashes, req.prompt, self._live) * p.block_size
+            req.seen_ev = kv.evicted_total
+            self._live.update(req.hashes)  # (a Counter: counted in C)
         self._s.q.append(req)
         plan = self._plan
         if plan is not None:
@@ -177,7 +169,7 @@ class Engine:
         if s.qi > 4096:
             del s.q[: s.qi]
             s.qi = 0
-        if len(self._starts) > 1024:
+        if len(self._starts) > self._prune_len:
             self._prune(now)
 
     def predict(self, req: EngineRequest) -> EngineRequest:
@@ -238,10 +230,7 @@ class Engine:
         self.preemptions_total = int(d.get("preemptions_total", 0))
         if self.kv is not None and d.get("kv"):
             self.kv.restore_state(d["kv"])
-        self._live = {}
-        for r in (*s.q, *s.running):
-            for h in r.hashes:
-                self._live[h] = self._live.get(h, 0) + 1
+        self._live = Counter(h for r in (*s.q, *s.running) for h in r.hashes)
         self.version += 1
         return {r.rid: r for r in (*s.q, *s.running)}
 
@@ -310,14 +299,24 @@ class Engine:
         del self._starts[p:]
         del self._room[p:]
 
+    def _bound(self, v: EngineRequest) -> int:
+        # the plan admits ``v``: blocks evicted since its bound was taken lower the bound
+        kv = self.kv
+        assert kv is not None
+        if v.seen_ev != kv.evicted_total and v.plan_cached and self._views.get(v.rid) is v:
+            v.seen_ev = kv.evicted_total  # (its own blocks are in _live once: own=1)
+            bound = kv.hit_bound(v.hashes, v.prompt, self._live, 1) * kv.block_size
+            v.plan_cached = min(v.plan_cached, bound)
+        return v.plan_cached
+
     def _repair(self, r: EngineRequest, computed: int, t: float) -> None:
         """The committed cache gave ``r`` fewer hits than the plan assumed (blocks evicted
         meanwhile): re-plan from the step that admitted it."""
         r.plan_cached = computed
         v = self._views.get(r.rid)
         plan = self._plan
-        if v is None or plan is None:
-            return
+        if v is None or plan is None or (v.admitted is not None and v.cached_tokens == computed):
+            return  # (the plan admitted it with those hits already: see _bound)
         v.plan_cached = computed
         if v.admitted is None or not self._starts:
             return  # the plan has not admitted it yet
@@ -330,6 +329,7 @@ class Engine:
     def _prune(self, now: float) -> None:
         # a re-plan never goes back before "now" (arrivals are not earlier than now)
         cut = bisect.bisect_left(self._starts, now) - 1
+        self._prune_len = len(self._starts) - max(cut, 0) + 1024
         if cut <= 0:
             return
         del self._snaps[:cut]
@@ -461,7 +461,7 @@ class Engine:
                 tokens = r.prefilled + c if c else r.prompt + math.ceil(r.decoded + r.speed - EPS)
                 need = -(-tokens // bs) - r.held
                 gone = False
-                while need > kv.free_count():
+                while need > 0 and need > kv.fresh + len(kv.free):  # (kv.free_count())
                     victim = running.pop()  # the last admitted goes first, as in vLLM
                     self._preempt(victim, s, kv)
                     preempted = True
@@ -500,7 +500,7 @@ class Engine:
                     qi += 1
                     continue
                 if kv is None:
-                    hit, computed = 0, r.plan_cached if caching else 0
+                    hit, computed = 0, self._bound(r) if caching else 0
                 else:
                     hit = kv.lookup(r.hashes, r.prompt)
                     computed = hit * bs

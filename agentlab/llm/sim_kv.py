@@ -27,8 +27,10 @@ from __future__ import annotations
 import math
 import zlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from agentlab.errors import ConfigError
 
 __all__ = ["KVCache", "prompt_block_hashes"]
 
@@ -74,7 +76,9 @@ class KVCache:
         self.fresh = num_blocks  # never-used blocks, at the head of the free queue
         # free queue after the fresh blocks, head first: key -> hash (cached) or None
         self.free: OrderedDict[int, int | None] = OrderedDict()
-        self.cached: dict[int, list[int]] = {}  # hash -> [block key, users]
+        # hash -> block key, and its users (ints only: no object for the GC per block)
+        self.cached: dict[int, int] = {}
+        self.users: dict[int, int] = {}
         self._key = 0
         self.evicted_total = 0  # cached blocks evicted to make room
         self.query_tokens_total = 0  # prompt tokens looked up (vLLM prefix_cache_queries)
@@ -96,12 +100,21 @@ class KVCache:
             return
         k = min(n, self.fresh)
         self.fresh -= k
-        cached = self.cached
+        cached, users = self.cached, self.users
         for _ in range(n - k):
             _, h = self.free.popitem(last=False)
             if h is not None:
-                del cached[h]
+                del cached[h], users[h]
                 self.evicted_total += 1
+
+    def check_fits(self, prompt: int, output: int, profile: str) -> None:
+        """Raise ConfigError if a request of ``prompt + output`` tokens can never fit."""
+        need = -(-(prompt + output) // self.block_size)
+        if self.limited and need > self.num_blocks:
+            raise ConfigError(
+                f"simulated request of {prompt} + {output} tokens needs {need} KV blocks; "
+                f"profile {profile!r} has kv_blocks={self.num_blocks}"
+            )
 
     # --- prefix cache -----------------------------------------------------------------
 
@@ -116,28 +129,48 @@ class KVCache:
             i += 1
         return i
 
+    def hit_bound(
+        self, hashes: Sequence[int], prompt: int, live: Mapping[int, int], own: int = 0
+    ) -> int:
+        """Blocks of ``hashes`` cached now or in ``live`` (counts of the blocks that requests
+        in the engine will compute, ``own`` of them the asking request's), as a prefix (at
+        most ``(prompt - 1) // block_size``): an upper bound of the hits of a request queued
+        now, since only a request in the engine can cache a block before it is scheduled
+        (later arrivals queue behind it)."""
+        top = min(len(hashes), (prompt - 1) // self.block_size)
+        cached = self.cached
+        i = 0
+        if own:
+            while i < top and (hashes[i] in cached or live.get(hashes[i], 0) > own):
+                i += 1
+            return i
+        while i < top and (hashes[i] in cached or hashes[i] in live):
+            i += 1
+        return i
+
     def free_hits(self, hashes: Sequence[int], n: int) -> int:
         """How many of the first ``n`` (cached) blocks are free, i.e. count as allocated."""
-        cached = self.cached
-        return sum(1 for h in hashes[:n] if cached[h][1] == 0)
+        users = self.users
+        return sum(1 for h in hashes[:n] if users[h] == 0)
 
     def acquire(self, hashes: Sequence[int], n: int, prompt: int) -> None:
         """Take a reference on the first ``n`` cached blocks (a cache hit)."""
         self.query_tokens_total += prompt
         self.hit_tokens_total += n * self.block_size
-        cached, free = self.cached, self.free
+        cached, users, free = self.cached, self.users, self.free
         for h in hashes[:n]:
-            e = cached[h]
-            if e[1] == 0:
-                del free[e[0]]
-            e[1] += 1
+            u = users[h]
+            if u == 0:
+                del free[cached[h]]
+            users[h] = u + 1
 
     def register(self, h: int) -> bool:
         """Cache a block just computed under ``h``; False if ``h`` is cached already."""
         if h in self.cached:
             return False
         self._key += 1
-        self.cached[h] = [self._key, 1]
+        self.cached[h] = self._key
+        self.users[h] = 1
         return True
 
     def release(self, plain: int, hashed: Sequence[int]) -> None:
@@ -148,12 +181,12 @@ class KVCache:
             for _ in range(plain):
                 self._key += 1
                 free[self._key] = None
-        cached = self.cached
+        cached, users = self.cached, self.users
         for h in reversed(hashed):
-            e = cached[h]
-            e[1] -= 1
-            if e[1] == 0:
-                free[e[0]] = h
+            u = users[h] - 1
+            users[h] = u
+            if u == 0:
+                free[cached[h]] = h
 
     # --- state ------------------------------------------------------------------------
 
@@ -162,7 +195,7 @@ class KVCache:
         return {
             "fresh": self.fresh,
             "free": [[k, h] for k, h in self.free.items()],
-            "cached": [[h, k, n] for h, (k, n) in self.cached.items()],
+            "cached": [[h, k, self.users[h]] for h, k in self.cached.items()],
             "key": self._key,
             "evicted_total": self.evicted_total,
             "query_tokens_total": self.query_tokens_total,
@@ -175,7 +208,9 @@ class KVCache:
         self.free = OrderedDict(
             (int(k), None if h is None else int(h)) for k, h in d.get("free", [])
         )
-        self.cached = {int(h): [int(k), int(n)] for h, k, n in d.get("cached", [])}
+        cached = d.get("cached", [])
+        self.cached = {int(h): int(k) for h, k, _ in cached}
+        self.users = {int(h): int(n) for h, _, n in cached}
         self._key = int(d.get("key", 0))
         self.evicted_total = int(d.get("evicted_total", 0))
         self.query_tokens_total = int(d.get("query_tokens_total", 0))

@@ -48,6 +48,7 @@ class EngineRequest:
     nreg: int = 0  # prompt blocks considered for caching so far
     left_at: float | None = None  # the plan's step that took it off the queue (in or aborted)
     init: tuple[float, float | None, float | None, int] | None = None  # plan reset values
+    seen_ev: int = 0  # the KV cache's evictions when ``plan_cached`` was last bounded
 
     def __post_init__(self) -> None:
         if self.target <= 0:
@@ -63,11 +64,18 @@ class EngineRequest:
         if m <= 1:
             return self.first_token
         top = min(m, self.output)
-        for t0, dt, d0, k, ddt in self.segments:
-            if d0 + k * self.speed >= top - EPS:
-                j = min(k, max(1, math.ceil((top - d0) / self.speed - EPS)))
-                return t0 + j * dt + ddt * (j * (j - 1) / 2) if ddt else t0 + j * dt
-        return None
+        low = top - EPS
+        segs, speed = self.segments, self.speed
+        # the first segment reaching ``top`` (their ends only grow): asked mostly for the
+        # last tokens, so search back from the end rather than walk a long history
+        i = len(segs)
+        while i and segs[i - 1][2] + segs[i - 1][3] * speed >= low:
+            i -= 1
+        if i == len(segs):
+            return None
+        t0, dt, d0, k, ddt = segs[i]
+        j = min(k, max(1, math.ceil((top - d0) / speed - EPS)))
+        return t0 + j * dt + ddt * (j * (j - 1) / 2) if ddt else t0 + j * dt
 
     def copy(self) -> EngineRequest:
         """An independent copy for the plan: its segments hold only the future.
@@ -96,6 +104,7 @@ class EngineRequest:
             self.plan_cached,
         )
         c.init = (self.decoded, self.first_token, self.admitted, self.target)
+        c.seen_ev = self.seen_ev
         return c
 
     def _reset(self) -> None:

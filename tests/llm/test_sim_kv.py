@@ -198,6 +198,31 @@ def test_lru_eviction_of_free_cached_blocks_by_hand() -> None:
     assert run(50.0, 56, tc).cached_tokens == 32
 
 
+def test_plan_bounds_prefix_hits_by_the_blocks_evicted_since_arrival() -> None:
+    # 6 blocks, 1 slot. A (33 tokens: 2 full blocks a1, a2) runs alone and frees its blocks:
+    # free queue [A3, a2, a1], 3 fresh. R, A's prompt again, queues behind B (80 tokens):
+    # when R arrives a1, a2 are cached, so the plan first assumes 32 cached tokens; B's
+    # admission takes the 3 fresh blocks, A3 and a2 (evicted), so R will hit a1 only.
+    prof = {**BASE, "prefix_caching": True, "kv_blocks": 6, "slots": 1}
+    e = Engine(get_profile("vllm-3b", **prof))
+    ta = _text("a", 400)
+    a = _req(1, 0.0, 33, ta)
+    e.add(a)
+    e.advance(1.0)
+    assert a.end == pytest.approx(0.43 + 0.1)
+    b, r = _req(2, 1.0, 80, _text("b", 400), out=1), _req(3, 1.0, 40, ta)
+    e.add(b)
+    e.add(r)
+    # B: 0.1 + 0.80 -> 1.9; R then: 0.1 + (40 - 32) / 100, one decode step
+    assert e.predict(r).end == pytest.approx(1.9 + 0.18 + 0.1)
+    e.advance(1.5)  # B's step has started: a2 is gone
+    assert e.kv is not None and e.kv.evicted_total == 1
+    e.replan()  # a plan made now knows it (before: still 32 cached, 2.18, until admission)
+    assert e.predict(r).end == pytest.approx(1.9 + 0.34 + 0.1)
+    e.advance(10.0)
+    assert r.cached_tokens == 16 and r.end == pytest.approx(2.34)
+
+
 def test_kv_exhaustion_preempts_the_last_admitted_and_recomputes() -> None:
     # 4 blocks of 16; prefill free, 0.1 s per step; two requests of 16 prompt + 40 tokens.
     prof = get_profile("vllm-3b", **{**BASE, "prefill_tps": 0.0, "kv_blocks": 4})
