@@ -26,7 +26,7 @@ from agentlab.agents.workspace import Workspace, preload
 from agentlab.errors import ConfigError
 from agentlab.runtime.batch_log import BatchLog
 from agentlab.runtime.services import AgentContext
-from agentlab.store.trace import genai_agent_attrs
+from agentlab.store.trace import Span, new_span_id, new_trace_id
 
 if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
@@ -214,13 +214,22 @@ async def _step_one(
         tick, policy = batch.tick, batch.retry
         agent_id = spec.agent_id
         tracer = proxy.trace
+        now = tracer.clock.now
+        # the batch's span is the current one here (the task copied the batch's context)
+        parent = tracer.current_span()
+        trace_id, parent_id = (None, None) if parent is None else (parent.trace_id,
+                                                                   parent.span_id)  # fmt: skip
         for attempt in range(1, policy.max_attempts + 1):
             ctx = AgentContext(proxy, agent_id, tick, attempt, log)
             agent: AgentBase | None = None
-            # invoke_agent (GenAI conventions): its LLM and tool spans go under it
-            attrs = genai_agent_attrs(agent_id, spec.type)
-            attrs["agentlab.tick"], attrs["agentlab.attempt"] = tick, attempt
-            span = tracer.open_span("agent.step", **attrs)
+            # invoke_agent (GenAI conventions): its LLM and tool spans go under it. The
+            # span Tracer.open_span would make (genai_agent_attrs' keys, then ours), built
+            # here without the calls: ~1.5 us of every agent-step.
+            attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": agent_id,
+                     "gen_ai.agent.name": spec.type, "agentlab.tick": tick,
+                     "agentlab.attempt": attempt}  # fmt: skip
+            span = Span("agent.step", trace_id or new_trace_id(), new_span_id(), parent_id,
+                        now(), attrs)  # fmt: skip
             token = tracer.activate(span)
             try:
                 if loaded is not None and attempt == 1:
@@ -270,10 +279,14 @@ async def _step_one(
                     await proxy.clock.sleep(policy.backoff_s * attempt)
                 continue
             tracer.deactivate(token)
-            log.spans.append(tracer.finish_row(span))
-            _count(result, ctx)
+            span.end, span.status = now(), "ok"  # Tracer.finish_row(span), inlined
+            log.spans.append(span.to_dict())
+            result.llm_calls += ctx.llm_calls
+            result.llm_errors += ctx.llm_errors
+            result.tokens += ctx.tokens
             result.steps += 1
-            log.states.append(_state_row(spec, tick, True, attempt, agent.summary()))
+            log.states.append({"agent_id": agent_id, "type": spec.type, "tick": tick, "ok": True,
+                               "attempts": attempt, "summary": agent.summary()})  # fmt: skip
             return
     except BaseException as exc:
         failed = True  # its task stays listed: the batch cancels and awaits the rest
