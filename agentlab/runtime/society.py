@@ -71,39 +71,55 @@ __all__ = ["SOCIETY_SCHEMA_VERSION", "Society"]
 DEFAULT_BATCH_SIZE = 256
 
 
-#: GC generation-1 threshold while a society runs (CPython's default is 10), see _tune_gc
+#: GC generation-1 threshold while a society runs (CPython's default is 10), see GCTuning
 GC_GEN1_THRESHOLD = 100
 
 
-def _tune_gc() -> tuple[int, int, int] | None:
-    """Set the cyclic GC up for a run; returns the thresholds to restore after it (``None``
-    when ``AGENTLAB_GC_FREEZE=0`` turned this off).
+class GCTuning:
+    """The cyclic GC set up for the length of one :meth:`Society.run`; :meth:`restore`
+    puts it back.
 
     A tick's rows, spans and step tasks live until their batch ends (a few thousand
-    agent-steps), so they outlive the young generation, and CPython's defaults then walk
-    them again in a generation-1 collection every 10 young ones and promote them to the
-    old generation, which triggers full collections that walk the whole long-lived heap
-    again. Measured at N = 10k (sim/instant, packed): GC ~10-13 us of a ~70 us agent-step
-    (``benchmarks/README.md``). Two changes, both CPython's documented API:
+    agent-steps), so they outlive the young generation; with CPython's defaults they are
+    walked again in a generation-1 collection every 10 young ones and promoted to the old
+    generation, which then triggers full collections that walk the whole long-lived heap
+    (imports, the society) again. Measured at N = 10k (sim/instant, packed): GC ~10-13 us
+    of a ~70 us agent-step (``benchmarks/README.md``). For the run, with CPython's
+    documented API:
 
-    - ``gc.collect(); gc.freeze()``: every object alive before the run (imports, the
-      society, its stores and caches) is parked in the permanent generation, out of the
-      full collections' reach. Frozen objects are still freed by reference counting;
-      only a reference cycle among them that becomes garbage later is kept (the
-      collection first frees every cycle that is garbage now). As for the litellm import
-      heap (``llm/litellm_backend.py``).
-    - generation-1 threshold :data:`GC_GEN1_THRESHOLD` during the run (restored after):
-      a batch's rows die in generation 1 instead of being walked ten times as often and
-      promoted.
+    - ``gc.freeze()``: every object alive at the start is parked in the permanent
+      generation, out of the collections' reach; :meth:`restore` ``gc.unfreeze()``s them,
+      so a cycle among them that became garbage during the run is collected after it
+      (nothing is kept for good, and no ``gc.collect()`` is paid per run). Skipped when
+      something else froze objects first (the litellm import heap,
+      ``llm/litellm_backend.py``): unfreezing would undo theirs.
+    - generation-1 threshold :data:`GC_GEN1_THRESHOLD`: a batch's rows die in
+      generation 1 instead of being walked ten times as often and promoted.
+
+    ``AGENTLAB_GC_FREEZE=0`` turns both off (as it does litellm's freeze).
     """
-    if os.environ.get("AGENTLAB_GC_FREEZE", "1") == "0":
-        return None
-    gc.collect()
-    gc.collect()  # a tuple of tuples (agent specs) is untracked once its items were
-    gc.freeze()
-    before = gc.get_threshold()
-    gc.set_threshold(before[0], max(before[1], GC_GEN1_THRESHOLD), before[2])
-    return before
+
+    __slots__ = ("frozen", "thresholds")
+
+    def __init__(self) -> None:
+        self.thresholds: tuple[int, int, int] | None = None
+        self.frozen = False
+        if os.environ.get("AGENTLAB_GC_FREEZE", "1") == "0":
+            return
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            self.frozen = True
+        self.thresholds = before = gc.get_threshold()
+        gc.set_threshold(before[0], max(before[1], GC_GEN1_THRESHOLD), before[2])
+
+    def restore(self) -> None:
+        """Thresholds back as they were; what :meth:`__init__` froze unfrozen. Idempotent."""
+        if self.thresholds is not None:
+            gc.set_threshold(*self.thresholds)
+            self.thresholds = None
+        if self.frozen:
+            gc.unfreeze()
+            self.frozen = False
 
 
 def _batch_size(value: int | None) -> int:
@@ -504,7 +520,7 @@ class Society:
         t0 = time.perf_counter()
         error: BaseException | None = None
         interrupted = False
-        gc_before = _tune_gc()
+        gc_tuning = GCTuning()
         try:
             while self.tick < target and not self._stop:
                 if not self._resume.is_set():
@@ -528,8 +544,7 @@ class Society:
             error = exc
             raise
         finally:
-            if gc_before is not None:
-                gc.set_threshold(*gc_before)
+            gc_tuning.restore()
             bar.close()
             self._status = "stopped" if self.tick < target else "done"
             if error is not None:

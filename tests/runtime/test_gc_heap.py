@@ -7,9 +7,29 @@ from __future__ import annotations
 import gc
 import pickle
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from agentlab.agents.base import AgentBase
+from agentlab.agents.registry import register_agent
 from agentlab.runtime import AgentSpec, AgentSpecs, Society
 from agentlab.runtime.batch import BatchSpec
+from agentlab.runtime.society import GC_GEN1_THRESHOLD
+
+_GC_SEEN: list[tuple[tuple[int, int, int], int]] = []
+
+
+@register_agent("test_gc_probe")
+class GCProbe(AgentBase):
+    """Records the GC's thresholds and frozen-object count as its step sees them."""
+
+    def initial_state(self) -> dict[str, Any]:
+        return {"steps": 0}
+
+    async def step(self, tick: int) -> None:
+        _GC_SEEN.append((gc.get_threshold(), gc.get_freeze_count()))
+        self.state["steps"] += 1
 
 
 def _tracked_after_open(path: Path, n: int) -> int:
@@ -72,4 +92,34 @@ def test_no_per_agent_list_is_left_for_a_full_collection_to_walk(tmp_path: Path)
         if not hasattr(obj, "__module__") or not str(getattr(obj, "__name__", "")):
             todo.extend(gc.get_referents(obj))
     assert big == [], big
+    soc.close()
+
+
+def test_a_run_tunes_the_gc_for_its_length_and_puts_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # society.GCTuning: generation-1 threshold raised and the heap frozen while the run
+    # steps agents; as before once run() returns (nothing stays frozen for good)
+    monkeypatch.delenv("AGENTLAB_GC_FREEZE", raising=False)
+    gc.unfreeze()  # another test's litellm import may have frozen its heap
+    before = gc.get_threshold()
+    soc = Society.create(tmp_path, agents={"test_gc_probe": 3}, progress=False)
+    _GC_SEEN.clear()
+    soc.run_sync(2)
+    assert len(_GC_SEEN) == 6
+    for thresholds, frozen in _GC_SEEN:
+        assert thresholds[1] == max(before[1], GC_GEN1_THRESHOLD)
+        assert (thresholds[0], thresholds[2]) == (before[0], before[2])
+        assert frozen > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    gc.freeze()  # something else froze first (litellm): left frozen, not unfrozen by us
+    _GC_SEEN.clear()
+    soc.run_sync(1)
+    assert _GC_SEEN and all(t[1] == max(before[1], GC_GEN1_THRESHOLD) for t, _ in _GC_SEEN)
+    assert gc.get_freeze_count() > 0 and gc.get_threshold() == before
+    gc.unfreeze()
+    monkeypatch.setenv("AGENTLAB_GC_FREEZE", "0")  # off: the GC as the process set it
+    _GC_SEEN.clear()
+    soc.run_sync(1)
+    assert all(seen == (before, 0) for seen in _GC_SEEN) and len(_GC_SEEN) == 3
     soc.close()
