@@ -26,6 +26,7 @@ import gc
 import os
 import shutil
 import sys
+import threading
 import time
 import warnings
 import weakref
@@ -76,16 +77,16 @@ GC_GEN1_THRESHOLD = 100
 
 
 class GCTuning:
-    """The cyclic GC set up for the length of one :meth:`Society.run`; :meth:`restore`
-    puts it back.
+    """The cyclic GC set up while at least one :meth:`Society.run` of this process runs;
+    :meth:`restore` (the last run to end) puts it back.
 
     A tick's rows, spans and step tasks live until their batch ends (a few thousand
     agent-steps), so they outlive the young generation; with CPython's defaults they are
     walked again in a generation-1 collection every 10 young ones and promoted to the old
     generation, which then triggers full collections that walk the whole long-lived heap
-    (imports, the society) again. Measured at N = 10k (sim/instant, packed): GC ~10-13 us
-    of a ~70 us agent-step (``benchmarks/README.md``). For the run, with CPython's
-    documented API:
+    (imports, the society) again. Measured at N = 10k (sim/instant, packed): GC ~11 us of
+    a ~70 us agent-step (``runtime/README.md``, "The GC for the length of a run"). For the
+    run, with CPython's documented API:
 
     - ``gc.freeze()``: every object alive at the start is parked in the permanent
       generation, out of the collections' reach; :meth:`restore` ``gc.unfreeze()``s them,
@@ -96,30 +97,48 @@ class GCTuning:
     - generation-1 threshold :data:`GC_GEN1_THRESHOLD`: a batch's rows die in
       generation 1 instead of being walked ten times as often and promoted.
 
-    ``AGENTLAB_GC_FREEZE=0`` turns both off (as it does litellm's freeze).
+    Runs that overlap (two societies in one process, or one in a worker thread) share one
+    setup: the first to start makes it, the last to end undoes it.
+    ``AGENTLAB_GC_FREEZE=0`` turns it off (as it does litellm's freeze).
     """
 
-    __slots__ = ("frozen", "thresholds")
+    __slots__ = ("active",)
+
+    _lock = threading.Lock()
+    _runs = 0  # runs of this process inside the setup
+    _saved: tuple[tuple[int, int, int], bool] | None = None  # thresholds, froze
 
     def __init__(self) -> None:
-        self.thresholds: tuple[int, int, int] | None = None
-        self.frozen = False
-        if os.environ.get("AGENTLAB_GC_FREEZE", "1") == "0":
+        self.active = os.environ.get("AGENTLAB_GC_FREEZE", "1") != "0"
+        if not self.active:
             return
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            self.frozen = True
-        self.thresholds = before = gc.get_threshold()
-        gc.set_threshold(before[0], max(before[1], GC_GEN1_THRESHOLD), before[2])
+        cls = GCTuning
+        with cls._lock:
+            cls._runs += 1
+            if cls._runs > 1:
+                return
+            froze = gc.get_freeze_count() == 0
+            if froze:
+                gc.freeze()
+            before = gc.get_threshold()
+            cls._saved = (before, froze)
+            gc.set_threshold(before[0], max(before[1], GC_GEN1_THRESHOLD), before[2])
 
     def restore(self) -> None:
-        """Thresholds back as they were; what :meth:`__init__` froze unfrozen. Idempotent."""
-        if self.thresholds is not None:
-            gc.set_threshold(*self.thresholds)
-            self.thresholds = None
-        if self.frozen:
-            gc.unfreeze()
-            self.frozen = False
+        """Leave the setup; the last run out puts thresholds back and unfreezes what the
+        first froze. Idempotent."""
+        if not self.active:
+            return
+        self.active = False
+        cls = GCTuning
+        with cls._lock:
+            cls._runs -= 1
+            if cls._runs or cls._saved is None:
+                return
+            (thresholds, froze), cls._saved = cls._saved, None
+            gc.set_threshold(*thresholds)
+            if froze:
+                gc.unfreeze()
 
 
 def _batch_size(value: int | None) -> int:

@@ -123,3 +123,28 @@ def test_a_run_tunes_the_gc_for_its_length_and_puts_it_back(
     soc.run_sync(1)
     assert all(seen == (before, 0) for seen in _GC_SEEN) and len(_GC_SEEN) == 3
     soc.close()
+
+
+def test_overlapping_runs_share_one_gc_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two societies running at once in one process: the first to start sets the GC up,
+    # the last to end puts it back (not the first to end, not to the tuned values)
+    import asyncio
+
+    monkeypatch.delenv("AGENTLAB_GC_FREEZE", raising=False)
+    gc.unfreeze()
+    before = gc.get_threshold()
+    a = Society.create(tmp_path / "a", agents={"test_gc_probe": 2}, progress=False)
+    b = Society.create(tmp_path / "b", agents={"test_gc_probe": 2}, progress=False)
+    _GC_SEEN.clear()
+
+    async def both() -> None:
+        await asyncio.gather(a.run(ticks=1), b.run(ticks=3))
+
+    asyncio.run(both())
+    assert len(_GC_SEEN) == 8
+    assert all(t[1] == max(before[1], GC_GEN1_THRESHOLD) and f > 0 for t, f in _GC_SEEN)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    a.close()
+    b.close()
