@@ -7,9 +7,29 @@ from __future__ import annotations
 import gc
 import pickle
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from agentlab.agents.base import AgentBase
+from agentlab.agents.registry import register_agent
 from agentlab.runtime import AgentSpec, AgentSpecs, Society
 from agentlab.runtime.batch import BatchSpec
+from agentlab.runtime.society import GC_GEN1_THRESHOLD
+
+_GC_SEEN: list[tuple[tuple[int, int, int], int]] = []
+
+
+@register_agent("test_gc_probe")
+class GCProbe(AgentBase):
+    """Records the GC's thresholds and frozen-object count as its step sees them."""
+
+    def initial_state(self) -> dict[str, Any]:
+        return {"steps": 0}
+
+    async def step(self, tick: int) -> None:
+        _GC_SEEN.append((gc.get_threshold(), gc.get_freeze_count()))
+        self.state["steps"] += 1
 
 
 def _tracked_after_open(path: Path, n: int) -> int:
@@ -73,3 +93,58 @@ def test_no_per_agent_list_is_left_for_a_full_collection_to_walk(tmp_path: Path)
             todo.extend(gc.get_referents(obj))
     assert big == [], big
     soc.close()
+
+
+def test_a_run_tunes_the_gc_for_its_length_and_puts_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # society.GCTuning: generation-1 threshold raised and the heap frozen while the run
+    # steps agents; as before once run() returns (nothing stays frozen for good)
+    monkeypatch.delenv("AGENTLAB_GC_FREEZE", raising=False)
+    gc.unfreeze()  # another test's litellm import may have frozen its heap
+    before = gc.get_threshold()
+    soc = Society.create(tmp_path, agents={"test_gc_probe": 3}, progress=False)
+    _GC_SEEN.clear()
+    soc.run_sync(2)
+    assert len(_GC_SEEN) == 6
+    for thresholds, frozen in _GC_SEEN:
+        assert thresholds[1] == max(before[1], GC_GEN1_THRESHOLD)
+        assert (thresholds[0], thresholds[2]) == (before[0], before[2])
+        assert frozen > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    gc.freeze()  # something else froze first (litellm): left frozen, not unfrozen by us
+    _GC_SEEN.clear()
+    soc.run_sync(1)
+    assert _GC_SEEN and all(t[1] == max(before[1], GC_GEN1_THRESHOLD) for t, _ in _GC_SEEN)
+    assert gc.get_freeze_count() > 0 and gc.get_threshold() == before
+    gc.unfreeze()
+    monkeypatch.setenv("AGENTLAB_GC_FREEZE", "0")  # off: the GC as the process set it
+    _GC_SEEN.clear()
+    soc.run_sync(1)
+    assert all(seen == (before, 0) for seen in _GC_SEEN) and len(_GC_SEEN) == 3
+    soc.close()
+
+
+def test_overlapping_runs_share_one_gc_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two societies running at once in one process: the first to start sets the GC up,
+    # the last to end puts it back (not the first to end, not to the tuned values)
+    import asyncio
+
+    monkeypatch.delenv("AGENTLAB_GC_FREEZE", raising=False)
+    gc.unfreeze()
+    before = gc.get_threshold()
+    a = Society.create(tmp_path / "a", agents={"test_gc_probe": 2}, progress=False)
+    b = Society.create(tmp_path / "b", agents={"test_gc_probe": 2}, progress=False)
+    _GC_SEEN.clear()
+
+    async def both() -> None:
+        await asyncio.gather(a.run(ticks=1), b.run(ticks=3))
+
+    asyncio.run(both())
+    assert len(_GC_SEEN) == 8
+    assert all(t[1] == max(before[1], GC_GEN1_THRESHOLD) and f > 0 for t, f in _GC_SEEN)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    a.close()
+    b.close()
