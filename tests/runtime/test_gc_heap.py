@@ -15,7 +15,7 @@ from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import register_agent
 from agentlab.runtime import AgentSpec, AgentSpecs, Society
 from agentlab.runtime.batch import BatchSpec
-from agentlab.runtime.society import GC_GEN1_THRESHOLD
+from agentlab.runtime.gc_tuning import GC_GEN1_THRESHOLD
 
 _GC_SEEN: list[tuple[tuple[int, int, int], int]] = []
 
@@ -98,7 +98,7 @@ def test_no_per_agent_list_is_left_for_a_full_collection_to_walk(tmp_path: Path)
 def test_a_run_tunes_the_gc_for_its_length_and_puts_it_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # society.GCTuning: generation-1 threshold raised and the heap frozen while the run
+    # gc_tuning.GCTuning: generation-1 threshold raised and the heap frozen while the run
     # steps agents; as before once run() returns (nothing stays frozen for good)
     monkeypatch.delenv("AGENTLAB_GC_FREEZE", raising=False)
     gc.unfreeze()  # another test's litellm import may have frozen its heap
