@@ -23,6 +23,7 @@ not share an allocator):
     python benchmarks/suspended_agents.py --quick    # < 1 minute, both models
     python benchmarks/suspended_agents.py --turns 5  # FEWER turns than the Infinity shape (labelled)
     python benchmarks/suspended_agents.py --json out.json
+    python benchmarks/suspended_agents.py --quick --gc-freeze  # gc.freeze() after start-up
 """
 
 from __future__ import annotations
@@ -288,16 +289,22 @@ def _by_turn(r: dict[str, Any]) -> str:
 
 def _child(a: argparse.Namespace) -> int:
     model_name, kind = a.child.split(":")
+    if a.gc_freeze:  # as a long-running server does after start-up (see --gc-freeze)
+        gc.collect()
+        gc.freeze()
     with tempfile.TemporaryDirectory() as tmp:
         rows = asyncio.run(run_config(model_name, kind, a.waves, a.per_wave, a.turns, Path(tmp)))
     Path(a.rows_out).write_text(json.dumps(rows))
     return 0
 
 
-def _spawn(config: str, waves: int, per_wave: int, turns: int, tmp: Path) -> list[dict[str, Any]]:
+def _spawn(
+    config: str, waves: int, per_wave: int, turns: int, tmp: Path, gc_freeze: bool = False
+) -> list[dict[str, Any]]:
     out = tmp / f"{config.replace(':', '-')}.json"
     cmd = [sys.executable, __file__, "--child", config, "--rows-out", str(out)]
     cmd += ["--waves", str(waves), "--per-wave", str(per_wave), "--turns", str(turns)]
+    cmd += ["--gc-freeze"] if gc_freeze else []
     subprocess.run(cmd, check=True)
     rows: list[dict[str, Any]] = json.loads(out.read_text())
     return rows
@@ -317,6 +324,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--waves", type=int, default=None, help="waves per model")
     p.add_argument("--per-wave", type=int, default=None, help="new agents per wave")
     p.add_argument("--sqlite-agents", type=int, default=None, help="agents on SQLite (scripted)")
+    p.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() after start-up in each model's process, as a long-running server "
+        "would: the collector then skips the imported code's objects (the `gc us` column "
+        "shows what is left); off by default, and the goal is judged without it",
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--rows-out", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -339,15 +353,18 @@ def main(argv: list[str] | None = None) -> int:
             f"NOTE: {a.turns} turns per agent — NOT the Infinity shape of {INFINITY_TURNS}; "
             "per-agent memory and history sizes are for this shorter conversation"
         )
-    print(f"turns/agent={a.turns}; one asyncio loop per model, each model in its own process")
+    print(
+        f"turns/agent={a.turns}; one asyncio loop per model, each model in its own process"
+        + ("; gc.freeze() after start-up (--gc-freeze)" if a.gc_freeze else "")
+    )
     print(_HEAD, flush=True)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for m in models:
             waves, per_wave = a.waves or size[m][0], a.per_wave or size[m][1]
-            rows += _spawn(f"{m}:memory", waves, per_wave, a.turns, Path(tmp))
+            rows += _spawn(f"{m}:memory", waves, per_wave, a.turns, Path(tmp), a.gc_freeze)
         if sq and "scripted" in models:
-            rows += _spawn("scripted:sqlite", 2, sq // 2, a.turns, Path(tmp))
+            rows += _spawn("scripted:sqlite", 2, sq // 2, a.turns, Path(tmp), a.gc_freeze)
     print(
         "KiB/idle: RSS growth per idle agent after gc+malloc_trim (target <= 32 KiB in memory);"
         " KiB/new: growth from this wave alone; rawKiB: uncompressed history JSON per agent;"
@@ -372,7 +389,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         Path(a.json).write_text(
             json.dumps(
-                {"rows": rows, "models": models, "turns": a.turns, "summary": summary}, indent=1
+                {
+                    "rows": rows,
+                    "models": models,
+                    "turns": a.turns,
+                    "summary": summary,
+                    "gc_freeze": a.gc_freeze,
+                },
+                indent=1,
             )
         )
     return 0
