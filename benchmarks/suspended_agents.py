@@ -23,6 +23,7 @@ not share an allocator):
     python benchmarks/suspended_agents.py --quick    # < 1 minute, both models
     python benchmarks/suspended_agents.py --turns 5  # FEWER turns than the Infinity shape (labelled)
     python benchmarks/suspended_agents.py --json out.json
+    python benchmarks/suspended_agents.py --quick --gc-freeze  # gc.freeze() after start-up
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,24 @@ def _trim() -> int:
     except OSError:  # not glibc
         pass
     return _rss()
+
+
+class _GCTime:
+    """CPU seconds the cyclic garbage collector spends, summed over collections
+    (``gc.callbacks``): a share of each wave's CPU that grows with the objects alive in
+    flight (decoded histories of every agent mid-turn), not with the code's own work."""
+
+    def __init__(self) -> None:
+        self.cpu_s = 0.0
+        self.collections = 0
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = time.process_time()
+        else:
+            self.cpu_s += time.process_time() - self._t0
+            self.collections += 1
 
 
 def _tool_result(ctx: Any, args: dict[str, Any]) -> str:
@@ -163,10 +183,13 @@ async def run_config(
     base = _trim()
     rows = []
     alive, prev_rss = 0, base
+    gc_time = _GCTime()
+    gc.callbacks.append(gc_time)
     async with system:
         for w in range(waves):
             ids = [f"w{w}-a{i}" for i in range(per_wave)]
             c0 = system.completions
+            gc0 = gc_time.cpu_s
             turn_us = []  # CPU us per completion of each turn: flat = no growth with history
             with Timer("wall") as tw, Timer("cpu") as tc:
                 for t in range(turns):
@@ -179,6 +202,7 @@ async def run_config(
                         await system.drain()
                     turn_us.append(tt.seconds / max(1, system.completions - c_turn) * 1e6)
             run_s, cpu_s = tw.seconds, tc.seconds
+            gc_s = gc_time.cpu_s - gc0  # of cpu_s: _trim's own collection comes after
             done = system.completions - c0
             # compress_cold is part of the cost of the KiB/idle figure: timed in CPU too
             with Timer("wall") as tw, Timer("cpu") as tc:
@@ -211,6 +235,8 @@ async def run_config(
                 "completions_per_cpu_s_no_compress": done / cpu_s,
                 "per_call_cpu_us": cpu_s / max(1, done) * 1e6,
                 "per_call_cpu_us_by_turn": turn_us,
+                "gc_cpu_s": gc_s,
+                "gc_us_per_call": gc_s / max(1, done) * 1e6,
                 "compress_s": compress_s,
                 "compress_cpu_s": compress_cpu_s,
                 "rss_mib": rss / 2**20,
@@ -227,6 +253,7 @@ async def run_config(
             }
             rows.append(r)
             print(_fmt(r), flush=True)
+    gc.callbacks.remove(gc_time)
     if kind == "sqlite":
         store.close()
     return rows
@@ -236,7 +263,7 @@ _HEAD = (
     f"{'model':8} {'store':6} {'wave':>4} {'agents':>7} {'turns':>5} {'compl/s':>8} "
     f"{'c/cpu-s':>8} {'us/call':>7} {'KiB/idle':>8} {'KiB/new':>8} {'rawKiB':>6} {'heldKiB':>7} "
     f"{'res/raw':>7} {'RSS MiB':>8} {'VmSwap':>6} {'SwapFree/Total KiB':>18} {'MemAvail':>8} "
-    f"{'wall s':>7} {'cmp cpu':>7} {'us t1/mid/last':>16}"
+    f"{'wall s':>7} {'cmp cpu':>7} {'us t1/mid/last':>16} {'gc us':>5}"
 )
 
 
@@ -249,7 +276,8 @@ def _fmt(r: dict[str, Any]) -> str:
         f"{r['marginal_kib_per_agent']:>8.2f} {r['raw_history_kib']:>6.1f} "
         f"{r['stored_kib']:>7.1f} {r['resident_over_raw']:>7.3f} {r['rss_mib']:>8.0f} "
         f"{r['vm_swap_kib']:>6} {swap:>18} {r['mem_available_kib'] // 1024:>7}M "
-        f"{r['wall_s']:>7.1f} {r['compress_cpu_s']:>7.2f} {_by_turn(r):>16}"
+        f"{r['wall_s']:>7.1f} {r['compress_cpu_s']:>7.2f} {_by_turn(r):>16} "
+        f"{r.get('gc_us_per_call', float('nan')):>5.0f}"
     )
 
 
@@ -261,16 +289,22 @@ def _by_turn(r: dict[str, Any]) -> str:
 
 def _child(a: argparse.Namespace) -> int:
     model_name, kind = a.child.split(":")
+    if a.gc_freeze:  # as a long-running server does after start-up (see --gc-freeze)
+        gc.collect()
+        gc.freeze()
     with tempfile.TemporaryDirectory() as tmp:
         rows = asyncio.run(run_config(model_name, kind, a.waves, a.per_wave, a.turns, Path(tmp)))
     Path(a.rows_out).write_text(json.dumps(rows))
     return 0
 
 
-def _spawn(config: str, waves: int, per_wave: int, turns: int, tmp: Path) -> list[dict[str, Any]]:
+def _spawn(
+    config: str, waves: int, per_wave: int, turns: int, tmp: Path, gc_freeze: bool = False
+) -> list[dict[str, Any]]:
     out = tmp / f"{config.replace(':', '-')}.json"
     cmd = [sys.executable, __file__, "--child", config, "--rows-out", str(out)]
     cmd += ["--waves", str(waves), "--per-wave", str(per_wave), "--turns", str(turns)]
+    cmd += ["--gc-freeze"] if gc_freeze else []
     subprocess.run(cmd, check=True)
     rows: list[dict[str, Any]] = json.loads(out.read_text())
     return rows
@@ -290,6 +324,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--waves", type=int, default=None, help="waves per model")
     p.add_argument("--per-wave", type=int, default=None, help="new agents per wave")
     p.add_argument("--sqlite-agents", type=int, default=None, help="agents on SQLite (scripted)")
+    p.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() after start-up in each model's process, as a long-running server "
+        "would: the collector then skips the imported code's objects (the `gc us` column "
+        "shows what is left); off by default, and the goal is judged without it",
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--rows-out", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -312,22 +353,27 @@ def main(argv: list[str] | None = None) -> int:
             f"NOTE: {a.turns} turns per agent — NOT the Infinity shape of {INFINITY_TURNS}; "
             "per-agent memory and history sizes are for this shorter conversation"
         )
-    print(f"turns/agent={a.turns}; one asyncio loop per model, each model in its own process")
+    print(
+        f"turns/agent={a.turns}; one asyncio loop per model, each model in its own process"
+        + ("; gc.freeze() after start-up (--gc-freeze)" if a.gc_freeze else "")
+    )
     print(_HEAD, flush=True)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for m in models:
             waves, per_wave = a.waves or size[m][0], a.per_wave or size[m][1]
-            rows += _spawn(f"{m}:memory", waves, per_wave, a.turns, Path(tmp))
+            rows += _spawn(f"{m}:memory", waves, per_wave, a.turns, Path(tmp), a.gc_freeze)
         if sq and "scripted" in models:
-            rows += _spawn("scripted:sqlite", 2, sq // 2, a.turns, Path(tmp))
+            rows += _spawn("scripted:sqlite", 2, sq // 2, a.turns, Path(tmp), a.gc_freeze)
     print(
         "KiB/idle: RSS growth per idle agent after gc+malloc_trim (target <= 32 KiB in memory);"
         " KiB/new: growth from this wave alone; rawKiB: uncompressed history JSON per agent;"
         " heldKiB: bytes the store keeps; c/cpu-s: completions per CPU-second of the process,"
         " turns + compress_cold (compl/s likewise in wall); us/call: CPU per completion of the"
         " turns alone; us t1/mid/last: the same in the wave's first, middle and last turn (flat ="
-        " no growth as histories grow); cmp cpu: CPU s compressing the wave's histories"
+        " no growth as histories grow); cmp cpu: CPU s compressing the wave's histories; gc us: CPU"
+        " per completion in the cyclic garbage collector (part of us/call; it grows with what"
+        " the agents in flight hold, not with the code's per-call work)"
     )
     summary = {}
     for m in models:
@@ -343,7 +389,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         Path(a.json).write_text(
             json.dumps(
-                {"rows": rows, "models": models, "turns": a.turns, "summary": summary}, indent=1
+                {
+                    "rows": rows,
+                    "models": models,
+                    "turns": a.turns,
+                    "summary": summary,
+                    "gc_freeze": a.gc_freeze,
+                },
+                indent=1,
             )
         )
     return 0

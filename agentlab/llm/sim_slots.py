@@ -24,7 +24,9 @@ from __future__ import annotations
 import re
 import zlib
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable
+from itertools import compress, repeat
 from typing import Any, TypeVar
 
 __all__ = [
@@ -217,6 +219,31 @@ def _calls_key(calls: Any) -> Any:
     return repr(calls)
 
 
+def _keys_of(messages: list[dict[str, Any]]) -> Callable[[int], tuple[Any, ...]] | None:
+    """``parts(k)``: a hashable stand-in for ``messages[:k]`` (roles, contents, tool calls),
+    built by C-level maps (no Python step per message but one per tool-calling message),
+    or ``None`` when a message is not a dict or a content is not a string or ``None``
+    (content parts: the caller keys by rows instead).
+
+    A conversation is re-read whole on every call; keyed this way its per-call cost is a
+    few C passes over the messages, not a Python loop over them (issue 26)."""
+    n = len(messages)
+    try:
+        roles = tuple(map(dict.get, messages, repeat("role")))
+        contents = tuple(map(dict.get, messages, repeat("content")))
+        hash(contents)  # content parts (lists) are unhashable: keyed by rows instead
+        at = list(compress(range(n), map(dict.get, messages, repeat("tool_calls"))))
+    except TypeError:
+        return None
+    calls = tuple((i, _calls_key(messages[i]["tool_calls"])) for i in at)
+
+    def parts(k: int) -> tuple[Any, ...]:
+        c = calls if not calls or calls[-1][0] < k else calls[: bisect_left(at, k)]
+        return roles[:k], contents[:k], c
+
+    return parts
+
+
 def prefix_digest(
     seed: str, extra: str, messages: list[dict[str, Any]], tokenizer: Any
 ) -> tuple[int, int]:
@@ -228,21 +255,27 @@ def prefix_digest(
     template lays out every message after the system one alike). A message's
     text is its content, or ``repr`` of a content that is not a string; its tool calls
     (name, arguments) are part of the key (they count as tokens)."""
-    rows = [
-        (
-            m.get("role", ""),
-            c if isinstance(c := m.get("content"), str) else repr(c),
-            _calls_key(tc) if (tc := m.get("tool_calls")) else None,
-        )
-        for m in messages
-    ]
-
     name = tokenizer.name  # servers of one seed with other tokenizers count otherwise
+    parts = _keys_of(messages)
+    if parts is None:
+        rows = [
+            (
+                m.get("role", ""),
+                c if isinstance(c := m.get("content"), str) else repr(c),
+                _calls_key(tc) if (tc := m.get("tool_calls")) else None,
+            )
+            for m in messages
+        ]
 
-    def key_of(k: int) -> int:
-        return hash((seed, extra, name, tuple(rows[:k])))
+        def key_of(k: int) -> int:
+            return hash((seed, extra, name, tuple(rows[:k])))
 
-    n = len(rows)
+    else:
+
+        def key_of(k: int) -> int:
+            return hash((seed, extra, name, parts(k)))
+
+    n = len(messages)
     k, key, got = _digests.lookup(key_of, n)
     if got is not None:
         crc, tokens = got
@@ -253,8 +286,9 @@ def prefix_digest(
         if not n:
             return crc, tokenizer.prompt_tokens(messages)
     new: list[str] = []
-    for role, text, _ in rows[k:]:
-        new += (role, text)
+    for m in messages[k:]:
+        c = m.get("content")
+        new += (m.get("role", ""), c if isinstance(c, str) else repr(c))
     crc = zlib.crc32(("\x1f" + "\x1f".join(new)).encode("utf-8", "surrogatepass"), crc)
     tokens += tokenizer.extend_tokens(messages, k)
     _digests.put(key_of(n), (crc, tokens), key if k else None)

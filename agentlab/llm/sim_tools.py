@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from agentlab.llm.sim_content import Rng, gen_value
@@ -133,21 +134,29 @@ def _scan(messages: list[dict[str, Any]]) -> _Scan:
     Equal to one scan of the contents joined by newlines (what ``_Context`` did before):
     no pattern matches across a newline except the JSON-field ones (``"id": "..."``) in a
     JSON value split between two messages, which no message holds."""
-    texts = [c if type(c := m.get("content")) is str else _other_text(c) for m in messages]
+    try:  # C-level: no Python step per message (a conversation is re-read on every call)
+        contents: tuple[Any, ...] = tuple(map(dict.get, messages, repeat("content")))
+        hash(contents)  # content parts (lists) are unhashable
+    except TypeError:
+        contents = tuple(
+            c if type(c := m.get("content")) is str else _other_text(c) for m in messages
+        )
 
     def key_of(k: int) -> int:
-        return hash(tuple(texts[:k]))
+        return hash(contents[:k])
 
-    k, key, payload = _scans.lookup(key_of, len(texts))
+    n = len(contents)
+    k, key, payload = _scans.lookup(key_of, n)
     scan = _EMPTY_SCAN if payload is None else _decode(payload)
-    if k == len(texts):
+    if k == n:
         return scan
     cacheable = True
-    for text in texts[k:]:
+    for c in contents[k:]:
+        text = c if type(c) is str else _other_text(c)
         scan = _extend(scan, text)
         cacheable = cacheable and not holds_separator(text)
     if cacheable:  # else a value could hold a separator: scanned afresh next time
-        _scans.put(key_of(len(texts)), _encode(scan), key if k else None)
+        _scans.put(key_of(n), _encode(scan), key if k else None)
     return scan
 
 
@@ -182,12 +191,12 @@ class _Context:
         a generated value): ids for an id parameter, users for a user parameter."""
         if schema.get("type", "string") != "string" or "enum" in schema or "const" in schema:
             return None
-        low = name.lower()
-        if low == "id" or low.endswith(("_id", "_ids")):
-            return self.ids
-        if any(w in low.split("_") or low.endswith(w) for w in _USER_WORDS):
-            return self.users
-        return None
+        kind = _KINDS.get(name)
+        if kind is None:
+            kind = _kind(name)
+            if len(_KINDS) < 4096:
+                _KINDS[name] = kind
+        return self.ids if kind == "ids" else self.users if kind == "users" else None
 
     def can_fill(self, name: str, schema: dict[str, Any]) -> bool:
         """``fill(name, schema, rng)[0]`` without drawing the value."""
@@ -203,6 +212,20 @@ class _Context:
         if name.lower() == "id" or name.lower().endswith("_id"):
             return f"{rng.randint(90) + 10}.nobody.{rng.randint(9)}"
         return f"someone{rng.randint(1000)}"
+
+
+#: parameter name -> what a string parameter of that name takes (see ``_kind``)
+_KINDS: dict[str, str] = {}
+
+
+def _kind(name: str) -> str:
+    """``"ids"`` (an id parameter), ``"users"`` (a user parameter) or ``""`` (neither)."""
+    low = name.lower()
+    if low == "id" or low.endswith(("_id", "_ids")):
+        return "ids"
+    if any(w in low.split("_") or low.endswith(w) for w in _USER_WORDS):
+        return "users"
+    return ""
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from agentlab.errors import ConfigError
@@ -111,6 +111,28 @@ def _tool_calls_text(calls: Any) -> str:
     return "".join(out)
 
 
+def _per_tools(
+    cache: dict[int, tuple[Any, Any, int]],
+    tools: Sequence[dict[str, Any]],
+    render: Callable[[Sequence[dict[str, Any]]], int],
+) -> int:
+    """``render(tools)``, cached in ``cache`` per tools list: ``id(tools) -> (the list, a
+    deep copy of it, the count)``. Agents offer the same list on every call; checking it
+    against the copy costs ~3 µs (an edited list is rendered again)."""
+    hit = cache.get(id(tools))
+    if hit is not None and hit[0] is tools and hit[1] == tools:
+        return hit[2]
+    n = render(tools)
+    try:
+        snapshot = copy.deepcopy(tools)
+    except Exception:  # an object in a schema that does not copy: not cached
+        return n
+    if len(cache) >= 64:
+        cache.clear()
+    cache[id(tools)] = (tools, snapshot, n)
+    return n
+
+
 class CharsTokenizer:
     """``len(text) / chars_per_token`` tokens per text, 4 per message of template.
 
@@ -118,7 +140,7 @@ class CharsTokenizer:
     workload's own published prompt lengths (its source in the profile).
     """
 
-    __slots__ = ("chars_per_token", "name")
+    __slots__ = ("_tools", "chars_per_token", "name")
 
     PER_MESSAGE = 4
 
@@ -126,6 +148,7 @@ class CharsTokenizer:
         if not chars_per_token > 0:
             raise ConfigError(f"tokenizer chars:{chars_per_token}: need a ratio > 0")
         self.chars_per_token = float(chars_per_token)
+        self._tools: dict[int, tuple[Any, Any, int]] = {}  # as Llama3Tokenizer's
         self.name = f"chars:{chars_per_token:g}"
 
     def count(self, text: str) -> int:
@@ -152,8 +175,11 @@ class CharsTokenizer:
     def tools_delta(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
     ) -> int:
-        """``prompt_tokens(messages, tools) - prompt_tokens(messages)``."""
-        return self.prompt_tokens((), tools) if tools else 0
+        """``prompt_tokens(messages, tools) - prompt_tokens(messages)`` (cached per tools
+        list, as :meth:`Llama3Tokenizer._tools_tokens`: a thread offers one list per call)."""
+        if not tools:
+            return 0
+        return _per_tools(self._tools, tools, lambda t: self.prompt_tokens((), t))
 
 
 class Llama3Tokenizer:
@@ -213,20 +239,13 @@ class Llama3Tokenizer:
         Agents offer the same list on every call; rendering it costs ~400 µs, checking it
         against a deep copy kept with the count ~3 µs (an edited list is rendered again).
         """
-        hit = self._tools.get(id(tools))
-        if hit is not None and hit[0] is tools and hit[1] == tools:
-            return hit[2]
+        return _per_tools(self._tools, tools, self._render_tools)
+
+    def _render_tools(self, tools: Sequence[dict[str, Any]]) -> int:
         block = self._TOOLS_PREAMBLE + "".join(
             json.dumps(t, indent=4, ensure_ascii=False, default=str) + "\n\n" for t in tools
         )
         n: int = self._enc.count(block)
-        try:
-            snapshot = copy.deepcopy(tools)
-        except Exception:  # an object in a schema that does not copy: not cached
-            return n
-        if len(self._tools) >= 64:
-            self._tools.clear()
-        self._tools[id(tools)] = (tools, snapshot, n)
         return n
 
     def _header_of(self, role: str) -> int:

@@ -255,3 +255,26 @@ def test_count_slots_hold_counts_without_objects() -> None:
     pairs = CountSlots(64, width=2)
     pairs.put(5, (2**32 - 1, 0))
     assert pairs.get(5) == (2**32 - 1, 0) and len(pairs._vals) == 128
+
+
+def test_prefix_digest_of_messages_that_are_not_dicts_equals_the_whole_join() -> None:
+    """Messages that are mappings but not dicts (and content parts) take the row-keyed
+    path of ``prefix_digest``; the hash and count are the same as for plain dicts."""
+    from collections import UserDict
+
+    from agentlab.llm.sim_slots import prefix_digest
+    from agentlab.llm.tokens import CharsTokenizer
+
+    tok = CharsTokenizer(4.0)
+    convo: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are @kim."},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]  # fmt: skip
+    for k in range(1, len(convo) + 1):
+        plain = prefix_digest("s", "|f", convo[:k], tok)
+        wrapped = prefix_digest("s", "|f", [UserDict(m) for m in convo[:k]], tok)  # type: ignore[misc]
+        assert plain == wrapped
+        assert plain[1] == tok.prompt_tokens(convo[:k])

@@ -182,3 +182,19 @@ def test_a_growing_conversation_is_counted_by_what_it_adds(tools: Any) -> None:
         # same seed, same conversation, another tokenizer: its own count, not this one's
         other = chars.plan(list(msgs), tools=tools).prompt_tokens
         assert other == get_tokenizer("chars:4").prompt_tokens(msgs, tools)
+
+
+def test_chars_tokenizer_counts_an_edited_tools_list_again() -> None:
+    """``CharsTokenizer.tools_delta`` is cached per tools list (a thread offers the same
+    list on every call); an edit in place or a new list is counted afresh."""
+    tok = get_tokenizer("chars:4")
+    msgs = [{"role": "user", "content": "post something"}]
+    tools = [copy.deepcopy(TOOL)]
+    before = tok.tools_delta(msgs, tools)
+    assert before == tok.prompt_tokens(msgs, tools) - tok.prompt_tokens(msgs) > 0
+    assert tok.tools_delta(msgs, tools) == before  # the cached count
+    tools[0]["function"]["description"] += " A much longer description of the tool now."
+    after = tok.tools_delta(msgs, tools)
+    assert after > before
+    assert after == tok.prompt_tokens(msgs, tools) - tok.prompt_tokens(msgs)
+    assert tok.tools_delta(msgs, [*tools, copy.deepcopy(TOOL)]) > after

@@ -32,6 +32,21 @@ async def test_benchmark_config_runs_and_reports(model: str, store: str, tmp_pat
         assert r["completions"] == 6 * 2 * 2  # two completions per turn
         assert r["raw_history_kib"] > 1 and r["completions_per_cpu_s"] > 0
         assert r["swap_total_kib"] >= 0 and r["vm_rss_kib"] > 0
+        # the collector's CPU is a part of the turns' CPU, in the same (process) clock
+        assert 0 <= r["gc_cpu_s"] <= r["cpu_s"]
+
+
+def test_gc_time_sums_the_collections_it_sees() -> None:
+    import gc
+
+    timer = _bench()._GCTime()
+    gc.callbacks.append(timer)
+    try:
+        gc.collect()
+        gc.collect()
+    finally:
+        gc.callbacks.remove(timer)
+    assert timer.collections == 2 and timer.cpu_s > 0
 
 
 def test_unknown_model_is_rejected() -> None:
