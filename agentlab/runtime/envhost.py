@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,31 @@ __all__ = [
     "LocalEnvHandle",
     "RayEnvHandle",
     "build_env_modules",
+    "checkpoint_files",
     "env_spec_of",
+    "module_paths",
     "modules_from_specs",
 ]
 
 ENV_CKPT_DIR = "env/ticks"
 #: the routers' state of a tick (counters, the codegen cache), beside the modules' files
 ROUTERS_FILE = "routers.json"
+
+
+def checkpoint_files(root: str | os.PathLike[str], paths: list[str]) -> list[str]:
+    """Every file of a tick's env checkpoint under ``root``: the modules' ``paths`` (as
+    ``SOCIETY_STEP.json["env"]`` lists them) and, when the routers had state, their
+    :data:`ROUTERS_FILE` beside them. What is copied when a checkpoint moves (the Ray env
+    actor's bytes, a respawned actor, ``Society.fork``)."""
+    if not paths:
+        return []
+    routers = (Path(paths[0]).parent / ROUTERS_FILE).as_posix()
+    return [*paths, routers] if (Path(root) / routers).exists() else list(paths)
+
+
+def module_paths(files: list[str]) -> list[str]:
+    """The modules' paths among :func:`checkpoint_files` (what :meth:`EnvHost.restore` takes)."""
+    return [rel for rel in files if Path(rel).name != ROUTERS_FILE]
 
 
 def build_env_modules(specs: list[Any], seed: int) -> list[Any]:
