@@ -16,11 +16,15 @@ import inspect
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.runtime.env_routing import RouterSet, attach_router, router_config_of
 from agentlab.store.atomic import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from agentlab.env.base import EnvBase
+    from agentlab.runtime.services import RunServices
 
 __all__ = [
     "EnvHost",
@@ -84,7 +88,7 @@ def build_env_modules(specs: list[Any], seed: int) -> list[Any]:
 _ROUTER_KEYS = ("type", "router", "router_options")
 
 
-def env_spec_of(module: Any) -> dict[str, Any]:
+def env_spec_of(module: EnvBase) -> dict[str, Any]:
     """The JSON spec that rebuilds ``module`` (type, class reference, config, seed, and its
     router when not direct)."""
     from agentlab.env.registry import env_spec
@@ -153,7 +157,7 @@ class EnvHost:
         return result.value
 
     async def ask(
-        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+        self, agent_id: str, text: str, tick: int, services: RunServices, module: str | None = None
     ) -> dict[str, Any]:
         """A natural-language request through the configured router (recorded in
         ``env_requests``); returns ``RouteResult.to_dict()`` (``ok``, ``observation``...).
@@ -167,7 +171,7 @@ class EnvHost:
 
     async def run_skill_script(
         self, agent_id: str, code: str, path: str, allowed_tools: list[str], tick: int,
-        services: Any,
+        services: RunServices,
     ) -> dict[str, Any]:  # fmt: skip
         """An Agent Skill's script in the sandbox of this host (:meth:`RouterSet.run_skill_script`);
         returns ``RouteResult.to_dict()``.
@@ -272,7 +276,7 @@ class LocalEnvHandle:
         return await self.host.call(agent_id, name, arguments, tick)
 
     async def ask(
-        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+        self, agent_id: str, text: str, tick: int, services: RunServices, module: str | None = None
     ) -> dict[str, Any]:
         """:meth:`EnvHost.ask` in this process."""
         return await self.host.ask(agent_id, text, tick, services, module)
@@ -306,7 +310,7 @@ class RayEnvHandle:
         return value
 
     async def ask(
-        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+        self, agent_id: str, text: str, tick: int, services: RunServices, module: str | None = None
     ) -> dict[str, Any]:
         """:meth:`EnvHost.ask` in the env actor (errors come back as values, then raise)."""
         ok, value = await self.actor.ask.remote(agent_id, text, tick, services, module)

@@ -15,10 +15,13 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.runtime.envhost import EnvHost, checkpoint_files, module_paths, modules_from_specs
 from agentlab.runtime.staging import stage_root, staged_schema, take_log
+
+if TYPE_CHECKING:
+    from agentlab.runtime.services import RunServices
 
 __all__ = ["EnvActor", "EnvCheckpoint", "read_files"]
 
@@ -110,7 +113,7 @@ class EnvActor:
         return self._services
 
     async def ask(
-        self, agent_id: str, text: str, tick: int, services: Any, module: str | None
+        self, agent_id: str, text: str, tick: int, services: RunServices, module: str | None
     ) -> tuple[bool, Any]:
         try:  # errors as values, as call() does
             staged = self._staged(services)
@@ -120,7 +123,7 @@ class EnvActor:
 
     async def run_skill_script(
         self, agent_id: str, code: str, path: str, allowed_tools: list[str], tick: int,
-        services: Any,
+        services: RunServices,
     ) -> tuple[bool, Any]:  # fmt: skip
         try:  # errors as values, as call() does
             staged = self._staged(services)

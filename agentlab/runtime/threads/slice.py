@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from agentlab.core.records import ToolCall
+from agentlab.core.records import LLMResponse, ToolCall
 from agentlab.core.tools import loop_step, tool_message
 from agentlab.runtime.threads.records import Delivery, ThreadState
 from agentlab.runtime.threads.shapes import RECEIVE_EVENT, event_content, synthetic_pair
@@ -123,7 +123,7 @@ class _Reply:
         self.text, self.tool_calls = text, tool_calls
 
 
-def assistant_turn(reply: Any, calls: list[ToolCall]) -> dict[str, Any]:
+def assistant_turn(reply: _Reply | LLMResponse, calls: list[ToolCall]) -> dict[str, Any]:
     """A thread's assistant turn for ``reply`` (its ``text``) calling ``calls``."""
     text = reply.text
     msg: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
