@@ -109,24 +109,21 @@ def loop_step(
             keeps one: one suspension point per slice).
         keep_answer: also append the answering reply's turn (built with no calls).
     """
-    calls = list(getattr(response, "tool_calls", None) or [])
-    if max_calls is not None:
-        del calls[max_calls:]
+    found = getattr(response, "tool_calls", None)
+    calls = (list(found) if max_calls is None else list(found[:max_calls])) if found else []
+    build = assistant_message or _to_message
     if not calls or (stop is not None and stop(response, calls)):
         if keep_answer:
-            messages.append(_turn(response, [], assistant_message))
+            messages.append(build(response, []))
         return []
-    messages.append(_turn(response, calls, assistant_message))
+    messages.append(build(response, calls))
     return calls
 
 
-def _turn(
-    response: R, calls: list[Any], build: Callable[[R, list[Any]], dict[str, Any]] | None
-) -> dict[str, Any]:
-    if build is not None:
-        return build(response, calls)
-    msg: dict[str, Any] = response.to_message()  # type: ignore[attr-defined]
-    if len(calls) < len(msg.get("tool_calls") or ()):  # a prefix of the reply's calls
+def _to_message(response: Any, calls: list[Any]) -> dict[str, Any]:
+    """The reply's ``to_message()`` with only ``calls`` (a prefix of its calls) in it."""
+    msg: dict[str, Any] = response.to_message()
+    if len(calls) < len(msg.get("tool_calls") or ()):
         if calls:
             msg["tool_calls"] = msg["tool_calls"][: len(calls)]
         else:

@@ -126,18 +126,19 @@ class _Reply:
 def assistant_turn(reply: _Reply | LLMResponse, calls: list[ToolCall]) -> dict[str, Any]:
     """A thread's assistant turn for ``reply`` (its ``text``) calling ``calls``."""
     text = reply.text
-    msg: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
-    if calls:
-        # ToolCall.to_openai() with orjson (json.dumps is ~5x slower on this hot path).
-        msg["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": orjson.dumps(c.arguments).decode()},
-            }
-            for c in calls
-        ]
+    if not calls:
+        return {"role": "assistant", "content": text}
+    msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+    msg["tool_calls"] = (
+        [_call_entry(c) for c in calls] if len(calls) > 1 else [_call_entry(calls[0])]
+    )
     return msg
+
+
+def _call_entry(c: ToolCall) -> dict[str, Any]:
+    # ToolCall.to_openai() with orjson (json.dumps is ~5x slower on this hot path).
+    fn = {"name": c.name, "arguments": orjson.dumps(c.arguments).decode()}
+    return {"id": c.id, "type": "function", "function": fn}
 
 
 def _interrupted(reply: _Reply, calls: list[ToolCall]) -> bool:
