@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,9 @@ from agentlab.analysis.fits import _fitted, resolve_dists
 from agentlab.analysis.iat import DEFAULT_BY, DEFAULT_THRESHOLD, log_histogram_df
 from agentlab.analysis.inflight import inflight_timeline_df
 from agentlab.core.axes import decade_label, log_time_ticks
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 __all__ = [
     "STAGES",
@@ -98,7 +101,7 @@ def iat_histogram_figure(
     zeros: ZerosPolicy = DEFAULT_ZEROS,
     eps: float = DEFAULT_EPS,
     title: str = "IAT distribution",
-) -> Any:
+) -> go.Figure:
     """Log-binned IAT histogram per group on a log x axis.
 
     Args:
@@ -184,7 +187,7 @@ def iat_cdf_figure(
     zeros: ZerosPolicy = DEFAULT_ZEROS,
     eps: float = DEFAULT_EPS,
     title: str = "IAT empirical CDF and fits",
-) -> Any:
+) -> go.Figure:
     """Empirical CDF per group (log x) with the fitted CDFs of ``dists`` overlaid.
 
     The ECDF is thinned to at most ``max_points`` evenly spaced order statistics so that
@@ -242,7 +245,7 @@ def inflight_figure(
     start: str = "start",
     end: str = "end",
     title: str = "In-flight LLM requests",
-) -> Any:
+) -> go.Figure:
     """In-flight requests over time (seconds since each run's first call), step lines.
 
     The first ``by`` column (topology) picks the colour; at most ``max_runs`` runs per
@@ -291,7 +294,7 @@ def stage_latency_figure(
     end: str = "end",
     log_y: bool = False,
     title: str = "Latency per stage",
-) -> Any:
+) -> go.Figure:
     """Latency (end - start) per workflow stage, one box/violin trace per group.
 
     Args:

@@ -16,13 +16,16 @@ sweep_summary_figure(Sweep(out).df(), x="agents", y="burst_fraction", color="top
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from agentlab.analysis._frame import iter_groups, require_columns
 from agentlab.analysis.iat import DEFAULT_THRESHOLD
 from agentlab.errors import ConfigError
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 __all__ = [
     "best_fits_df",
@@ -203,7 +206,7 @@ def sweep_summary_figure(
     *,
     status: str = "status",
     title: str | None = None,
-) -> Any:
+) -> go.Figure:
     """One line per ``color`` value of ``y`` against ``x`` over the finished sweep points.
 
     Points whose ``status`` is not ``"ok"`` are left out; several points at one
@@ -258,7 +261,7 @@ def replicates_figure(
     *,
     ci: float = 0.95,
     title: str | None = None,
-) -> Any:
+) -> go.Figure:
     """Means with confidence-interval error bars over replicates, on a categorical ``x``.
 
     Args:

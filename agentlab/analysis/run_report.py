@@ -17,7 +17,7 @@ import math
 import os
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import ConfigError, MissingExtraError
 from agentlab.store import open_run
@@ -26,6 +26,9 @@ from agentlab.store.run import Run
 from agentlab.store.summary import ErrorCounts, RunSummary
 from agentlab.store.summary import find_runs as _find_runs
 from agentlab.store.summary import summarize_run as summarize_dir
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "PLOTLY_JS",
@@ -416,7 +419,7 @@ def summary_row(s: RunSummary) -> dict[str, Any]:
     }
 
 
-def runs_df(folder: str | os.PathLike[str], *, detail: bool = True) -> Any:
+def runs_df(folder: str | os.PathLike[str], *, detail: bool = True) -> pd.DataFrame:
     """One row per run under ``folder``: kind, status, ticks, steps, LLM calls, the error
     counts (step / tool / LLM failures / total, as :func:`agentlab.store.summarize_run`
     gives them) and size on disk; with ``detail`` also agents, tokens and latency p50
@@ -450,7 +453,7 @@ def runs_df(folder: str | os.PathLike[str], *, detail: bool = True) -> Any:
 
 
 def write_table_report(
-    df: Any,
+    df: pd.DataFrame,
     path: str | os.PathLike[str],
     *,
     title: str,

@@ -2,8 +2,18 @@
 
 One shape and one loop serve env routers (:class:`agentlab.env.ReActRouter`), simulation
 agents (:class:`agentlab.agents.LLMAgent`), messaging agents' skill calls and the thread
-runtime's tool specs; each caller supplies only what differs (how to ask the model, how to
-run one call, when to stop early).
+runtime (:mod:`agentlab.runtime.threads`); each caller supplies only what differs (how to
+ask the model, how to run one call, when to stop early).
+
+The loop is one step, :func:`loop_step` (a reply → its assistant turn and the calls to
+run, or the end of the loop), and the shape of a tool result, :func:`tool_message`. Two
+drivers repeat it:
+
+- :func:`run_tool_loop` in one call: ask, step, run the calls, append their results, repeat;
+- the thread runtime one step per *slice*, persisted in between: a slice asks the model
+  and steps; the call it returns is dispatched and the slice ends; the result arrives later
+  as a delivery whose slice appends it (:func:`tool_message`) and asks again
+  (``agentlab/runtime/threads/slice.py``).
 
 Example::
 
@@ -28,7 +38,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-__all__ = ["LoopEnd", "function_tool", "object_parameters", "run_tool_loop"]
+__all__ = [
+    "LoopEnd",
+    "function_tool",
+    "loop_step",
+    "object_parameters",
+    "run_tool_loop",
+    "tool_message",
+]
 
 #: the model's reply type (``LLMResponse`` or any object with ``tool_calls``)
 R = TypeVar("R")
@@ -60,6 +77,60 @@ def object_parameters(
     }
 
 
+def tool_message(call_id: str, content: str) -> dict[str, Any]:
+    """The ``{"role": "tool", ...}`` turn answering the call ``call_id`` with ``content``."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def loop_step(
+    messages: list[dict[str, Any]],
+    response: R,
+    *,
+    assistant_message: Callable[[R, list[Any]], dict[str, Any]] | None = None,
+    stop: Callable[[R, list[Any]], bool] | None = None,
+    max_calls: int | None = None,
+    keep_answer: bool = False,
+) -> list[Any]:
+    """One step of the ReAct loop: the model's reply → the tool calls to run next.
+
+    If the reply calls tools (and ``stop`` does not end the loop), its assistant turn is
+    appended to ``messages`` and its calls are returned: the caller runs them and appends
+    each result as a :func:`tool_message` before asking the model again. Otherwise the
+    loop ends with this reply as the answer and ``[]`` is returned.
+
+    Args:
+        messages: the conversation (appended to in place).
+        response: the model's reply; its ``tool_calls`` drive the loop.
+        assistant_message: ``assistant_message(reply, calls)`` builds the assistant turn
+            (default: the reply's ``to_message()`` with only the calls kept).
+        stop: ``stop(reply, calls)`` true ends the loop on a reply with tool calls too
+            (its calls are not run).
+        max_calls: keep only the first ``max_calls`` calls of a reply (the thread runtime
+            keeps one: one suspension point per slice).
+        keep_answer: also append the answering reply's turn (built with no calls).
+    """
+    found = getattr(response, "tool_calls", None)
+    calls = (list(found) if max_calls is None else list(found[:max_calls])) if found else []
+    build = assistant_message or _to_message
+    if not calls or (stop is not None and stop(response, calls)):
+        if keep_answer:
+            messages.append(build(response, []))
+        return []
+    messages.append(build(response, calls))
+    return calls
+
+
+def _to_message(response: Any, calls: list[Any]) -> dict[str, Any]:
+    """The reply's ``to_message()`` with only ``calls`` (a prefix of its calls) in it."""
+    msg: dict[str, Any] = response.to_message()
+    if len(calls) < len(msg.get("tool_calls") or ()):
+        if calls:
+            msg["tool_calls"] = msg["tool_calls"][: len(calls)]
+        else:
+            del msg["tool_calls"]
+    return msg
+
+
 @dataclass(frozen=True, slots=True)
 class LoopEnd(Generic[R]):
     """How a tool-calling loop ended.
@@ -86,7 +157,8 @@ async def run_tool_loop(
     stop: Callable[[R, list[Any]], bool] | None = None,
     after_round: Callable[[int], None] | None = None,
 ) -> LoopEnd[R]:
-    """The ReAct loop: ask the model, run the tools it calls, show it the results, repeat.
+    """The ReAct loop in one call: ask the model, :func:`loop_step`, run the tools it
+    calls, show it the results (:func:`tool_message`), repeat.
 
     Args:
         messages: the conversation; the assistant's tool-call turns and the tool results
@@ -113,18 +185,12 @@ async def run_tool_loop(
     response: R | None = None
     for i in range(max_iterations):
         response = await complete(i)
-        calls = list(getattr(response, "tool_calls", None) or [])
-        if not calls or (stop is not None and stop(response, calls)):
+        calls = loop_step(messages, response, assistant_message=assistant_message, stop=stop)
+        if not calls:
             return LoopEnd(response, True, i + 1)
-        if assistant_message is not None:
-            messages.append(assistant_message(response, calls))
-        else:
-            messages.append(response.to_message())  # type: ignore[attr-defined]
         for call in calls:
             content = await call_tool(call)
-            messages.append(
-                {"role": "tool", "tool_call_id": getattr(call, "id", ""), "content": content}
-            )
+            messages.append(tool_message(getattr(call, "id", ""), content))
         if after_round is not None:
             after_round(i)
     assert response is not None

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from agentlab.core.clock import Clock
+from agentlab.core.records import LLMResponse
 from agentlab.env.base import EnvBase
 from agentlab.env.registry import env_spec
 from agentlab.env.render import TooLarge, bounded_json, logical_size
@@ -36,8 +37,8 @@ class ToolArgumentError(ToolError):
 class LLMLike(Protocol):
     """What routers need from an LLM: the ``LLMClient.complete`` contract."""
 
-    async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
-        """Return an ``LLMResponse``-like object (``text``, ``tool_calls``)."""
+    async def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> LLMResponse:
+        """Return an ``LLMResponse`` (``text``, ``tool_calls``)."""
         ...
 
 

@@ -20,9 +20,14 @@ import contextvars
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import ConfigError, UnknownNameError
+
+if TYPE_CHECKING:
+    from agentlab.env.base import EnvBase
+    from agentlab.env.routers_base import RouteResult
+    from agentlab.runtime.services import RunServices
 
 __all__ = ["ROUTER_ATTR", "ROUTER_KINDS", "RouterSet", "attach_router", "router_config_of"]
 
@@ -44,7 +49,9 @@ class _Counter:
 _REQUEST: contextvars.ContextVar[tuple[int, _Counter]] = contextvars.ContextVar("env_request")
 
 
-def attach_router(module: Any, kind: str | None, options: dict[str, Any] | None = None) -> Any:
+def attach_router(
+    module: EnvBase, kind: str | None, options: dict[str, Any] | None = None
+) -> EnvBase:
     """Mark ``module`` to be served by a ``kind`` router (``None``: direct)."""
     kind = kind or "direct"
     if kind not in ROUTER_KINDS:
@@ -55,7 +62,7 @@ def attach_router(module: Any, kind: str | None, options: dict[str, Any] | None 
     return module
 
 
-def router_config_of(module: Any) -> dict[str, Any]:
+def router_config_of(module: EnvBase) -> dict[str, Any]:
     """``{"kind", "options"}`` of ``module`` (direct when never attached)."""
     cfg = getattr(module, ROUTER_ATTR, None)
     return dict(cfg) if cfg else {"kind": "direct", "options": {}}
@@ -151,7 +158,9 @@ class RouterSet:
 
     # --- serving -------------------------------------------------------------------------
 
-    async def call(self, module: Any, name: str, arguments: dict[str, Any], agent_id: str) -> Any:
+    async def call(
+        self, module: EnvBase, name: str, arguments: dict[str, Any], agent_id: str
+    ) -> RouteResult:
         """A direct tool call through the module's :class:`DirectRouter`."""
         result = await self.direct[id(module)].route(
             {"tool": name, "arguments": arguments}, agent_id=agent_id
@@ -162,7 +171,7 @@ class RouterSet:
         return result
 
     async def ask(
-        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+        self, agent_id: str, text: str, tick: int, services: RunServices, module: str | None = None
     ) -> dict[str, Any]:
         """Route a natural-language request; record it; return ``RouteResult.to_dict()``."""
         if not isinstance(text, str) or not text.strip():
@@ -192,7 +201,7 @@ class RouterSet:
         path: str,
         allowed_tools: list[str],
         tick: int,
-        services: Any,
+        services: RunServices,
     ) -> dict[str, Any]:
         """Run an Agent Skill's script here, where the env lives: through the sandbox with
         the tools of the skill's ``allowed-tools`` (:func:`~agentlab.env.skill_scripts.

@@ -14,25 +14,48 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.runtime.env_routing import RouterSet, attach_router, router_config_of
 from agentlab.store.atomic import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from agentlab.env.base import EnvBase
+    from agentlab.runtime.services import RunServices
 
 __all__ = [
     "EnvHost",
     "LocalEnvHandle",
     "RayEnvHandle",
     "build_env_modules",
+    "checkpoint_files",
     "env_spec_of",
+    "module_paths",
     "modules_from_specs",
 ]
 
 ENV_CKPT_DIR = "env/ticks"
 #: the routers' state of a tick (counters, the codegen cache), beside the modules' files
 ROUTERS_FILE = "routers.json"
+
+
+def checkpoint_files(root: str | os.PathLike[str], paths: list[str]) -> list[str]:
+    """Every file of a tick's env checkpoint under ``root``: the modules' ``paths`` (as
+    ``SOCIETY_STEP.json["env"]`` lists them) and, when the routers had state, their
+    :data:`ROUTERS_FILE` beside them. What is copied when a checkpoint moves (the Ray env
+    actor's bytes, a respawned actor, ``Society.fork``)."""
+    if not paths:
+        return []
+    routers = (Path(paths[0]).parent / ROUTERS_FILE).as_posix()
+    return [*paths, routers] if (Path(root) / routers).exists() else list(paths)
+
+
+def module_paths(files: list[str]) -> list[str]:
+    """The modules' paths among :func:`checkpoint_files` (what :meth:`EnvHost.restore` takes)."""
+    return [rel for rel in files if Path(rel).name != ROUTERS_FILE]
 
 
 def build_env_modules(specs: list[Any], seed: int) -> list[Any]:
@@ -65,7 +88,7 @@ def build_env_modules(specs: list[Any], seed: int) -> list[Any]:
 _ROUTER_KEYS = ("type", "router", "router_options")
 
 
-def env_spec_of(module: Any) -> dict[str, Any]:
+def env_spec_of(module: EnvBase) -> dict[str, Any]:
     """The JSON spec that rebuilds ``module`` (type, class reference, config, seed, and its
     router when not direct)."""
     from agentlab.env.registry import env_spec
@@ -134,7 +157,7 @@ class EnvHost:
         return result.value
 
     async def ask(
-        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+        self, agent_id: str, text: str, tick: int, services: RunServices, module: str | None = None
     ) -> dict[str, Any]:
         """A natural-language request through the configured router (recorded in
         ``env_requests``); returns ``RouteResult.to_dict()`` (``ok``, ``observation``...).
@@ -148,7 +171,7 @@ class EnvHost:
 
     async def run_skill_script(
         self, agent_id: str, code: str, path: str, allowed_tools: list[str], tick: int,
-        services: Any,
+        services: RunServices,
     ) -> dict[str, Any]:  # fmt: skip
         """An Agent Skill's script in the sandbox of this host (:meth:`RouterSet.run_skill_script`);
         returns ``RouteResult.to_dict()``.
@@ -253,7 +276,7 @@ class LocalEnvHandle:
         return await self.host.call(agent_id, name, arguments, tick)
 
     async def ask(
-        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+        self, agent_id: str, text: str, tick: int, services: RunServices, module: str | None = None
     ) -> dict[str, Any]:
         """:meth:`EnvHost.ask` in this process."""
         return await self.host.ask(agent_id, text, tick, services, module)
@@ -287,7 +310,7 @@ class RayEnvHandle:
         return value
 
     async def ask(
-        self, agent_id: str, text: str, tick: int, services: Any, module: str | None = None
+        self, agent_id: str, text: str, tick: int, services: RunServices, module: str | None = None
     ) -> dict[str, Any]:
         """:meth:`EnvHost.ask` in the env actor (errors come back as values, then raise)."""
         ok, value = await self.actor.ask.remote(agent_id, text, tick, services, module)

@@ -9,7 +9,8 @@ The fork is a complete, independent run directory:
 - ``SOCIETY.json``: the parent's configuration with the changes applied, plus
   ``"parent": {"run", "tick"}``;
 - every agent's workspace with its state version as of tick ``t``;
-- the env checkpoint of tick ``t`` (also published as ``env/ENV_STATE.json``);
+- the env checkpoint of tick ``t`` with its routers' state (``routers.json``: counters, the
+  codegen code cache; the modules' state also published as ``env/ENV_STATE.json``);
 - the parent's log up to the commit of tick ``t`` (byte-identical prefixes of its
   shards, so the fork's history reads like the parent's and analysis spans both);
 - a commit record of tick ``t``: the clock time, totals, and — when the LLM
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 
 from agentlab.agents.workspace import SLOT_KEYS, Workspace, encode_slot
 from agentlab.errors import ConfigError, StoreError
+from agentlab.runtime.envhost import ROUTERS_FILE, checkpoint_files
 from agentlab.runtime.society_files import (
     CHECKPOINTS_DIR,
     SOCIETY_FILE,
@@ -197,8 +199,8 @@ def _write_fork(
     _write_agents(dst, agents)
     for rel, data in env.items():
         atomic_write_bytes(dst / rel, data, fsync=False)
-        # the human-readable current env state
-        atomic_write_bytes(dst / "env" / "ENV_STATE.json", data, fsync=False)
+        if Path(rel).name != ROUTERS_FILE:  # the human-readable current env state
+            atomic_write_bytes(dst / "env" / "ENV_STATE.json", data, fsync=False)
     marks = _copy_log(src_dir, dst, step)
     write_manifest(
         dst,
@@ -279,10 +281,10 @@ def _read_parent(
     src: Path, meta: dict[str, Any], step: dict[str, Any], tick: int
 ) -> tuple[list[tuple[str, int, Any, bytes, bytes]], dict[str, bytes]]:
     """What tick ``tick`` of a parent that may be running consists of, read into memory
-    first and fast: the env checkpoint (deleted once the parent commits the next tick) and
+    first and fast: the env checkpoint with its routers' state (deleted once the parent commits the next tick) and
     each agent's version (overwritten in the tick after that). Each read is whole or
     raises, so a fork copies one committed tick or retries (``fork_society``)."""
-    env = {rel: (src / rel).read_bytes() for rel in step.get("env") or []}
+    env = {rel: (src / rel).read_bytes() for rel in checkpoint_files(src, step.get("env") or [])}
     ids = [a for a, _ in meta["agents"]]
     store = open_agent_store(src)
     agents = []

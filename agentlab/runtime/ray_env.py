@@ -15,10 +15,13 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentlab.runtime.envhost import EnvHost, modules_from_specs
+from agentlab.runtime.envhost import EnvHost, checkpoint_files, module_paths, modules_from_specs
 from agentlab.runtime.staging import stage_root, staged_schema, take_log
+
+if TYPE_CHECKING:
+    from agentlab.runtime.services import RunServices
 
 __all__ = ["EnvActor", "EnvCheckpoint", "read_files"]
 
@@ -27,8 +30,9 @@ __all__ = ["EnvActor", "EnvCheckpoint", "read_files"]
 class EnvCheckpoint:
     """What the env actor returns for a tick: files to write and staged log bytes."""
 
-    #: ``{relpath under the run: bytes}``: ``env/ticks/<t>/<i>.json`` (and, when
-    #: published, each module's default state file)
+    #: ``{relpath under the run: bytes}``: ``env/ticks/<t>/<i>.json``, the routers' state
+    #: ``env/ticks/<t>/routers.json`` (when they have one) and, when published, each
+    #: module's default state file
     files: dict[str, bytes]
     #: the checkpoint paths, in module order (``SOCIETY_STEP.json["env"]``)
     paths: list[str]
@@ -37,8 +41,9 @@ class EnvCheckpoint:
 
 
 def read_files(run_dir: str | os.PathLike[str], paths: list[str]) -> dict[str, bytes]:
-    """``{rel: bytes}`` of checkpoint files under ``run_dir`` (the driver's side)."""
-    return {rel: (Path(run_dir) / rel).read_bytes() for rel in paths}
+    """``{rel: bytes}`` of the checkpoint of the modules' ``paths`` under ``run_dir``, the
+    routers' state included (the driver's side; :func:`checkpoint_files`)."""
+    return {rel: (Path(run_dir) / rel).read_bytes() for rel in checkpoint_files(run_dir, paths)}
 
 
 class EnvActor:
@@ -48,7 +53,8 @@ class EnvActor:
         specs: the env module specs (``SOCIETY.json["env"]``).
         seed: the run seed.
         run_dir: the run's path, only as a name (staging directory, error messages).
-        restore: ``{rel: bytes}`` of the committed checkpoint, in module order.
+        restore: ``{rel: bytes}`` of the committed checkpoint (:func:`read_files`), in
+            module order, the routers' state (code cache, counters) with it.
     """
 
     def __init__(
@@ -63,7 +69,7 @@ class EnvActor:
                 target = self.work / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
-            self.host.restore(str(self.work), list(restore))
+            self.host.restore(str(self.work), module_paths(list(restore)))
 
     def __del__(self) -> None:
         shutil.rmtree(getattr(self, "work", ""), ignore_errors=True)
@@ -107,7 +113,7 @@ class EnvActor:
         return self._services
 
     async def ask(
-        self, agent_id: str, text: str, tick: int, services: Any, module: str | None
+        self, agent_id: str, text: str, tick: int, services: RunServices, module: str | None
     ) -> tuple[bool, Any]:
         try:  # errors as values, as call() does
             staged = self._staged(services)
@@ -117,7 +123,7 @@ class EnvActor:
 
     async def run_skill_script(
         self, agent_id: str, code: str, path: str, allowed_tools: list[str], tick: int,
-        services: Any,
+        services: RunServices,
     ) -> tuple[bool, Any]:  # fmt: skip
         try:  # errors as values, as call() does
             staged = self._staged(services)
@@ -136,7 +142,7 @@ class EnvActor:
     def checkpoint(self, tick: int, publish: bool) -> EnvCheckpoint:
         """The checkpoint of ``tick`` as bytes, plus the rows staged since the last one."""
         paths = self.host.checkpoint(str(self.work), tick)  # also flushes the staged rows
-        files = {rel: (self.work / rel).read_bytes() for rel in paths}
+        files = {rel: (self.work / rel).read_bytes() for rel in checkpoint_files(self.work, paths)}
         shutil.rmtree(self.work / Path(paths[0]).parent, ignore_errors=True)
         if publish:
             for m in self.host.modules:

@@ -36,7 +36,7 @@ import time
 import warnings
 from collections import Counter, deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import BatchDeadlineError, ConfigError, EnvActorDiedError, WorkerLostError
 from agentlab.runtime.batch import BatchResult, BatchSpec
@@ -46,6 +46,9 @@ from agentlab.runtime.ray_human import DeskServer, HumanDesk
 from agentlab.runtime.staging import Promoted, StagedBatch, read_segment, run_staged_batch
 from agentlab.store.atomic import atomic_write_bytes
 from agentlab.store.packed_store import open_agent_store
+
+if TYPE_CHECKING:
+    from agentlab.runtime.services import RunServices
 
 __all__ = ["RayExecutor"]
 
@@ -291,7 +294,7 @@ class RayExecutor:
 
     # --- batches -----------------------------------------------------------------------
 
-    async def run_batches(self, batches: list[BatchSpec], proxy: Any) -> list[BatchResult]:
+    async def run_batches(self, batches: list[BatchSpec], proxy: RunServices) -> list[BatchResult]:
         if not batches:
             return []
         tick, committed = batches[0].tick, batches[0].committed

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.core.clock import settle
 from agentlab.core.records import LLMResponse
@@ -34,6 +34,11 @@ from agentlab.errors import ConfigError
 from agentlab.llm.sim_backend import check_sim_overrides
 from agentlab.llm.structured import output_spec
 from agentlab.runtime.vclock_server import Answer, CallIn
+
+if TYPE_CHECKING:
+    from agentlab.llm import LLMClient
+    from agentlab.runtime.batch import BatchResult, BatchSpec
+    from agentlab.runtime.services import RunServices
 
 __all__ = [
     "PROCESS_CLOCK",
@@ -167,7 +172,7 @@ class RemoteLLM:
     (``model``, ``max_retries``...) is the run's client's.
     """
 
-    def __init__(self, client: Any, hub: WorkerHub) -> None:
+    def __init__(self, client: LLMClient, hub: WorkerHub) -> None:
         self._client = client
         self._hub = hub
         self.model = client.model
@@ -267,7 +272,9 @@ class CountingEnv:
 PROCESS_CLOCK = AgentTime()
 
 
-def run_virtual_batch(batch: Any, proxy: Any, server: Any, worker: int, start: float) -> Any:
+def run_virtual_batch(
+    batch: BatchSpec, proxy: RunServices, server: Any, worker: int, start: float
+) -> BatchResult:
     """Run ``batch`` (a Ray task's body) with its calls answered by ``server``.
 
     ``server`` is the time server's Ray actor handle, or a
@@ -276,7 +283,9 @@ def run_virtual_batch(batch: Any, proxy: Any, server: Any, worker: int, start: f
     return asyncio.run(step_virtual_batch(batch, proxy, server, worker, start))
 
 
-async def step_virtual_batch(batch: Any, proxy: Any, server: Any, worker: int, start: float) -> Any:
+async def step_virtual_batch(
+    batch: BatchSpec, proxy: RunServices, server: Any, worker: int, start: float
+) -> BatchResult:
     """``step_agent_batch`` with per-agent time and the time server's answers."""
     from agentlab.runtime.batch import step_agent_batch
 

@@ -26,12 +26,15 @@ import random
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentlab.core.clock import Clock, RealClock
 from agentlab.errors import ConfigError
 from agentlab.store._writer import _LogWriter, get_writer
 from agentlab.store.layout import TRACE_DIR
+
+if TYPE_CHECKING:
+    from agentlab.core.records import CallRecord
 
 __all__ = [
     "Span",
@@ -142,6 +145,11 @@ class Span:
         return f"Span({self.name!r}, span_id={self.span_id!r}, status={self.status!r})"
 
 
+#: what a span's ``parent`` may be: a :class:`Span`, its ``context`` dict, ``(trace_id,
+#: span_id)``, or ``None`` (the current span, else a new trace)
+SpanParent = Span | Mapping[str, Any] | tuple[str, str] | None
+
+
 def _parent_ids(parent: Any) -> tuple[str | None, str | None]:
     if parent is None:
         return None, None
@@ -189,7 +197,7 @@ class Tracer:
         return _CURRENT.get()
 
     def start_span(
-        self, name: str, parent: Any = None, *, kind: str = "internal", **attrs: Any
+        self, name: str, parent: SpanParent = None, *, kind: str = "internal", **attrs: Any
     ) -> Span:
         """Open a span. ``parent`` defaults to the current span; else a new trace starts."""
         trace_id, parent_id = _parent_ids(parent if parent is not None else _CURRENT.get())
@@ -207,7 +215,7 @@ class Tracer:
         return span
 
     def open_span(
-        self, name: str, parent: Any = None, *, kind: str = "internal", **attrs: Any
+        self, name: str, parent: SpanParent = None, *, kind: str = "internal", **attrs: Any
     ) -> Span:
         """A span no one else tracks (no open-span record, not ended by :meth:`close`).
 
@@ -268,7 +276,7 @@ class Tracer:
         message: str | None = None,
         kind: str = "internal",
         *,
-        parent: Any = None,
+        parent: SpanParent = None,
     ) -> dict[str, Any]:
         """The row of a span that already ended, built in one go (no open-span record).
 
@@ -431,7 +439,7 @@ def genai_provider(model: str) -> str:
 
 
 def genai_llm_attrs(
-    record: Any,
+    record: CallRecord,
     params: Mapping[str, Any],
     finish_reason: str | None,
     attrs: dict[str, Any] | None = None,

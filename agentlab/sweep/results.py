@@ -13,9 +13,12 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "current_output_dir",
@@ -75,7 +78,7 @@ def record(name: str, value: Any) -> Any:
     return value
 
 
-def record_table(name: str, df: Any) -> Any:
+def record_table(name: str, df: pd.DataFrame) -> pd.DataFrame:
     """Record a DataFrame as ``tables/<name>.csv`` next to the results; returns ``df``."""
     _MEMORY[name] = df
     out = current_output_dir()

@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["aggregate_df", "format_table", "points_table", "swept_columns"]
 
@@ -37,7 +40,7 @@ def _cell(value: Any, width: int = 28) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def swept_columns(df: Any, params: Sequence[str]) -> list[str]:
+def swept_columns(df: pd.DataFrame, params: Sequence[str]) -> list[str]:
     """The parameters whose value differs between points (the rest are constants)."""
     out = []
     for c in params:
@@ -46,7 +49,7 @@ def swept_columns(df: Any, params: Sequence[str]) -> list[str]:
     return out
 
 
-def points_table(df: Any, params: Sequence[str]) -> Any:
+def points_table(df: pd.DataFrame, params: Sequence[str]) -> pd.DataFrame:
     """A copy of a ``Sweep.df()`` for reading: swept parameters, status, duration and
     recorded scalars (table/figure paths and errors left out)."""
     swept = swept_columns(df, params) or [c for c in params if c in df.columns][:1]
@@ -61,7 +64,7 @@ def points_table(df: Any, params: Sequence[str]) -> Any:
     return df[[c for c in cols if c in df.columns]]
 
 
-def format_table(df: Any, *, width: int = 28) -> str:
+def format_table(df: pd.DataFrame, *, width: int = 28) -> str:
     """An aligned plain-text table (numbers right-aligned, long values cut)."""
     cols = [str(c) for c in df.columns]
     cells = [[_cell(v, width) for v in row] for row in df.itertuples(index=False)]
@@ -83,14 +86,14 @@ def format_table(df: Any, *, width: int = 28) -> str:
 
 
 def aggregate_df(
-    df: Any,
+    df: pd.DataFrame,
     by: Sequence[str],
     metrics: Sequence[str],
     *,
     replicate: str = "seed",
     ci: float = 0.95,
     ok_only: bool = True,
-) -> Any:
+) -> pd.DataFrame:
     """Mean, std, n and a two-sided Student-t ``ci`` interval of each metric over the
     replicates of every ``by`` combination.
 

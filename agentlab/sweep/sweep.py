@@ -9,7 +9,7 @@ import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentlab.errors import ConfigError, SweepError
 from agentlab.store.atomic import atomic_write_json, read_json
@@ -17,6 +17,9 @@ from agentlab.store.lifecycle import mark_status
 from agentlab.sweep.grid import Grid, check_params, expand_grid, point_id
 from agentlab.sweep.results import read_results
 from agentlab.sweep.runner import kill_running, read_status, run_point
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Sweep", "open_sweep", "sweep"]
 
@@ -47,7 +50,7 @@ class Sweep:
         """Where one point's notebook, status and run directories live."""
         return self.out / pid
 
-    def df(self) -> Any:
+    def df(self) -> pd.DataFrame:
         """One row per point: parameters, status, duration, error, recorded values."""
         import pandas as pd
 
@@ -72,7 +75,7 @@ class Sweep:
             names.update(dict.fromkeys(p["params"]))
         return list(names)
 
-    def table(self) -> Any:
+    def table(self) -> pd.DataFrame:
         """:meth:`df` for reading: swept parameters, status, duration, recorded scalars."""
         from agentlab.sweep.summary import points_table
 
@@ -85,8 +88,8 @@ class Sweep:
         *,
         replicate: str = "seed",
         ci: float = 0.95,
-        df: Any = None,
-    ) -> Any:
+        df: pd.DataFrame | None = None,
+    ) -> pd.DataFrame:
         """Replicates (points differing only in ``replicate``) aggregated per ``by``
         combination: mean, std, n and a Student-t ``ci`` interval per metric (see
         :func:`agentlab.sweep.summary.aggregate_df`). ``df``: a :meth:`df` with derived
@@ -107,7 +110,7 @@ class Sweep:
                 found[p["point_id"] if rel == "." else f"{p['point_id']}/{rel}"] = run
         return found
 
-    def sql(self, query: str) -> Any:
+    def sql(self, query: str) -> pd.DataFrame:
         """DuckDB SQL over all points' run logs; each dataset is a view with a ``point`` column."""
         from agentlab.store import sql_over_runs
 

@@ -11,7 +11,10 @@ per combination), so a page stays small whatever the run's size; widths follow t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "call_graph_chart",
@@ -37,7 +40,7 @@ def _html(fig: Any, height: int = 320) -> str:
     )
 
 
-def calls_per_tick_chart(timeline: Any) -> dict[str, str] | None:
+def calls_per_tick_chart(timeline: pd.DataFrame | None) -> dict[str, str] | None:
     """LLM calls (and errors) per committed tick, from the ``timeline`` dataset."""
     if timeline is None or not len(timeline) or "llm_calls" not in timeline:
         return None
@@ -54,7 +57,7 @@ def calls_per_tick_chart(timeline: Any) -> dict[str, str] | None:
     return {"title": "LLM calls per tick", "html": _html(fig)}
 
 
-def iat_chart(calls: Any, by: str | None) -> dict[str, str] | None:
+def iat_chart(calls: pd.DataFrame | None, by: str | None) -> dict[str, str] | None:
     """Inter-arrival times of the run's LLM calls (log-binned; per topology for an
     experiment), the shared :func:`~agentlab.analysis.figures.iat_histogram_figure`."""
     from agentlab.analysis.figures import iat_histogram_figure
@@ -71,7 +74,7 @@ def iat_chart(calls: Any, by: str | None) -> dict[str, str] | None:
     return {"title": "LLM call inter-arrival times", "html": _html(fig)}
 
 
-def call_graph_chart(calls: Any) -> dict[str, str] | None:
+def call_graph_chart(calls: pd.DataFrame | None) -> dict[str, str] | None:
     """One bar per LLM call of one run: agent (y) against time (x), coloured by stage."""
     if calls is None or not len(calls):
         return None
@@ -107,7 +110,7 @@ def call_graph_chart(calls: Any) -> dict[str, str] | None:
     }
 
 
-def sweep_metric_chart(agg: Any, param: str, metric: str) -> dict[str, str]:
+def sweep_metric_chart(agg: pd.DataFrame, param: str, metric: str) -> dict[str, str]:
     """``metric`` against ``param`` (rows of ``sweep.summary.aggregate_df``): the mean with
     its replicate confidence interval."""
     import plotly.graph_objects as go

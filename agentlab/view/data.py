@@ -19,12 +19,15 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.store.catalog import attempt_kind
 from agentlab.store.run import Run
 from agentlab.store.summary import TOOL_SPANS, summarize_run
 from agentlab.view.files import Entry, change_marker, find_entries
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "CALLS_PER_PAGE",
@@ -136,7 +139,7 @@ def _page(df: Any, page: int, per: int) -> tuple[Any, int]:
     return df.iloc[(page - 1) * per : page * per], pages
 
 
-def errors_df(run: Run) -> Any:
+def errors_df(run: Run) -> pd.DataFrame:
     """Every error the run's header counts, in the same vocabulary: ``kind`` (step error,
     tool error, LLM failure: <kind>), ``agent``, ``tick``, ``message``, ``traceback``,
     ``request_id`` (the LLM call behind it, where one can be named), ordered by tick.
@@ -213,7 +216,7 @@ def errors_df(run: Run) -> Any:
     return out.sort_values(["tick", "agent"], na_position="last", kind="stable")
 
 
-def calls_index(run: Run) -> Any:
+def calls_index(run: Run) -> pd.DataFrame:
     """``request_id, agent_id, tick, run_id, start, end, outcome`` of every call, in the
     order of the calls pages."""
     import pandas as pd
@@ -279,7 +282,7 @@ def _one_p(run: Run, sql: str, param: Any) -> Any:
     return df.iloc[0, 0] if len(df) else None
 
 
-def message_call(calls: Any, sender: Any, run_id: Any, ts: Any, tick: Any) -> str | None:
+def message_call(calls: pd.DataFrame, sender: Any, run_id: Any, ts: Any, tick: Any) -> str | None:
     """The request id of the call that wrote a message: the sender's call in that run (or
     tick) that ended last at or before the message's time."""
     c = calls[calls["agent_id"] == sender]
@@ -293,7 +296,7 @@ def message_call(calls: Any, sender: Any, run_id: Any, ts: Any, tick: Any) -> st
     return None if not len(c) else str(c.iloc[-1]["request_id"])
 
 
-def agent_timeline_df(run: Run, agent: str) -> Any:
+def agent_timeline_df(run: Run, agent: str) -> pd.DataFrame:
     """Per tick, what ``agent`` did: ``steps`` (ok), ``llm_calls``, ``llm_failures``,
     ``tool_calls``, ``tool_errors``, ``messages`` sent, ``step_errors``,
     ``first_call`` (a request id to open)."""
@@ -352,7 +355,7 @@ def spans_df(run: Run, page: int) -> tuple[Any, int]:
     return df, max(1, -(-n // ROWS_PER_PAGE))
 
 
-def span_call(calls: Any, agent: Any, tick: Any, start: Any) -> str | None:
+def span_call(calls: pd.DataFrame, agent: Any, tick: Any, start: Any) -> str | None:
     """The request id behind a span: the agent's call at that tick that started last at or
     before the span (an ``llm.call`` span's own call; the call that asked for a tool)."""
     if agent is None or not len(calls):

@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from agentlab.core import CallRecord, LLMResponse, ToolCall
-from agentlab.core.tools import function_tool, object_parameters, run_tool_loop
+from agentlab.core.tools import (
+    function_tool,
+    loop_step,
+    object_parameters,
+    run_tool_loop,
+    tool_message,
+)
 
 
 class ScriptedModel:
@@ -105,3 +111,77 @@ def test_env_tools_thread_tools_and_skills_share_the_shape() -> None:
     env_schema = spec.openai_schema()
     thread_schema = Tool("wave", lambda ctx, args: None, spec.description, spec.parameters).schema()
     assert env_schema == thread_schema == function_tool("wave", spec.description, spec.parameters)
+
+
+def _reply(text: str, *calls: tuple[str, dict[str, Any]]) -> LLMResponse:
+    record = CallRecord(request_id="r", model="fake", start=0.0)
+    tcs = [ToolCall(id=f"c{k}", name=n, arguments=a) for k, (n, a) in enumerate(calls)]
+    return LLMResponse(text=text, record=record, tool_calls=tcs)
+
+
+def test_loop_step_appends_the_call_turn_and_returns_the_calls_to_run() -> None:
+    messages: list[dict[str, Any]] = []
+    calls = loop_step(messages, _reply("", ("a", {}), ("b", {"x": 1})))
+    assert [c.name for c in calls] == ["a", "b"]
+    assert [tc["function"]["name"] for tc in messages[0]["tool_calls"]] == ["a", "b"]
+    # one suspension point: only the first call is kept (and only it is in the turn)
+    one: list[dict[str, Any]] = []
+    assert [c.name for c in loop_step(one, _reply("", ("a", {}), ("b", {})), max_calls=1)] == ["a"]
+    assert [tc["id"] for tc in one[0]["tool_calls"]] == ["c0"]
+    assert tool_message("c0", "ok") == {"role": "tool", "tool_call_id": "c0", "content": "ok"}
+
+
+def test_loop_step_ends_on_an_answer_or_stop_and_keeps_the_answer_only_if_asked() -> None:
+    messages: list[dict[str, Any]] = []
+    assert loop_step(messages, _reply("done")) == [] and messages == []
+    assert loop_step(messages, _reply("done"), keep_answer=True) == []
+    assert messages == [{"role": "assistant", "content": "done"}]
+    stopped: list[dict[str, Any]] = []
+    calls = loop_step(
+        stopped, _reply("cut", ("a", {})), stop=lambda _r, _c: True, keep_answer=True,
+        assistant_message=lambda r, cs: {"role": "assistant", "content": r.text, "n": len(cs)},
+    )  # fmt: skip
+    assert calls == [] and stopped == [{"role": "assistant", "content": "cut", "n": 0}]
+
+
+async def test_a_thread_is_the_same_loop_one_persisted_step_per_slice() -> None:
+    """A thread's history (slice by slice, through the store) is exactly the conversation
+    ``run_tool_loop`` builds in one call from the same model and tool."""
+    from agentlab.runtime.threads import AgentSystem, ScriptedModel, Tool
+    from agentlab.runtime.threads.slice import assistant_turn
+
+    def work(ctx: Any, args: dict[str, Any]) -> str:
+        return f"looked up {args['query']!r}"
+
+    tool = Tool("work", work)
+    system = AgentSystem(ScriptedModel(tool="work", seed=4), tools=[tool], agent_tools=False)
+    async with system:
+        system.send_user("t", "find the answer", "u1")
+        await system.drain()
+    history = system.history("t")
+
+    model = ScriptedModel(tool="work", seed=4)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "find the answer"}]
+
+    async def complete(i: int) -> Any:
+        parts, calls = [], []
+        async for x in model.stream(list(messages), [tool.schema()], thread_id="t", turn=i):
+            (parts if isinstance(x, str) else calls).append(x)
+        return _Turn("".join(parts), calls)  # type: ignore[arg-type]
+
+    async def call_tool(call: ToolCall) -> str:
+        return work(None, call.arguments)
+
+    end = await run_tool_loop(
+        messages, complete=complete, call_tool=call_tool, max_iterations=4,
+        assistant_message=assistant_turn,
+    )  # fmt: skip
+    loop_step(messages, end.response, assistant_message=assistant_turn, keep_answer=True)
+    assert end.answered and end.iterations == 2
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+    assert history == messages
+
+
+class _Turn:
+    def __init__(self, text: str, tool_calls: list[ToolCall]) -> None:
+        self.text, self.tool_calls = text, tool_calls

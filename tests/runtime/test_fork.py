@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
+from agentlab.agents import AgentBase, register_agent
 from agentlab.errors import ConfigError
 from agentlab.runtime import Society
-from tests.runtime.resume_helpers import diff_summary, strict_rows
+from tests.runtime.resume_helpers import dataset_rows, diff_summary, strict_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 KW: dict[str, Any] = {
@@ -245,3 +246,37 @@ def test_a_forks_seed_changes_its_randomness_llm_included(tmp_path: Path) -> Non
     assert later["other"]["agent_states"] != later["p"]["agent_states"]
     meta = json.loads((tmp_path / "other" / "SOCIETY.json").read_text())
     assert meta["seed"] == 99 and meta["llm"]["seed"] == 99
+
+
+@register_agent("fork_feed_reader")
+class _FeedReader(AgentBase):
+    """Asks the same thing every tick: its program is in the code cache after the first."""
+
+    async def step(self, tick: int) -> None:
+        await self.services.env.ask("read my feed and like the newest post")
+
+
+@pytest.mark.slow
+def test_a_codegen_fork_carries_the_router_state(tmp_path: Path) -> None:
+    """The fork gets the parent's ``routers.json`` of tick ``t`` (code cache, counters):
+    its next ticks hit the cache where the parent's do, so it continues exactly."""
+    kw: dict[str, Any] = {
+        **KW,
+        "agents": [{"type": "llm", "n": 6, "config": {"env_mode": "ask"}},
+                   {"type": "fork_feed_reader", "n": 3}],
+        "env": [{"type": "social_feed", "router": "codegen"}],
+    }  # fmt: skip
+    parent = tmp_path / "parent"
+    _run(Society.create(parent, keep_checkpoints=True, **kw), 3)
+    at = 1
+    fork = Society.fork_run(parent, tmp_path / "fork", at_tick=at, progress=False)
+    routers = f"env/ticks/{at}/routers.json"
+    assert (tmp_path / "fork" / routers).read_bytes() == (parent / routers).read_bytes()
+    _run(fork, 3)
+    ref, got = _rows(parent), _rows(tmp_path / "fork")
+    assert got == ref, diff_summary(ref, got)
+    last = "env/ticks/3/routers.json"
+    assert (tmp_path / "fork" / last).read_bytes() == (parent / last).read_bytes()
+    # teeth: the parent reuses programs cached before the fork tick
+    hits = [r for r in dataset_rows(parent, "env_requests") if r["tick"] > at and r["cache_hit"]]
+    assert hits, "no cache hit after the fork tick: the test would not see a lost cache"

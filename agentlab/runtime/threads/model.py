@@ -77,7 +77,7 @@ class ScriptedModel:
         delay_s: float = 0.0,
         seed: int = 0,
         clock: Clock | None = None,
-        tool_args: Any = None,
+        tool_args: Callable[[dict[str, Any]], dict[str, Any]] | dict[str, Any] | None = None,
     ) -> None:
         self.tool, self.chunks, self.delay_s, self.seed = tool, chunks, delay_s, seed
         self.clock = clock or RealClock()

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from agentlab.core.tools import function_tool, object_parameters
+from agentlab.core.tools import function_tool, object_parameters, tool_message
 from agentlab.errors import ConfigError
 
 __all__ = [
@@ -103,7 +103,7 @@ def synthetic_pair(thread_id: str, dedup_id: str, content: str) -> list[dict[str
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": cid, "content": content},
+        tool_message(cid, content),
     ]
 
 

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.agents.skills import SkillSet, load_skills
 from agentlab.errors import ConfigError
 from agentlab.runtime.threads.shapes import RUNTIME_TOOLS
 from agentlab.runtime.threads.tools import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from agentlab.env.base import EnvBase
 
 __all__ = ["MAX_THREADS", "ThreadSkills"]
 
@@ -61,7 +64,7 @@ class ThreadSkills:
         skills: Any,
         *,
         run_dir: str | Path | None = None,
-        env: Any = None,
+        env: EnvBase | None = None,
         max_tokens: int = 400,
     ) -> None:
         from agentlab.env.skill_scripts import script_runner
@@ -80,7 +83,7 @@ class ThreadSkills:
         self._threads: OrderedDict[str, tuple[_Thread, SkillSet]] = OrderedDict()
 
     @classmethod
-    def attach(cls, system: Any, skills: Any, env: Any = None) -> ThreadSkills:
+    def attach(cls, system: Any, skills: Any, env: EnvBase | None = None) -> ThreadSkills:
         """Give ``system`` (an ``AgentSystem`` being built) its skills: the skill tools
         join its tools and schemas, the catalogue its system prompt.
 

@@ -2,6 +2,11 @@
 
 Everything here is synchronous and IO-free, so local mode and step mode run literally the
 same code and produce the same histories.
+
+A slice is one step of the ReAct loop of :mod:`agentlab.core.tools`, persisted in between:
+:func:`finish_turn` is :func:`~agentlab.core.tools.loop_step` (one call kept: one
+suspension point per slice) and a tool result arriving as a delivery becomes the loop's
+:func:`~agentlab.core.tools.tool_message` (:func:`apply_delivery`).
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from typing import Any
 
 import orjson
 
-from agentlab.core.records import ToolCall
+from agentlab.core.records import LLMResponse, ToolCall
+from agentlab.core.tools import loop_step, tool_message
 from agentlab.runtime.threads.records import Delivery, ThreadState
 from agentlab.runtime.threads.shapes import RECEIVE_EVENT, event_content, synthetic_pair
 
@@ -21,6 +27,7 @@ __all__ = [
     "INTERRUPTED",
     "NONE",
     "apply_delivery",
+    "assistant_turn",
     "compact_messages",
     "finish_turn",
 ]
@@ -28,10 +35,6 @@ __all__ = [
 COMPLETE, NONE, DEFERRED = "complete", "none", "deferred"
 #: content of the tool message answering a call cut short by new user input
 INTERRUPTED = "interrupted: the user sent a new message before this tool returned"
-
-
-def _answer(cid: str, content: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": content}
 
 
 def _event_text(d: Delivery) -> str:
@@ -75,7 +78,7 @@ def apply_delivery(
 
     if kind in ("user", "task"):
         for cid in list(st.pending):
-            out.append(_answer(cid, INTERRUPTED))
+            out.append(tool_message(cid, INTERRUPTED))
         st.pending.clear()
         st.streams.clear()
         _flush_deferred(st, out)
@@ -83,7 +86,7 @@ def apply_delivery(
         return COMPLETE
     if kind == "close":
         for cid in list(st.pending):
-            out.append(_answer(cid, "closed"))
+            out.append(tool_message(cid, "closed"))
         st.pending.clear()
         st.streams.clear()
         st.deferred.clear()
@@ -91,7 +94,7 @@ def apply_delivery(
         return NONE
     if kind == "tool_result" and d.call_id in st.pending:
         name = st.pending.pop(d.call_id)["name"]
-        out.append(_answer(d.call_id, d.text()))  # type: ignore[arg-type]
+        out.append(tool_message(d.call_id, d.text()))  # type: ignore[arg-type]
         if not d.final:
             st.streams[d.call_id] = name  # type: ignore[index]
         _flush_deferred(st, out)
@@ -102,7 +105,7 @@ def apply_delivery(
     waiting = [cid for cid, p in st.pending.items() if p["name"] == RECEIVE_EVENT]
     if waiting:
         del st.pending[waiting[0]]
-        out.append(_answer(waiting[0], _event_text(d)))
+        out.append(tool_message(waiting[0], _event_text(d)))
         return COMPLETE
     if st.pending:
         st.deferred.append(d.to_dict())
@@ -111,24 +114,62 @@ def apply_delivery(
     return COMPLETE
 
 
+class _Reply:
+    """A streamed completion as :func:`~agentlab.core.tools.loop_step` reads a reply."""
+
+    __slots__ = ("text", "tool_calls")
+
+    def __init__(self, text: str, tool_calls: list[ToolCall]) -> None:
+        self.text, self.tool_calls = text, tool_calls
+
+
+def assistant_turn(reply: _Reply | LLMResponse, calls: list[ToolCall]) -> dict[str, Any]:
+    """A thread's assistant turn for ``reply`` (its ``text``) calling ``calls``."""
+    text = reply.text
+    if not calls:
+        return {"role": "assistant", "content": text}
+    msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+    msg["tool_calls"] = (
+        [_call_entry(c) for c in calls] if len(calls) > 1 else [_call_entry(calls[0])]
+    )
+    return msg
+
+
+def _call_entry(c: ToolCall) -> dict[str, Any]:
+    # ToolCall.to_openai() with orjson (json.dumps is ~5x slower on this hot path).
+    fn = {"name": c.name, "arguments": orjson.dumps(c.arguments).decode()}
+    return {"id": c.id, "type": "function", "function": fn}
+
+
+def _interrupted(reply: _Reply, calls: list[ToolCall]) -> bool:
+    return True
+
+
 def finish_turn(
     st: ThreadState, text: str, calls: list[ToolCall], *, partial: bool
 ) -> tuple[dict[str, Any], ToolCall | None]:
     """The assistant message of a completion and the (at most one) call to dispatch.
 
-    Only the first tool call is kept: one call per slice keeps the suspension point unique
-    (later calls would be answered by the model's next turn anyway).
+    One :func:`~agentlab.core.tools.loop_step` that keeps the answer's turn too (a thread's
+    history holds every assistant turn) and only the first tool call: one call per slice
+    keeps the suspension point unique (later calls would be answered by the model's next
+    turn anyway). A partial (interrupted) completion calls nothing.
     """
     st.completions += 1
-    call = calls[0] if calls and not partial else None
-    msg: dict[str, Any] = {"role": "assistant", "content": text if text or not call else None}
+    turn: list[dict[str, Any]] = []
+    run = loop_step(
+        turn,
+        _Reply(text, calls),
+        assistant_message=assistant_turn,
+        stop=_interrupted if partial else None,
+        max_calls=1,
+        keep_answer=True,
+    )
+    call: ToolCall | None = run[0] if run else None
     if call is not None:
-        # ToolCall.to_openai() with orjson (json.dumps is ~5x slower on this hot path).
-        fn = {"name": call.name, "arguments": orjson.dumps(call.arguments).decode()}
-        msg["tool_calls"] = [{"id": call.id, "type": "function", "function": fn}]
         st.pending[call.id] = {"name": call.name, "arguments": call.arguments}
     st.status = "waiting" if st.pending else "idle"
-    return msg, call
+    return turn[0], call
 
 
 def _default_summary(covered: list[dict[str, Any]], limit: int = 600) -> str:

@@ -136,7 +136,7 @@ class AgentSystem:
         *,
         system_prompt: str | None = None,
         agent_tools: bool = True,
-        run_dir: Any = None,
+        run_dir: str | Path | None = None,
         clock: Clock | None = None,
         token_budget: int | None = None,
         summarize: Callable[[list[dict[str, Any]]], str] | None = None,
