@@ -28,7 +28,6 @@ import json
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from agentlab.store._tables import read_json_sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import load_line
+from _scratch import scratch_path
 
 #: repeats of each query timing (min and median kept)
 REPEATS = 3
@@ -184,7 +184,7 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     args = ap.parse_args()
     sizes = [200_000, 1_000_000] if args.quick else [1_000_000, 10_000_000]
-    root = Path(args.dir or tempfile.mkdtemp(prefix="agentlab-bench-"))
+    root = scratch_path(args.dir, "agentlab-bench-")
     run_dir = root / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)

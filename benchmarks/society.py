@@ -60,6 +60,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import Measure, Timer, load_line, ratio, repeat
+from _scratch import scratch_path
 
 
 def _disk_bytes(path: Path) -> int:
@@ -401,7 +402,7 @@ def main() -> int:
     ap.add_argument("--one-real", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     ticks = args.ticks or 2
-    root = args.dir or tempfile.mkdtemp(prefix="agentlab-bench-")
+    root = str(scratch_path(args.dir, "agentlab-bench-"))
     if args.one:
         n, ex = int(args.one[0]), args.one[1]
         prof = args.profile if (n == 10_000 and ex == "local") else None

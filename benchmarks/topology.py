@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
+import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _scratch import scratch_path
 
 TOPOLOGIES = ["sequential", "star", "full_mesh"]
 TABLE_COLS = [
@@ -42,7 +46,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from agentlab.analysis import fits_df, iat_df, traffic_summary_df
     from agentlab.topology import Experiment
 
-    out = args.out or tempfile.mkdtemp(prefix="agentlab-bench-topology-")
+    out = str(scratch_path(args.out, "agentlab-bench-topology-"))
     t0 = time.perf_counter()
     exp = Experiment(topologies=TOPOLOGIES, agents=args.agents, runs=runs, llm="sim/vllm-3b",
                      seed=args.seed, clock="virtual", out=out, progress=False)  # fmt: skip
@@ -59,7 +63,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     cols = [c for c in TABLE_COLS if c in table.columns]
     print(f"\n{len(TOPOLOGIES)} topologies x {runs} runs x N={args.agents} on sim/vllm-3b, "
           f"virtual clock: {len(calls)} calls, {len(res.messages_df())} messages, "
-          f"experiment {wall:.1f} s wall, analysis {analysis_s:.1f} s; run dir {out}")  # fmt: skip
+          f"experiment {wall:.1f} s wall, analysis {analysis_s:.1f} s; run dir {out} (removed at exit unless --out)")  # fmt: skip
     print("\nper-topology traffic (IAT over discussion-stage calls; seconds, tokens, calls/s)")
     print(table[cols].round(3).to_string(index=False))
     fit_cols = [c for c in ("topology", "dist", "n", "aic", "delta_aic", "ks_stat", "ks_pvalue")

@@ -29,10 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import tempfile
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _scratch import scratch_path
 
 TOPOLOGIES = ["sequential", "star", "full_mesh"]
 SCALING_N = (3, 4, 5)
@@ -329,7 +332,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         paper_summary_df,
     )
 
-    base = Path(args.out or tempfile.mkdtemp(prefix="agentlab-bench-topology-paper-"))
+    base = scratch_path(args.out, "agentlab-bench-topology-paper-")
     t0 = time.perf_counter()
     res = _run(TOPOLOGIES, 4, runs, args.seed, base / "n4")
     wall = time.perf_counter() - t0

@@ -74,6 +74,12 @@ class EnvActor:
     def __del__(self) -> None:
         shutil.rmtree(getattr(self, "work", ""), ignore_errors=True)
 
+    def cleanup(self) -> str:
+        """Remove the work directory (``ray.kill`` ends the process without ``__del__``:
+        every society closed on Ray left one in the temp dir). Returns its path."""
+        shutil.rmtree(self.work, ignore_errors=True)
+        return str(self.work)
+
     def info(self) -> tuple[list[dict[str, Any]], str]:
         return self.host.tools(), self.host.describe()
 

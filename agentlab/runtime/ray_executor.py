@@ -283,6 +283,11 @@ class RayExecutor:
 
     def close(self) -> None:
         self._drop_time_server()
+        if self.actor is not None:
+            try:  # its temp work dir: ray.kill skips the actor's __del__
+                self.ray.get(self.actor.cleanup.remote(), timeout=10)
+            except Exception:  # dead, or stuck: kill it anyway
+                pass
         for name in ("actor", "desk"):
             handle = getattr(self, name)
             if handle is not None:

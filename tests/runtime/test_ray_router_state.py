@@ -60,8 +60,11 @@ def test_a_respawned_env_actor_keeps_the_router_state(ray_session: Any, tmp_path
         assert s.tick == 2
         s.run_sync(until=3)  # the actor is respawned from tick 2's commit
         assert s.executor.actor is not dead
+        work = Path(ray_session.get(s.executor.actor.cleanup.remote()))
+        work.mkdir()  # put back (only its path was wanted): close() must remove it again
     finally:
         s.close()
+    assert not work.exists(), "closing the society left the env actor's work dir behind"
 
     after = _caches(run, 3)
     rows = [r for r in dataset_rows(run, "env_requests") if r["tick"] == 3]
