@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from agentlab.errors import ConfigError, UnknownNameError
 
 if TYPE_CHECKING:
+    from agentlab.core.records import LLMResponse
     from agentlab.env.base import EnvBase
     from agentlab.env.routers_base import RouteResult
     from agentlab.runtime.services import RunServices
@@ -71,7 +72,7 @@ def router_config_of(module: EnvBase) -> dict[str, Any]:
 class _RouterLLM:
     """The run's recording LLM, labelled with the asking agent's tick (a context var)."""
 
-    def __init__(self, services: Any) -> None:
+    def __init__(self, services: RunServices) -> None:
         self.services = services
 
     async def complete(
@@ -81,7 +82,7 @@ class _RouterLLM:
         agent_id: str | None = None,
         labels: dict[str, Any] | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> LLMResponse:
         tick, counter = _REQUEST.get((None, None))  # type: ignore[arg-type]
         labels = {**(labels or {}), "tick": tick}
         return await self.services.llm.complete(

@@ -50,14 +50,13 @@ class RecordingServices(Protocol):
 
 
 class CallCounter(Protocol):
-    """What counts an agent-step's calls (``runtime.services.AgentContext``); its ``log``
-    (a batch's :class:`~agentlab.runtime.batch_log.BatchLog`, or ``None``) takes the rows."""
+    """What counts a caller's calls (``runtime.services.AgentContext``, an env request's
+    counter). Read only if present: ``agent_id`` and ``log`` (a batch's
+    :class:`~agentlab.runtime.batch_log.BatchLog`, or ``None``: that takes the rows)."""
 
-    agent_id: str
     llm_calls: int
     llm_errors: int
     tokens: int
-    log: BatchLog | None
 
 
 class RecordingLLM:
