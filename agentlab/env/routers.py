@@ -33,6 +33,7 @@ calls and the configured router for ``env.ask``; see :mod:`agentlab.runtime.env_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agentlab.env.base import EnvBase
@@ -82,7 +83,7 @@ def router_kinds() -> list[str]:
     return sorted(_ROUTERS)
 
 
-def make_router(kind: str, env: Any, **kwargs: Any) -> Router:
+def make_router(kind: str, env: EnvBase | list[EnvBase], **kwargs: Any) -> Router:
     """Build a router by kind (``direct``, ``react``, ``codegen``, ``plan``, ``two_tier``,
     ``search``).
 
@@ -92,7 +93,8 @@ def make_router(kind: str, env: Any, **kwargs: Any) -> Router:
         UnknownNameError: listing the router kinds.
     """
     _load_all()
-    cls = _ROUTERS.get(kind)
+    # the kinds' constructors take one module, or a list (two_tier)
+    cls: Callable[..., Router] | None = _ROUTERS.get(kind)
     if cls is None:
         raise UnknownNameError("router", kind, list(_ROUTERS))
     return cls(env, **kwargs)

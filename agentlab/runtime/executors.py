@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.runtime.batch import BatchResult, BatchSpec, step_agent_batch
 from agentlab.runtime.config import ray_virtual_refusal, virtual_clock_refusal
 from agentlab.runtime.envhost import ENV_CKPT_DIR, EnvHost, LocalEnvHandle, modules_from_specs
 from agentlab.runtime.ray_executor import RayExecutor
+
+if TYPE_CHECKING:
+    from agentlab.runtime.services import RunServices
 
 __all__ = ["EXECUTORS", "Executor", "LocalExecutor", "RayExecutor", "make_executor"]
 
@@ -44,7 +47,7 @@ class Executor(Protocol):
         """Build (and optionally restore) the env; return the handle agents use."""
         ...
 
-    async def run_batches(self, batches: list[BatchSpec], proxy: Any) -> list[BatchResult]:
+    async def run_batches(self, batches: list[BatchSpec], proxy: RunServices) -> list[BatchResult]:
         """Run every batch; results in batch order."""
         ...
 
@@ -102,7 +105,7 @@ class LocalExecutor:
             self.host.restore(run_dir, restore)
         return LocalEnvHandle(self.host)
 
-    async def run_batches(self, batches: list[BatchSpec], proxy: Any) -> list[BatchResult]:
+    async def run_batches(self, batches: list[BatchSpec], proxy: RunServices) -> list[BatchResult]:
         if not batches:
             return []
         committed = batches[0].committed
