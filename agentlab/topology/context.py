@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.core.clock import Clock
 from agentlab.errors import ConfigError
 from agentlab.messaging import CompletionClient, MessageSink, Msg
+
+if TYPE_CHECKING:
+    from agentlab.store.trace import Span
 
 __all__ = [
     "PAPER_CONSENSUS_RATES",
@@ -163,7 +166,7 @@ class RunContext:
     stats: Counter[str] = field(default_factory=Counter)
     tracer: Any = None  # a store Tracer: each stage is an ``experiment.stage`` span
 
-    def stage(self, name: str, iteration: int) -> Any:
+    def stage(self, name: str, iteration: int) -> AbstractContextManager[Span | None]:
         """The stage's span around a block (its calls' ``llm.call`` spans are children);
         a no-op without a tracer."""
         if self.tracer is None:

@@ -30,7 +30,11 @@ from agentlab.topology.tasks import load_tasks
 from agentlab.topology.workflow import RunContext, WorkflowConfig, run_workflow
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from agentlab.llm import LLMClient
     from agentlab.store.lifecycle import RunStatus
+    from agentlab.store.run import Run
 
 __all__ = ["Experiment", "ExperimentResults"]
 
@@ -52,7 +56,7 @@ class ExperimentResults:
         self._run: Any = None
 
     @property
-    def run(self) -> Any:
+    def run(self) -> Run:
         """The :class:`agentlab.store.Run` of the run directory (opened on first use)."""
         if self._run is None:
             from agentlab.store import open_run
@@ -63,19 +67,19 @@ class ExperimentResults:
     def _df(self, dataset: str) -> Any:
         return self.run._std(dataset)
 
-    def calls_df(self) -> Any:
+    def calls_df(self) -> pd.DataFrame:
         """One row per LLM call (``llm_calls``): timing, tokens, outcome, flattened labels."""
         return self.run.llm_calls_df()
 
-    def attempts_df(self) -> Any:
+    def attempts_df(self) -> pd.DataFrame:
         """One row per LLM attempt (``llm_attempts``) with its kind."""
         return self.run.llm_attempts_df()
 
-    def messages_df(self) -> Any:
+    def messages_df(self) -> pd.DataFrame:
         """One row per delivered message (sender, receivers, hub, tick, run_id, bytes)."""
         return self.run.messages_df()
 
-    def runs_df(self) -> Any:
+    def runs_df(self) -> pd.DataFrame:
         """One row per run: topology, task, iterations, rounds, score, calls, tokens."""
         df = self._df("experiment_runs")
         calls = self.calls_df()
@@ -88,11 +92,11 @@ class ExperimentResults:
             df = df.join(agg, on="run_id")
         return df
 
-    def server_metrics_df(self) -> Any:
+    def server_metrics_df(self) -> pd.DataFrame:
         """Backend metrics sampled in clock time (running, waiting, tokens/s...)."""
         return self._df("server_metrics")
 
-    def process_metrics_df(self) -> Any:
+    def process_metrics_df(self) -> pd.DataFrame:
         """Process CPU and RSS sampled during the experiment."""
         return self._df("process_metrics")
 
@@ -131,7 +135,7 @@ class Experiment:
         agents: int = 4,
         runs: int = 10,
         tasks: Sequence[dict[str, Any]] | None = None,
-        llm: Any = "sim/vllm-3b",
+        llm: str | LLMClient = "sim/vllm-3b",
         seed: int = 0,
         clock: str | Clock = "virtual",
         out: str | Path | None = None,

@@ -12,10 +12,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.core.clock import Clock
 from agentlab.store import catalog
+
+if TYPE_CHECKING:
+    from agentlab.llm import LLMClient
+    from agentlab.store.replay import ReplaySink
 
 __all__ = ["METRIC_DATASETS", "sample_metrics"]
 
@@ -30,9 +34,9 @@ def _process_sample(proc: Any) -> dict[str, Any]:
 
 
 async def sample_metrics(
-    client: Any,
+    client: LLMClient,
     clock: Clock,
-    replay: Any,
+    replay: ReplaySink,
     state: dict[str, Any],
     interval: float = 1.0,
     process_every_s: float = 0.5,
