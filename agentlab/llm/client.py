@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlab.core.clock import Clock, RealClock
 from agentlab.core.records import LLMResponse, Usage
@@ -22,6 +22,11 @@ from agentlab.llm.client_stream import LLMStream
 from agentlab.llm.sim_backend import check_sim_overrides
 from agentlab.llm.sim_profiles import SimProfile, get_profile, profile_field_names
 from agentlab.llm.structured import output_spec
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from agentlab.llm.aimd import AIMDLimiter
 
 __all__ = ["LLMClient", "LLMStream"]
 
@@ -259,7 +264,7 @@ class LLMClient(_RetryLoop):
         return self._get_live().limiter.limit
 
     @property
-    def limiter(self) -> Any:
+    def limiter(self) -> AIMDLimiter:
         """This process's :class:`~agentlab.llm.aimd.AIMDLimiter` for this config."""
         return self._get_live().limiter
 
@@ -304,7 +309,7 @@ class LLMClient(_RetryLoop):
         self,
         messages: list[dict[str, Any]],
         *,
-        response_format: Any = None,
+        response_format: type[BaseModel] | dict[str, Any] | None = None,
         tools: list[dict[str, Any]] | None = None,
         stream: bool = False,
         agent_id: str | None = None,
@@ -393,7 +398,7 @@ class LLMClient(_RetryLoop):
         self,
         messages: list[dict[str, Any]],
         *,
-        response_format: Any = None,
+        response_format: type[BaseModel] | dict[str, Any] | None = None,
         tools: list[dict[str, Any]] | None = None,
         agent_id: str | None = None,
         labels: dict[str, Any] | None = None,

@@ -141,7 +141,19 @@ class LLMStream:
     stands, which frees its concurrency slot and its connection at once.
     """
 
-    def __init__(self, client: _Caller, args: tuple[Any, ...], overrides: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        client: _Caller,
+        args: tuple[
+            list[dict[str, Any]],
+            OutputSpec | None,
+            list[dict[str, Any]] | None,
+            str | None,
+            dict[str, Any] | None,
+            int,
+        ],
+        overrides: dict[str, Any],
+    ) -> None:
         self._client = client
         self._args = args
         self._overrides = overrides
