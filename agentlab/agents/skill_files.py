@@ -242,7 +242,7 @@ def load_skill(path: str | Path) -> Skill:
     return Skill(body=m.group(2).strip(), files=files, source=str(md), **meta)
 
 
-def load_skills(sources: Iterable[Any]) -> list[Skill]:
+def load_skills(sources: Iterable[Skill | dict[str, Any] | str | Path]) -> list[Skill]:
     """Skills from a mix of :class:`Skill` objects, their :meth:`Skill.to_dict` form,
     single skill directories and directories of skill directories.
 
