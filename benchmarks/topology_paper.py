@@ -32,7 +32,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _scratch import scratch_path
@@ -41,8 +41,16 @@ TOPOLOGIES = ["sequential", "star", "full_mesh"]
 SCALING_N = (3, 4, 5)
 #: Share of n = 200 subsamples of the full-mesh Table-3 sample whose KS test rejects the
 #: exponential (alpha 0.05), as the paper reports it: quoted by the fidelity review of issue
-#: 22, not a row of datasets/agentraffic_paper.csv.
+#: 22, not a row of datasets/agentraffic_paper.csv. The paper's code for it is not public.
 PAPER_EXPON_REJECTION = {"full_mesh": 0.98}
+#: How the rejection is tested (input: an inferred definition). The published full-mesh fit
+#: sample, rebuilt from agentraffic summary.json @ 893a8bf (iat.per_topology.full_mesh
+#: fit_counts x linear_fit_counts; n 8,870, mean 1.278 s vs 1.2769, expon KS 0.114 vs 0.116,
+#: lognorm 0.087 vs 0.089), rejects the re-fitted exponential at n = 200 in 83-92 % of
+#: subsamples with the KS table's p-value (5 seeds, mean 0.86) and in 97.5-99 % (mean 0.985)
+#: with Lilliefors' p-value for an estimated rate: only the latter reproduces the published
+#: 98 % on the paper's own data, so it is the one compared.
+EXPON_PVALUE: Literal["exact", "lilliefors"] = "lilliefors"
 #: Full-mesh burst fraction by N: only N = 4 is published (Table 2).
 PAPER_BURST = {4: 0.381771}
 
@@ -74,7 +82,7 @@ def format_table2(cmp2: Any) -> str:
     return "\n".join(lines)
 
 
-def format_table3(cmp3: Any, rej: dict[str, float]) -> str:
+def format_table3(cmp3: Any, rej: dict[str, float], rej_exact: dict[str, float]) -> str:
     """Table 3: lognormal sigma (goal: within 0.1) and mu, best family; exponential
     rejection share at n = 200 (goal: within 10 points)."""
     lines = ["\nTable 3 (fit sample: IAT > 50 ms, fenced Sequential/Star, p99 clip): prediction",
@@ -100,9 +108,12 @@ def format_table3(cmp3: Any, rej: dict[str, float]) -> str:
             mark = "" if pub != pub else ("yes" if abs(rej[topo] - pub) <= 0.10 else "NO")
             lines.append(f"{topo:10s} {'expon rej. n=200':16s} {pub:10.2f} {rej[topo]:10.2f} "
                          f"{rej[topo] - pub:+8.2f} {mark}")  # fmt: skip
+            lines.append(f"{topo:10s} {'  (KS table p)':16s} {'':>10s} "
+                         f"{rej_exact.get(topo, math.nan):10.2f}")  # fmt: skip
     lines.append("(expon rejection: share of 200 subsamples of n = 200 whose KS test rejects the"
-                 " refitted exponential at 5 %; published 98 % for full mesh as quoted in issue"
-                 " 22)")  # fmt: skip
+                 " refitted exponential at 5 %, Lilliefors' p-value (see EXPON_PVALUE: the"
+                 " published sample gives 0.985 with it, 0.86 with the KS table's); published"
+                 " 98 % for full mesh as quoted in issue 22)")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -291,14 +302,16 @@ def format_cross_fit(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _exponential_rejection(calls: Any, seed: int) -> dict[str, float]:
+def _exponential_rejection(
+    calls: Any, seed: int, pvalue: Literal["exact", "lilliefors"] = EXPON_PVALUE
+) -> dict[str, float]:
     from agentlab.analysis import paper_fit_samples, subsample_ks_df
 
     out = {}
     for topo, x in paper_fit_samples(calls).items():
         if len(x) < 200:
             continue
-        df = subsample_ks_df(x, "expon", sizes=(200,), repeats=200, seed=seed)
+        df = subsample_ks_df(x, "expon", sizes=(200,), repeats=200, seed=seed, pvalue=pvalue)
         out[topo] = float(df["rejection_rate"].iloc[0])
     return out
 
@@ -353,10 +366,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         burst[n] = float(paper_summary_df(sub)["burst_fraction"].iloc[0])
 
     rej = _exponential_rejection(calls, args.seed)
+    rej_exact = _exponential_rejection(calls, args.seed, "exact")
     print(f"\n3 topologies x {runs} runs x N=4 on sim/vllm-3b (virtual clock): {len(calls)} "
           f"calls in {wall:.1f} s wall (+{analysis_s:.2f} s analysis)")  # fmt: skip
     print(format_table2(cmp2))
-    print(format_table3(cmp3, rej))
+    print(format_table3(cmp3, rej, rej_exact))
     print(format_burst(burst))
     pc = pieces(calls)
     print(format_pieces(pc))
@@ -369,7 +383,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "table2_vs_paper": cmp2.to_dict("records"), "table3": fits.drop(columns="params")
         .to_dict("records"), "table3_vs_paper": cmp3.to_dict("records"),
         "full_mesh_burst_fraction_by_n": {str(k): v for k, v in burst.items()},
-        "exponential_rejection_n200": rej, "cross_fit": cross, "pieces": pc,
+        "exponential_rejection_n200": rej,
+        "exponential_rejection_n200_ks_table": rej_exact, "cross_fit": cross, "pieces": pc,
     }  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
