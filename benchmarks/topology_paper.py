@@ -10,9 +10,11 @@ fraction for N = 3, 4, 5 (the scaling prediction). Prints both tables and the ti
 difference from the published value and whether it is within 15 %; Table 3's lognormal
 sigma (goal: within 0.1), the share of n = 200 subsamples that reject the exponential
 (goal: within 10 points) and the full-mesh burst fraction by N (goal: 5 points) follow.
-Last, the pieces the TTFT rows are made of (:func:`pieces`): discussion prompt tokens by
-call label and round next to the published quartiles, and discussion TTFT by place in a
-burst (first / joined) next to the same prompt on an idle server.
+Then the full-mesh IAT median decomposed (:func:`mesh_median_pieces`: how much of its miss
+the burst fraction carries). Last, the pieces the TTFT rows are made of (:func:`pieces`):
+discussion prompt tokens by call label and round next to the published quartiles, and
+discussion TTFT by place in a burst (first / joined) next to the same prompt on an idle
+server.
 
     python benchmarks/topology_paper.py [--quick] [--runs N] [--json PATH] [--out DIR]
         [--cross-fit]
@@ -32,7 +34,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _scratch import scratch_path
@@ -41,8 +43,16 @@ TOPOLOGIES = ["sequential", "star", "full_mesh"]
 SCALING_N = (3, 4, 5)
 #: Share of n = 200 subsamples of the full-mesh Table-3 sample whose KS test rejects the
 #: exponential (alpha 0.05), as the paper reports it: quoted by the fidelity review of issue
-#: 22, not a row of datasets/agentraffic_paper.csv.
+#: 22, not a row of datasets/agentraffic_paper.csv. The paper's code for it is not public.
 PAPER_EXPON_REJECTION = {"full_mesh": 0.98}
+#: How the rejection is tested (input: an inferred definition). The published full-mesh fit
+#: sample, rebuilt from agentraffic summary.json @ 893a8bf (iat.per_topology.full_mesh
+#: fit_counts x linear_fit_counts; n 8,870, mean 1.278 s vs 1.2769, expon KS 0.114 vs 0.116,
+#: lognorm 0.087 vs 0.089), rejects the re-fitted exponential at n = 200 in 83-92 % of
+#: subsamples with the KS table's p-value (5 seeds, mean 0.86) and in 97.5-99 % (mean 0.985)
+#: with Lilliefors' p-value for an estimated rate: only the latter reproduces the published
+#: 98 % on the paper's own data, so it is the one compared.
+EXPON_PVALUE: Literal["exact", "lilliefors"] = "lilliefors"
 #: Full-mesh burst fraction by N: only N = 4 is published (Table 2).
 PAPER_BURST = {4: 0.381771}
 
@@ -74,7 +84,7 @@ def format_table2(cmp2: Any) -> str:
     return "\n".join(lines)
 
 
-def format_table3(cmp3: Any, rej: dict[str, float]) -> str:
+def format_table3(cmp3: Any, rej: dict[str, float], rej_exact: dict[str, float]) -> str:
     """Table 3: lognormal sigma (goal: within 0.1) and mu, best family; exponential
     rejection share at n = 200 (goal: within 10 points)."""
     lines = ["\nTable 3 (fit sample: IAT > 50 ms, fenced Sequential/Star, p99 clip): prediction",
@@ -100,9 +110,12 @@ def format_table3(cmp3: Any, rej: dict[str, float]) -> str:
             mark = "" if pub != pub else ("yes" if abs(rej[topo] - pub) <= 0.10 else "NO")
             lines.append(f"{topo:10s} {'expon rej. n=200':16s} {pub:10.2f} {rej[topo]:10.2f} "
                          f"{rej[topo] - pub:+8.2f} {mark}")  # fmt: skip
+            lines.append(f"{topo:10s} {'  (KS table p)':16s} {'':>10s} "
+                         f"{rej_exact.get(topo, math.nan):10.2f}")  # fmt: skip
     lines.append("(expon rejection: share of 200 subsamples of n = 200 whose KS test rejects the"
-                 " refitted exponential at 5 %; published 98 % for full mesh as quoted in issue"
-                 " 22)")  # fmt: skip
+                 " refitted exponential at 5 %, Lilliefors' p-value (see EXPON_PVALUE: the"
+                 " published sample gives 0.985 with it, 0.86 with the KS table's); published"
+                 " 98 % for full mesh as quoted in issue 22)")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -291,14 +304,62 @@ def format_cross_fit(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _exponential_rejection(calls: Any, seed: int) -> dict[str, float]:
+#: published full-mesh Table-2 IATs (datasets/agentraffic_paper.csv table2 full_mesh iats)
+_MESH_IATS = 14493
+
+
+def mesh_median_pieces(calls: Any, burst_pub: float = PAPER_BURST[4]) -> dict[str, float]:
+    """Why the full-mesh IAT median misses: the median sits at the ``(0.5 - b) / (1 - b)``
+    quantile of the gaps >= 50 ms, so a burst fraction ``b`` a few points low moves it up a
+    steep part of that distribution. Returns the simulated median, the median the simulated
+    gaps >= 50 ms would give at the published burst fraction, and the share of all IATs in
+    0.5-50 ms, simulated and published (``iat.burst_counts.full_mesh`` of
+    datasets/agentraffic_server.json: gaps between calls of one fan-out longer than the
+    client's send-side CPU, which Star's published gaps almost never show)."""
+    import numpy as np
+
+    from agentlab.analysis import PAPER_WINDOW, iat_df
+
+    mesh = calls[(calls.topology == "full_mesh") & calls.stage.isin(PAPER_WINDOW)]
+    x = iat_df(mesh, stage=None, by=["run_id"])["iat"].to_numpy(dtype=float)
+    slow = x[x >= 0.05]
+    from agentlab.datasets import data_dir
+
+    data = json.loads((data_dir() / "agentraffic_server.json").read_text())["iat"]
+    edges = np.asarray(data["burst_bins_s"])
+    counts = np.asarray(data["burst_counts"]["full_mesh"])
+    mid_pub = float(counts[edges[:-1] >= 0.0005].sum()) / _MESH_IATS
+    return {
+        "median": float(np.median(x)),
+        "burst_fraction": float(np.mean(x < 0.05)),
+        "median_at_published_burst": float(np.quantile(slow, (0.5 - burst_pub) / (1 - burst_pub))),
+        "mid_gaps_sim": float(np.mean((x >= 0.0005) & (x < 0.05))),
+        "mid_gaps_published": mid_pub,
+    }
+
+
+def format_mesh_median(m: dict[str, float], pub: float) -> str:
+    return "\n".join([
+        "\nFull-mesh IAT median, decomposed (see mesh_median_pieces)",
+        f"  simulated median {m['median']:.4f} s ({_pct(m['median'] / pub - 1)}) at burst fraction "
+        f"{m['burst_fraction']:.3f} (published {PAPER_BURST[4]:.3f})",
+        f"  the simulated gaps >= 50 ms at the published burst fraction: "
+        f"{m['median_at_published_burst']:.4f} s ({_pct(m['median_at_published_burst'] / pub - 1)})",
+        f"  IATs in 0.5-50 ms: simulated {m['mid_gaps_sim']:.3f}, published "
+        f"{m['mid_gaps_published']:.3f} of all (the missing burst share)",
+    ])  # fmt: skip
+
+
+def _exponential_rejection(
+    calls: Any, seed: int, pvalue: Literal["exact", "lilliefors"] = EXPON_PVALUE
+) -> dict[str, float]:
     from agentlab.analysis import paper_fit_samples, subsample_ks_df
 
     out = {}
     for topo, x in paper_fit_samples(calls).items():
         if len(x) < 200:
             continue
-        df = subsample_ks_df(x, "expon", sizes=(200,), repeats=200, seed=seed)
+        df = subsample_ks_df(x, "expon", sizes=(200,), repeats=200, seed=seed, pvalue=pvalue)
         out[topo] = float(df["rejection_rate"].iloc[0])
     return out
 
@@ -353,11 +414,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         burst[n] = float(paper_summary_df(sub)["burst_fraction"].iloc[0])
 
     rej = _exponential_rejection(calls, args.seed)
+    rej_exact = _exponential_rejection(calls, args.seed, "exact")
     print(f"\n3 topologies x {runs} runs x N=4 on sim/vllm-3b (virtual clock): {len(calls)} "
           f"calls in {wall:.1f} s wall (+{analysis_s:.2f} s analysis)")  # fmt: skip
     print(format_table2(cmp2))
-    print(format_table3(cmp3, rej))
+    print(format_table3(cmp3, rej, rej_exact))
     print(format_burst(burst))
+    mm = mesh_median_pieces(calls)
+    pub_median = cmp2[(cmp2.metric == "iat_median") & (cmp2.topology == "full_mesh")]["paper"]
+    print(format_mesh_median(mm, float(pub_median.iloc[0])))
     pc = pieces(calls)
     print(format_pieces(pc))
     cross = cross_fit(calls, runs, args.seed, base) if args.cross_fit else []
@@ -369,7 +434,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "table2_vs_paper": cmp2.to_dict("records"), "table3": fits.drop(columns="params")
         .to_dict("records"), "table3_vs_paper": cmp3.to_dict("records"),
         "full_mesh_burst_fraction_by_n": {str(k): v for k, v in burst.items()},
-        "exponential_rejection_n200": rej, "cross_fit": cross, "pieces": pc,
+        "exponential_rejection_n200": rej,
+        "exponential_rejection_n200_ks_table": rej_exact, "cross_fit": cross, "pieces": pc,
+        "mesh_median_pieces": mm,
     }  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))

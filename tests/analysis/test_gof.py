@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from agentlab.analysis import bootstrap_ks_df, subsample_ks_df, vuong_df, vuong_test
+from agentlab.errors import ConfigError
 
 
 def _lognormal(n=400, seed=11):
@@ -94,3 +97,55 @@ def test_subsample_skips_sizes_larger_than_sample():
     with pytest.warns(UserWarning, match="exceeds"):
         out = subsample_ks_df(_exponential(n=80), "expon", sizes=(50, 100), repeats=10)
     assert out["size"].tolist() == [50]
+
+
+@pytest.mark.parametrize(
+    ("dist", "crit"),
+    [
+        # Stephens (1974) modified-statistic 5 % points with estimated parameters, at
+        # n = 200 by hand:
+        # exponential (rate estimated): (D - 0.2/n)(sqrt(n) + 0.26 + 0.5/sqrt(n)) = 1.094
+        #   -> D = 1.094 / (14.1421 + 0.26 + 0.0354) + 0.001 = 0.07677
+        ("expon", 1.094 / (math.sqrt(200) + 0.26 + 0.5 / math.sqrt(200)) + 0.2 / 200),
+        # normal on log x (mu, sigma estimated): D (sqrt(n) - 0.01 + 0.85/sqrt(n)) = 0.895
+        #   -> D = 0.895 / (14.1421 - 0.01 + 0.0601) = 0.06306
+        ("lognorm", 0.895 / (math.sqrt(200) - 0.01 + 0.85 / math.sqrt(200))),
+    ],
+)
+def test_lilliefors_null_matches_stephens_critical_values(dist, crit):
+    from agentlab.analysis.gof import _null_ks
+
+    x = _exponential(n=500, seed=4) if dist == "expon" else _lognormal(n=500, seed=4)
+    null = _null_ks(dist, x, 200, 4000, seed=1)
+    # the table KS 5 % point (fully specified law) is 0.0952: re-fitting shrinks D
+    assert np.percentile(null, 95) == pytest.approx(crit, rel=0.05)
+    assert np.percentile(null, 95) < 0.09
+
+
+def test_subsample_lilliefors_rejects_at_alpha_on_the_null():
+    # exponential data, re-fitted exponential: a calibrated test rejects ~alpha of the
+    # subsamples; the KS table's p-value (parameters treated as known) almost never does
+    x = _exponential(n=20_000, seed=7)
+    lil = subsample_ks_df(x, "expon", sizes=(200,), repeats=600, seed=3, pvalue="lilliefors")
+    ex = subsample_ks_df(x, "expon", sizes=(200,), repeats=600, seed=3)
+    assert 0.02 <= lil["rejection_rate"].iloc[0] <= 0.08
+    assert ex["rejection_rate"].iloc[0] < 0.015
+    assert lil["pvalue"].iloc[0] == "lilliefors" and ex["pvalue"].iloc[0] == "exact"
+    # same subsamples, same D: only the p-value differs
+    assert lil["mean_ks_stat"].iloc[0] == ex["mean_ks_stat"].iloc[0]
+
+
+def test_subsample_lilliefors_more_powerful_on_the_wrong_family():
+    x = _lognormal(n=3000, seed=5)
+    kw = {"sizes": (50,), "repeats": 200, "seed": 0}
+    lil = subsample_ks_df(x, "expon", pvalue="lilliefors", **kw)["rejection_rate"].iloc[0]
+    ex = subsample_ks_df(x, "expon", **kw)["rejection_rate"].iloc[0]
+    assert lil > ex
+
+
+def test_subsample_pvalue_and_null_draws_validated():
+    x = _exponential(n=300)
+    with pytest.raises(ConfigError, match="pvalue"):
+        subsample_ks_df(x, "expon", sizes=(50,), pvalue="bootstrap")
+    with pytest.raises(ConfigError, match="null_draws"):
+        subsample_ks_df(x, "expon", sizes=(50,), pvalue="lilliefors", null_draws=0)

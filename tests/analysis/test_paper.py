@@ -129,3 +129,38 @@ def test_comparison_with_the_published_file(calls: pd.DataFrame) -> None:
     assert burst.paper == 0.0 and burst.role == "prediction" and np.isnan(burst.ratio)
     calls_row = cmp[cmp.metric == "disc_calls_per_run"].iloc[0]
     assert calls_row.ratio == pytest.approx(3.5 / 14.03)
+
+
+def test_mesh_median_pieces_by_hand():
+    """benchmarks/topology_paper.py's decomposition of the full-mesh IAT median.
+
+    starts 0, 0.0003, 0.0013, 0.2013, 0.6013, 1.6013, 3.6013 (one run; a sequential call
+    and a recruitment call are left out) -> IATs 0.0003, 0.001, 0.2, 0.4, 1.0, 2.0:
+    median (0.2 + 0.4) / 2 = 0.3; burst fraction 2/6; gaps >= 50 ms 0.2 0.4 1.0 2.0, at a
+    published burst fraction 0.25 the median is their (0.5 - 0.25) / 0.75 = 1/3 quantile:
+    position 1/3 * 3 = 1 -> 0.4; 0.5-50 ms: 0.001 -> 1/6. Published: burst_counts of
+    full_mesh from 0.5 ms up sum to 1,941 of 14,493 IATs.
+    """
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("topology_paper", bench / "topology_paper.py")
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(bench))
+    starts = [0.0, 0.0003, 0.0013, 0.2013, 0.6013, 1.6013, 3.6013]
+    rows = [_call("full_mesh", "m", "discussion", t, t + 1.0) for t in starts]
+    rows += [_call("full_mesh", "m", "recruitment", -2.0, -1.0),
+             _call("sequential", "s", "discussion", 0.1, 0.2)]  # fmt: skip
+    out = mod.mesh_median_pieces(pd.DataFrame(rows), burst_pub=0.25)
+    assert out["median"] == pytest.approx(0.3)
+    assert out["burst_fraction"] == pytest.approx(2 / 6)
+    assert out["median_at_published_burst"] == pytest.approx(0.4)
+    assert out["mid_gaps_sim"] == pytest.approx(1 / 6)
+    assert out["mid_gaps_published"] == pytest.approx(1941 / 14493)
