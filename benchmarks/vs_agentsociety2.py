@@ -127,17 +127,34 @@ def _llm(path: str, model: str, base: str | None) -> Any:
     return LLMClient("openai/instant", base_url=base, seed=0, transport=transport)
 
 
+def _children_now(pid: int) -> frozenset[int]:
+    """The pids whose parent is ``pid`` now (``/proc``)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.add(int(d))
+            except (OSError, IndexError, ValueError):
+                continue
+    return frozenset(out)
+
+
 def agentlab_rows(n: int, ticks: int, executor: str, paths: list[str], model: str) -> list[dict]:
     """Each path as its own society in this process; CPU of the whole process tree."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from agentlab.runtime import Society
 
+    # children alive before we start anything (under pytest: the session's Ray, servers of
+    # other tests) are not this benchmark's work: their background CPU once made 20
+    # sim/instant steps read 80 ms
+    skip = _children_now(os.getpid())
     server = None
     if any("sim-serve" in p for p in paths):
         server = start_server()
     # the sim-serve server is a child of this process: its CPU is counted with the client's
     # (the whole tree), so the lean row holds client + server against AS2's whole step
-    skip: frozenset[int] = frozenset()
     ray_init_s = 0.0
     if executor == "ray":
         import ray

@@ -49,17 +49,21 @@ def test_tree_cpu_counts_children_and_leaves_out_excluded_ones() -> None:
 
 
 def test_agentlab_side_makes_one_litellm_mock_call_per_step() -> None:
+    n = 60
     rows = _bench().agentlab_rows(
-        20, 1, "local", ["litellm mock_response", "sim/instant"], "gpt-4o-mini"
+        n, 1, "local", ["litellm mock_response", "sim/instant"], "gpt-4o-mini"
     )
     assert [r["path"] for r in rows] == ["litellm mock_response", "sim/instant"]
     for r in rows:
-        assert r["steps"] == 20 and r["llm_calls"] == 20
-        # /proc counts CPU in 10 ms ticks: 20 sim/instant steps (~2 ms) may read as 0
+        assert r["steps"] == n and r["llm_calls"] == n
+        # /proc counts CPU in 10 ms ticks: n sim/instant steps (a few ms) may read as 0
         assert r["cpu_s"] >= 0 and r["wall_s"] > 0
     assert rows[0]["cpu_s"] > 0
-    # litellm's per-call work dominates the mocked path; the simulator path is far cheaper
-    assert rows[0]["cpu_s"] > 2 * rows[1]["cpu_s"]
+    # litellm's per-call work (~1.5 ms) makes the mocked path dearer than the simulator's
+    # (~50 us). Both rows also pay the society's setup (~80 ms CPU), so only the order is
+    # asserted: a ratio of two small CPU readings on a loaded 2-core box is noise (it read
+    # 0.11 vs 0.08 s once in CI); the ratio itself is the benchmark's to print.
+    assert rows[0]["cpu_s"] > rows[1]["cpu_s"]
 
 
 def _as2_python() -> str | None:
