@@ -201,8 +201,9 @@ def bootstrap_ks_df(
     n = len(arr)
     rows = []
     for name in names:
-        d_obs, p_exact = ks_exact(arr, _fitted(name, arr).cdf)
-        d_boot = _null_ks(name, arr, n, B, seed)
+        dist = _fitted(name, arr)
+        d_obs, p_exact = ks_exact(arr, dist.cdf)
+        d_boot = _null_ks(name, dist, n, B, seed)
         rows.append(
             {
                 "dist": name,
@@ -264,6 +265,8 @@ def subsample_ks_df(
     names = resolve_dists(dists)
     arr = positive_values(x, zeros=zeros, eps=eps)
     rng = np.random.default_rng(seed)
+    # Lilliefors' null is drawn from each family fitted to the whole sample: fitted once
+    fits = {name: _fitted(name, arr) for name in names} if pvalue == "lilliefors" else {}
     rows = []
     for size in sizes:
         if size > len(arr):
@@ -276,7 +279,7 @@ def subsample_ks_df(
             raise ConfigError(f"subsample sizes must be >= 2, got {size!r}")
         draws = [rng.choice(arr, size=size, replace=False) for _ in range(repeats)]
         for name in names:
-            null = _null_ks(name, arr, size, null_draws, seed) if pvalue == "lilliefors" else None
+            null = _null_ks(name, fits[name], size, null_draws, seed) if fits else None
             ps, ds = [], []
             for sample in draws:
                 if np.ptp(sample) == 0:
@@ -302,10 +305,10 @@ def subsample_ks_df(
     return pd.DataFrame(rows, columns=cols)
 
 
-def _null_ks(name: str, arr: np.ndarray, size: int, draws: int, seed: int) -> np.ndarray:
+def _null_ks(name: str, dist: Any, size: int, draws: int, seed: int) -> np.ndarray:
     """Lilliefors' null distribution: KS distances of ``draws`` samples of ``size`` drawn
-    from the family fitted to ``arr``, each re-fitted before its distance is taken."""
-    dist = _fitted(name, arr)
+    from ``dist`` (family ``name`` fitted to the whole sample), each re-fitted before its
+    distance is taken."""
     rng = _family_rng(seed, name)
     tiny = np.finfo(float).tiny
     out = np.empty(draws)

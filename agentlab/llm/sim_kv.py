@@ -140,11 +140,7 @@ class KVCache:
         top = min(len(hashes), (prompt - 1) // self.block_size)
         cached = self.cached
         i = 0
-        if own:
-            while i < top and (hashes[i] in cached or live.get(hashes[i], 0) > own):
-                i += 1
-            return i
-        while i < top and (hashes[i] in cached or hashes[i] in live):
+        while i < top and (hashes[i] in cached or live.get(hashes[i], 0) > own):
             i += 1
         return i
 

@@ -35,6 +35,7 @@ __all__ = [
     "LOOKBACK",
     "CountSlots",
     "PrefixSlots",
+    "hashable_contents",
     "holds_separator",
     "prefix_digest",
 ]
@@ -219,6 +220,18 @@ def _calls_key(calls: Any) -> Any:
     return repr(calls)
 
 
+def hashable_contents(messages: list[dict[str, Any]]) -> tuple[Any, ...] | None:
+    """The messages' contents as one hashable tuple, by a C-level map (no Python step per
+    message: a conversation is re-read on every call), or ``None`` when a message is not a
+    dict or a content is not hashable (content parts)."""
+    try:
+        contents = tuple(map(dict.get, messages, repeat("content")))
+        hash(contents)
+    except TypeError:
+        return None
+    return contents
+
+
 def _keys_of(messages: list[dict[str, Any]]) -> Callable[[int], tuple[Any, ...]] | None:
     """``parts(k)``: a hashable stand-in for ``messages[:k]`` (roles, contents, tool calls),
     built by C-level maps (no Python step per message but one per tool-calling message),
@@ -227,14 +240,12 @@ def _keys_of(messages: list[dict[str, Any]]) -> Callable[[int], tuple[Any, ...]]
 
     A conversation is re-read whole on every call; keyed this way its per-call cost is a
     few C passes over the messages, not a Python loop over them (issue 26)."""
-    n = len(messages)
-    try:
-        roles = tuple(map(dict.get, messages, repeat("role")))
-        contents = tuple(map(dict.get, messages, repeat("content")))
-        hash(contents)  # content parts (lists) are unhashable: keyed by rows instead
-        at = list(compress(range(n), map(dict.get, messages, repeat("tool_calls"))))
-    except TypeError:
+    contents = hashable_contents(messages)
+    if contents is None:  # content parts (lists) are unhashable: keyed by rows instead
         return None
+    n = len(messages)
+    roles = tuple(map(dict.get, messages, repeat("role")))
+    at = list(compress(range(n), map(dict.get, messages, repeat("tool_calls"))))
     calls = tuple((i, _calls_key(messages[i]["tool_calls"])) for i in at)
 
     def parts(k: int) -> tuple[Any, ...]:

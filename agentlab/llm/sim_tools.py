@@ -21,13 +21,13 @@ Deterministic: everything is drawn from the request's own :class:`Rng`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from itertools import repeat
 from typing import Any, NamedTuple
 
 from agentlab.llm.sim_content import Rng, gen_value
-from agentlab.llm.sim_slots import FIELD, ITEM, PrefixSlots, holds_separator
+from agentlab.llm.sim_slots import FIELD, ITEM, PrefixSlots, hashable_contents, holds_separator
 
 __all__ = ["INVALID_ARGS_P", "asks_for_program", "play_along", "play_along_reply"]
 
@@ -134,10 +134,8 @@ def _scan(messages: list[dict[str, Any]]) -> _Scan:
     Equal to one scan of the contents joined by newlines (what ``_Context`` did before):
     no pattern matches across a newline except the JSON-field ones (``"id": "..."``) in a
     JSON value split between two messages, which no message holds."""
-    try:  # C-level: no Python step per message (a conversation is re-read on every call)
-        contents: tuple[Any, ...] = tuple(map(dict.get, messages, repeat("content")))
-        hash(contents)  # content parts (lists) are unhashable
-    except TypeError:
+    contents = hashable_contents(messages)
+    if contents is None:  # content parts (lists) are unhashable
         contents = tuple(
             c if type(c := m.get("content")) is str else _other_text(c) for m in messages
         )
@@ -191,11 +189,7 @@ class _Context:
         a generated value): ids for an id parameter, users for a user parameter."""
         if schema.get("type", "string") != "string" or "enum" in schema or "const" in schema:
             return None
-        kind = _KINDS.get(name)
-        if kind is None:
-            kind = _kind(name)
-            if len(_KINDS) < 4096:
-                _KINDS[name] = kind
+        kind = _kind(name)
         return self.ids if kind == "ids" else self.users if kind == "users" else None
 
     def can_fill(self, name: str, schema: dict[str, Any]) -> bool:
@@ -214,10 +208,7 @@ class _Context:
         return f"someone{rng.randint(1000)}"
 
 
-#: parameter name -> what a string parameter of that name takes (see ``_kind``)
-_KINDS: dict[str, str] = {}
-
-
+@functools.lru_cache(maxsize=4096)  # a handful of parameter names, asked on every call
 def _kind(name: str) -> str:
     """``"ids"`` (an id parameter), ``"users"`` (a user parameter) or ``""`` (neither)."""
     low = name.lower()

@@ -282,9 +282,7 @@ async def _step_one(
             tracer.deactivate(token)
             span.end, span.status = now(), "ok"  # Tracer.finish_row(span), inlined
             log.spans.append(span.to_dict())
-            result.llm_calls += ctx.llm_calls
-            result.llm_errors += ctx.llm_errors
-            result.tokens += ctx.tokens
+            _count(result, ctx)
             result.steps += 1
             log.states.append(_state_row(agent_id, type_name, tick, True, attempt, agent.summary()))
             return

@@ -129,9 +129,7 @@ def assistant_turn(reply: _Reply | LLMResponse, calls: list[ToolCall]) -> dict[s
     if not calls:
         return {"role": "assistant", "content": text}
     msg: dict[str, Any] = {"role": "assistant", "content": text or None}
-    msg["tool_calls"] = (
-        [_call_entry(c) for c in calls] if len(calls) > 1 else [_call_entry(calls[0])]
-    )
+    msg["tool_calls"] = [_call_entry(c) for c in calls]
     return msg
 
 
