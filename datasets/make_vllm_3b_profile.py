@@ -28,6 +28,11 @@ OUT = HERE.parent / "agentlab" / "llm" / "profiles" / "vllm-3b.toml"
 #: The engine's roofline step time (engine.step_roofline): prefill_tps / overhead_s are
 #: fitted under the step model the profile runs with.
 ROOFLINE = True
+#: Llama-3.2-3B (config.json of meta-llama/Llama-3.2-3B-Instruct; the same figures in the paper
+#: repository's scripts/deploy/kv_cache_calc.py, MODELS["llama-3.2-3b"]): 28 layers, 8 KV heads
+#: (GQA), head_dim 128, 3.21e9 parameters; fp16 (LLM_DTYPE) = 2 bytes
+KV_BYTES_PER_TOKEN = 2 * 28 * 8 * 128 * 2  # K and V of one token, all layers
+WEIGHT_BYTES = 3.21e9 * 2
 Z75 = 0.6744897501960817  # standard normal 75th percentile: IQR of a normal = 2 * Z75 * sigma
 Z95 = 1.6448536269514722
 
@@ -110,18 +115,23 @@ def derive(x: dict, attention: bool = False) -> tuple[dict, dict]:
         notes.append(f"{topo}: r {r:.4f}, n {n} -> {ds[-1]:.4f}")
     # The slowdown follows context length, not the count of sequences: Full mesh's messages
     # (short contexts) at 5 in flight decode only ~0.7 % slower per extra sequence, the
-    # execution calls above ~4 %. So the slowdown is the attention term (the KV read of
-    # every context token in each decode step), fitted on the full-mesh bins, where the
-    # contexts are published: per extra sequence d = (r - 1) / (5 - 1) of a step, each
-    # sequence's context C = the messages' prompt median (rounds n-weighted) + half the
-    # bin's completion median; attention_decode_s = d / decode_tps / C. decode_degrade 0.
+    # execution calls above ~4 %. --attention-decode: the decode step as a memory roofline,
+    # t = (W + KV * C) / BW: it reads the fp16 weights (W bytes) once and the KV cache of
+    # every running sequence (KV bytes per context token, C tokens). Sequential's discussion
+    # calls ran truly alone (load.concurrency.horizontal: true peak 1 over every discussion
+    # window), so their per-token time at their own context C (pooled prompt median + half
+    # the completion median) gives BW; decode_tps = BW / W, attention_decode_s = KV / BW.
+    # (The all-stage in-flight-1 bin above holds the first call of every fan-out, which then
+    # decodes beside the calls sent after it: its per-token time counts that contention once
+    # more, and the attention at its own context too.)
     f1, f5 = load["full_mesh_inflight_1"], load["full_mesh_inflight_5"]
     r_fm = per_token(f5) / per_token(f1)
     d_fm = (r_fm - 1) / (5 - 1)
-    msg = wf["context"]["full_mesh_message"]["prompt"]
-    prompt = sum(q[1] * q[3] for q in msg) / sum(q[3] for q in msg)
-    ctx = prompt + f5["completion_tokens"][1] / 2
-    a_dec = float(f"{d_fm / p['decode_tps'] / ctx:.3g}")
+    hd = load["discussion"]["horizontal"]
+    t_seq = hd["ms_per_token_median"] - 1000 * hd["queue_wait_p50_s"] / hd["completion_tokens_p50"]
+    pm_h, _ = pooled(wf["context"]["horizontal_discussion"]["prompt"])
+    c_seq = pm_h + hd["completion_tokens_p50"] / 2
+    bw = (WEIGHT_BYTES + KV_BYTES_PER_TOKEN * c_seq) / (t_seq / 1000)
     why["attention_decode_s"] = "not published for this server (no per-context decode timings); [0]"
     p["attention_decode_s"] = 0.0
     p["decode_degrade"] = round(sum(ds) / len(ds), 4)
@@ -135,7 +145,20 @@ def derive(x: dict, attention: bool = False) -> tuple[dict, dict]:
     if not attention:
         return _derive_rest(x, p, why)
     p["decode_degrade"] = 0.0
-    p["attention_decode_s"] = a_dec
+    p["decode_tps"] = round(bw / WEIGHT_BYTES, 1)
+    p["attention_decode_s"] = float(f"{KV_BYTES_PER_TOKEN / bw:.4g}")
+    why["decode_tps"] = (
+        f"BW / W: the step reads the fp16 weights once, W = {WEIGHT_BYTES / 1e9:.2f} GB"
+        f" (3.21e9 parameters x 2 bytes), at BW = (W + KV x C) / t = {bw / 1e9:.1f} GB/s,"
+        f" t = ms_per_token {hd['ms_per_token_median']} - 1000 * TTFT"
+        f" {hd['queue_wait_p50_s']} s / {hd['completion_tokens_p50']} tokens = {t_seq:.4f} ms"
+        " (medians of load.discussion.horizontal: Sequential's discussion calls, which ran"
+        " alone: load.json concurrency.horizontal.true_peak 1), C = pooled prompt median"
+        f" {pm_h:.0f} + completion median / 2 = {c_seq:.0f} context tokens, KV ="
+        f" {KV_BYTES_PER_TOKEN:,} bytes per token; was 1000 / {t_alone:.3f} ms of the all-stage"
+        " in-flight-1 bin, which holds every fan-out's first call (it then decodes beside the"
+        " calls sent after it) and counted the attention twice"
+    )
     why["decode_degrade"] = (
         "0: the decode slowdown under load is the attention term (attention_decode_s) in"
         " this profile; the per-sequence share it replaces, mean of (r - 1) / (n - 1) of the"
@@ -147,14 +170,12 @@ def derive(x: dict, attention: bool = False) -> tuple[dict, dict]:
         " 5 in flight)"
     )
     why["attention_decode_s"] = (
-        f"seconds per context token per decode step: d / decode_tps / C, d = (r - 1) / 4 ="
-        f" {d_fm:.5f}, r = per-token decode time load.contention.full_mesh in-flight 5 /"
-        f" in-flight 1 (TTFT share removed) = {r_fm:.4f}; C = {ctx:.0f} tokens ="
-        f" full_mesh_message prompt median, rounds n-weighted ({prompt:.0f}), + half the"
-        f" in-flight-5 completion median (an assumption: the 4 others are messages too);"
-        f" the execution calls' {sum(ds) / len(ds):.4f} per extra sequence then needs"
-        f" {sum(ds) / len(ds) / p['decode_tps'] / p['attention_decode_s']:,.0f}-token contexts"
-        " (not published: a held-out check); [0]"
+        f"seconds per context token per decode step: KV / BW = {KV_BYTES_PER_TOKEN:,} bytes"
+        f" (Llama-3.2-3B: 28 layers x 8 KV heads x head_dim 128 x K,V x 2 bytes) / {bw / 1e9:.1f}"
+        " GB/s (decode_tps); was 8.13e-08, fitted on Full mesh's in-flight-5 / in-flight-1"
+        " per-token ratio, whose in-flight-1 calls also decode beside the calls sent after"
+        " them; held-out checks in benchmarks/topology_paper.py (ms/token by calls in"
+        " flight); [0]"
     )
     return _derive_rest(x, p, why)
 
@@ -164,14 +185,19 @@ def _derive_rest(x: dict, p: dict, why: dict) -> tuple[dict, dict]:
     cfg, load, wf = x["server_config"], x["load"], x["workflow"]
     a1 = load["contention_all_inflight_1"]
 
-    # Per-request speed spread: the interquartile range of ms_per_token of lone calls.
+    # Per-request speed spread: the interquartile range of ms_per_token of lone calls, of
+    # Sequential's bin (its discussion calls ran alone; the all-stage bin, 0.0857, also holds
+    # every fan-out's first call, which decodes beside the calls sent after it).
+    h1 = load["horizontal_inflight_1"]
     p["decode_jitter"] = round(
-        sigma_from_quartiles(a1["ms_per_token"][0], a1["ms_per_token"][2]), 4
+        sigma_from_quartiles(h1["ms_per_token"][0], h1["ms_per_token"][2]), 4
     )
     why["decode_jitter"] = (
-        f"ln({a1['ms_per_token'][2]} / {a1['ms_per_token'][0]}) / 1.349: IQR of ms_per_token,"
-        " load.contention.all[inflight 1]; it includes the spread of context lengths (the"
-        " engine has no attention cost), so it is an upper bound of pure speed variation"
+        f"ln({h1['ms_per_token'][2]} / {h1['ms_per_token'][0]}) / 1.349: IQR of ms_per_token,"
+        " load.contention.horizontal[inflight 1] (Sequential: its discussion calls ran alone;"
+        f" was {sigma_from_quartiles(a1['ms_per_token'][0], a1['ms_per_token'][2]):.4f} from the"
+        " all-stage bin, which holds every fan-out's first call); it includes the spread of"
+        " context lengths and TTFT shares, so it is an upper bound of pure speed variation"
     )
 
     # Prefill rate and fixed overhead: TTFT = overhead + prompt / prefill_tps on two points of
@@ -667,10 +693,10 @@ def _engine_lines(cfg: dict, p: dict, why: dict) -> list[str]:
     architecture and the server's memory settings (none are fitted to outcomes)."""
     # Llama-3.2-3B (config.json of meta-llama/Llama-3.2-3B-Instruct): 28 layers, 8 KV heads
     # (GQA), head_dim 128, 3.21e9 parameters; fp16 = 2 bytes
-    kv_bytes_per_token = 2 * 28 * 8 * 128 * 2  # K and V
+    kv_bytes_per_token = KV_BYTES_PER_TOKEN
     block = 16
     gpu_gib, util = 24.0, float(cfg["gpu_memory_utilization"])
-    weights_gib = 3.21e9 * 2 / 2**30
+    weights_gib = WEIGHT_BYTES / 2**30
     activations_gib = 1.0  # assumption: vLLM's profiling peak at 11,200 batched tokens
     kv_gib = gpu_gib * util - weights_gib - activations_gib
     blocks = int(kv_gib * 2**30 / (kv_bytes_per_token * block) / 100) * 100

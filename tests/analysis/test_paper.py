@@ -164,3 +164,7 @@ def test_mesh_median_pieces_by_hand():
     assert out["median_at_published_burst"] == pytest.approx(0.4)
     assert out["mid_gaps_sim"] == pytest.approx(1 / 6)
     assert out["mid_gaps_published"] == pytest.approx(1941 / 14493)
+    # under 0.5 ms: the 0.3 ms gap -> 1/6; published bins below 0.5 ms: 1 + 31 + 1,203 +
+    # 1,655 + 702 = 3,592 of 14,493
+    assert out["sub_gaps_sim"] == pytest.approx(1 / 6)
+    assert out["sub_gaps_published"] == pytest.approx(3592 / 14493)

@@ -49,6 +49,31 @@ def test_profile_file_is_the_derivation_and_every_parameter_has_a_source() -> No
     assert "agentraffic" in prof.source and "Hand-set" not in prof.source
 
 
+def test_decode_step_is_the_memory_roofline_of_sequential_lone_calls() -> None:
+    """Hand computation of decode_tps / attention_decode_s: a decode step reads the fp16
+    weights once (3.21e9 x 2 bytes) and each sequence's KV cache (28 layers x 8 KV heads x
+    head_dim 128 x K,V x 2 bytes per context token), so their ratio is KV / W; and
+    Sequential's discussion calls, which ran alone (true peak 1), decode at their published
+    per-token time: 9.82 ms - 121.8 ms TTFT / 469 tokens, at 1,210 + 469 / 2 context tokens
+    (pooled prompt median + half the completion median)."""
+    prof = get_profile("vllm-3b")
+    load = EXTRACT["load"]
+    assert load["concurrency_true_peak"]["horizontal"] == 1
+    kv, weights = 28 * 8 * 128 * 2 * 2, 3.21e9 * 2
+    assert prof.attention_decode_s * prof.decode_tps == pytest.approx(kv / weights, rel=1e-3)
+    hd = load["discussion"]["horizontal"]
+    assert (hd["ms_per_token_median"], hd["queue_wait_p50_s"], hd["completion_tokens_p50"]) == (
+        9.82, 0.1218, 469,
+    )  # fmt: skip
+    t_ms = 9.82 - 1000 * 0.1218 / 469
+    step_ms = 1000 / prof.decode_tps + 1000 * prof.attention_decode_s * (1210 + 469 / 2)
+    assert step_ms == pytest.approx(t_ms, rel=1e-3)
+    # the all-stage lone bin it replaced (10.24 ms/token) is slower: it holds every
+    # fan-out's first call, which decodes beside the calls sent after it
+    a1 = load["contention_all_inflight_1"]
+    assert a1["ms_per_token"][1] - 1000 * a1["queue_wait_s"][1] / a1["completion_tokens"][1] > t_ms
+
+
 def _lognormal(rng: random.Random, median: float, sigma: float) -> float:
     return median * math.exp(sigma * rng.gauss(0.0, 1.0))
 
