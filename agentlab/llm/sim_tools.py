@@ -38,6 +38,7 @@ CODEGEN_MARK = "Write a few lines of Python that carry out the request"
 PLAN_MARK = "Reply with a JSON list only"
 
 _ID = re.compile(r"(?<![\w@])(?=[\w-]*\d)[\w-]+(?:\.[\w-]+)+(?![\w.])")
+_ID_DOT = re.compile(r"\.[\w-]")  # in every _ID match; searched for first (a literal lead)
 _ID_FIELD = re.compile(r"\"id\"\s*:\s*\"([^\"]{1,80})\"")
 _WRITTEN = re.compile(r"\"\w+_id\"\s*:\s*\"([^\"]{1,80})\"")
 _MENTION = re.compile(r"@([A-Za-z_][\w-]*)")
@@ -80,7 +81,7 @@ def _extend(scan: _Scan, text: str) -> _Scan:
         me = found[0] if found else None
     id_fields = _ID_FIELD.findall(text) if quoted and '"id"' in text else ()
     written = _WRITTEN.findall(text) if quoted and '_id"' in text else ()
-    ids = _ID.findall(text) if "." in text else ()
+    ids = _ids(text)
     authors = _AUTHOR.findall(text) if quoted else ()
     mentions = _MENTION.findall(text) if at else ()
     return _Scan(
@@ -91,6 +92,20 @@ def _extend(scan: _Scan, text: str) -> _Scan:
         _unique_t(scan.authors, authors) if authors else scan.authors,
         _unique_t(scan.mentions, mentions) if mentions else scan.mentions,
     )
+
+
+def _ids(text: str) -> list[str]:
+    """``_ID.findall(text)``, run on the whitespace-separated words holding a dot only
+    (none when no dot is followed by a word character: every match holds one).
+
+    Exact: a match holds no whitespace, and whitespace is neither ``\\w``, ``@`` nor ``.``,
+    so a word's ends look to the pattern's look-behind and look-ahead as the text's
+    whitespace did. Scanning the whole text cost ~25 us per 500 characters (the look-behind
+    tried at every position); the words with a dot are a few short ones.
+    """
+    if "." not in text or _ID_DOT.search(text) is None:
+        return []
+    return [i for w in text.split() if "." in w for i in _ID.findall(w)]
 
 
 def _unique_t(seen: tuple[str, ...], new: Any) -> tuple[str, ...]:
@@ -257,14 +272,37 @@ def _fillable(ctx: _Context, fn: dict[str, Any]) -> bool:
     return all(ctx.can_fill(p, props.get(p, {})) for p in required)
 
 
+@functools.lru_cache(maxsize=4096)  # a handful of tool names, asked on every call
+def _name_words(name: str) -> tuple[re.Pattern[str], ...]:
+    """For each ``_``-separated word of a tool name made of ``a``-``z`` only, a pattern
+    finding it as a whole ``[a-z]+`` word (other words never equal one: :func:`_pick`)."""
+    words = set(name.lower().split("_"))
+    return tuple(
+        re.compile(re.escape(w) + f"(?<![a-z]{re.escape(w)})(?![a-z])")
+        for w in sorted(words)
+        if w.isascii() and w.isalpha() and w.islower()
+    )
+
+
+def _named(fns: list[dict[str, Any]], request: str) -> list[dict[str, Any]]:
+    """The tools a request names: a word of the name (split at ``_``) is one of the
+    request's lower-cased ``[a-z]+`` words. Each name word is searched for (literal-led
+    patterns) instead of listing every word of the request (~15 us for 500 characters)."""
+    low = request.lower()
+    return [
+        f
+        for f in fns
+        if any(w.search(low) is not None for w in _name_words(str(f.get("name", ""))))
+    ]
+
+
 def _pick(
     ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float, *, reads: bool = False
 ) -> dict[str, Any]:
     """A tool as a model would choose it: one the request names and the context can fill,
     else any the context can fill; with probability ``invalid_p`` the named one anyway.
     ``reads``: a tool that needs an id nobody has shown yet is fine (code can read first)."""
-    words = set(re.findall(r"[a-z]+", ctx.request.lower()))
-    named = [f for f in fns if set(str(f.get("name", "")).lower().split("_")) & words]
+    named = _named(fns, ctx.request)
     if rng.random() < invalid_p:
         pool = named or fns
     else:

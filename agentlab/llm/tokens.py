@@ -312,6 +312,16 @@ class Llama3Tokenizer:
         if not tools:
             return 0
         head = list(messages[: 2 if messages and messages[0].get("role") == "system" else 1])
+        first = head[-1] if head else None
+        if (
+            first is not None
+            and first.get("role") == "user"
+            and type(first.get("content")) is str
+            and not first.get("tool_calls")
+        ):
+            # the first message a user's text: laid out with or without tools under the same
+            # user header, so only the system lines and the tool block differ
+            return self._system_tools - self._system + self._tools_tokens(tools)
         return self.prompt_tokens(head, tools) - self.prompt_tokens(head)
 
 

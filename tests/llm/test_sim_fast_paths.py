@@ -1,0 +1,111 @@
+"""The simulator's shortcuts on the realistic path (issue 22) equal what they replace.
+
+Each shortcut skips work the longer form did (a regex over the whole text, a list of every
+word, stepping the generator one call at a time, rendering the prompt twice); these tests
+hold each to that longer form on fixed-seed inputs, including the awkward characters
+(non-ASCII letters and digits, Unicode spaces, separators) where the two could part.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+import pytest
+
+from agentlab.llm import sim_content, sim_tools
+from agentlab.llm.sim_content import Rng
+from agentlab.llm.tokens import get_tokenizer
+
+_PIECES = [
+    "post", "read", "feed", "like", "follow", "un", "a", "z", "LIKE", "Read", "_", "-", ".",
+    "..", "@", " ", "  ", "\n", "\t", "\u00a0", "\u2003", "\x1f", "\x85", ",", '"', "'",
+    "1", "42", "\u0663", "\u00b2", "\u00e9", "\u0130", "\u00dc", "llm-00042", "2.llm-7.0",
+    '{"id": "', '"}', "x.y", "v1.2", "(", ")", ";",
+]  # fmt: skip
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 14))) for _ in range(n)]
+
+
+def test_ids_equal_the_regex_over_the_whole_text() -> None:
+    feed = (
+        'Posts: [{"id": "3.llm-00012.1", "author": "llm-00012"}] see 2.llm-00004.0, '
+        "v2.1 and a.b. Ends. 1.5.x @llm-7.2 x1.y\u00a02.z \u0663.a"
+    )
+    for text in [feed, *_texts(20_000, 1)]:
+        assert sim_tools._ids(text) == sim_tools._ID.findall(text), repr(text)
+
+
+def _named_by_word_set(fns: list[dict[str, Any]], request: str) -> list[dict[str, Any]]:
+    """What ``_pick`` did before: the set of the request's words, intersected per tool."""
+    words = set(re.findall(r"[a-z]+", request.lower()))
+    return [f for f in fns if set(str(f.get("name", "")).lower().split("_")) & words]
+
+
+def test_named_tools_equal_the_word_set_intersection() -> None:
+    names = "post reply like follow unfollow read_feed Read_Feed2 a__b x-y_z \u00fcn\u00ef_like"
+    fns: list[dict[str, Any]] = [{"name": n} for n in [*names.split(), ""]]
+    fns += [{"name": None}, {}]
+    for request in ["Tick 3. You could like or follow; read the feed.", *_texts(20_000, 2)]:
+        assert sim_tools._named(fns, request) == _named_by_word_set(fns, request), repr(request)
+
+
+def _corpus_by_stepping(level: int) -> tuple[str, list[int]]:
+    """``sim_content._corpus_at`` as it was: the generator stepped once per call."""
+    cpt = min(max(level * sim_content._CPT_STEP, sim_content._CPT_LO), sim_content._CPT_HI)
+    if cpt < sim_content._CPT_MID:
+        other = sim_content._SHORT_WORDS
+        p = (sim_content._CPT_MID - cpt) / (sim_content._CPT_MID - sim_content._CPT_LO)
+    else:
+        other = sim_content._LONG_WORDS
+        p = (cpt - sim_content._CPT_MID) / (sim_content._CPT_HI - sim_content._CPT_MID)
+    rng = Rng(12345 + level)
+    words = []
+    for _ in range(sim_content._CORPUS_WORDS):
+        if rng.random() < p:
+            words.append(other[rng.randint(len(other))])
+        else:
+            words.append(sim_content._WORDS[rng.randint(sim_content._NW)])
+    starts, pos = [], 0
+    for w in words:
+        starts.append(pos)
+        pos += len(w) + 1
+    starts.append(pos)
+    return " ".join(words) + " ", starts
+
+
+@pytest.mark.parametrize("level", [0, 11, 17, 19, 26, 39, 64])
+def test_corpus_equals_stepping_the_generator(level: int) -> None:
+    sim_content._CORPORA.pop(level, None)
+    assert sim_content._corpus_at(level) == _corpus_by_stepping(level)
+
+
+def test_llama3_tools_delta_equals_rendering_twice() -> None:
+    tok = get_tokenizer("llama3")
+    tools = [
+        {"type": "function", "function": {"name": "like", "description": "Like a post.",
+         "parameters": {"type": "object", "properties": {"post_id": {"type": "string"}},
+                        "required": ["post_id"]}}},
+    ]  # fmt: skip
+    system = {"role": "system", "content": " You are @a. "}
+    call = {"function": {"name": "like", "arguments": "{}"}}
+    shapes: list[list[dict[str, Any]]] = [
+        [],
+        [system],
+        [system, {"role": "user", "content": "  hi there \n"}],
+        [{"role": "user", "content": "hi"}],
+        [{"role": "user", "content": ""}, {"role": "assistant", "content": "ok"}],
+        [system, {"role": "assistant", "content": "first"}],
+        [system, {"role": "user", "content": [{"type": "text", "text": "parts"}]}],
+        [system, {"role": "user", "content": None}],
+        [system, {"role": "tool", "content": " result"}],
+        [system, {"role": "user", "content": "x", "tool_calls": [call]}],
+    ]
+    for messages in shapes:
+        head = messages[: 2 if messages and messages[0].get("role") == "system" else 1]
+        want = tok.prompt_tokens(head, tools) - tok.prompt_tokens(head)
+        assert tok.tools_delta(messages, tools) == want, messages  # type: ignore[attr-defined]
