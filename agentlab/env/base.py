@@ -119,7 +119,9 @@ class EnvBase:
         target = self._state_file(run_dir, path)
         # Insertion order kept (not sorted): restore() must give back state that iterates
         # exactly like this one, or a resumed run diverges from an uninterrupted one.
-        atomic_write_json(target, record, fsync=fsync, sort_keys=False)
+        # Compact: the state grows with the run and is rewritten every tick (the indented
+        # encoder cost ~110-130 us per agent-step on a 1,000-agent feed by tick ~25).
+        atomic_write_json(target, record, fsync=fsync, sort_keys=False, compact=True)
         return target
 
     def restore(self, run_dir: str | os.PathLike[str], *, path: str | None = None) -> bool:
