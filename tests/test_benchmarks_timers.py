@@ -164,6 +164,29 @@ def test_society_floor_and_call_are_cpu(
     assert measure.ratio(subject, packed) == pytest.approx(4.0)
 
 
+def test_society_rows_floor_writes_the_steps_rows_in_cpu(
+    tmp_path: Path, measure: ModuleType, slow_wall: None
+) -> None:
+    """society.py's log-rows floor term: the four rows a step of the benchmark's society
+    writes (read back from a real run), written as JSONL in CPU time, so a slow wall clock
+    moves neither it nor the full floor's ratio."""
+    import orjson
+
+    society = _load("society")
+    samples = society.sample_step_rows(str(tmp_path))
+    assert set(samples) == {"llm_calls", "agent_states", "agent.step", "llm.call"}
+    assert samples["llm.call"]["name"] == "llm.call" and "request_id" in samples["llm_calls"]
+    assert samples["agent_states"]["ok"] is True and "_seq" in samples["agent_states"]
+    per_step, nbytes = society.rows_floor(300, str(tmp_path), samples, seg=64)
+    assert per_step.kind == "cpu" and per_step.seconds < 0.05  # not the fake 1000 s per read
+    # the same rows: within a few ids' digits of the samples' own JSON lines
+    sample_bytes = sum(len(orjson.dumps(r)) + 1 for r in samples.values())
+    assert abs(nbytes - sample_bytes) < 0.1 * sample_bytes, (nbytes, sample_bytes)
+    full = society.floor(300, str(tmp_path), seg=64)["sqlite_batched_segment"] + per_step
+    subject = measure.Measure(full.seconds * 3, "cpu", "cpu")
+    assert measure.ratio(subject, full) == pytest.approx(3.0)
+
+
 def test_society_step_cpu_ignores_a_slow_wall_clock(
     tmp_path: Path, measure: ModuleType, slow_wall: None
 ) -> None:

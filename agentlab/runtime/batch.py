@@ -26,7 +26,7 @@ from agentlab.agents.workspace import Workspace, preload
 from agentlab.errors import ConfigError
 from agentlab.runtime.batch_log import BatchLog
 from agentlab.runtime.services import AgentContext
-from agentlab.store.trace import Span, new_span_id, new_trace_id
+from agentlab.store.trace import genai_agent_attrs
 
 if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
@@ -210,27 +210,20 @@ async def _step_one(
     countdown: _Countdown,
     store: AgentStore,
     index: int,
+    parent: tuple[str | None, str | None],
 ) -> None:
     failed = False
     try:
         tick, policy = batch.tick, batch.retry
         tracer = proxy.trace
-        now = tracer.clock.now
-        # the batch's span is the current one here (the task copied the batch's context)
-        parent = tracer.current_span()
-        trace_id, parent_id = (None, None) if parent is None else (parent.trace_id,
-                                                                   parent.span_id)  # fmt: skip
         for attempt in range(1, policy.max_attempts + 1):
             ctx = AgentContext(proxy, agent_id, tick, attempt, log)
             agent: AgentBase | None = None
-            # invoke_agent (GenAI conventions): its LLM and tool spans go under it. The
-            # span Tracer.open_span would make (genai_agent_attrs' keys, then ours), built
-            # here without the calls: ~1.5 us of every agent-step.
-            attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": agent_id,
-                     "gen_ai.agent.name": type_name, "agentlab.tick": tick,
-                     "agentlab.attempt": attempt}  # fmt: skip
-            span = Span("agent.step", trace_id or new_trace_id(), new_span_id(), parent_id,
-                        now(), attrs)  # fmt: skip
+            # invoke_agent (GenAI conventions): its LLM and tool spans go under it; under
+            # the batch's span, whose ids the batch took once (Tracer.parent_ids)
+            attrs = genai_agent_attrs(agent_id, type_name)
+            attrs["agentlab.tick"], attrs["agentlab.attempt"] = tick, attempt
+            span = tracer.child_span("agent.step", parent, attrs)
             token = tracer.activate(span)
             try:
                 if loaded is not None and attempt == 1:
@@ -280,8 +273,7 @@ async def _step_one(
                     await proxy.clock.sleep(policy.backoff_s * attempt)
                 continue
             tracer.deactivate(token)
-            span.end, span.status = now(), "ok"  # Tracer.finish_row(span), inlined
-            log.spans.append(span.to_dict())
+            log.spans.append(tracer.finish_row(span))
             _count(result, ctx)
             result.steps += 1
             log.states.append(_state_row(agent_id, type_name, tick, True, attempt, agent.summary()))
@@ -333,10 +325,11 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
         countdown.left = len(batch.agents) + 1
         pending.extend([None] * len(batch.agents))  # each step clears its own entry
         task_of = asyncio.Task
+        parent = tracer.parent_ids(span)  # every agent.step span goes under the batch's
         for i, (agent_id, type_name) in enumerate(zip(ids, type_names, strict=True)):
             coro = _step_one(agent_id, type_name, classes[type_name],
                              None if loaded is None else loaded[agent_id],
-                             batch, proxy, result, log, countdown, store, i)  # fmt: skip
+                             batch, proxy, result, log, countdown, store, i, parent)  # fmt: skip
             if _EAGER:  # may finish right here (see _EAGER; then its entry is kept: harmless)
                 pending[i] = task_of(coro, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
             else:  # one real task per agent (see _EAGER)

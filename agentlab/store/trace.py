@@ -24,7 +24,7 @@ import inspect
 import os
 import random
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -57,13 +57,28 @@ _CURRENT: contextvars.ContextVar[Span | None] = contextvars.ContextVar(
 # OS (two os.urandom syscalls per span were ~2 µs of every LLM call); reseeded in a forked
 # child so parent and child never hand out the same ids.
 _IDS = random.Random(os.urandom(32))
+# Span ids are drawn _ID_CHUNK at a time (one getrandbits and one hex format) and handed
+# out by a list iterator: ~0.2 µs per id instead of ~0.4, two per agent-step. ``next`` on a
+# list iterator is atomic under the GIL, so threads never get the same id; two threads
+# refilling at once each get their own draw.
+_ID_CHUNK = 256
+_id_pool: Iterator[str] = iter(())
 
 
 def _reseed_ids() -> None:
+    global _id_pool
     _IDS.seed(os.urandom(32))
+    _id_pool = iter(())  # the parent's undrawn ids are the parent's
 
 
 os.register_at_fork(after_in_child=_reseed_ids)
+
+
+def _refill_ids() -> str:
+    global _id_pool
+    buf = f"{_IDS.getrandbits(64 * _ID_CHUNK):0{16 * _ID_CHUNK}x}"
+    _id_pool = iter([buf[i : i + 16] for i in range(16, len(buf), 16)])
+    return buf[:16]
 
 
 def new_trace_id() -> str:
@@ -73,7 +88,7 @@ def new_trace_id() -> str:
 
 def new_span_id() -> str:
     """16 random hex digits (a W3C / OpenTelemetry span id)."""
-    return f"{_IDS.getrandbits(64):016x}"
+    return next(_id_pool, None) or _refill_ids()
 
 
 class Span:
@@ -223,15 +238,35 @@ class Tracer:
         a batch (:meth:`extend`); make it the current span with :meth:`activate` so the
         spans started inside it become its children.
         """
-        trace_id, parent_id = _parent_ids(parent if parent is not None else _CURRENT.get())
+        return self.child_span(name, self.parent_ids(parent), attrs, kind)
+
+    @staticmethod
+    def parent_ids(parent: SpanParent = None) -> tuple[str | None, str | None]:
+        """``(trace_id, span_id)`` of ``parent`` (default: the current span), or
+        ``(None, None)`` without one: taken once for many :meth:`child_span` calls."""
+        return _parent_ids(parent if parent is not None else _CURRENT.get())
+
+    def child_span(
+        self,
+        name: str,
+        ids: tuple[str | None, str | None],
+        attributes: dict[str, Any],
+        kind: str = "internal",
+    ) -> Span:
+        """:meth:`open_span` for hot paths: the parent's ids from :meth:`parent_ids`, taken
+        once for many spans (a batch's agent steps), and ``attributes`` the span's own dict
+        (not copied). Without a parent (``(None, None)``) each span starts its own trace.
+        End it with :meth:`finish_row`."""
+        trace_id, parent_id = ids
         return Span(name, trace_id or new_trace_id(), new_span_id(), parent_id,
-                    self.clock.now(), attrs, kind)  # fmt: skip
+                    self.clock.now(), attributes, kind)  # fmt: skip
 
     def finish_row(
         self, span: Span, status: str = "ok", message: str | None = None, **attrs: Any
     ) -> dict[str, Any]:
-        """End a span from :meth:`open_span` and return its row (to :meth:`extend`)."""
-        if status not in _STATUSES:
+        """End a span from :meth:`open_span` (or :meth:`child_span`) and return its row
+        (to :meth:`extend`)."""
+        if status != "ok" and status not in _STATUSES:
             raise ConfigError(f"unknown span status {status!r}; valid: {', '.join(_STATUSES)}")
         span.end = self.clock.now()
         span.status, span.status_message = status, message

@@ -112,3 +112,63 @@ def test_export_otlp_loads_with_opentelemetry_proto(run_dir: Path, tmp_path: Pat
     assert attrs["tick"].int_value == 1 and attrs["ratio"].double_value == 0.5
     assert attrs["flag"].bool_value and attrs["tags"].array_value.values[0].string_value == "a"
     assert attrs["meta"].kvlist_value.values[0].key == "k"
+
+
+def test_span_ids_are_unique_across_threads_and_a_forked_child() -> None:
+    """Span ids come from a pool drawn many at a time: threads drawing at once never get
+    the same id, and a forked child does not hand out the ids its parent had drawn."""
+    import os
+    import threading
+
+    from agentlab.store.trace import new_span_id
+
+    got: list[list[str]] = [[] for _ in range(4)]
+
+    def draw(out: list[str]) -> None:
+        for _ in range(5_000):
+            out.append(new_span_id())
+
+    threads = [threading.Thread(target=draw, args=(out,)) for out in got]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = [i for out in got for i in out]
+    assert len(set(ids)) == len(ids) == 20_000
+    assert all(len(i) == 16 and int(i, 16) >= 0 for i in ids)
+
+    new_span_id()  # the pool now holds undrawn ids the parent would hand out next
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        os.close(read)
+        os.write(write, ",".join(new_span_id() for _ in range(300)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        child = set(f.read().decode().split(","))
+    os.waitpid(pid, 0)
+    parent = {new_span_id() for _ in range(300)}
+    assert len(child) == 300 and not child & parent
+
+
+def test_child_span_takes_the_parents_ids_once(run_dir: Path) -> None:
+    """``Tracer.child_span``: spans under ids taken once with ``parent_ids`` (a batch's
+    agent steps) are the spans ``open_span`` makes under that parent."""
+    tracer = Tracer(run_dir)
+    with tracer.trace_span("society.batch") as batch:
+        ids = tracer.parent_ids()
+        assert ids == (batch.trace_id, batch.span_id)
+        a = tracer.child_span("agent.step", ids, {"gen_ai.agent.id": "a"})
+        b = tracer.open_span("agent.step", **{"gen_ai.agent.id": "b"})
+    for span in (a, b):
+        assert (span.trace_id, span.parent) == ids and span.span_id != batch.span_id
+    assert a.span_id != b.span_id
+    row = tracer.finish_row(a)
+    assert row["status"] == "ok" and row["attributes"] == {"gen_ai.agent.id": "a"}
+    assert row["end"] >= row["start"]
+    lone = tracer.child_span("x", Tracer.parent_ids(), {})  # no current span: a new trace
+    assert lone.parent is None and len(lone.trace_id) == 32
+    with pytest.raises(ConfigError, match="unknown span status"):
+        tracer.finish_row(lone, "bad")
+    tracer.close()
