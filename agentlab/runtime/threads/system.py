@@ -516,6 +516,7 @@ class AgentSystem:
             t.cancel()
         await asyncio.gather(*self._tool_tasks, *self._drivers.values(), return_exceptions=True)
         self._local = False
+        self._end_busy()  # a driver cancelled before it first ran never reached its finally
         self._decoded.clear()
         self.log.flush()
         if self._writer is not None:

@@ -133,3 +133,8 @@ async def test_local_mode_tunes_the_gc_while_threads_run_and_puts_it_back(
     for thresholds, frozen in seen:
         assert thresholds == (before[0], max(before[1], GC_GEN1_THRESHOLD), before[2])
         assert frozen > 0
+    system = AgentSystem(ScriptedModel(), tools=[Tool("work", probe)])
+    async with system:  # closed before its driver ever ran: the busy period ends anyway
+        system.send_user("a", "hi", "u0")
+        assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
