@@ -168,7 +168,13 @@ async def probe(model: Any, tools: list[dict[str, Any]]) -> str:
 
 
 async def run_config(
-    model_name: str, kind: str, waves: int, per_wave: int, turns: int, tmp: Path
+    model_name: str,
+    kind: str,
+    waves: int,
+    per_wave: int,
+    turns: int,
+    tmp: Path,
+    decoded_cache: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``waves`` waves of ``per_wave`` agents with one model and one store."""
     store: Any = (
@@ -178,7 +184,8 @@ async def run_config(
     )
     model = make_model(model_name)
     tool = Tool("work", _tool_result, parameters=_PARAMS)
-    system = AgentSystem(model, store, [tool], agent_tools=False)
+    kw = {} if decoded_cache is None else {"decoded_cache": decoded_cache}
+    system = AgentSystem(model, store, [tool], agent_tools=False, **kw)
     print(f"# {model_name}/{kind} probe: {await probe(model, [tool.schema()])}", flush=True)
     base = _trim()
     rows = []
@@ -204,6 +211,8 @@ async def run_config(
             run_s, cpu_s = tw.seconds, tc.seconds
             gc_s = gc_time.cpu_s - gc0  # of cpu_s: _trim's own collection comes after
             done = system.completions - c0
+            # before compression: the wave's histories raw, the decoded ones still cached
+            hot_rss = _trim()
             # compress_cold is part of the cost of the KiB/idle figure: timed in CPU too
             with Timer("wall") as tw, Timer("cpu") as tc:
                 store.compress_cold()
@@ -241,6 +250,7 @@ async def run_config(
                 "compress_cpu_s": compress_cpu_s,
                 "rss_mib": rss / 2**20,
                 "kib_per_idle_agent": per_agent / 1024,
+                "hot_kib_per_agent": (hot_rss - base) / alive / 1024,
                 "marginal_kib_per_agent": marginal / 1024,
                 "raw_history_kib": raw / 1024,
                 "stored_kib": held / 1024,
@@ -261,7 +271,7 @@ async def run_config(
 
 _HEAD = (
     f"{'model':8} {'store':6} {'wave':>4} {'agents':>7} {'turns':>5} {'compl/s':>8} "
-    f"{'c/cpu-s':>8} {'us/call':>7} {'KiB/idle':>8} {'KiB/new':>8} {'rawKiB':>6} {'heldKiB':>7} "
+    f"{'c/cpu-s':>8} {'us/call':>7} {'KiB/hot':>7} {'KiB/idle':>8} {'KiB/new':>8} {'rawKiB':>6} {'heldKiB':>7} "
     f"{'res/raw':>7} {'RSS MiB':>8} {'VmSwap':>6} {'SwapFree/Total KiB':>18} {'MemAvail':>8} "
     f"{'wall s':>7} {'cmp cpu':>7} {'us t1/mid/last':>16} {'gc us':>5}"
 )
@@ -272,7 +282,8 @@ def _fmt(r: dict[str, Any]) -> str:
     return (
         f"{r['model']:8} {r['store']:6} {r['wave']:>4} {r['agents']:>7} {r['turns']:>5} "
         f"{r['completions_per_s']:>8.0f} {r['completions_per_cpu_s']:>8.0f} "
-        f"{r['per_call_cpu_us']:>7.1f} {r['kib_per_idle_agent']:>8.2f} "
+        f"{r['per_call_cpu_us']:>7.1f} {r.get('hot_kib_per_agent', float('nan')):>7.1f} "
+        f"{r['kib_per_idle_agent']:>8.2f} "
         f"{r['marginal_kib_per_agent']:>8.2f} {r['raw_history_kib']:>6.1f} "
         f"{r['stored_kib']:>7.1f} {r['resident_over_raw']:>7.3f} {r['rss_mib']:>8.0f} "
         f"{r['vm_swap_kib']:>6} {swap:>18} {r['mem_available_kib'] // 1024:>7}M "
@@ -293,18 +304,27 @@ def _child(a: argparse.Namespace) -> int:
         gc.collect()
         gc.freeze()
     with tempfile.TemporaryDirectory() as tmp:
-        rows = asyncio.run(run_config(model_name, kind, a.waves, a.per_wave, a.turns, Path(tmp)))
+        rows = asyncio.run(
+            run_config(model_name, kind, a.waves, a.per_wave, a.turns, Path(tmp), a.decoded_cache)
+        )
     Path(a.rows_out).write_text(json.dumps(rows))
     return 0
 
 
 def _spawn(
-    config: str, waves: int, per_wave: int, turns: int, tmp: Path, gc_freeze: bool = False
+    config: str,
+    waves: int,
+    per_wave: int,
+    turns: int,
+    tmp: Path,
+    gc_freeze: bool = False,
+    decoded_cache: int | None = None,
 ) -> list[dict[str, Any]]:
     out = tmp / f"{config.replace(':', '-')}.json"
     cmd = [sys.executable, __file__, "--child", config, "--rows-out", str(out)]
     cmd += ["--waves", str(waves), "--per-wave", str(per_wave), "--turns", str(turns)]
     cmd += ["--gc-freeze"] if gc_freeze else []
+    cmd += [] if decoded_cache is None else ["--decoded-cache", str(decoded_cache)]
     subprocess.run(cmd, check=True)
     rows: list[dict[str, Any]] = json.loads(out.read_text())
     return rows
@@ -330,6 +350,13 @@ def main(argv: list[str] | None = None) -> int:
         help="gc.freeze() after start-up in each model's process, as a long-running server "
         "would: the collector then skips the imported code's objects (the `gc us` column "
         "shows what is left); off by default, and the goal is judged without it",
+    )
+    p.add_argument(
+        "--decoded-cache",
+        type=int,
+        default=None,
+        help="AgentSystem(decoded_cache=N): threads whose decoded history is kept between "
+        "their turns (default: the system's; 0 decodes every turn's history again)",
     )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--rows-out", default=None, help=argparse.SUPPRESS)
@@ -362,12 +389,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for m in models:
             waves, per_wave = a.waves or size[m][0], a.per_wave or size[m][1]
-            rows += _spawn(f"{m}:memory", waves, per_wave, a.turns, Path(tmp), a.gc_freeze)
+            rows += _spawn(
+                f"{m}:memory", waves, per_wave, a.turns, Path(tmp), a.gc_freeze, a.decoded_cache
+            )
         if sq and "scripted" in models:
-            rows += _spawn("scripted:sqlite", 2, sq // 2, a.turns, Path(tmp), a.gc_freeze)
+            rows += _spawn(
+                "scripted:sqlite", 2, sq // 2, a.turns, Path(tmp), a.gc_freeze, a.decoded_cache
+            )
     print(
         "KiB/idle: RSS growth per idle agent after gc+malloc_trim (target <= 32 KiB in memory);"
-        " KiB/new: growth from this wave alone; rawKiB: uncompressed history JSON per agent;"
+        " KiB/hot: the same before compress_cold (histories raw, decoded ones of the threads"
+        " that ran last still cached by the system); KiB/new: growth from this wave alone; rawKiB: uncompressed history JSON per agent;"
         " heldKiB: bytes the store keeps; c/cpu-s: completions per CPU-second of the process,"
         " turns + compress_cold (compl/s likewise in wall); us/call: CPU per completion of the"
         " turns alone; us t1/mid/last: the same in the wave's first, middle and last turn (flat ="
@@ -395,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                     "turns": a.turns,
                     "summary": summary,
                     "gc_freeze": a.gc_freeze,
+                    "decoded_cache": a.decoded_cache,
                 },
                 indent=1,
             )

@@ -1,4 +1,5 @@
-"""The cyclic GC set up for the length of a :meth:`~agentlab.runtime.society.Society.run`."""
+"""The cyclic GC set up for the length of a :meth:`~agentlab.runtime.society.Society.run`
+and of an ``AgentSystem``'s busy period (first driver to last, ``runtime/threads``)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ class GCTuning:
     - generation-1 threshold :data:`GC_GEN1_THRESHOLD`: a batch's rows die in
       generation 1 instead of being walked ten times as often and promoted.
 
-    Runs that overlap (two societies in one process, or one in a worker thread) share one
-    setup: the first to start makes it, the last to end undoes it.
+    Runs that overlap (two societies in one process, one in a worker thread, an
+    ``AgentSystem``'s busy period) share one setup: the first to start makes it, the last
+    to end undoes it.
     ``AGENTLAB_GC_FREEZE=0`` turns it off (as it does litellm's freeze).
     """
 

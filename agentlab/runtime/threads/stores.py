@@ -21,7 +21,7 @@ import os
 import sqlite3
 import threading
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -99,6 +99,7 @@ class MemoryThreadStore:
         self._hot: dict[str, None] = {}  # insertion order = least recently written first
         self._queue: dict[int, tuple[str, bytes]] = {}
         self._seq = 0
+        self._cold_listeners: list[Callable[[list[str]], None]] = []
 
     # --- AgentStore ---------------------------------------------------------------------
     def read(self, agent_id: str, key: str) -> bytes | None:
@@ -167,6 +168,11 @@ class MemoryThreadStore:
         # One snapshot of the oldest ids: ``next(iter(dict))`` after deleting from the front
         # rescans the deleted slots each time (quadratic over a 20,000-thread wave).
         cold = list(self._hot)[: max(0, len(self._hot) - keep_hot)]
+        if cold:
+            # first: what the listeners drop (decoded forms) frees room the compressed
+            # histories then take, instead of leaving holes below them
+            for listener in self._cold_listeners:
+                listener(cold)
         for tid in cold:
             del self._hot[tid]
             d = self._data.get(tid)
@@ -174,6 +180,11 @@ class MemoryThreadStore:
                 d[HISTORY_KEY] = compress_history(d[HISTORY_KEY])
                 n += 1
         return n
+
+    def add_cold_listener(self, listener: Callable[[list[str]], None]) -> None:
+        """Call ``listener(thread_ids)`` with the threads whose histories each compression
+        made cold (an ``AgentSystem`` drops their decoded form then)."""
+        self._cold_listeners.append(listener)
 
     def stored_bytes(self) -> int:
         """Total payload bytes held (histories in their current hot/cold form)."""

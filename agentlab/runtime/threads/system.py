@@ -10,7 +10,8 @@ Two modes run the same slice code:
 - **local** (``async with system:``): ``send`` also puts the delivery in an in-memory inbox
   and starts a driver task for the thread if it has none; the driver runs the thread's
   slices in order and exits when the inbox is empty. An idle thread has no task and no
-  inbox — only bytes in the store.
+  inbox — only bytes in the store (and, for the last ``decoded_cache`` threads to run,
+  their decoded form until the store compresses them: ``hot.HotCache``).
 - **step** (``await system.step()``): claims one batch of queued deliveries (optionally one
   partition of threads), runs their slices (threads concurrently, each thread in order),
   and returns. Nothing is kept in memory between calls.
@@ -36,6 +37,7 @@ from agentlab.core.clock import Clock, RealClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.core.records import ToolCall
 from agentlab.errors import AgentError, ConfigError
+from agentlab.runtime.gc_tuning import GCTuning
 from agentlab.runtime.threads.codec import (
     decode_history,
     decode_state,
@@ -43,6 +45,8 @@ from agentlab.runtime.threads.codec import (
     encode_state,
 )
 from agentlab.runtime.threads.codec import raw_history as _raw
+from agentlab.runtime.threads.hot import Hot, HotCache
+from agentlab.runtime.threads.hot import same_bytes as _same
 from agentlab.runtime.threads.model import LLMClientModel, Model
 from agentlab.runtime.threads.records import Delivery, ThreadState
 from agentlab.runtime.threads.runlog import ThreadLog
@@ -78,28 +82,6 @@ class StepResult:
     remaining: int = 0
 
 
-@dataclass(slots=True)
-class _Hot:
-    """A thread's decoded form as one slice left it, handed to the next slice of the same
-    driver (local mode) or step. Never outlives that: an idle thread holds nothing.
-
-    ``raw_state``/``stored`` are the exact bytes committed (or read); ``blob`` is the raw
-    (uncompressed) history; ``msgs`` the decoded history, or ``None`` if never decoded.
-    """
-
-    raw_state: bytes | None
-    stored: bytes | None
-    blob: bytes
-    st: ThreadState
-    msgs: list[dict[str, Any]] | None
-
-
-def _same(a: bytes | None, b: bytes | None) -> bool:
-    # The in-memory store hands back the very object committed (identity, O(1)); other
-    # stores return equal copies (one memcmp, far cheaper than decoding).
-    return a is b or (a is not None and b is not None and len(a) == len(b) and a == b)
-
-
 class AgentSystem:
     """A pool of agent threads; see the module docstring.
 
@@ -126,6 +108,11 @@ class AgentSystem:
             naming the holder, while another process writes it), ``False`` refuses it.
             Local mode (``async with system:``) holds the lock and marks ``run.json``
             ``running`` → ``done`` / ``failed``.
+        decoded_cache: local mode keeps the decoded history of the threads whose turns
+            ended last, at most this many, so a thread's next turn does not decode its
+            whole history again (:class:`~agentlab.runtime.threads.hot.HotCache`, dropped
+            when the store compresses it); off by default: it costs resident memory
+            (runtime/threads/README.md, "Decoded histories between turns").
     """
 
     def __init__(
@@ -145,9 +132,11 @@ class AgentSystem:
         exist_ok: bool | Literal["replace"] = True,
         skills: Any = None,
         skill_env: Any = None,
+        decoded_cache: int = 0,
     ) -> None:
         self.model = model
         self.store: ThreadStore = store if store is not None else MemoryThreadStore()
+        self._decoded = HotCache(decoded_cache, self.store)
         self.tools: dict[str, Tool] = {}
         for t in tools:
             if t.name in RUNTIME_TOOLS:
@@ -182,7 +171,8 @@ class AgentSystem:
             from agentlab.runtime.services import RunServices
 
             # one recording path: the model's calls land in llm_calls like a society's
-            services = RunServices(run_dir, model.client, clock=_clock_kind(self.clock))
+            kind = "virtual" if self.clock.is_virtual else "real"
+            services = RunServices(run_dir, model.client, clock=kind)
             services.bind_clock(self.clock)
             model.record_to(services)
         # local-mode only (empty between slices of an idle thread)
@@ -193,6 +183,7 @@ class AgentSystem:
         self._interrupts: set[str] = set()
         self._tool_tasks: set[asyncio.Task[Any]] = set()
         self._idle: asyncio.Event | None = None
+        self._gc: GCTuning | None = None  # while any driver runs (a busy period)
         self.errors: list[BaseException] = []
         self.completions = 0
 
@@ -223,6 +214,8 @@ class AgentSystem:
         if tid not in self._drivers:
             if self._idle is not None:
                 self._idle.clear()
+            if not self._drivers and self._gc is None:
+                self._gc = GCTuning()  # a busy period starts: see _end_busy
             self._drivers[tid] = asyncio.get_running_loop().create_task(self._drive(tid))
         elif d.kind == "user" and tid in self._completing:
             self._interrupts.add(tid)
@@ -243,13 +236,12 @@ class AgentSystem:
         return self.store.agents()
 
     # --- the slice ---------------------------------------------------------------------------
-    async def _slice(self, seq: int, d: Delivery, hot: _Hot | None = None) -> tuple[str, _Hot]:
+    async def _slice(self, seq: int, d: Delivery, hot: Hot | None = None) -> tuple[str, Hot]:
         """Run one slice; returns the action and the thread's decoded form after it.
 
-        ``hot`` is what the previous slice of the same thread (same driver, same step)
-        returned: if the store still holds exactly the bytes it committed, its decoded state
-        and messages are reused instead of decoding them again — the common case of a tool
-        result arriving right after the completion that dispatched the call.
+        ``hot`` is what the previous slice of the same thread returned (same driver or step,
+        or its last turn through the ``HotCache``): if the store still holds exactly the bytes
+        it committed, its decoded state and messages are reused instead of decoded again.
         """
         tid = d.thread_id
         store = self.store
@@ -280,7 +272,7 @@ class AgentSystem:
                     call_id=d.call_id,
                     reason=action[5:],
                 )
-            return action, hot if hot is not None else _Hot(raw_state, stored, blob, st, msgs)
+            return action, hot if hot is not None else Hot(raw_state, stored, blob, st, msgs)
         if logging:
             log.emit(
                 "delivery", tid, kind=d.kind, dedup_id=d.dedup_id, call_id=d.call_id, action=action
@@ -335,7 +327,7 @@ class AgentSystem:
                 log.emit("suspend", tid, call_id=call.id, tool=call.name)
         if fault is not None:
             fault("after_dispatch", tid)
-        return action, _Hot(raw_state, blob, blob, st, msgs)
+        return action, Hot(raw_state, blob, blob, st, msgs)
 
     async def _complete(
         self, tid: str, st: ThreadState, msgs: list[dict[str, Any]]
@@ -422,11 +414,13 @@ class AgentSystem:
     # --- local mode ------------------------------------------------------------------------------
     async def _drive(self, tid: str) -> None:
         box = self._inbox[tid]
-        hot: _Hot | None = None
+        hot = self._decoded.take(tid)
         try:
             while box:
                 seq, d = box.popleft()
                 _, hot = await self._run_slice(seq, d, hot)
+            # only after slices that all committed: a failed one may have changed hot.st
+            self._decoded.keep(tid, hot)
         except Exception as exc:
             # Like a crash of this thread: the delivery stays queued in the store.
             self.errors.append(exc)
@@ -436,8 +430,17 @@ class AgentSystem:
             del self._drivers[tid]
             if not box:
                 self._inbox.pop(tid, None)
-            if not self._drivers and self._idle is not None:
-                self._idle.set()
+            if not self._drivers:
+                self._end_busy()
+
+    def _end_busy(self) -> None:
+        # GCTuning for a busy period, first driver to last (runtime/threads/README.md, "The
+        # GC"): an idle system (a server between bursts) leaves the GC as it found it.
+        if self._gc is not None:
+            self._gc.restore()
+            self._gc = None
+        if self._idle is not None:
+            self._idle.set()
 
     async def start(self) -> None:
         """Enter local mode: recover queued deliveries and unanswered tool calls.
@@ -513,6 +516,8 @@ class AgentSystem:
             t.cancel()
         await asyncio.gather(*self._tool_tasks, *self._drivers.values(), return_exceptions=True)
         self._local = False
+        self._end_busy()  # a driver cancelled before it first ran never reached its finally
+        self._decoded.clear()
         self.log.flush()
         if self._writer is not None:
             from agentlab.store.lifecycle import mark_status
@@ -567,7 +572,7 @@ class AgentSystem:
         before = self.completions
 
         async def run(items: list[tuple[int, Delivery]]) -> None:
-            hot: _Hot | None = None
+            hot: Hot | None = None
             for seq, d in items:
                 action, hot = await self._run_slice(seq, d, hot)
                 res.slices += 1
@@ -592,7 +597,3 @@ class AgentSystem:
                 await self.step(partition=p, partitions=partitions, limit=limit)
                 n += 1
         return n
-
-
-def _clock_kind(clock: Clock) -> str:
-    return "virtual" if clock.is_virtual else "real"

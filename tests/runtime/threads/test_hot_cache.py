@@ -1,0 +1,140 @@
+"""A thread's decoded form kept between its turns (``hot.HotCache``) and the GC set up for a
+busy period of local mode: neither changes what the threads store."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+
+import agentlab.runtime.threads.system as system_module
+from agentlab.runtime.gc_tuning import GC_GEN1_THRESHOLD
+from agentlab.runtime.threads import AgentSystem, MemoryThreadStore, ScriptedModel, Tool
+from agentlab.runtime.threads.codec import decode_history
+from tests.runtime.threads.thread_helpers import CountingTool
+
+TIDS = ["a", "b", "c"]
+
+
+async def _turns(system: AgentSystem, turns: int, start: int = 0) -> None:
+    for turn in range(start, start + turns):
+        for t in TIDS:
+            system.send_user(t, f"turn {turn} for {t}", f"u{turn}")
+        await system.drain()
+
+
+def _snapshot(system: AgentSystem) -> dict[str, Any]:
+    return {t: (system.history(t), system.state(t)) for t in TIDS}
+
+
+async def _reference(turns: int) -> dict[str, Any]:
+    ref = AgentSystem(ScriptedModel(), MemoryThreadStore(), [CountingTool().tool])
+    for turn in range(turns):
+        for t in TIDS:
+            ref.send_user(t, f"turn {turn} for {t}", f"u{turn}")
+        while ref.store.queued():  # step mode, one delivery at a time: decodes every slice
+            await ref.step(limit=1)
+    return _snapshot(ref)
+
+
+@pytest.mark.parametrize("limit", [0, 2, 1024])
+async def test_later_turns_start_from_the_cached_decoding(
+    limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded: list[int] = []
+
+    def counting(blob: bytes | None) -> list[dict[str, Any]]:
+        out = decode_history(blob)
+        decoded.append(len(out))
+        return out
+
+    monkeypatch.setattr(system_module, "decode_history", counting)
+    system = AgentSystem(ScriptedModel(), MemoryThreadStore(), [CountingTool().tool],
+                         decoded_cache=limit)  # fmt: skip
+    async with system:
+        await _turns(system, 4)
+        assert len(system._decoded) == min(limit, len(TIDS))
+    # a thread's first turn has no history to decode; each later turn decodes it again
+    # unless the thread's entry is still cached (2 of 3: the least recently used is out)
+    misses = {0: 9, 2: 9, 1024: 0}[limit]
+    assert len(decoded) == misses and all(decoded)
+    assert _snapshot(system) == await _reference(4)
+
+
+async def test_a_compressed_history_drops_its_cached_decoding() -> None:
+    store = MemoryThreadStore(hot_limit=None)
+    system = AgentSystem(ScriptedModel(), store, [CountingTool().tool], decoded_cache=8)
+    async with system:
+        await _turns(system, 2)
+        assert len(system._decoded) == len(TIDS)
+        assert store.compress_cold(keep_hot=1) == 2
+        assert len(system._decoded) == 1  # the two cold threads hold only compressed bytes
+        await _turns(system, 2, start=2)
+    assert not system._decoded  # close() drops the rest
+    assert _snapshot(system) == await _reference(4)
+
+
+class FailingOnce(ScriptedModel):
+    """Raises in thread ``a``'s completion of one turn, once (after the delivery has been
+    applied to the decoded state: the user message's dedup id is already marked seen)."""
+
+    def __init__(self, fail_turn: int) -> None:
+        super().__init__()
+        self.fail_turn, self.failed = fail_turn, False
+
+    async def stream(self, messages, tools, *, thread_id, turn):  # type: ignore[override]
+        if thread_id == "a" and turn == self.fail_turn and not self.failed:
+            self.failed = True
+            raise RuntimeError("model down")
+        async for x in super().stream(messages, tools, thread_id=thread_id, turn=turn):
+            yield x
+
+
+async def test_a_failed_slice_leaves_no_cached_decoding_behind() -> None:
+    system = AgentSystem(
+        FailingOnce(fail_turn=2), MemoryThreadStore(), [CountingTool().tool], decoded_cache=8
+    )
+    async with system:
+        await _turns(system, 1)
+        system.send_user("a", "turn 1 for a", "u1")
+        with pytest.raises(Exception, match="model down"):
+            await system.drain()
+        assert "a" not in system._decoded._entries
+        system.errors.clear()
+        await system.recover()  # the failed delivery is still queued: run it again
+        await system.drain()
+        for t in TIDS[1:]:
+            system.send_user(t, f"turn 1 for {t}", "u1")
+        await system.drain()
+        await _turns(system, 2, start=2)
+    assert _snapshot(system) == await _reference(4)
+
+
+async def test_local_mode_tunes_the_gc_while_threads_run_and_puts_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AGENTLAB_GC_FREEZE", raising=False)
+    gc.unfreeze()  # another test's litellm import may have frozen its heap
+    before = gc.get_threshold()
+    seen: list[tuple[tuple[int, int, int], int]] = []
+
+    def probe(ctx: Any, args: dict[str, Any]) -> str:
+        seen.append((gc.get_threshold(), gc.get_freeze_count()))
+        return "ok"
+
+    system = AgentSystem(ScriptedModel(), tools=[Tool("work", probe)])
+    async with system:
+        for turn in range(2):
+            await _turns(system, 1, start=turn)
+            # idle between bursts: the GC as the process had it
+            assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    assert len(seen) == 2 * len(TIDS)
+    for thresholds, frozen in seen:
+        assert thresholds == (before[0], max(before[1], GC_GEN1_THRESHOLD), before[2])
+        assert frozen > 0
+    system = AgentSystem(ScriptedModel(), tools=[Tool("work", probe)])
+    async with system:  # closed before its driver ever ran: the busy period ends anyway
+        system.send_user("a", "hi", "u0")
+        assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
