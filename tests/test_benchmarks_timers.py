@@ -45,7 +45,9 @@ def measure() -> ModuleType:
 @pytest.fixture
 def slow_wall(monkeypatch: pytest.MonkeyPatch, measure: ModuleType) -> Iterator[None]:
     """``time.perf_counter`` (and the helper's wall clock) jump 1000 s on every read."""
-    state = {"t": time.perf_counter()}
+    # from 0.0: whole numbers stay exact, so a difference is 1000.0, never 999.9999999999995
+    # (which a start at perf_counter()'s current value gave once under load)
+    state = {"t": 0.0}
 
     def fake() -> float:
         state["t"] += 1000.0
