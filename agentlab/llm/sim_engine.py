@@ -102,6 +102,7 @@ class Engine(Planner):
         # prompt block hashes of the requests in the engine (refcounts): with the committed
         # cache, every block that can be cached when a queued request is scheduled
         self._live: Counter[int] = Counter()
+        self._left: Counter[int] = Counter()  # of them, those of requests that left
 
     # --- public -------------------------------------------------------------------------
 
@@ -138,7 +139,8 @@ class Engine(Planner):
             # an upper bound of its hits: cached now, or computed by a request ahead of it
             kv = self.kv
             assert kv is not None
-            req.plan_cached = kv.hit_bound(req.hashes, req.prompt, self._live) * p.block_size
+            bound = kv.hit_bound(req.hashes, req.prompt, self._live, self._left)
+            req.plan_cached = bound * p.block_size
             req.seen_ev = kv.evicted_total
             self._live.update(req.hashes)  # (a Counter: counted in C)
         self._s.q.append(req)
@@ -224,6 +226,7 @@ class Engine(Planner):
         if self.kv is not None and d.get("kv"):
             self.kv.restore_state(d["kv"])
         self._live = Counter(h for r in (*s.q, *s.running) for h in r.hashes)
+        self._left = Counter()
         self.version += 1
         return {r.rid: r for r in (*s.q, *s.running)}
 
@@ -233,13 +236,11 @@ class Engine(Planner):
         # a committed request left the engine: its blocks are no longer "to be computed"
         self._views.pop(r.rid, None)
         if r.hashes:
-            live = self._live
-            for h in r.hashes:
-                n = live.get(h, 0) - 1
-                if n > 0:
-                    live[h] = n
-                else:
-                    live.pop(h, None)
+            left = self._left
+            left.update(r.hashes)  # counted in C; a block's live count is _live - _left
+            if len(left) > 4096 and 2 * len(left) > len(self._live):
+                self._live = self._live - left  # (keeps counts > 0; amortised O(1) a hash)
+                left.clear()
 
     def _abort(self, r: EngineRequest, record: bool) -> None:
         r.aborted = True
@@ -294,15 +295,20 @@ class Engine(Planner):
             t = max(t, q[qi].arrival)  # idle engine: wake at the next arrival
         if t >= limit:
             return False
+        dmin = min([r.deadline for r in running]) if running else _INF
         if snaps is not None:
             self._starts.append(t)
             self._room.append(True)
-            snaps.append(
-                (s.t, s.qi, [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
-                             for r in running])
-            )  # fmt: skip
+            if 0 < p.slots <= len(running) and dmin > t + EPS:
+                # all slots taken and none freed by an abort: the phase ends without room,
+                # so no arrival re-plans from it (a repair goes back to an earlier snapshot)
+                snaps.append((s.t, s.qi, None))
+            else:
+                snaps.append(
+                    (s.t, s.qi, [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
+                                 for r in running])
+                )  # fmt: skip
         # client aborts take effect at the step boundary
-        dmin = min([r.deadline for r in running]) if running else _INF
         if dmin <= t + EPS:
             for r in running:
                 if r.deadline <= t + EPS:
@@ -317,6 +323,8 @@ class Engine(Planner):
         decodes: list[EngineRequest] = []
         attn = 0.0  # prefill attention work: sum of c * (p + c / 2)
         prefill = 0  # prompt tokens in the step
+        ctx = 0.0  # the decodes' contexts, summed left to right (as sum() would)
+        a_dec = p.attention_decode_s
         preempted = False
         if not limited:  # the common case, without the block accounting below
             for r in running:
@@ -333,6 +341,8 @@ class Engine(Planner):
                     budget -= c
                 else:
                     decodes.append(r)
+                    if a_dec:
+                        ctx += r.prompt + r.decoded
                     budget -= 1
         i = len(running) if not limited else 0
         while i < len(running) and budget >= 1:
@@ -365,6 +375,8 @@ class Engine(Planner):
                 budget -= c
             else:
                 decodes.append(r)
+                if a_dec:
+                    ctx += r.prompt + r.decoded
                 budget -= 1
             i += 1
         if not preempted:
@@ -418,8 +430,7 @@ class Engine(Planner):
         if n_seqs == 0:
             s.t = t
             return preempted  # everyone was preempted: the next phase re-admits
-        dt = step_time(p, n_seqs, prefill, attn, decodes)
-        a_dec = p.attention_decode_s
+        dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
         ddt = 0.0
         k = 1
         if not chunks and decodes:

@@ -30,6 +30,7 @@ class Planner:
     _room: list[bool]
     _prune_len: int
     _live: Counter[int]
+    _left: Counter[int]
 
     def replan(self) -> None:
         """Drop the plan; the next :meth:`predict` plans afresh from the committed state."""
@@ -81,6 +82,7 @@ class Planner:
         those at its head go before anyone is admitted: the queue restarts after them.
         """
         t_before, qi, run = self._snaps[p]
+        assert run is not None  # (callers restore only to phases with a snapshot)
         q = plan.q
         lead = qi
         for i in range(qi, plan.qi):
@@ -108,7 +110,7 @@ class Planner:
         assert kv is not None
         if v.seen_ev != kv.evicted_total and v.plan_cached and self._views.get(v.rid) is v:
             v.seen_ev = kv.evicted_total  # (its own blocks are in _live once: own=1)
-            bound = kv.hit_bound(v.hashes, v.prompt, self._live, 1) * kv.block_size
+            bound = kv.hit_bound(v.hashes, v.prompt, self._live, self._left, 1) * kv.block_size
             v.plan_cached = min(v.plan_cached, bound)
         return v.plan_cached
 
@@ -124,6 +126,9 @@ class Planner:
         if v.admitted is None or not self._starts:
             return  # the plan has not admitted it yet
         p = bisect.bisect_right(self._starts, t + EPS) - 1
+        snaps = self._snaps
+        while p >= 0 and snaps[p][2] is None:
+            p -= 1  # a phase without room kept no snapshot: re-plan from an earlier one
         if p < 0:
             self.replan()
             return
