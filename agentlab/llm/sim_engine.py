@@ -102,7 +102,6 @@ class Engine(Planner):
         # prompt block hashes of the requests in the engine (refcounts): with the committed
         # cache, every block that can be cached when a queued request is scheduled
         self._live: Counter[int] = Counter()
-        self._left: Counter[int] = Counter()  # of them, those of requests that left
 
     # --- public -------------------------------------------------------------------------
 
@@ -139,8 +138,7 @@ class Engine(Planner):
             # an upper bound of its hits: cached now, or computed by a request ahead of it
             kv = self.kv
             assert kv is not None
-            bound = kv.hit_bound(req.hashes, req.prompt, self._live, self._left)
-            req.plan_cached = bound * p.block_size
+            req.plan_cached = kv.hit_bound(req.hashes, req.prompt, self._live) * p.block_size
             req.seen_ev = kv.evicted_total
             self._live.update(req.hashes)  # (a Counter: counted in C)
         self._s.q.append(req)
@@ -226,7 +224,6 @@ class Engine(Planner):
         if self.kv is not None and d.get("kv"):
             self.kv.restore_state(d["kv"])
         self._live = Counter(h for r in (*s.q, *s.running) for h in r.hashes)
-        self._left = Counter()
         self.version += 1
         return {r.rid: r for r in (*s.q, *s.running)}
 
@@ -236,11 +233,13 @@ class Engine(Planner):
         # a committed request left the engine: its blocks are no longer "to be computed"
         self._views.pop(r.rid, None)
         if r.hashes:
-            left = self._left
-            left.update(r.hashes)  # counted in C; a block's live count is _live - _left
-            if len(left) > 4096 and 2 * len(left) > len(self._live):
-                self._live = self._live - left  # (keeps counts > 0; amortised O(1) a hash)
-                left.clear()
+            live = self._live
+            for h in r.hashes:
+                n = live.get(h, 0) - 1
+                if n > 0:
+                    live[h] = n
+                else:
+                    live.pop(h, None)
 
     def _abort(self, r: EngineRequest, record: bool) -> None:
         r.aborted = True

@@ -130,25 +130,17 @@ class KVCache:
         return i
 
     def hit_bound(
-        self,
-        hashes: Sequence[int],
-        prompt: int,
-        live: Mapping[int, int],
-        left: Mapping[int, int],
-        own: int = 0,
+        self, hashes: Sequence[int], prompt: int, live: Mapping[int, int], own: int = 0
     ) -> int:
-        """Blocks of ``hashes`` cached now or live (``live - left``: counts of the blocks
-        that requests in the engine will compute, ``own`` of them the asking request's), as
-        a prefix (at most ``(prompt - 1) // block_size``): an upper bound of the hits of a
-        request queued now, since only a request in the engine can cache a block before it
-        is scheduled (later arrivals queue behind it)."""
+        """Blocks of ``hashes`` cached now or in ``live`` (counts of the blocks that requests
+        in the engine will compute, ``own`` of them the asking request's), as a prefix (at
+        most ``(prompt - 1) // block_size``): an upper bound of the hits of a request queued
+        now, since only a request in the engine can cache a block before it is scheduled
+        (later arrivals queue behind it)."""
         top = min(len(hashes), (prompt - 1) // self.block_size)
         cached = self.cached
         i = 0
-        while i < top:
-            h = hashes[i]
-            if h not in cached and live.get(h, 0) - left.get(h, 0) <= own:
-                break
+        while i < top and (hashes[i] in cached or live.get(hashes[i], 0) > own):
             i += 1
         return i
 

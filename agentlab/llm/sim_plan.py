@@ -30,7 +30,6 @@ class Planner:
     _room: list[bool]
     _prune_len: int
     _live: Counter[int]
-    _left: Counter[int]
 
     def replan(self) -> None:
         """Drop the plan; the next :meth:`predict` plans afresh from the committed state."""
@@ -110,7 +109,7 @@ class Planner:
         assert kv is not None
         if v.seen_ev != kv.evicted_total and v.plan_cached and self._views.get(v.rid) is v:
             v.seen_ev = kv.evicted_total  # (its own blocks are in _live once: own=1)
-            bound = kv.hit_bound(v.hashes, v.prompt, self._live, self._left, 1) * kv.block_size
+            bound = kv.hit_bound(v.hashes, v.prompt, self._live, 1) * kv.block_size
             v.plan_cached = min(v.plan_cached, bound)
         return v.plan_cached
 
