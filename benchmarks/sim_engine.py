@@ -17,6 +17,7 @@ that the machine's load hits all alike; the least and the median CPU per call ar
     python benchmarks/sim_engine.py --before 47dfa3e --mechanisms   # + prefix caching, KV, attention
     python benchmarks/sim_engine.py --quick --before eea0344 --mechanisms --repeat 5
     python benchmarks/sim_engine.py --quick --before /tmp/old-checkout   # a directory works too
+    python benchmarks/sim_engine.py --quick --mechanisms --count   # + phases per call
 
 Goal (issue 22): <= 30 us of engine CPU per simulated call at 1,000 agents on 8 slots.
 """
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 #: the engine's own modules, loaded from the older code together (the rest is shared)
-_ENGINE_MODULES = ("sim_request", "sim_kv", "sim_step", "sim_engine")
+_ENGINE_MODULES = ("sim_request", "sim_kv", "sim_step", "sim_plan", "sim_engine")
 
 
 def _old_engine(rev: str) -> Any:
@@ -158,6 +159,41 @@ def drive(mod: Any, prof: Any, clients: int, calls: int, seed: int = 0) -> dict[
             "virtual_s": now}  # fmt: skip
 
 
+def count_work(mod: Any, prof: Any, clients: int, calls: int) -> dict[str, float]:
+    """Load-independent work of one :func:`drive` run, per call: phases the committed engine
+    executed, phases the plan simulated, and plan re-plans (restores to a snapshot). An
+    untimed extra run with the engine's methods wrapped (its CPU is not reported)."""
+    eng = mod.Engine
+    saved = {name: eng.__dict__.get(name) for name in ("_phase", "_restore")}
+    got = {"committed": 0, "plan": 0, "restores": 0}
+    phase, restore = getattr(eng, "_phase", None), getattr(eng, "_restore", None)
+
+    def counted_phase(self: Any, *a: Any) -> Any:
+        ran = phase(self, *a)
+        if ran:
+            got["committed" if a[-1] else "plan"] += 1  # (its last argument: record)
+        return ran
+
+    def counted_restore(self: Any, *a: Any, **kw: Any) -> Any:
+        got["restores"] += 1
+        return restore(self, *a, **kw)
+
+    if phase is not None:
+        eng._phase = counted_phase
+    if restore is not None:
+        eng._restore = counted_restore
+    try:
+        r = drive(mod, prof, clients, calls)
+    finally:
+        for name, fn in saved.items():
+            if fn is None:
+                if name in eng.__dict__:
+                    delattr(eng, name)
+            else:
+                setattr(eng, name, fn)
+    return {k: v / r["calls"] for k, v in got.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer calls")
@@ -167,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also: prefix caching, KV capacity and attention switched on")  # fmt: skip
     ap.add_argument("--repeat", type=int, default=3,
                     help="run each row K times (interleaved): least and median CPU per call")  # fmt: skip
+    ap.add_argument("--count", action="store_true",
+                    help="also: committed and plan phases and re-plans per call (untimed run)")  # fmt: skip
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -198,6 +236,12 @@ def main(argv: list[str] | None = None) -> int:
             row["us_per_call_median"] = statistics.median(us)
             row["repeats"] = len(us)
             rows.append(row)
+        if args.count:
+            for name, mod, prof in engines:
+                work = count_work(mod, prof, clients, calls)
+                next(r for r in rows if r["engine"] == name and r["clients"] == clients).update(
+                    {f"{k}_per_call": v for k, v in work.items()}
+                )
     print(f"{'engine':<22} {'clients':>7} {'calls':>6} {'timeouts':>8} {'wakes/call':>10} "
           f"{'us/call min':>11} {'median':>8} {'TTFT p50 s':>10}")  # fmt: skip
     for r in rows:
@@ -205,6 +249,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['engine']:<22} {r['clients']:>7} {r['calls']:>6} {r['timeouts']:>8} "
               f"{r['wakes_per_call']:>10.2f} {r['us_per_call']:>11.1f} "
               f"{r['us_per_call_median']:>8.1f} {ttft:>10}")  # fmt: skip
+    if args.count:
+        print(f"\n{'engine':<22} {'clients':>7} {'committed/call':>14} {'plan/call':>10} "
+              f"{'re-plans/call':>13}   (phases; deterministic, not timed)")  # fmt: skip
+        for r in rows:
+            print(f"{r['engine']:<22} {r['clients']:>7} {r['committed_per_call']:>14.2f} "
+                  f"{r['plan_per_call']:>10.2f} {r['restores_per_call']:>13.2f}")  # fmt: skip
     print("goal: <= 30 us per call at 1,000 clients on 8 slots (this engine)")
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if args.json:

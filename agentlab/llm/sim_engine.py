@@ -54,18 +54,19 @@ has not yet admitted changes nothing planned. The plan ignores KV capacity and p
 prefix-cache hits from every prompt block seen (both optimistic, so still a lower bound);
 when the committed state falls behind it, :meth:`Engine.replan` starts it afresh.
 
-Here: the step loop and the plan; the request and state: :mod:`agentlab.llm.sim_request`;
-step time and arithmetic: :mod:`agentlab.llm.sim_step`; KV: :mod:`agentlab.llm.sim_kv`.
+Here: the step loop; the plan: :mod:`agentlab.llm.sim_plan`; the request and state:
+:mod:`agentlab.llm.sim_request`; step time and arithmetic: :mod:`agentlab.llm.sim_step`;
+KV: :mod:`agentlab.llm.sim_kv`.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import Counter
 from typing import Any
 
 from agentlab.llm.sim_kv import KVCache
+from agentlab.llm.sim_plan import Planner
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
 from agentlab.llm.sim_step import kv_fit, register_blocks, step_time, steps_to
@@ -75,7 +76,7 @@ __all__ = ["Engine", "EngineRequest"]
 _INF = math.inf
 
 
-class Engine:
+class Engine(Planner):
     """The scheduler state of one simulated vLLM server; see the module docstring."""
 
     def __init__(self, profile: SimProfile) -> None:
@@ -123,14 +124,6 @@ class Engine:
     def version(self, v: int) -> None:
         self._version = v
         self.replan()
-
-    def replan(self) -> None:
-        """Drop the plan; the next :meth:`predict` plans afresh from the committed state."""
-        self._plan = None
-        self._views = {}
-        self._snaps = []
-        self._starts = []
-        self._room = []
 
     def add(self, req: EngineRequest) -> None:
         """Queue a request (arrivals must come in non-decreasing ``arrival`` order).
@@ -234,116 +227,6 @@ class Engine:
         self.version += 1
         return {r.rid: r for r in (*s.q, *s.running)}
 
-    # --- the plan -----------------------------------------------------------------------
-
-    def _rebase(self) -> None:
-        s = self._s
-        plan = State()
-        plan.t = s.t
-        plan.running = [r.copy() for r in s.running]
-        plan.q = [r.copy() for r in s.q[s.qi :] if not r.done]
-        self._plan = plan
-        self._views = {r.rid: r for r in (*plan.running, *plan.q)}
-        self._snaps = []
-        self._starts = []
-        self._room = []
-
-    def _replan_for(self, plan: State, v: EngineRequest) -> None:
-        """Make the plan correct with ``v`` queued last: undo the steps it could join."""
-        if not self._snaps or plan.t < v.arrival - EPS:
-            return  # nothing planned after its arrival
-        q = plan.q
-        x = v.arrival
-        if q:
-            if plan.qi < len(q):
-                return  # the request ahead of it is still queued at the plan's end
-            left = q[-1].left_at  # v is considered at that step at the earliest
-            if left is not None:
-                x = max(x, left)
-        p = max(0, bisect.bisect_right(self._starts, x + EPS) - 1)
-        room = self._room
-        while p < len(room) and not room[p]:
-            p += 1  # no free slot (or budget) in that phase: v could not have joined it
-        if p == len(room):
-            return  # no planned phase had room for it
-        self._restore(plan, p, True)
-
-    def _restore(self, plan: State, p: int, tail: bool = False) -> None:
-        """Back to the plan's state at the start of phase ``p``.
-
-        ``tail``: the only change is a request queued behind everyone the plan took off
-        the queue (all of them left at phase ``p``), so phase ``p`` re-runs identically up
-        to it: a queued request it aborted (deadline) stays aborted and is skipped, not
-        reset and aborted again (under overload most requests leave the queue that way);
-        those at its head go before anyone is admitted: the queue restarts after them.
-        """
-        t_before, qi, run = self._snaps[p]
-        q = plan.q
-        lead = qi
-        for i in range(qi, plan.qi):
-            w = q[i]
-            if tail and w.aborted and w.prefilled == 0:  # aborted while queued
-                if lead == i:
-                    lead += 1
-            else:
-                w._reset()
-        for w, pf, dec, nseg, ft in run:
-            w.prefilled, w.decoded, w.first_token = pf, dec, ft
-            del w.segments[nseg:]
-            w.end = None
-            w.aborted = False
-        plan.running = [x[0] for x in run]
-        plan.qi = lead
-        plan.t = t_before
-        del self._snaps[p:]
-        del self._starts[p:]
-        del self._room[p:]
-
-    def _bound(self, v: EngineRequest) -> int:
-        # the plan admits ``v``: blocks evicted since its bound was taken lower the bound
-        kv = self.kv
-        assert kv is not None
-        if v.seen_ev != kv.evicted_total and v.plan_cached and self._views.get(v.rid) is v:
-            v.seen_ev = kv.evicted_total  # (its own blocks are in _live once: own=1)
-            bound = kv.hit_bound(v.hashes, v.prompt, self._live, 1) * kv.block_size
-            v.plan_cached = min(v.plan_cached, bound)
-        return v.plan_cached
-
-    def _repair(self, r: EngineRequest, computed: int, t: float) -> None:
-        """The committed cache gave ``r`` fewer hits than the plan assumed (blocks evicted
-        meanwhile): re-plan from the step that admitted it."""
-        r.plan_cached = computed
-        v = self._views.get(r.rid)
-        plan = self._plan
-        if v is None or plan is None or (v.admitted is not None and v.cached_tokens == computed):
-            return  # (the plan admitted it with those hits already: see _bound)
-        v.plan_cached = computed
-        if v.admitted is None or not self._starts:
-            return  # the plan has not admitted it yet
-        p = bisect.bisect_right(self._starts, t + EPS) - 1
-        if p < 0:
-            self.replan()
-            return
-        self._restore(plan, p)
-
-    def _prune(self, now: float) -> None:
-        # a re-plan never goes back before "now" (arrivals are not earlier than now)
-        cut = bisect.bisect_left(self._starts, now) - 1
-        self._prune_len = len(self._starts) - max(cut, 0) + 1024
-        if cut <= 0:
-            return
-        del self._snaps[:cut]
-        del self._starts[:cut]
-        del self._room[:cut]
-        plan = self._plan
-        if plan is None:
-            return
-        low = min(qi for _, qi, _ in self._snaps) if self._snaps else plan.qi
-        if low > 4096:
-            del plan.q[:low]
-            plan.qi -= low
-            self._snaps = [(tb, qi - low, run) for tb, qi, run in self._snaps]
-
     # --- the step loop ------------------------------------------------------------------
 
     def _gone(self, r: EngineRequest) -> None:
@@ -411,15 +294,20 @@ class Engine:
             t = max(t, q[qi].arrival)  # idle engine: wake at the next arrival
         if t >= limit:
             return False
+        dmin = min([r.deadline for r in running]) if running else _INF
         if snaps is not None:
             self._starts.append(t)
             self._room.append(True)
-            snaps.append(
-                (s.t, s.qi, [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
-                             for r in running])
-            )  # fmt: skip
+            if 0 < p.slots <= len(running) and dmin > t + EPS:
+                # all slots taken and none freed by an abort: the phase ends without room,
+                # so no arrival re-plans from it (a repair goes back to an earlier snapshot)
+                snaps.append((s.t, s.qi, None))
+            else:
+                snaps.append(
+                    (s.t, s.qi, [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
+                                 for r in running])
+                )  # fmt: skip
         # client aborts take effect at the step boundary
-        dmin = min([r.deadline for r in running]) if running else _INF
         if dmin <= t + EPS:
             for r in running:
                 if r.deadline <= t + EPS:
@@ -434,6 +322,8 @@ class Engine:
         decodes: list[EngineRequest] = []
         attn = 0.0  # prefill attention work: sum of c * (p + c / 2)
         prefill = 0  # prompt tokens in the step
+        ctx = 0.0  # the decodes' contexts, summed left to right (as sum() would)
+        a_dec = p.attention_decode_s
         preempted = False
         if not limited:  # the common case, without the block accounting below
             for r in running:
@@ -450,6 +340,8 @@ class Engine:
                     budget -= c
                 else:
                     decodes.append(r)
+                    if a_dec:
+                        ctx += r.prompt + r.decoded
                     budget -= 1
         i = len(running) if not limited else 0
         while i < len(running) and budget >= 1:
@@ -482,6 +374,8 @@ class Engine:
                 budget -= c
             else:
                 decodes.append(r)
+                if a_dec:
+                    ctx += r.prompt + r.decoded
                 budget -= 1
             i += 1
         if not preempted:
@@ -535,8 +429,7 @@ class Engine:
         if n_seqs == 0:
             s.t = t
             return preempted  # everyone was preempted: the next phase re-admits
-        dt = step_time(p, n_seqs, prefill, attn, decodes)
-        a_dec = p.attention_decode_s
+        dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
         ddt = 0.0
         k = 1
         if not chunks and decodes:

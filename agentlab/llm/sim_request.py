@@ -188,5 +188,6 @@ class State:
 
 
 # plan snapshot at a phase start: (state t before it, queue index, running requests with
-# (prefilled, decoded, segments, first token))
-Snap = tuple[float, int, list[tuple[EngineRequest, int, float, int, float | None]]]
+# (prefilled, decoded, segments, first token)); None for a phase that cannot end with room
+# (all slots taken, no abort): no arrival re-plans from it
+Snap = tuple[float, int, list[tuple[EngineRequest, int, float, int, float | None]] | None]

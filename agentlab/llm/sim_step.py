@@ -15,11 +15,13 @@ __all__ = ["idle_ttft", "kv_fit", "register_blocks", "step_time", "steps_to"]
 
 
 def step_time(
-    p: SimProfile, n_seqs: int, prefill: int, attn: float, decodes: list[EngineRequest]
+    p: SimProfile, n_seqs: int, prefill: int, attn: float, n_dec: int, ctx: float
 ) -> float:
     """Time of one step of ``n_seqs`` sequences with ``prefill`` prompt tokens, prefill
-    attention work ``attn`` (sum of ``c * (p + c / 2)`` over its chunks) and ``decodes``
-    (see the step-time formula in :mod:`agentlab.llm.sim_engine`).
+    attention work ``attn`` (sum of ``c * (p + c / 2)`` over its chunks) and ``n_dec``
+    decodes whose contexts (prompt + decoded tokens) sum to ``ctx`` (the engine adds them up
+    as it schedules the step, left to right; see the step-time formula in
+    :mod:`agentlab.llm.sim_engine`).
 
     ``step_roofline`` off (the default): the weight-read base and the prompt tokens add up.
     On: the step is ``max(base, tokens / prefill_tps)`` over all ``tokens`` it computes
@@ -28,14 +30,14 @@ def step_time(
     dt = (1.0 + p.decode_degrade * (n_seqs - 1)) / p.decode_tps if p.decode_tps else 0.0
     if p.prefill_tps:
         if p.step_roofline:
-            dt = max(dt, (prefill + len(decodes)) / p.prefill_tps)
+            dt = max(dt, (prefill + n_dec) / p.prefill_tps)
         else:
             dt += prefill / p.prefill_tps
     if p.attention_prefill_s and attn:
         dt += p.attention_prefill_s * attn
     a_dec = p.attention_decode_s
-    if a_dec and decodes:
-        dt += a_dec * sum(r.prompt + r.decoded for r in decodes)
+    if a_dec and n_dec:
+        dt += a_dec * ctx
     return dt
 
 
@@ -43,7 +45,7 @@ def idle_ttft(p: SimProfile, prompt: int) -> float:
     """TTFT of a ``prompt``-token request (uncached, no chunking) on an idle server:
     ``overhead_s`` plus the one step that prefills it and samples its first token."""
     attn = prompt * prompt / 2 if p.attention_prefill_s else 0.0
-    return p.overhead_s + step_time(p, 1, prompt, attn, [])
+    return p.overhead_s + step_time(p, 1, prompt, attn, 0, 0.0)
 
 
 def steps_to(span: float, dt: float, ddt: float) -> int:

@@ -1,0 +1,162 @@
+"""The plan of the simulated vLLM engine (:mod:`agentlab.llm.sim_engine`): the schedule of
+the requests present assuming no further arrivals, simulated on copies of them as far as a
+prediction needs, with a snapshot at each phase so that an arrival (or a prefix-cache
+repair) re-plans only from the first step it could change.
+
+A mixin of :class:`~agentlab.llm.sim_engine.Engine`, which owns the attributes and runs
+the phases (see "Committed steps and the plan" in its module docstring).
+
+Cost (``benchmarks/sim_engine.py --quick --mechanisms --count``, phases per simulated call,
+load-independent): 100 clients on 8 slots, 2.6 committed and 9.1 planned (6.5 without the
+KV mechanisms); 1,000 clients, 1.4 and 3.7. Nearly every arrival re-plans (0.99 a call):
+joining the first phase with a free slot, it changes every later step, so the plan re-runs
+from there (~4.6 phases at 100 clients); a prefix-cache repair (the committed cache gave
+fewer hits than planned) re-runs the whole planned horizon (~180 phases, 15 per 1,000
+calls: ~30 % of the planned phases with the mechanisms on). A cheaper plan has to shift
+later phases rather than re-run them; a shift reaches the same times by other float
+operations (within the identity test's 1e-12 and the rows' 1e-6, not byte for byte).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+
+from agentlab.llm.sim_kv import KVCache
+from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
+
+__all__ = ["Planner"]
+
+
+class Planner:
+    """The plan of :class:`~agentlab.llm.sim_engine.Engine` (see the module docstring)."""
+
+    kv: KVCache | None
+    _s: State
+    _plan: State | None
+    _views: dict[int, EngineRequest]
+    _snaps: list[Snap]
+    _starts: list[float]
+    _room: list[bool]
+    _prune_len: int
+    _live: Counter[int]
+
+    def replan(self) -> None:
+        """Drop the plan; the next :meth:`predict` plans afresh from the committed state."""
+        self._plan = None
+        self._views = {}
+        self._snaps = []
+        self._starts = []
+        self._room = []
+
+    def _rebase(self) -> None:
+        s = self._s
+        plan = State()
+        plan.t = s.t
+        plan.running = [r.copy() for r in s.running]
+        plan.q = [r.copy() for r in s.q[s.qi :] if not r.done]
+        self._plan = plan
+        self._views = {r.rid: r for r in (*plan.running, *plan.q)}
+        self._snaps = []
+        self._starts = []
+        self._room = []
+
+    def _replan_for(self, plan: State, v: EngineRequest) -> None:
+        """Make the plan correct with ``v`` queued last: undo the steps it could join."""
+        if not self._snaps or plan.t < v.arrival - EPS:
+            return  # nothing planned after its arrival
+        q = plan.q
+        x = v.arrival
+        if q:
+            if plan.qi < len(q):
+                return  # the request ahead of it is still queued at the plan's end
+            left = q[-1].left_at  # v is considered at that step at the earliest
+            if left is not None:
+                x = max(x, left)
+        p = max(0, bisect.bisect_right(self._starts, x + EPS) - 1)
+        room = self._room
+        while p < len(room) and not room[p]:
+            p += 1  # no free slot (or budget) in that phase: v could not have joined it
+        if p == len(room):
+            return  # no planned phase had room for it
+        self._restore(plan, p, True)
+
+    def _restore(self, plan: State, p: int, tail: bool = False) -> None:
+        """Back to the plan's state at the start of phase ``p``.
+
+        ``tail``: the only change is a request queued behind everyone the plan took off
+        the queue (all of them left at phase ``p``), so phase ``p`` re-runs identically up
+        to it: a queued request it aborted (deadline) stays aborted and is skipped, not
+        reset and aborted again (under overload most requests leave the queue that way);
+        those at its head go before anyone is admitted: the queue restarts after them.
+        """
+        t_before, qi, run = self._snaps[p]
+        assert run is not None  # (callers restore only to phases with a snapshot)
+        q = plan.q
+        lead = qi
+        for i in range(qi, plan.qi):
+            w = q[i]
+            if tail and w.aborted and w.prefilled == 0:  # aborted while queued
+                if lead == i:
+                    lead += 1
+            else:
+                w._reset()
+        for w, pf, dec, nseg, ft in run:
+            w.prefilled, w.decoded, w.first_token = pf, dec, ft
+            del w.segments[nseg:]
+            w.end = None
+            w.aborted = False
+        plan.running = [x[0] for x in run]
+        plan.qi = lead
+        plan.t = t_before
+        del self._snaps[p:]
+        del self._starts[p:]
+        del self._room[p:]
+
+    def _bound(self, v: EngineRequest) -> int:
+        # the plan admits ``v``: blocks evicted since its bound was taken lower the bound
+        kv = self.kv
+        assert kv is not None
+        if v.seen_ev != kv.evicted_total and v.plan_cached and self._views.get(v.rid) is v:
+            v.seen_ev = kv.evicted_total  # (its own blocks are in _live once: own=1)
+            bound = kv.hit_bound(v.hashes, v.prompt, self._live, 1) * kv.block_size
+            v.plan_cached = min(v.plan_cached, bound)
+        return v.plan_cached
+
+    def _repair(self, r: EngineRequest, computed: int, t: float) -> None:
+        """The committed cache gave ``r`` fewer hits than the plan assumed (blocks evicted
+        meanwhile): re-plan from the step that admitted it."""
+        r.plan_cached = computed
+        v = self._views.get(r.rid)
+        plan = self._plan
+        if v is None or plan is None or (v.admitted is not None and v.cached_tokens == computed):
+            return  # (the plan admitted it with those hits already: see _bound)
+        v.plan_cached = computed
+        if v.admitted is None or not self._starts:
+            return  # the plan has not admitted it yet
+        p = bisect.bisect_right(self._starts, t + EPS) - 1
+        snaps = self._snaps
+        while p >= 0 and snaps[p][2] is None:
+            p -= 1  # a phase without room kept no snapshot: re-plan from an earlier one
+        if p < 0:
+            self.replan()
+            return
+        self._restore(plan, p)
+
+    def _prune(self, now: float) -> None:
+        # a re-plan never goes back before "now" (arrivals are not earlier than now)
+        cut = bisect.bisect_left(self._starts, now) - 1
+        self._prune_len = len(self._starts) - max(cut, 0) + 1024
+        if cut <= 0:
+            return
+        del self._snaps[:cut]
+        del self._starts[:cut]
+        del self._room[:cut]
+        plan = self._plan
+        if plan is None:
+            return
+        low = min(qi for _, qi, _ in self._snaps) if self._snaps else plan.qi
+        if low > 4096:
+            del plan.q[:low]
+            plan.qi -= low
+            self._snaps = [(tb, qi - low, run) for tb, qi, run in self._snaps]
