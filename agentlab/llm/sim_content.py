@@ -7,6 +7,7 @@ request, so the same seed and request give the same output in every process (Pyt
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import zlib
@@ -93,12 +94,13 @@ def _build_corpus(n_words: int = 16384) -> tuple[str, list[int]]:
     # offset, so producing text costs one string slice instead of a Python loop per word.
     rng = Rng(12345)
     words = [_WORDS[rng.randint(_NW)] for _ in range(n_words)]
-    starts, pos = [], 0
-    for w in words:
-        starts.append(pos)
-        pos += len(w) + 1
-    starts.append(pos)
-    return " ".join(words) + " ", starts
+    return " ".join(words) + " ", _word_starts(words)
+
+
+def _word_starts(words: list[str]) -> list[int]:
+    """Where each word of ``" ".join(words) + " "`` starts, and its end: word i starts
+    after the i words before it and their spaces."""
+    return list(map(add, accumulate(map(len, words), initial=0), range(len(words) + 1)))
 
 
 _CORPUS, _STARTS = _build_corpus()
@@ -147,13 +149,19 @@ def _corpus_at(level: int) -> tuple[str, list[int]]:
     else:
         other, p = _LONG_WORDS, (cpt - _CPT_MID) / (_CPT_HI - _CPT_MID)
     words = _draw_words(Rng(12345 + level).s, other, p)
-    # word i starts after the i words before it and their spaces
-    starts = list(map(add, accumulate(map(len, words), initial=0), range(len(words) + 1)))
-    _CORPORA[level] = out = (" ".join(words) + " ", starts)
+    _CORPORA[level] = out = (" ".join(words) + " ", _word_starts(words))
     return out
 
 
-_JUMPS: list[Any] = []  # (MUL**k, INC * (1 + MUL + ... + MUL**(k-1))) mod 2**64, k >= 1
+@functools.cache
+def _lcg_jumps() -> tuple[Any, Any]:
+    """``(MUL**k, INC * (1 + MUL + ... + MUL**(k-1))) mod 2**64`` for k = 1 .. 2 x 16,384,
+    as numpy uint64 arrays (the same for every corpus)."""
+    import numpy as np
+
+    a = np.cumprod(np.full(2 * _CORPUS_WORDS, _MUL, dtype=np.uint64))
+    c = np.cumsum(np.concatenate(([np.uint64(1)], a[:-1]))) * np.uint64(_INC)
+    return a, c
 
 
 def _draw_words(s0: int, other: tuple[str, ...] | list[str], p: float) -> list[str]:
@@ -167,12 +175,7 @@ def _draw_words(s0: int, other: tuple[str, ...] | list[str], p: float) -> list[s
     """
     import numpy as np  # only here: the instant path never builds a corpus
 
-    if not _JUMPS:
-        mul = np.full(2 * _CORPUS_WORDS, _MUL, dtype=np.uint64)
-        a = np.cumprod(mul)
-        c = np.cumsum(np.concatenate(([np.uint64(1)], a[:-1]))) * np.uint64(_INC)
-        _JUMPS.append((a, c))
-    a, c = _JUMPS[0]
+    a, c = _lcg_jumps()
     states = a * np.uint64(s0) + c
     u = (states[0::2] >> np.uint64(11)).astype(np.float64) * _TO_UNIT
     r = states[1::2] >> np.uint64(33)
