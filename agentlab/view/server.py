@@ -11,7 +11,8 @@ what a local browser page should not get.
 - **Follow**: ``/_events[?run=REL]`` is a server-sent-event stream that writes one
   ``change`` event when the run's change marker moves (a committed tick, a finished
   experiment run, a status) and nothing otherwise: an open page makes no request while
-  the run is idle.
+  the run is idle. A burst of moves (one ``run_sync``: status, commit, status) is one
+  event, sent once the marker has held still for ``SETTLE_S``.
 - A page that fails to render answers 500 with the error, escaped, not an empty reply.
 """
 
@@ -37,6 +38,11 @@ __all__ = ["POLL_S", "serve"]
 POLL_S = 0.5
 #: an idle event stream sends a comment this often, so a dead client is noticed
 KEEPALIVE_S = 15.0
+#: one ``run_sync`` moves the marker several times (status ``running``, the tick's commit,
+#: status ``done``), spread over more than one poll on a loaded machine: the stream waits
+#: until the marker holds still for this long (at most ``SETTLE_MAX_S``) and sends one event
+SETTLE_S = 1.0
+SETTLE_MAX_S = 3.0
 
 CSP = (
     "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
@@ -169,7 +175,7 @@ def serve(
                     time.sleep(POLL_S)
                     now = marker()
                     if now != last:
-                        last = now
+                        last = settled(marker, now)
                         self.wfile.write(b"event: change\ndata: {}\n\n")
                         self.wfile.flush()
                         quiet = 0.0
@@ -187,6 +193,17 @@ def serve(
             pass  # quiet: one line per request would drown the terminal
 
     stopping = threading.Event()
+
+    def settled(marker: Any, now: Any) -> Any:
+        """The marker once it has held still for ``SETTLE_S`` (a burst of commits is one
+        event, one fetch), or as it is after ``SETTLE_MAX_S`` of a run that never rests."""
+        give_up = time.monotonic() + SETTLE_MAX_S
+        while time.monotonic() < give_up and not stopping.wait(SETTLE_S):
+            again = marker()
+            if again == now:
+                break
+            now = again
+        return now
 
     class Server(http.server.ThreadingHTTPServer):
         daemon_threads = True

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from agentlab.view.server import POLL_S, SETTLE_S
 from tests.browser.conftest import CHROMIUM, FLAGS, REPO, SHOTS, _free_port
 from tests.browser.test_static_forms import Offline
 from tests.view.conftest import (  # noqa: F401
@@ -271,14 +272,14 @@ def test_the_index_is_silent_when_idle_and_follows_a_commit(tmp_path: Path, page
         page.on("request", lambda r: requests.append(r.url))
         page.wait_for_timeout(5000)
         assert requests == []  # nothing changes: not one request
-        t0 = time.monotonic()
         worker = threading.Thread(target=soc.run_sync, args=(1,), daemon=True)
         worker.start()
         worker.join(30)
+        t0 = time.monotonic()  # the run's last write (status "done")
         page.wait_for_function(f"() => document.querySelector('{cell}').textContent === '2'",
                                timeout=10_000)  # fmt: skip
         took = time.monotonic() - t0
-        assert took < 2.0 + 1.5, took  # within ~2 s of the commit (+ the tick itself)
+        assert took < POLL_S + SETTLE_S + 2.0, took  # seen, settled, one fetch and render
         assert len([r for r in requests if "/_events" not in r]) == 1  # one fetch of the rows
         # a run's own page follows it the same way (its header tiles)
         page.locator("#runs a", has_text="growing").click()

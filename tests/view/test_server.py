@@ -210,6 +210,44 @@ def test_the_follow_stream_is_silent_until_a_run_commits(
         con.close()
 
 
+def test_a_burst_of_commits_spread_over_polls_is_one_event(
+    mixed_folder: Path, tmp_path: Path
+) -> None:
+    # one run_sync on a loaded machine: status "running", the tick's commit, status
+    # "done", more than a poll apart; a page must fetch its rows once, not three times
+    from agentlab.view.server import POLL_S, SETTLE_MAX_S, SETTLE_S
+
+    root = tmp_path / "runs"
+    shutil.copytree(mixed_folder / SOCIETY, root / "live")
+    step = root / "live" / "SOCIETY_STEP.json"
+    doc: Any = json.loads(step.read_text())
+    with running(root) as (_, port):
+        con = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        con.request("GET", "/_events?run=live", headers={"Host": f"127.0.0.1:{port}"})
+        res = con.getresponse()
+        assert res.fp.readline() == b"retry: 2000\n"
+        res.fp.readline()
+        lines: list[tuple[float, bytes]] = []
+
+        def read() -> None:
+            while (line := res.fp.readline()) != b"":
+                if line.startswith(b"event:"):
+                    lines.append((time.monotonic(), line))
+
+        threading.Thread(target=read, daemon=True).start()
+        gap = POLL_S * 1.5  # each write lands in a different poll
+        assert POLL_S < gap < SETTLE_S and 3 * gap < SETTLE_MAX_S
+        for i in range(3):
+            doc["_burst"] = i
+            step.write_text(json.dumps(doc) + "\n")
+            time.sleep(gap)
+        last_write = time.monotonic()
+        time.sleep(SETTLE_S + 3 * POLL_S)
+        assert [line for _, line in lines] == [b"event: change\n"]
+        assert lines[0][0] >= last_write - gap  # sent after the burst, not in the middle
+        con.close()
+
+
 def test_runs_rows_skip_symlinks(mixed_folder: Path, tmp_path: Path) -> None:
     from agentlab.view import runs_rows
 
