@@ -98,6 +98,7 @@ class Engine(Planner):
         self._snaps: list[Snap] = []
         self._starts: list[float] = []  # phase start of each snapshot
         self._room: list[bool] = []  # whether each phase had room for one more request
+        self._doomed: list[EngineRequest] = []  # plan requests marked aborted ahead of time
         self._prune_len = 1024  # prune the snapshots past this many (amortised: O(1) a call)
         # prompt block hashes of the requests in the engine (refcounts): with the committed
         # cache, every block that can be cached when a queued request is scheduled
@@ -179,7 +180,15 @@ class Engine(Planner):
                 return req
         plan, snaps = self._plan, self._snaps
         assert plan is not None
+        deadline = v.deadline - EPS
         while v.end is None and not v.aborted:
+            if v.admitted is None and plan.t >= deadline and v.arrival <= plan.t + EPS:
+                # still queued, arrived, and its deadline has passed: every later step
+                # aborts it before it could be admitted, so its fate is known without
+                # simulating the queue ahead of it (under overload, a client timeout of steps)
+                v.aborted = True
+                self._doomed.append(v)
+                break
             if not self._phase(plan, _INF, None, snaps, False):
                 break
         return v
@@ -280,7 +289,8 @@ class Engine(Planner):
             qi, n = s.qi, len(q)
             while qi < n:
                 r = q[qi]
-                if r.aborted:
+                if r.aborted:  # (marked by predict, or kept by a tail restore)
+                    r.left_at = max(t, r.arrival)
                     qi += 1
                 elif r.deadline <= max(t, r.arrival) + EPS:
                     self._abort(r, record)
@@ -384,6 +394,7 @@ class Engine(Planner):
             while qi < n and budget >= 1 and (slots <= 0 or len(running) < slots):
                 r = q[qi]
                 if r.aborted:
+                    r.left_at = t
                     qi += 1
                     continue
                 if r.arrival > t + EPS:

@@ -38,6 +38,7 @@ class Planner:
     _snaps: list[Snap]
     _starts: list[float]
     _room: list[bool]
+    _doomed: list[EngineRequest]
     _prune_len: int
     _live: Counter[int]
 
@@ -48,6 +49,7 @@ class Planner:
         self._snaps = []
         self._starts = []
         self._room = []
+        self._doomed = []
 
     def _rebase(self) -> None:
         s = self._s
@@ -60,6 +62,7 @@ class Planner:
         self._snaps = []
         self._starts = []
         self._room = []
+        self._doomed = []
 
     def _replan_for(self, plan: State, v: EngineRequest) -> None:
         """Make the plan correct with ``v`` queued last: undo the steps it could join."""
@@ -92,6 +95,11 @@ class Planner:
         """
         t_before, qi, run = self._snaps[p]
         assert run is not None  # (callers restore only to phases with a snapshot)
+        if self._doomed:  # marked aborted by predict, still queued: re-plan them too
+            for w in self._doomed:
+                if w.left_at is None:
+                    w.aborted = False
+            self._doomed = []
         q = plan.q
         lead = qi
         for i in range(qi, plan.qi):
@@ -152,6 +160,8 @@ class Planner:
         del self._snaps[:cut]
         del self._starts[:cut]
         del self._room[:cut]
+        if self._doomed:  # those the plan has taken off the queue need no un-marking
+            self._doomed = [w for w in self._doomed if w.left_at is None]
         plan = self._plan
         if plan is None:
             return
