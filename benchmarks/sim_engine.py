@@ -25,6 +25,7 @@ Goal (issue 22): <= 30 us of engine CPU per simulated call at 1,000 agents on 8 
 from __future__ import annotations
 
 import argparse
+import gc
 import heapq
 import importlib.util
 import json
@@ -227,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in engines}
         for _ in range(max(1, args.repeat)):  # interleaved: the machine's load hits all alike
             for name, mod, prof in engines:
+                gc.collect()  # each run starts with no garbage of the run before it
                 r = drive(mod, prof, clients, calls)
                 r["engine"] = name
                 runs[name].append(r)

@@ -334,9 +334,25 @@ class Engine(Planner):
         prefill = 0  # prompt tokens in the step
         ctx = 0.0  # the decodes' contexts, summed left to right (as sum() would)
         a_dec = p.attention_decode_s
+        rem = _INF  # least decode steps a decode needs to finish (folded into the pass)
         preempted = False
-        if not limited:  # the common case, without the block accounting below
+        i = 0
+        if not limited and budget >= len(running):
+            # the leading decodes (the common case: all of them): each takes 1 token, so
+            # the budget cannot run out before the first prefill chunk
             for r in running:
+                if r.prefilled < r.target:
+                    break
+                decodes.append(r)
+                if a_dec:
+                    ctx += r.prompt + r.decoded
+                x = (r.output - r.decoded) / r.speed
+                if x < rem:
+                    rem = x
+            i = len(decodes)
+            budget -= i
+        if not limited and i < len(running):  # without the block accounting below
+            for r in running if i == 0 else running[i:]:
                 if budget < 1:
                     break
                 left = r.target - r.prefilled
@@ -352,8 +368,12 @@ class Engine(Planner):
                     decodes.append(r)
                     if a_dec:
                         ctx += r.prompt + r.decoded
+                    x = (r.output - r.decoded) / r.speed
+                    if x < rem:
+                        rem = x
                     budget -= 1
-        i = len(running) if not limited else 0
+        if not limited:
+            i = len(running)
         while i < len(running) and budget >= 1:
             r = running[i]
             left = r.target - r.prefilled
@@ -386,6 +406,9 @@ class Engine(Planner):
                 decodes.append(r)
                 if a_dec:
                     ctx += r.prompt + r.decoded
+                x = (r.output - r.decoded) / r.speed
+                if x < rem:
+                    rem = x
                 budget -= 1
             i += 1
         if not preempted:
@@ -446,9 +469,9 @@ class Engine(Planner):
         if not chunks and decodes:
             # identical decode-only steps until someone finishes, arrives or aborts
             # (ceil is monotone: the least of the ceilings is the ceiling of the least)
-            k = math.ceil(min([(r.output - r.decoded) / r.speed for r in decodes]) - EPS)
+            k = math.ceil(rem - EPS)
             if a_dec:
-                ddt = a_dec * sum(r.speed for r in decodes)
+                ddt = a_dec * sum([r.speed for r in decodes])
             if dt > 0:
                 h = min(limit, dmin)
                 if s.qi < len(q) and (p.slots <= 0 or len(running) < p.slots):
