@@ -99,6 +99,8 @@ class Engine(Planner):
         self._starts: list[float] = []  # phase start of each snapshot
         self._room: list[bool] = []  # whether each phase had room for one more request
         self._doomed: list[EngineRequest] = []  # plan requests marked aborted ahead of time
+        # step time of a decode-only step by batch size (without attention), for a profile
+        self._dt_decode: tuple[SimProfile, dict[int, float]] = (profile, {})
         self._prune_len = 1024  # prune the snapshots past this many (amortised: O(1) a call)
         # prompt block hashes of the requests in the engine (refcounts): with the committed
         # cache, every block that can be cached when a queued request is scheduled
@@ -463,7 +465,15 @@ class Engine(Planner):
         if n_seqs == 0:
             s.t = t
             return preempted  # everyone was preempted: the next phase re-admits
-        dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
+        if chunks or a_dec:
+            dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
+        else:  # decode-only, no attention term: a function of the batch size alone
+            memo = self._dt_decode
+            if memo[0] is not p:
+                memo = self._dt_decode = (p, {})
+            dt = memo[1].get(n_seqs, -1.0)
+            if dt < 0:
+                dt = memo[1][n_seqs] = step_time(p, n_seqs, 0, 0.0, n_seqs, 0.0)
         ddt = 0.0
         k = 1
         if not chunks and decodes:
