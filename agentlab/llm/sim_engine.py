@@ -50,7 +50,10 @@ to "now" and re-checks (see :mod:`agentlab.llm.sim_backend`). The plan is increm
 is simulated only as far as a question needs, and an arrival re-plans only from the first
 step it could join (the step at which the request ahead of it is admitted, or its arrival)
 by restoring a snapshot taken at that step; an arrival stuck behind a queue that the plan
-has not yet admitted changes nothing planned. The plan ignores KV capacity and predicts
+has not yet admitted changes nothing planned. A request still queued when the plan passes
+its deadline is planned aborted there and then (every later step aborts it before it could
+be admitted), so under overload its prediction does not simulate the queue ahead of it
+to the end. The plan ignores KV capacity and predicts
 prefix-cache hits from every prompt block seen (both optimistic, so still a lower bound);
 when the committed state falls behind it, :meth:`Engine.replan` starts it afresh.
 
