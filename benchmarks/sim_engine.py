@@ -18,6 +18,7 @@ that the machine's load hits all alike; the least and the median CPU per call ar
     python benchmarks/sim_engine.py --quick --before eea0344 --mechanisms --repeat 5
     python benchmarks/sim_engine.py --quick --before /tmp/old-checkout   # a directory works too
     python benchmarks/sim_engine.py --quick --mechanisms --count   # + phases per call
+    python benchmarks/sim_engine.py --quick --before main --ops   # + bytecodes per call
 
 Goal (issue 22): <= 30 us of engine CPU per simulated call at 1,000 agents on 8 slots.
 """
@@ -25,6 +26,7 @@ Goal (issue 22): <= 30 us of engine CPU per simulated call at 1,000 agents on 8 
 from __future__ import annotations
 
 import argparse
+import gc
 import heapq
 import importlib.util
 import json
@@ -194,6 +196,34 @@ def count_work(mod: Any, prof: Any, clients: int, calls: int) -> dict[str, float
     return {k: v / r["calls"] for k, v in got.items()}
 
 
+def count_ops(mod: Any, prof: Any, clients: int, calls: int) -> float:
+    """Python bytecodes executed per call in one :func:`drive` run (``sys.settrace`` opcode
+    events; the prompt hashing is not traced, as it is not timed): a CPU proxy that the
+    machine's load does not move, for comparing two engines on a busy box. Untimed; C calls
+    (dict and list operations, ``min``) count as one bytecode whatever their work."""
+    ops = 0
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal ops
+        if event == "opcode":
+            ops += 1
+        return local
+
+    def on_call(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_name == "prompt_block_hashes":
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        return local
+
+    sys.settrace(on_call)
+    try:
+        r = drive(mod, prof, clients, calls)
+    finally:
+        sys.settrace(None)
+    return ops / r["calls"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer calls")
@@ -205,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="run each row K times (interleaved): least and median CPU per call")  # fmt: skip
     ap.add_argument("--count", action="store_true",
                     help="also: committed and plan phases and re-plans per call (untimed run)")  # fmt: skip
+    ap.add_argument("--ops", action="store_true",
+                    help="also: Python bytecodes per call (untimed, load-independent)")  # fmt: skip
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -227,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in engines}
         for _ in range(max(1, args.repeat)):  # interleaved: the machine's load hits all alike
             for name, mod, prof in engines:
+                gc.collect()  # each run starts with no garbage of the run before it
                 r = drive(mod, prof, clients, calls)
                 r["engine"] = name
                 runs[name].append(r)
@@ -236,12 +269,13 @@ def main(argv: list[str] | None = None) -> int:
             row["us_per_call_median"] = statistics.median(us)
             row["repeats"] = len(us)
             rows.append(row)
-        if args.count:
-            for name, mod, prof in engines:
+        for name, mod, prof in engines:
+            row = next(r for r in rows if r["engine"] == name and r["clients"] == clients)
+            if args.count:
                 work = count_work(mod, prof, clients, calls)
-                next(r for r in rows if r["engine"] == name and r["clients"] == clients).update(
-                    {f"{k}_per_call": v for k, v in work.items()}
-                )
+                row.update({f"{k}_per_call": v for k, v in work.items()})
+            if args.ops:
+                row["bytecodes_per_call"] = count_ops(mod, prof, clients, calls)
     print(f"{'engine':<22} {'clients':>7} {'calls':>6} {'timeouts':>8} {'wakes/call':>10} "
           f"{'us/call min':>11} {'median':>8} {'TTFT p50 s':>10}")  # fmt: skip
     for r in rows:
@@ -255,6 +289,12 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             print(f"{r['engine']:<22} {r['clients']:>7} {r['committed_per_call']:>14.2f} "
                   f"{r['plan_per_call']:>10.2f} {r['restores_per_call']:>13.2f}")  # fmt: skip
+    if args.ops:
+        print(
+            f"\n{'engine':<22} {'clients':>7} {'bytecodes/call':>14}   (untimed, load-independent)"
+        )
+        for r in rows:
+            print(f"{r['engine']:<22} {r['clients']:>7} {r['bytecodes_per_call']:>14.0f}")
     print("goal: <= 30 us per call at 1,000 clients on 8 slots (this engine)")
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if args.json:

@@ -50,7 +50,10 @@ to "now" and re-checks (see :mod:`agentlab.llm.sim_backend`). The plan is increm
 is simulated only as far as a question needs, and an arrival re-plans only from the first
 step it could join (the step at which the request ahead of it is admitted, or its arrival)
 by restoring a snapshot taken at that step; an arrival stuck behind a queue that the plan
-has not yet admitted changes nothing planned. The plan ignores KV capacity and predicts
+has not yet admitted changes nothing planned. A request still queued when the plan passes
+its deadline is planned aborted there and then (every later step aborts it before it could
+be admitted), so under overload its prediction does not simulate the queue ahead of it
+to the end. The plan ignores KV capacity and predicts
 prefix-cache hits from every prompt block seen (both optimistic, so still a lower bound);
 when the committed state falls behind it, :meth:`Engine.replan` starts it afresh.
 
@@ -98,6 +101,9 @@ class Engine(Planner):
         self._snaps: list[Snap] = []
         self._starts: list[float] = []  # phase start of each snapshot
         self._room: list[bool] = []  # whether each phase had room for one more request
+        self._doomed: list[EngineRequest] = []  # plan requests marked aborted ahead of time
+        # step time of a decode-only step by batch size (without attention), for a profile
+        self._dt_decode: tuple[SimProfile, dict[int, float]] = (profile, {})
         self._prune_len = 1024  # prune the snapshots past this many (amortised: O(1) a call)
         # prompt block hashes of the requests in the engine (refcounts): with the committed
         # cache, every block that can be cached when a queued request is scheduled
@@ -179,7 +185,15 @@ class Engine(Planner):
                 return req
         plan, snaps = self._plan, self._snaps
         assert plan is not None
+        deadline = v.deadline - EPS
         while v.end is None and not v.aborted:
+            if v.admitted is None and plan.t >= deadline and v.arrival <= plan.t + EPS:
+                # still queued, arrived, and its deadline has passed: every later step
+                # aborts it before it could be admitted, so its fate is known without
+                # simulating the queue ahead of it (under overload, a client timeout of steps)
+                v.aborted = True
+                self._doomed.append(v)
+                break
             if not self._phase(plan, _INF, None, snaps, False):
                 break
         return v
@@ -280,7 +294,8 @@ class Engine(Planner):
             qi, n = s.qi, len(q)
             while qi < n:
                 r = q[qi]
-                if r.aborted:
+                if r.aborted:  # (marked by predict, or kept by a tail restore)
+                    r.left_at = max(t, r.arrival)
                     qi += 1
                 elif r.deadline <= max(t, r.arrival) + EPS:
                     self._abort(r, record)
@@ -324,9 +339,25 @@ class Engine(Planner):
         prefill = 0  # prompt tokens in the step
         ctx = 0.0  # the decodes' contexts, summed left to right (as sum() would)
         a_dec = p.attention_decode_s
+        rem = _INF  # least decode steps a decode needs to finish (folded into the pass)
         preempted = False
-        if not limited:  # the common case, without the block accounting below
+        i = 0
+        if not limited and budget >= len(running):
+            # the leading decodes (the common case: all of them): each takes 1 token, so
+            # the budget cannot run out before the first prefill chunk
             for r in running:
+                if r.prefilled < r.target:
+                    break
+                decodes.append(r)
+                if a_dec:
+                    ctx += r.prompt + r.decoded
+                x = (r.output - r.decoded) / r.speed
+                if x < rem:
+                    rem = x
+            i = len(decodes)
+            budget -= i
+        if not limited and i < len(running):  # without the block accounting below
+            for r in running if i == 0 else running[i:]:
                 if budget < 1:
                     break
                 left = r.target - r.prefilled
@@ -342,8 +373,12 @@ class Engine(Planner):
                     decodes.append(r)
                     if a_dec:
                         ctx += r.prompt + r.decoded
+                    x = (r.output - r.decoded) / r.speed
+                    if x < rem:
+                        rem = x
                     budget -= 1
-        i = len(running) if not limited else 0
+        if not limited:
+            i = len(running)
         while i < len(running) and budget >= 1:
             r = running[i]
             left = r.target - r.prefilled
@@ -376,6 +411,9 @@ class Engine(Planner):
                 decodes.append(r)
                 if a_dec:
                     ctx += r.prompt + r.decoded
+                x = (r.output - r.decoded) / r.speed
+                if x < rem:
+                    rem = x
                 budget -= 1
             i += 1
         if not preempted:
@@ -384,6 +422,7 @@ class Engine(Planner):
             while qi < n and budget >= 1 and (slots <= 0 or len(running) < slots):
                 r = q[qi]
                 if r.aborted:
+                    r.left_at = t
                     qi += 1
                     continue
                 if r.arrival > t + EPS:
@@ -429,15 +468,23 @@ class Engine(Planner):
         if n_seqs == 0:
             s.t = t
             return preempted  # everyone was preempted: the next phase re-admits
-        dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
+        if chunks or a_dec:
+            dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
+        else:  # decode-only, no attention term: a function of the batch size alone
+            memo = self._dt_decode
+            if memo[0] is not p:
+                memo = self._dt_decode = (p, {})
+            dt = memo[1].get(n_seqs, -1.0)
+            if dt < 0:
+                dt = memo[1][n_seqs] = step_time(p, n_seqs, 0, 0.0, n_seqs, 0.0)
         ddt = 0.0
         k = 1
         if not chunks and decodes:
             # identical decode-only steps until someone finishes, arrives or aborts
             # (ceil is monotone: the least of the ceilings is the ceiling of the least)
-            k = math.ceil(min([(r.output - r.decoded) / r.speed for r in decodes]) - EPS)
+            k = math.ceil(rem - EPS)
             if a_dec:
-                ddt = a_dec * sum(r.speed for r in decodes)
+                ddt = a_dec * sum([r.speed for r in decodes])
             if dt > 0:
                 h = min(limit, dmin)
                 if s.qi < len(q) and (p.slots <= 0 or len(running) < p.slots):

@@ -100,12 +100,16 @@ class KVCache:
             return
         k = min(n, self.fresh)
         self.fresh -= k
-        cached, users = self.cached, self.users
+        if n == k:
+            return
+        cached, users, pop = self.cached, self.users, self.free.popitem
+        evicted = 0
         for _ in range(n - k):
-            _, h = self.free.popitem(last=False)
+            h = pop(False)[1]  # (the head: last=False)
             if h is not None:
                 del cached[h], users[h]
-                self.evicted_total += 1
+                evicted += 1
+        self.evicted_total += evicted
 
     def check_fits(self, prompt: int, output: int, profile: str) -> None:
         """Raise ConfigError if a request of ``prompt + output`` tokens can never fit."""
@@ -160,23 +164,28 @@ class KVCache:
                 del free[cached[h]]
             users[h] = u + 1
 
-    def register(self, h: int) -> bool:
-        """Cache a block just computed under ``h``; False if ``h`` is cached already."""
-        if h in self.cached:
-            return False
-        self._key += 1
-        self.cached[h] = self._key
-        self.users[h] = 1
-        return True
+    def register(self, hashes: Sequence[int]) -> list[int]:
+        """Cache blocks just computed under ``hashes`` (in order); returns those that were
+        not cached already (the others stay with the block that holds them)."""
+        cached, users = self.cached, self.users
+        key = self._key
+        new = []
+        for h in hashes:
+            if h not in cached:
+                key += 1
+                cached[h] = key
+                users[h] = 1
+                new.append(h)
+        self._key = key
+        return new
 
     def release(self, plain: int, hashed: Sequence[int]) -> None:
         """Free a request's blocks: ``plain`` uncached ones, then its ``hashed`` ones in
         reverse order (vLLM frees the tail first, so it is evicted first)."""
         free = self.free
-        if self.limited:
-            for _ in range(plain):
-                self._key += 1
-                free[self._key] = None
+        if self.limited and plain > 0:  # fresh keys in increasing order (counted in C)
+            free.update(dict.fromkeys(range(self._key + 1, self._key + plain + 1)))
+            self._key += plain
         cached, users = self.cached, self.users
         for h in reversed(hashed):
             u = users[h] - 1

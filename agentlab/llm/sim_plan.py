@@ -7,14 +7,20 @@ A mixin of :class:`~agentlab.llm.sim_engine.Engine`, which owns the attributes a
 the phases (see "Committed steps and the plan" in its module docstring).
 
 Cost (``benchmarks/sim_engine.py --quick --mechanisms --count``, phases per simulated call,
-load-independent): 100 clients on 8 slots, 2.6 committed and 9.1 planned (6.5 without the
-KV mechanisms); 1,000 clients, 1.4 and 3.7. Nearly every arrival re-plans (0.99 a call):
-joining the first phase with a free slot, it changes every later step, so the plan re-runs
-from there (~4.6 phases at 100 clients); a prefix-cache repair (the committed cache gave
-fewer hits than planned) re-runs the whole planned horizon (~180 phases, 15 per 1,000
-calls: ~30 % of the planned phases with the mechanisms on). A cheaper plan has to shift
-later phases rather than re-run them; a shift reaches the same times by other float
-operations (within the identity test's 1e-12 and the rows' 1e-6, not byte for byte).
+load-independent): 100 clients on 8 slots, 2.6 committed and 6.5 planned (9.1 with the KV
+mechanisms); 1,000 clients, 1.4 and 3.4 (3.8). At 1,000 clients half the calls time out in
+the queue: their predictions stop at the deadline (a doomed request, see ``predict``), so
+an arrival behind them re-plans nothing (re-plans 0.99 -> 0.54 a call). The rest is the
+plan's main waste: a request admitted in time is predicted to its end, and the next
+arrival joins the first phase with a free slot after that admission, so every later
+phase is re-run (~4.6 phases a re-plan, ~2.5 of the 3.4 a call are thrown away). The
+prediction stays exact here (a client wakes at its predicted time; a looser bound adds
+wakes, and moved wakes could reorder events at equal times: not tried), so a cheaper plan
+has to shift later phases rather than re-run them (a shift reaches the same times by other
+float operations: within the identity test's 1e-12 and the rows' 1e-6, not byte for byte),
+or share one step timeline with the committed steps. A prefix-cache repair (the committed
+cache gave fewer hits than planned) re-runs the whole planned horizon (~180 phases, 15 per
+1,000 calls at 100 clients).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class Planner:
     _snaps: list[Snap]
     _starts: list[float]
     _room: list[bool]
+    _doomed: list[EngineRequest]
     _prune_len: int
     _live: Counter[int]
 
@@ -48,6 +55,7 @@ class Planner:
         self._snaps = []
         self._starts = []
         self._room = []
+        self._doomed = []
 
     def _rebase(self) -> None:
         s = self._s
@@ -60,6 +68,7 @@ class Planner:
         self._snaps = []
         self._starts = []
         self._room = []
+        self._doomed = []
 
     def _replan_for(self, plan: State, v: EngineRequest) -> None:
         """Make the plan correct with ``v`` queued last: undo the steps it could join."""
@@ -92,6 +101,11 @@ class Planner:
         """
         t_before, qi, run = self._snaps[p]
         assert run is not None  # (callers restore only to phases with a snapshot)
+        if self._doomed:  # marked aborted by predict, still queued: re-plan them too
+            for w in self._doomed:
+                if w.left_at is None:
+                    w.aborted = False
+            self._doomed = []
         q = plan.q
         lead = qi
         for i in range(qi, plan.qi):
@@ -152,6 +166,8 @@ class Planner:
         del self._snaps[:cut]
         del self._starts[:cut]
         del self._room[:cut]
+        if self._doomed:  # those the plan has taken off the queue need no un-marking
+            self._doomed = [w for w in self._doomed if w.left_at is None]
         plan = self._plan
         if plan is None:
             return

@@ -97,7 +97,6 @@ def register_blocks(kv: KVCache | None, r: EngineRequest, tokens: int) -> None:
     assert kv is not None
     if r.nreg < len(r.hashes):
         up = min(len(r.hashes), tokens // kv.block_size)
-        for h in r.hashes[r.nreg : up]:
-            if kv.register(h):
-                r.hashed.append(h)
-        r.nreg = max(r.nreg, up)
+        if up > r.nreg:
+            r.hashed += kv.register(r.hashes[r.nreg : up])
+            r.nreg = up

@@ -325,3 +325,31 @@ def test_incremental_plan_under_overload_equals_a_fresh_plan(mechanisms: bool) -
     e.advance(math.inf, inclusive=True)
     aborted = sum(r.aborted for r in reqs)
     assert aborted > 80  # overloaded: most left the queue by their deadline
+
+
+def test_a_queued_request_past_its_deadline_is_planned_aborted_without_the_queue_ahead() -> None:
+    # 1 slot; 20 requests ahead of B, each a 5-token prompt and 10 tokens: 0.15 s (prefill
+    # step) + 9 decode steps of 0.1 s = 1.05 s each. B (deadline 2.0 s) would be considered
+    # at 21.0 s: the plan marks it aborted once its time passes 2.0 s (2 requests, 4 phases)
+    # instead of simulating all 20 (40 phases).
+    prof = get_profile("vllm-3b", **{**SMALL, "slots": 1})
+    e = Engine(prof)
+    for i in range(20):
+        e.add(EngineRequest(i, 0.0, 5, 10))
+    b = EngineRequest(20, 0.0, 5, 3, deadline=2.0)
+    e.add(b)
+    v = e.predict(b)
+    assert v.aborted and v.end is None and v.first_token is None
+    assert len(e._starts) == 4  # phases planned (one snapshot each)
+    # C, queued behind B, is planned as if B left the queue at its turn (21.0 s): prefill
+    # step 0.15 s (first token 21.15), 2 decode steps (21.35); as a fresh plan says
+    c = EngineRequest(21, 0.5, 5, 3)
+    e.add(c)
+    w = e.predict(c)
+    assert (w.first_token, w.end) == pytest.approx((21.15, 21.35))
+    twin = Engine(prof)
+    u = twin.predict(twin.restore_state(e.export_state())[c.rid])
+    assert (u.first_token, u.end) == pytest.approx((w.first_token, w.end), abs=1e-12)
+    e.advance(math.inf, inclusive=True)
+    assert b.aborted and b.admitted is None
+    assert (c.first_token, c.end) == pytest.approx((21.15, 21.35))

@@ -18,7 +18,7 @@ from agentlab.core.clock import VirtualClock
 from agentlab.errors import ConfigError
 from agentlab.llm import LLMClient, get_profile
 from agentlab.llm.sim_engine import Engine, EngineRequest
-from agentlab.llm.sim_kv import prompt_block_hashes
+from agentlab.llm.sim_kv import KVCache, prompt_block_hashes
 from agentlab.llm.sim_profiles import ENGINE_KEYS, PROFILE_DIR
 from agentlab.llm.sim_step import idle_ttft
 from agentlab.store.catalog import llm_call_row
@@ -160,6 +160,14 @@ def test_vllm_3b_roofline_goes_through_both_published_lone_call_ttft_points() ->
     # the additive model with the same two parameters would add the ~9.9 ms step base
     off = prof.replace(step_roofline=False)
     assert idle_ttft(off, 1210) - idle_ttft(prof, 1210) == pytest.approx(1 / prof.decode_tps)
+
+
+def test_register_caches_new_blocks_in_order_and_keeps_cached_ones() -> None:
+    kv = KVCache(8, 16, True)
+    assert kv.register([11, 12, 13]) == [11, 12, 13]
+    assert kv.register([12, 14]) == [14]  # 12 stays with the block that holds it
+    assert kv.cached == {11: 1, 12: 2, 13: 3, 14: 4}
+    assert kv.users == {11: 1, 12: 1, 13: 1, 14: 1}
 
 
 def test_lru_eviction_of_free_cached_blocks_by_hand() -> None:
