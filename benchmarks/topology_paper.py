@@ -13,8 +13,9 @@ sigma (goal: within 0.1), the share of n = 200 subsamples that reject the expone
 Then the full-mesh IAT median decomposed (:func:`mesh_median_pieces`: how much of its miss
 the burst fraction carries); the discussion latency pooled as the server timed it next to
 Table 2's per-run aggregation, timed by the calling agent (:func:`latency_pieces`: the
-server model matches the first within 4 % at p50 and p95 for all three topologies, the
-misses are in what the per-run aggregation adds); Star's IAT p95 decomposed
+server model matches the first within 4 % at p50 for all three topologies at seeds 0 and
+1, and at p95 but for Star at seed 1, -10 %; Star's per-run p50 is 1.19 x its pooled one
+in the paper, ~1.02 x in the sim); Star's IAT p95 decomposed
 (:func:`star_gap_pieces`). Last, the pieces the TTFT rows are made of (:func:`pieces`):
 discussion prompt tokens by call label and round next to the published quartiles, and
 discussion TTFT by place in a burst (first / joined) next to the same prompt on an idle
