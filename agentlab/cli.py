@@ -323,6 +323,10 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="fit output lengths per these labels, e.g. call,round (default: per stage)",
     )
+    ca.add_argument("--step-roofline", action="store_true",
+                    help="fit the roofline step (max of weight read and compute), as sim/vllm-3b")  # fmt: skip
+    ca.add_argument("--attention", action="store_true",
+                    help="also fit attention_decode_s (decode slowing with the context)")  # fmt: skip
     ca.set_defaults(target="agentlab.analysis.calibrate:main")
 
 

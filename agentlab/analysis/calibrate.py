@@ -13,6 +13,8 @@ The model fitted is the step model of :mod:`agentlab.llm.sim_engine`:
   finished inside its window (they shared its steps). A least-squares fit gives
   ``decode_tps = 1 / b0`` and ``decode_degrade = d``; the spread of ``log(D / fit)`` is
   ``decode_jitter`` (and the mean-1 log-normal's ``E[1/s]`` bias is removed from ``b0``).
+  ``attention=True`` adds ``(C - 1) * a * K``, ``K`` the per-step mean of the summed
+  context of the calls decoding alongside (itself included): ``attention_decode_s = a``.
 - **Lengths**: a log-normal per ``stage`` label (median and sigma of log tokens), with
   the pooled fit as the default; with ``lengths_by=["call", "round"]`` (CLI
   ``--by-label call,round``) a law per call label and round that keeps the quartiles, p95
@@ -123,6 +125,8 @@ def _prepare(df: pd.DataFrame, stage_col: str, label_cols: tuple[str, ...] = ())
         d["first_token"] = np.nan
     for c in ("start", "end", "first_token", "prompt_tokens", "completion_tokens"):
         d[c] = pd.to_numeric(d[c], errors="coerce").astype(float)
+    # attention reads every token of the context, cached or not
+    d["context_tokens"] = d["prompt_tokens"]
     if "cached_tokens" in d.columns:  # vLLM prefills only the prompt tokens it has not cached
         cached = pd.to_numeric(d["cached_tokens"], errors="coerce").fillna(0.0)
         d["prompt_tokens"] = np.maximum(1.0, d["prompt_tokens"] - cached)
@@ -238,6 +242,7 @@ def fit_calibration(
     seed: int = 0,
     source: str = "",
     step_roofline: bool = False,
+    attention: bool = False,
 ) -> Calibration:
     """Fit a profile and report how well it fits; see the module docstring.
 
@@ -265,6 +270,9 @@ def fit_calibration(
         source: text for the profile's ``source`` (default says what it was fitted on).
         step_roofline: fit (and replay) the roofline step time the profile will run with
             (:attr:`SimProfile.step_roofline`, as ``sim/vllm-3b``); off: the additive step.
+        attention: also fit ``attention_decode_s`` (decode steps that slow with the context
+            of the calls decoding, as ``sim/vllm-3b``'s); off: ``decode_tps`` and
+            ``decode_degrade`` absorb that cost at the contexts of the fitted calls.
 
     Raises:
         ConfigError: too few usable calls, or no call that reveals prefill/decode speed.
@@ -287,10 +295,10 @@ def fit_calibration(
                 f"calibrate: train mask has {len(mask)} entries for {len(d)} usable calls"
             )
     feats = load_features(d, group, 0.0)
-    first = fit_lines(feats[mask], step_roofline)
+    first = fit_lines(feats[mask], step_roofline, attention)
     feats = load_features(d, group, first.get("decode_degrade", 0.0))  # step-weighted n
     tr = feats[mask].reset_index(drop=True)
-    point = fit_lines(tr, step_roofline)
+    point = fit_lines(tr, step_roofline, attention)
     if "decode_tps" not in point or "prefill_tps" not in point:
         raise ConfigError(
             "calibrate: need streamed calls (first_token) with at least 2 tokens, and calls "
@@ -301,14 +309,24 @@ def fit_calibration(
     boots: dict[str, list[float]] = {k: [] for k in point}
     for _ in range(n_boot):
         sample = tr.iloc[rng.integers(0, len(tr), len(tr))]
-        for k, v in fit_lines(sample, step_roofline).items():
+        for k, v in fit_lines(sample, step_roofline, attention).items():
             boots[k].append(v)
     lengths = _fit_lengths(tr, stage_col)
     if slots is None:
         dec = feats[np.isfinite(feats["first_token"])]
         slots = max(1, _max_overlap(dec["first_token"].to_numpy(), dec["end"].to_numpy()))
     spread = _sim_spread(
-        point, d, mask, group, slots, max_num_batched_tokens, seed, n_sim, client, step_roofline
+        point,
+        d,
+        mask,
+        group,
+        slots,
+        max_num_batched_tokens,
+        seed,
+        n_sim,
+        client,
+        step_roofline,
+        attention,
     )
     rows = []
     for k, v in point.items():
@@ -359,6 +377,7 @@ def fit_calibration(
         max_completion=cap,
         source=src,
         step_roofline=step_roofline,
+        attention_decode_s=point.get("attention_decode_s", 0.0),
     )
     pred = predict_calls(prof, d, by=by, client=client, seed=seed)
     fit = _gof(pred[mask], "train")
@@ -378,6 +397,7 @@ def _sim_spread(
     reps: int,
     client: str | None,
     roofline: bool = False,
+    attention: bool = False,
 ) -> dict[str, list[float]]:
     """Parametric bootstrap of the decode fit: refits on replays with fresh speed draws.
 
@@ -398,8 +418,10 @@ def _sim_spread(
         decode_jitter=point["decode_jitter"],
         overhead_s=point.get("overhead_s", 0.0),
         step_roofline=roofline,
+        attention_decode_s=point.get("attention_decode_s", 0.0),
     )
-    est: dict[str, list[float]] = {k: [] for k in ("decode_tps", "decode_degrade", "decode_jitter")}
+    keys = ("decode_tps", "decode_degrade", "decode_jitter", "attention_decode_s")
+    est: dict[str, list[float]] = {k: [] for k in keys[: 4 if attention else 3]}
     for r in range(reps):
         pred = predict_calls(prof, d, by=group or None, client=client, seed=seed + 1 + r)
         sim = d.copy()
@@ -408,7 +430,8 @@ def _sim_spread(
             np.isfinite(d["first_token"]), sim["start"] + pred["ttft_pred"], np.nan
         )
         sim["end"] = sim["start"] + pred["latency_pred"]
-        f = fit_lines(load_features(sim, group, point.get("decode_degrade", 0.0))[mask], roofline)
+        feats = load_features(sim, group, point.get("decode_degrade", 0.0))[mask]
+        f = fit_lines(feats, roofline, attention)
         for k in est:
             if k in f:
                 est[k].append(f[k])
@@ -462,6 +485,7 @@ def main(args: Any) -> int:
         client=args.client,
         lengths_by=args.by_label.split(",") if getattr(args, "by_label", None) else None,
         step_roofline=bool(getattr(args, "step_roofline", False)),
+        attention=bool(getattr(args, "attention", False)),
     )
     cal.profile.save(out)
     print(cal.report())

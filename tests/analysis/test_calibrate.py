@@ -239,3 +239,59 @@ def test_cli_by_label_and_bad_qualifiers(tmp_path: Path) -> None:
     law = cal.profile.length_dist({"stage": "discussion"})
     disc = calls[calls["stage"] == "discussion"]["completion_tokens"]
     assert law.quantile(0.75) == pytest.approx(float(disc.quantile(0.75)), rel=0.02)
+
+
+def test_context_in_flight_is_the_step_average_of_the_decoding_contexts() -> None:
+    import numpy as np
+
+    from agentlab.analysis.calibrate_step import _context_in_flight
+
+    # A decodes 10 tokens over [0, 10] s from a 100-token prompt, B 5 tokens over [5, 10]
+    # from 50: contexts 100 + t and 50 + (t - 5). A's window: int_0^10 (100 + t) dt = 1050
+    # plus B's int_5^10 (50 + t - 5) dt = 262.5, over 10 s; B's: int_5^10 (100 + t) dt =
+    # 537.5 plus its own 262.5, over 5 s.
+    f, e = np.array([0.0, 5.0]), np.array([10.0, 10.0])
+    prompt, completion = np.array([100.0, 50.0]), np.array([10.0, 5.0])
+    assert _context_in_flight(f, e, prompt, completion, 0.0).tolist() == pytest.approx(
+        [131.25, 160.0]
+    )
+    # decode_degrade 1: with both decoding a second takes half the steps, so A's first 5 s
+    # (512.5 token-seconds, 5 steps' worth) weigh twice its last 5 s (800 over 2.5)
+    assert _context_in_flight(f, e, prompt, completion, 1.0).tolist() == pytest.approx(
+        [(512.5 + 400.0) / 7.5, 160.0]
+    )
+
+
+def test_round_trip_fits_the_attention_term_of_the_vllm_3b_decode(tmp_path: Path) -> None:
+    # sim/vllm-3b's decode steps pay attention_decode_s per context token; without that
+    # term the fit put it into decode_tps (-3 to -6 % on 200 runs per topology)
+    from agentlab.topology import Experiment
+
+    truth = get_profile("vllm-3b")
+    exp = Experiment(topologies=["star"], agents=4, runs=12, llm="sim/vllm-3b", seed=3,
+                     clock="virtual", out=tmp_path, progress=False)  # fmt: skip
+    calls = exp.run_sync().calls_df()
+
+    def fit(attention: bool) -> pd.Series:
+        cal = fit_calibration(calls, slots=8, max_num_batched_tokens=11200, by="run_id",
+                              n_boot=20, n_sim=0, step_roofline=True, attention=attention)  # fmt: skip
+        return cal.params.set_index("parameter")
+
+    with_att, plain = fit(True), fit(False)
+    assert with_att.loc["decode_tps", "value"] == pytest.approx(truth.decode_tps, rel=0.05)
+    att = with_att.loc["attention_decode_s"]
+    assert att["ci_low"] <= truth.attention_decode_s <= att["ci_high"]
+    assert att["value"] == pytest.approx(truth.attention_decode_s, rel=0.15)
+    assert with_att.loc["decode_degrade", "value"] <= 0.01  # the truth has none
+    assert "attention_decode_s" not in plain.index
+    err = abs(with_att.loc["decode_tps", "value"] - truth.decode_tps)
+    assert err < abs(plain.loc["decode_tps", "value"] - truth.decode_tps)
+
+
+def test_attention_fit_on_calls_without_it_leaves_the_plain_fit() -> None:
+    calls = asyncio.run(_workload(seed=3))
+    plain = fit_calibration(calls, slots=8, max_num_batched_tokens=4096, n_boot=5, n_sim=0)
+    att = fit_calibration(calls, slots=8, max_num_batched_tokens=4096, n_boot=5, n_sim=0,
+                          attention=True)  # fmt: skip
+    assert att.profile.attention_decode_s == 0.0
+    assert att.profile.decode_tps == pytest.approx(plain.profile.decode_tps)
