@@ -32,12 +32,15 @@ from typing import Any, TypeVar
 __all__ = [
     "FIELD",
     "ITEM",
+    "LINEAGE",
     "LOOKBACK",
     "CountSlots",
+    "KnownPrefix",
     "PrefixSlots",
     "hashable_contents",
     "holds_separator",
     "prefix_digest",
+    "vouched",
 ]
 
 FIELD, ITEM, _FILL = "\x1e", "\x1f", "\x1d"  # separators of a payload; never stored in one
@@ -45,10 +48,45 @@ FIELD, ITEM, _FILL = "\x1e", "\x1f", "\x1d"  # separators of a payload; never st
 #: (a turn adds 1-3); keys are hashes of whole prefixes, so each length tried costs one
 #: C-level hash over the messages' (cached) string hashes, no Python loop
 LOOKBACK = 8
+#: the first part of a lineage key's tuple (:class:`KnownPrefix`; a content key's is a seed,
+#: a role or a content: none holds a separator)
+LINEAGE = "\x1elineage"
 WAYS = 4  # slots per bucket of a PrefixSlots table
 _PAD = 520  # characters: a str object above 512 bytes comes from malloc, not a pymalloc arena
 _V = TypeVar("_V")
 _SEPARATOR = re.compile("[\x1d-\x1f]")
+
+
+class KnownPrefix(list):  # type: ignore[type-arg]
+    """A message list whose first ``committed`` messages its caller names: message ``k`` of
+    ``lineage`` is the same message in every list of that lineage (an append-only history,
+    e.g. a suspended thread's committed turns). The simulator keys what it derived from a
+    prefix by ``(lineage, k)``, so a call reads the messages added since the lineage's last
+    call, not the whole conversation again (its content hashed: fresh strings after a
+    history is decoded cost a pass over every character).
+
+    ``ref``: the caller's own list, of which the first ``committed`` are checked to be the
+    same objects (:func:`vouched`): a model that edits the list it is handed loses the key.
+    A copy or a slice is a plain ``list`` (no key)."""
+
+    __slots__ = ("committed", "lineage", "ref")
+
+    def __init__(self, messages: list[Any], lineage: int, committed: int) -> None:
+        super().__init__(messages)
+        self.lineage = lineage
+        self.committed = committed
+        self.ref = messages
+
+
+def vouched(messages: list[Any]) -> tuple[int, int] | None:
+    """``(lineage, committed)`` of a :class:`KnownPrefix` whose first ``committed``
+    messages are still its caller's (one pointer comparison per message), else ``None``."""
+    if type(messages) is not KnownPrefix:
+        return None
+    k = messages.committed
+    if k <= 0 or len(messages) < k or messages[:k] != messages.ref[:k]:
+        return None
+    return messages.lineage, k
 
 
 def holds_separator(text: str) -> bool:
@@ -265,7 +303,49 @@ def prefix_digest(
     (``tokenizer.extend_tokens(messages, k)``: ``CharsTokenizer`` sums per message, Llama 3's
     template lays out every message after the system one alike). A message's
     text is its content, or ``repr`` of a content that is not a string; its tool calls
-    (name, arguments) are part of the key (they count as tokens)."""
+    (name, arguments) are part of the key (they count as tokens).
+
+    A :class:`KnownPrefix` is keyed by its lineage up to its committed messages (no pass
+    over the conversation); the messages after them are added on each call, not stored."""
+    v = vouched(messages)
+    if v is None:
+        return _content_digest(seed, extra, messages, tokenizer)
+    lineage, c = v
+    name = tokenizer.name
+
+    def key_of(k: int) -> int:
+        return hash((LINEAGE, seed, extra, name, lineage, k))
+
+    k, key, got = _digests.lookup(key_of, c)
+    if got is None:  # a new lineage (or its entry replaced): the content keys may know it
+        crc, tokens = _content_digest(seed, extra, messages[:c], tokenizer)
+    else:
+        crc, tokens = got
+        if k < c:
+            crc, tokens = _extend_digest(crc, tokens, messages[:c], k, tokenizer)
+    if got is None or k < c:
+        _digests.put(key_of(c), (crc, tokens), None if got is None else key)
+    if c == len(messages):
+        return crc, tokens
+    return _extend_digest(crc, tokens, messages, c, tokenizer)
+
+
+def _extend_digest(
+    crc: int, tokens: int, messages: list[dict[str, Any]], k: int, tokenizer: Any
+) -> tuple[int, int]:
+    """The digest of ``messages`` from that of ``messages[:k]`` (``k < len(messages)``)."""
+    new: list[str] = []
+    for m in messages[k:]:
+        c = m.get("content")
+        new += (m.get("role", ""), c if isinstance(c, str) else repr(c))
+    crc = zlib.crc32(("\x1f" + "\x1f".join(new)).encode("utf-8", "surrogatepass"), crc)
+    return crc, tokens + tokenizer.extend_tokens(messages, k)
+
+
+def _content_digest(
+    seed: str, extra: str, messages: list[dict[str, Any]], tokenizer: Any
+) -> tuple[int, int]:
+    """:func:`prefix_digest` keyed by the messages' content (hashes of whole prefixes)."""
     name = tokenizer.name  # servers of one seed with other tokenizers count otherwise
     parts = _keys_of(messages)
     if parts is None:
@@ -296,11 +376,6 @@ def prefix_digest(
         crc, tokens = zlib.crc32(f"{seed}\x1f{extra}".encode("utf-8", "surrogatepass")), 0
         if not n:
             return crc, tokenizer.prompt_tokens(messages)
-    new: list[str] = []
-    for m in messages[k:]:
-        c = m.get("content")
-        new += (m.get("role", ""), c if isinstance(c, str) else repr(c))
-    crc = zlib.crc32(("\x1f" + "\x1f".join(new)).encode("utf-8", "surrogatepass"), crc)
-    tokens += tokenizer.extend_tokens(messages, k)
+    crc, tokens = _extend_digest(crc, tokens, messages, k, tokenizer)
     _digests.put(key_of(n), (crc, tokens), key if k else None)
     return crc, tokens
