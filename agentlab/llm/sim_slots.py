@@ -58,23 +58,24 @@ _SEPARATOR = re.compile("[\x1d-\x1f]")
 
 
 class KnownPrefix(list):  # type: ignore[type-arg]
-    """A message list whose first ``committed`` messages its caller names: message ``k`` of
-    ``lineage`` is the same message in every list of that lineage (an append-only history,
-    e.g. a suspended thread's committed turns). The simulator keys what it derived from a
-    prefix by ``(lineage, k)``, so a call reads the messages added since the lineage's last
-    call, not the whole conversation again (its content hashed: fresh strings after a
-    history is decoded cost a pass over every character).
+    """A message list its caller names: message ``k`` of ``lineage`` is the same message in
+    every list of that lineage (an append-only history, e.g. a suspended thread's turns).
+    The simulator keeps what it derived from a lineage's messages so far (one entry per
+    lineage), so a call reads the messages added since the lineage's last call, not the
+    whole conversation again (its content hashed: fresh strings after a history is decoded
+    cost a pass over every character).
 
-    ``ref``: the caller's own list, of which the first ``committed`` are checked to be the
-    same objects (:func:`vouched`): a model that edits the list it is handed loses the key.
-    A copy or a slice is a plain ``list`` (no key)."""
+    The first ``committed`` messages (all, when made) are vouched for; ``ref``: the
+    caller's own list, of which they are checked to be the same objects (:func:`vouched`):
+    a model that edits the list it is handed loses the key. A copy or a slice is a plain
+    ``list`` (no key)."""
 
     __slots__ = ("committed", "lineage", "ref")
 
-    def __init__(self, messages: list[Any], lineage: int, committed: int) -> None:
+    def __init__(self, messages: list[Any], lineage: int) -> None:
         super().__init__(messages)
         self.lineage = lineage
-        self.committed = committed
+        self.committed = len(messages)
         self.ref = messages
 
 
@@ -311,20 +312,17 @@ def prefix_digest(
     if v is None:
         return _content_digest(seed, extra, messages, tokenizer)
     lineage, c = v
-    name = tokenizer.name
-
-    def key_of(k: int) -> int:
-        return hash((LINEAGE, seed, extra, name, lineage, k))
-
-    k, key, got = _digests.lookup(key_of, c)
-    if got is None:  # a new lineage (or its entry replaced): the content keys may know it
+    key = hash((LINEAGE, seed, extra, tokenizer.name, lineage))
+    got = _digests.get(key)  # (k << 32 | crc, tokens) of the lineage's first k messages
+    k = 0 if got is None else got[0] >> 32
+    if got is None or k > c:  # a new lineage (or its entry replaced): by content
         crc, tokens = _content_digest(seed, extra, messages[:c], tokenizer)
     else:
-        crc, tokens = got
+        crc, tokens = got[0] & 0xFFFFFFFF, got[1]
         if k < c:
             crc, tokens = _extend_digest(crc, tokens, messages[:c], k, tokenizer)
-    if got is None or k < c:
-        _digests.put(key_of(c), (crc, tokens), None if got is None else key)
+    if k != c:
+        _digests.put(key, (c << 32 | crc, tokens))
     if c == len(messages):
         return crc, tokens
     return _extend_digest(crc, tokens, messages, c, tokenizer)

@@ -163,21 +163,18 @@ def _scan(messages: list[dict[str, Any]]) -> _Scan:
     if v is None:
         return _content_scan(messages)[0]
     lineage, c = v
-
-    def key_of(k: int) -> int:
-        return hash((LINEAGE, lineage, k))
-
-    k, key, payload = _scans.lookup(key_of, c)
-    if payload is None:  # a new lineage (or its entry replaced): the content keys may know it
+    key = hash((LINEAGE, lineage))
+    payload = _scans.get(key)  # "k" FIELD scan of the lineage's first k messages
+    k = -1
+    if payload is not None:
+        head, _, rest = payload.partition(FIELD)
+        k = int(head)
+    if k < 0 or k > c:  # a new lineage (or its entry replaced): by content
         scan, cacheable = _content_scan(messages[:c])
-        if cacheable:
-            _scans.put(key_of(c), _encode(scan))
     else:
-        scan = _decode(payload)
-        if k < c:
-            scan, cacheable = _extend_all(scan, messages, k, c)
-            if cacheable:  # else a value could hold a separator: scanned afresh next time
-                _scans.put(key_of(c), _encode(scan), key)
+        scan, cacheable = _extend_all(_decode(rest), messages, k, c)
+    if k != c and cacheable:  # else a value could hold a separator: scanned afresh next time
+        _scans.put(key, f"{c}{FIELD}{_encode(scan)}")
     return _extend_all(scan, messages, c, len(messages))[0]
 
 

@@ -1,19 +1,21 @@
-"""``Lineages``: which threads' stored histories continue what this system committed, so a
-model can be told which messages of a call it has seen before (``KnownPrefix``).
+"""``Lineages``: which threads' histories continue what this system handed its model and
+committed, so a model call can name the messages it saw before (``KnownPrefix``).
 
-A thread's history only grows between compactions (a slice appends its messages), so
-message ``k`` of one unbroken chain of commits is the same message in every later call of
-that chain. A chain is named by a process-wide number (a *lineage*). The simulator keys
-what it derived from a conversation (its request hash, prompt tokens and context scan) by
-``(lineage, k)`` (:mod:`agentlab.llm.sim_slots`): a call then reads the messages added
-since the thread's last call instead of hashing the whole decoded history again, fresh
-strings whose every character the hash would read (per-call cost flat as histories grow,
-issue 26).
+A thread's history only grows between compactions: a slice hands the model the history
+and its new messages, then commits exactly those plus the reply. So message ``k`` of one
+unbroken chain of such slices is the same message in every later call of that chain. A
+chain is named by a process-wide number (a *lineage*). The simulator keys what it derived
+from a conversation (its request hash, prompt tokens and context scan) by lineage
+(:mod:`agentlab.llm.sim_slots`): a call then reads the messages added since the thread's
+last call instead of hashing the whole decoded history again, fresh strings whose every
+character the hash would read (per-call cost flat as histories grow, issue 26).
 
 A chain continues only while the store hands back the very state object this system
 committed last for the thread (identity: the in-memory store keeps the object it was
-given); a store that returns copies (SQLite), another writer, a deleted or compacted
-history all start a new lineage, and the simulator then keys by content as before.
+given), and only after a commit: a slice that handed its model a list and then did not
+commit (it failed) ends the chain, as do a store that returns copies (SQLite), another
+writer, a deleted or compacted history; the next call starts a new lineage and the
+simulator keys it by content as before.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class Lineages:
         from agentlab.runtime.threads.stores import MemoryThreadStore
 
         self.limit = limit if isinstance(store, MemoryThreadStore) else 0
-        self._chains: dict[str, tuple[int, bytes]] = {}
+        self._chains: dict[str, tuple[int, bytes | None]] = {}
 
     def of(self, tid: str, raw_state: bytes | None) -> int:
         """The lineage of the history stored with ``raw_state``: the thread's chain if this
@@ -58,15 +60,15 @@ class Lineages:
         """A new lineage (a compacted history starts one; 0: not kept)."""
         return next(_numbers) if self.limit else 0
 
-    @staticmethod
-    def hand(msgs: list[dict[str, Any]], lineage: int, committed: int) -> list[dict[str, Any]]:
-        """The list to hand the model for a call on ``msgs``, whose first ``committed``
-        messages are lineage ``lineage``'s (0: none vouched for). A copy either way:
-        ``msgs`` lives on in the next slice, and a model that keeps its list must not see
-        later turns appear in it."""
-        if lineage and committed > 0:
-            return KnownPrefix(msgs, lineage, committed)
-        return list(msgs)
+    def hand(self, tid: str, msgs: list[dict[str, Any]], lineage: int) -> list[dict[str, Any]]:
+        """The list to hand the model for a call on ``msgs`` (lineage ``lineage``'s, all of
+        them: the slice commits exactly these and the reply, or the chain ends here until
+        :meth:`committed`). A copy either way: ``msgs`` lives on in the next slice, and a
+        model that keeps its list must not see later turns appear in it."""
+        if not lineage or not msgs:
+            return list(msgs)
+        self._chains[tid] = (lineage, None)  # no load continues it until the commit
+        return KnownPrefix(msgs, lineage)
 
     def committed(self, tid: str, lineage: int, raw_state: bytes) -> None:
         """The slice of lineage ``lineage`` committed ``raw_state`` (the chain goes on)."""

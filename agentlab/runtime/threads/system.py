@@ -273,7 +273,6 @@ class AgentSystem:
         if action == COMPLETE:
             if msgs is None:
                 msgs = decode_history(blob) if blob else []
-            committed = len(msgs)  # the stored ones: lineage's messages 0..committed-1
             msgs.extend(new)
             if (
                 self.token_budget is not None
@@ -283,12 +282,12 @@ class AgentSystem:
                 if covered:
                     before = len(blob)
                     msgs, blob, new = compacted, b"", list(compacted)
-                    lineage, committed = self._lineages.fresh(), 0
+                    lineage = self._lineages.fresh()
                     st.compactions += 1
                     compacted_now = True
                     log.emit("compaction", tid, covered=covered, bytes_before=before)
             t0 = time.perf_counter() if logging else 0.0
-            handed = self._lineages.hand(msgs, lineage, committed)
+            handed = self._lineages.hand(tid, msgs, lineage)
             text, calls, partial = await self._complete(tid, st, handed)
             msg, call = finish_turn(st, text, calls, partial=partial)
             if call is not None and call.name in RUNTIME_TOOLS:

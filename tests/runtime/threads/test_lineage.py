@@ -42,33 +42,35 @@ def _whole_digest(seed: str, extra: str, convo: list[dict[str, Any]], tok: Any) 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_known_prefix_digest_and_context_equal_the_whole_conversation(seed: int) -> None:
-    """Call after call on one lineage, each a fresh decode of the history (new strings),
-    committed up to the previous call's messages and a new tail of 1-3: the same hash,
-    count and context as the whole conversation's."""
+    """Call after call on one lineage, each a fresh decode of the history (new strings)
+    with 1-3 new messages, some calls with a message the model appended itself (not
+    vouched for): the same hash, count and context as the whole conversation's."""
     r = random.Random(seed)
     tok = CharsTokenizer(3.9)
     lineage = Lineages(MemoryThreadStore()).fresh()
     convo: list[dict[str, Any]] = [{"role": "system", "content": "You are @alice."}]
     for k in range(40):
-        committed = len(convo)
         convo.extend(_message(r, k) for _ in range(r.randrange(1, 4)))
-        ref = json.loads(json.dumps(convo))  # as a store that decodes a history gives
-        msgs = KnownPrefix(ref, lineage, committed)
-        assert vouched(msgs) == (lineage, committed)
+        msgs = KnownPrefix(json.loads(json.dumps(convo)), lineage)  # as a decoded history
+        assert vouched(msgs) == (lineage, len(convo))
+        whole = convo
+        if k % 3 == 2:  # a model's own addition (e.g. a reminder), after the vouched ones
+            msgs.append({"role": "user", "content": f"mind p{k}.b.2 @zed"})
+            whole = [*convo, msgs[-1]]
         assert prefix_digest(f"s{seed}", "|f", msgs, tok) == _whole_digest(
-            f"s{seed}", "|f", convo, tok
+            f"s{seed}", "|f", whole, tok
         ), k
         ctx = _Context(msgs)
-        assert (ctx.me, ctx.ids, ctx.users, ctx.request) == _reference(convo), k
+        assert (ctx.me, ctx.ids, ctx.users, ctx.request) == _reference(whole), k
 
 
 def test_a_model_that_edits_its_list_loses_the_key() -> None:
-    """An item before the committed ones replaced in the handed list: no key (the content
-    path answers, with the edited conversation's values)."""
+    """An item replaced in the handed list: no key (the content path answers, with the
+    edited conversation's values)."""
     tok = CharsTokenizer(4.0)
     lineage = Lineages(MemoryThreadStore()).fresh()
     ref = [{"role": "user", "content": f"look at p{k}.a.1 @bob"} for k in range(6)]
-    msgs = KnownPrefix(ref, lineage, 6)
+    msgs = KnownPrefix(ref, lineage)
     prefix_digest("s", "", msgs, tok)
     _Context(msgs)
     msgs[2] = {"role": "user", "content": "look at q9.z.9 @zed"}
@@ -80,8 +82,7 @@ def test_a_model_that_edits_its_list_loses_the_key() -> None:
 
 
 def test_a_lineage_call_reads_only_what_was_added(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scan reads a bounded number of messages per call however long the history:
-    the committed ones since the lineage's last call and the uncommitted tail."""
+    """The scan reads each new message once however long the history."""
     scanned: list[str] = []
     real = sim_tools._extend
 
@@ -92,12 +93,29 @@ def test_a_lineage_call_reads_only_what_was_added(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(sim_tools, "_extend", counting)
     lineage = Lineages(MemoryThreadStore()).fresh()
     convo = [{"role": "user", "content": f"unique-{lineage} look at p1.a.1"}]
+    _Context(KnownPrefix(convo, lineage))
     for k in range(60):
-        committed = len(convo)
         convo.append({"role": "user", "content": f"turn {k} @bob"})
         scanned.clear()
-        _Context(KnownPrefix(json.loads(json.dumps(convo)), lineage, committed))
-        assert len(scanned) <= (committed + 1 if k == 0 else 2), k
+        _Context(KnownPrefix(json.loads(json.dumps(convo)), lineage))
+        assert scanned == [f"turn {k} @bob"], k
+
+
+def test_a_chain_goes_on_only_after_a_commit_of_the_object_handed_back(tmp_path: Path) -> None:
+    chains = Lineages(MemoryThreadStore())
+    msgs = [{"role": "user", "content": "hi"}]
+    first = chains.of("a", None)
+    assert isinstance(chains.hand("a", msgs, first), KnownPrefix)
+    state = b'{"slices": 1}'
+    chains.committed("a", first, state)
+    assert chains.of("a", state) == first  # the store holds what this system committed
+    assert chains.of("a", bytes(bytearray(state))) != first  # an equal copy: not proven
+    chains.hand("a", msgs, first)  # handed, then the slice failed: no commit
+    assert chains.of("a", state) not in (first, 0)
+    sq = SQLiteThreadStore(tmp_path / "t.db")
+    copies = Lineages(sq)  # returns copies: never vouched for
+    assert copies.of("a", state) == 0 and type(copies.hand("a", msgs, 0)) is list
+    sq.close()
 
 
 class _Spy(ScriptedModel):
@@ -130,11 +148,9 @@ async def test_threads_hand_the_model_their_lineage(tmp_path: Path) -> None:
     for tid, n, lineage, committed in spy.seen:
         by_thread[tid].append((n, lineage, committed))
     for calls in by_thread.values():
-        assert calls[0][1:] == (0, 0)  # a new thread: nothing stored to vouch for
-        lineages = {lin for _, lin, _ in calls[1:]}
+        lineages = {lin for _, lin, _ in calls}
         assert len(lineages) == 1 and 0 not in lineages  # one chain across turns
-        # the stored messages are vouched for; the delivery's new message is not
-        assert all(committed == n - 1 for n, _, committed in calls[1:])
+        assert all(committed == n for n, _, committed in calls)  # every handed message
     assert by_thread["a"][1][1] != by_thread["b"][1][1]
     # another system's commits break the chain: the next system starts a new lineage
     spy2 = _Spy()
