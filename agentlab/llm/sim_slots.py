@@ -21,7 +21,6 @@ system only when all of it is free — after the histories were compressed,
 
 from __future__ import annotations
 
-import re
 import zlib
 from array import array
 from bisect import bisect_left
@@ -54,7 +53,6 @@ LINEAGE = "\x1elineage"
 WAYS = 4  # slots per bucket of a PrefixSlots table
 _PAD = 520  # characters: a str object above 512 bytes comes from malloc, not a pymalloc arena
 _V = TypeVar("_V")
-_SEPARATOR = re.compile("[\x1d-\x1f]")
 
 
 class KnownPrefix(list):  # type: ignore[type-arg]
@@ -84,15 +82,19 @@ def vouched(messages: list[Any]) -> tuple[int, int] | None:
     messages are still its caller's (one pointer comparison per message), else ``None``."""
     if type(messages) is not KnownPrefix:
         return None
-    k = messages.committed
-    if k <= 0 or len(messages) < k or messages[:k] != messages.ref[:k]:
+    k, ref = messages.committed, messages.ref
+    if k <= 0 or len(messages) < k or len(ref) < k:
+        return None
+    # whole lists when no slice is needed (the usual call): no two copies of k pointers
+    if (messages if len(messages) == k else messages[:k]) != (ref if len(ref) == k else ref[:k]):
         return None
     return messages.lineage, k
 
 
 def holds_separator(text: str) -> bool:
     """Whether ``text`` holds a payload separator (a value taken from it cannot be stored)."""
-    return _SEPARATOR.search(text) is not None
+    # three memchr passes: ~50x cheaper than the character class's regex on a 1 KB reply
+    return "\x1d" in text or "\x1e" in text or "\x1f" in text
 
 
 def _lookup(
