@@ -76,6 +76,10 @@ class KnownPrefix(list):  # type: ignore[type-arg]
         self.committed = len(messages)
         self.ref = messages
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a plain list in a copy or another process: lineage numbers are per process
+        return list, (list(self),)
+
 
 def vouched(messages: list[Any]) -> tuple[int, int] | None:
     """``(lineage, committed)`` of a :class:`KnownPrefix` whose first ``committed``

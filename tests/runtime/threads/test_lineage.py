@@ -6,7 +6,9 @@ runtime must vouch only for histories that continue what it committed."""
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 import random
 import zlib
 from pathlib import Path
@@ -79,6 +81,9 @@ def test_a_model_that_edits_its_list_loses_the_key() -> None:
     ctx = _Context(msgs)
     assert "q9.z.9" in ctx.ids and "zed" in ctx.users
     assert vouched(list(msgs)) is None and vouched(msgs[:4]) is None  # copies carry no key
+    # nor does a pickled one (lineage numbers are per process) or a copy.copy
+    for copied in (pickle.loads(pickle.dumps(msgs)), copy.copy(msgs)):
+        assert type(copied) is list and copied == list(msgs)
 
 
 def test_a_lineage_call_reads_only_what_was_added(monkeypatch: pytest.MonkeyPatch) -> None:
