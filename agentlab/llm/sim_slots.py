@@ -322,7 +322,7 @@ def prefix_digest(
     got = _digests.get(key)  # (k << 32 | crc, tokens) of the lineage's first k messages
     k = 0 if got is None else got[0] >> 32
     if got is None or k > c:  # a new lineage (or its entry replaced): by content
-        crc, tokens = _content_digest(seed, extra, messages[:c], tokenizer)
+        crc, tokens = _content_digest(seed, extra, messages[:c], tokenizer, keep=False)
     else:
         crc, tokens = got[0] & 0xFFFFFFFF, got[1]
         if k < c:
@@ -347,9 +347,10 @@ def _extend_digest(
 
 
 def _content_digest(
-    seed: str, extra: str, messages: list[dict[str, Any]], tokenizer: Any
+    seed: str, extra: str, messages: list[dict[str, Any]], tokenizer: Any, keep: bool = True
 ) -> tuple[int, int]:
-    """:func:`prefix_digest` keyed by the messages' content (hashes of whole prefixes)."""
+    """:func:`prefix_digest` keyed by the messages' content (hashes of whole prefixes);
+    ``keep=False``: looked up, not stored (a lineage's start keeps its own entry)."""
     name = tokenizer.name  # servers of one seed with other tokenizers count otherwise
     parts = _keys_of(messages)
     if parts is None:
@@ -381,5 +382,6 @@ def _content_digest(
         if not n:
             return crc, tokenizer.prompt_tokens(messages)
     crc, tokens = _extend_digest(crc, tokens, messages, k, tokenizer)
-    _digests.put(key_of(n), (crc, tokens), key if k else None)
+    if keep:
+        _digests.put(key_of(n), (crc, tokens), key if k else None)
     return crc, tokens

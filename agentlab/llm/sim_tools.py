@@ -170,7 +170,7 @@ def _scan(messages: list[dict[str, Any]]) -> _Scan:
         head, _, rest = payload.partition(FIELD)
         k = int(head)
     if k < 0 or k > c:  # a new lineage (or its entry replaced): by content
-        scan, cacheable = _content_scan(messages[:c])
+        scan, cacheable = _content_scan(messages[:c], keep=False)
     else:
         scan, cacheable = _extend_all(_decode(rest), messages, k, c)
     if k != c and cacheable:  # else a value could hold a separator: scanned afresh next time
@@ -190,9 +190,11 @@ def _extend_all(scan: _Scan, messages: list[dict[str, Any]], k: int, n: int) -> 
     return scan, cacheable
 
 
-def _content_scan(messages: list[dict[str, Any]]) -> tuple[_Scan, bool]:
+def _content_scan(messages: list[dict[str, Any]], keep: bool = True) -> tuple[_Scan, bool]:
     """:func:`_scan` keyed by the messages' contents (hashes of whole prefixes), and whether
-    the scan is stored (no text holds a payload separator)."""
+    the scan can be stored (no text holds a payload separator). ``keep=False``: looked up,
+    not stored (a lineage's start: the lineage's own entry is the one its calls use, and a
+    second padded slot per idle conversation would stay resident)."""
     contents = hashable_contents(messages)
     if contents is None:  # content parts (lists) are unhashable
         contents = tuple(
@@ -212,7 +214,7 @@ def _content_scan(messages: list[dict[str, Any]]) -> tuple[_Scan, bool]:
         text = c if type(c) is str else _other_text(c)
         scan = _extend(scan, text)
         cacheable = cacheable and not holds_separator(text)
-    if cacheable:  # else a value could hold a separator: scanned afresh next time
+    if cacheable and keep:  # else a value could hold a separator: scanned afresh next time
         _scans.put(key_of(n), _encode(scan), key if k else None)
     return scan, cacheable
 
