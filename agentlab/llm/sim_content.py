@@ -347,6 +347,10 @@ def gen_value(
             f"the schema asks for more than {MAX_SCHEMA_VALUES} values or {_MAX_DEPTH} "
             "levels (a $ref cycle through required fields?)"
         )
+    if type(schema) is dict and len(schema) == 1 and schema.get("type") == "string":
+        # the common leaf (a tool's text parameter), as the string branch below draws it:
+        # no $ref, bounds or format to look up, no keyword dict for a recursion
+        return _Free(gen_text(rng, 3 + rng.randint(6)))
     schema = _resolve(schema, root)
     kw: dict[str, Any] = {"bool_p": bool_p, "root": root, "depth": depth + 1, "work": work}
     if "const" in schema:

@@ -21,7 +21,6 @@ system only when all of it is free — after the histories were compressed,
 
 from __future__ import annotations
 
-import re
 import zlib
 from array import array
 from bisect import bisect_left
@@ -32,12 +31,15 @@ from typing import Any, TypeVar
 __all__ = [
     "FIELD",
     "ITEM",
+    "LINEAGE",
     "LOOKBACK",
     "CountSlots",
+    "KnownPrefix",
     "PrefixSlots",
     "hashable_contents",
     "holds_separator",
     "prefix_digest",
+    "vouched",
 ]
 
 FIELD, ITEM, _FILL = "\x1e", "\x1f", "\x1d"  # separators of a payload; never stored in one
@@ -45,15 +47,58 @@ FIELD, ITEM, _FILL = "\x1e", "\x1f", "\x1d"  # separators of a payload; never st
 #: (a turn adds 1-3); keys are hashes of whole prefixes, so each length tried costs one
 #: C-level hash over the messages' (cached) string hashes, no Python loop
 LOOKBACK = 8
+#: the first part of a lineage key's tuple (:class:`KnownPrefix`; a content key's is a seed,
+#: a role or a content: none holds a separator)
+LINEAGE = "\x1elineage"
 WAYS = 4  # slots per bucket of a PrefixSlots table
 _PAD = 520  # characters: a str object above 512 bytes comes from malloc, not a pymalloc arena
 _V = TypeVar("_V")
-_SEPARATOR = re.compile("[\x1d-\x1f]")
+
+
+class KnownPrefix(list):  # type: ignore[type-arg]
+    """A message list its caller names: message ``k`` of ``lineage`` is the same message in
+    every list of that lineage (an append-only history, e.g. a suspended thread's turns).
+    The simulator keeps what it derived from a lineage's messages so far (one entry per
+    lineage), so a call reads the messages added since the lineage's last call, not the
+    whole conversation again (its content hashed: fresh strings after a history is decoded
+    cost a pass over every character).
+
+    The first ``committed`` messages (all, when made) are vouched for; ``ref``: the
+    caller's own list, of which they are checked to be the same objects (:func:`vouched`):
+    a model that edits the list it is handed loses the key. A copy or a slice is a plain
+    ``list`` (no key)."""
+
+    __slots__ = ("committed", "lineage", "ref")
+
+    def __init__(self, messages: list[Any], lineage: int) -> None:
+        super().__init__(messages)
+        self.lineage = lineage
+        self.committed = len(messages)
+        self.ref = messages
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a plain list in a copy or another process: lineage numbers are per process
+        return list, (list(self),)
+
+
+def vouched(messages: list[Any]) -> tuple[int, int] | None:
+    """``(lineage, committed)`` of a :class:`KnownPrefix` whose first ``committed``
+    messages are still its caller's (one pointer comparison per message), else ``None``."""
+    if type(messages) is not KnownPrefix:
+        return None
+    k, ref = messages.committed, messages.ref
+    if k <= 0 or len(messages) < k or len(ref) < k:
+        return None
+    # whole lists when no slice is needed (the usual call): no two copies of k pointers
+    if (messages if len(messages) == k else messages[:k]) != (ref if len(ref) == k else ref[:k]):
+        return None
+    return messages.lineage, k
 
 
 def holds_separator(text: str) -> bool:
     """Whether ``text`` holds a payload separator (a value taken from it cannot be stored)."""
-    return _SEPARATOR.search(text) is not None
+    # three memchr passes: ~50x cheaper than the character class's regex on a 1 KB reply
+    return "\x1d" in text or "\x1e" in text or "\x1f" in text
 
 
 def _lookup(
@@ -265,7 +310,47 @@ def prefix_digest(
     (``tokenizer.extend_tokens(messages, k)``: ``CharsTokenizer`` sums per message, Llama 3's
     template lays out every message after the system one alike). A message's
     text is its content, or ``repr`` of a content that is not a string; its tool calls
-    (name, arguments) are part of the key (they count as tokens)."""
+    (name, arguments) are part of the key (they count as tokens).
+
+    A :class:`KnownPrefix` is keyed by its lineage up to its committed messages (no pass
+    over the conversation); the messages after them are added on each call, not stored."""
+    v = vouched(messages)
+    if v is None:
+        return _content_digest(seed, extra, messages, tokenizer)
+    lineage, c = v
+    key = hash((LINEAGE, seed, extra, tokenizer.name, lineage))
+    got = _digests.get(key)  # (k << 32 | crc, tokens) of the lineage's first k messages
+    k = 0 if got is None else got[0] >> 32
+    if got is None or k > c:  # a new lineage (or its entry replaced): by content
+        crc, tokens = _content_digest(seed, extra, messages[:c], tokenizer, keep=False)
+    else:
+        crc, tokens = got[0] & 0xFFFFFFFF, got[1]
+        if k < c:
+            crc, tokens = _extend_digest(crc, tokens, messages[:c], k, tokenizer)
+    if k != c:
+        _digests.put(key, (c << 32 | crc, tokens))
+    if c == len(messages):
+        return crc, tokens
+    return _extend_digest(crc, tokens, messages, c, tokenizer)
+
+
+def _extend_digest(
+    crc: int, tokens: int, messages: list[dict[str, Any]], k: int, tokenizer: Any
+) -> tuple[int, int]:
+    """The digest of ``messages`` from that of ``messages[:k]`` (``k < len(messages)``)."""
+    new: list[str] = []
+    for m in messages[k:]:
+        c = m.get("content")
+        new += (m.get("role", ""), c if isinstance(c, str) else repr(c))
+    crc = zlib.crc32(("\x1f" + "\x1f".join(new)).encode("utf-8", "surrogatepass"), crc)
+    return crc, tokens + tokenizer.extend_tokens(messages, k)
+
+
+def _content_digest(
+    seed: str, extra: str, messages: list[dict[str, Any]], tokenizer: Any, keep: bool = True
+) -> tuple[int, int]:
+    """:func:`prefix_digest` keyed by the messages' content (hashes of whole prefixes);
+    ``keep=False``: looked up, not stored (a lineage's start keeps its own entry)."""
     name = tokenizer.name  # servers of one seed with other tokenizers count otherwise
     parts = _keys_of(messages)
     if parts is None:
@@ -296,11 +381,7 @@ def prefix_digest(
         crc, tokens = zlib.crc32(f"{seed}\x1f{extra}".encode("utf-8", "surrogatepass")), 0
         if not n:
             return crc, tokenizer.prompt_tokens(messages)
-    new: list[str] = []
-    for m in messages[k:]:
-        c = m.get("content")
-        new += (m.get("role", ""), c if isinstance(c, str) else repr(c))
-    crc = zlib.crc32(("\x1f" + "\x1f".join(new)).encode("utf-8", "surrogatepass"), crc)
-    tokens += tokenizer.extend_tokens(messages, k)
-    _digests.put(key_of(n), (crc, tokens), key if k else None)
+    crc, tokens = _extend_digest(crc, tokens, messages, k, tokenizer)
+    if keep:
+        _digests.put(key_of(n), (crc, tokens), key if k else None)
     return crc, tokens

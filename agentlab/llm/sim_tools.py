@@ -27,7 +27,15 @@ import re
 from typing import Any, NamedTuple
 
 from agentlab.llm.sim_content import Rng, gen_value
-from agentlab.llm.sim_slots import FIELD, ITEM, PrefixSlots, hashable_contents, holds_separator
+from agentlab.llm.sim_slots import (
+    FIELD,
+    ITEM,
+    LINEAGE,
+    PrefixSlots,
+    hashable_contents,
+    holds_separator,
+    vouched,
+)
 
 __all__ = ["INVALID_ARGS_P", "asks_for_program", "play_along", "play_along_reply"]
 
@@ -148,7 +156,45 @@ def _scan(messages: list[dict[str, Any]]) -> _Scan:
 
     Equal to one scan of the contents joined by newlines (what ``_Context`` did before):
     no pattern matches across a newline except the JSON-field ones (``"id": "..."``) in a
-    JSON value split between two messages, which no message holds."""
+    JSON value split between two messages, which no message holds. A
+    :class:`~agentlab.llm.sim_slots.KnownPrefix` is keyed by its lineage up to its
+    committed messages (no pass over the conversation to hash it)."""
+    v = vouched(messages)
+    if v is None:
+        return _content_scan(messages)[0]
+    lineage, c = v
+    key = hash((LINEAGE, lineage))
+    payload = _scans.get(key)  # "k" FIELD scan of the lineage's first k messages
+    k = -1
+    if payload is not None:
+        head, _, rest = payload.partition(FIELD)
+        k = int(head)
+    if k < 0 or k > c:  # a new lineage (or its entry replaced): by content
+        scan, cacheable = _content_scan(messages[:c], keep=False)
+    else:
+        scan, cacheable = _extend_all(_decode(rest), messages, k, c)
+    if k != c and cacheable:  # else a value could hold a separator: scanned afresh next time
+        _scans.put(key, f"{c}{FIELD}{_encode(scan)}")
+    return _extend_all(scan, messages, c, len(messages))[0]
+
+
+def _extend_all(scan: _Scan, messages: list[dict[str, Any]], k: int, n: int) -> tuple[_Scan, bool]:
+    """``scan`` (of ``messages[:k]``) extended to ``messages[:n]``, and whether no text
+    added holds a payload separator (else it cannot be stored)."""
+    cacheable = True
+    for m in messages[k:n]:
+        c = m.get("content")
+        text = c if type(c) is str else _other_text(c)
+        scan = _extend(scan, text)
+        cacheable = cacheable and not holds_separator(text)
+    return scan, cacheable
+
+
+def _content_scan(messages: list[dict[str, Any]], keep: bool = True) -> tuple[_Scan, bool]:
+    """:func:`_scan` keyed by the messages' contents (hashes of whole prefixes), and whether
+    the scan can be stored (no text holds a payload separator). ``keep=False``: looked up,
+    not stored (a lineage's start: the lineage's own entry is the one its calls use, and a
+    second padded slot per idle conversation would stay resident)."""
     contents = hashable_contents(messages)
     if contents is None:  # content parts (lists) are unhashable
         contents = tuple(
@@ -162,15 +208,15 @@ def _scan(messages: list[dict[str, Any]]) -> _Scan:
     k, key, payload = _scans.lookup(key_of, n)
     scan = _EMPTY_SCAN if payload is None else _decode(payload)
     if k == n:
-        return scan
+        return scan, True
     cacheable = True
     for c in contents[k:]:
         text = c if type(c) is str else _other_text(c)
         scan = _extend(scan, text)
         cacheable = cacheable and not holds_separator(text)
-    if cacheable:  # else a value could hold a separator: scanned afresh next time
+    if cacheable and keep:  # else a value could hold a separator: scanned afresh next time
         _scans.put(key_of(n), _encode(scan), key if k else None)
-    return scan
+    return scan, cacheable
 
 
 class _Context:

@@ -109,3 +109,26 @@ def test_llama3_tools_delta_equals_rendering_twice() -> None:
         head = messages[: 2 if messages and messages[0].get("role") == "system" else 1]
         want = tok.prompt_tokens(head, tools) - tok.prompt_tokens(head)
         assert tok.tools_delta(messages, tools) == want, messages  # type: ignore[attr-defined]
+
+
+def test_string_leaf_equals_the_general_string_branch() -> None:
+    """``gen_value({"type": "string"})`` takes a shortcut; the same schema with a key the
+    string branch ignores (``description``) goes the long way: same values, same draws."""
+    for seed in range(200):
+        a, b = Rng(seed), Rng(seed)
+        got = sim_content.gen_value({"type": "string"}, a)
+        want = sim_content.gen_value({"type": "string", "description": "x"}, b)
+        assert got == want and type(got) is type(want) and a.s == b.s, seed
+    schema = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}}
+    a, b = Rng(7), Rng(7)
+    long = {"type": "object", "properties": {"q": {"type": "string", "title": "Q"},
+                                             "n": {"type": "integer"}}}  # fmt: skip
+    assert sim_content.gen_value(schema, a) == sim_content.gen_value(long, b) and a.s == b.s
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_holds_separator_equals_the_character_class(seed: int) -> None:
+    from agentlab.llm.sim_slots import holds_separator
+
+    for text in [*_texts(300, seed), "a\x1db", "\x1e", "x\x1f", "\x1c "]:
+        assert holds_separator(text) == (re.search("[\x1d-\x1f]", text) is not None), text

@@ -75,8 +75,10 @@ def decode_history(blob: bytes | None) -> list[dict[str, Any]]:
     raw = raw_history(blob)
     if not raw:
         return []
-    # One parse of "[m1,m2,...]" is ~3x faster than parsing line by line.
-    out: list[dict[str, Any]] = orjson.loads(b"[" + raw[:-1].replace(b"\n", b",") + b"]")
+    # One parse of "[m1,m2,...]" is ~3x faster than parsing line by line; two copies of
+    # the frames (replace, join of a view), not four (slice, replace, two concatenations)
+    body = raw.replace(b"\n", b",")
+    out: list[dict[str, Any]] = orjson.loads(b"".join((b"[", memoryview(body)[:-1], b"]")))
     return out
 
 

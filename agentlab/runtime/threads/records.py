@@ -9,7 +9,7 @@ import orjson
 
 from agentlab.errors import ConfigError
 
-__all__ = ["KINDS", "SCHEMA_VERSION", "Delivery", "ThreadState"]
+__all__ = ["KINDS", "SCHEMA_VERSION", "Delivery", "StepResult", "ThreadState"]
 
 SCHEMA_VERSION = 1
 
@@ -165,3 +165,14 @@ class ThreadState:
 
 
 _STATE_FIELDS = frozenset(ThreadState.__dataclass_fields__)
+
+
+@dataclass(slots=True)
+class StepResult:
+    """What one :meth:`AgentSystem.step` call did."""
+
+    deliveries: int = 0
+    slices: int = 0
+    completions: int = 0
+    dropped: int = 0
+    remaining: int = 0

@@ -29,7 +29,6 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,8 +46,9 @@ from agentlab.runtime.threads.codec import (
 from agentlab.runtime.threads.codec import raw_history as _raw
 from agentlab.runtime.threads.hot import Hot, HotCache
 from agentlab.runtime.threads.hot import same_bytes as _same
+from agentlab.runtime.threads.lineage import Lineages
 from agentlab.runtime.threads.model import LLMClientModel, Model
-from agentlab.runtime.threads.records import Delivery, ThreadState
+from agentlab.runtime.threads.records import Delivery, StepResult, ThreadState
 from agentlab.runtime.threads.runlog import ThreadLog
 from agentlab.runtime.threads.runtime_tools import dispatch_runtime_tool, note_runtime_call
 from agentlab.runtime.threads.shapes import RUNTIME_TOOLS
@@ -69,17 +69,6 @@ FAULT_POINTS = ("before_persist", "after_persist", "after_dispatch")
 
 class SimulatedCrash(AgentError):
     """Raised by a fault hook to simulate a process crash at an injection point."""
-
-
-@dataclass(slots=True)
-class StepResult:
-    """What one :meth:`AgentSystem.step` call did."""
-
-    deliveries: int = 0
-    slices: int = 0
-    completions: int = 0
-    dropped: int = 0
-    remaining: int = 0
 
 
 class AgentSystem:
@@ -137,6 +126,7 @@ class AgentSystem:
         self.model = model
         self.store: ThreadStore = store if store is not None else MemoryThreadStore()
         self._decoded = HotCache(decoded_cache, self.store)
+        self._lineages = Lineages(self.store)  # which messages a model call saw before
         self.tools: dict[str, Tool] = {}
         for t in tools:
             if t.name in RUNTIME_TOOLS:
@@ -247,6 +237,7 @@ class AgentSystem:
         store = self.store
         raw_state = store.read(tid, "state")
         stored = store.read(tid, "history")
+        lineage = self._lineages.of(tid, raw_state)
         if hot is not None and _same(raw_state, hot.raw_state) and _same(stored, hot.stored):
             st, blob, msgs = hot.st, hot.blob, hot.msgs
         else:
@@ -291,11 +282,13 @@ class AgentSystem:
                 if covered:
                     before = len(blob)
                     msgs, blob, new = compacted, b"", list(compacted)
+                    lineage = self._lineages.fresh()
                     st.compactions += 1
                     compacted_now = True
                     log.emit("compaction", tid, covered=covered, bytes_before=before)
             t0 = time.perf_counter() if logging else 0.0
-            text, calls, partial = await self._complete(tid, st, msgs)
+            handed = self._lineages.hand(tid, msgs, lineage)
+            text, calls, partial = await self._complete(tid, st, handed)
             msg, call = finish_turn(st, text, calls, partial=partial)
             if call is not None and call.name in RUNTIME_TOOLS:
                 note_runtime_call(st, call)
@@ -319,6 +312,7 @@ class AgentSystem:
             fault("before_persist", tid)
         raw_state = encode_state(st.to_dict())
         store.commit(tid, {"state": raw_state, "history": blob}, (seq,))
+        self._lineages.committed(tid, lineage, raw_state)
         if fault is not None:
             fault("after_persist", tid)
         if call is not None:
@@ -334,9 +328,8 @@ class AgentSystem:
     ) -> tuple[str, list[ToolCall], bool]:
         parts: list[str] = []
         calls: list[ToolCall] = []
-        # A shallow copy (pointers only): the decoded list lives on in the next slice, and a
-        # model that keeps the list it was given must not see later turns appear in it.
-        stream = self.model.stream(list(msgs), self._schemas, thread_id=tid, turn=st.completions)
+        # msgs: a copy (Lineages.hand), so the model never sees later turns appear in it
+        stream = self.model.stream(msgs, self._schemas, thread_id=tid, turn=st.completions)
         local = self._local
         if local:
             task = asyncio.current_task()
