@@ -264,19 +264,19 @@ async def _step_one(
                     except OSError:
                         pass
                 tracer.deactivate(token)
-                log.spans.append(tracer.finish_row(span, "error", err["error_class"]))
+                log.span(tracer.finish_row(span, "error", err["error_class"]))
                 if final:
                     result.failed.append(agent_id)
-                    log.states.append(_state_row(agent_id, type_name, tick, False, attempt, {}))
+                    log.state(_state_row(agent_id, type_name, tick, False, attempt, {}))
                     return
                 if policy.backoff_s:
                     await proxy.clock.sleep(policy.backoff_s * attempt)
                 continue
             tracer.deactivate(token)
-            log.spans.append(tracer.finish_row(span))
+            log.span(tracer.finish_row(span))
             _count(result, ctx)
             result.steps += 1
-            log.states.append(_state_row(agent_id, type_name, tick, True, attempt, agent.summary()))
+            log.state(_state_row(agent_id, type_name, tick, True, attempt, agent.summary()))
             return
     except BaseException as exc:
         failed = True  # its task stays listed: the batch cancels and awaits the rest
@@ -306,7 +306,7 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
     attrs: dict[str, Any] = {"agentlab.tick": batch.tick, "agentlab.agents": len(batch.agents)}
     span = tracer.start_span("society.batch", batch.parent, **attrs)
     token = tracer.activate(span)
-    log = BatchLog()
+    log = BatchLog(proxy.replay)
     loop = asyncio.get_running_loop()
     countdown = _Countdown(loop.create_future())
     pending = countdown.tasks

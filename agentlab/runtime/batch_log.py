@@ -11,11 +11,20 @@ Nothing is lost that was durable before: rows reached disk only at a flush, and 
 flushes before it returns (the driver takes log offsets after the last batch). A batch
 that is cancelled or raises past its agents writes none of its buffered rows, which is
 what a tick that is never committed needs anyway (its rows are cut at resume).
+
+The hot rows (``agent_states``, ``llm_calls``, span rows) are encoded when built
+(:meth:`BatchLog.state`, :meth:`BatchLog.call`, :meth:`BatchLog.span`): the dict dies at
+once, in cache, and never reaches the cyclic GC, which walked every buffered row again
+while the batch ran; the flush joins their bytes (runtime/README.md, "Rows encoded when
+built"). The bytes on disk are the same.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
+
+from agentlab.store._writer import encode_row
 
 if TYPE_CHECKING:
     from agentlab.store.replay import ReplaySink
@@ -34,22 +43,40 @@ class LogTarget(Protocol):
 
 
 class BatchLog:
-    """Row buffers of one batch (one per dataset) plus its finished span rows."""
+    """Row buffers of one batch (one per dataset) plus its finished span rows.
 
-    __slots__ = ("calls", "rows", "spans", "states")
+    Args:
+        replay: the sink the rows go to (checks their columns as they are encoded).
+    """
 
-    def __init__(self) -> None:
-        self.states: list[dict[str, Any]] = []  # agent_states
-        self.calls: list[dict[str, Any]] = []  # llm_calls
-        self.spans: list[dict[str, Any]] = []  # finished span rows (Tracer.span_row)
-        self.rows: dict[str, list[dict[str, Any]]] = {}  # any other dataset
+    __slots__ = ("_replay", "calls", "rows", "spans", "states")
+
+    def __init__(self, replay: ReplaySink) -> None:
+        self._replay = replay
+        # encoded rows (ReplaySink.encode / encode_row): bytes, or a dict orjson refused
+        self.states: list[bytes | Mapping[str, Any]] = []  # agent_states
+        self.calls: list[bytes | Mapping[str, Any]] = []  # llm_calls
+        self.spans: list[bytes | Mapping[str, Any]] = []  # finished span rows
+        self.rows: dict[str, list[dict[str, Any]]] = {}  # any other dataset, as dicts
+
+    def state(self, row: dict[str, Any]) -> None:
+        """Buffer an ``agent_states`` row, encoded now."""
+        self.states.append(self._replay.encode("agent_states", row))
+
+    def call(self, row: dict[str, Any]) -> None:
+        """Buffer an ``llm_calls`` row, encoded now."""
+        self.calls.append(self._replay.encode("llm_calls", row))
+
+    def span(self, row: dict[str, Any]) -> None:
+        """Buffer a finished span's row (``Tracer.finish_row`` / ``span_row``), encoded now."""
+        self.spans.append(encode_row(row))
 
     def add(self, dataset: str, row: dict[str, Any]) -> None:
         """Buffer one row of ``dataset`` (do not mutate it afterwards)."""
         if dataset == "llm_calls":
-            self.calls.append(row)
+            self.call(row)
         elif dataset == "agent_states":
-            self.states.append(row)
+            self.state(row)
         else:
             self.rows.setdefault(dataset, []).append(row)
 
@@ -64,10 +91,10 @@ class BatchLog:
     def write(self, services: LogTarget) -> None:
         """Hand every buffered row and span to this process's sink and tracer; empties."""
         replay = services.replay
-        for dataset, rows in (("llm_calls", self.calls), ("agent_states", self.states),
-                              *self.rows.items()):  # fmt: skip
-            if rows:  # built here for the log and dropped below: no copy needed
-                replay.extend(dataset, rows, copy=False)
+        for dataset, encoded in (("llm_calls", self.calls), ("agent_states", self.states)):
+            replay.extend_encoded(dataset, encoded)  # built here and dropped below: no copy
+        for dataset, rows in self.rows.items():
+            replay.extend(dataset, rows, copy=False)
         if self.spans:
             services.trace.extend(self.spans, copy=False)
         self.states, self.calls, self.spans, self.rows = [], [], [], {}

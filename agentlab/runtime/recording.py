@@ -205,7 +205,7 @@ class RecordingLLM:
             # A first-attempt success is its llm_calls row; Run.llm_attempts_df adds it back.
             attempts = catalog.llm_attempt_rows(record, run_id=row["run_id"], tick=row["tick"])
         if log is not None:
-            log.calls.append(row)
+            log.call(row)
             if attempts:
                 log.rows.setdefault("llm_attempts", []).extend(attempts)
         else:
@@ -249,7 +249,7 @@ class RecordingLLM:
                               "client")  # fmt: skip
         log: BatchLog | None = getattr(counter, "log", None)
         if log is not None:
-            log.spans.append(row)
+            log.span(row)
         else:
             tracer.extend([row])
 

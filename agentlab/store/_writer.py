@@ -11,6 +11,10 @@ Because rows are serialised later, the *top level* of a row is snapshotted at ap
 but nested lists and dicts are read at the next flush (at most ``flush_interval`` later):
 do not mutate them after appending.
 
+A hot path may buffer a row already encoded (:func:`encode_row`: the bytes between the
+braces); :func:`encode_rows` then only adds ``_shard`` and ``_seq``, and writes the same
+line the dict would have given.
+
 Fork safety: ``os.register_at_fork`` resets every live writer in the child (new shard name
 when the default one was in use, empty buffers, no inherited file descriptors), so a child
 never duplicates its parent's pending rows or writes into the parent's shard.
@@ -33,7 +37,7 @@ import orjson
 from agentlab.errors import StoreError
 from agentlab.store.layout import default_shard_name, validate_shard
 
-__all__ = ["encode_rows", "get_writer", "last_complete_line", "reset_writers"]
+__all__ = ["encode_row", "encode_rows", "get_writer", "last_complete_line", "reset_writers"]
 
 _OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 RESERVED = frozenset(("_shard", "_seq"))
@@ -76,13 +80,32 @@ def _encode_one(row: Mapping[Any, Any], bad: list[str]) -> bytes:
     return body[:-1]
 
 
+def encode_row(row: Mapping[Any, Any]) -> bytes | Mapping[Any, Any]:
+    """``row`` encoded now, for a stream's buffer: the JSON object's body without its
+    braces (what :func:`encode_rows` puts between ``_shard`` and ``_seq``), or ``row``
+    itself when ``orjson`` cannot encode it as is (the flush's slow path then writes its
+    odd values as strings and reports them, as for any row).
+
+    Why a hot path encodes at once: a dict row buffered until the batch's flush is
+    walked by the cyclic GC while it waits and freed, cache-cold, after the write; its
+    bytes are neither (runtime/README.md, "Rows encoded when built"). The bytes are those
+    the flush would have written for the dict.
+    """
+    try:
+        body = orjson.dumps(row, default=_default)
+    except (orjson.JSONEncodeError, TypeError):
+        return row
+    return body[1:-1]
+
+
 def encode_rows(
-    rows: Sequence[Mapping[Any, Any]], first_seq: int, shard: str, bad: list[str]
+    rows: Sequence[Mapping[Any, Any] | bytes], first_seq: int, shard: str, bad: list[str]
 ) -> bytes:
     """Encode buffered rows as JSONL lines ``{"_shard":..,<row>,"_seq":n}``.
 
-    Rows get ``_seq`` = ``first_seq``, ``first_seq + 1``, ... One ``orjson.dumps`` per chunk
-    of rows saves a call and a short-lived bytes object per row.
+    Rows get ``_seq`` = ``first_seq``, ``first_seq + 1``, ... A row is a mapping or, from
+    :func:`encode_row`, its body as bytes (used as it is). One ``orjson.dumps`` per chunk
+    of mappings saves a call and a short-lived bytes object per row.
     The array ``[{..},{..}]`` is cut at ``},{``: a chunk of ``n`` non-empty rows has exactly
     ``n - 1`` such boundaries, so when the pattern occurs more often (inside a string or a
     nested value) the chunk is encoded row by row instead. Then one ``%`` format adds the
@@ -95,11 +118,16 @@ def encode_rows(
         chunk = rows[i : i + _CHUNK]
         seq0 = first_seq + i
         n = len(chunk)
-        try:
-            blob: bytes | None = orjson.dumps(chunk, default=_default)
-        except (orjson.JSONEncodeError, TypeError):  # e.g. non-str keys: the slow path
-            blob = None
-        bodies = blob[2:-2].split(b"},{") if blob is not None else []
+        kinds = set(map(type, chunk))
+        bodies: Sequence[bytes] = ()
+        if kinds == {bytes}:  # encoded when built (encode_row)
+            bodies = chunk  # type: ignore[assignment]
+        elif bytes not in kinds:
+            try:
+                blob: bytes | None = orjson.dumps(chunk, default=_default)
+            except (orjson.JSONEncodeError, TypeError):  # e.g. non-str keys: the slow path
+                blob = None
+            bodies = blob[2:-2].split(b"},{") if blob is not None else []
         if len(bodies) == n and all(chunk):
             args = tuple(
                 itertools.chain.from_iterable(zip(bodies, range(seq0, seq0 + n), strict=True))
@@ -107,7 +135,7 @@ def encode_rows(
             parts.append((line * n) % args)
             continue
         for seq, row in enumerate(chunk, seq0):
-            body = _encode_one(row, bad)
+            body = b"{" + row if type(row) is bytes else _encode_one(row, bad)  # type: ignore[operator,arg-type]
             if len(body) > 1:
                 parts.append(b'%b,%b,"_seq":%d}\n' % (head, body[1:], seq))
             else:
@@ -153,7 +181,7 @@ class _Stream:
         self.relpath = relpath
         self.seq = seq
         self.gen = gen
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[Mapping[str, Any] | bytes] = []  # bytes: a row's encode_row body
 
 
 class _LogWriter:
@@ -223,23 +251,24 @@ class _LogWriter:
         return seq
 
     def extend(
-        self, stream: _Stream, rows: Sequence[Mapping[str, Any]], *, copy: bool = True
+        self, stream: _Stream, rows: Sequence[Mapping[str, Any] | bytes], *, copy: bool = True
     ) -> int:
         """Buffer copies of many rows on ``stream``; returns the last ``_seq``.
 
         ``copy=False``: the rows are dicts the caller built for this and never touches
-        again (a batch's buffered rows); they are buffered as they are.
+        again (a batch's buffered rows), or bodies from :func:`encode_row`; they are
+        buffered as they are.
         """
         for i in range(0, len(rows), _EXTEND_CHUNK):
             chunk = rows[i : i + _EXTEND_CHUNK]
-            copies: list[dict[str, Any]]
+            copies: list[Mapping[str, Any] | bytes]
             if not copy:
-                copies = chunk if type(chunk) is list else list(chunk)  # type: ignore[assignment,arg-type]
+                copies = chunk if type(chunk) is list else list(chunk)
             else:
                 try:
                     copies = list(map(dict.copy, chunk))  # type: ignore[arg-type]
                 except TypeError:  # some rows are other Mappings
-                    copies = [dict(r) for r in chunk]
+                    copies = [dict(r) for r in chunk]  # type: ignore[arg-type]
             with self._lock:
                 stream.rows += copies
                 stream.seq += len(copies)

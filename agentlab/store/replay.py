@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentlab.store._writer import RESERVED, _LogWriter, _Stream, get_writer
+from agentlab.store._writer import RESERVED, _LogWriter, _Stream, encode_row, get_writer
 from agentlab.store.layout import REPLAY_DIR, validate_dataset
 from agentlab.store.schema import infer_type, register_dataset
 
@@ -171,6 +171,28 @@ class ReplaySink:
             batch = list(batch)  # _prepare may replace rows; never touch the caller's list
             d = self._prepare(dataset, batch)
         return w.extend(d.stream, batch, copy=copy)
+
+    def encode(self, dataset: str, row: Mapping[str, Any]) -> bytes | Mapping[str, Any]:
+        """``row`` checked against ``dataset``'s columns (new keys registered, reserved
+        keys dropped, as :meth:`append` does) and encoded now (``_writer.encode_row``), for
+        :meth:`extend_encoded`. Do not mutate the row's values afterwards either."""
+        d = self._ds.get(dataset)
+        if d is None or d.gen != self._writer.gen or not d.ok.issuperset(row):
+            rows = [row]
+            self._prepare(dataset, rows)
+            row = rows[0]
+        return encode_row(row)
+
+    def extend_encoded(self, dataset: str, rows: list[bytes | Mapping[str, Any]]) -> int:
+        """Buffer rows from :meth:`encode` of the same ``dataset`` (the list and rows are
+        the sink's now); returns the last seq, -1 when ``rows`` is empty."""
+        if not rows:
+            return -1
+        d = self._ds.get(dataset)
+        w = self._writer
+        if d is None or d.gen != w.gen:  # forked or reset since: the columns are registered
+            d = self._prepare(dataset, [])
+        return w.extend(d.stream, rows, copy=False)
 
     def flush(self) -> None:
         """Write every buffered row of this process (replay and trace) to disk now."""

@@ -24,7 +24,7 @@ import inspect
 import os
 import random
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -342,10 +342,11 @@ class Tracer:
             "events": [],
         }
 
-    def extend(self, rows: list[dict[str, Any]], *, copy: bool = True) -> None:
+    def extend(self, rows: Sequence[Mapping[str, Any] | bytes], *, copy: bool = True) -> None:
         """Queue many span rows (from :meth:`span_row`) for writing at once.
 
-        ``copy=False``: rows (and the list) the caller never touches again.
+        ``copy=False``: rows (and the list) the caller never touches again; rows may then
+        be encoded already (``_writer.encode_row``, as a batch's are).
         """
         w = self._writer
         w.extend(w.stream(f"{TRACE_DIR}/{w.shard}.jsonl"), rows, copy=copy)

@@ -12,7 +12,7 @@ import pytest
 
 from agentlab.errors import ConfigError
 from agentlab.store import ReplaySink, open_run, sql_over_runs
-from agentlab.store._writer import encode_rows
+from agentlab.store._writer import encode_row, encode_rows
 
 
 def _run(root: Path, name: str, rows: list[dict], *, extra: dict | None = None) -> Path:
@@ -92,6 +92,42 @@ def test_encoder_falls_back_on_lookalike_boundaries_and_odd_values() -> None:
     fast = encode_rows(clean, 0, "s", [])
     slow = b"".join(encode_rows([r], i, "s", []) for i, r in enumerate(clean))
     assert fast == slow
+
+
+def test_rows_encoded_when_built_are_written_as_the_same_bytes() -> None:
+    rows = [
+        {"text": "a},{b", "n": 1},
+        {},
+        {"big": 2**70, "ok": 1},  # orjson refuses it: encode_row hands the dict back
+        {1: "non-str key"},
+        {"plain": "row", "nested": {"x": [1, 2]}},
+    ]
+    encoded = [encode_row(r) for r in rows]
+    assert encoded[2] is rows[2] and encoded[3] is rows[3]
+    assert encoded[0] == b'"text":"a},{b","n":1' and encoded[1] == b""
+    bad_dicts: list[str] = []
+    bad_mixed: list[str] = []
+    assert encode_rows(encoded, 3, "s", bad_mixed) == encode_rows(rows, 3, "s", bad_dicts)
+    assert len(bad_mixed) == len(bad_dicts) == 1  # the odd value is still reported once
+    clean = [{"a": i, "b": "x" * i} for i in range(3000)]  # more than one chunk
+    assert encode_rows([encode_row(r) for r in clean], 0, "s", []) == encode_rows(clean, 0, "s", [])
+
+
+def test_sink_encode_registers_columns_and_keeps_order(run_dir: Path) -> None:
+    sink = ReplaySink(run_dir, shard="w")
+    sink.append("votes", {"agent_id": "a0", "yes": True})
+    encoded = [sink.encode("votes", {"agent_id": f"a{i}", "yes": i % 2 == 0, "_seq": 99})
+               for i in (1, 2)]  # fmt: skip
+    encoded.append(sink.encode("votes", {"agent_id": "a3", "weight": 0.5}))  # a new column
+    assert sink.extend_encoded("votes", encoded) == 3
+    assert sink.extend_encoded("votes", []) == -1
+    sink.flush()
+    lines = (run_dir / "replay" / "votes" / "w.jsonl").read_bytes().splitlines()
+    assert [orjson.loads(x)["_seq"] for x in lines] == [0, 1, 2, 3]  # no "_seq": 99 taken
+    assert lines[1] == b'{"_shard":"w","agent_id":"a1","yes":false,"_seq":1}'
+    df = open_run(run_dir).df("votes")
+    assert list(df["agent_id"]) == ["a0", "a1", "a2", "a3"]
+    assert df["weight"].isna().tolist() == [True, True, True, False]
 
 
 def test_rows_are_snapshotted_at_append(run_dir: Path) -> None:
