@@ -129,6 +129,7 @@ class Engine(Planner):
     @version.setter
     def version(self, v: int) -> None:
         self._version = v
+        self._s.dmin = None  # (a cancel lowers a running request's deadline)
         self.replan()
 
     def add(self, req: EngineRequest) -> None:
@@ -163,7 +164,10 @@ class Engine(Planner):
         """
         limit = now + EPS if inclusive else now - EPS
         s, kv = self._s, self.kv
-        while self._phase(s, limit, kv, None, True):
+        # (a busy engine whose next step starts at or after ``limit`` has nothing to run:
+        # most calls end so, and the test here saves a call of _phase, which has no side
+        # effect in that case; an idle one may still drop aborted queued requests)
+        while (s.t < limit or not s.running) and self._phase(s, limit, kv, None, True):
             pass
         if s.qi > 4096:
             del s.q[: s.qi]
@@ -309,7 +313,9 @@ class Engine(Planner):
             t = max(t, q[qi].arrival)  # idle engine: wake at the next arrival
         if t >= limit:
             return False
-        dmin = min([r.deadline for r in running]) if running else _INF
+        dmin = s.dmin  # (carried from the last phase unless someone left since)
+        if dmin is None:
+            dmin = min([r.deadline for r in running]) if running else _INF
         if snaps is not None:
             self._starts.append(t)
             self._room.append(True)
@@ -454,6 +460,8 @@ class Engine(Planner):
                 r.left_at = t
                 r.prefilled = computed
                 running.append(r)
+                if r.deadline < dmin:
+                    dmin = r.deadline
                 chunks.append((r, c))
                 if caching_kv:  # cached now: later admissions of this step hit them
                     register_blocks(kv, r, computed + c)
@@ -467,6 +475,7 @@ class Engine(Planner):
         n_seqs = len(chunks) + len(decodes)
         if n_seqs == 0:
             s.t = t
+            s.dmin = None
             return preempted  # everyone was preempted: the next phase re-admits
         if chunks or a_dec:
             dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
@@ -523,8 +532,11 @@ class Engine(Planner):
         for r, _ in chunks:
             if r.prefilled >= r.target and r.decoded >= r.output - EPS:
                 finished.append(r)
+        stale = preempted  # someone left ``running`` who may have held the least deadline
         for r in finished:
             r.end = t_end
+            if r.deadline <= dmin:
+                stale = True
             if record:
                 self.finished_total += 1
                 self.generated_total += r.output
@@ -535,6 +547,7 @@ class Engine(Planner):
         if finished:
             running[:] = [r for r in running if r.end is None]
         s.t = t_end
+        s.dmin = None if stale else dmin
         if record:
             self.steps_total += k
         return True

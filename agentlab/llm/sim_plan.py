@@ -121,6 +121,7 @@ class Planner:
             w.end = None
             w.aborted = False
         plan.running = [x[0] for x in run]
+        plan.dmin = None
         plan.qi = lead
         plan.t = t_before
         del self._snaps[p:]

@@ -178,13 +178,16 @@ class EngineRequest:
 class State:
     """A scheduler state: the committed one, or the plan's (on copies of the requests)."""
 
-    __slots__ = ("q", "qi", "running", "t")
+    __slots__ = ("dmin", "q", "qi", "running", "t")
 
     def __init__(self) -> None:
         self.t = -math.inf  # end of the last executed step (engine busy until then)
         self.q: list[EngineRequest] = []  # arrival order; q[qi:] not yet admitted
         self.qi = 0
         self.running: list[EngineRequest] = []
+        # least deadline of ``running`` carried from the last phase (None: recompute it);
+        # whoever replaces ``running`` or lowers a running deadline sets it to None
+        self.dmin: float | None = None
 
 
 # plan snapshot at a phase start: (state t before it, queue index, running requests with

@@ -353,3 +353,25 @@ def test_a_queued_request_past_its_deadline_is_planned_aborted_without_the_queue
     e.advance(math.inf, inclusive=True)
     assert b.aborted and b.admitted is None
     assert (c.first_token, c.end) == pytest.approx((21.15, 21.35))
+
+
+def test_a_lowered_deadline_with_a_version_bump_aborts_at_the_next_step_boundary() -> None:
+    # The engine carries the least running deadline from phase to phase; a cancel lowers a
+    # running request's deadline and bumps ``version`` (as SimRunning.cancel does), which
+    # must make the next step see it. By hand (SMALL): A and B (5-token prompts) share
+    # step 1: 10 prompt tokens, n=2: 0.15 + 0.10 = 0.25 (first tokens); then decode steps
+    # of 0.15 s: 0.40 ... 1.00, 1.15. A is cancelled at 1.1: aborted at the 1.15 boundary
+    # with 1 + 6 tokens; B then decodes alone in 0.1 s steps: its 8th token at 1.25.
+    e = Engine(get_profile("vllm-3b", **SMALL))
+    a, b = EngineRequest(1, 0.0, 5, 100), EngineRequest(2, 0.0, 5, 100)
+    e.add(a)
+    e.add(b)
+    e.advance(1.0)
+    assert e.t == pytest.approx(1.0)
+    e.advance(1.1)
+    assert e.t == pytest.approx(1.15)
+    a.deadline = 1.1
+    e.version += 1
+    e.advance(2.0)
+    assert a.aborted and a.decoded == 7.0 and e.aborted_total == 1
+    assert b.time_of_token(7) == pytest.approx(1.15) and b.time_of_token(8) == pytest.approx(1.25)
