@@ -263,6 +263,11 @@ def format_pieces(pc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: the server parameters calibration fits (the rest of a fitted profile stays the truth's)
+FITTED_SERVER = ("prefill_tps", "overhead_s", "decode_tps", "decode_degrade", "decode_jitter",
+                 "attention_decode_s")  # fmt: skip
+
+
 def cross_fit(calls: Any, runs: int, seed: int, base: Path) -> list[dict[str, Any]]:
     """Calibration across topologies: fit the server on one topology's calls (``sim/vllm-3b``
     as the real server), keep the per-call-label lengths (inputs), re-run the other two
@@ -273,8 +278,6 @@ def cross_fit(calls: Any, runs: int, seed: int, base: Path) -> list[dict[str, An
     from agentlab.analysis.calibrate import fit_calibration
     from agentlab.llm import get_profile
 
-    server = ("prefill_tps", "overhead_s", "decode_tps", "decode_degrade", "decode_jitter",
-              "attention_decode_s")  # fmt: skip
     truth = get_profile("vllm-3b")
 
     def disc(c: Any) -> Any:
@@ -298,7 +301,7 @@ def cross_fit(calls: Any, runs: int, seed: int, base: Path) -> list[dict[str, An
         # attention cost and the truth's term on top counted it twice, every cross-fit
         # latency +1 to +14 %). The server facts (slots, step budget, prefix caching, KV
         # capacity, roofline step) stay the truth's.
-        fitted = {k: getattr(cal.profile, k) for k in server}
+        fitted = {k: getattr(cal.profile, k) for k in FITTED_SERVER}
         path = truth.replace(**fitted).save(base / f"fitted_on_{fit_on}.toml")
         for topo in TOPOLOGIES:
             if topo == fit_on:
@@ -328,8 +331,7 @@ def format_cross_fit(rows: list[dict[str, Any]]) -> str:
 
     truth = get_profile("vllm-3b")
     lines.append("Fitted server (the round trip; truth = sim/vllm-3b):")
-    keys = ("prefill_tps", "overhead_s", "decode_tps", "decode_degrade", "decode_jitter",
-            "attention_decode_s")  # fmt: skip
+    keys = FITTED_SERVER
     lines.append(f"{'fitted on':10s} " + " ".join(f"{k:>18s}" for k in keys))
     lines.append(f"{'truth':10s} " + " ".join(f"{getattr(truth, k):18.4g}" for k in keys))
     for fit_on in dict.fromkeys(r["fitted_on"] for r in rows):
@@ -452,7 +454,11 @@ def star_gap_pieces(calls: Any) -> dict[str, Any]:
     import numpy as np
 
     from agentlab.analysis import PAPER_WINDOW
+    from agentlab.analysis.paper import published_paper_df
 
+    pub = published_paper_df().set_index(["table", "topology", "metric", "dist"])["value"]
+    iat_p95 = float(pub[("table2", "star", "iat_p95", "")])
+    slow_median = float(pub[("table3", "star", "median_s", "lognorm")])
     c = calls[(calls.topology == "star") & calls.stage.isin(PAPER_WINDOW)].copy()
     c["call"] = c["labels"].map(lambda d: d.get("call") if isinstance(d, dict) else None)
     c = c.sort_values(["run_id", "start"])
@@ -472,6 +478,7 @@ def star_gap_pieces(calls: Any) -> dict[str, Any]:
     cf = np.where(after_rev, x["gap"] - x["spread"].fillna(0.0), x["gap"])
     gaps = x["gap"].to_numpy(dtype=float)
     out: dict[str, Any] = {"p95": float(np.quantile(gaps, 0.95)),
+                           "published_p95": iat_p95, "published_slow_median": slow_median,
                            "share_ge_50s": float(np.mean(gaps >= 50.0)),
                            "p95_first_reviewer": float(np.quantile(cf, 0.95)),
                            "slow_median": float(np.median(gaps[gaps >= 0.05])),
@@ -483,15 +490,12 @@ def star_gap_pieces(calls: Any) -> dict[str, Any]:
     out["kinds"] = {
         k: {"n": int(m.sum()), "median": float(x.loc[m, "gap"].median()),
             "p90": float(x.loc[m, "gap"].quantile(0.9)),
-            "above_published_p95": float((x.loc[m, "gap"] > PAPER_STAR_IAT_P95).sum() / len(x))}
+            "above_published_p95": float((x.loc[m, "gap"] > iat_p95).sum() / len(x))}
         for k, m in kinds.items()
     }  # fmt: skip
     return out
 
 
-#: published Star Table-2 IAT p95 and Table-3 lognormal median of its slow gaps
-#: (datasets/agentraffic_paper.csv)
-PAPER_STAR_IAT_P95, PAPER_STAR_SLOW_MEDIAN = 20.74, 9.70
 #: published Star IATs of 50 s or more (a reply at the 6,144-token output cap takes ~60 s):
 #: 39 + 4 + 2 + 19 of 7,355 (agentraffic summary.json @ 893a8bf, iat.per_topology.vertical
 #: counts, bins from 50 s up). With q of the calls at the cap, independently, ~4q x 1,959
@@ -505,10 +509,11 @@ PAPER_STAR_GAPS_GE_50S = 64 / 7355
 def format_star_gaps(g: dict[str, Any]) -> str:
     lines = [
         "\nStar IAT p95, decomposed (see star_gap_pieces; all IATs of the window, pooled)",
-        f"  simulated p95 {g['p95']:.2f} s (published {PAPER_STAR_IAT_P95} s); slow-gap median"
-        f" {g['slow_median']:.2f} s (Table 3 lognormal median {PAPER_STAR_SLOW_MEDIAN} s)",
+        f"  simulated p95 {g['p95']:.2f} s (published {g['published_p95']:.2f} s); slow-gap "
+        f"median {g['slow_median']:.2f} s (Table 3 lognormal median "
+        f"{g['published_slow_median']:.2f} s)",
         f"{'  gap after':20s} {'n':>5s} {'median':>7s} {'p90':>7s}  share of all IATs above "
-        f"{PAPER_STAR_IAT_P95} s",
+        f"{g['published_p95']:.2f} s",
     ]  # fmt: skip
     for k, v in g["kinds"].items():
         lines.append(f"  {k:18s} {v['n']:5d} {v['median']:7.2f} {v['p90']:7.2f}  "

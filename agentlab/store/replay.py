@@ -148,13 +148,18 @@ class ReplaySink:
         The row's top level is copied now; nested values are serialised at the next flush
         (within ``flush_interval``), so do not mutate them after appending.
         """
+        d, row = self._checked(dataset, row)
+        return self._writer.append(d.stream, row)
+
+    def _checked(self, dataset: str, row: Mapping[str, Any]) -> tuple[_Dataset, Mapping[str, Any]]:
+        """``dataset``'s entry and ``row`` as it may be written (new keys registered,
+        reserved keys dropped by :meth:`_prepare`; the row itself when its keys are known)."""
         d = self._ds.get(dataset)
-        w = self._writer
-        if d is None or d.gen != w.gen or not d.ok.issuperset(row):
+        if d is None or d.gen != self._writer.gen or not d.ok.issuperset(row):
             rows = [row]
             d = self._prepare(dataset, rows)
             row = rows[0]
-        return w.append(d.stream, row)
+        return d, row
 
     def extend(self, dataset: str, rows: Iterable[Mapping[str, Any]], *, copy: bool = True) -> int:
         """Buffer many rows at once (cheaper than ``append`` in a loop); returns the last seq.
@@ -176,12 +181,7 @@ class ReplaySink:
         """``row`` checked against ``dataset``'s columns (new keys registered, reserved
         keys dropped, as :meth:`append` does) and encoded now (``_writer.encode_row``), for
         :meth:`extend_encoded`. Do not mutate the row's values afterwards either."""
-        d = self._ds.get(dataset)
-        if d is None or d.gen != self._writer.gen or not d.ok.issuperset(row):
-            rows = [row]
-            self._prepare(dataset, rows)
-            row = rows[0]
-        return encode_row(row)
+        return encode_row(self._checked(dataset, row)[1])
 
     def extend_encoded(self, dataset: str, rows: list[bytes | Mapping[str, Any]]) -> int:
         """Buffer rows from :meth:`encode` of the same ``dataset`` (the list and rows are
