@@ -178,6 +178,28 @@ class LLMClientModel:
         if not isinstance(self.client, RecordingLLM):
             self.client = services.llm
 
+    def open(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        thread_id: str,
+        turn: int,
+    ) -> Any:
+        """The client's stream of one completion, not started: iterating it yields the
+        text deltas, then :meth:`finished` gives its tool calls. :meth:`stream` iterates
+        it; ``AgentSystem`` iterates it directly (one async generator fewer per delta)."""
+        kw = self.overrides
+        if self.per_call is not None:
+            kw = {**kw, **self.per_call(messages)}
+        return self.client.stream(
+            messages,
+            tools=tools or None,
+            agent_id=thread_id,
+            labels={"stage": "thread_slice", "turn": turn},
+            **kw,
+        )
+
     async def stream(
         self,
         messages: list[dict[str, Any]],
@@ -186,22 +208,17 @@ class LLMClientModel:
         thread_id: str,
         turn: int,
     ) -> AsyncIterator[str | ToolCall]:
-        kw = self.overrides
-        if self.per_call is not None:
-            kw = {**kw, **self.per_call(messages)}
-        s = self.client.stream(
-            messages,
-            tools=tools or None,
-            agent_id=thread_id,
-            labels={"stage": "thread_slice", "turn": turn},
-            **kw,
-        )
+        s = self.open(messages, tools, thread_id=thread_id, turn=turn)
         async with aclosing(s.__aiter__()) as deltas:
             async for delta in deltas:
                 if delta:
                     yield delta
+        for tc in self.finished(s):
+            yield tc
+
+    def finished(self, s: Any) -> list[ToolCall]:
+        """The tool calls of :meth:`open`'s stream ``s``, iterated to its end (counted in
+        ``responses``)."""
         resp = s.response
         self.responses += 1
-        if resp is not None:
-            for tc in resp.tool_calls:
-                yield tc
+        return [] if resp is None else list(resp.tool_calls)

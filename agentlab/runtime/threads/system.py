@@ -328,8 +328,13 @@ class AgentSystem:
     ) -> tuple[str, list[ToolCall], bool]:
         parts: list[str] = []
         calls: list[ToolCall] = []
-        # msgs: a copy (Lineages.hand), so the model never sees later turns appear in it
-        stream = self.model.stream(msgs, self._schemas, thread_id=tid, turn=st.completions)
+        # msgs: a copy (Lineages.hand), so the model never sees later turns appear in it.
+        # An LLMClientModel's client stream is iterated here: one async generator fewer.
+        model = self.model
+        llm = model if type(model) is LLMClientModel else None
+        start: Callable[..., Any] = model.stream if llm is None else llm.open
+        s = start(msgs, self._schemas, thread_id=tid, turn=st.completions)
+        stream = s.__aiter__()  # an async generator either way: closed at once on interrupt
         local = self._local
         if local:
             task = asyncio.current_task()
@@ -357,6 +362,8 @@ class AgentSystem:
         finally:
             if local:
                 self._completing.pop(tid, None)
+        if llm is not None:
+            calls += llm.finished(s)
         return "".join(parts), calls, False
 
     # --- tools ----------------------------------------------------------------------------------

@@ -106,3 +106,107 @@ async def test_interrupt_closes_the_client_stream_and_keeps_partial_text() -> No
     partial = h[1]["content"]
     assert partial and full.text.startswith(partial) and len(partial) < len(full.text)
     assert client.in_flight() == 0  # the interrupted stream released its concurrency slot
+
+
+class Generic(LLMClientModel):
+    """An ``LLMClientModel`` the system drives through ``stream()`` (its exact type is what
+    takes the direct path), so both paths run the same client and overrides."""
+
+
+async def _run_turns(model: LLMClientModel, tool: CountingTool) -> AgentSystem:
+    system = AgentSystem(model, tools=[tool.tool], agent_tools=False)
+    async with system:
+        for turn in range(4):
+            for t in ("a", "b", "c"):
+                system.send_user(t, f"turn {turn} for {t}", f"u{turn}")
+            await system.drain()
+    return system
+
+
+async def test_direct_client_stream_equals_model_stream() -> None:
+    # AgentSystem iterates an LLMClientModel's client stream itself (LLMClientModel.open):
+    # the same histories, states, counts and records as through LLMClientModel.stream
+    got = []
+    for cls in (LLMClientModel, Generic):
+        client = LLMClient("sim/instant", seed=5)
+        spy = CountingStream(client)
+        tool = CountingTool()
+        tool.tool.parameters = PARAMS
+        model = cls(spy, per_call=_policy, sim_completion_tokens=40)
+        system = await _run_turns(model, tool)
+        got.append(
+            (
+                {t: (system.history(t), system.state(t)) for t in system.threads()},
+                model.responses,
+                system.completions,
+                [
+                    (s.chunks, s.response.text, s.response.tool_calls, s.response.record.agent_id)
+                    for s in spy.streams
+                ],
+                dict(tool.starts),
+            )
+        )
+    assert got[0] == got[1]
+    assert got[0][1] == got[0][2] == 3 * 4 * 2
+
+
+class FirstDeltaClient(CountingStream):
+    """Signals when a stream's first text delta reaches the consumer (the system iterates
+    the client's stream itself for a plain ``LLMClientModel``)."""
+
+    def __init__(self, client: LLMClient) -> None:
+        super().__init__(client)
+        self.got = asyncio.Event()
+        self.on_close: Any = None
+
+    def stream(self, messages: list[dict[str, Any]], **kw: Any) -> Any:
+        return _Signalling(super().stream(messages, **kw), self)
+
+
+class _Signalling:
+    def __init__(self, inner: Any, spy: FirstDeltaClient) -> None:
+        self.inner, self.spy = inner, spy
+
+    @property
+    def response(self) -> Any:
+        return self.inner.response
+
+    async def _run(self) -> Any:
+        async with aclosing(self.inner.__aiter__()) as deltas:
+            try:
+                async for d in deltas:
+                    self.spy.got.set()
+                    yield d
+            except BaseException:  # cancelled mid-stream, or closed holding a delta
+                self.spy.on_close()
+                raise
+
+    def __aiter__(self) -> Any:
+        return self._run()
+
+
+async def test_interrupt_on_the_direct_path_closes_the_client_stream() -> None:
+    client = LLMClient("sim/vllm-3b", seed=1)
+    spy = FirstDeltaClient(client)
+    model = LLMClientModel(spy, sim_tool_call_p=0.0, sim_completion_tokens=120)
+    system = AgentSystem(model, agent_tools=False)
+    # the client stream ends inside the slice, before it commits (not when collected)
+    closed: list[int] = []
+    spy.on_close = lambda: closed.append(len(system.history("a")))
+    async with system:
+        system.send_user("a", "tell me a long story", "u0")
+        await asyncio.wait_for(spy.got.wait(), 20)
+        assert client.in_flight() == 1
+        system.send_user("a", "stop, new question", "u1")
+        await system.drain(timeout=30)
+    h = system.history("a")
+    validate_openai_messages(h)
+    assert roles(h) == ["user", "assistant", "user", "assistant"]
+    full = await LLMClient("sim/vllm-3b", seed=1).complete(
+        h[:1], sim_tool_call_p=0.0, sim_completion_tokens=120
+    )
+    partial = h[1]["content"]
+    assert partial and full.text.startswith(partial) and len(partial) < len(full.text)
+    assert client.in_flight() == 0  # the interrupted stream released its concurrency slot
+    assert model.responses == 1  # the interrupted completion had no response
+    assert closed == [0]
