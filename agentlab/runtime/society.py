@@ -432,7 +432,9 @@ class Society:
         if self.keep_checkpoints:
             write_tick_checkpoint(self.run_dir, step, self.agent_ids)
         mark_store(self.proxy.store, tick)
-        atomic_write_json(self.run_dir / STEP_FILE, step)  # the commit point
+        # The commit point. Compact: the step holds the simulated server's state (~175 kB at
+        # 300 agents), which ``indent`` would encode in pure Python (46 ms a tick vs 3.6).
+        atomic_write_json(self.run_dir / STEP_FILE, step, compact=True)
         self._failed = False
         old = self._step.get("env") or []
         self._step = step

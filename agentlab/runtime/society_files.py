@@ -152,7 +152,7 @@ def write_tick_checkpoint(run_dir: Path, step: dict[str, Any], agent_ids: list[s
         for a, v, value in _slot_versions(run_dir, agent_ids, tick)
     ]
     atomic_write_bytes(d / AGENTS_FILE, b"\n".join(lines) + b"\n", fsync=False)
-    atomic_write_json(d / STEP_FILE, step, fsync=False)
+    atomic_write_json(d / STEP_FILE, step, fsync=False, compact=True)  # as the commit
 
 
 def _slot_versions(

@@ -174,6 +174,12 @@ def test_virtual_clock_local(run_dir: Path) -> None:
     assert s.clock.now() >= 120  # two ticks of 60 virtual seconds, no wall time spent
     calls = _rows(run_dir, "llm_calls")
     assert all(c["end"] > c["start"] for c in calls)
+    # The commit holds the simulated server's state (it grows with the prefix cache), so it
+    # is written compact (an indented dump runs json's pure-Python encoder every tick) and
+    # reads back as the very record the society holds.
+    raw = (run_dir / "SOCIETY_STEP.json").read_bytes()
+    assert b"\n" not in raw and b'"server":{' in raw
+    assert json.loads(raw) == json.loads(json.dumps(s._step))
     # (on Ray this run equals the local one: tests/runtime/test_ray_vclock.py); an
     # executor with no way to keep virtual time is refused before it is made
     with pytest.raises(ConfigError, match="clock 'virtual' needs executor 'local' or 'ray'"):
