@@ -162,3 +162,71 @@ def test_block_hashes_equal_hashing_the_whole_prompt() -> None:
                 parts += [str(m.get("role", "")), c if isinstance(c, str) else repr(c)]
             want = prompt_block_hashes("\x1f".join(parts), prompt_tokens, block_size=block_size)
             assert _block_hashes(messages, offered, extra, prompt_tokens, p) == want, i
+
+
+def _pick_before(
+    ctx: Any, fns: list[dict[str, Any]], rng: Rng, invalid_p: float, *, reads: bool = False
+) -> dict[str, Any]:
+    """``sim_tools._pick`` as it was: ``_fillable`` by ``all`` over ``can_fill``, the named
+    tools by ``any`` over every pattern, ``in ok`` by value."""
+
+    def fillable(f: dict[str, Any]) -> bool:
+        props, required = sim_tools._params(f)
+        return all(ctx.can_fill(p, props.get(p, {})) for p in required)
+
+    low = ctx.request.lower()
+    named = [
+        f
+        for f in fns
+        if any(p.search(low) is not None for _, p in sim_tools._name_words(str(f.get("name", ""))))
+    ]
+    if rng.random() < invalid_p:
+        pool = named or fns
+    else:
+        ok = [f for f in fns if reads or fillable(f)]
+        pool = [f for f in named if f in ok] or ok or named or fns
+    return pool[rng.randint(len(pool))]
+
+
+def test_pick_equals_the_long_form() -> None:
+    """Same tool (the same object) and the same draws as the long form, for contexts with
+    and without ids and users, tools whose required arguments need either, equal-valued
+    duplicates (the `in ok` value comparison) and requests that name tools in passing."""
+    schemas = [
+        {"properties": {"post_id": {"type": "string"}}, "required": ["post_id"]},
+        {"properties": {"user": {"type": "string"}}, "required": ["user"]},
+        {"properties": {"user": {"enum": ["a"]}, "n": {"type": "integer"}}, "required": ["user"]},
+        {"properties": {"content": {"type": "string"}}, "required": ["content"]},
+        {"properties": {}},
+    ]
+    names = ["post", "reply", "like", "follow", "unfollow", "read_feed", "Like_2", "x"]
+    rng = random.Random(9)
+    requests = [*_texts(60, 4), "Please like 1.a.2 or follow @bob; read the feed", ""]
+    for i, request in enumerate(requests):
+        fns = [
+            {"name": rng.choice(names), "parameters": rng.choice(schemas)}
+            for _ in range(rng.randint(1, 6))
+        ]
+        fns.append(dict(fns[0]))  # equal to fns[0], not the same object
+        feed = rng.choice(["", '[{"id": "1.u.2", "author": "u"}]', "@bob says hi"])
+        messages = [{"role": "system", "content": "You are @me."},
+                    {"role": "user", "content": request + " " + feed}]  # fmt: skip
+        ctx = sim_tools._Context(messages)
+        for invalid_p in (0.0, 0.5):
+            for reads in (False, True):
+                a, b = Rng(i), Rng(i)
+                got = sim_tools._pick(ctx, fns, a, invalid_p, reads=reads)
+                want = _pick_before(ctx, fns, b, invalid_p, reads=reads)
+                assert got is want and a.s == b.s, (i, invalid_p, reads)
+
+
+def test_prefix_slots_get_returns_what_was_put() -> None:
+    """``PrefixSlots.get`` finds the fill by two C scans; payloads holding the fill
+    character before their end, long ones (no fill) and empty ones come back whole."""
+    from agentlab.llm.sim_slots import PrefixSlots
+
+    slots = PrefixSlots(slots=64)
+    payloads = ["", "a", "x\x1dy", "\x1d\x1dz", "p" * 600, "q\x1d" * 300 + "r", *_texts(50, 6)]
+    for key, payload in enumerate(p.rstrip("\x1d") for p in payloads):
+        slots.put(key * 4, payload)
+        assert slots.get(key * 4) == payload, repr(payload)
