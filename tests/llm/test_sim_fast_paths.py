@@ -111,18 +111,31 @@ def test_llama3_tools_delta_equals_rendering_twice() -> None:
         assert tok.tools_delta(messages, tools) == want, messages  # type: ignore[attr-defined]
 
 
-def test_string_leaf_equals_the_general_string_branch() -> None:
-    """``gen_value({"type": "string"})`` takes a shortcut; the same schema with a key the
-    string branch ignores (``description``) goes the long way: same values, same draws."""
-    for seed in range(200):
-        a, b = Rng(seed), Rng(seed)
-        got = sim_content.gen_value({"type": "string"}, a)
-        want = sim_content.gen_value({"type": "string", "description": "x"}, b)
-        assert got == want and type(got) is type(want) and a.s == b.s, seed
+def test_leaves_equal_the_general_branches() -> None:
+    """``gen_value`` draws a leaf (a type, an enum, annotations) directly; the same schema
+    with a key the general branches ignore (``$comment``) goes the long way: same values,
+    same types, same draws."""
+    leaves: list[dict[str, Any]] = [
+        {"type": "string"},
+        {"type": "string", "description": "x", "title": "T", "default": "d"},
+        {"type": "integer", "default": 10, "description": "how many"},
+        {"type": "integer"},
+        {"enum": ["a", "b", "c"], "type": "string", "default": "a"},
+        {"enum": [1]},
+        {"type": "boolean", "description": "not a leaf shortcut"},
+        {"type": ["string", "null"]},
+        {"description": "no type"},
+    ]
+    for leaf in leaves:
+        for seed in range(200):
+            a, b = Rng(seed), Rng(seed)
+            got = sim_content.gen_value(leaf, a)
+            want = sim_content.gen_value({**leaf, "$comment": "long way"}, b)
+            assert got == want and type(got) is type(want) and a.s == b.s, (leaf, seed)
     schema = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}}
+    long = {"type": "object", "properties": {"q": {"type": "string", "$comment": "Q"},
+                                             "n": {"type": "integer", "$comment": ""}}}  # fmt: skip
     a, b = Rng(7), Rng(7)
-    long = {"type": "object", "properties": {"q": {"type": "string", "title": "Q"},
-                                             "n": {"type": "integer"}}}  # fmt: skip
     assert sim_content.gen_value(schema, a) == sim_content.gen_value(long, b) and a.s == b.s
 
 
