@@ -317,6 +317,10 @@ def _int_bound(schema: dict[str, Any], key: str, default: int, limit: int) -> in
     return int(v)
 
 
+#: keys of a leaf schema :func:`gen_value` draws directly (annotations it never reads)
+_LEAF_KEYS = frozenset({"type", "enum", "description", "title", "default", "examples"})
+
+
 def gen_value(
     schema: dict[str, Any],
     rng: Rng,
@@ -347,10 +351,18 @@ def gen_value(
             f"the schema asks for more than {MAX_SCHEMA_VALUES} values or {_MAX_DEPTH} "
             "levels (a $ref cycle through required fields?)"
         )
-    if type(schema) is dict and len(schema) == 1 and schema.get("type") == "string":
-        # the common leaf (a tool's text parameter), as the string branch below draws it:
-        # no $ref, bounds or format to look up, no keyword dict for a recursion
-        return _Free(gen_text(rng, 3 + rng.randint(6)))
+    if type(schema) is dict and schema.keys() <= _LEAF_KEYS:
+        # the common leaves (a tool's parameters: a type and annotations the branches below
+        # never read), drawn as those branches draw them: no $ref, bounds or format to
+        # look up, no keyword dict for a recursion
+        typ = schema.get("type")
+        if "enum" in schema:
+            opts = schema["enum"]
+            return opts[rng.randint(len(opts))]
+        if typ == "string":
+            return _Free(gen_text(rng, 3 + rng.randint(6)))
+        if typ == "integer":  # _bounds of no bounds: 0 .. 10
+            return rng.randint(11)
     schema = _resolve(schema, root)
     kw: dict[str, Any] = {"bool_p": bool_p, "root": root, "depth": depth + 1, "work": work}
     if "const" in schema:

@@ -32,7 +32,7 @@ from typing import Any
 
 from agentlab.errors import ConfigError
 
-__all__ = ["KVCache", "prompt_block_hashes"]
+__all__ = ["KVCache", "chain_blocks", "prompt_block_hashes"]
 
 
 def prompt_block_hashes(
@@ -55,14 +55,17 @@ def prompt_block_hashes(
     """
     data = text.encode("utf-8", "surrogatepass")
     w = max(1, int(block_size * chars_per_token))
-    n = min(prompt_tokens // block_size, len(data) // w)
-    out = []
-    h = 0
-    crc = zlib.crc32
-    for i in range(n):
-        h = crc(data[i * w : (i + 1) * w], h)
-        out.append(h | (i << 32))
-    return tuple(out)
+    return tuple(chain_blocks(data, w, min(prompt_tokens // block_size, len(data) // w)))
+
+
+def chain_blocks(data: bytes, w: int, count: int, start: int = 0, crc: int = 0) -> list[int]:
+    """The hashes of blocks ``start .. start + count - 1`` of :func:`prompt_block_hashes`,
+    ``data`` starting at block ``start``'s first byte and ``crc`` the chain before it (the
+    low 32 bits of block ``start - 1``'s hash; 0 at the start): a prompt whose head's
+    chain is known is hashed from there on (``SimServer``: the tools block every call
+    repeats)."""
+    f = zlib.crc32
+    return [(crc := f(data[j * w : (j + 1) * w], crc)) | ((start + j) << 32) for j in range(count)]
 
 
 class KVCache:

@@ -13,11 +13,11 @@ import json
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentlab.errors import ConfigError
 from agentlab.llm.sim_engine import EngineRequest
-from agentlab.llm.sim_kv import prompt_block_hashes
+from agentlab.llm.sim_kv import chain_blocks
 from agentlab.llm.sim_profiles import SimProfile
 
 __all__ = ["SIM_OVERRIDES", "SimResult", "check_sim_overrides"]
@@ -82,13 +82,53 @@ def _block_hashes(
     p: SimProfile,
 ) -> tuple[int, ...]:
     """The prompt's KV block hashes for the engine's prefix cache (the token-identity seam:
-    the prompt's text in the order a chat template lays it out, tools first)."""
-    parts = [_tools_text(tools) if tools else "", extra]
+    the prompt's text in the order a chat template lays it out, tools first):
+    ``prompt_block_hashes("\x1f".join([tools JSON, extra, role, text, ...]), ...)``.
+
+    The head (tools JSON and extra: the same on every call of an agent) is hashed once
+    (:func:`_head`); a call hashes its messages' bytes only (issue 22: the tools were ~2/3
+    of the bytes hashed per call on the realistic path)."""
+    w = max(1, int(p.block_size * 4.0))  # prompt_block_hashes' default chars per token
+    head = _head(_tools_text(tools) if tools else "", extra, w)
+    parts = [""]  # the separator before the first role
     for m in messages:
         c = m.get("content")
         parts.append(str(m.get("role", "")))
         parts.append(c if isinstance(c, str) else repr(c))
-    return prompt_block_hashes("\x1f".join(parts), prompt_tokens, block_size=p.block_size)
+    body = "\x1f".join(parts).encode("utf-8", "surrogatepass")
+    n = min(prompt_tokens // p.block_size, (head.size + len(body)) // w)
+    known = len(head.hashes)
+    if n <= known:
+        return head.hashes[:n]
+    return head.hashes + tuple(chain_blocks(head.tail + body, w, n - known, known, head.crc))
+
+
+class _Head(NamedTuple):
+    """:func:`~agentlab.llm.sim_kv.prompt_block_hashes`' chain over a prompt's head, to continue from."""
+
+    hashes: tuple[int, ...]  # of the head's full blocks
+    crc: int  # the chain after them
+    tail: bytes  # the head's bytes after them
+    size: int  # the head's bytes
+
+
+_HEADS: dict[tuple[str, str, int], _Head] = {}
+
+
+def _head(tools_text: str, extra: str, w: int) -> _Head:
+    """The chain of ``tools_text + "\x1f" + extra`` in blocks of ``w`` bytes, kept per
+    (tools, extra, w): a society's agents all offer one tools list."""
+    key = (tools_text, extra, w)
+    head = _HEADS.get(key)
+    if head is None:
+        data = f"{tools_text}\x1f{extra}".encode("utf-8", "surrogatepass")
+        known = len(data) // w
+        hashes = tuple(chain_blocks(data, w, known))
+        if len(_HEADS) >= 64:
+            _HEADS.clear()
+        crc = hashes[-1] & 0xFFFFFFFF if hashes else 0
+        head = _HEADS[key] = _Head(hashes, crc, data[known * w :], len(data))
+    return head
 
 
 _TOOLS_TEXT: dict[int, tuple[list[dict[str, Any]], str]] = {}
@@ -106,11 +146,14 @@ def _tools_text(tools: list[dict[str, Any]]) -> str:
     return text
 
 
+_STD_NORMAL = NormalDist()  # immutable: one instance, not one per draw (two draws a call)
+
+
 def _lognormal_factor(u: float, sigma: float) -> float:
     """Mean-1 log-normal multiplier from a uniform draw ``u`` (inverse normal CDF)."""
     if sigma <= 0:
         return 1.0
-    z = NormalDist().inv_cdf(min(max(u, 1e-9), 1 - 1e-9))
+    z = _STD_NORMAL.inv_cdf(min(max(u, 1e-9), 1 - 1e-9))
     return math.exp(sigma * z - sigma * sigma / 2)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from itertools import compress
 from typing import Any, NamedTuple
 
 from agentlab.llm.sim_content import Rng, gen_value
@@ -314,20 +315,39 @@ def _arguments(
 
 
 def _fillable(ctx: _Context, fn: dict[str, Any]) -> bool:
+    """``all(ctx.can_fill(p, props.get(p, {})) for p in required)``, written out (the same
+    look-ups in the same order): asked for every offered tool on every tool call."""
     props, required = _params(fn)
-    return all(ctx.can_fill(p, props.get(p, {})) for p in required)
+    for p in required:
+        schema = props.get(p, {})
+        if schema.get("type", "string") != "string" or "enum" in schema or "const" in schema:
+            continue  # a generated value (_Context._pool: None)
+        kind = _kind(p)
+        if (kind == "ids" and not ctx.ids) or (kind == "users" and not ctx.users):
+            return False
+    return True
 
 
 @functools.lru_cache(maxsize=4096)  # a handful of tool names, asked on every call
-def _name_words(name: str) -> tuple[re.Pattern[str], ...]:
-    """For each ``_``-separated word of a tool name made of ``a``-``z`` only, a pattern
-    finding it as a whole ``[a-z]+`` word (other words never equal one: :func:`_pick`)."""
+def _name_words(name: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """For each ``_``-separated word of a tool name made of ``a``-``z`` only, the word and a
+    pattern finding it as a whole ``[a-z]+`` word (other words never equal one:
+    :func:`_pick`)."""
     words = set(name.lower().split("_"))
     return tuple(
-        re.compile(re.escape(w) + f"(?<![a-z]{re.escape(w)})(?![a-z])")
+        (w, re.compile(re.escape(w) + f"(?<![a-z]{re.escape(w)})(?![a-z])"))
         for w in sorted(words)
         if w.isascii() and w.isalpha() and w.islower()
     )
+
+
+def _names(fn: dict[str, Any], low: str) -> bool:
+    """Whether the lower-cased request ``low`` names ``fn``: one of its name's words is a
+    whole word of it (a word that is no substring of ``low`` is not searched for)."""
+    for w, pattern in _name_words(str(fn.get("name", ""))):
+        if w in low and pattern.search(low) is not None:
+            return True
+    return False
 
 
 def _named(fns: list[dict[str, Any]], request: str) -> list[dict[str, Any]]:
@@ -335,11 +355,7 @@ def _named(fns: list[dict[str, Any]], request: str) -> list[dict[str, Any]]:
     request's lower-cased ``[a-z]+`` words. Each name word is searched for (literal-led
     patterns) instead of listing every word of the request (~15 us for 500 characters)."""
     low = request.lower()
-    return [
-        f
-        for f in fns
-        if any(w.search(low) is not None for w in _name_words(str(f.get("name", ""))))
-    ]
+    return [f for f in fns if _names(f, low)]
 
 
 def _pick(
@@ -348,12 +364,17 @@ def _pick(
     """A tool as a model would choose it: one the request names and the context can fill,
     else any the context can fill; with probability ``invalid_p`` the named one anyway.
     ``reads``: a tool that needs an id nobody has shown yet is fine (code can read first)."""
-    named = _named(fns, ctx.request)
+    low = ctx.request.lower()
+    named = [i for i, f in enumerate(fns) if _names(f, low)]  # indices into fns
     if rng.random() < invalid_p:
-        pool = named or fns
+        pool = [fns[i] for i in named] or fns
     else:
-        ok = [f for f in fns if reads or _fillable(ctx, f)]
-        pool = [f for f in named if f in ok] or ok or named or fns
+        can = [reads or _fillable(ctx, f) for f in fns]
+        ok = list(compress(fns, can))
+        # "a named tool in ok": a fillable one is (itself); another only if it equals one
+        # in ok (the value comparison of the list's `in`, kept for those)
+        pool = [fns[i] for i in named if can[i] or fns[i] in ok] or ok
+        pool = pool or [fns[i] for i in named] or fns
     return pool[rng.randint(len(pool))]
 
 

@@ -111,18 +111,31 @@ def test_llama3_tools_delta_equals_rendering_twice() -> None:
         assert tok.tools_delta(messages, tools) == want, messages  # type: ignore[attr-defined]
 
 
-def test_string_leaf_equals_the_general_string_branch() -> None:
-    """``gen_value({"type": "string"})`` takes a shortcut; the same schema with a key the
-    string branch ignores (``description``) goes the long way: same values, same draws."""
-    for seed in range(200):
-        a, b = Rng(seed), Rng(seed)
-        got = sim_content.gen_value({"type": "string"}, a)
-        want = sim_content.gen_value({"type": "string", "description": "x"}, b)
-        assert got == want and type(got) is type(want) and a.s == b.s, seed
+def test_leaves_equal_the_general_branches() -> None:
+    """``gen_value`` draws a leaf (a type, an enum, annotations) directly; the same schema
+    with a key the general branches ignore (``$comment``) goes the long way: same values,
+    same types, same draws."""
+    leaves: list[dict[str, Any]] = [
+        {"type": "string"},
+        {"type": "string", "description": "x", "title": "T", "default": "d"},
+        {"type": "integer", "default": 10, "description": "how many"},
+        {"type": "integer"},
+        {"enum": ["a", "b", "c"], "type": "string", "default": "a"},
+        {"enum": [1]},
+        {"type": "boolean", "description": "not a leaf shortcut"},
+        {"type": ["string", "null"]},
+        {"description": "no type"},
+    ]
+    for leaf in leaves:
+        for seed in range(200):
+            a, b = Rng(seed), Rng(seed)
+            got = sim_content.gen_value(leaf, a)
+            want = sim_content.gen_value({**leaf, "$comment": "long way"}, b)
+            assert got == want and type(got) is type(want) and a.s == b.s, (leaf, seed)
     schema = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}}
+    long = {"type": "object", "properties": {"q": {"type": "string", "$comment": "Q"},
+                                             "n": {"type": "integer", "$comment": ""}}}  # fmt: skip
     a, b = Rng(7), Rng(7)
-    long = {"type": "object", "properties": {"q": {"type": "string", "title": "Q"},
-                                             "n": {"type": "integer"}}}  # fmt: skip
     assert sim_content.gen_value(schema, a) == sim_content.gen_value(long, b) and a.s == b.s
 
 
@@ -132,3 +145,101 @@ def test_holds_separator_equals_the_character_class(seed: int) -> None:
 
     for text in [*_texts(300, seed), "a\x1db", "\x1e", "x\x1f", "\x1c "]:
         assert holds_separator(text) == (re.search("[\x1d-\x1f]", text) is not None), text
+
+
+def test_block_hashes_equal_hashing_the_whole_prompt() -> None:
+    """``_block_hashes`` continues the chain of a kept head (tools JSON, extra); the whole
+    prompt's text hashed from its first byte gives the same hashes, including when the
+    prompt ends inside the head, with no tools, non-ASCII text and lone surrogates."""
+    from agentlab.llm.sim_kv import prompt_block_hashes
+    from agentlab.llm.sim_profiles import get_profile
+    from agentlab.llm.sim_result import _block_hashes, _tools_text
+
+    tools = [{"type": "function", "function": {"name": "like", "description": "Like \u00e9.",
+              "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}}]  # fmt: skip
+    rng = random.Random(5)
+    for block_size in (1, 3, 16):
+        p = get_profile("vllm-3b", block_size=block_size)
+        for i, text in enumerate(_texts(400, block_size)):
+            messages: list[dict[str, Any]] = [
+                {"role": "system", "content": text},
+                {"role": "user", "content": text[::-1] + "\ud83d"},
+                {"role": "assistant", "content": None, "tool_calls": []},
+            ][: rng.randint(0, 3)]
+            offered = tools if i % 3 else None
+            extra = "|like" if offered else ["", "spec\u00fc"][i % 2]
+            prompt_tokens = rng.randint(0, 2000)
+            parts = [_tools_text(offered) if offered else "", extra]
+            for m in messages:
+                c = m.get("content")
+                parts += [str(m.get("role", "")), c if isinstance(c, str) else repr(c)]
+            want = prompt_block_hashes("\x1f".join(parts), prompt_tokens, block_size=block_size)
+            assert _block_hashes(messages, offered, extra, prompt_tokens, p) == want, i
+
+
+def _pick_before(
+    ctx: Any, fns: list[dict[str, Any]], rng: Rng, invalid_p: float, *, reads: bool = False
+) -> dict[str, Any]:
+    """``sim_tools._pick`` as it was: ``_fillable`` by ``all`` over ``can_fill``, the named
+    tools by ``any`` over every pattern, ``in ok`` by value."""
+
+    def fillable(f: dict[str, Any]) -> bool:
+        props, required = sim_tools._params(f)
+        return all(ctx.can_fill(p, props.get(p, {})) for p in required)
+
+    low = ctx.request.lower()
+    named = [
+        f
+        for f in fns
+        if any(p.search(low) is not None for _, p in sim_tools._name_words(str(f.get("name", ""))))
+    ]
+    if rng.random() < invalid_p:
+        pool = named or fns
+    else:
+        ok = [f for f in fns if reads or fillable(f)]
+        pool = [f for f in named if f in ok] or ok or named or fns
+    return pool[rng.randint(len(pool))]
+
+
+def test_pick_equals_the_long_form() -> None:
+    """Same tool (the same object) and the same draws as the long form, for contexts with
+    and without ids and users, tools whose required arguments need either, equal-valued
+    duplicates (the `in ok` value comparison) and requests that name tools in passing."""
+    schemas = [
+        {"properties": {"post_id": {"type": "string"}}, "required": ["post_id"]},
+        {"properties": {"user": {"type": "string"}}, "required": ["user"]},
+        {"properties": {"user": {"enum": ["a"]}, "n": {"type": "integer"}}, "required": ["user"]},
+        {"properties": {"content": {"type": "string"}}, "required": ["content"]},
+        {"properties": {}},
+    ]
+    names = ["post", "reply", "like", "follow", "unfollow", "read_feed", "Like_2", "x"]
+    rng = random.Random(9)
+    requests = [*_texts(60, 4), "Please like 1.a.2 or follow @bob; read the feed", ""]
+    for i, request in enumerate(requests):
+        fns = [
+            {"name": rng.choice(names), "parameters": rng.choice(schemas)}
+            for _ in range(rng.randint(1, 6))
+        ]
+        fns.append(dict(fns[0]))  # equal to fns[0], not the same object
+        feed = rng.choice(["", '[{"id": "1.u.2", "author": "u"}]', "@bob says hi"])
+        messages = [{"role": "system", "content": "You are @me."},
+                    {"role": "user", "content": request + " " + feed}]  # fmt: skip
+        ctx = sim_tools._Context(messages)
+        for invalid_p in (0.0, 0.5):
+            for reads in (False, True):
+                a, b = Rng(i), Rng(i)
+                got = sim_tools._pick(ctx, fns, a, invalid_p, reads=reads)
+                want = _pick_before(ctx, fns, b, invalid_p, reads=reads)
+                assert got is want and a.s == b.s, (i, invalid_p, reads)
+
+
+def test_prefix_slots_get_returns_what_was_put() -> None:
+    """``PrefixSlots.get`` finds the fill by two C scans; payloads holding the fill
+    character before their end, long ones (no fill) and empty ones come back whole."""
+    from agentlab.llm.sim_slots import PrefixSlots
+
+    slots = PrefixSlots(slots=64)
+    payloads = ["", "a", "x\x1dy", "\x1d\x1dz", "p" * 600, "q\x1d" * 300 + "r", *_texts(50, 6)]
+    for key, payload in enumerate(p.rstrip("\x1d") for p in payloads):
+        slots.put(key * 4, payload)
+        assert slots.get(key * 4) == payload, repr(payload)
