@@ -362,6 +362,30 @@ class Engine(Planner):
                     rem = x
             i = len(decodes)
             budget -= i
+        elif limited and budget >= len(running):
+            # the same with the block accounting: a leading decode whose next token needs
+            # a block that is free takes it here; one that would preempt (not enough free)
+            # stops this pass, and the loop below schedules it and everyone after it
+            assert kv is not None
+            free = kv.fresh + len(kv.free)  # (kv.free_count(), kept up to date below)
+            for r in running:
+                if r.prefilled < r.target:
+                    break
+                need = -(-(r.prompt + math.ceil(r.decoded + r.speed - EPS)) // bs) - r.held
+                if need > 0:
+                    if need > free:
+                        break
+                    kv.take(need)
+                    r.held += need
+                    free -= need
+                decodes.append(r)
+                if a_dec:
+                    ctx += r.prompt + r.decoded
+                x = (r.output - r.decoded) / r.speed
+                if x < rem:
+                    rem = x
+            i = len(decodes)
+            budget -= i
         if not limited and i < len(running):  # without the block accounting below
             for r in running if i == 0 else running[i:]:
                 if budget < 1:

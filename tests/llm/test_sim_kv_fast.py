@@ -1,0 +1,95 @@
+"""Two fast paths of the simulated engine's KV accounting held equal to what they replaced.
+
+- ``KVCache.free_hits`` counts in C (``list.count`` over ``map``): equal to the generator
+  expression it replaced (``_loop_free_hits``) on every state a random run of the cache's
+  operations goes through.
+- ``Engine._phase`` schedules the leading decodes of a KV-limited step in their own lean pass
+  (taking the blocks of their next token there, stopping at one that would preempt): every
+  request's outcome, bit for bit, equals main's before the change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+
+import pytest
+
+from agentlab.llm import get_profile
+from agentlab.llm.sim_engine import Engine, EngineRequest
+from agentlab.llm.sim_kv import KVCache, prompt_block_hashes
+
+
+def _loop_free_hits(kv: KVCache, hashes: Sequence[int], n: int) -> int:
+    """``KVCache.free_hits`` before it counted in C (the reference)."""
+    return sum(1 for h in hashes[:n] if kv.users[h] == 0)
+
+
+def test_free_hits_counted_in_c_equals_the_loop() -> None:
+    rng = random.Random(5)
+    # prompts sharing prefixes (so hits, evictions and re-registrations all happen)
+    texts = [("abcd"[rng.randrange(4)] * 64 + f"{i}" * 400)[: rng.randrange(80, 900)]
+             for i in range(40)]  # fmt: skip
+    chains = [prompt_block_hashes(t, len(t) // 4) for t in texts]
+    for blocks in (0, 24, 60):
+        kv = KVCache(blocks, 16, True)
+        held: list[tuple[int, list[int]]] = []  # (plain blocks, hashed) of each holder
+        counted = 0
+        for _ in range(3000):
+            hs = chains[rng.randrange(len(chains))]
+            prompt = len(hs) * 16 + rng.randrange(16)
+            if rng.randrange(3) and held:  # one leaves (its tail freed first)
+                kv.release(*held.pop(rng.randrange(len(held))))
+                continue
+            hit = kv.lookup(hs, prompt)
+            free = kv.free_hits(hs, hit)
+            assert free == _loop_free_hits(kv, hs, hit)
+            counted += free
+            need = -(-prompt // 16) - hit
+            if need + free > kv.free_count():
+                continue
+            kv.acquire(hs, hit, prompt)
+            kv.take(need)
+            new = kv.register(hs[hit:])
+            held.append((need - len(new), [*hs[:hit], *new]))
+        assert counted > 0  # (free cached blocks were hit)
+
+
+def _outcomes(seed: int, blocks: int, budget: int) -> tuple[str, int]:
+    e = Engine(get_profile("vllm-3b", slots=6, kv_blocks=blocks, max_num_batched_tokens=budget))
+    rng = random.Random(seed)
+    reqs, t = [], 0.0
+    for i in range(400):
+        t += rng.expovariate(3.0)
+        text = "common " * rng.randrange(1, 60) + f"req {i} " * rng.randrange(5, 80)
+        prompt = len(text) // 4
+        r = EngineRequest(i, t, prompt, rng.randrange(1, 400), rng.uniform(0.8, 1.2),
+                          t + rng.choice([2.0, 20.0, 1e9]), hashes=prompt_block_hashes(text, prompt))  # fmt: skip
+        e.add(r)
+        reqs.append(r)
+        e.advance(t)
+        if i % 2:
+            e.predict(r)
+    e.advance(t + 1e6)
+    out = repr([(r.rid, r.admitted, r.first_token, r.end, r.aborted, r.preemptions,
+                 r.cached_tokens) for r in reqs])  # fmt: skip
+    return hashlib.sha256(out.encode()).hexdigest()[:16], e.preemptions_total
+
+
+@pytest.mark.parametrize(
+    ("seed", "blocks", "budget", "digest", "preemptions"),
+    [
+        (1, 120, 0, "a63194cfa0c2a7b8", 15),
+        (2, 200, 512, "2b9e363b627244e8", 0),
+        (3, 90, 64, "bcedcc5865e4f9e8", 375),
+    ],
+)
+def test_kv_limited_steps_give_the_per_block_loops_outcomes(
+    seed: int, blocks: int, budget: int, digest: str, preemptions: int
+) -> None:
+    # Every request's admission, first token, end, abort, preemptions and cached tokens
+    # (floats by repr: bit for bit) on tight KV caches, as the engine gave them before the
+    # leading decodes took their blocks in their own pass and the KV loops moved to C (main
+    # at 3714bd8); seed 3 preempts both from that pass's stop and from the loop after it.
+    assert _outcomes(seed, blocks, budget) == (digest, preemptions)
