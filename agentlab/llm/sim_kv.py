@@ -32,7 +32,12 @@ from typing import Any
 
 from agentlab.errors import ConfigError
 
-__all__ = ["KVCache", "chain_blocks", "prompt_block_hashes"]
+__all__ = ["KVCache", "block_bytes", "chain_blocks", "prompt_block_hashes"]
+
+
+def block_bytes(block_size: int, chars_per_token: float = 4.0) -> int:
+    """Bytes of prompt text per KV block in :func:`prompt_block_hashes`' layout."""
+    return max(1, int(block_size * chars_per_token))
 
 
 def prompt_block_hashes(
@@ -54,7 +59,7 @@ def prompt_block_hashes(
         chars_per_token: bytes of text per token of the block layout.
     """
     data = text.encode("utf-8", "surrogatepass")
-    w = max(1, int(block_size * chars_per_token))
+    w = block_bytes(block_size, chars_per_token)
     return tuple(chain_blocks(data, w, min(prompt_tokens // block_size, len(data) // w)))
 
 

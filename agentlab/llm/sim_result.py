@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from agentlab.errors import ConfigError
 from agentlab.llm.sim_engine import EngineRequest
-from agentlab.llm.sim_kv import chain_blocks
+from agentlab.llm.sim_kv import block_bytes, chain_blocks
 from agentlab.llm.sim_profiles import SimProfile
 
 __all__ = ["SIM_OVERRIDES", "SimResult", "check_sim_overrides"]
@@ -88,7 +88,7 @@ def _block_hashes(
     The head (tools JSON and extra: the same on every call of an agent) is hashed once
     (:func:`_head`); a call hashes its messages' bytes only (issue 22: the tools were ~2/3
     of the bytes hashed per call on the realistic path)."""
-    w = max(1, int(p.block_size * 4.0))  # prompt_block_hashes' default chars per token
+    w = block_bytes(p.block_size)
     head = _head(_tools_text(tools) if tools else "", extra, w)
     parts = [""]  # the separator before the first role
     for m in messages:

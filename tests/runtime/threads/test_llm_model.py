@@ -88,10 +88,17 @@ async def test_interrupt_closes_the_client_stream_and_keeps_partial_text() -> No
     # sim/vllm-3b decodes ~100 tokens/s: a 120-token answer streams for ~1.2 s of real time
     client = LLMClient("sim/vllm-3b", seed=1)
     model = FirstDelta(client, sim_tool_call_p=0.0, sim_completion_tokens=120)
-    system = AgentSystem(model, agent_tools=False)
+    await _interrupt_a_long_story(AgentSystem(model, agent_tools=False), client, model.got)
+
+
+async def _interrupt_a_long_story(
+    system: AgentSystem, client: LLMClient, got: asyncio.Event
+) -> None:
+    """Interrupt agent "a"'s 120-token reply once its first delta arrived (``got``); the
+    kept text must be a strict prefix of the uninterrupted reply."""
     async with system:
         system.send_user("a", "tell me a long story", "u0")
-        await asyncio.wait_for(model.got.wait(), 20)
+        await asyncio.wait_for(got.wait(), 20)
         assert client.in_flight() == 1
         system.send_user("a", "stop, new question", "u1")
         await system.drain(timeout=30)
@@ -193,20 +200,6 @@ async def test_interrupt_on_the_direct_path_closes_the_client_stream() -> None:
     # the client stream ends inside the slice, before it commits (not when collected)
     closed: list[int] = []
     spy.on_close = lambda: closed.append(len(system.history("a")))
-    async with system:
-        system.send_user("a", "tell me a long story", "u0")
-        await asyncio.wait_for(spy.got.wait(), 20)
-        assert client.in_flight() == 1
-        system.send_user("a", "stop, new question", "u1")
-        await system.drain(timeout=30)
-    h = system.history("a")
-    validate_openai_messages(h)
-    assert roles(h) == ["user", "assistant", "user", "assistant"]
-    full = await LLMClient("sim/vllm-3b", seed=1).complete(
-        h[:1], sim_tool_call_p=0.0, sim_completion_tokens=120
-    )
-    partial = h[1]["content"]
-    assert partial and full.text.startswith(partial) and len(partial) < len(full.text)
-    assert client.in_flight() == 0  # the interrupted stream released its concurrency slot
+    await _interrupt_a_long_story(system, client, spy.got)
     assert model.responses == 1  # the interrupted completion had no response
     assert closed == [0]
