@@ -163,17 +163,27 @@ def drive(mod: Any, prof: Any, clients: int, calls: int, seed: int = 0) -> dict[
 
 def count_work(mod: Any, prof: Any, clients: int, calls: int) -> dict[str, float]:
     """Load-independent work of one :func:`drive` run, per call: phases the committed engine
-    executed, phases the plan simulated, and plan re-plans (restores to a snapshot). An
-    untimed extra run with the engine's methods wrapped (its CPU is not reported)."""
+    executed, phases the plan simulated, plan re-plans (restores to a snapshot), and
+    committed phases the plan had simulated already, byte for byte (same state time before
+    and after): what a commit could take from the plan's timeline without changing a
+    result (issue 22). An untimed extra run with the engine's methods wrapped (its CPU is not
+    reported)."""
     eng = mod.Engine
     saved = {name: eng.__dict__.get(name) for name in ("_phase", "_restore")}
-    got = {"committed": 0, "plan": 0, "restores": 0}
+    got = {"committed": 0, "plan": 0, "restores": 0, "reusable": 0}
     phase, restore = getattr(eng, "_phase", None), getattr(eng, "_restore", None)
+    planned: set[tuple[float, float]] = set()  # (t before, t after) of every planned phase
 
     def counted_phase(self: Any, *a: Any) -> Any:
+        t0 = a[0].t  # (its first argument: the state, committed or the plan's)
         ran = phase(self, *a)
         if ran:
-            got["committed" if a[-1] else "plan"] += 1  # (its last argument: record)
+            if a[-1]:  # (its last argument: record)
+                got["committed"] += 1
+                got["reusable"] += (t0, a[0].t) in planned
+            else:
+                got["plan"] += 1
+                planned.add((t0, a[0].t))
         return ran
 
     def counted_restore(self: Any, *a: Any, **kw: Any) -> Any:
@@ -241,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3,
                     help="run each row K times (interleaved): least and median CPU per call")  # fmt: skip
     ap.add_argument("--count", action="store_true",
-                    help="also: committed and plan phases and re-plans per call (untimed run)")  # fmt: skip
+                    help="also: committed and plan phases, re-plans, and committed phases as "
+                         "planned (byte for byte) per call (untimed run)")  # fmt: skip
     ap.add_argument("--ops", action="store_true",
                     help="also: Python bytecodes per call (untimed, load-independent)")  # fmt: skip
     ap.add_argument("--json", default=None)
@@ -292,10 +303,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['us_per_call_median']:>8.1f} {ttft:>10}")  # fmt: skip
     if args.count:
         print(f"\n{'engine':<22} {'clients':>7} {'committed/call':>14} {'plan/call':>10} "
-              f"{'re-plans/call':>13}   (phases; deterministic, not timed)")  # fmt: skip
+              f"{'re-plans/call':>13} {'as planned/call':>15}   (phases; deterministic, not timed)")  # fmt: skip
         for r in rows:
             print(f"{r['engine']:<22} {r['clients']:>7} {r['committed_per_call']:>14.2f} "
-                  f"{r['plan_per_call']:>10.2f} {r['restores_per_call']:>13.2f}")  # fmt: skip
+                  f"{r['plan_per_call']:>10.2f} {r['restores_per_call']:>13.2f} "
+                  f"{r['reusable_per_call']:>15.3f}")  # fmt: skip
     if args.ops:
         print(
             f"\n{'engine':<22} {'clients':>7} {'bytecodes/call':>14}   (untimed, load-independent)"
