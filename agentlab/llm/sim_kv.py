@@ -69,8 +69,28 @@ def chain_blocks(data: bytes, w: int, count: int, start: int = 0, crc: int = 0) 
     low 32 bits of block ``start - 1``'s hash; 0 at the start): a prompt whose head's
     chain is known is hashed from there on (``SimServer``: the tools block every call
     repeats)."""
+    end = start + count
+    tags = _TAGS
+    if end > len(tags):  # a new list swapped in whole: threads never see a half-built one
+        tags = _grow_tags(end)
     f = zlib.crc32
-    return [(crc := f(data[j * w : (j + 1) * w], crc)) | ((start + j) << 32) for j in range(count)]
+    # block offsets and index bits zipped in (no per-block multiply, add and shift in
+    # Python: half the cost of a ~20-block chain, issue 22)
+    offsets = range(0, count * w, w)
+    return [
+        (crc := f(data[i : i + w], crc)) | t for i, t in zip(offsets, tags[start:end], strict=True)
+    ]
+
+
+#: ``j << 32`` for each block index ``j`` (a block hash's index bits), built once
+_TAGS: list[int] = [j << 32 for j in range(1024)]
+
+
+def _grow_tags(end: int) -> list[int]:
+    global _TAGS
+    tags = [j << 32 for j in range(max(end, 2 * len(_TAGS)))]
+    _TAGS = tags
+    return tags
 
 
 class KVCache:

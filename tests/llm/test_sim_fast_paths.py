@@ -243,3 +243,30 @@ def test_prefix_slots_get_returns_what_was_put() -> None:
     for key, payload in enumerate(p.rstrip("\x1d") for p in payloads):
         slots.put(key * 4, payload)
         assert slots.get(key * 4) == payload, repr(payload)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_chain_blocks_equals_the_per_block_loop(seed: int) -> None:
+    """``sim_kv.chain_blocks`` zips precomputed offsets and index bits in; the loop it
+    replaced (multiply, slice, shift per block) gives the same hashes, including chains that
+    start past the precomputed index bits (grown on demand) and non-ASCII bytes."""
+    import zlib
+
+    from agentlab.llm import sim_kv
+
+    def loop(data: bytes, w: int, count: int, start: int, crc: int) -> list[int]:
+        out = []
+        for j in range(count):
+            crc = zlib.crc32(data[j * w : (j + 1) * w], crc)
+            out.append(crc | ((start + j) << 32))
+        return out
+
+    rng = random.Random(seed)
+    texts = _texts(200, seed)
+    for i in range(len(texts)):
+        data = "".join(texts[i : i + 20]).encode("utf-8", "surrogatepass")
+        w = rng.choice([1, 3, 64])
+        count = rng.randint(0, len(data) // w)
+        start = rng.choice([0, 1, 37, 1023, 1024, 5000 + i])
+        crc = rng.choice([0, rng.getrandbits(32)])
+        assert sim_kv.chain_blocks(data, w, count, start, crc) == loop(data, w, count, start, crc)
