@@ -36,11 +36,11 @@ from agentlab.core.clock import Clock, RealClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.core.records import ToolCall
 from agentlab.errors import AgentError, ConfigError
-from agentlab.runtime.gc_tuning import GCTuning
+from agentlab.runtime.gc_tuning import THREADS_GEN0_THRESHOLD, GCTuning
 from agentlab.runtime.threads.codec import (
+    append_frames,
     decode_history,
     decode_state,
-    encode_history,
     encode_state,
 )
 from agentlab.runtime.threads.codec import raw_history as _raw
@@ -205,7 +205,7 @@ class AgentSystem:
             if self._idle is not None:
                 self._idle.clear()
             if not self._drivers and self._gc is None:
-                self._gc = GCTuning()  # a busy period starts: see _end_busy
+                self._gc = GCTuning(THREADS_GEN0_THRESHOLD)  # a busy period starts: _end_busy
             self._drivers[tid] = asyncio.get_running_loop().create_task(self._drive(tid))
         elif d.kind == "user" and tid in self._completing:
             self._interrupts.add(tid)
@@ -303,7 +303,7 @@ class AgentSystem:
         elif msgs is not None:
             msgs.extend(new)
         # Append-only: only this slice's messages are encoded; old frames are copied as bytes.
-        blob += encode_history(new)
+        blob = append_frames(blob, new)
         st.n_messages = len(new) if compacted_now else st.n_messages + len(new)
         st.history_bytes = len(blob)
         st.slices += 1
