@@ -7,16 +7,11 @@ import gc
 import os
 import threading
 
-__all__ = ["GC_GEN1_THRESHOLD", "THREADS_GEN0_THRESHOLD", "GCTuning"]
+__all__ = ["GC_GEN1_THRESHOLD", "GCTuning"]
 
 
 #: GC generation-1 threshold while a society runs (CPython's default is 10), see GCTuning
 GC_GEN1_THRESHOLD = 100
-#: generation-0 threshold an ``AgentSystem``'s busy period asks for (CPython's default is
-#: 700): a slice allocates a few thousand objects that die with it (the decoded history,
-#: the simulator's draws), so with 700 nearly every slice paid a young collection that found
-#: them still alive and promoted them (runtime/threads/README.md, "The GC")
-THREADS_GEN0_THRESHOLD = 7000
 
 
 class GCTuning:
@@ -40,9 +35,6 @@ class GCTuning:
     - generation-1 threshold :data:`GC_GEN1_THRESHOLD`: a batch's rows die in
       generation 1 instead of being walked ten times as often and promoted.
 
-    - ``gen0``: a generation-0 threshold to use instead of the process's (an
-      ``AgentSystem`` asks for :data:`THREADS_GEN0_THRESHOLD`; a society keeps its own).
-
     Runs that overlap (two societies in one process, one in a worker thread, an
     ``AgentSystem``'s busy period) share one setup: the first to start makes it, the last
     to end undoes it.
@@ -55,7 +47,7 @@ class GCTuning:
     _runs = 0  # runs of this process inside the setup
     _saved: tuple[tuple[int, int, int], bool] | None = None  # thresholds, froze
 
-    def __init__(self, gen0: int | None = None) -> None:
+    def __init__(self) -> None:
         self.active = os.environ.get("AGENTLAB_GC_FREEZE", "1") != "0"
         if not self.active:
             return
@@ -69,11 +61,7 @@ class GCTuning:
                 gc.freeze()
             before = gc.get_threshold()
             cls._saved = (before, froze)
-            gc.set_threshold(
-                before[0] if gen0 is None else gen0,
-                max(before[1], GC_GEN1_THRESHOLD),
-                before[2],
-            )
+            gc.set_threshold(before[0], max(before[1], GC_GEN1_THRESHOLD), before[2])
 
     def restore(self) -> None:
         """Leave the setup; the last run out puts thresholds back and unfreezes what the

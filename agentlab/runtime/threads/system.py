@@ -36,7 +36,7 @@ from agentlab.core.clock import Clock, RealClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.core.records import ToolCall
 from agentlab.errors import AgentError, ConfigError
-from agentlab.runtime.gc_tuning import THREADS_GEN0_THRESHOLD, GCTuning
+from agentlab.runtime.gc_tuning import GCTuning
 from agentlab.runtime.threads.codec import (
     append_frames,
     decode_history,
@@ -205,7 +205,7 @@ class AgentSystem:
             if self._idle is not None:
                 self._idle.clear()
             if not self._drivers and self._gc is None:
-                self._gc = GCTuning(THREADS_GEN0_THRESHOLD)  # a busy period starts: _end_busy
+                self._gc = GCTuning()  # a busy period starts: see _end_busy
             self._drivers[tid] = asyncio.get_running_loop().create_task(self._drive(tid))
         elif d.kind == "user" and tid in self._completing:
             self._interrupts.add(tid)
