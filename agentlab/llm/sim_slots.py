@@ -219,9 +219,14 @@ class CountSlots:
 
     def get(self, key: int) -> tuple[int, ...] | None:
         """The values stored for ``key``, or ``None``."""
+        return self.get_at(key)[1]
+
+    def get_at(self, key: int) -> tuple[int, tuple[int, ...] | None]:
+        """``(slot, values)`` of ``key`` (``(-1, None)``: not stored); the slot is
+        :meth:`put`'s ``at`` for the same key while no other put came between."""
         i = self._find(key)
         w = self._width
-        return None if i < 0 else tuple(self._vals[i * w : i * w + w])
+        return (-1, None) if i < 0 else (i, tuple(self._vals[i * w : i * w + w]))
 
     def lookup(
         self, key_of: Callable[[int], int], n: int
@@ -229,10 +234,15 @@ class CountSlots:
         """As :meth:`PrefixSlots.lookup`, with the stored values."""
         return _lookup(self.get, key_of, n)
 
-    def put(self, key: int, values: tuple[int, ...], replaces: int | None = None) -> None:
+    def put(
+        self, key: int, values: tuple[int, ...], replaces: int | None = None, at: int = -1
+    ) -> None:
         """Store ``values`` (``width`` ints >= 0) for ``key``; ``replaces``: the prefix key
-        it extends (freed)."""
+        it extends (freed); ``at``: the key's slot from :meth:`get_at` (not searched again)."""
         w = self._width
+        if at >= 0 and self._keys[at] == key:  # still its slot (no put of another between)
+            self._vals[at * w : at * w + w] = array("q", values)
+            return
         if not self._keys:
             size = self._mask + WAYS
             self._keys = array("q", bytes(8 * size))
@@ -328,7 +338,7 @@ def prefix_digest(
         return _content_digest(seed, extra, messages, tokenizer)
     lineage, c = v
     key = hash((LINEAGE, seed, extra, tokenizer.name, lineage))
-    got = _digests.get(key)  # (k << 32 | crc, tokens) of the lineage's first k messages
+    at, got = _digests.get_at(key)  # (k << 32 | crc, tokens) of the lineage's first k
     k = 0 if got is None else got[0] >> 32
     if got is None or k > c:  # a new lineage (or its entry replaced): by content
         crc, tokens = _content_digest(seed, extra, messages[:c], tokenizer, keep=False)
@@ -336,8 +346,8 @@ def prefix_digest(
         crc, tokens = got[0] & 0xFFFFFFFF, got[1]
         if k < c:
             crc, tokens = _extend_digest(crc, tokens, messages[:c], k, tokenizer)
-    if k != c:
-        _digests.put(key, (c << 32 | crc, tokens))
+    if k != c:  # a content lookup above stores nothing (keep=False): ``at`` still holds
+        _digests.put(key, (c << 32 | crc, tokens), at=at)
     if c == len(messages):
         return crc, tokens
     return _extend_digest(crc, tokens, messages, c, tokenizer)

@@ -67,7 +67,8 @@ def compress_history(blob: bytes) -> bytes:
 
 def append_frames(blob: bytes | None, messages: Iterable[dict[str, Any]]) -> bytes:
     """``blob`` with ``messages`` appended (returned raw, i.e. hot)."""
-    return raw_history(blob) + encode_history(messages)
+    # one join: the new frames are copied once, not into their own blob first
+    return b"".join([raw_history(blob), *[orjson.dumps(m, option=_NL) for m in messages]])
 
 
 def decode_history(blob: bytes | None) -> list[dict[str, Any]]:

@@ -38,9 +38,9 @@ from agentlab.core.records import ToolCall
 from agentlab.errors import AgentError, ConfigError
 from agentlab.runtime.gc_tuning import GCTuning
 from agentlab.runtime.threads.codec import (
+    append_frames,
     decode_history,
     decode_state,
-    encode_history,
     encode_state,
 )
 from agentlab.runtime.threads.codec import raw_history as _raw
@@ -303,7 +303,7 @@ class AgentSystem:
         elif msgs is not None:
             msgs.extend(new)
         # Append-only: only this slice's messages are encoded; old frames are copied as bytes.
-        blob += encode_history(new)
+        blob = append_frames(blob, new)
         st.n_messages = len(new) if compacted_now else st.n_messages + len(new)
         st.history_bytes = len(blob)
         st.slices += 1

@@ -208,3 +208,26 @@ async def test_sim_histories_equal_with_and_without_lineages() -> None:
     assert keyed == plain
     # the runtime tools are offered too: children spawned, events received, reports
     assert len(keyed[0]) > 3 and all(len(keyed[0][t]) >= 20 for t in ("x", "y", "z"))
+
+
+def test_count_slots_put_at_the_slot_found_equals_a_put_that_searches() -> None:
+    """``prefix_digest`` finds a lineage's slot once (``get_at``) and writes its next values
+    there (``put(..., at=)``): the table ends as a put that searches again would leave it,
+    also when another key took that slot in between (one bucket of 4 ways, full)."""
+    from agentlab.llm.sim_slots import CountSlots
+
+    def run(use_at: bool) -> tuple[list[int], list[int]]:
+        slots = CountSlots(4, width=2)
+        for key in (1, 2, 3, 4):
+            slots.put(key, (key, 0))
+        at, got = slots.get_at(3)
+        assert got == (3, 0) and at >= 0
+        slots.put(3, (3 << 32 | 9, 5), at=at if use_at else -1)  # its own slot
+        at, got = slots.get_at(1)
+        slots.put(5, (5, 0))  # the bucket is full: replaces a slot, maybe key 1's
+        slots.put(1, (1 << 32 | 7, 2), at=at if use_at else -1)
+        assert slots.get(1) == (1 << 32 | 7, 2) and slots.get(3) == (3 << 32 | 9, 5)
+        assert slots.get_at(6) == (-1, None)
+        return list(slots._keys), list(slots._vals)
+
+    assert run(use_at=True) == run(use_at=False)
