@@ -22,7 +22,9 @@ the committed bytes and CRC-32 of the last committed line (unique: it carries th
 ``_seq``). On resume the committed prefix is checked; if it changed, the cut goes after
 the last committed line wherever it now is, the extra lines are kept and reported, and if
 that line is gone nothing is cut and a ``CorruptRecordError`` says so. Marks are computed
-incrementally (only bytes appended since the previous commit are read).
+incrementally (only bytes appended since the previous commit are read), and not read at
+all for a shard whose every byte since it was last read this process's writer appended:
+the writer extends the mark as it writes (``_LogWriter.seed_mark`` / ``mark_of``).
 """
 
 from __future__ import annotations
