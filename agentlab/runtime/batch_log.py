@@ -63,9 +63,10 @@ class BatchLog:
         """Buffer an ``agent_states`` row, encoded now."""
         self.states.append(self._replay.encode("agent_states", row))
 
-    def call(self, row: dict[str, Any]) -> None:
-        """Buffer an ``llm_calls`` row, encoded now."""
-        self.calls.append(self._replay.encode("llm_calls", row))
+    def call(self, row: dict[str, Any], within: frozenset[str] | None = None) -> None:
+        """Buffer an ``llm_calls`` row, encoded now; ``within``: every key the row's
+        builder can give it (``ReplaySink.encode``)."""
+        self.calls.append(self._replay.encode("llm_calls", row, within))
 
     def span(self, row: dict[str, Any]) -> None:
         """Buffer a finished span's row (``Tracer.finish_row`` / ``span_row``), encoded now."""
