@@ -113,3 +113,10 @@ def test_call_rows_encoded_within_their_keys_equal_checked_ones(tmp_path: Path) 
     sink.encode("other", {"b": "two"}, within)  # a new key: registered, not trusted blindly
     assert {"a", "b"} <= sink._ds["other"].ok
     sink.close()
+
+
+def test_a_batch_state_row_has_the_agent_states_keys() -> None:
+    from agentlab.runtime.batch import _state_row
+
+    row = _state_row("a1", "counter", 2, True, 1, {"total": 3})
+    assert set(row) | {"schema_version"} == catalog.STATE_ROW_KEYS
