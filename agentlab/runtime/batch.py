@@ -26,6 +26,7 @@ from agentlab.agents.workspace import Workspace, preload
 from agentlab.errors import ConfigError
 from agentlab.runtime.batch_log import BatchLog
 from agentlab.runtime.services import AgentContext
+from agentlab.store.catalog import STATE_ROW_KEYS
 from agentlab.store.trace import genai_agent_attrs
 
 if TYPE_CHECKING:
@@ -194,6 +195,7 @@ def _count(result: BatchResult, ctx: AgentContext) -> None:
 
 def _state_row(agent_id: str, type_name: str, tick: int, ok: bool, attempt: int,
                summary: Any) -> dict[str, Any]:  # fmt: skip
+    # its keys are catalog.STATE_ROW_KEYS (test_catalog), so BatchLog.state may trust them
     return {"agent_id": agent_id, "type": type_name, "tick": tick, "ok": ok,
             "attempts": attempt, "summary": summary}  # fmt: skip
 
@@ -267,7 +269,8 @@ async def _step_one(
                 log.span(tracer.finish_row(span, "error", err["error_class"]))
                 if final:
                     result.failed.append(agent_id)
-                    log.state(_state_row(agent_id, type_name, tick, False, attempt, {}))
+                    log.state(_state_row(agent_id, type_name, tick, False, attempt, {}),
+                              STATE_ROW_KEYS)  # fmt: skip
                     return
                 if policy.backoff_s:
                     await proxy.clock.sleep(policy.backoff_s * attempt)
@@ -276,7 +279,8 @@ async def _step_one(
             log.span(tracer.finish_row(span))
             _count(result, ctx)
             result.steps += 1
-            log.state(_state_row(agent_id, type_name, tick, True, attempt, agent.summary()))
+            log.state(_state_row(agent_id, type_name, tick, True, attempt, agent.summary()),
+                      STATE_ROW_KEYS)  # fmt: skip
             return
     except BaseException as exc:
         failed = True  # its task stays listed: the batch cancels and awaits the rest

@@ -59,13 +59,15 @@ class BatchLog:
         self.spans: list[bytes | Mapping[str, Any]] = []  # finished span rows
         self.rows: dict[str, list[dict[str, Any]]] = {}  # any other dataset, as dicts
 
-    def state(self, row: dict[str, Any]) -> None:
-        """Buffer an ``agent_states`` row, encoded now."""
-        self.states.append(self._replay.encode("agent_states", row))
+    def state(self, row: dict[str, Any], within: frozenset[str] | None = None) -> None:
+        """Buffer an ``agent_states`` row, encoded now; ``within``: every key the row's
+        builder can give it (``ReplaySink.encode``)."""
+        self.states.append(self._replay.encode("agent_states", row, within))
 
-    def call(self, row: dict[str, Any]) -> None:
-        """Buffer an ``llm_calls`` row, encoded now."""
-        self.calls.append(self._replay.encode("llm_calls", row))
+    def call(self, row: dict[str, Any], within: frozenset[str] | None = None) -> None:
+        """Buffer an ``llm_calls`` row, encoded now; ``within``: every key the row's
+        builder can give it (``ReplaySink.encode``)."""
+        self.calls.append(self._replay.encode("llm_calls", row, within))
 
     def span(self, row: dict[str, Any]) -> None:
         """Buffer a finished span's row (``Tracer.finish_row`` / ``span_row``), encoded now."""

@@ -205,7 +205,7 @@ class RecordingLLM:
             # A first-attempt success is its llm_calls row; Run.llm_attempts_df adds it back.
             attempts = catalog.llm_attempt_rows(record, run_id=row["run_id"], tick=row["tick"])
         if log is not None:
-            log.call(row)
+            log.call(row, catalog.CALL_ROW_KEYS if type(record) is CallRecord else None)
             if attempts:
                 log.rows.setdefault("llm_attempts", []).extend(attempts)
         else:

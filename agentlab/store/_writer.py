@@ -28,6 +28,7 @@ import os
 import threading
 import warnings
 import weakref
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -220,6 +221,9 @@ class _LogWriter:
         self._stop = False
         self._error: BaseException | None = None
         self._bad: list[str] = []
+        #: relpath -> commit mark (``offsets.Mark``) of the file as this writer left it,
+        #: once ``offsets.log_marks`` read it (:meth:`seed_mark`), extended by every write
+        self._marks: dict[str, dict[str, int]] = {}
 
     # --- appending -------------------------------------------------------------------
 
@@ -338,7 +342,7 @@ class _LogWriter:
                 self._pending = 0
             bad: list[str] = []
             for relpath, rows, first in batches:
-                self._write(relpath, encode_rows(rows, first, self.shard, bad))
+                self._write(relpath, encode_rows(rows, first, self.shard, bad), len(rows))
             if bad:
                 warnings.warn(
                     f"agentlab: {len(bad)} row(s) in {self.run_dir} had values JSON cannot "
@@ -349,7 +353,8 @@ class _LogWriter:
         if err is not None:
             raise StoreError(f"writing the run log in {self.run_dir} failed: {err}") from err
 
-    def _write(self, relpath: str, data: bytes) -> None:
+    def _write(self, relpath: str, data: bytes, lines: int) -> None:
+        """Append ``data`` (``lines`` whole JSONL lines) to ``relpath``."""
         fd = self._fd(relpath)
         view = memoryview(data)
         while view:  # regular files take it in one call; loop for signals / huge batches
@@ -357,6 +362,42 @@ class _LogWriter:
             view = view[n:]
         if self.fsync:
             os.fsync(fd)
+        mark = self._marks.get(relpath)
+        if mark is not None and data:
+            # The bytes just written, while in cache: the commit then need not read the
+            # file back to count its lines (a pass per byte) and CRC them.
+            mark["bytes"] += len(data)
+            mark["lines"] += lines  # a row is one line (JSON escapes every newline)
+            mark["crc"] = zlib.crc32(data, mark["crc"])
+            last = data.rfind(b"\n", 0, len(data) - 1) + 1  # where the last line starts
+            mark["tail"] = zlib.crc32(memoryview(data)[last:])
+
+    def mark_of(self, relpath: str, size: int) -> dict[str, int] | None:
+        """The commit mark of ``relpath`` (see ``store/offsets.py``) if this writer knows it
+        at ``size`` bytes (everything appended since it was seeded was its own), else
+        ``None``. Call after :meth:`flush`."""
+        with self._io_lock:
+            mark = self._marks.get(relpath)
+            return dict(mark) if mark is not None and mark["bytes"] == size else None
+
+    def seed_mark(self, relpath: str, mark: Mapping[str, int]) -> None:
+        """Start extending ``mark`` (read from the file by ``offsets.log_marks``) with this
+        writer's writes, if it appends to ``relpath`` and the file still has the size the
+        mark covers."""
+        with self._io_lock:
+            entry = self._fds.get(relpath)
+            if entry is None:
+                return
+            fd, ino = entry
+            try:
+                st = os.fstat(fd)
+                same = os.stat(self.run_dir / relpath).st_ino == ino == st.st_ino
+            except FileNotFoundError:
+                same = False
+            if same and st.st_size == mark["bytes"]:
+                self._marks[relpath] = dict(mark)
+            else:
+                self._marks.pop(relpath, None)
 
     def _fd(self, relpath: str) -> int:
         path = self.run_dir / relpath
@@ -369,6 +410,7 @@ class _LogWriter:
             except FileNotFoundError:
                 pass
             os.close(fd)
+        self._marks.pop(relpath, None)  # another file now, or one changed behind our back
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         st = os.fstat(fd)
@@ -397,6 +439,7 @@ class _LogWriter:
                 for fd, _ in self._fds.values():
                     os.close(fd)
                 self._fds.clear()
+                self._marks.clear()  # others may append while it is closed
 
     def reset(self) -> None:
         """Drop unflushed rows, forget sequence numbers and file handles (after truncation)."""
@@ -407,6 +450,7 @@ class _LogWriter:
             for fd, _ in self._fds.values():
                 os.close(fd)
             self._fds.clear()
+            self._marks.clear()
 
     def _after_fork(self) -> None:
         fds = [fd for fd, _ in self._fds.values()]

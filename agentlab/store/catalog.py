@@ -242,6 +242,12 @@ def _record_fields(cls: type) -> tuple[str, ...]:
 
 
 _GETTERS: dict[type, tuple[tuple[str, ...], Any]] = {}
+
+#: every key :func:`llm_call_row` gives a ``CallRecord``'s row: the ``llm_calls`` columns
+#: (``test_catalog`` holds the builder to it), for ``ReplaySink.encode(within=...)``
+CALL_ROW_KEYS: frozenset[str] = frozenset(CATALOG["llm_calls"].columns)
+#: every key of a batch's ``agent_states`` row (``runtime.batch``): that dataset's columns
+STATE_ROW_KEYS: frozenset[str] = frozenset(CATALOG["agent_states"].columns)
 _LABEL_SET = frozenset(LABEL_COLUMNS)
 
 

@@ -35,12 +35,14 @@ __all__ = ["ReplaySink", "get_replay_sink"]
 class _Dataset:
     """What the hot path needs about one dataset: accepted keys and the file stream."""
 
-    __slots__ = ("gen", "ok", "stream")
+    __slots__ = ("covers", "gen", "ok", "stream")
 
     def __init__(self, ok: frozenset[str], stream: _Stream, gen: int) -> None:
         self.ok = ok  # registered columns plus other ``_``-keys seen; never _shard/_seq
         self.stream = stream
         self.gen = gen  # the writer generation ``stream`` belongs to
+        #: key sets (``ReplaySink.encode(within=...)``) found inside ``ok``
+        self.covers: set[frozenset[str]] = set()
 
 
 class ReplaySink:
@@ -177,11 +179,25 @@ class ReplaySink:
             d = self._prepare(dataset, batch)
         return w.extend(d.stream, batch, copy=copy)
 
-    def encode(self, dataset: str, row: Mapping[str, Any]) -> bytes | Mapping[str, Any]:
+    def encode(
+        self, dataset: str, row: Mapping[str, Any], within: frozenset[str] | None = None
+    ) -> bytes | Mapping[str, Any]:
         """``row`` checked against ``dataset``'s columns (new keys registered, reserved
         keys dropped, as :meth:`append` does) and encoded now (``_writer.encode_row``), for
-        :meth:`extend_encoded`. Do not mutate the row's values afterwards either."""
-        return encode_row(self._checked(dataset, row)[1])
+        :meth:`extend_encoded`. Do not mutate the row's values afterwards either.
+
+        ``within``: every key the row's builder can give it (e.g.
+        :data:`~agentlab.store.catalog.CALL_ROW_KEYS`). Once the dataset's columns hold
+        all of them, rows are not checked key by key (~0.8 µs for an ``llm_calls`` row).
+        """
+        if within is not None:
+            d = self._ds.get(dataset)
+            if d is not None and d.gen == self._writer.gen and within in d.covers:
+                return encode_row(row)
+        d, row = self._checked(dataset, row)
+        if within is not None and RESERVED.isdisjoint(within) and d.ok.issuperset(within):
+            d.covers.add(within)
+        return encode_row(row)
 
     def extend_encoded(self, dataset: str, rows: list[bytes | Mapping[str, Any]]) -> int:
         """Buffer rows from :meth:`encode` of the same ``dataset`` (the list and rows are

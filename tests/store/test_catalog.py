@@ -93,3 +93,30 @@ async def test_llm_spans_carry_genai_attributes_and_export_as_genai(tmp_path: Pa
     assert otlp["name"] == "chat sim/vllm-3b" and otlp["kind"] == 3  # SPAN_KIND_CLIENT
     keys = {a["key"] for a in otlp["attributes"]}
     assert {"gen_ai.usage.input_tokens", "agentlab.span.name", "gen_ai.provider.name"} <= keys
+
+
+def test_call_rows_encoded_within_their_keys_equal_checked_ones(tmp_path: Path) -> None:
+    labels = {k: 1 if k in ("iteration", "round", "turn") else "x" for k in catalog.LABEL_COLUMNS}
+    rec = CallRecord("r1", "sim/x", 1.0, end=2.0, labels={**labels, "custom": "y"})
+    row = catalog.llm_call_row(rec, run_id="run", tick=3)
+    assert set(row) == catalog.CALL_ROW_KEYS  # every label column flattened, "custom" not
+    sink = get_replay_sink(tmp_path)
+    catalog.register(sink, ["llm_calls"])
+    checked = sink.encode("llm_calls", row)
+    first = sink.encode("llm_calls", row, catalog.CALL_ROW_KEYS)  # checks, then trusts
+    assert sink._ds["llm_calls"].covers == {catalog.CALL_ROW_KEYS}
+    assert checked == first == sink.encode("llm_calls", row, catalog.CALL_ROW_KEYS)
+
+    # columns that do not hold every key of ``within``: each row is still checked
+    within = frozenset({"a", "b"})
+    sink.encode("other", {"a": 1}, within)
+    sink.encode("other", {"b": "two"}, within)  # a new key: registered, not trusted blindly
+    assert {"a", "b"} <= sink._ds["other"].ok
+    sink.close()
+
+
+def test_a_batch_state_row_has_the_agent_states_keys() -> None:
+    from agentlab.runtime.batch import _state_row
+
+    row = _state_row("a1", "counter", 2, True, 1, {"total": 3})
+    assert set(row) | {"schema_version"} == catalog.STATE_ROW_KEYS

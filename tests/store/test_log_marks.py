@@ -54,3 +54,48 @@ def test_log_marks_of_a_growing_shard(tmp_path: Path) -> None:
     assert again == full
     mark = full["replay/rows/s.jsonl"]
     assert mark["lines"] == 4 and mark["tail"] == zlib.crc32(b'{"a":4}\n')
+
+
+def _read_marks(run: Path) -> dict[str, dict[str, int]]:
+    """Marks from the files' bytes alone, line by line (no writer's own marks)."""
+    out = {}
+    for p in sorted(run.rglob("*.jsonl")):
+        data = p.read_bytes()
+        lines, crc, tail = _by_lines(data, 0)
+        out[p.relative_to(run).as_posix()] = {"bytes": len(data), "lines": lines, "crc": crc,
+                                              "tail": tail}  # fmt: skip
+    return out
+
+
+def test_marks_kept_by_the_writer_equal_marks_read_from_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentlab.store.replay import get_replay_sink
+
+    sink = get_replay_sink(tmp_path, shard="w")
+    sink.append("rows", {"a": 1, "text": "line\nbreak"})  # an escaped newline: one line
+    sink.flush()
+    marks = log_marks(tmp_path)  # read from the file, then kept by the writer
+    assert marks == _read_marks(tmp_path)
+
+    def no_reading(*args: object) -> None:
+        raise AssertionError("the shard was read back although its writer kept its mark")
+
+    for n in range(3):
+        sink.extend("rows", [{"a": i, "b": "x" * i} for i in range(n + 1)])
+        sink.flush()
+        with monkeypatch.context() as m:
+            m.setattr(offsets, "_extend_mark", no_reading)
+            marks = log_marks(tmp_path, marks)
+        assert marks == _read_marks(tmp_path)
+
+    # another process appends: the size is not the writer's, the file is read again
+    shard = tmp_path / "replay" / "rows" / "w.jsonl"
+    with open(shard, "ab") as f:
+        f.write(b'{"a":"foreign"}\n')
+    marks = log_marks(tmp_path, marks)
+    assert marks == _read_marks(tmp_path)
+    sink.append("rows", {"a": 9})
+    sink.flush()
+    assert log_marks(tmp_path, marks) == _read_marks(tmp_path)
+    sink.close()
