@@ -200,6 +200,12 @@ def _state_row(agent_id: str, type_name: str, tick: int, ok: bool, attempt: int,
             "attempts": attempt, "summary": summary}  # fmt: skip
 
 
+def _log_state(log: BatchLog, agent_id: str, type_name: str, tick: int, ok: bool,
+               attempt: int, summary: Any) -> None:  # fmt: skip
+    """Buffer the agent's ``agent_states`` row; its builder's keys go with it, once."""
+    log.state(_state_row(agent_id, type_name, tick, ok, attempt, summary), STATE_ROW_KEYS)
+
+
 async def _step_one(
     agent_id: str,
     type_name: str,
@@ -269,8 +275,7 @@ async def _step_one(
                 log.span(tracer.finish_row(span, "error", err["error_class"]))
                 if final:
                     result.failed.append(agent_id)
-                    log.state(_state_row(agent_id, type_name, tick, False, attempt, {}),
-                              STATE_ROW_KEYS)  # fmt: skip
+                    _log_state(log, agent_id, type_name, tick, False, attempt, {})
                     return
                 if policy.backoff_s:
                     await proxy.clock.sleep(policy.backoff_s * attempt)
@@ -279,8 +284,7 @@ async def _step_one(
             log.span(tracer.finish_row(span))
             _count(result, ctx)
             result.steps += 1
-            log.state(_state_row(agent_id, type_name, tick, True, attempt, agent.summary()),
-                      STATE_ROW_KEYS)  # fmt: skip
+            _log_state(log, agent_id, type_name, tick, True, attempt, agent.summary())
             return
     except BaseException as exc:
         failed = True  # its task stays listed: the batch cancels and awaits the rest
