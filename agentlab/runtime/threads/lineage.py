@@ -38,22 +38,22 @@ class Lineages:
     half by first commit is dropped, in one pass; a thread without an entry starts a new
     lineage)."""
 
-    __slots__ = ("_chains", "limit")
+    __slots__ = ("_chains", "_states", "limit")
 
     def __init__(self, store: Any, limit: int = 1 << 16) -> None:
         from agentlab.runtime.threads.stores import MemoryThreadStore
 
         self.limit = limit if isinstance(store, MemoryThreadStore) else 0
-        self._chains: dict[str, tuple[int, bytes | None]] = {}
+        self._chains: dict[str, int] = {}
+        self._states: dict[str, bytes | None] = {}
 
     def of(self, tid: str, raw_state: bytes | None) -> int:
         """The lineage of the history stored with ``raw_state``: the thread's chain if this
         system committed that very object last, else a new one (0: not kept)."""
         if not self.limit:
             return 0
-        chain = self._chains.get(tid)
-        if chain is not None and raw_state is not None and chain[1] is raw_state:
-            return chain[0]
+        if raw_state is not None and self._states.get(tid) is raw_state:
+            return self._chains[tid]
         return next(_numbers)
 
     def fresh(self) -> int:
@@ -67,17 +67,21 @@ class Lineages:
         model that keeps its list must not see later turns appear in it."""
         if not lineage or not msgs:
             return list(msgs)
-        self._chains[tid] = (lineage, None)  # no load continues it until the commit
+        states = self._states
+        if tid in states:
+            states[tid] = None  # no load continues it until the commit
         return KnownPrefix(msgs, lineage)
 
     def committed(self, tid: str, lineage: int, raw_state: bytes) -> None:
         """The slice of lineage ``lineage`` committed ``raw_state`` (the chain goes on)."""
         if not self.limit or not lineage:
             return
-        chains = self._chains
-        chains[tid] = (lineage, raw_state)
+        chains, states = self._chains, self._states
+        chains[tid] = lineage
+        states[tid] = raw_state
         if len(chains) > self.limit:
             # one pass for half of them: deleting from a dict's front one at a time makes
             # each next(iter(...)) rescan the deleted slots
             for old in list(itertools.islice(chains, len(chains) // 2)):
                 del chains[old]
+                states.pop(old, None)

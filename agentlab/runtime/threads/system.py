@@ -185,7 +185,9 @@ class AgentSystem:
         thread whose completion is streaming cancels that completion (the partial turn is
         kept).
         """
-        tid = validate_agent_id(d.thread_id)
+        tid = d.thread_id  # a thread with a driver passed validate_agent_id when it started
+        if type(tid) is not str or tid not in self._drivers:
+            validate_agent_id(tid)
         seq = self.store.enqueue(tid, d.encode())
         if self._local:
             self._route(seq, d)
@@ -353,8 +355,7 @@ class AgentSystem:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            # Close the model's stream now (not at garbage collection): a client stream holds
-            # a concurrency slot until it is closed.
+            # close the model's stream now, not at collection: it holds a concurrency slot
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()

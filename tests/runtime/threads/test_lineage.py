@@ -123,6 +123,18 @@ def test_a_chain_goes_on_only_after_a_commit_of_the_object_handed_back(tmp_path:
     sq.close()
 
 
+def test_chains_stay_bounded_and_a_dropped_thread_starts_a_new_lineage() -> None:
+    chains = Lineages(MemoryThreadStore(), limit=4)
+    states = {t: f"{{{t!r}}}".encode() for t in "abcde"}
+    numbers = {t: chains.of(t, None) for t in states}
+    for t, st in states.items():
+        chains.hand(t, [{"role": "user", "content": t}], numbers[t])
+        chains.committed(t, numbers[t], st)
+    # past 4 threads the older half (a, b) went, in one pass; the rest go on
+    assert chains.of("a", states["a"]) != numbers["a"]
+    assert all(chains.of(t, states[t]) == numbers[t] for t in "cde")
+
+
 class _Spy(ScriptedModel):
     """A scripted model that notes the list type and lineage of every call."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import zlib
 
 import pytest
 
@@ -15,6 +16,7 @@ from agentlab.runtime.threads.codec import (
     encode_history,
     history_len,
     is_compressed,
+    raw_history,
 )
 from agentlab.runtime.threads.stores import (
     MemoryThreadStore,
@@ -41,6 +43,20 @@ def test_codec_round_trip_hot_and_cold() -> None:
     assert history_len(cold) == 60
     assert decode_history(append_frames(cold, MSGS[:1]))[-1] == MSGS[0]
     assert decode_history(None) == [] and decode_history(b"") == []
+
+
+def test_cold_histories_are_raw_deflate_and_older_zlib_ones_still_read() -> None:
+    """``compress_history`` writes raw deflate (no adler32 pass); a ``b"z"`` zlib history
+    compressed before reads back the same, and neither is compressed twice."""
+    blob = encode_history(MSGS * 30)
+    cold = compress_history(blob)
+    assert cold[:1] == b"d" and zlib.decompress(cold[1:], -15) == blob
+    legacy = b"z" + zlib.compress(blob, 3)
+    for c in (cold, legacy):
+        assert is_compressed(c) and raw_history(c) == blob and compress_history(c) is c
+        assert decode_history(c) == MSGS * 30 and history_len(c) == 90
+        assert decode_history(append_frames(c, MSGS[:1])) == MSGS * 30 + MSGS[:1]
+    assert not is_compressed(blob) and not is_compressed(b"")
 
 
 def test_records_round_trip() -> None:

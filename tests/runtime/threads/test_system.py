@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agentlab.core.records import ToolCall
+from agentlab.errors import InvalidAgentIdError
 from agentlab.runtime.threads import (
     INTERRUPTED,
     AgentSystem,
@@ -310,3 +311,17 @@ async def test_step_mode_equals_local_mode() -> None:
     step = await _rounds("step")
     assert set(local) == {"a", "b", "c"}
     assert step == local
+
+
+async def test_send_refuses_an_unsafe_thread_id_in_and_out_of_local_mode() -> None:
+    """Only a running thread's own id skips the check (it passed it when it started)."""
+    system = AgentSystem(ScriptedModel(tool=None), MemoryThreadStore(), agent_tools=False)
+    for bad in ("../x", ".", ""):
+        with pytest.raises(InvalidAgentIdError):
+            system.send_user(bad, "hi", "u0")
+    async with system:
+        system.send_user("ann", "hi", "u0")
+        with pytest.raises(InvalidAgentIdError):
+            system.send(Delivery("a/b", "user", "hi", "u1"))
+        await system.drain()
+    assert system.threads() == ["ann"]
