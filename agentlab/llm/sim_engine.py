@@ -316,18 +316,20 @@ class Engine(Planner):
         dmin = s.dmin  # (carried from the last phase unless someone left since)
         if dmin is None:
             dmin = min([r.deadline for r in running]) if running else _INF
+        snap_run: list[EngineRequest] | None = None
         if snaps is not None:
-            self._starts.append(t)
+            starts = self._starts
+            # a phase starting where the one before it did (zero-length steps): segment
+            # start times cannot tell the two apart, so every request's state is kept whole
+            whole = bool(starts) and starts[-1] >= t
+            starts.append(t)
             self._room.append(True)
             if 0 < p.slots <= len(running) and dmin > t + EPS:
                 # all slots taken and none freed by an abort: the phase ends without room,
                 # so no arrival re-plans from it (a repair goes back to an earlier snapshot)
-                snaps.append((s.t, s.qi, None))
+                snaps.append((s.t, s.qi, None, (), t))
             else:
-                snaps.append(
-                    (s.t, s.qi, [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
-                                 for r in running])
-                )  # fmt: skip
+                snap_run = list(running)  # (taken after the leading decodes are known)
         # client aborts take effect at the step boundary
         if dmin <= t + EPS:
             for r in running:
@@ -386,6 +388,15 @@ class Engine(Planner):
                     rem = x
             i = len(decodes)
             budget -= i
+        if snap_run is not None:
+            # a decode's state at the phase start is read back from the segment this phase
+            # appends (see Snap); the others (prefilling, or all of them after a zero-length
+            # phase) are kept whole. Nothing has changed yet: chunks apply at the end.
+            assert snaps is not None
+            keep = snap_run if whole else running[i:]
+            marks = [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
+                     for r in keep] if keep else ()  # fmt: skip
+            snaps.append((s.t, s.qi, snap_run, marks, _INF if whole else t))
         if not limited and i < len(running):  # without the block accounting below
             for r in running if i == 0 else running[i:]:
                 if budget < 1:
@@ -559,6 +570,7 @@ class Engine(Planner):
         stale = preempted  # someone left ``running`` who may have held the least deadline
         for r in finished:
             r.end = t_end
+            running.remove(r)  # (usually one: a C scan by identity, no new list)
             if r.deadline <= dmin:
                 stale = True
             if record:
@@ -568,8 +580,6 @@ class Engine(Planner):
                 if kv is not None:
                     kv.release(r.held - len(r.hashed), r.hashed)
                     r.held, r.hashed = 0, []
-        if finished:
-            running[:] = [r for r in running if r.end is None]
         s.t = t_end
         s.dmin = None if stale else dmin
         if record:

@@ -48,12 +48,15 @@ count (``--ops``) by 1-3 %.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections import Counter
 
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
 
 __all__ = ["Planner"]
+
+_start = operator.itemgetter(0)  # a segment's start time
 
 
 class Planner:
@@ -121,7 +124,7 @@ class Planner:
         reset and aborted again (under overload most requests leave the queue that way);
         those at its head go before anyone is admitted: the queue restarts after them.
         """
-        t_before, qi, run = self._snaps[p]
+        t_before, qi, run, marks, cut = self._snaps[p]
         assert run is not None  # (callers restore only to phases with a snapshot)
         if self._doomed:  # marked aborted by predict, still queued: re-plan them too
             for w in self._doomed:
@@ -137,12 +140,18 @@ class Planner:
                     lead += 1
             else:
                 w._reset()
-        for w, pf, dec, nseg, ft in run:
-            w.prefilled, w.decoded, w.first_token = pf, dec, ft
-            del w.segments[nseg:]
+        for w in run:
+            segs = w.segments
+            if segs and segs[-1][0] >= cut:  # decoded in phase p or later: back to before it
+                j = bisect.bisect_left(segs, cut, key=_start)
+                w.decoded = segs[j][2]
+                del segs[j:]
             w.end = None
             w.aborted = False
-        plan.running = [x[0] for x in run]
+        for w, pf, dec, nseg, ft in marks:  # those kept whole
+            w.prefilled, w.decoded, w.first_token = pf, dec, ft
+            del w.segments[nseg:]
+        plan.running = list(run)
         plan.dmin = None
         plan.qi = lead
         plan.t = t_before
@@ -194,8 +203,8 @@ class Planner:
         plan = self._plan
         if plan is None:
             return
-        low = min(qi for _, qi, _ in self._snaps) if self._snaps else plan.qi
+        low = min(x[1] for x in self._snaps) if self._snaps else plan.qi
         if low > 4096:
             del plan.q[:low]
             plan.qi -= low
-            self._snaps = [(tb, qi - low, run) for tb, qi, run in self._snaps]
+            self._snaps = [(tb, qi - low, run, m, c) for tb, qi, run, m, c in self._snaps]
