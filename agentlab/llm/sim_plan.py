@@ -50,6 +50,7 @@ from __future__ import annotations
 import bisect
 import operator
 from collections import Counter
+from itertools import chain
 
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
@@ -72,6 +73,8 @@ class Planner:
     _doomed: list[EngineRequest]
     _prune_len: int
     _live: Counter[int]
+    _left: Counter[int]
+    _left_max: int
 
     def replan(self) -> None:
         """Drop the plan; the next :meth:`predict` plans afresh from the committed state."""
@@ -165,7 +168,7 @@ class Planner:
         assert kv is not None
         if v.seen_ev != kv.evicted_total and v.plan_cached and self._views.get(v.rid) is v:
             v.seen_ev = kv.evicted_total  # (its own blocks are in _live once: own=1)
-            bound = kv.hit_bound(v.hashes, v.prompt, self._live, 1) * kv.block_size
+            bound = kv.hit_bound(v.hashes, v.prompt, self._live, 1, self._left) * kv.block_size
             v.plan_cached = min(v.plan_cached, bound)
         return v.plan_cached
 
@@ -188,6 +191,15 @@ class Planner:
             self.replan()
             return
         self._restore(plan, p)
+
+    def _recount(self) -> None:
+        # the live blocks counted afresh from the requests in the engine (queued and not
+        # done, or running): the same counts as added less left, in two smaller Counters
+        s = self._s
+        live = Counter(chain.from_iterable(r.hashes for r in s.q[s.qi :] if not r.done))
+        live.update(chain.from_iterable(r.hashes for r in s.running))
+        self._live, self._left = live, Counter()
+        self._left_max = max(4096, 2 * len(live))
 
     def _prune(self, now: float) -> None:
         # a re-plan never goes back before "now" (arrivals are not earlier than now)
