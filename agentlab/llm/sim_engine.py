@@ -324,7 +324,6 @@ class Engine(Planner):
             # start times cannot tell the two apart, so every request's state is kept whole
             whole = bool(starts) and starts[-1] >= t
             starts.append(t)
-            self._room.append(True)
             if 0 < p.slots <= len(running) and dmin > t + EPS:
                 # all slots taken and none freed by an abort: the phase ends without room,
                 # so no arrival re-plans from it (a repair goes back to an earlier snapshot)
@@ -352,10 +351,9 @@ class Engine(Planner):
         preempted = False
         i = 0
         if not limited and budget >= len(running):
-            # the leading decodes (the common case: all of them): each takes 1 token, so
-            # the budget cannot run out before the first prefill chunk. They are a slice of
-            # ``running`` (no append per request), ended by the first request in prefill
-            # (found again by identity, in C)
+            # the leading decodes (the common case: all of them): each takes 1 token, so the
+            # budget cannot run out before the first prefill chunk; a slice of ``running``
+            # (no append per request), up to the first in prefill (found by identity, in C)
             i = len(running)
             for r in running:
                 if r.prefilled < r.target:
@@ -518,21 +516,23 @@ class Engine(Planner):
                 qi += 1
             s.qi = qi
         if snaps is not None:  # could a request queued last have joined this phase?
-            self._room[-1] = budget >= 1 and (p.slots <= 0 or len(running) < p.slots)
+            self._room.append(budget >= 1 and (p.slots <= 0 or len(running) < p.slots))
         n_seqs = len(chunks) + len(decodes)
         if n_seqs == 0:
             s.t = t
             s.dmin = None
             return preempted  # everyone was preempted: the next phase re-admits
-        if chunks or a_dec:
+        if chunks:
             dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
-        else:  # decode-only, no attention term: a function of the batch size alone
+        else:  # decode-only: a function of the batch size, then the attention term
             memo = self._dt_decode
             if memo[0] is not p:
                 memo = self._dt_decode = (p, {})
             dt = memo[1].get(n_seqs, -1.0)
             if dt < 0:
                 dt = memo[1][n_seqs] = step_time(p, n_seqs, 0, 0.0, n_seqs, 0.0)
+            if a_dec:  # (added last, as step_time adds it: the same float)
+                dt += a_dec * ctx
         ddt = 0.0
         k = 1
         if not chunks and decodes:
