@@ -106,8 +106,11 @@ class Engine(Planner):
         self._dt_decode: tuple[SimProfile, dict[int, float]] = (profile, {})
         self._prune_len = 1024  # prune the snapshots past this many (amortised: O(1) a call)
         # prompt block hashes of the requests in the engine (refcounts): with the committed
-        # cache, every block that can be cached when a queued request is scheduled
+        # cache, every block that can be cached when a queued request is scheduled; those
+        # added less those that left (both counted in C; re-counted in _recount)
         self._live: Counter[int] = Counter()
+        self._left: Counter[int] = Counter()
+        self._left_max = 4096
 
     # --- public -------------------------------------------------------------------------
 
@@ -145,7 +148,8 @@ class Engine(Planner):
             # an upper bound of its hits: cached now, or computed by a request ahead of it
             kv = self.kv
             assert kv is not None
-            req.plan_cached = kv.hit_bound(req.hashes, req.prompt, self._live) * p.block_size
+            hits = kv.hit_bound(req.hashes, req.prompt, self._live, 0, self._left)
+            req.plan_cached = hits * p.block_size
             req.seen_ev = kv.evicted_total
             self._live.update(req.hashes)  # (a Counter: counted in C)
         self._s.q.append(req)
@@ -174,6 +178,8 @@ class Engine(Planner):
             s.qi = 0
         if len(self._starts) > self._prune_len:
             self._prune(now)
+        if len(self._left) > self._left_max:
+            self._recount()
 
     def predict(self, req: EngineRequest) -> EngineRequest:
         """``req``'s planned future assuming no further arrivals (a lower bound in time)."""
@@ -242,6 +248,7 @@ class Engine(Planner):
         if self.kv is not None and d.get("kv"):
             self.kv.restore_state(d["kv"])
         self._live = Counter(h for r in (*s.q, *s.running) for h in r.hashes)
+        self._left = Counter()
         self.version += 1
         return {r.rid: r for r in (*s.q, *s.running)}
 
@@ -251,13 +258,7 @@ class Engine(Planner):
         # a committed request left the engine: its blocks are no longer "to be computed"
         self._views.pop(r.rid, None)
         if r.hashes:
-            live = self._live
-            for h in r.hashes:
-                n = live.get(h, 0) - 1
-                if n > 0:
-                    live[h] = n
-                else:
-                    live.pop(h, None)
+            self._left.update(r.hashes)  # (counted in C)
 
     def _abort(self, r: EngineRequest, record: bool) -> None:
         r.aborted = True
@@ -316,18 +317,19 @@ class Engine(Planner):
         dmin = s.dmin  # (carried from the last phase unless someone left since)
         if dmin is None:
             dmin = min([r.deadline for r in running]) if running else _INF
+        snap_run: list[EngineRequest] | None = None
         if snaps is not None:
-            self._starts.append(t)
-            self._room.append(True)
+            starts = self._starts
+            # a phase starting where the one before it did (zero-length steps): segment
+            # start times cannot tell the two apart, so every request's state is kept whole
+            whole = bool(starts) and starts[-1] >= t
+            starts.append(t)
             if 0 < p.slots <= len(running) and dmin > t + EPS:
                 # all slots taken and none freed by an abort: the phase ends without room,
                 # so no arrival re-plans from it (a repair goes back to an earlier snapshot)
-                snaps.append((s.t, s.qi, None))
+                snaps.append((s.t, s.qi, None, (), t))
             else:
-                snaps.append(
-                    (s.t, s.qi, [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
-                                 for r in running])
-                )  # fmt: skip
+                snap_run = list(running)  # (taken after the leading decodes are known)
         # client aborts take effect at the step boundary
         if dmin <= t + EPS:
             for r in running:
@@ -340,7 +342,7 @@ class Engine(Planner):
         bs = p.block_size
         budget = p.max_num_batched_tokens if p.max_num_batched_tokens > 0 else _INF
         chunks: list[tuple[EngineRequest, int]] = []
-        decodes: list[EngineRequest] = []
+        decodes: list[EngineRequest]
         attn = 0.0  # prefill attention work: sum of c * (p + c / 2)
         prefill = 0  # prompt tokens in the step
         ctx = 0.0  # the decodes' contexts, summed left to right (as sum() would)
@@ -349,43 +351,62 @@ class Engine(Planner):
         preempted = False
         i = 0
         if not limited and budget >= len(running):
-            # the leading decodes (the common case: all of them): each takes 1 token, so
-            # the budget cannot run out before the first prefill chunk
+            # the leading decodes (the common case: all of them): each takes 1 token, so the
+            # budget cannot run out before the first prefill chunk; a slice of ``running``
+            # (no append per request), up to the first in prefill (found by identity, in C)
+            i = len(running)
             for r in running:
                 if r.prefilled < r.target:
+                    i = running.index(r)
                     break
-                decodes.append(r)
                 if a_dec:
                     ctx += r.prompt + r.decoded
                 x = (r.output - r.decoded) / r.speed
                 if x < rem:
                     rem = x
-            i = len(decodes)
+            decodes = running[:i]
             budget -= i
-        elif limited and budget >= len(running):
-            # the same with the block accounting: a leading decode whose next token needs
-            # a block that is free takes it here; one that would preempt (not enough free)
-            # stops this pass, and the loop below schedules it and everyone after it
-            assert kv is not None
-            free = kv.fresh + len(kv.free)  # (kv.free_count(), kept up to date below)
-            for r in running:
-                if r.prefilled < r.target:
-                    break
-                need = -(-(r.prompt + math.ceil(r.decoded + r.speed - EPS)) // bs) - r.held
-                if need > 0:
-                    if need > free:
+        else:
+            if limited and budget >= len(running):
+                # the same with the block accounting: a leading decode whose next token
+                # needs a block that is free takes it here; one that would preempt (not
+                # enough free) stops this pass, and the loop below schedules it and everyone
+                # after it
+                assert kv is not None
+                free = kv.fresh + len(kv.free)  # (kv.free_count(), kept up to date below)
+                i = len(running)
+                for r in running:
+                    if r.prefilled < r.target:
+                        i = running.index(r)
                         break
-                    kv.take(need)
-                    r.held += need
-                    free -= need
-                decodes.append(r)
-                if a_dec:
-                    ctx += r.prompt + r.decoded
-                x = (r.output - r.decoded) / r.speed
-                if x < rem:
-                    rem = x
-            i = len(decodes)
-            budget -= i
+                    x = r.decoded + r.speed - EPS
+                    # its next token needs a block (ceil(x) > n is x > n for an integer n:
+                    # the test without the ceil and the block division, false in most steps)
+                    if x > r.held * bs - r.prompt:
+                        need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
+                        if need > free:
+                            i = running.index(r)
+                            break
+                        kv.take(need)
+                        r.held += need
+                        free -= need
+                    if a_dec:
+                        ctx += r.prompt + r.decoded
+                    x = (r.output - r.decoded) / r.speed
+                    if x < rem:
+                        rem = x
+                decodes = running[:i]
+                budget -= i
+            else:
+                decodes = []
+        if snap_run is not None:
+            # a decode's state at the phase start is read back from the segment this phase
+            # appends (see Snap); the others are kept whole (nothing has changed yet)
+            assert snaps is not None
+            keep = snap_run if whole else running[i:]
+            marks = [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
+                     for r in keep] if keep else ()  # fmt: skip
+            snaps.append((s.t, s.qi, snap_run, marks, _INF if whole else t))
         if not limited and i < len(running):  # without the block accounting below
             for r in running if i == 0 else running[i:]:
                 if budget < 1:
@@ -495,21 +516,23 @@ class Engine(Planner):
                 qi += 1
             s.qi = qi
         if snaps is not None:  # could a request queued last have joined this phase?
-            self._room[-1] = budget >= 1 and (p.slots <= 0 or len(running) < p.slots)
+            self._room.append(budget >= 1 and (p.slots <= 0 or len(running) < p.slots))
         n_seqs = len(chunks) + len(decodes)
         if n_seqs == 0:
             s.t = t
             s.dmin = None
             return preempted  # everyone was preempted: the next phase re-admits
-        if chunks or a_dec:
+        if chunks:
             dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
-        else:  # decode-only, no attention term: a function of the batch size alone
+        else:  # decode-only: a function of the batch size, then the attention term
             memo = self._dt_decode
             if memo[0] is not p:
                 memo = self._dt_decode = (p, {})
             dt = memo[1].get(n_seqs, -1.0)
             if dt < 0:
                 dt = memo[1][n_seqs] = step_time(p, n_seqs, 0, 0.0, n_seqs, 0.0)
+            if a_dec:  # (added last, as step_time adds it: the same float)
+                dt += a_dec * ctx
         ddt = 0.0
         k = 1
         if not chunks and decodes:
@@ -549,8 +572,9 @@ class Engine(Planner):
         if limited and k > 1:
             assert kv is not None
             for r in decodes:  # blocks of the phase's later steps (fit: _kv_fit)
-                need = -(-(r.prompt + math.ceil(r.decoded - EPS)) // bs) - r.held
-                if need > 0:
+                x = r.decoded - EPS
+                if x > r.held * bs - r.prompt:  # (as in the leading pass: need > 0)
+                    need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
                     kv.take(need)
                     r.held += need
         for r, _ in chunks:
@@ -559,6 +583,7 @@ class Engine(Planner):
         stale = preempted  # someone left ``running`` who may have held the least deadline
         for r in finished:
             r.end = t_end
+            running.remove(r)  # (usually one: a C scan by identity, no new list)
             if r.deadline <= dmin:
                 stale = True
             if record:
@@ -568,8 +593,6 @@ class Engine(Planner):
                 if kv is not None:
                     kv.release(r.held - len(r.hashed), r.hashed)
                     r.held, r.hashed = 0, []
-        if finished:
-            running[:] = [r for r in running if r.end is None]
         s.t = t_end
         s.dmin = None if stale else dmin
         if record:

@@ -93,6 +93,9 @@ def _grow_tags(end: int) -> list[int]:
     return tags
 
 
+_NO_COUNTS: Mapping[int, int] = {}  # (hit_bound's default: nothing left)
+
+
 class KVCache:
     """Block accounting and the prefix cache of one engine (see the module docstring)."""
 
@@ -162,17 +165,24 @@ class KVCache:
         return i
 
     def hit_bound(
-        self, hashes: Sequence[int], prompt: int, live: Mapping[int, int], own: int = 0
+        self,
+        hashes: Sequence[int],
+        prompt: int,
+        live: Mapping[int, int],
+        own: int = 0,
+        left: Mapping[int, int] = _NO_COUNTS,
     ) -> int:
-        """Blocks of ``hashes`` cached now or in ``live`` (counts of the blocks that requests
-        in the engine will compute, ``own`` of them the asking request's), as a prefix (at
-        most ``(prompt - 1) // block_size``): an upper bound of the hits of a request queued
-        now, since only a request in the engine can cache a block before it is scheduled
-        (later arrivals queue behind it)."""
+        """Blocks of ``hashes`` cached now or live (``live`` less ``left``: counts of the
+        blocks that requests in the engine will compute, ``own`` of them the asking
+        request's), as a prefix (at most ``(prompt - 1) // block_size``): an upper bound of
+        the hits of a request queued now, since only a request in the engine can cache a
+        block before it is scheduled (later arrivals queue behind it)."""
         top = min(len(hashes), (prompt - 1) // self.block_size)
         cached = self.cached
         i = 0
-        while i < top and (hashes[i] in cached or live.get(hashes[i], 0) > own):
+        while i < top and (
+            hashes[i] in cached or live.get(hashes[i], 0) - left.get(hashes[i], 0) > own
+        ):
             i += 1
         return i
 

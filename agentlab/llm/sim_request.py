@@ -20,9 +20,12 @@ EPS = 1e-9
 Segment = tuple[float, float, float, int, float]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class EngineRequest:
-    """One request inside the engine (times are clock seconds)."""
+    """One request inside the engine (times are clock seconds).
+
+    Compared by identity (``eq=False``): the engine's list operations (``list.remove``)
+    then run in C, not through a field-by-field ``__eq__`` per element."""
 
     rid: int
     arrival: float  # when it reaches the scheduler (sent + overhead_s)
@@ -190,7 +193,13 @@ class State:
         self.dmin: float | None = None
 
 
-# plan snapshot at a phase start: (state t before it, queue index, running requests with
-# (prefilled, decoded, segments, first token)); None for a phase that cannot end with room
-# (all slots taken, no abort): no arrival re-plans from it
-Snap = tuple[float, int, list[tuple[EngineRequest, int, float, int, float | None]] | None]
+# plan snapshot at a phase start: (state t before it, queue index, running requests, marks,
+# cut). A running request's state at the phase start is what it had before the first of
+# its segments starting at or after ``cut`` (the phase start; a decode's state changes only
+# by the segment each phase appends, and phase starts strictly increase); ``marks`` keep the
+# others whole: (request, prefilled, decoded, segments, first token) of those still in
+# prefill, or of everyone (``cut`` infinite) when the phase starts where the one before it
+# did. Running requests ``None`` for a phase that cannot end with room (all slots taken, no
+# abort): no arrival re-plans from it.
+_Mark = tuple[EngineRequest, int, float, int, float | None]
+Snap = tuple[float, int, list[EngineRequest] | None, list[_Mark] | tuple[()], float]

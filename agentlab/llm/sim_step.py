@@ -70,9 +70,9 @@ def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int) -> int:
     def extra(j: int) -> int:
         total = 0
         for r in decodes:
-            need = -(-(r.prompt + math.ceil(r.decoded + j * r.speed - EPS)) // bs) - r.held
-            if need > 0:
-                total += need
+            x = r.decoded + j * r.speed - EPS
+            if x > r.held * bs - r.prompt:  # (ceil(x) > n is x > n for an integer n)
+                total += -(-(r.prompt + math.ceil(x)) // bs) - r.held
         return total
 
     free = kv.free_count()

@@ -56,7 +56,7 @@ def test_restoring_any_snapshot_and_planning_again_gives_the_same_plan(mechanism
             assert twin._plan is not None
             start, snap_run = twin._starts[p], twin._snaps[p][2]
             assert snap_run is not None
-            run = [x[0] for x in snap_run]
+            run = list(snap_run)
             planned = [list(w.segments) for w in run]
             twin._restore(twin._plan, p)
             for w, segs in zip(run, planned, strict=True):  # segments of the phases before p
@@ -72,3 +72,37 @@ def test_restoring_any_snapshot_and_planning_again_gives_the_same_plan(mechanism
                 if want[3] is not None or want[4]:  # finished or aborted in the plan
                     assert got[rid] == want, (i, p, rid)
     assert checked > 20
+
+
+def test_zero_length_steps_keep_whole_snapshots_that_restore_exactly() -> None:
+    # instant steps (no rates): phases share a start time, so segment start times cannot
+    # tell which phase appended a segment; such snapshots keep every request's state whole
+    prof = get_profile("vllm-3b", slots=2, max_num_batched_tokens=64, prefix_caching=False,
+                       kv_blocks=0, attention_decode_s=0.0, decode_tps=0.0, prefill_tps=0.0)  # fmt: skip
+    rng = random.Random(3)
+    e = Engine(prof)
+    whole = 0
+    for i in range(30):
+        t = i * 0.5
+        e.advance(t)
+        r = EngineRequest(i, t, rng.randint(10, 200), rng.randint(1, 30), 1.0, t + 30.0)
+        e.add(r)
+        e.predict(r)
+        if i % 5 != 4:
+            continue
+        assert e._plan is not None
+        full = _views(e)
+        for p, snap in enumerate(e._snaps):
+            if snap[2] is None:
+                continue
+            whole += snap[4] == float("inf")
+            twin = copy.deepcopy(e)
+            assert twin._plan is not None
+            twin._restore(twin._plan, p)
+            for q in twin._views.values():
+                twin.predict(q)
+            got = _views(twin)
+            for rid, want in full.items():
+                if want[3] is not None or want[4]:
+                    assert got[rid] == want, (i, p, rid)
+    assert whole > 0
