@@ -221,20 +221,61 @@ def _content_scan(messages: list[dict[str, Any]], keep: bool = True) -> tuple[_S
 
 
 class _Context:
-    """Values a model could copy from the request: ids, users, the asking agent."""
+    """Values a model could copy from the request: ids, users, the asking agent.
 
-    def __init__(self, messages: list[dict[str, Any]]) -> None:
-        scan = _scan(messages)
-        self.me = scan.me
-        # Ids of listed entities (``"id": ...``) first; else any id-looking token except
-        # references a write returned (``"post_id": ...``: maybe not visible yet).
-        self.ids = list(scan.id_fields) or [i for i in scan.ids if i not in scan.written]
-        users = _unique([*scan.authors, *scan.mentions])
-        self.users = [u for u in users if u != self.me]
+    ``lazy``: the conversation is scanned on the first read of ``me``, ``ids`` or
+    ``users``, not before: a call whose tools take no id or user argument (a search
+    ``query``) reads none of them and scans nothing (issue 26: ~118 k instructions per
+    tool-calling call). The values are the same either way (the scan is exact whenever
+    it runs; a skipped one only leaves the prefix cache behind, which the next scan
+    catches up on)."""
+
+    __slots__ = ("_ids", "_me", "_messages", "_users", "request")
+
+    def __init__(self, messages: list[dict[str, Any]], *, lazy: bool = False) -> None:
+        self._messages: list[dict[str, Any]] | None = messages
+        self._me: str | None = None
+        self._ids: list[str] = []
+        self._users: list[str] = []
         self.request = next(
             (m["content"] for m in reversed(messages)
              if m.get("role") == "user" and isinstance(m.get("content"), str)), "",
         )  # fmt: skip
+        if not lazy:
+            self._load()
+
+    def _load(self) -> None:
+        messages, self._messages = self._messages, None
+        if messages is None:  # scanned already
+            return
+        scan = _scan(messages)
+        self._me = scan.me
+        # Ids of listed entities (``"id": ...``) first; else any id-looking token except
+        # references a write returned (``"post_id": ...``: maybe not visible yet).
+        self._ids = list(scan.id_fields) or [i for i in scan.ids if i not in scan.written]
+        users = _unique([*scan.authors, *scan.mentions])
+        self._users = [u for u in users if u != self._me]
+
+    @property
+    def me(self) -> str | None:
+        """The asking agent (the first ``You are @name``), if any."""
+        if self._messages is not None:
+            self._load()
+        return self._me
+
+    @property
+    def ids(self) -> list[str]:
+        """Ids seen in the conversation, in order of first sight."""
+        if self._messages is not None:
+            self._load()
+        return self._ids
+
+    @property
+    def users(self) -> list[str]:
+        """Users seen in the conversation (not the asking agent), in order of first sight."""
+        if self._messages is not None:
+            self._load()
+        return self._users
 
     def fill(self, name: str, schema: dict[str, Any], rng: Rng) -> tuple[bool, Any]:
         """``(found, value)`` for one parameter: an id or user parameter takes a value seen
@@ -485,13 +526,13 @@ def play_along(
     invalid_p = float(params.get("sim_p_invalid_args", INVALID_ARGS_P))
     if calls and tools:
         choice = params.get("tool_choice")
-        ctx = _Context(messages)
+        ctx = _Context(messages, lazy=True)
         return text, _tool_calls(ctx, tools, calls, rng, invalid_p, isinstance(choice, dict)), n
     system = _first_system(messages)
     if not tools and (CODEGEN_MARK in system or PLAN_MARK in system):
         fns = _signature_fns(system)
         if fns:
-            ctx = _Context(messages)
+            ctx = _Context(messages, lazy=True)
             out = (_code if CODEGEN_MARK in system else _plan)(ctx, fns, rng, invalid_p)
             return out, [], max(1, len(out) // 4)
     return text, calls, n
