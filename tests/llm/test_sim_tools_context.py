@@ -312,3 +312,16 @@ def test_prefix_digest_of_messages_that_are_not_dicts_equals_the_whole_join() ->
         wrapped = prefix_digest("s", "|f", [UserDict(m) for m in convo[:k]], tok)  # type: ignore[misc]
         assert plain == wrapped
         assert plain[1] == tok.prompt_tokens(convo[:k])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"query": "plain"},
+        {"t": "caf\u00e9 \U0001f600", "n": -3, "f": 0.1, "big": 2**70, "inf": float("inf")},
+        [{"tool": "like", "arguments": {"post_id": "p1.a.1", "tags": ["x", None, False]}}],
+        {},
+    ],
+)
+def test_dumps_args_writes_what_json_dumps_writes(value: Any) -> None:
+    assert sim_tools.dumps_args(value) == json.dumps(value)
