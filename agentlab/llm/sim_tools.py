@@ -258,10 +258,11 @@ class _Context:
         self._me: str | None = None
         self._ids: list[str] = []
         self._users: list[str] = []
-        self.request = next(
-            (m["content"] for m in reversed(messages)
-             if m.get("role") == "user" and isinstance(m.get("content"), str)), "",
-        )  # fmt: skip
+        self.request = ""  # the last user message's text
+        for m in reversed(messages):  # a loop: no generator frame per call
+            if m.get("role") == "user" and isinstance(m.get("content"), str):
+                self.request = m["content"]
+                break
         if not lazy:
             self._load()
 
@@ -363,9 +364,14 @@ def _arguments(
     drawn = gen_value(schema, rng)
     args: dict[str, Any] = dict(drawn) if isinstance(drawn, dict) else {}
     fillable = True
-    for name in list(args):
-        found, value = ctx.fill(name, props.get(name, {}), rng)
-        fillable = fillable and (found or name not in required)
+    for name in list(args):  # ctx.fill, inlined (a call fewer per argument)
+        sub = props.get(name, {})
+        value = gen_value(sub, rng)
+        pool = ctx._pool(name, sub)
+        if pool:
+            value = pool[rng.randint(len(pool))]
+        elif pool is not None:  # an id or user nobody has shown: the guess stays
+            fillable = fillable and name not in required
         args[name] = value
     if invalid_p > 0 and props and rng.random() < invalid_p:
         name = list(props)[rng.randint(len(props))]
@@ -430,6 +436,8 @@ def _pick(
     named = [i for i, f in enumerate(fns) if _names(f, low)]  # indices into fns
     if rng.random() < invalid_p:
         pool = [fns[i] for i in named] or fns
+    elif not named:  # the usual request names no tool: the pools below, without lists
+        pool = fns if reads else list(compress(fns, [_fillable(ctx, f) for f in fns])) or fns
     else:
         can = [reads or _fillable(ctx, f) for f in fns]
         ok = list(compress(fns, can))
@@ -447,8 +455,8 @@ def _tool_calls(
     fns = [t.get("function", t) for t in tools]
     out = []
     for call_id, name, _raw in calls:
-        fn = next((f for f in fns if f.get("name") == name), None)
-        if fn is None or not forced:
+        fn = next((f for f in fns if f.get("name") == name), None) if forced else None
+        if fn is None:  # not forced (or the forced name is not offered): chosen
             fn = _pick(ctx, fns, rng, invalid_p)
         _, args = _arguments(ctx, fn, rng, invalid_p)
         out.append((call_id, str(fn.get("name")), dumps_args(args)))
