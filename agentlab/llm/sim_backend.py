@@ -34,7 +34,6 @@ This module plans attempts; the rest of the server is split by responsibility:
 
 from __future__ import annotations
 
-import json
 import math
 import zlib
 from typing import Any
@@ -62,7 +61,12 @@ from agentlab.llm.sim_result import (
 from agentlab.llm.sim_running import AttemptRunner
 from agentlab.llm.sim_slots import prefix_digest
 from agentlab.llm.sim_state import ServerState
-from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program, play_along_reply
+from agentlab.llm.sim_tools import (
+    INVALID_ARGS_P,
+    asks_for_program,
+    dumps_args,
+    play_along_reply,
+)
 from agentlab.llm.structured import OutputSpec
 from agentlab.llm.tokens import CharsTokenizer, get_tokenizer
 
@@ -196,7 +200,7 @@ class SimServer(AttemptRunner, ServerState):
         if spec is not None:
             extra = spec.name
         if tools:
-            extra += "|" + ",".join(str(t.get("function", t).get("name")) for t in tools)
+            extra += "|" + ",".join([str(t.get("function", t).get("name")) for t in tools])
         h, prompt_tokens = self._digest(messages, extra, tools)
         self.requests_total += 1
 
@@ -387,7 +391,7 @@ class SimServer(AttemptRunner, ServerState):
             tool_p = float(params.get("sim_tool_call_p", p.tool_call_p))
             if choice != "none" and (choice == "required" or forced or rng.random() < tool_p):
                 name, args = gen_tool_call(tools, rng, bool_p=bool_p, name=forced)
-                raw = json.dumps(args)
+                raw = dumps_args(args)
                 if malformed:
                     raw = raw[: max(1, len(raw) // 2)]
                 call_id = f"call_{rng.randint(1 << 30):08x}"

@@ -38,7 +38,7 @@ from agentlab.llm.sim_slots import (
     vouched,
 )
 
-__all__ = ["INVALID_ARGS_P", "asks_for_program", "play_along", "play_along_reply"]
+__all__ = ["INVALID_ARGS_P", "asks_for_program", "dumps_args", "play_along", "play_along_reply"]
 
 #: default share of tool calls with a wrong argument (``sim_p_invalid_args`` overrides it)
 INVALID_ARGS_P = 0.0
@@ -66,6 +66,27 @@ class _Scan(NamedTuple):
     ids: tuple[str, ...]  # any id-looking token
     authors: tuple[str, ...]  # ``"author"``/``"user"``/... values
     mentions: tuple[str, ...]  # ``@names``
+
+
+# json.dumps's own encoder set-up costs more than encoding a tool call's arguments (a new
+# C encoder and a dict for cycle checks on every call): the same C encoder, built once
+_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_ARGS_ENCODER = (
+    None
+    if _C_ENCODER is None
+    else _C_ENCODER(
+        None, json.JSONEncoder().default, json.encoder.encode_basestring_ascii, None,
+        ": ", ", ", False, False, True,
+    )
+)  # fmt: skip
+
+
+def dumps_args(value: Any) -> str:
+    """``json.dumps(value)``, exactly, for generated values (tool-call arguments, plans):
+    acyclic plain dicts, lists and scalars, so no cycle check is needed."""
+    if _ARGS_ENCODER is None:  # an interpreter without the C encoder
+        return json.dumps(value)
+    return "".join(_ARGS_ENCODER(value, 0))
 
 
 _EMPTY_SCAN = _Scan(None, (), frozenset(), (), (), ())
@@ -221,20 +242,62 @@ def _content_scan(messages: list[dict[str, Any]], keep: bool = True) -> tuple[_S
 
 
 class _Context:
-    """Values a model could copy from the request: ids, users, the asking agent."""
+    """Values a model could copy from the request: ids, users, the asking agent.
 
-    def __init__(self, messages: list[dict[str, Any]]) -> None:
+    ``lazy``: the conversation is scanned on the first read of ``me``, ``ids`` or
+    ``users``, not before: a call whose tools take no id or user argument (a search
+    ``query``) reads none of them and scans nothing (issue 26: ~118 k instructions per
+    tool-calling call). The values are the same either way (the scan is exact whenever
+    it runs; a skipped one only leaves the prefix cache behind, which the next scan
+    catches up on)."""
+
+    __slots__ = ("_ids", "_me", "_messages", "_users", "request")
+
+    def __init__(self, messages: list[dict[str, Any]], *, lazy: bool = False) -> None:
+        self._messages: list[dict[str, Any]] | None = messages
+        self._me: str | None = None
+        self._ids: list[str] = []
+        self._users: list[str] = []
+        self.request = ""  # the last user message's text
+        for m in reversed(messages):  # a loop: no generator frame per call
+            if m.get("role") == "user" and isinstance(m.get("content"), str):
+                self.request = m["content"]
+                break
+        if not lazy:
+            self._load()
+
+    def _load(self) -> None:
+        messages, self._messages = self._messages, None
+        if messages is None:  # scanned already
+            return
         scan = _scan(messages)
-        self.me = scan.me
+        self._me = scan.me
         # Ids of listed entities (``"id": ...``) first; else any id-looking token except
         # references a write returned (``"post_id": ...``: maybe not visible yet).
-        self.ids = list(scan.id_fields) or [i for i in scan.ids if i not in scan.written]
+        self._ids = list(scan.id_fields) or [i for i in scan.ids if i not in scan.written]
         users = _unique([*scan.authors, *scan.mentions])
-        self.users = [u for u in users if u != self.me]
-        self.request = next(
-            (m["content"] for m in reversed(messages)
-             if m.get("role") == "user" and isinstance(m.get("content"), str)), "",
-        )  # fmt: skip
+        self._users = [u for u in users if u != self._me]
+
+    @property
+    def me(self) -> str | None:
+        """The asking agent (the first ``You are @name``), if any."""
+        if self._messages is not None:
+            self._load()
+        return self._me
+
+    @property
+    def ids(self) -> list[str]:
+        """Ids seen in the conversation, in order of first sight."""
+        if self._messages is not None:
+            self._load()
+        return self._ids
+
+    @property
+    def users(self) -> list[str]:
+        """Users seen in the conversation (not the asking agent), in order of first sight."""
+        if self._messages is not None:
+            self._load()
+        return self._users
 
     def fill(self, name: str, schema: dict[str, Any], rng: Rng) -> tuple[bool, Any]:
         """``(found, value)`` for one parameter: an id or user parameter takes a value seen
@@ -301,9 +364,14 @@ def _arguments(
     drawn = gen_value(schema, rng)
     args: dict[str, Any] = dict(drawn) if isinstance(drawn, dict) else {}
     fillable = True
-    for name in list(args):
-        found, value = ctx.fill(name, props.get(name, {}), rng)
-        fillable = fillable and (found or name not in required)
+    for name in list(args):  # ctx.fill, inlined (a call fewer per argument)
+        sub = props.get(name, {})
+        value = gen_value(sub, rng)
+        pool = ctx._pool(name, sub)
+        if pool:
+            value = pool[rng.randint(len(pool))]
+        elif pool is not None:  # an id or user nobody has shown: the guess stays
+            fillable = fillable and name not in required
         args[name] = value
     if invalid_p > 0 and props and rng.random() < invalid_p:
         name = list(props)[rng.randint(len(props))]
@@ -368,6 +436,8 @@ def _pick(
     named = [i for i, f in enumerate(fns) if _names(f, low)]  # indices into fns
     if rng.random() < invalid_p:
         pool = [fns[i] for i in named] or fns
+    elif not named:  # the usual request names no tool: the pools below, without lists
+        pool = fns if reads else list(compress(fns, [_fillable(ctx, f) for f in fns])) or fns
     else:
         can = [reads or _fillable(ctx, f) for f in fns]
         ok = list(compress(fns, can))
@@ -385,11 +455,11 @@ def _tool_calls(
     fns = [t.get("function", t) for t in tools]
     out = []
     for call_id, name, _raw in calls:
-        fn = next((f for f in fns if f.get("name") == name), None)
-        if fn is None or not forced:
+        fn = next((f for f in fns if f.get("name") == name), None) if forced else None
+        if fn is None:  # not forced (or the forced name is not offered): chosen
             fn = _pick(ctx, fns, rng, invalid_p)
         _, args = _arguments(ctx, fn, rng, invalid_p)
-        out.append((call_id, str(fn.get("name")), json.dumps(args)))
+        out.append((call_id, str(fn.get("name")), dumps_args(args)))
     return out
 
 
@@ -447,7 +517,7 @@ def _plan(ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float) 
     for _ in range(1 + (rng.random() < 0.3)):
         fn = _pick(ctx, fns, rng, invalid_p)
         steps.append({"tool": fn["name"], "arguments": _arguments(ctx, fn, rng, invalid_p)[1]})
-    return json.dumps(steps)
+    return dumps_args(steps)
 
 
 def _first_system(messages: list[dict[str, Any]]) -> str:
@@ -485,13 +555,13 @@ def play_along(
     invalid_p = float(params.get("sim_p_invalid_args", INVALID_ARGS_P))
     if calls and tools:
         choice = params.get("tool_choice")
-        ctx = _Context(messages)
+        ctx = _Context(messages, lazy=True)
         return text, _tool_calls(ctx, tools, calls, rng, invalid_p, isinstance(choice, dict)), n
     system = _first_system(messages)
     if not tools and (CODEGEN_MARK in system or PLAN_MARK in system):
         fns = _signature_fns(system)
         if fns:
-            ctx = _Context(messages)
+            ctx = _Context(messages, lazy=True)
             out = (_code if CODEGEN_MARK in system else _plan)(ctx, fns, rng, invalid_p)
             return out, [], max(1, len(out) // 4)
     return text, calls, n

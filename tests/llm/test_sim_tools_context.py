@@ -165,8 +165,11 @@ def test_play_along_tool_arguments_unchanged_on_fixed_seeds() -> None:
     ref_ctx = sim_tools._Context
 
     class Ref(ref_ctx):  # type: ignore[valid-type, misc]
-        def __init__(self, messages: list[dict[str, Any]]) -> None:
-            self.me, self.ids, self.users, self.request = _reference(messages)
+        def _load(self) -> None:
+            messages, self._messages = self._messages, None
+            if messages is not None:
+                self._me, self._ids, self._users, request = _reference(messages)
+                assert request == self.request
 
     sim_tools._Context = Ref  # type: ignore[misc]
     try:
@@ -178,6 +181,37 @@ def test_play_along_tool_arguments_unchanged_on_fixed_seeds() -> None:
     finally:
         sim_tools._Context = ref_ctx  # type: ignore[misc]
     assert got == want
+
+
+def test_a_tool_without_id_or_user_arguments_scans_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The context is scanned only when an argument takes a value from it: a search tool's
+    ``query`` is generated text, so its calls run no regex over the conversation, and the
+    calls are the same as with a scan (the scan consumes no draws)."""
+    search = [{"type": "function", "function": {"name": "search", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}},
+        "required": ["query"]}}}]  # fmt: skip
+    like = [{"type": "function", "function": {"name": "like", "parameters": {
+        "type": "object", "properties": {"post_id": {"type": "string"}},
+        "required": ["post_id"]}}}]  # fmt: skip
+    convo = [{"role": "user", "content": f"look at p1.a.1 @bob {id(search)}"}]
+    scanned: list[str] = []
+    real = sim_tools._extend
+    monkeypatch.setattr(sim_tools, "_extend", lambda s, t: scanned.append(t) or real(s, t))
+    calls = [("c1", "search", "{}")]
+    lazy = play_along(convo, search, {}, Rng(3), "", calls, 1, False)
+    assert scanned == []
+    ctx = _Context(convo)  # eager: scans now
+    assert scanned and ctx.ids == ["p1.a.1"] and ctx.users == ["bob"]
+    monkeypatch.setattr(sim_tools, "_Context", lambda m, lazy: _Context(m))
+    assert play_along(convo, search, {}, Rng(3), "", calls, 1, False) == lazy
+    monkeypatch.setattr(sim_tools, "_Context", _Context)
+    scanned.clear()
+    calls = [("c1", "like", "{}")]
+    more = [*convo, {"role": "user", "content": "and more"}]
+    _, out, _ = play_along(more, like, {}, Rng(3), "", calls, 1, False)
+    assert scanned and json.loads(out[0][2]) == {"post_id": "p1.a.1"}
 
 
 def test_a_growing_conversation_keeps_one_cache_entry() -> None:
@@ -278,3 +312,16 @@ def test_prefix_digest_of_messages_that_are_not_dicts_equals_the_whole_join() ->
         wrapped = prefix_digest("s", "|f", [UserDict(m) for m in convo[:k]], tok)  # type: ignore[misc]
         assert plain == wrapped
         assert plain[1] == tok.prompt_tokens(convo[:k])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"query": "plain"},
+        {"t": "caf\u00e9 \U0001f600", "n": -3, "f": 0.1, "big": 2**70, "inf": float("inf")},
+        [{"tool": "like", "arguments": {"post_id": "p1.a.1", "tags": ["x", None, False]}}],
+        {},
+    ],
+)
+def test_dumps_args_writes_what_json_dumps_writes(value: Any) -> None:
+    assert sim_tools.dumps_args(value) == json.dumps(value)

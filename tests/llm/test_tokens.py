@@ -135,3 +135,26 @@ def test_sim_server_counts_tools_once() -> None:
 def test_vllm_3b_names_the_llama3_tokenizer() -> None:
     assert get_profile("vllm-3b").tokenizer == "llama3"
     assert get_profile("instant").tokenizer == "chars:4"
+
+
+_ARGUMENTS = [
+    {"query": "plain words"},
+    {"text": "caf\u00e9 \u2014 \U0001f600", "n": 3, "x": 1.5e-7, "big": 2**70, "nan": float("nan")},
+    {"nested": {"list": [1, "two", None, True, {"k": "\u00fc"}]}, "empty": {}},
+    ["a", "b"],
+    "just a string",
+]
+
+
+@pytest.mark.parametrize("args", _ARGUMENTS)
+def test_tool_calls_text_renders_as_json_dumps(args: object) -> None:
+    """The prebuilt encoder of ``_tool_calls_text`` writes what ``json.dumps(...,
+    ensure_ascii=False)`` writes, for arguments given as JSON text or as an object."""
+    from agentlab.llm.tokens import _tool_calls_text
+
+    want = json.dumps(args, ensure_ascii=False)
+    for given in (json.dumps(args), json.dumps(args, ensure_ascii=False), args):
+        call = {"function": {"name": "f", "arguments": given}}
+        assert _tool_calls_text([call]) == '{"name": "f", "parameters": ' + want + "}"
+    bad = {"function": {"name": "f", "arguments": "{not json"}}
+    assert _tool_calls_text(bad) == '{"name": "f", "parameters": "{not json"}'
