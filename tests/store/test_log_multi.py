@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -168,14 +169,15 @@ def test_encoded_rows_with_a_few_mappings_are_written_as_the_row_by_row_bytes() 
     rows = [{"name": f"s{i}", "text": "a},{b", "attrs": {"k": [i]}} for i in range(600)]
     mixed: list[Any] = [encode_row(r) for r in rows]
     mixed[100] = {"name": "society.batch", "attrs": {"n": 256}}
-    one_by_one = b"".join(
-        encode_rows([r if type(r) is not bytes else rows[i]], i, "s", [])
-        for i, r in enumerate(mixed)
-    )
+    mixed[0] = {"name": "first"}  # mappings at both ends, and of another mapping type
+    mixed[-1] = OrderedDict(name="last", n=1)
+    mixed[300] = OrderedDict(name="middle")
+    as_rows = [r if type(r) is not bytes else rows[i] for i, r in enumerate(mixed)]
+    one_by_one = b"".join(encode_rows([r], i, "s", []) for i, r in enumerate(as_rows))
     assert encode_rows(mixed, 0, "s", []) == one_by_one
     for odd in ({}, {"big": 2**70}, {1: "non-str key"}):
         with_odd = [*mixed[:10], odd, *mixed[10:20]]
-        plain = [*rows[:10], odd, *rows[10:20]]
+        plain = [*as_rows[:10], odd, *as_rows[10:20]]
         bad_a: list[str] = []
         bad_b: list[str] = []
         got = encode_rows(with_odd, 5, "s", bad_a)
