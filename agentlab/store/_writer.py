@@ -99,6 +99,27 @@ def encode_row(row: Mapping[Any, Any]) -> bytes | Mapping[Any, Any]:
     return body[1:-1]
 
 
+def _mixed_bodies(chunk: Sequence[Mapping[Any, Any] | bytes]) -> Sequence[bytes]:
+    """The bodies of a chunk of encoded rows and mappings, each mapping encoded as the
+    row-by-row path would (``_encode_one``'s options), or ``()`` when one cannot be
+    (that path then reports it).
+
+    Why: a flush of the trace shard holds a batch's encoded span rows and the batch's own
+    span as a dict; without this, that one dict sent every row of the chunk through the
+    row-by-row path (two copies and a format per row).
+    """
+    out: list[bytes] = []
+    for row in chunk:
+        if type(row) is bytes:
+            out.append(row)
+            continue
+        try:
+            out.append(orjson.dumps(row, default=_default, option=_OPTS)[1:-1])
+        except (orjson.JSONEncodeError, TypeError):
+            return ()
+    return out
+
+
 def encode_rows(
     rows: Sequence[Mapping[Any, Any] | bytes], first_seq: int, shard: str, bad: list[str]
 ) -> bytes:
@@ -129,6 +150,8 @@ def encode_rows(
             except (orjson.JSONEncodeError, TypeError):  # e.g. non-str keys: the slow path
                 blob = None
             bodies = blob[2:-2].split(b"},{") if blob is not None else []
+        else:  # encoded rows and a few mappings (a batch's span rows and the batch's span)
+            bodies = _mixed_bodies(chunk)
         if len(bodies) == n and all(chunk):
             args = tuple(
                 itertools.chain.from_iterable(zip(bodies, range(seq0, seq0 + n), strict=True))

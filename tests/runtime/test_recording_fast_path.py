@@ -77,3 +77,36 @@ def test_the_recording_wrapper_does_not_hand_out_an_unrecorded_call(tmp_path: Pa
     assert llm.limit >= 1  # other client attributes still show through
     with pytest.raises(AttributeError, match="bypass the run log"):
         llm.complete_now  # noqa: B018
+
+
+@pytest.mark.parametrize("agent_id", ["a1", None])
+def test_a_plain_call_span_has_genai_llm_attrs_in_their_order(
+    tmp_path: Path, agent_id: str | None
+) -> None:
+    """``RecordingLLM._span`` writes an agent's plain call's attributes as one dict display;
+    they must stay ``genai_llm_attrs``' keys, values and order (the general branch)."""
+    import asyncio
+
+    from agentlab.runtime.services import RunServices
+    from agentlab.store.trace import genai_llm_attrs
+
+    services = RunServices(tmp_path, "sim/instant")
+    llm = services.llm
+
+    async def call() -> Any:
+        return await llm.complete([{"role": "user", "content": "hi"}], agent_id=agent_id, tick=3)
+
+    resp = asyncio.run(call())
+    services.flush()
+    spans = [
+        json.loads(line)
+        for f in sorted((tmp_path / "trace").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
+    (span,) = [s for s in spans if s["name"] == "llm.call"]
+    want: dict[str, Any] = {"agentlab.tick": 3}
+    genai_llm_attrs(resp.record, {}, resp.finish_reason, want)
+    want["gen_ai.conversation.id"] = f"{services.run_id}/{agent_id or ''}"
+    if agent_id is not None:
+        want["gen_ai.agent.name"] = agent_id
+    assert list(span["attributes"].items()) == list(json.loads(json.dumps(want)).items())

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -158,3 +160,26 @@ def test_background_thread_restarts_after_close(run_dir: Path) -> None:
     while path.read_bytes().count(b"\n") < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert [orjson.loads(x)["i"] for x in path.read_bytes().splitlines()] == [0, 1]
+
+
+def test_encoded_rows_with_a_few_mappings_are_written_as_the_row_by_row_bytes() -> None:
+    """A trace flush: a batch's encoded span rows plus its own span as a dict (and odd
+    mappings: an empty one, one JSON cannot hold, a non-str key) give the bytes of the
+    row-by-row path, and the odd value is still reported."""
+    rows = [{"name": f"s{i}", "text": "a},{b", "attrs": {"k": [i]}} for i in range(600)]
+    mixed: list[Any] = [encode_row(r) for r in rows]
+    mixed[100] = {"name": "society.batch", "attrs": {"n": 256}}
+    mixed[0] = {"name": "first"}  # mappings at both ends, and of another mapping type
+    mixed[-1] = OrderedDict(name="last", n=1)
+    mixed[300] = OrderedDict(name="middle")
+    as_rows = [r if type(r) is not bytes else rows[i] for i, r in enumerate(mixed)]
+    one_by_one = b"".join(encode_rows([r], i, "s", []) for i, r in enumerate(as_rows))
+    assert encode_rows(mixed, 0, "s", []) == one_by_one
+    for odd in ({}, {"big": 2**70}, {1: "non-str key"}):
+        with_odd = [*mixed[:10], odd, *mixed[10:20]]
+        plain = [*as_rows[:10], odd, *as_rows[10:20]]
+        bad_a: list[str] = []
+        bad_b: list[str] = []
+        got = encode_rows(with_odd, 5, "s", bad_a)
+        assert got == b"".join(encode_rows([r], 5 + i, "s", bad_b) for i, r in enumerate(plain))
+        assert len(bad_a) == len(bad_b)
