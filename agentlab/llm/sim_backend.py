@@ -61,14 +61,9 @@ from agentlab.llm.sim_result import (
 from agentlab.llm.sim_running import AttemptRunner
 from agentlab.llm.sim_slots import prefix_digest
 from agentlab.llm.sim_state import ServerState
-from agentlab.llm.sim_tools import (
-    INVALID_ARGS_P,
-    asks_for_program,
-    dumps_args,
-    play_along_reply,
-)
+from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program, play_along_reply
 from agentlab.llm.structured import OutputSpec
-from agentlab.llm.tokens import CharsTokenizer, get_tokenizer
+from agentlab.llm.tokens import CharsTokenizer, dumps_acyclic, get_tokenizer
 
 # SimResult, SIM_OVERRIDES, check_sim_overrides (sim_result), _lognormal_factor: importable
 # from here as before the split
@@ -391,7 +386,7 @@ class SimServer(AttemptRunner, ServerState):
             tool_p = float(params.get("sim_tool_call_p", p.tool_call_p))
             if choice != "none" and (choice == "required" or forced or rng.random() < tool_p):
                 name, args = gen_tool_call(tools, rng, bool_p=bool_p, name=forced)
-                raw = dumps_args(args)
+                raw = dumps_acyclic(args)
                 if malformed:
                     raw = raw[: max(1, len(raw) // 2)]
                 call_id = f"call_{rng.randint(1 << 30):08x}"

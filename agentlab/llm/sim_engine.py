@@ -247,8 +247,7 @@ class Engine(Planner):
         self.preemptions_total = int(d.get("preemptions_total", 0))
         if self.kv is not None and d.get("kv"):
             self.kv.restore_state(d["kv"])
-        self._live = Counter(h for r in (*s.q, *s.running) for h in r.hashes)
-        self._left = Counter()
+        self._recount()  # the live blocks of the restored requests
         self.version += 1
         return {r.rid: r for r in (*s.q, *s.running)}
 

@@ -37,8 +37,9 @@ from agentlab.llm.sim_slots import (
     holds_separator,
     vouched,
 )
+from agentlab.llm.tokens import dumps_acyclic
 
-__all__ = ["INVALID_ARGS_P", "asks_for_program", "dumps_args", "play_along", "play_along_reply"]
+__all__ = ["INVALID_ARGS_P", "asks_for_program", "play_along", "play_along_reply"]
 
 #: default share of tool calls with a wrong argument (``sim_p_invalid_args`` overrides it)
 INVALID_ARGS_P = 0.0
@@ -66,27 +67,6 @@ class _Scan(NamedTuple):
     ids: tuple[str, ...]  # any id-looking token
     authors: tuple[str, ...]  # ``"author"``/``"user"``/... values
     mentions: tuple[str, ...]  # ``@names``
-
-
-# json.dumps's own encoder set-up costs more than encoding a tool call's arguments (a new
-# C encoder and a dict for cycle checks on every call): the same C encoder, built once
-_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
-_ARGS_ENCODER = (
-    None
-    if _C_ENCODER is None
-    else _C_ENCODER(
-        None, json.JSONEncoder().default, json.encoder.encode_basestring_ascii, None,
-        ": ", ", ", False, False, True,
-    )
-)  # fmt: skip
-
-
-def dumps_args(value: Any) -> str:
-    """``json.dumps(value)``, exactly, for generated values (tool-call arguments, plans):
-    acyclic plain dicts, lists and scalars, so no cycle check is needed."""
-    if _ARGS_ENCODER is None:  # an interpreter without the C encoder
-        return json.dumps(value)
-    return "".join(_ARGS_ENCODER(value, 0))
 
 
 _EMPTY_SCAN = _Scan(None, (), frozenset(), (), (), ())
@@ -459,7 +439,7 @@ def _tool_calls(
         if fn is None:  # not forced (or the forced name is not offered): chosen
             fn = _pick(ctx, fns, rng, invalid_p)
         _, args = _arguments(ctx, fn, rng, invalid_p)
-        out.append((call_id, str(fn.get("name")), dumps_args(args)))
+        out.append((call_id, str(fn.get("name")), dumps_acyclic(args)))
     return out
 
 
@@ -517,7 +497,7 @@ def _plan(ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float) 
     for _ in range(1 + (rng.random() < 0.3)):
         fn = _pick(ctx, fns, rng, invalid_p)
         steps.append({"tool": fn["name"], "arguments": _arguments(ctx, fn, rng, invalid_p)[1]})
-    return dumps_args(steps)
+    return dumps_acyclic(steps)
 
 
 def _first_system(messages: list[dict[str, Any]]) -> str:

@@ -43,6 +43,7 @@ __all__ = [
     "check_tokenizer_name",
     "count_prompt_tokens",
     "count_text_tokens",
+    "dumps_acyclic",
     "get_tokenizer",
     "message_text",
 ]
@@ -90,18 +91,27 @@ def message_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False, default=str)
 
 
-# json.dumps(x, ensure_ascii=False) builds a JSONEncoder and a C encoder on every call, more
-# than encoding a call's few arguments costs: the same C encoder, built once, for values
-# json.loads returned (acyclic: no cycle check needed)
-_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
-_LOADED_ENCODER = (
-    None
-    if _C_ENCODER is None
-    else _C_ENCODER(
-        None, json.JSONEncoder().default, json.encoder.encode_basestring, None,
-        ": ", ", ", False, False, True,
-    )
-)  # fmt: skip
+# json.dumps builds a JSONEncoder, a C encoder and a dict for cycle checks on every call:
+# more than encoding a tool call's few arguments costs. The same C encoders, built once.
+def _c_encoder(ensure_ascii: bool) -> Any:
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # an interpreter without the C encoder
+        return None
+    quote = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    return make(None, json.JSONEncoder().default, quote, None, ": ", ", ", False, False, True)
+
+
+_ASCII_ENCODER = _c_encoder(True)
+_UTF8_ENCODER = _c_encoder(False)
+
+
+def dumps_acyclic(value: Any, *, ensure_ascii: bool = True) -> str:
+    """``json.dumps(value, ensure_ascii=...)``, exactly, for acyclic values (generated
+    tool-call arguments and plans, what ``json.loads`` returned): no cycle check."""
+    enc = _ASCII_ENCODER if ensure_ascii else _UTF8_ENCODER
+    if enc is None:
+        return json.dumps(value, ensure_ascii=ensure_ascii)
+    return "".join(enc(value, 0))
 
 
 def _tool_calls_text(calls: Any) -> str:
@@ -113,12 +123,9 @@ def _tool_calls_text(calls: Any) -> str:
         text = None
         if isinstance(args, str):
             try:
-                args = json.loads(args)
+                text = dumps_acyclic(json.loads(args), ensure_ascii=False)
             except ValueError:
                 pass
-            else:
-                if _LOADED_ENCODER is not None:
-                    text = "".join(_LOADED_ENCODER(args, 0))
         if text is None:  # a string that is no JSON, or arguments given as an object
             text = json.dumps(args, ensure_ascii=False)
         out.append('{"name": "' + str(fn.get("name", "")) + '", "parameters": ' + text + "}")

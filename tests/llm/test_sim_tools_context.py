@@ -17,6 +17,7 @@ from agentlab.llm import sim_tools
 from agentlab.llm.sim_content import Rng
 from agentlab.llm.sim_slots import PrefixSlots
 from agentlab.llm.sim_tools import _Context, play_along
+from agentlab.llm.tokens import dumps_acyclic
 
 
 def _reference(messages: list[dict[str, Any]]) -> tuple[Any, list[str], list[str], str]:
@@ -323,5 +324,7 @@ def test_prefix_digest_of_messages_that_are_not_dicts_equals_the_whole_join() ->
         {},
     ],
 )
-def test_dumps_args_writes_what_json_dumps_writes(value: Any) -> None:
-    assert sim_tools.dumps_args(value) == json.dumps(value)
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_dumps_acyclic_writes_what_json_dumps_writes(value: Any, ensure_ascii: bool) -> None:
+    got = dumps_acyclic(value, ensure_ascii=ensure_ascii)
+    assert got == json.dumps(value, ensure_ascii=ensure_ascii)
