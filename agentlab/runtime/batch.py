@@ -27,6 +27,7 @@ from agentlab.errors import ConfigError
 from agentlab.runtime.batch_log import BatchLog
 from agentlab.runtime.services import AgentContext
 from agentlab.store.catalog import STATE_ROW_KEYS
+from agentlab.store.trace import genai_agent_attrs
 
 if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
@@ -228,10 +229,8 @@ async def _step_one(
             agent: AgentBase | None = None
             # invoke_agent (GenAI conventions): its LLM and tool spans go under it; under
             # the batch's span, whose ids the batch took once (Tracer.parent_ids)
-            # (genai_agent_attrs' keys and order, as one dict display: no call, no resize)
-            attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": agent_id,
-                     "gen_ai.agent.name": type_name, "agentlab.tick": tick,
-                     "agentlab.attempt": attempt}  # fmt: skip
+            attrs = genai_agent_attrs(agent_id, type_name)
+            attrs["agentlab.tick"], attrs["agentlab.attempt"] = tick, attempt
             span = tracer.child_span("agent.step", parent, attrs)
             token = tracer.activate(span)
             try:

@@ -24,17 +24,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-import orjson
-
-from agentlab.store._writer import _default
+from agentlab.store._writer import encode_row
 
 if TYPE_CHECKING:
     from agentlab.store.replay import ReplaySink
     from agentlab.store.trace import Tracer
 
 __all__ = ["BatchLog", "LogTarget"]
-
-_dumps = orjson.dumps
 
 
 class LogTarget(Protocol):
@@ -75,10 +71,7 @@ class BatchLog:
 
     def span(self, row: dict[str, Any]) -> None:
         """Buffer a finished span's row (``Tracer.finish_row`` / ``span_row``), encoded now."""
-        try:  # encode_row, inlined: two spans of every agent-step come here
-            self.spans.append(_dumps(row, default=_default)[1:-1])
-        except (orjson.JSONEncodeError, TypeError):
-            self.spans.append(row)
+        self.spans.append(encode_row(row))
 
     def add(self, dataset: str, row: dict[str, Any]) -> None:
         """Buffer one row of ``dataset`` (do not mutate it afterwards)."""

@@ -234,31 +234,10 @@ class RecordingLLM:
         if rate < 1.0 and (rate <= 0.0 or not _sampled(rate, services.seed, counter, record, tick)):
             return
         tracer = services.trace
-        attrs: dict[str, Any]
-        if (
-            record is not None
-            and not params
-            and finish_reason is not None
-            and record.outcome == "ok"
-            and record.agent_id is not None
-        ):  # an agent's plain call: genai_llm_attrs' keys in its order, as one dict display
-            model = record.model
-            attrs = {
-                "agentlab.tick": tick, "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": model,
-                "gen_ai.usage.input_tokens": record.prompt_tokens,
-                "gen_ai.usage.output_tokens": record.completion_tokens,
-                "gen_ai.response.finish_reasons": [finish_reason],
-                "gen_ai.agent.id": record.agent_id, "gen_ai.response.id": record.request_id,
-                "gen_ai.response.model": model,
-                "gen_ai.conversation.id": f"{services.run_id}/{record.agent_id}",
-            }  # fmt: skip
-        else:
-            attrs = {"agentlab.tick": tick}
-            if record is not None:  # the GenAI attributes go into the same dict
-                genai_llm_attrs(record, params, finish_reason, attrs)
-                attrs["gen_ai.conversation.id"] = f"{services.run_id}/{record.agent_id or ''}"
-        if record is not None:
+        attrs: dict[str, Any] = {"agentlab.tick": tick}
+        if record is not None:  # the GenAI attributes go into the same dict
+            genai_llm_attrs(record, params, finish_reason, attrs)
+            attrs["gen_ai.conversation.id"] = f"{services.run_id}/{record.agent_id or ''}"
             agent = Tracer.current_span()  # the agent.step (invoke_agent) span, if any
             if agent is not None and "gen_ai.agent.name" in agent.attributes:
                 attrs["gen_ai.agent.name"] = agent.attributes["gen_ai.agent.name"]

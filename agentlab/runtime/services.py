@@ -285,13 +285,10 @@ class _AgentLLM:
         less per LLM call of every agent, and its arguments passed positionally.
         """
         ctx = self._ctx
-        labels = dict(labels) if labels else {}
-        tick = ctx.tick
-        labels.setdefault("tick", tick)
-        llm = ctx.proxy.llm
-        if not kwargs and ctx.attempt == 1:  # the common call: nothing else to fill in
-            return llm._complete(messages, ctx.agent_id, labels, tick, ctx, kwargs)
         agent_id = kwargs.pop("agent_id", ctx.agent_id)
+        labels = dict(labels) if labels else {}
+        labels.setdefault("tick", ctx.tick)
+        llm = ctx.proxy.llm
         if ctx.attempt > 1:
             # A retried step must not meet the same simulated faults again: its calls
             # continue the attempt count where the failed step's left off.

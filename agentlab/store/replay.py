@@ -25,16 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from agentlab.store._writer import (
-    RESERVED,
-    _default,
-    _LogWriter,
-    _Stream,
-    encode_row,
-    get_writer,
-)
+from agentlab.store._writer import RESERVED, _LogWriter, _Stream, encode_row, get_writer
 from agentlab.store.layout import REPLAY_DIR, validate_dataset
 from agentlab.store.schema import infer_type, register_dataset
 
@@ -202,10 +193,7 @@ class ReplaySink:
         if within is not None:
             d = self._ds.get(dataset)
             if d is not None and d.gen == self._writer.gen and within in d.covers:
-                try:  # encode_row, inlined: two rows of every agent-step come here
-                    return _dumps(row, default=_default)[1:-1]
-                except (orjson.JSONEncodeError, TypeError):
-                    return row
+                return encode_row(row)
         d, row = self._checked(dataset, row)
         if within is not None and RESERVED.isdisjoint(within) and d.ok.issuperset(within):
             d.covers.add(within)
@@ -238,7 +226,6 @@ class ReplaySink:
         return f"ReplaySink({str(self.run_dir)!r}, shard={self.shard!r})"
 
 
-_dumps = orjson.dumps
 _SINKS: dict[tuple[str, str | None, int], ReplaySink] = {}
 _SINKS_LOCK = threading.Lock()
 

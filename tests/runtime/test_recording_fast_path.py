@@ -83,8 +83,8 @@ def test_the_recording_wrapper_does_not_hand_out_an_unrecorded_call(tmp_path: Pa
 def test_a_plain_call_span_has_genai_llm_attrs_in_their_order(
     tmp_path: Path, agent_id: str | None
 ) -> None:
-    """``RecordingLLM._span`` writes an agent's plain call's attributes as one dict display;
-    they must stay ``genai_llm_attrs``' keys, values and order (the general branch)."""
+    """An agent's plain call's ``llm.call`` span carries ``genai_llm_attrs``' keys, values
+    and order, after the tick and before the conversation id and agent name."""
     import asyncio
 
     from agentlab.runtime.services import RunServices
