@@ -377,13 +377,20 @@ class LLMClient(_RetryLoop):
         Raises:
             ConfigError: no event loop is running (plain code: use :meth:`complete_sync`).
         """
+        return self._complete_now(messages, agent_id, dict(labels) if labels else {})
+
+    def _complete_now(
+        self, messages: list[dict[str, Any]], agent_id: str | None, labels: dict[str, Any]
+    ) -> LLMResponse | None:
+        """:meth:`complete_now` with ``labels`` a dict the caller hands over (it becomes
+        the record's, uncopied): ``RecordingLLM`` gives its agents' calls' labels, which it
+        has just copied, so the instant path copies them once, not twice."""
         live = self._live or self._get_live()
         server = live.server
         if server is None or not server.instant:
             return None
         try:
-            return self._now(live, messages, self._req_defaults, agent_id,
-                             dict(labels) if labels else {})  # fmt: skip
+            return self._now(live, messages, self._req_defaults, agent_id, labels)
         except RuntimeError:  # checked only here: the hot path pays nothing for it
             try:
                 asyncio.get_running_loop()

@@ -32,6 +32,7 @@ from agentlab.store.trace import genai_agent_attrs
 if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
     from agentlab.store.agent_store import AgentStore
+    from agentlab.store.trace import Tracer
 
 __all__ = [
     "AgentSpec",
@@ -195,15 +196,10 @@ def _count(result: BatchResult, ctx: AgentContext) -> None:
 
 def _state_row(agent_id: str, type_name: str, tick: int, ok: bool, attempt: int,
                summary: Any) -> dict[str, Any]:  # fmt: skip
-    # its keys are catalog.STATE_ROW_KEYS (test_catalog), so BatchLog.state may trust them
+    # its keys are catalog.STATE_ROW_KEYS (test_catalog), so BatchLog.state may trust them:
+    # the agent's agent_states row goes to log.state(row, STATE_ROW_KEYS)
     return {"agent_id": agent_id, "type": type_name, "tick": tick, "ok": ok,
             "attempts": attempt, "summary": summary}  # fmt: skip
-
-
-def _log_state(log: BatchLog, agent_id: str, type_name: str, tick: int, ok: bool,
-               attempt: int, summary: Any) -> None:  # fmt: skip
-    """Buffer the agent's ``agent_states`` row; its builder's keys go with it, once."""
-    log.state(_state_row(agent_id, type_name, tick, ok, attempt, summary), STATE_ROW_KEYS)
 
 
 async def _step_one(
@@ -219,11 +215,11 @@ async def _step_one(
     store: AgentStore,
     index: int,
     parent: tuple[str | None, str | None],
+    tracer: Tracer,
 ) -> None:
     failed = False
     try:
         tick, policy = batch.tick, batch.retry
-        tracer = proxy.trace
         for attempt in range(1, policy.max_attempts + 1):
             ctx = AgentContext(proxy, agent_id, tick, attempt, log)
             agent: AgentBase | None = None
@@ -265,7 +261,7 @@ async def _step_one(
                 # is not this error's story
                 tb = _clip_traceback("".join(traceback.format_exception(exc, chain=False)))
                 log.add("agent_errors", {**err, "traceback": tb})
-                proxy.trace.record_event("agent.error", **err)
+                tracer.record_event("agent.error", **err)
                 if agent is not None:
                     try:
                         agent.log("errors", {**err, "traceback": tb})
@@ -275,7 +271,9 @@ async def _step_one(
                 log.span(tracer.finish_row(span, "error", err["error_class"]))
                 if final:
                     result.failed.append(agent_id)
-                    _log_state(log, agent_id, type_name, tick, False, attempt, {})
+                    log.state(
+                        _state_row(agent_id, type_name, tick, False, attempt, {}), STATE_ROW_KEYS
+                    )
                     return
                 if policy.backoff_s:
                     await proxy.clock.sleep(policy.backoff_s * attempt)
@@ -284,7 +282,8 @@ async def _step_one(
             log.span(tracer.finish_row(span))
             _count(result, ctx)
             result.steps += 1
-            _log_state(log, agent_id, type_name, tick, True, attempt, agent.summary())
+            log.state(_state_row(agent_id, type_name, tick, True, attempt, agent.summary()),
+                      STATE_ROW_KEYS)  # fmt: skip
             return
     except BaseException as exc:
         failed = True  # its task stays listed: the batch cancels and awaits the rest
@@ -337,7 +336,8 @@ async def step_agent_batch(batch: BatchSpec, proxy: RunServices) -> BatchResult:
         for i, (agent_id, type_name) in enumerate(zip(ids, type_names, strict=True)):
             coro = _step_one(agent_id, type_name, classes[type_name],
                              None if loaded is None else loaded[agent_id],
-                             batch, proxy, result, log, countdown, store, i, parent)  # fmt: skip
+                             batch, proxy, result, log, countdown, store, i, parent,
+                             tracer)  # fmt: skip
             if _EAGER:  # may finish right here (see _EAGER; then its entry is kept: harmless)
                 pending[i] = task_of(coro, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
             else:  # one real task per agent (see _EAGER)

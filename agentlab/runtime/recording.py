@@ -14,7 +14,7 @@ when the call ends, with ``Tracer.span_row``: no open-span record per call.
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
@@ -69,6 +69,13 @@ class RecordingLLM:
         self.client = client
         self._services = services
         self._server = _server_attrs(getattr(client, "base_url", None))
+        # LLMClient's complete_now that takes the labels dict as given (the calls here hand
+        # it a copy of their own); looked up on the class: a wrapper's __getattr__ (the
+        # virtual-time worker's client) must not lend it its inner client's.
+        owned = getattr(type(client), "_complete_now", None)
+        self._now_owned: Callable[..., LLMResponse | None] | None = (
+            None if owned is None else owned.__get__(client)
+        )
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "client":  # copy/pickle probes, half-built
@@ -95,7 +102,9 @@ class RecordingLLM:
         ``counter`` (an :class:`AgentContext`) also gets ``llm_calls``/``llm_errors``/
         ``tokens`` incremented, so concurrent batches in one process count separately.
         """
-        return self._complete(messages, agent_id, labels, tick, counter, kwargs)
+        # a copy of the caller's labels: _complete may hand them to the record as they are
+        own = dict(labels) if labels else None
+        return self._complete(messages, agent_id, own, tick, counter, kwargs)
 
     async def _complete(
         self,
@@ -106,14 +115,19 @@ class RecordingLLM:
         counter: CallCounter | None,
         kwargs: dict[str, Any],
     ) -> LLMResponse:
-        """:meth:`complete` with positional arguments (an agent's calls come here directly)."""
+        """:meth:`complete` with positional arguments (an agent's calls come here directly);
+        ``labels`` a dict of the caller's own (or ``None``): it may become the record's."""
         # The span is built when the call ends (no open-span bookkeeping on the hot path);
         # agent id: gen_ai.agent.id, and the row's request_id links span and row.
         t0 = self._services.trace.clock.now()
         if not kwargs:
             # Answered at once where it can be (an instant simulator: most calls of a
             # sim/instant society): no second coroutine and no exception handling needed.
-            resp = self.client.complete_now(messages, agent_id=agent_id, labels=labels)
+            now = self._now_owned
+            if now is not None:
+                resp = now(messages, agent_id, labels if labels is not None else {})
+            else:
+                resp = self.client.complete_now(messages, agent_id=agent_id, labels=labels)
             if resp is not None:
                 self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs)
                 if self._services.llm_io:

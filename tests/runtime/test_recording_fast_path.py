@@ -110,3 +110,41 @@ def test_a_plain_call_span_has_genai_llm_attrs_in_their_order(
     if agent_id is not None:
         want["gen_ai.agent.name"] = agent_id
     assert list(span["attributes"].items()) == list(json.loads(json.dumps(want)).items())
+
+
+async def test_an_instant_call_keeps_its_own_copy_of_the_callers_labels(tmp_path: Path) -> None:
+    # The fast path hands the labels dict to the record uncopied (RecordingLLM copied the
+    # caller's once): the caller's dict is neither kept nor changed.
+    from agentlab.runtime.services import RunServices
+
+    llm = RunServices(tmp_path, "sim/instant").llm
+    labels = {"stage": "count"}
+    resp = await llm.complete([{"role": "user", "content": "hi"}], labels=labels, tick=3)
+    assert resp.record.labels == {"stage": "count"} and resp.record.labels is not labels
+    labels["stage"] = "changed"
+    assert resp.record.labels == {"stage": "count"}
+    again = await llm.complete([{"role": "user", "content": "hi"}])
+    assert again.record.labels == {}
+
+
+def test_a_wrapped_client_is_asked_through_its_own_complete_now(tmp_path: Path) -> None:
+    # The labels-taking entry point is looked up on the client's class: a wrapper that
+    # forwards attributes to an inner LLMClient (the virtual-time worker's) keeps its own
+    # complete_now, which declines every call.
+    from agentlab.llm import LLMClient
+    from agentlab.runtime.recording import RecordingLLM
+    from agentlab.runtime.services import RunServices
+
+    class Wrapper:
+        def __init__(self, inner: LLMClient) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        def complete_now(self, messages: Any, **kwargs: Any) -> None:
+            return None
+
+    services = RunServices(tmp_path, "sim/instant")
+    assert RecordingLLM(Wrapper(LLMClient("sim/instant")), services)._now_owned is None
+    assert RecordingLLM(LLMClient("sim/instant"), services)._now_owned is not None
