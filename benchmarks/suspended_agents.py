@@ -175,6 +175,7 @@ async def run_config(
     turns: int,
     tmp: Path,
     decoded_cache: int | None = None,
+    decoded_cache_bytes: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``waves`` waves of ``per_wave`` agents with one model and one store."""
     store: Any = (
@@ -184,9 +185,18 @@ async def run_config(
     )
     model = make_model(model_name)
     tool = Tool("work", _tool_result, parameters=_PARAMS)
-    kw = {} if decoded_cache is None else {"decoded_cache": decoded_cache}
+    kw: dict[str, Any] = {} if decoded_cache is None else {"decoded_cache": decoded_cache}
+    if decoded_cache_bytes is not None:
+        kw["decoded_cache_bytes"] = decoded_cache_bytes
     system = AgentSystem(model, store, [tool], agent_tools=False, **kw)
+    cache = system._decoded
     print(f"# {model_name}/{kind} probe: {await probe(model, [tool.schema()])}", flush=True)
+    print(
+        f"# {model_name}/{kind} decoded-history cache: bound {cache.max_bytes / 2**20:.0f} MiB"
+        f" of raw history, {'any number of' if cache.limit is None else cache.limit} threads"
+        f"{'' if cache.enabled else ' (off)'}",
+        flush=True,
+    )
     base = _trim()
     rows = []
     alive, prev_rss = 0, base
@@ -212,6 +222,7 @@ async def run_config(
             gc_s = gc_time.cpu_s - gc0  # of cpu_s: _trim's own collection comes after
             done = system.completions - c0
             # before compression: the wave's histories raw, the decoded ones still cached
+            cached_threads, cached_raw = len(cache), cache.nbytes
             hot_rss = _trim()
             # compress_cold is part of the cost of the KiB/idle figure: timed in CPU too
             with Timer("wall") as tw, Timer("cpu") as tc:
@@ -251,6 +262,11 @@ async def run_config(
                 "rss_mib": rss / 2**20,
                 "kib_per_idle_agent": per_agent / 1024,
                 "hot_kib_per_agent": (hot_rss - base) / alive / 1024,
+                # the cache at the wave's end (compress_cold then drops it: KiB/idle is RSS,
+                # so whatever its objects left behind is counted there)
+                "cached_threads": cached_threads,
+                "cached_raw_mib": cached_raw / 2**20,
+                "cache_bound_mib": cache.max_bytes / 2**20 if cache.enabled else 0.0,
                 "marginal_kib_per_agent": marginal / 1024,
                 "raw_history_kib": raw / 1024,
                 "stored_kib": held / 1024,
@@ -305,7 +321,16 @@ def _child(a: argparse.Namespace) -> int:
         gc.freeze()
     with tempfile.TemporaryDirectory() as tmp:
         rows = asyncio.run(
-            run_config(model_name, kind, a.waves, a.per_wave, a.turns, Path(tmp), a.decoded_cache)
+            run_config(
+                model_name,
+                kind,
+                a.waves,
+                a.per_wave,
+                a.turns,
+                Path(tmp),
+                a.decoded_cache,
+                a.decoded_cache_bytes,
+            )
         )
     Path(a.rows_out).write_text(json.dumps(rows))
     return 0
@@ -319,12 +344,16 @@ def _spawn(
     tmp: Path,
     gc_freeze: bool = False,
     decoded_cache: int | None = None,
+    decoded_cache_bytes: int | None = None,
 ) -> list[dict[str, Any]]:
     out = tmp / f"{config.replace(':', '-')}.json"
     cmd = [sys.executable, __file__, "--child", config, "--rows-out", str(out)]
     cmd += ["--waves", str(waves), "--per-wave", str(per_wave), "--turns", str(turns)]
     cmd += ["--gc-freeze"] if gc_freeze else []
     cmd += [] if decoded_cache is None else ["--decoded-cache", str(decoded_cache)]
+    cmd += (
+        [] if decoded_cache_bytes is None else ["--decoded-cache-bytes", str(decoded_cache_bytes)]
+    )
     subprocess.run(cmd, check=True)
     rows: list[dict[str, Any]] = json.loads(out.read_text())
     return rows
@@ -358,6 +387,13 @@ def main(argv: list[str] | None = None) -> int:
         help="AgentSystem(decoded_cache=N): threads whose decoded history is kept between "
         "their turns (default: the system's; 0 decodes every turn's history again)",
     )
+    p.add_argument(
+        "--decoded-cache-bytes",
+        type=int,
+        default=None,
+        help="AgentSystem(decoded_cache_bytes=B): raw history bytes whose decoded form is kept "
+        "(default: the system's, 32 MiB; 0 turns the cache off)",
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--rows-out", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -390,16 +426,31 @@ def main(argv: list[str] | None = None) -> int:
         for m in models:
             waves, per_wave = a.waves or size[m][0], a.per_wave or size[m][1]
             rows += _spawn(
-                f"{m}:memory", waves, per_wave, a.turns, Path(tmp), a.gc_freeze, a.decoded_cache
+                f"{m}:memory",
+                waves,
+                per_wave,
+                a.turns,
+                Path(tmp),
+                a.gc_freeze,
+                a.decoded_cache,
+                a.decoded_cache_bytes,
             )
         if sq and "scripted" in models:
             rows += _spawn(
-                "scripted:sqlite", 2, sq // 2, a.turns, Path(tmp), a.gc_freeze, a.decoded_cache
+                "scripted:sqlite",
+                2,
+                sq // 2,
+                a.turns,
+                Path(tmp),
+                a.gc_freeze,
+                a.decoded_cache,
+                a.decoded_cache_bytes,
             )
     print(
         "KiB/idle: RSS growth per idle agent after gc+malloc_trim (target <= 32 KiB in memory);"
         " KiB/hot: the same before compress_cold (histories raw, decoded ones of the threads"
-        " that ran last still cached by the system); KiB/new: growth from this wave alone; rawKiB: uncompressed history JSON per agent;"
+        " that ran last still cached by the system, within the bound printed per model;"
+        " compress_cold drops them, and KiB/idle counts what their objects left resident); KiB/new: growth from this wave alone; rawKiB: uncompressed history JSON per agent;"
         " heldKiB: bytes the store keeps; c/cpu-s: completions per CPU-second of the process,"
         " turns + compress_cold (compl/s likewise in wall); us/call: CPU per completion of the"
         " turns alone; us t1/mid/last: the same in the wave's first, middle and last turn (flat ="
@@ -428,6 +479,7 @@ def main(argv: list[str] | None = None) -> int:
                     "summary": summary,
                     "gc_freeze": a.gc_freeze,
                     "decoded_cache": a.decoded_cache,
+                    "decoded_cache_bytes": a.decoded_cache_bytes,
                 },
                 indent=1,
             )

@@ -12,6 +12,8 @@ import agentlab.runtime.threads.system as system_module
 from agentlab.runtime.gc_tuning import GC_GEN1_THRESHOLD
 from agentlab.runtime.threads import AgentSystem, MemoryThreadStore, ScriptedModel, Tool
 from agentlab.runtime.threads.codec import decode_history
+from agentlab.runtime.threads.hot import Hot, HotCache
+from agentlab.runtime.threads.records import ThreadState
 from tests.runtime.threads.thread_helpers import CountingTool
 
 TIDS = ["a", "b", "c"]
@@ -56,10 +58,36 @@ async def test_later_turns_start_from_the_cached_decoding(
         await _turns(system, 4)
         assert len(system._decoded) == min(limit, len(TIDS))
     # a thread's first turn has no history to decode; each later turn decodes it again
-    # unless the thread's entry is still cached (2 of 3: the least recently used is out)
-    misses = {0: 9, 2: 9, 1024: 0}[limit]
+    # unless the thread's entry is cached (2 of 3: the cache keeps a and b and refuses c,
+    # where dropping the least recently used would make every round-robin turn miss)
+    misses = {0: 9, 2: 3, 1024: 0}[limit]
     assert len(decoded) == misses and all(decoded)
     assert _snapshot(system) == await _reference(4)
+
+
+def _hot(size: int) -> Hot:
+    return Hot(None, None, b"x" * size, ThreadState("t"), [])
+
+
+def test_the_cache_keeps_what_fits_its_bounds_and_refuses_the_rest() -> None:
+    cache = HotCache(None, max_bytes=100)
+    cache.keep("a", _hot(40))
+    cache.keep("b", _hot(50))
+    cache.keep("c", _hot(20))  # does not fit: refused, a and b stay
+    assert sorted(cache._entries) == ["a", "b"] and cache.nbytes == 90
+    cache.keep("a", _hot(60))  # a's entry grows past the bound: dropped, not kept stale
+    assert sorted(cache._entries) == ["b"] and cache.nbytes == 50
+    assert cache.take("b") is not None and cache.nbytes == 0 and cache.take("b") is None
+    cache.keep("c", _hot(20))
+    cache.keep("d", Hot(None, None, b"", ThreadState("d"), None))  # never decoded: not kept
+    assert list(cache._entries) == ["c"]
+    counted = HotCache(2)
+    for t in "abc":
+        counted.keep(t, _hot(1))
+    assert sorted(counted._entries) == ["a", "b"]
+    counted.forget(["a", "z"])
+    assert list(counted._entries) == ["b"] and counted.nbytes == 1
+    assert not HotCache(0).enabled and not HotCache(None, max_bytes=0).enabled
 
 
 async def test_a_compressed_history_drops_its_cached_decoding() -> None:
