@@ -71,22 +71,26 @@ class HotCache:
         limit: threads kept (0: none; ``None``: bounded by ``max_bytes`` alone).
         store: a store with ``add_cold_listener`` (``MemoryThreadStore``) tells the cache
             which histories it compressed.
-        max_bytes: raw history bytes kept, summed over the entries.
+        max_bytes: raw history bytes kept, summed over the entries (default:
+            :data:`DEFAULT_CACHE_BYTES` over a store with ``add_cold_listener``, else 0).
     """
 
     __slots__ = ("__weakref__", "_entries", "_sizes", "limit", "max_bytes", "nbytes")
 
-    def __init__(
-        self, limit: int | None, store: Any = None, max_bytes: int = DEFAULT_CACHE_BYTES
-    ) -> None:
+    def __init__(self, limit: int | None, store: Any = None, max_bytes: int | None = None) -> None:
+        listen: Callable[[Callable[[list[str]], None]], None] | None = getattr(
+            store, "add_cold_listener", None
+        )
         self.limit = limit
+        # By default only over a store that says which threads went idle (compressed):
+        # over any other (SQLite) entries of idle threads would stay until close(), where
+        # an idle thread otherwise keeps nothing resident.
+        if max_bytes is None:
+            max_bytes = DEFAULT_CACHE_BYTES if listen is not None else 0
         self.max_bytes = max_bytes
         self.nbytes = 0  # raw history bytes of the entries
         self._entries: dict[str, Hot] = {}
         self._sizes: dict[str, int] = {}
-        listen: Callable[[Callable[[list[str]], None]], None] | None = getattr(
-            store, "add_cold_listener", None
-        )
         if listen is not None and self.enabled:
             ref = weakref.ref(self)
 

@@ -44,7 +44,7 @@ from agentlab.runtime.threads.codec import (
     encode_state,
 )
 from agentlab.runtime.threads.codec import raw_history as _raw
-from agentlab.runtime.threads.hot import DEFAULT_CACHE_BYTES, Hot, HotCache
+from agentlab.runtime.threads.hot import Hot, HotCache
 from agentlab.runtime.threads.hot import same_bytes as _same
 from agentlab.runtime.threads.lineage import Lineages
 from agentlab.runtime.threads.model import LLMClientModel, Model
@@ -99,8 +99,8 @@ class AgentSystem:
             ``running`` → ``done`` / ``failed``.
         decoded_cache, decoded_cache_bytes: local mode keeps the decoded history of recent
             threads (at most ``decoded_cache`` (``None``: any number; 0: off) and 32 MiB of
-            raw history by default) so their next turn skips decoding it (``hot.HotCache``;
-            README, "Decoded histories between turns").
+            raw history by default over a ``MemoryThreadStore``, else 0) so their next turn
+            skips decoding it (``hot.HotCache``; README, "Decoded histories between turns").
     """
 
     def __init__(
@@ -121,7 +121,7 @@ class AgentSystem:
         skills: Any = None,
         skill_env: Any = None,
         decoded_cache: int | None = None,
-        decoded_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        decoded_cache_bytes: int | None = None,
     ) -> None:
         self.model = model
         self.store: ThreadStore = store if store is not None else MemoryThreadStore()

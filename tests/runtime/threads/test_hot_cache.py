@@ -4,15 +4,22 @@ busy period of local mode: neither changes what the threads store."""
 from __future__ import annotations
 
 import gc
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import agentlab.runtime.threads.system as system_module
 from agentlab.runtime.gc_tuning import GC_GEN1_THRESHOLD
-from agentlab.runtime.threads import AgentSystem, MemoryThreadStore, ScriptedModel, Tool
+from agentlab.runtime.threads import (
+    AgentSystem,
+    MemoryThreadStore,
+    ScriptedModel,
+    SQLiteThreadStore,
+    Tool,
+)
 from agentlab.runtime.threads.codec import decode_history
-from agentlab.runtime.threads.hot import Hot, HotCache
+from agentlab.runtime.threads.hot import DEFAULT_CACHE_BYTES, Hot, HotCache
 from agentlab.runtime.threads.records import ThreadState
 from tests.runtime.threads.thread_helpers import CountingTool
 
@@ -81,13 +88,25 @@ def test_the_cache_keeps_what_fits_its_bounds_and_refuses_the_rest() -> None:
     cache.keep("c", _hot(20))
     cache.keep("d", Hot(None, None, b"", ThreadState("d"), None))  # never decoded: not kept
     assert list(cache._entries) == ["c"]
-    counted = HotCache(2)
+    counted = HotCache(2, max_bytes=1 << 20)
     for t in "abc":
         counted.keep(t, _hot(1))
     assert sorted(counted._entries) == ["a", "b"]
     counted.forget(["a", "z"])
     assert list(counted._entries) == ["b"] and counted.nbytes == 1
-    assert not HotCache(0).enabled and not HotCache(None, max_bytes=0).enabled
+    assert not HotCache(0, MemoryThreadStore()).enabled
+    assert not HotCache(None, MemoryThreadStore(), max_bytes=0).enabled
+
+
+def test_by_default_the_cache_is_on_only_where_the_store_says_which_threads_went_idle(
+    tmp_path: Path,
+) -> None:
+    assert HotCache(None, MemoryThreadStore()).max_bytes == DEFAULT_CACHE_BYTES
+    # SQLite tells nobody when a thread goes idle: its entries would stay until close()
+    sqlite = SQLiteThreadStore(tmp_path / "t.db")
+    assert not HotCache(None, sqlite).enabled
+    assert HotCache(None, sqlite, max_bytes=1 << 20).enabled
+    sqlite.close()
 
 
 async def test_a_compressed_history_drops_its_cached_decoding() -> None:
