@@ -11,6 +11,7 @@ decoded from.
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,7 +66,9 @@ class HotCache:
     thread once per turn, the Infinity shape) then hit for the ``limit`` threads kept
     instead of missing every time once they outnumber it (LRU's worst case). Entries of
     threads gone idle leave when the store compresses them (``MemoryThreadStore``'s
-    ``hot_limit``, or ``compress_cold``), by :meth:`forget`, or at :meth:`clear`.
+    ``hot_limit``, or ``compress_cold``), by :meth:`forget`, or at :meth:`clear`; and one
+    not kept again for ``stale_s`` seconds gives way to a newcomer that does not fit (a
+    store that seldom compresses must not leave the cache full of threads gone idle).
 
     Args:
         limit: threads kept (0: none; ``None``: bounded by ``max_bytes`` alone).
@@ -73,11 +76,29 @@ class HotCache:
             which histories it compressed.
         max_bytes: raw history bytes kept, summed over the entries (default:
             :data:`DEFAULT_CACHE_BYTES` over a store with ``add_cold_listener``, else 0).
+        stale_s: seconds (``time.monotonic``) after which an entry not kept again may be
+            dropped for a newcomer; a round-robin cycle of 20,000 threads takes ~4 s.
     """
 
-    __slots__ = ("__weakref__", "_entries", "_sizes", "limit", "max_bytes", "nbytes")
+    __slots__ = (
+        "__weakref__",
+        "_entries",
+        "_kept",
+        "_sizes",
+        "limit",
+        "max_bytes",
+        "nbytes",
+        "now",
+        "stale_s",
+    )
 
-    def __init__(self, limit: int | None, store: Any = None, max_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        limit: int | None,
+        store: Any = None,
+        max_bytes: int | None = None,
+        stale_s: float = 60.0,
+    ) -> None:
         listen: Callable[[Callable[[list[str]], None]], None] | None = getattr(
             store, "add_cold_listener", None
         )
@@ -89,8 +110,12 @@ class HotCache:
             max_bytes = DEFAULT_CACHE_BYTES if listen is not None else 0
         self.max_bytes = max_bytes
         self.nbytes = 0  # raw history bytes of the entries
+        self.stale_s = stale_s
+        self.now: Callable[[], float] = time.monotonic
+        # insertion order = order of the last keep (take pops, keep inserts at the end)
         self._entries: dict[str, Hot] = {}
         self._sizes: dict[str, int] = {}
+        self._kept: dict[str, float] = {}  # when each entry was kept
         if listen is not None and self.enabled:
             ref = weakref.ref(self)
 
@@ -116,6 +141,7 @@ class HotCache:
         hot = self._entries.pop(tid, None)
         if hot is not None:
             self.nbytes -= self._sizes.pop(tid)
+            del self._kept[tid]
         return hot
 
     def keep(self, tid: str, hot: Hot | None) -> None:
@@ -124,22 +150,31 @@ class HotCache:
         if hot is None or hot.msgs is None:
             self._drop(tid)
             return
+        self._drop(tid)  # re-kept at the end: the front is the entry kept longest ago
         entries = self._entries
         size = len(hot.blob)
-        old = self._sizes.get(tid, 0)
-        fits = self.nbytes - old + size <= self.max_bytes and (
-            self.limit is None or len(entries) + (tid not in entries) <= self.limit
-        )
-        if not fits:
-            self._drop(tid)
+        now = self.now()
+        while not self._fits(size) and entries:
+            oldest = next(iter(entries))
+            if now - self._kept[oldest] <= self.stale_s:
+                return  # refused: what the cache holds is still in use
+            self._drop(oldest)
+        if not self._fits(size):
             return
         entries[tid] = hot
         self._sizes[tid] = size
-        self.nbytes += size - old
+        self._kept[tid] = now
+        self.nbytes += size
+
+    def _fits(self, size: int) -> bool:
+        return self.nbytes + size <= self.max_bytes and (
+            self.limit is None or len(self._entries) < self.limit
+        )
 
     def _drop(self, tid: str) -> None:
         if self._entries.pop(tid, None) is not None:
             self.nbytes -= self._sizes.pop(tid)
+            del self._kept[tid]
 
     def forget(self, tids: list[str]) -> None:
         """Drop the entries of ``tids``."""
@@ -151,4 +186,5 @@ class HotCache:
         """Drop every entry."""
         self._entries.clear()
         self._sizes.clear()
+        self._kept.clear()
         self.nbytes = 0

@@ -98,6 +98,23 @@ def test_the_cache_keeps_what_fits_its_bounds_and_refuses_the_rest() -> None:
     assert not HotCache(None, MemoryThreadStore(), max_bytes=0).enabled
 
 
+def test_an_entry_not_kept_again_for_stale_s_gives_way_to_a_newcomer() -> None:
+    cache = HotCache(2, max_bytes=1 << 20, stale_s=10.0)
+    clock = [0.0]
+    cache.now = lambda: clock[0]
+    cache.keep("a", _hot(1))
+    clock[0] = 5.0
+    cache.keep("b", _hot(1))
+    clock[0] = 10.0
+    cache.keep("c", _hot(1))  # a was kept 10 s ago: not stale yet, c refused
+    assert list(cache._entries) == ["a", "b"]
+    clock[0] = 10.5
+    cache.keep("c", _hot(1))  # a is stale now: it makes room, b (5.5 s) stays
+    assert list(cache._entries) == ["b", "c"] and cache.nbytes == 2
+    cache.keep("b", _hot(3))  # kept again: moves to the end, its size updated
+    assert list(cache._entries) == ["c", "b"] and cache.nbytes == 4
+
+
 def test_by_default_the_cache_is_on_only_where_the_store_says_which_threads_went_idle(
     tmp_path: Path,
 ) -> None:
