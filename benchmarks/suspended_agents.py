@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,8 @@ from agentlab.runtime.threads import (
 from agentlab.runtime.threads.codec import raw_history
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import Timer, load_line
+import _measure
+from _measure import load_line
 
 # No Infinity throughput anchor: the "7,800/s (2,000,000 completions in 255 s on one thread)"
 # printed before had no source (Infinity's release post gives 80,000 agents and 3.2M
@@ -64,6 +66,13 @@ INFINITY_TURNS = 20
 MODELS = ("scripted", "sim")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _PARAMS = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+
+
+# slots of a wave's marks (run_config): a mark + _M_COMPRESS is its compress_cold twin
+_M_C0, _M_GC0, _M_WALL0, _M_CPU0, _M_WALL1, _M_CPU1 = range(6)
+_M_GC1, _M_DONE, _M_CACHED_N, _M_CACHED_B, _M_HOT_RSS, _M_TURN, _M_CTURN = range(6, 13)
+_M_COMPRESS = 13  # _M_WALL0..._M_CPU1 + 13: 15..18
+_M_SLOTS = 19
 
 
 def _rss() -> int:
@@ -107,16 +116,25 @@ class _GCTime:
     flight (decoded histories of every agent mid-turn), not with the code's own work."""
 
     def __init__(self) -> None:
-        self.cpu_s = 0.0
-        self.collections = 0
-        self._t0 = 0.0
+        # [cpu_s, collections, start of the current one]: in place, so a collection during
+        # a wave leaves no new float behind (see run_config's marks)
+        self._v = array("d", bytes(24))
+
+    @property
+    def cpu_s(self) -> float:
+        return self._v[0]
+
+    @property
+    def collections(self) -> int:
+        return int(self._v[1])
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        v = self._v
         if phase == "start":
-            self._t0 = time.process_time()
+            v[2] = time.process_time()
         else:
-            self.cpu_s += time.process_time() - self._t0
-            self.collections += 1
+            v[0] += time.process_time() - v[2]
+            v[1] += 1
 
 
 def _tool_result(ctx: Any, args: dict[str, Any]) -> str:
@@ -205,29 +223,50 @@ async def run_config(
     async with system:
         for w in range(waves):
             ids = [f"w{w}-a{i}" for i in range(per_wave)]
-            c0 = system.completions
-            gc0 = gc_time.cpu_s
-            turn_us = []  # CPU us per completion of each turn: flat = no growth with history
-            with Timer("wall") as tw, Timer("cpu") as tc:
-                for t in range(turns):
-                    with Timer("cpu") as tt:
-                        c_turn = system.completions
-                        for tid in ids:
-                            system.send_user(
-                                tid, f"turn {t}: please look into item {t * 7 % 13}", f"u{t}"
-                            )
-                        await system.drain()
-                    turn_us.append(tt.seconds / max(1, system.completions - c_turn) * 1e6)
-            run_s, cpu_s = tw.seconds, tc.seconds
-            gc_s = gc_time.cpu_s - gc0  # of cpu_s: _trim's own collection comes after
-            done = system.completions - c0
+            # The wave's figures go into one array made before it: a float or int made while
+            # the wave's objects fill the heap and kept until the row is built would pin a
+            # 1 MiB pymalloc arena each after they are freed, counted in KiB/idle (measured,
+            # --quick scripted with the decoded-history cache: 20 per-turn floats held ~8
+            # MiB, 63.7 -> 43.3 KiB per idle agent in wave 1). Slots: CPU us per completion
+            # of each turn, then the _M_* marks.
+            m = array("d", bytes(8 * (turns + _M_SLOTS)))
+            m[turns + _M_C0] = system.completions
+            m[turns + _M_GC0] = gc_time.cpu_s
+            m[turns + _M_WALL0] = _measure.clock_wall()
+            m[turns + _M_CPU0] = _measure.clock_cpu()
+            for t in range(turns):
+                m[turns + _M_TURN] = _measure.clock_cpu()
+                m[turns + _M_CTURN] = system.completions
+                for tid in ids:
+                    system.send_user(tid, f"turn {t}: please look into item {t * 7 % 13}", f"u{t}")
+                await system.drain()
+                m[t] = (_measure.clock_cpu() - m[turns + _M_TURN]) / max(
+                    1, system.completions - m[turns + _M_CTURN]
+                )
+            m[turns + _M_CPU1] = _measure.clock_cpu()
+            m[turns + _M_WALL1] = _measure.clock_wall()
+            m[turns + _M_GC1] = gc_time.cpu_s  # _trim's own collection comes after
+            m[turns + _M_DONE] = system.completions
             # before compression: the wave's histories raw, the decoded ones still cached
-            cached_threads, cached_raw = len(cache), cache.nbytes
-            hot_rss = _trim()
+            m[turns + _M_CACHED_N] = len(cache)
+            m[turns + _M_CACHED_B] = cache.nbytes
+            m[turns + _M_HOT_RSS] = _trim()
             # compress_cold is part of the cost of the KiB/idle figure: timed in CPU too
-            with Timer("wall") as tw, Timer("cpu") as tc:
-                store.compress_cold()
-            compress_s, compress_cpu_s = tw.seconds, tc.seconds
+            m[turns + _M_WALL0 + _M_COMPRESS] = _measure.clock_wall()
+            m[turns + _M_CPU0 + _M_COMPRESS] = _measure.clock_cpu()
+            store.compress_cold()
+            m[turns + _M_CPU1 + _M_COMPRESS] = _measure.clock_cpu()
+            m[turns + _M_WALL1 + _M_COMPRESS] = _measure.clock_wall()
+            turn_us = [x * 1e6 for x in m[:turns]]
+            marks = m[turns:]
+            run_s = marks[_M_WALL1] - marks[_M_WALL0]
+            cpu_s = marks[_M_CPU1] - marks[_M_CPU0]
+            compress_s = marks[_M_WALL1 + _M_COMPRESS] - marks[_M_WALL0 + _M_COMPRESS]
+            compress_cpu_s = marks[_M_CPU1 + _M_COMPRESS] - marks[_M_CPU0 + _M_COMPRESS]
+            gc_s = marks[_M_GC1] - marks[_M_GC0]
+            done = int(marks[_M_DONE] - marks[_M_C0])
+            cached_threads, cached_raw = int(marks[_M_CACHED_N]), marks[_M_CACHED_B]
+            hot_rss = marks[_M_HOT_RSS]
             alive += per_wave
             rss = _trim()
             mem = _memory()
