@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,8 @@ from agentlab.runtime.threads import (
 from agentlab.runtime.threads.codec import raw_history
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import Timer, load_line
+import _measure
+from _measure import load_line
 
 # No Infinity throughput anchor: the "7,800/s (2,000,000 completions in 255 s on one thread)"
 # printed before had no source (Infinity's release post gives 80,000 agents and 3.2M
@@ -64,6 +66,13 @@ INFINITY_TURNS = 20
 MODELS = ("scripted", "sim")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _PARAMS = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+
+
+# slots of a wave's marks (run_config): a mark + _M_COMPRESS is its compress_cold twin
+_M_C0, _M_GC0, _M_WALL0, _M_CPU0, _M_WALL1, _M_CPU1 = range(6)
+_M_GC1, _M_DONE, _M_CACHED_N, _M_CACHED_B, _M_HOT_RSS, _M_TURN, _M_CTURN = range(6, 13)
+_M_COMPRESS = 13  # _M_WALL0..._M_CPU1 + 13: 15..18
+_M_SLOTS = 19
 
 
 def _rss() -> int:
@@ -107,16 +116,25 @@ class _GCTime:
     flight (decoded histories of every agent mid-turn), not with the code's own work."""
 
     def __init__(self) -> None:
-        self.cpu_s = 0.0
-        self.collections = 0
-        self._t0 = 0.0
+        # [cpu_s, collections, start of the current one]: in place, so a collection during
+        # a wave leaves no new float behind (see run_config's marks)
+        self._v = array("d", bytes(24))
+
+    @property
+    def cpu_s(self) -> float:
+        return self._v[0]
+
+    @property
+    def collections(self) -> int:
+        return int(self._v[1])
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        v = self._v
         if phase == "start":
-            self._t0 = time.process_time()
+            v[2] = time.process_time()
         else:
-            self.cpu_s += time.process_time() - self._t0
-            self.collections += 1
+            v[0] += time.process_time() - v[2]
+            v[1] += 1
 
 
 def _tool_result(ctx: Any, args: dict[str, Any]) -> str:
@@ -175,6 +193,7 @@ async def run_config(
     turns: int,
     tmp: Path,
     decoded_cache: int | None = None,
+    decoded_cache_bytes: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``waves`` waves of ``per_wave`` agents with one model and one store."""
     store: Any = (
@@ -184,9 +203,18 @@ async def run_config(
     )
     model = make_model(model_name)
     tool = Tool("work", _tool_result, parameters=_PARAMS)
-    kw = {} if decoded_cache is None else {"decoded_cache": decoded_cache}
+    kw: dict[str, Any] = {} if decoded_cache is None else {"decoded_cache": decoded_cache}
+    if decoded_cache_bytes is not None:
+        kw["decoded_cache_bytes"] = decoded_cache_bytes
     system = AgentSystem(model, store, [tool], agent_tools=False, **kw)
+    cache = system._decoded
     print(f"# {model_name}/{kind} probe: {await probe(model, [tool.schema()])}", flush=True)
+    print(
+        f"# {model_name}/{kind} decoded-history cache: bound {cache.max_bytes / 2**20:.0f} MiB"
+        f" of raw history, {'any number of' if cache.limit is None else cache.limit} threads"
+        f"{'' if cache.enabled else ' (off)'}",
+        flush=True,
+    )
     base = _trim()
     rows = []
     alive, prev_rss = 0, base
@@ -195,28 +223,50 @@ async def run_config(
     async with system:
         for w in range(waves):
             ids = [f"w{w}-a{i}" for i in range(per_wave)]
-            c0 = system.completions
-            gc0 = gc_time.cpu_s
-            turn_us = []  # CPU us per completion of each turn: flat = no growth with history
-            with Timer("wall") as tw, Timer("cpu") as tc:
-                for t in range(turns):
-                    with Timer("cpu") as tt:
-                        c_turn = system.completions
-                        for tid in ids:
-                            system.send_user(
-                                tid, f"turn {t}: please look into item {t * 7 % 13}", f"u{t}"
-                            )
-                        await system.drain()
-                    turn_us.append(tt.seconds / max(1, system.completions - c_turn) * 1e6)
-            run_s, cpu_s = tw.seconds, tc.seconds
-            gc_s = gc_time.cpu_s - gc0  # of cpu_s: _trim's own collection comes after
-            done = system.completions - c0
+            # The wave's figures go into one array made before it: a float or int made while
+            # the wave's objects fill the heap and kept until the row is built would pin a
+            # 1 MiB pymalloc arena each after they are freed, counted in KiB/idle (measured,
+            # --quick scripted with the decoded-history cache: 20 per-turn floats held ~8
+            # MiB, 63.7 -> 43.3 KiB per idle agent in wave 1). Slots: CPU us per completion
+            # of each turn, then the _M_* marks.
+            m = array("d", bytes(8 * (turns + _M_SLOTS)))
+            m[turns + _M_C0] = system.completions
+            m[turns + _M_GC0] = gc_time.cpu_s
+            m[turns + _M_WALL0] = _measure.clock_wall()
+            m[turns + _M_CPU0] = _measure.clock_cpu()
+            for t in range(turns):
+                m[turns + _M_TURN] = _measure.clock_cpu()
+                m[turns + _M_CTURN] = system.completions
+                for tid in ids:
+                    system.send_user(tid, f"turn {t}: please look into item {t * 7 % 13}", f"u{t}")
+                await system.drain()
+                m[t] = (_measure.clock_cpu() - m[turns + _M_TURN]) / max(
+                    1, system.completions - m[turns + _M_CTURN]
+                )
+            m[turns + _M_CPU1] = _measure.clock_cpu()
+            m[turns + _M_WALL1] = _measure.clock_wall()
+            m[turns + _M_GC1] = gc_time.cpu_s  # _trim's own collection comes after
+            m[turns + _M_DONE] = system.completions
             # before compression: the wave's histories raw, the decoded ones still cached
-            hot_rss = _trim()
+            m[turns + _M_CACHED_N] = len(cache)
+            m[turns + _M_CACHED_B] = cache.nbytes
+            m[turns + _M_HOT_RSS] = _trim()
             # compress_cold is part of the cost of the KiB/idle figure: timed in CPU too
-            with Timer("wall") as tw, Timer("cpu") as tc:
-                store.compress_cold()
-            compress_s, compress_cpu_s = tw.seconds, tc.seconds
+            m[turns + _M_WALL0 + _M_COMPRESS] = _measure.clock_wall()
+            m[turns + _M_CPU0 + _M_COMPRESS] = _measure.clock_cpu()
+            store.compress_cold()
+            m[turns + _M_CPU1 + _M_COMPRESS] = _measure.clock_cpu()
+            m[turns + _M_WALL1 + _M_COMPRESS] = _measure.clock_wall()
+            turn_us = [x * 1e6 for x in m[:turns]]
+            marks = m[turns:]
+            run_s = marks[_M_WALL1] - marks[_M_WALL0]
+            cpu_s = marks[_M_CPU1] - marks[_M_CPU0]
+            compress_s = marks[_M_WALL1 + _M_COMPRESS] - marks[_M_WALL0 + _M_COMPRESS]
+            compress_cpu_s = marks[_M_CPU1 + _M_COMPRESS] - marks[_M_CPU0 + _M_COMPRESS]
+            gc_s = marks[_M_GC1] - marks[_M_GC0]
+            done = int(marks[_M_DONE] - marks[_M_C0])
+            cached_threads, cached_raw = int(marks[_M_CACHED_N]), marks[_M_CACHED_B]
+            hot_rss = marks[_M_HOT_RSS]
             alive += per_wave
             rss = _trim()
             mem = _memory()
@@ -251,6 +301,11 @@ async def run_config(
                 "rss_mib": rss / 2**20,
                 "kib_per_idle_agent": per_agent / 1024,
                 "hot_kib_per_agent": (hot_rss - base) / alive / 1024,
+                # the cache at the wave's end (compress_cold then drops it: KiB/idle is RSS,
+                # so whatever its objects left behind is counted there)
+                "cached_threads": cached_threads,
+                "cached_raw_mib": cached_raw / 2**20,
+                "cache_bound_mib": cache.max_bytes / 2**20 if cache.enabled else 0.0,
                 "marginal_kib_per_agent": marginal / 1024,
                 "raw_history_kib": raw / 1024,
                 "stored_kib": held / 1024,
@@ -305,7 +360,16 @@ def _child(a: argparse.Namespace) -> int:
         gc.freeze()
     with tempfile.TemporaryDirectory() as tmp:
         rows = asyncio.run(
-            run_config(model_name, kind, a.waves, a.per_wave, a.turns, Path(tmp), a.decoded_cache)
+            run_config(
+                model_name,
+                kind,
+                a.waves,
+                a.per_wave,
+                a.turns,
+                Path(tmp),
+                a.decoded_cache,
+                a.decoded_cache_bytes,
+            )
         )
     Path(a.rows_out).write_text(json.dumps(rows))
     return 0
@@ -319,12 +383,16 @@ def _spawn(
     tmp: Path,
     gc_freeze: bool = False,
     decoded_cache: int | None = None,
+    decoded_cache_bytes: int | None = None,
 ) -> list[dict[str, Any]]:
     out = tmp / f"{config.replace(':', '-')}.json"
     cmd = [sys.executable, __file__, "--child", config, "--rows-out", str(out)]
     cmd += ["--waves", str(waves), "--per-wave", str(per_wave), "--turns", str(turns)]
     cmd += ["--gc-freeze"] if gc_freeze else []
     cmd += [] if decoded_cache is None else ["--decoded-cache", str(decoded_cache)]
+    cmd += (
+        [] if decoded_cache_bytes is None else ["--decoded-cache-bytes", str(decoded_cache_bytes)]
+    )
     subprocess.run(cmd, check=True)
     rows: list[dict[str, Any]] = json.loads(out.read_text())
     return rows
@@ -358,6 +426,13 @@ def main(argv: list[str] | None = None) -> int:
         help="AgentSystem(decoded_cache=N): threads whose decoded history is kept between "
         "their turns (default: the system's; 0 decodes every turn's history again)",
     )
+    p.add_argument(
+        "--decoded-cache-bytes",
+        type=int,
+        default=None,
+        help="AgentSystem(decoded_cache_bytes=B): raw history bytes whose decoded form is kept "
+        "(default: the system's, 32 MiB over the in-memory store, off over SQLite; 0: off)",
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--rows-out", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -390,16 +465,31 @@ def main(argv: list[str] | None = None) -> int:
         for m in models:
             waves, per_wave = a.waves or size[m][0], a.per_wave or size[m][1]
             rows += _spawn(
-                f"{m}:memory", waves, per_wave, a.turns, Path(tmp), a.gc_freeze, a.decoded_cache
+                f"{m}:memory",
+                waves,
+                per_wave,
+                a.turns,
+                Path(tmp),
+                a.gc_freeze,
+                a.decoded_cache,
+                a.decoded_cache_bytes,
             )
         if sq and "scripted" in models:
             rows += _spawn(
-                "scripted:sqlite", 2, sq // 2, a.turns, Path(tmp), a.gc_freeze, a.decoded_cache
+                "scripted:sqlite",
+                2,
+                sq // 2,
+                a.turns,
+                Path(tmp),
+                a.gc_freeze,
+                a.decoded_cache,
+                a.decoded_cache_bytes,
             )
     print(
         "KiB/idle: RSS growth per idle agent after gc+malloc_trim (target <= 32 KiB in memory);"
         " KiB/hot: the same before compress_cold (histories raw, decoded ones of the threads"
-        " that ran last still cached by the system); KiB/new: growth from this wave alone; rawKiB: uncompressed history JSON per agent;"
+        " that ran last still cached by the system, within the bound printed per model;"
+        " compress_cold drops them, and KiB/idle counts what their objects left resident); KiB/new: growth from this wave alone; rawKiB: uncompressed history JSON per agent;"
         " heldKiB: bytes the store keeps; c/cpu-s: completions per CPU-second of the process,"
         " turns + compress_cold (compl/s likewise in wall); us/call: CPU per completion of the"
         " turns alone; us t1/mid/last: the same in the wave's first, middle and last turn (flat ="
@@ -428,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                     "summary": summary,
                     "gc_freeze": a.gc_freeze,
                     "decoded_cache": a.decoded_cache,
+                    "decoded_cache_bytes": a.decoded_cache_bytes,
                 },
                 indent=1,
             )

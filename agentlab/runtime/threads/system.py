@@ -10,8 +10,8 @@ Two modes run the same slice code:
 - **local** (``async with system:``): ``send`` also puts the delivery in an in-memory inbox
   and starts a driver task for the thread if it has none; the driver runs the thread's
   slices in order and exits when the inbox is empty. An idle thread has no task and no
-  inbox — only bytes in the store (and, for the last ``decoded_cache`` threads to run,
-  their decoded form until the store compresses them: ``hot.HotCache``).
+  inbox — only bytes in the store (and, for threads that ran recently, within a bound, their
+  decoded form until the store compresses them: ``hot.HotCache``).
 - **step** (``await system.step()``): claims one batch of queued deliveries (optionally one
   partition of threads), runs their slices (threads concurrently, each thread in order),
   and returns. Nothing is kept in memory between calls.
@@ -97,11 +97,10 @@ class AgentSystem:
             naming the holder, while another process writes it), ``False`` refuses it.
             Local mode (``async with system:``) holds the lock and marks ``run.json``
             ``running`` → ``done`` / ``failed``.
-        decoded_cache: local mode keeps the decoded history of the threads whose turns
-            ended last, at most this many, so a thread's next turn does not decode its
-            whole history again (:class:`~agentlab.runtime.threads.hot.HotCache`, dropped
-            when the store compresses it); off by default: it costs resident memory
-            (runtime/threads/README.md, "Decoded histories between turns").
+        decoded_cache, decoded_cache_bytes: local mode keeps the decoded history of recent
+            threads (at most ``decoded_cache`` (``None``: any number; 0: off) and 32 MiB of
+            raw history by default over a ``MemoryThreadStore``, else 0) so their next turn
+            skips decoding it (``hot.HotCache``; README, "Decoded histories between turns").
     """
 
     def __init__(
@@ -121,11 +120,12 @@ class AgentSystem:
         exist_ok: bool | Literal["replace"] = True,
         skills: Any = None,
         skill_env: Any = None,
-        decoded_cache: int = 0,
+        decoded_cache: int | None = None,
+        decoded_cache_bytes: int | None = None,
     ) -> None:
         self.model = model
         self.store: ThreadStore = store if store is not None else MemoryThreadStore()
-        self._decoded = HotCache(decoded_cache, self.store)
+        self._decoded = HotCache(decoded_cache, self.store, decoded_cache_bytes)
         self._lineages = Lineages(self.store)  # which messages a model call saw before
         self.tools: dict[str, Tool] = {}
         for t in tools:

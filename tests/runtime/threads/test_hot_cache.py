@@ -4,14 +4,23 @@ busy period of local mode: neither changes what the threads store."""
 from __future__ import annotations
 
 import gc
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import agentlab.runtime.threads.system as system_module
 from agentlab.runtime.gc_tuning import GC_GEN1_THRESHOLD
-from agentlab.runtime.threads import AgentSystem, MemoryThreadStore, ScriptedModel, Tool
+from agentlab.runtime.threads import (
+    AgentSystem,
+    MemoryThreadStore,
+    ScriptedModel,
+    SQLiteThreadStore,
+    Tool,
+)
 from agentlab.runtime.threads.codec import decode_history
+from agentlab.runtime.threads.hot import DEFAULT_CACHE_BYTES, Hot, HotCache
+from agentlab.runtime.threads.records import ThreadState
 from tests.runtime.threads.thread_helpers import CountingTool
 
 TIDS = ["a", "b", "c"]
@@ -56,10 +65,65 @@ async def test_later_turns_start_from_the_cached_decoding(
         await _turns(system, 4)
         assert len(system._decoded) == min(limit, len(TIDS))
     # a thread's first turn has no history to decode; each later turn decodes it again
-    # unless the thread's entry is still cached (2 of 3: the least recently used is out)
-    misses = {0: 9, 2: 9, 1024: 0}[limit]
+    # unless the thread's entry is cached (2 of 3: the cache keeps a and b and refuses c,
+    # where dropping the least recently used would make every round-robin turn miss)
+    misses = {0: 9, 2: 3, 1024: 0}[limit]
     assert len(decoded) == misses and all(decoded)
     assert _snapshot(system) == await _reference(4)
+
+
+def _hot(size: int) -> Hot:
+    return Hot(None, None, b"x" * size, ThreadState("t"), [])
+
+
+def test_the_cache_keeps_what_fits_its_bounds_and_refuses_the_rest() -> None:
+    cache = HotCache(None, max_bytes=100)
+    cache.keep("a", _hot(40))
+    cache.keep("b", _hot(50))
+    cache.keep("c", _hot(20))  # does not fit: refused, a and b stay
+    assert sorted(cache._entries) == ["a", "b"] and cache.nbytes == 90
+    cache.keep("a", _hot(60))  # a's entry grows past the bound: dropped, not kept stale
+    assert sorted(cache._entries) == ["b"] and cache.nbytes == 50
+    assert cache.take("b") is not None and cache.nbytes == 0 and cache.take("b") is None
+    cache.keep("c", _hot(20))
+    cache.keep("d", Hot(None, None, b"", ThreadState("d"), None))  # never decoded: not kept
+    assert list(cache._entries) == ["c"]
+    counted = HotCache(2, max_bytes=1 << 20)
+    for t in "abc":
+        counted.keep(t, _hot(1))
+    assert sorted(counted._entries) == ["a", "b"]
+    counted.forget(["a", "z"])
+    assert list(counted._entries) == ["b"] and counted.nbytes == 1
+    assert not HotCache(0, MemoryThreadStore()).enabled
+    assert not HotCache(None, MemoryThreadStore(), max_bytes=0).enabled
+
+
+def test_an_entry_not_kept_again_for_stale_s_gives_way_to_a_newcomer() -> None:
+    cache = HotCache(2, max_bytes=1 << 20, stale_s=10.0)
+    clock = [0.0]
+    cache.now = lambda: clock[0]
+    cache.keep("a", _hot(1))
+    clock[0] = 5.0
+    cache.keep("b", _hot(1))
+    clock[0] = 10.0
+    cache.keep("c", _hot(1))  # a was kept 10 s ago: not stale yet, c refused
+    assert list(cache._entries) == ["a", "b"]
+    clock[0] = 10.5
+    cache.keep("c", _hot(1))  # a is stale now: it makes room, b (5.5 s) stays
+    assert list(cache._entries) == ["b", "c"] and cache.nbytes == 2
+    cache.keep("b", _hot(3))  # kept again: moves to the end, its size updated
+    assert list(cache._entries) == ["c", "b"] and cache.nbytes == 4
+
+
+def test_by_default_the_cache_is_on_only_where_the_store_says_which_threads_went_idle(
+    tmp_path: Path,
+) -> None:
+    assert HotCache(None, MemoryThreadStore()).max_bytes == DEFAULT_CACHE_BYTES
+    # SQLite tells nobody when a thread goes idle: its entries would stay until close()
+    sqlite = SQLiteThreadStore(tmp_path / "t.db")
+    assert not HotCache(None, sqlite).enabled
+    assert HotCache(None, sqlite, max_bytes=1 << 20).enabled
+    sqlite.close()
 
 
 async def test_a_compressed_history_drops_its_cached_decoding() -> None:
