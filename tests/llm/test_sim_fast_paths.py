@@ -40,6 +40,19 @@ def test_ids_equal_the_regex_over_the_whole_text() -> None:
         assert sim_tools._ids(text) == sim_tools._ID.findall(text), repr(text)
 
 
+def test_ids_word_cache_is_bounded_and_answers_as_the_regex(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sim_tools, "_WORD_IDS", {})
+    monkeypatch.setattr(sim_tools, "_WORD_IDS_MAX", 8)
+    texts = _texts(2_000, 3)
+    most = max(len(t.split()) for t in texts)  # one text's words may come after a clear
+    for _ in range(2):  # the second pass answers from the kept words
+        for text in texts:
+            assert sim_tools._ids(text) == sim_tools._ID.findall(text), repr(text)
+            assert len(sim_tools._WORD_IDS) <= 8 + most
+
+
 def _named_by_word_set(fns: list[dict[str, Any]], request: str) -> list[dict[str, Any]]:
     """What ``_pick`` did before: the set of the request's words, intersected per tool."""
     words = set(re.findall(r"[a-z]+", request.lower()))
