@@ -181,33 +181,6 @@ class Engine(Planner):
         if len(self._left) > self._left_max:
             self._recount()
 
-    def predict(self, req: EngineRequest) -> EngineRequest:
-        """``req``'s planned future assuming no further arrivals (a lower bound in time)."""
-        if req.done:
-            return req
-        if self._plan is None:
-            self._rebase()
-        v = self._views.get(req.rid)
-        if v is None:  # not in the plan (restored, or added before a replan): plan afresh
-            self._rebase()
-            v = self._views.get(req.rid)
-            if v is None:
-                return req
-        plan, snaps = self._plan, self._snaps
-        assert plan is not None
-        deadline = v.deadline - EPS
-        while v.end is None and not v.aborted:
-            if v.admitted is None and plan.t >= deadline and v.arrival <= plan.t + EPS:
-                # still queued, arrived, and its deadline has passed: every later step
-                # aborts it before it could be admitted, so its fate is known without
-                # simulating the queue ahead of it (under overload, a client timeout of steps)
-                v.aborted = True
-                self._doomed.append(v)
-                break
-            if not self._phase(plan, _INF, None, snaps, False):
-                break
-        return v
-
     def load(self) -> tuple[int, int]:
         """(running, waiting) right now (waiting includes requests still in transit)."""
         s = self._s
