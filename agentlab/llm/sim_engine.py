@@ -57,7 +57,8 @@ to the end. The plan ignores KV capacity and predicts
 prefix-cache hits from every prompt block seen (both optimistic, so still a lower bound);
 when the committed state falls behind it, :meth:`Engine.replan` starts it afresh.
 
-Here: the step loop; the plan: :mod:`agentlab.llm.sim_plan`; the request and state:
+Here: the step loop; the plan: :mod:`agentlab.llm.sim_plan`; decode-only phases (most of
+them) on a path of their own: :mod:`agentlab.llm.sim_decode`; the request and state:
 :mod:`agentlab.llm.sim_request`; step time and arithmetic: :mod:`agentlab.llm.sim_step`;
 KV: :mod:`agentlab.llm.sim_kv`.
 """
@@ -68,6 +69,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from agentlab.llm.sim_decode import DecodeRun
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_plan import Planner
 from agentlab.llm.sim_profiles import SimProfile
@@ -79,7 +81,7 @@ __all__ = ["Engine", "EngineRequest"]
 _INF = math.inf
 
 
-class Engine(Planner):
+class Engine(Planner, DecodeRun):
     """The scheduler state of one simulated vLLM server; see the module docstring."""
 
     def __init__(self, profile: SimProfile) -> None:
@@ -289,6 +291,13 @@ class Engine(Planner):
         dmin = s.dmin  # (carried from the last phase unless someone left since)
         if dmin is None:
             dmin = min([r.deadline for r in running]) if running else _INF
+        if s.rem is not None and running and dmin > t + EPS and not p.attention_decode_s:
+            # all decoding, none to abort: a decode run unless someone can be admitted
+            qi, n = s.qi, len(running)
+            if (
+                0 < p.slots <= n or qi == len(q) or (q[qi].arrival > t + EPS and not q[qi].aborted)
+            ) and (p.max_num_batched_tokens <= 0 or p.max_num_batched_tokens >= n):
+                return self._decode_run(s, t, limit, dmin, snaps, record)
         snap_run: list[EngineRequest] | None = None
         if snaps is not None:
             starts = self._starts
@@ -309,6 +318,7 @@ class Engine(Planner):
                     self._abort(r, record)
             running[:] = [r for r in running if not r.aborted]
             dmin = min([r.deadline for r in running]) if running else _INF
+            s.rem = None  # (it may have been an aborted request's)
         limited = kv is not None and kv.limited
         caching_kv = kv is not None and kv.caching
         bs = p.block_size
@@ -327,7 +337,10 @@ class Engine(Planner):
             # budget cannot run out before the first prefill chunk; a slice of ``running``
             # (no append per request), up to the first in prefill (found by identity, in C)
             i = len(running)
-            for r in running:
+            carried = s.rem if not a_dec else None
+            if carried is not None:
+                rem = carried  # all decoding, their least steps carried from the last phase
+            for r in running if carried is None else ():
                 if r.prefilled < r.target:
                     i = running.index(r)
                     break
@@ -492,7 +505,7 @@ class Engine(Planner):
         n_seqs = len(chunks) + len(decodes)
         if n_seqs == 0:
             s.t = t
-            s.dmin = None
+            s.dmin = s.rem = None
             return preempted  # everyone was preempted: the next phase re-admits
         if chunks:
             dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
@@ -533,6 +546,9 @@ class Engine(Planner):
                     r.segments.append((t, dt, r.decoded, 1, 0.0))
                     r.decoded = min(float(r.output), r.decoded + r.speed)
         finished = []
+        # the next phase's least steps to finish, as its leading pass would compute them (None:
+        # someone is in prefill, or was not scheduled in this step)
+        nrem: float | None = _INF if n_seqs == len(running) else None
         for r in decodes:
             r.segments.append((t, dt, r.decoded, k, ddt))
             d = r.decoded + k * r.speed
@@ -541,6 +557,9 @@ class Engine(Planner):
                 finished.append(r)
             else:
                 r.decoded = d
+                x = (r.output - d) / r.speed
+                if nrem is not None and x < nrem:
+                    nrem = x
         if limited and k > 1:
             assert kv is not None
             for r in decodes:  # blocks of the phase's later steps (fit: _kv_fit)
@@ -550,23 +569,20 @@ class Engine(Planner):
                     kv.take(need)
                     r.held += need
         for r, _ in chunks:
-            if r.prefilled >= r.target and r.decoded >= r.output - EPS:
+            if r.prefilled < r.target:
+                nrem = None  # still in prefill: no carry
+            elif r.decoded >= r.output - EPS:
                 finished.append(r)
-        stale = preempted  # someone left ``running`` who may have held the least deadline
-        for r in finished:
-            r.end = t_end
-            running.remove(r)  # (usually one: a C scan by identity, no new list)
-            if r.deadline <= dmin:
-                stale = True
-            if record:
-                self.finished_total += 1
-                self.generated_total += r.output
-                self._gone(r)
-                if kv is not None:
-                    kv.release(r.held - len(r.hashed), r.hashed)
-                    r.held, r.hashed = 0, []
+            elif nrem is not None:
+                x = (r.output - r.decoded) / r.speed
+                if x < nrem:
+                    nrem = x
+        if finished:
+            dmin = self._finish(s, finished, t_end, dmin, record)
         s.t = t_end
-        s.dmin = None if stale else dmin
+        # (None: someone who left ``running`` may have held the least deadline)
+        s.dmin = None if preempted else dmin
+        s.rem = None if preempted or limited else nrem
         if record:
             self.steps_total += k
         return True

@@ -193,7 +193,7 @@ class Planner:
             w.prefilled, w.decoded, w.first_token = pf, dec, ft
             del w.segments[nseg:]
         plan.running = list(run)
-        plan.dmin = None
+        plan.dmin = plan.rem = None
         plan.qi = lead
         plan.t = t_before
         del self._snaps[p:]

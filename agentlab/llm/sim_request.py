@@ -181,7 +181,7 @@ class EngineRequest:
 class State:
     """A scheduler state: the committed one, or the plan's (on copies of the requests)."""
 
-    __slots__ = ("dmin", "q", "qi", "running", "t")
+    __slots__ = ("dmin", "q", "qi", "rem", "running", "t")
 
     def __init__(self) -> None:
         self.t = -math.inf  # end of the last executed step (engine busy until then)
@@ -191,6 +191,10 @@ class State:
         # least deadline of ``running`` carried from the last phase (None: recompute it);
         # whoever replaces ``running`` or lowers a running deadline sets it to None
         self.dmin: float | None = None
+        # least decode steps a running request needs to finish, carried from the last phase
+        # (None: recompute it; also when one is in prefill); whoever replaces ``running``
+        # or changes a running request's tokens sets it to None
+        self.rem: float | None = None
 
 
 # plan snapshot at a phase start: (state t before it, queue index, running requests, marks,
