@@ -291,12 +291,13 @@ class Engine(Planner, DecodeRun):
         dmin = s.dmin  # (carried from the last phase unless someone left since)
         if dmin is None:
             dmin = min([r.deadline for r in running]) if running else _INF
-        if s.rem is not None and running and dmin > t + EPS and not p.attention_decode_s:
-            # all decoding, none to abort: a decode run unless someone can be admitted
+        if s.rem is not None and dmin > t + EPS and not p.attention_decode_s:
+            # all decoding, none to abort: a decode run unless someone can be admitted (an
+            # idle engine woken by an arrival has no one running and admits it)
             qi, n = s.qi, len(running)
-            if (
+            if (p.max_num_batched_tokens >= n or p.max_num_batched_tokens <= 0) and (
                 0 < p.slots <= n or qi == len(q) or (q[qi].arrival > t + EPS and not q[qi].aborted)
-            ) and (p.max_num_batched_tokens <= 0 or p.max_num_batched_tokens >= n):
+            ):
                 return self._decode_run(s, t, limit, dmin, snaps, record)
         snap_run: list[EngineRequest] | None = None
         if snaps is not None:
@@ -346,7 +347,7 @@ class Engine(Planner, DecodeRun):
                     break
                 if a_dec:
                     ctx += r.prompt + r.decoded
-                x = (r.output - r.decoded) / r.speed
+                x = (r.outf - r.decoded) / r.speed
                 if x < rem:
                     rem = x
             decodes = running[:i]
@@ -377,7 +378,7 @@ class Engine(Planner, DecodeRun):
                         free -= need
                     if a_dec:
                         ctx += r.prompt + r.decoded
-                    x = (r.output - r.decoded) / r.speed
+                    x = (r.outf - r.decoded) / r.speed
                     if x < rem:
                         rem = x
                 decodes = running[:i]
@@ -409,7 +410,7 @@ class Engine(Planner, DecodeRun):
                     decodes.append(r)
                     if a_dec:
                         ctx += r.prompt + r.decoded
-                    x = (r.output - r.decoded) / r.speed
+                    x = (r.outf - r.decoded) / r.speed
                     if x < rem:
                         rem = x
                     budget -= 1
@@ -447,7 +448,7 @@ class Engine(Planner, DecodeRun):
                 decodes.append(r)
                 if a_dec:
                     ctx += r.prompt + r.decoded
-                x = (r.output - r.decoded) / r.speed
+                x = (r.outf - r.decoded) / r.speed
                 if x < rem:
                     rem = x
                 budget -= 1
@@ -544,22 +545,27 @@ class Engine(Planner, DecodeRun):
                     r.decoded = 1.0
                 else:  # a preempted request recomputed: this step adds its next token
                     r.segments.append((t, dt, r.decoded, 1, 0.0))
-                    r.decoded = min(float(r.output), r.decoded + r.speed)
+                    r.decoded = min(r.outf, r.decoded + r.speed)
         finished = []
         # the next phase's least steps to finish, as its leading pass would compute them (None:
-        # someone is in prefill, or was not scheduled in this step)
-        nrem: float | None = _INF if n_seqs == len(running) else None
+        # someone is in prefill or was not scheduled in this step, or the leading pass will
+        # not read it: block accounting or attention)
+        carry = n_seqs == len(running) and not limited and not a_dec
+        nrem = _INF
+        kf = float(k)  # (the same products as with the int k, in float arithmetic)
         for r in decodes:
-            r.segments.append((t, dt, r.decoded, k, ddt))
-            d = r.decoded + k * r.speed
-            if d >= r.output - EPS:
-                r.decoded = float(r.output) if d > r.output else d
+            dec = r.decoded
+            r.segments.append((t, dt, dec, k, ddt))
+            d = dec + kf * r.speed
+            if d >= r.stop:
+                r.decoded = r.outf if d > r.outf else d
                 finished.append(r)
             else:
                 r.decoded = d
-                x = (r.output - d) / r.speed
-                if nrem is not None and x < nrem:
-                    nrem = x
+                if carry:
+                    x = (r.outf - d) / r.speed
+                    if x < nrem:
+                        nrem = x
         if limited and k > 1:
             assert kv is not None
             for r in decodes:  # blocks of the phase's later steps (fit: _kv_fit)
@@ -570,11 +576,11 @@ class Engine(Planner, DecodeRun):
                     r.held += need
         for r, _ in chunks:
             if r.prefilled < r.target:
-                nrem = None  # still in prefill: no carry
-            elif r.decoded >= r.output - EPS:
+                carry = False  # still in prefill
+            elif r.decoded >= r.stop:
                 finished.append(r)
-            elif nrem is not None:
-                x = (r.output - r.decoded) / r.speed
+            elif carry:
+                x = (r.outf - r.decoded) / r.speed
                 if x < nrem:
                     nrem = x
         if finished:
@@ -582,7 +588,7 @@ class Engine(Planner, DecodeRun):
         s.t = t_end
         # (None: someone who left ``running`` may have held the least deadline)
         s.dmin = None if preempted else dmin
-        s.rem = None if preempted or limited else nrem
+        s.rem = nrem if carry and not preempted else None
         if record:
             self.steps_total += k
         return True

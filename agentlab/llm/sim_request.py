@@ -52,10 +52,17 @@ class EngineRequest:
     left_at: float | None = None  # the plan's step that took it off the queue (in or aborted)
     init: tuple[float, float | None, float | None, int] | None = None  # plan reset values
     seen_ev: int = 0  # the KV cache's evictions when ``plan_cached`` was last bounded
+    # ``output`` as a float and less EPS (the decoded tokens at which it has finished): the
+    # same values as computed from the int, read by every decode step (float with float is
+    # the interpreter's specialised arithmetic; the int would be converted each time)
+    outf: float = field(init=False, repr=False)
+    stop: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.target <= 0:
             self.target = self.prompt
+        self.outf = float(self.output)
+        self.stop = self.outf - EPS
 
     @property
     def done(self) -> bool:
