@@ -15,7 +15,9 @@ carried bound alone, read by ``_phase``'s leading pass, gave 279.0k (it moves th
 into the update pass more than it saves). Then 261.2k -> 244k: a request's output kept as
 a float (``outf``, ``stop``; CPython 3.11 specialises float-with-float arithmetic, an int
 operand takes the generic path) and the steps ``k`` as a float in the products (the same
-values: both are exact in a double).
+values: both are exact in a double). Then 244k -> 221.0k: two-argument ``min`` / ``max``
+written as comparisons here and in ``_phase`` (the builtins parse their arguments on each
+call: 13k instructions a call) and float-with-float compares (``dt > 0.0``).
 
 A mixin of :class:`~agentlab.llm.sim_engine.Engine`, which owns the attributes.
 """
@@ -67,7 +69,7 @@ class DecodeRun:
         room = p.slots <= 0 or n < p.slots
         if snaps is not None:
             starts = self._starts
-            whole = bool(starts) and starts[-1] >= t
+            whole = starts[-1] >= t if starts else False
             starts.append(t)
             if not room:  # (as _phase: no snapshot to re-plan from)
                 snaps.append((s.t, s.qi, None, (), t))
@@ -76,22 +78,27 @@ class DecodeRun:
                 marks = [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
                          for r in run] if whole else ()  # fmt: skip
                 snaps.append((s.t, s.qi, run, marks, _INF if whole else t))
-            budget = p.max_num_batched_tokens - n if p.max_num_batched_tokens > 0 else _INF
-            self._room.append(budget >= 1 and room)
+            mnbt = p.max_num_batched_tokens  # (budget left >= 1 after the decodes)
+            self._room.append(room and (mnbt <= 0 or mnbt - n >= 1))
         memo = self._dt_decode
         if memo[0] is not p:
             memo = self._dt_decode = (p, {})
         dt = memo[1].get(n, -1.0)
-        if dt < 0:
+        if dt < 0.0:
             dt = memo[1][n] = step_time(p, n, 0, 0.0, n, 0.0)
         assert s.rem is not None
         k = math.ceil(s.rem - EPS)
-        if dt > 0:
-            h = min(limit, dmin)
-            if room and s.qi < len(q):
-                h = min(h, q[s.qi].arrival)
+        if dt > 0.0:  # (float with float: the interpreter's specialised compare)
+            # (``_phase``'s min and max as comparisons: the builtins parse their arguments)
+            h = dmin if dmin < limit else limit
+            if room and s.qi < len(q) and q[s.qi].arrival < h:
+                h = q[s.qi].arrival
             if h < _INF:  # (steps_to without growth)
-                k = max(1, min(k, math.ceil((h - t) / dt - EPS)))
+                kh = math.ceil((h - t) / dt - EPS)
+                if kh < k:
+                    k = kh
+                if k < 1:
+                    k = 1
         ddt = 0.0
         kf = float(k)  # (the same products as with the int k, in float arithmetic)
         t_end = t + kf * dt

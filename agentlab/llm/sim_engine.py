@@ -289,11 +289,13 @@ class Engine(Planner, DecodeRun):
         if t >= limit:
             return False
         dmin = s.dmin  # (carried from the last phase unless someone left since)
-        if dmin is None:
-            dmin = min([r.deadline for r in running]) if running else _INF
+        if dmin is None:  # (a loop, not min(): the builtin parses its arguments each call)
+            dmin = _INF
+            for r in running:
+                if r.deadline < dmin:
+                    dmin = r.deadline
         if s.rem is not None and dmin > t + EPS and not p.attention_decode_s:
-            # all decoding, none to abort: a decode run unless someone can be admitted (an
-            # idle engine woken by an arrival has no one running and admits it)
+            # all decoding, none to abort: a decode run unless someone can be admitted
             qi, n = s.qi, len(running)
             if (p.max_num_batched_tokens >= n or p.max_num_batched_tokens <= 0) and (
                 0 < p.slots <= n or qi == len(q) or (q[qi].arrival > t + EPS and not q[qi].aborted)
@@ -304,7 +306,7 @@ class Engine(Planner, DecodeRun):
             starts = self._starts
             # a phase starting where the one before it did (zero-length steps): segment
             # start times cannot tell the two apart, so every request's state is kept whole
-            whole = bool(starts) and starts[-1] >= t
+            whole = starts[-1] >= t if starts else False
             starts.append(t)
             if 0 < p.slots <= len(running) and dmin > t + EPS:
                 # all slots taken and none freed by an abort: the phase ends without room,
@@ -474,7 +476,9 @@ class Engine(Planner, DecodeRun):
                 else:
                     hit = kv.lookup(r.hashes, r.prompt)
                     computed = hit * bs
-                c = int(min(r.target - computed, budget))
+                c = r.target - computed
+                if budget < c:  # (as int(min(...)), without the builtin's argument parsing)
+                    c = int(budget)
                 if kv is not None:
                     need = -(-(computed + c) // bs) - hit
                     if limited and need + kv.free_hits(r.hashes, hit) > kv.free_count():
@@ -515,7 +519,7 @@ class Engine(Planner, DecodeRun):
             if memo[0] is not p:
                 memo = self._dt_decode = (p, {})
             dt = memo[1].get(n_seqs, -1.0)
-            if dt < 0:
+            if dt < 0.0:
                 dt = memo[1][n_seqs] = step_time(p, n_seqs, 0, 0.0, n_seqs, 0.0)
             if a_dec:  # (added last, as step_time adds it: the same float)
                 dt += a_dec * ctx
@@ -527,12 +531,15 @@ class Engine(Planner, DecodeRun):
             k = math.ceil(rem - EPS)
             if a_dec:
                 ddt = a_dec * sum([r.speed for r in decodes])
-            if dt > 0:
-                h = min(limit, dmin)
-                if s.qi < len(q) and (p.slots <= 0 or len(running) < p.slots):
-                    h = min(h, q[s.qi].arrival)
+            if dt > 0.0:  # (min and max as comparisons, as in _decode_run)
+                h = dmin if dmin < limit else limit
+                room = p.slots <= 0 or len(running) < p.slots
+                if room and s.qi < len(q) and q[s.qi].arrival < h:
+                    h = q[s.qi].arrival
                 if h < _INF:
-                    k = max(1, min(k, steps_to(h - t, dt, ddt)))
+                    kh = steps_to(h - t, dt, ddt)
+                    k = kh if kh < k else k
+                    k = k if k >= 1 else 1
             if limited and k > 1:
                 assert kv is not None
                 k = kv_fit(decodes, k, kv, bs)
@@ -547,9 +554,7 @@ class Engine(Planner, DecodeRun):
                     r.segments.append((t, dt, r.decoded, 1, 0.0))
                     r.decoded = min(r.outf, r.decoded + r.speed)
         finished = []
-        # the next phase's least steps to finish, as its leading pass would compute them (None:
-        # someone is in prefill or was not scheduled in this step, or the leading pass will
-        # not read it: block accounting or attention)
+        # the next phase's State.rem (none: one in prefill or unscheduled, or no pass reads it)
         carry = n_seqs == len(running) and not limited and not a_dec
         nrem = _INF
         kf = float(k)  # (the same products as with the int k, in float arithmetic)

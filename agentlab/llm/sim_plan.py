@@ -147,8 +147,10 @@ class Planner:
                 return  # the request ahead of it is still queued at the plan's end
             left = q[-1].left_at  # v is considered at that step at the earliest
             if left is not None:
-                x = max(x, left)
-        p = max(0, bisect.bisect_right(self._starts, x + EPS) - 1)
+                x = left if left > x else x  # (as max(x, left): no builtin call)
+        p = bisect.bisect_right(self._starts, x + EPS) - 1
+        if p < 0:
+            p = 0
         room = self._room
         while p < len(room) and not room[p]:
             p += 1  # no free slot (or budget) in that phase: v could not have joined it
