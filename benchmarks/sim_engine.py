@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 #: the engine's own modules, loaded from the older code together (the rest is shared)
-_ENGINE_MODULES = ("sim_request", "sim_kv", "sim_step", "sim_plan", "sim_engine")
+_ENGINE_MODULES = ("sim_request", "sim_kv", "sim_step", "sim_decode", "sim_plan", "sim_engine")
 
 
 def _old_engine(rev: str) -> Any:

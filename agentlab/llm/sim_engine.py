@@ -57,7 +57,8 @@ to the end. The plan ignores KV capacity and predicts
 prefix-cache hits from every prompt block seen (both optimistic, so still a lower bound);
 when the committed state falls behind it, :meth:`Engine.replan` starts it afresh.
 
-Here: the step loop; the plan: :mod:`agentlab.llm.sim_plan`; the request and state:
+Here: the step loop; the plan: :mod:`agentlab.llm.sim_plan`; decode-only phases (most of
+them) on a path of their own: :mod:`agentlab.llm.sim_decode`; the request and state:
 :mod:`agentlab.llm.sim_request`; step time and arithmetic: :mod:`agentlab.llm.sim_step`;
 KV: :mod:`agentlab.llm.sim_kv`.
 """
@@ -68,6 +69,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from agentlab.llm.sim_decode import DecodeRun
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_plan import Planner
 from agentlab.llm.sim_profiles import SimProfile
@@ -79,7 +81,7 @@ __all__ = ["Engine", "EngineRequest"]
 _INF = math.inf
 
 
-class Engine(Planner):
+class Engine(Planner, DecodeRun):
     """The scheduler state of one simulated vLLM server; see the module docstring."""
 
     def __init__(self, profile: SimProfile) -> None:
@@ -180,33 +182,6 @@ class Engine(Planner):
             self._prune(now)
         if len(self._left) > self._left_max:
             self._recount()
-
-    def predict(self, req: EngineRequest) -> EngineRequest:
-        """``req``'s planned future assuming no further arrivals (a lower bound in time)."""
-        if req.done:
-            return req
-        if self._plan is None:
-            self._rebase()
-        v = self._views.get(req.rid)
-        if v is None:  # not in the plan (restored, or added before a replan): plan afresh
-            self._rebase()
-            v = self._views.get(req.rid)
-            if v is None:
-                return req
-        plan, snaps = self._plan, self._snaps
-        assert plan is not None
-        deadline = v.deadline - EPS
-        while v.end is None and not v.aborted:
-            if v.admitted is None and plan.t >= deadline and v.arrival <= plan.t + EPS:
-                # still queued, arrived, and its deadline has passed: every later step
-                # aborts it before it could be admitted, so its fate is known without
-                # simulating the queue ahead of it (under overload, a client timeout of steps)
-                v.aborted = True
-                self._doomed.append(v)
-                break
-            if not self._phase(plan, _INF, None, snaps, False):
-                break
-        return v
 
     def load(self) -> tuple[int, int]:
         """(running, waiting) right now (waiting includes requests still in transit)."""
@@ -314,14 +289,24 @@ class Engine(Planner):
         if t >= limit:
             return False
         dmin = s.dmin  # (carried from the last phase unless someone left since)
-        if dmin is None:
-            dmin = min([r.deadline for r in running]) if running else _INF
+        if dmin is None:  # (a loop, not min(): the builtin parses its arguments each call)
+            dmin = _INF
+            for r in running:
+                if r.deadline < dmin:
+                    dmin = r.deadline
+        if s.rem is not None and dmin > t + EPS and not p.attention_decode_s:
+            # all decoding, none to abort: a decode run unless someone can be admitted
+            qi, n = s.qi, len(running)
+            if (p.max_num_batched_tokens >= n or p.max_num_batched_tokens <= 0) and (
+                0 < p.slots <= n or qi == len(q) or (q[qi].arrival > t + EPS and not q[qi].aborted)
+            ):
+                return self._decode_run(s, t, limit, dmin, snaps, record)
         snap_run: list[EngineRequest] | None = None
         if snaps is not None:
             starts = self._starts
             # a phase starting where the one before it did (zero-length steps): segment
             # start times cannot tell the two apart, so every request's state is kept whole
-            whole = bool(starts) and starts[-1] >= t
+            whole = starts[-1] >= t if starts else False
             starts.append(t)
             if 0 < p.slots <= len(running) and dmin > t + EPS:
                 # all slots taken and none freed by an abort: the phase ends without room,
@@ -336,6 +321,7 @@ class Engine(Planner):
                     self._abort(r, record)
             running[:] = [r for r in running if not r.aborted]
             dmin = min([r.deadline for r in running]) if running else _INF
+            s.rem = None  # (it may have been an aborted request's)
         limited = kv is not None and kv.limited
         caching_kv = kv is not None and kv.caching
         bs = p.block_size
@@ -354,13 +340,16 @@ class Engine(Planner):
             # budget cannot run out before the first prefill chunk; a slice of ``running``
             # (no append per request), up to the first in prefill (found by identity, in C)
             i = len(running)
-            for r in running:
+            carried = s.rem if not a_dec else None
+            if carried is not None:
+                rem = carried  # all decoding, their least steps carried from the last phase
+            for r in running if carried is None else ():
                 if r.prefilled < r.target:
                     i = running.index(r)
                     break
                 if a_dec:
                     ctx += r.prompt + r.decoded
-                x = (r.output - r.decoded) / r.speed
+                x = (r.outf - r.decoded) / r.speed
                 if x < rem:
                     rem = x
             decodes = running[:i]
@@ -391,7 +380,7 @@ class Engine(Planner):
                         free -= need
                     if a_dec:
                         ctx += r.prompt + r.decoded
-                    x = (r.output - r.decoded) / r.speed
+                    x = (r.outf - r.decoded) / r.speed
                     if x < rem:
                         rem = x
                 decodes = running[:i]
@@ -423,7 +412,7 @@ class Engine(Planner):
                     decodes.append(r)
                     if a_dec:
                         ctx += r.prompt + r.decoded
-                    x = (r.output - r.decoded) / r.speed
+                    x = (r.outf - r.decoded) / r.speed
                     if x < rem:
                         rem = x
                     budget -= 1
@@ -461,7 +450,7 @@ class Engine(Planner):
                 decodes.append(r)
                 if a_dec:
                     ctx += r.prompt + r.decoded
-                x = (r.output - r.decoded) / r.speed
+                x = (r.outf - r.decoded) / r.speed
                 if x < rem:
                     rem = x
                 budget -= 1
@@ -487,7 +476,9 @@ class Engine(Planner):
                 else:
                     hit = kv.lookup(r.hashes, r.prompt)
                     computed = hit * bs
-                c = int(min(r.target - computed, budget))
+                c = r.target - computed
+                if budget < c:  # (as int(min(...)), without the builtin's argument parsing)
+                    c = int(budget)
                 if kv is not None:
                     need = -(-(computed + c) // bs) - hit
                     if limited and need + kv.free_hits(r.hashes, hit) > kv.free_count():
@@ -519,7 +510,7 @@ class Engine(Planner):
         n_seqs = len(chunks) + len(decodes)
         if n_seqs == 0:
             s.t = t
-            s.dmin = None
+            s.dmin = s.rem = None
             return preempted  # everyone was preempted: the next phase re-admits
         if chunks:
             dt = step_time(p, n_seqs, prefill, attn, len(decodes), ctx)
@@ -528,7 +519,7 @@ class Engine(Planner):
             if memo[0] is not p:
                 memo = self._dt_decode = (p, {})
             dt = memo[1].get(n_seqs, -1.0)
-            if dt < 0:
+            if dt < 0.0:
                 dt = memo[1][n_seqs] = step_time(p, n_seqs, 0, 0.0, n_seqs, 0.0)
             if a_dec:  # (added last, as step_time adds it: the same float)
                 dt += a_dec * ctx
@@ -540,12 +531,15 @@ class Engine(Planner):
             k = math.ceil(rem - EPS)
             if a_dec:
                 ddt = a_dec * sum([r.speed for r in decodes])
-            if dt > 0:
-                h = min(limit, dmin)
-                if s.qi < len(q) and (p.slots <= 0 or len(running) < p.slots):
-                    h = min(h, q[s.qi].arrival)
+            if dt > 0.0:  # (min and max as comparisons, as in _decode_run)
+                h = dmin if dmin < limit else limit
+                room = p.slots <= 0 or len(running) < p.slots
+                if room and s.qi < len(q) and q[s.qi].arrival < h:
+                    h = q[s.qi].arrival
                 if h < _INF:
-                    k = max(1, min(k, steps_to(h - t, dt, ddt)))
+                    kh = steps_to(h - t, dt, ddt)
+                    k = kh if kh < k else k
+                    k = k if k >= 1 else 1
             if limited and k > 1:
                 assert kv is not None
                 k = kv_fit(decodes, k, kv, bs)
@@ -558,16 +552,25 @@ class Engine(Planner):
                     r.decoded = 1.0
                 else:  # a preempted request recomputed: this step adds its next token
                     r.segments.append((t, dt, r.decoded, 1, 0.0))
-                    r.decoded = min(float(r.output), r.decoded + r.speed)
+                    r.decoded = min(r.outf, r.decoded + r.speed)
         finished = []
+        # the next phase's State.rem (none: one in prefill or unscheduled, or no pass reads it)
+        carry = n_seqs == len(running) and not limited and not a_dec
+        nrem = _INF
+        kf = float(k)  # (the same products as with the int k, in float arithmetic)
         for r in decodes:
-            r.segments.append((t, dt, r.decoded, k, ddt))
-            d = r.decoded + k * r.speed
-            if d >= r.output - EPS:
-                r.decoded = float(r.output) if d > r.output else d
+            dec = r.decoded
+            r.segments.append((t, dt, dec, k, ddt))
+            d = dec + kf * r.speed
+            if d >= r.stop:
+                r.decoded = r.outf if d > r.outf else d
                 finished.append(r)
             else:
                 r.decoded = d
+                if carry:
+                    x = (r.outf - d) / r.speed
+                    if x < nrem:
+                        nrem = x
         if limited and k > 1:
             assert kv is not None
             for r in decodes:  # blocks of the phase's later steps (fit: _kv_fit)
@@ -577,23 +580,20 @@ class Engine(Planner):
                     kv.take(need)
                     r.held += need
         for r, _ in chunks:
-            if r.prefilled >= r.target and r.decoded >= r.output - EPS:
+            if r.prefilled < r.target:
+                carry = False  # still in prefill
+            elif r.decoded >= r.stop:
                 finished.append(r)
-        stale = preempted  # someone left ``running`` who may have held the least deadline
-        for r in finished:
-            r.end = t_end
-            running.remove(r)  # (usually one: a C scan by identity, no new list)
-            if r.deadline <= dmin:
-                stale = True
-            if record:
-                self.finished_total += 1
-                self.generated_total += r.output
-                self._gone(r)
-                if kv is not None:
-                    kv.release(r.held - len(r.hashed), r.hashed)
-                    r.held, r.hashed = 0, []
+            elif carry:
+                x = (r.outf - r.decoded) / r.speed
+                if x < nrem:
+                    nrem = x
+        if finished:
+            dmin = self._finish(s, finished, t_end, dmin, record)
         s.t = t_end
-        s.dmin = None if stale else dmin
+        # (None: someone who left ``running`` may have held the least deadline)
+        s.dmin = None if preempted else dmin
+        s.rem = nrem if carry and not preempted else None
         if record:
             self.steps_total += k
         return True

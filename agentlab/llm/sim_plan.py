@@ -54,8 +54,10 @@ time memoised with the attention term, 817.3k -> 797.6k (the snapshots) -> 768.1
 from __future__ import annotations
 
 import bisect
+import math
 import operator
 from collections import Counter
+from collections.abc import Callable
 from itertools import chain
 
 from agentlab.llm.sim_kv import KVCache
@@ -64,6 +66,7 @@ from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
 __all__ = ["Planner"]
 
 _start = operator.itemgetter(0)  # a segment's start time
+_INF = math.inf
 
 
 class Planner:
@@ -81,6 +84,35 @@ class Planner:
     _live: Counter[int]
     _left: Counter[int]
     _left_max: int
+    # the engine's phase: (state, limit, kv, snapshots, record) -> whether a phase ran
+    _phase: Callable[[State, float, KVCache | None, list[Snap] | None, bool], bool]
+
+    def predict(self, req: EngineRequest) -> EngineRequest:
+        """``req``'s planned future assuming no further arrivals (a lower bound in time)."""
+        if req.done:
+            return req
+        if self._plan is None:
+            self._rebase()
+        v = self._views.get(req.rid)
+        if v is None:  # not in the plan (restored, or added before a replan): plan afresh
+            self._rebase()
+            v = self._views.get(req.rid)
+            if v is None:
+                return req
+        plan, snaps = self._plan, self._snaps
+        assert plan is not None
+        deadline = v.deadline - EPS
+        while v.end is None and not v.aborted:
+            if v.admitted is None and plan.t >= deadline and v.arrival <= plan.t + EPS:
+                # still queued, arrived, and its deadline has passed: every later step
+                # aborts it before it could be admitted, so its fate is known without
+                # simulating the queue ahead of it (under overload, a client timeout of steps)
+                v.aborted = True
+                self._doomed.append(v)
+                break
+            if not self._phase(plan, _INF, None, snaps, False):
+                break
+        return v
 
     def replan(self) -> None:
         """Drop the plan; the next :meth:`predict` plans afresh from the committed state."""
@@ -115,8 +147,10 @@ class Planner:
                 return  # the request ahead of it is still queued at the plan's end
             left = q[-1].left_at  # v is considered at that step at the earliest
             if left is not None:
-                x = max(x, left)
-        p = max(0, bisect.bisect_right(self._starts, x + EPS) - 1)
+                x = left if left > x else x  # (as max(x, left): no builtin call)
+        p = bisect.bisect_right(self._starts, x + EPS) - 1
+        if p < 0:
+            p = 0
         room = self._room
         while p < len(room) and not room[p]:
             p += 1  # no free slot (or budget) in that phase: v could not have joined it
@@ -161,7 +195,7 @@ class Planner:
             w.prefilled, w.decoded, w.first_token = pf, dec, ft
             del w.segments[nseg:]
         plan.running = list(run)
-        plan.dmin = None
+        plan.dmin = plan.rem = None
         plan.qi = lead
         plan.t = t_before
         del self._snaps[p:]

@@ -52,10 +52,17 @@ class EngineRequest:
     left_at: float | None = None  # the plan's step that took it off the queue (in or aborted)
     init: tuple[float, float | None, float | None, int] | None = None  # plan reset values
     seen_ev: int = 0  # the KV cache's evictions when ``plan_cached`` was last bounded
+    # ``output`` as a float and less EPS (the decoded tokens at which it has finished): the
+    # same values as computed from the int, read by every decode step (float with float is
+    # the interpreter's specialised arithmetic; the int would be converted each time)
+    outf: float = field(init=False, repr=False)
+    stop: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.target <= 0:
             self.target = self.prompt
+        self.outf = float(self.output)
+        self.stop = self.outf - EPS
 
     @property
     def done(self) -> bool:
@@ -181,7 +188,7 @@ class EngineRequest:
 class State:
     """A scheduler state: the committed one, or the plan's (on copies of the requests)."""
 
-    __slots__ = ("dmin", "q", "qi", "running", "t")
+    __slots__ = ("dmin", "q", "qi", "rem", "running", "t")
 
     def __init__(self) -> None:
         self.t = -math.inf  # end of the last executed step (engine busy until then)
@@ -191,6 +198,10 @@ class State:
         # least deadline of ``running`` carried from the last phase (None: recompute it);
         # whoever replaces ``running`` or lowers a running deadline sets it to None
         self.dmin: float | None = None
+        # least decode steps a running request needs to finish, carried from the last phase
+        # (None: recompute it; also when one is in prefill); whoever replaces ``running``
+        # or changes a running request's tokens sets it to None
+        self.rem: float | None = None
 
 
 # plan snapshot at a phase start: (state t before it, queue index, running requests, marks,

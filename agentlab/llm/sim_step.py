@@ -30,7 +30,9 @@ def step_time(
     dt = (1.0 + p.decode_degrade * (n_seqs - 1)) / p.decode_tps if p.decode_tps else 0.0
     if p.prefill_tps:
         if p.step_roofline:
-            dt = max(dt, (prefill + n_dec) / p.prefill_tps)
+            roof = (prefill + n_dec) / p.prefill_tps
+            if roof > dt:  # (max(dt, roof) without the builtin's argument parsing)
+                dt = roof
         else:
             dt += prefill / p.prefill_tps
     if p.attention_prefill_s and attn:
