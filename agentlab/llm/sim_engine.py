@@ -60,16 +60,16 @@ when the committed state falls behind it, :meth:`Engine.replan` starts it afresh
 Here: the step loop; the plan: :mod:`agentlab.llm.sim_plan`; decode-only phases (most of
 them) on a path of their own: :mod:`agentlab.llm.sim_decode`; the request and state:
 :mod:`agentlab.llm.sim_request`; step time and arithmetic: :mod:`agentlab.llm.sim_step`;
-KV: :mod:`agentlab.llm.sim_kv`.
+KV: :mod:`agentlab.llm.sim_kv`; saved state: :mod:`agentlab.llm.sim_engine_state`.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
 
 from agentlab.llm.sim_decode import DecodeRun
+from agentlab.llm.sim_engine_state import EngineState
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_plan import Planner
 from agentlab.llm.sim_profiles import SimProfile
@@ -81,7 +81,7 @@ __all__ = ["Engine", "EngineRequest"]
 _INF = math.inf
 
 
-class Engine(Planner, DecodeRun):
+class Engine(Planner, DecodeRun, EngineState):
     """The scheduler state of one simulated vLLM server; see the module docstring."""
 
     def __init__(self, profile: SimProfile) -> None:
@@ -192,39 +192,6 @@ class Engine(Planner, DecodeRun):
         """Share of the KV blocks held by requests (0 with an unlimited cache)."""
         kv = self.kv
         return kv.used() / kv.num_blocks if kv is not None and kv.limited else 0.0
-
-    def export_state(self) -> dict[str, Any]:
-        """Everything that affects future steps, JSON-able."""
-        s = self._s
-        return {
-            "t": None if math.isinf(s.t) else s.t,
-            "queue": [r.to_dict() for r in s.q[s.qi :] if not r.done],
-            "running": [r.to_dict() for r in s.running],
-            "steps_total": self.steps_total,
-            "finished_total": self.finished_total,
-            "aborted_total": self.aborted_total,
-            "generated_total": self.generated_total,
-            "preemptions_total": self.preemptions_total,
-            "kv": None if self.kv is None else self.kv.export_state(),
-        }
-
-    def restore_state(self, d: dict[str, Any]) -> dict[int, EngineRequest]:
-        """Load :meth:`export_state` output; returns the restored requests by id."""
-        s = self._s = State()
-        s.t = -math.inf if d.get("t") is None else float(d["t"])
-        queued = [*d.get("queue", []), *d.get("waiting", []), *d.get("pending", [])]
-        s.q = sorted((EngineRequest.from_dict(x) for x in queued), key=lambda r: r.arrival)
-        s.running = [EngineRequest.from_dict(x) for x in d.get("running", [])]
-        self.steps_total = int(d.get("steps_total", 0))
-        self.finished_total = int(d.get("finished_total", 0))
-        self.aborted_total = int(d.get("aborted_total", 0))
-        self.generated_total = int(d.get("generated_total", 0))
-        self.preemptions_total = int(d.get("preemptions_total", 0))
-        if self.kv is not None and d.get("kv"):
-            self.kv.restore_state(d["kv"])
-        self._recount()  # the live blocks of the restored requests
-        self.version += 1
-        return {r.rid: r for r in (*s.q, *s.running)}
 
     # --- the step loop ------------------------------------------------------------------
 
