@@ -170,9 +170,14 @@ class Engine(Planner, DecodeRun, EngineState):
         """
         limit = now + EPS if inclusive else now - EPS
         s, kv = self._s, self.kv
-        # (a busy engine whose next step starts at or after ``limit`` has nothing to run:
-        # most calls end so, and the test here saves a call of _phase, which has no side
-        # effect in that case; an idle one may still drop aborted queued requests)
+        if s.running and not s.t < limit:
+            # a busy engine whose next step starts at or after ``limit`` has nothing to run
+            # (most calls): the committed queue and blocks that left are as the last call
+            # left them (only a phase moves them), so only the plan may need pruning
+            if len(self._starts) > self._prune_len:
+                self._prune(now)
+            return
+        # (an idle engine may still drop aborted queued requests)
         while (s.t < limit or not s.running) and self._phase(s, limit, kv, None, True):
             pass
         if s.qi > 4096:
