@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help="AgentSystem(decoded_cache_bytes=B): raw history bytes whose decoded form is kept "
-        "(default: the system's, 32 MiB over the in-memory store, off over SQLite; 0: off)",
+        "(default: the system's: off, or 32 MiB with --decoded-cache N; 0: off)",
     )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--rows-out", default=None, help=argparse.SUPPRESS)

@@ -98,9 +98,10 @@ class AgentSystem:
             Local mode (``async with system:``) holds the lock and marks ``run.json``
             ``running`` → ``done`` / ``failed``.
         decoded_cache, decoded_cache_bytes: local mode keeps the decoded history of recent
-            threads (at most ``decoded_cache`` (``None``: any number; 0: off) and 32 MiB of
-            raw history by default over a ``MemoryThreadStore``, else 0) so their next turn
-            skips decoding it (``hot.HotCache``; README, "Decoded histories between turns").
+            threads (at most ``decoded_cache`` threads, ``None``: any number, and
+            ``decoded_cache_bytes`` of raw history, 32 MiB when only a thread count is
+            given) so their next turn skips decoding it; off by default: it costs resident
+            memory (``hot.HotCache``; README, "Decoded histories between turns").
     """
 
     def __init__(

@@ -115,14 +115,16 @@ def test_an_entry_not_kept_again_for_stale_s_gives_way_to_a_newcomer() -> None:
     assert list(cache._entries) == ["c", "b"] and cache.nbytes == 4
 
 
-def test_by_default_the_cache_is_on_only_where_the_store_says_which_threads_went_idle(
+def test_the_cache_is_off_unless_asked_for_and_a_thread_count_gets_the_byte_bound(
     tmp_path: Path,
 ) -> None:
-    assert HotCache(None, MemoryThreadStore()).max_bytes == DEFAULT_CACHE_BYTES
-    # SQLite tells nobody when a thread goes idle: its entries would stay until close()
+    assert not HotCache(None, MemoryThreadStore()).enabled
+    assert not AgentSystem(ScriptedModel(), MemoryThreadStore(), [])._decoded.enabled
+    assert HotCache(8, MemoryThreadStore()).max_bytes == DEFAULT_CACHE_BYTES
     sqlite = SQLiteThreadStore(tmp_path / "t.db")
     assert not HotCache(None, sqlite).enabled
     assert HotCache(None, sqlite, max_bytes=1 << 20).enabled
+    assert HotCache(8, sqlite).max_bytes == DEFAULT_CACHE_BYTES
     sqlite.close()
 
 
