@@ -30,7 +30,7 @@ from collections.abc import Callable
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
-from agentlab.llm.sim_step import step_time
+from agentlab.llm.sim_step import step_time, steps_to
 
 __all__ = ["DecodeRun"]
 
@@ -86,6 +86,17 @@ class DecodeRun:
         dt = memo[1].get(n, -1.0)
         if dt < 0.0:
             dt = memo[1][n] = step_time(p, n, 0, 0.0, n, 0.0)
+        ddt = 0.0
+        a_dec = p.attention_decode_s
+        if a_dec:
+            # _phase's leading pass (contexts, left to right) and sum() of the speeds (a
+            # float sum from 0: the same additions, without the list)
+            ctx = sp = 0.0
+            for r in running:
+                ctx += r.prompt + r.decoded
+                sp += r.speed
+            dt += a_dec * ctx  # (added last, as step_time adds it: the same float)
+            ddt = a_dec * sp
         assert s.rem is not None
         k = math.ceil(s.rem - EPS)
         if dt > 0.0:  # (float with float: the interpreter's specialised compare)
@@ -93,15 +104,17 @@ class DecodeRun:
             h = dmin if dmin < limit else limit
             if room and s.qi < len(q) and q[s.qi].arrival < h:
                 h = q[s.qi].arrival
-            if h < _INF:  # (steps_to without growth)
-                kh = math.ceil((h - t) / dt - EPS)
+            if h < _INF:
+                if ddt:
+                    kh = steps_to(h - t, dt, ddt)
+                else:  # (steps_to without growth)
+                    kh = math.ceil((h - t) / dt - EPS)
                 if kh < k:
                     k = kh
                 if k < 1:
                     k = 1
-        ddt = 0.0
         kf = float(k)  # (the same products as with the int k, in float arithmetic)
-        t_end = t + kf * dt
+        t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + kf * dt
         finished = []
         rem = _INF  # the next phase's (see State.rem)
         for r in running:

@@ -62,6 +62,8 @@ def _drive(engine: Engine, seed: int, n: int = 120) -> tuple[list[Any], list[Any
             "step_roofline": False,
         },
         {"prefix_caching": True, "kv_blocks": 0, "attention_decode_s": 0.0},
+        {"prefix_caching": False, "kv_blocks": 0},  # the attention term
+        {},  # as shipped: prefix caching, KV capacity (the plan's runs) and attention
     ],
 )
 def test_decode_runs_give_the_general_steps_results(
