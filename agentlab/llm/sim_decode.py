@@ -30,7 +30,7 @@ from collections.abc import Callable
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
-from agentlab.llm.sim_step import step_time, steps_to
+from agentlab.llm.sim_step import kv_fit, step_time, steps_to
 
 __all__ = ["DecodeRun"]
 
@@ -59,13 +59,36 @@ class DecodeRun:
         dmin: float,
         snaps: list[Snap] | None,
         record: bool,
-    ) -> bool:
+        kv: KVCache | None,
+    ) -> bool | None:
         """A phase of ``s.running``, all decoding (their least steps to finish carried in
         ``s.rem``), none due to abort, no one to admit (checked by the caller): the steps
-        of ``_phase`` that such a phase runs, in its order."""
+        of ``_phase`` that such a phase runs, in its order. None (nothing done): with a
+        finite cache, the blocks of the decodes' next tokens do not all fit (a preemption:
+        the general path's)."""
         p = self.profile
         running, q = s.running, s.q
         n = len(running)
+        bs = p.block_size
+        limited = kv is not None and kv.limited
+        if limited:
+            # _phase's leading pass takes each decode's next block in order and stops at
+            # the first that does not fit; every need is >= 1, so all fit when their total
+            # does (checked before any is taken)
+            assert kv is not None
+            takes = []
+            total = 0
+            for r in running:
+                x = r.decoded + r.speed - EPS
+                if x > r.held * bs - r.prompt:  # (ceil(x) > n is x > n for an integer n)
+                    need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
+                    takes.append((r, need))
+                    total += need
+            if total > kv.fresh + len(kv.free):  # (kv.free_count())
+                return None
+            for r, need in takes:
+                kv.take(need)
+                r.held += need
         room = p.slots <= 0 or n < p.slots
         if snaps is not None:
             starts = self._starts
@@ -105,14 +128,15 @@ class DecodeRun:
             if room and s.qi < len(q) and q[s.qi].arrival < h:
                 h = q[s.qi].arrival
             if h < _INF:
-                if ddt:
-                    kh = steps_to(h - t, dt, ddt)
-                else:  # (steps_to without growth)
-                    kh = math.ceil((h - t) / dt - EPS)
+                # (steps_to, inline without growth)
+                kh = steps_to(h - t, dt, ddt) if ddt else math.ceil((h - t) / dt - EPS)
                 if kh < k:
                     k = kh
                 if k < 1:
                     k = 1
+        if limited and k > 1:
+            assert kv is not None
+            k = kv_fit(running, k, kv, bs)
         kf = float(k)  # (the same products as with the int k, in float arithmetic)
         t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + kf * dt
         finished = []
@@ -129,6 +153,14 @@ class DecodeRun:
                 x = (r.outf - d) / r.speed
                 if x < rem:
                     rem = x
+        if limited and k > 1:
+            assert kv is not None
+            for r in running:  # blocks of the phase's later steps (fit: kv_fit), as _phase
+                x = r.decoded - EPS
+                if x > r.held * bs - r.prompt:
+                    need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
+                    kv.take(need)
+                    r.held += need
         s.t = t_end
         s.dmin = self._finish(s, finished, t_end, dmin, record) if finished else dmin
         s.rem = rem

@@ -272,7 +272,9 @@ class Engine(Planner, DecodeRun, EngineState):
             if (p.max_num_batched_tokens >= n or p.max_num_batched_tokens <= 0) and (
                 0 < p.slots <= n or qi == len(q) or (q[qi].arrival > t + EPS and not q[qi].aborted)
             ):
-                return self._decode_run(s, t, limit, dmin, snaps, record)
+                done = self._decode_run(s, t, limit, dmin, snaps, record, kv)
+                if done is not None:
+                    return done
         snap_run: list[EngineRequest] | None = None
         if snaps is not None:
             starts = self._starts
@@ -527,7 +529,7 @@ class Engine(Planner, DecodeRun, EngineState):
                     r.decoded = min(r.outf, r.decoded + r.speed)
         finished = []
         # the next phase's State.rem (none: one in prefill or unscheduled, or no pass reads it)
-        carry = n_seqs == len(running) and not limited
+        carry = n_seqs == len(running)
         nrem = _INF
         kf = float(k)  # (the same products as with the int k, in float arithmetic)
         for r in decodes:
