@@ -19,6 +19,14 @@ values: both are exact in a double). Then 244k -> 221.0k: two-argument ``min`` /
 written as comparisons here and in ``_phase`` (the builtins parse their arguments on each
 call: 13k instructions a call) and float-with-float compares (``dt > 0.0``).
 
+With the attention term (``attention_decode_s``) the run's steps grow: the contexts and
+speeds are summed in ``_phase``'s order and the count comes from ``steps_to``; with a finite
+KV cache the decodes' next blocks are taken as ``_phase``'s leading pass takes them when all
+fit (else the general path, which preempts), then ``kv_fit`` and the later steps' blocks.
+Sim/vllm-3b as shipped (callgrind, as above): 740.3k -> 710.6k instructions a call, of
+which ~157k are the driver's prompt hashing; prefix caching (~147k) and KV capacity (~156k)
+cost the rest over the goal's engine (222k), mostly outside the phases.
+
 A mixin of :class:`~agentlab.llm.sim_engine.Engine`, which owns the attributes.
 """
 
