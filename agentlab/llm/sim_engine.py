@@ -266,13 +266,15 @@ class Engine(Planner, DecodeRun, EngineState):
             for r in running:
                 if r.deadline < dmin:
                     dmin = r.deadline
-        if s.rem is not None and dmin > t + EPS and not p.attention_decode_s:
+        if s.rem is not None and dmin > t + EPS:
             # all decoding, none to abort: a decode run unless someone can be admitted
             qi, n = s.qi, len(running)
             if (p.max_num_batched_tokens >= n or p.max_num_batched_tokens <= 0) and (
                 0 < p.slots <= n or qi == len(q) or (q[qi].arrival > t + EPS and not q[qi].aborted)
             ):
-                return self._decode_run(s, t, limit, dmin, snaps, record)
+                done = self._decode_run(s, t, limit, dmin, snaps, record, kv)
+                if done is not None:
+                    return done
         snap_run: list[EngineRequest] | None = None
         if snaps is not None:
             starts = self._starts
@@ -527,7 +529,7 @@ class Engine(Planner, DecodeRun, EngineState):
                     r.decoded = min(r.outf, r.decoded + r.speed)
         finished = []
         # the next phase's State.rem (none: one in prefill or unscheduled, or no pass reads it)
-        carry = n_seqs == len(running) and not limited and not a_dec
+        carry = n_seqs == len(running)
         nrem = _INF
         kf = float(k)  # (the same products as with the int k, in float arithmetic)
         for r in decodes:

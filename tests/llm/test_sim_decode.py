@@ -62,6 +62,9 @@ def _drive(engine: Engine, seed: int, n: int = 120) -> tuple[list[Any], list[Any
             "step_roofline": False,
         },
         {"prefix_caching": True, "kv_blocks": 0, "attention_decode_s": 0.0},
+        {"prefix_caching": False, "kv_blocks": 0},  # the attention term
+        {},  # as shipped: prefix caching, KV capacity and the attention term
+        {"kv_blocks": 300},  # preemptions: runs whose next blocks do not fit fall back
     ],
 )
 def test_decode_runs_give_the_general_steps_results(
