@@ -98,10 +98,9 @@ class AgentSystem:
             Local mode (``async with system:``) holds the lock and marks ``run.json``
             ``running`` → ``done`` / ``failed``.
         decoded_cache, decoded_cache_bytes: local mode keeps the decoded history of recent
-            threads (at most ``decoded_cache`` threads, ``None``: any number, and
-            ``decoded_cache_bytes`` of raw history, 32 MiB when only a thread count is
-            given) so their next turn skips decoding it; off by default: it costs resident
-            memory (``hot.HotCache``; README, "Decoded histories between turns").
+            threads (at most ``decoded_cache`` threads and ``decoded_cache_bytes`` of raw
+            history, 32 MiB if only a count is given) so their next turn skips decoding it;
+            off by default: it costs memory (``hot.HotCache``; README "Decoded histories").
     """
 
     def __init__(
