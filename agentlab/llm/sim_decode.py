@@ -147,28 +147,11 @@ class DecodeRun:
             k = kv_fit(running, k, kv, bs)
         kf = float(k)  # (the same products as with the int k, in float arithmetic)
         t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + kf * dt
-        finished = []
-        rem = _INF  # the next phase's (see State.rem)
-        for r in running:
-            dec = r.decoded
-            r.segments.append((t, dt, dec, k, ddt))
-            d = dec + kf * r.speed
-            if d >= r.stop:
-                r.decoded = r.outf if d > r.outf else d
-                finished.append(r)
-            else:
-                r.decoded = d
-                x = (r.outf - d) / r.speed
-                if x < rem:
-                    rem = x
+        finished: list[EngineRequest] = []
+        rem = advance_decodes(running, t, dt, k, ddt, finished, True)  # the next phase's
         if limited and k > 1:
             assert kv is not None
-            for r in running:  # blocks of the phase's later steps (fit: kv_fit), as _phase
-                x = r.decoded - EPS
-                if x > r.held * bs - r.prompt:
-                    need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
-                    kv.take(need)
-                    r.held += need
+            take_later_blocks(running, kv, bs)
         s.t = t_end
         s.dmin = self._finish(s, finished, t_end, dmin, record) if finished else dmin
         s.rem = rem
@@ -196,3 +179,44 @@ class DecodeRun:
                     kv.release(r.held - len(r.hashed), r.hashed)
                     r.held, r.hashed = 0, []
         return None if stale else dmin
+
+
+def advance_decodes(
+    decodes: list[EngineRequest],
+    t: float,
+    dt: float,
+    k: int,
+    ddt: float,
+    finished: list[EngineRequest],
+    carry: bool,
+) -> float:
+    """Move each decode ``k`` steps from ``t`` (its segment appended); those that reach
+    their stop go to ``finished``. Returns the least steps-to-finish of the others — the
+    next phase's ``State.rem`` — if ``carry``, else inf. Shared by ``_decode_run`` and
+    ``Engine._phase``: the same float operations either way."""
+    rem = _INF
+    kf = float(k)  # (the same products as with the int k, in float arithmetic)
+    for r in decodes:
+        dec = r.decoded
+        r.segments.append((t, dt, dec, k, ddt))
+        d = dec + kf * r.speed
+        if d >= r.stop:
+            r.decoded = r.outf if d > r.outf else d
+            finished.append(r)
+        else:
+            r.decoded = d
+            if carry:
+                x = (r.outf - d) / r.speed
+                if x < rem:
+                    rem = x
+    return rem
+
+
+def take_later_blocks(decodes: list[EngineRequest], kv: KVCache, bs: int) -> None:
+    """Take the KV blocks of a phase's later steps (they fit: ``kv_fit``)."""
+    for r in decodes:
+        x = r.decoded - EPS
+        if x > r.held * bs - r.prompt:  # (as in the leading pass: need > 0)
+            need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
+            kv.take(need)
+            r.held += need

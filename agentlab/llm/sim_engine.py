@@ -68,7 +68,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from agentlab.llm.sim_decode import DecodeRun
+from agentlab.llm.sim_decode import DecodeRun, advance_decodes, take_later_blocks
 from agentlab.llm.sim_engine_state import EngineState
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_plan import Planner
@@ -527,32 +527,13 @@ class Engine(Planner, DecodeRun, EngineState):
                 else:  # a preempted request recomputed: this step adds its next token
                     r.segments.append((t, dt, r.decoded, 1, 0.0))
                     r.decoded = min(r.outf, r.decoded + r.speed)
-        finished = []
+        finished: list[EngineRequest] = []
         # the next phase's State.rem (none: one in prefill or unscheduled, or no pass reads it)
         carry = n_seqs == len(running)
-        nrem = _INF
-        kf = float(k)  # (the same products as with the int k, in float arithmetic)
-        for r in decodes:
-            dec = r.decoded
-            r.segments.append((t, dt, dec, k, ddt))
-            d = dec + kf * r.speed
-            if d >= r.stop:
-                r.decoded = r.outf if d > r.outf else d
-                finished.append(r)
-            else:
-                r.decoded = d
-                if carry:
-                    x = (r.outf - d) / r.speed
-                    if x < nrem:
-                        nrem = x
+        nrem = advance_decodes(decodes, t, dt, k, ddt, finished, carry)
         if limited and k > 1:
             assert kv is not None
-            for r in decodes:  # blocks of the phase's later steps (fit: _kv_fit)
-                x = r.decoded - EPS
-                if x > r.held * bs - r.prompt:  # (as in the leading pass: need > 0)
-                    need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
-                    kv.take(need)
-                    r.held += need
+            take_later_blocks(decodes, kv, bs)
         for r, _ in chunks:
             if r.prefilled < r.target:
                 carry = False  # still in prefill
