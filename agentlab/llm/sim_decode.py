@@ -92,7 +92,7 @@ class DecodeRun:
                     need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
                     takes.append((r, need))
                     total += need
-            if total > kv.fresh + len(kv.free):  # (kv.free_count())
+            if total > kv.fresh + kv.nfree:  # (kv.free_count())
                 return None
             for r, need in takes:
                 kv.take(need)

@@ -335,7 +335,7 @@ class Engine(Planner, DecodeRun, EngineState):
                 # enough free) stops this pass, and the loop below schedules it and everyone
                 # after it
                 assert kv is not None
-                free = kv.fresh + len(kv.free)  # (kv.free_count(), kept up to date below)
+                free = kv.fresh + kv.nfree  # (kv.free_count(), kept up to date below)
                 i = len(running)
                 for r in running:
                     if r.prefilled < r.target:
@@ -401,7 +401,7 @@ class Engine(Planner, DecodeRun, EngineState):
                 tokens = r.prefilled + c if c else r.prompt + math.ceil(r.decoded + r.speed - EPS)
                 need = -(-tokens // bs) - r.held
                 gone = False
-                while need > 0 and need > kv.fresh + len(kv.free):  # (kv.free_count())
+                while need > 0 and need > kv.fresh + kv.nfree:  # (kv.free_count())
                     victim = running.pop()  # the last admitted goes first, as in vLLM
                     self._preempt(victim, s, kv)
                     preempted = True

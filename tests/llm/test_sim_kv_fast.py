@@ -1,8 +1,10 @@
-"""Two fast paths of the simulated engine's KV accounting held equal to what they replaced.
+"""Three fast paths of the simulated engine's KV accounting held equal to what they replaced.
 
 - ``KVCache.free_hits`` counts in C (``list.count`` over ``map``): equal to the generator
   expression it replaced (``_loop_free_hits``) on every state a random run of the cache's
   operations goes through.
+- ``KVCache``'s free queue keeps a run of uncached blocks as one entry: block for block
+  the one-entry-per-block queue it replaced (``_PerBlockQueue``).
 - ``Engine._phase`` schedules the leading decodes of a KV-limited step in their own lean pass
   (taking the blocks of their next token there, stopping at one that would preempt): every
   request's outcome, bit for bit, equals main's before the change.
@@ -93,3 +95,77 @@ def test_kv_limited_steps_give_the_per_block_loops_outcomes(
     # leading decodes took their blocks in their own pass and the KV loops moved to C (main
     # at 3714bd8); seed 3 preempts both from that pass's stop and from the loop after it.
     assert _outcomes(seed, blocks, budget) == (digest, preemptions)
+
+
+class _PerBlockQueue(KVCache):
+    """``KVCache`` before its free queue kept runs of uncached blocks as one entry: one
+    entry per block (the reference for :func:`test_free_queue_runs_equal_one_entry_per_block`)."""
+
+    def take(self, n: int) -> None:
+        if not self.limited or n <= 0:
+            return
+        k = min(n, self.fresh)
+        self.fresh -= k
+        for _ in range(n - k):
+            h = self.free.popitem(False)[1]
+            if h is not None:
+                del self.cached[h], self.users[h]
+                self.evicted_total += 1
+
+    def acquire(self, hashes: Sequence[int], n: int, prompt: int) -> None:
+        for h in hashes[:n]:
+            if self.users[h] == 0:
+                del self.free[self.cached[h]]
+            self.users[h] += 1
+
+    def release(self, plain: int, hashed: Sequence[int]) -> None:
+        if self.limited and plain > 0:
+            self.free.update(dict.fromkeys(range(self._key + 1, self._key + plain + 1)))
+            self._key += plain
+        for h in reversed(hashed):
+            self.users[h] -= 1
+            if self.users[h] == 0:
+                self.free[self.cached[h]] = h
+
+    def free_count(self) -> float:
+        return self.fresh + len(self.free)
+
+    def free_queue(self) -> list[tuple[int, int | None]]:
+        return list(self.free.items())
+
+
+def test_free_queue_runs_equal_one_entry_per_block() -> None:
+    # the same random operations on both: after each, the same queue block for block (keys
+    # included), cache, users and evictions; and the saved state restores to the same queue
+    rng = random.Random(7)
+    texts = [("abcd"[rng.randrange(4)] * 64 + f"{i}" * 400)[: rng.randrange(80, 900)]
+             for i in range(40)]  # fmt: skip
+    chains = [prompt_block_hashes(t, len(t) // 4) for t in texts]
+    for blocks in (24, 60, 200):
+        kv, ref = KVCache(blocks, 16, True), _PerBlockQueue(blocks, 16, True)
+        held: list[tuple[int, list[int]]] = []
+        for step in range(3000):
+            hs = chains[rng.randrange(len(chains))]
+            prompt = len(hs) * 16 + rng.randrange(40)
+            if rng.randrange(3) and held:
+                pair = held.pop(rng.randrange(len(held)))
+                kv.release(*pair)
+                ref.release(*pair)
+            else:
+                hit = kv.lookup(hs, prompt)
+                need = -(-prompt // 16) - hit
+                if need + kv.free_hits(hs, hit) <= kv.free_count():
+                    for c in (kv, ref):
+                        c.acquire(hs, hit, prompt)
+                        c.take(need)
+                    new = kv.register(hs[hit:])
+                    assert ref.register(hs[hit:]) == new
+                    held.append((need - len(new), [*hs[:hit], *new]))
+            assert kv.free_queue() == ref.free_queue()
+            assert (kv.cached, kv.users) == (ref.cached, ref.users)
+            assert (kv.evicted_total, kv.free_count()) == (ref.evicted_total, ref.free_count())
+            if step % 500 == 0:
+                back = KVCache(blocks, 16, True)
+                back.restore_state(kv.export_state())
+                assert back.free_queue() == kv.free_queue() and back.used() == kv.used()
+        assert kv.evicted_total > 0
