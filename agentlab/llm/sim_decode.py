@@ -94,9 +94,10 @@ class DecodeRun:
                     total += need
             if total > kv.fresh + kv.nfree:  # (kv.free_count())
                 return None
-            for r, need in takes:
-                kv.take(need)
-                r.held += need
+            if total:  # (taken in one call: the same blocks from the head, in order)
+                kv.take(total)
+                for r, need in takes:
+                    r.held += need
         room = p.slots <= 0 or n < p.slots
         if snaps is not None:
             starts = self._starts
@@ -214,9 +215,12 @@ def advance_decodes(
 
 def take_later_blocks(decodes: list[EngineRequest], kv: KVCache, bs: int) -> None:
     """Take the KV blocks of a phase's later steps (they fit: ``kv_fit``)."""
+    total = 0
     for r in decodes:
         x = r.decoded - EPS
         if x > r.held * bs - r.prompt:  # (as in the leading pass: need > 0)
             need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
-            kv.take(need)
+            total += need
             r.held += need
+    if total:  # (one call: the same blocks from the head, in order)
+        kv.take(total)

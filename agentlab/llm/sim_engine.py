@@ -349,7 +349,6 @@ class Engine(Planner, DecodeRun, EngineState):
                         if need > free:
                             i = running.index(r)
                             break
-                        kv.take(need)
                         r.held += need
                         free -= need
                     if a_dec:
@@ -357,6 +356,8 @@ class Engine(Planner, DecodeRun, EngineState):
                     x = (r.outf - r.decoded) / r.speed
                     if x < rem:
                         rem = x
+                if free < kv.fresh + kv.nfree:  # the blocks taken above, in one call
+                    kv.take(kv.fresh + kv.nfree - free)
                 decodes = running[:i]
                 budget -= i
             else:

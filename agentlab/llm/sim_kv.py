@@ -133,11 +133,13 @@ class KVCache:
         """Allocate ``n`` blocks (the caller checked :meth:`free_count`), evicting LRU."""
         if not self.limited or n <= 0:
             return
-        k = min(n, self.fresh)
-        self.fresh -= k
-        if n == k:
-            return
-        n -= k
+        fresh = self.fresh
+        if fresh:  # (the never-used blocks first; none left once the cache has filled)
+            if n <= fresh:
+                self.fresh = fresh - n
+                return
+            n -= fresh
+            self.fresh = 0
         self.nfree -= n
         free, cached, users = self.free, self.cached, self.users
         pop = free.popitem
