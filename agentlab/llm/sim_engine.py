@@ -65,6 +65,7 @@ KV: :mod:`agentlab.llm.sim_kv`; saved state: :mod:`agentlab.llm.sim_engine_state
 
 from __future__ import annotations
 
+import collections
 import math
 from collections import Counter
 
@@ -79,6 +80,9 @@ from agentlab.llm.sim_step import kv_fit, register_blocks, step_time, steps_to
 __all__ = ["Engine", "EngineRequest"]
 
 _INF = math.inf
+#: Counter.update's C loop (collections' own helper), without update's Python frame and
+#: its Mapping isinstance check: two calls a request on the as-shipped path (issue 22)
+_count_elements = collections._count_elements  # type: ignore[attr-defined]
 
 
 class Engine(Planner, DecodeRun, EngineState):
@@ -153,7 +157,7 @@ class Engine(Planner, DecodeRun, EngineState):
             hits = kv.hit_bound(req.hashes, req.prompt, self._live, 0, self._left)
             req.plan_cached = hits * p.block_size
             req.seen_ev = kv.evicted_total
-            self._live.update(req.hashes)  # (a Counter: counted in C)
+            _count_elements(self._live, req.hashes)  # (Counter.update's C loop, no frame)
         self._s.q.append(req)
         plan = self._plan
         if plan is not None:
@@ -204,7 +208,7 @@ class Engine(Planner, DecodeRun, EngineState):
         # a committed request left the engine: its blocks are no longer "to be computed"
         self._views.pop(r.rid, None)
         if r.hashes:
-            self._left.update(r.hashes)  # (counted in C)
+            _count_elements(self._left, r.hashes)  # (as Counter.update, no frame)
 
     def _abort(self, r: EngineRequest, record: bool) -> None:
         r.aborted = True
