@@ -58,10 +58,13 @@ def steps_to(span: float, dt: float, ddt: float) -> int:
         return 0
     # k * dt + ddt * k (k - 1) / 2 >= span
     b = dt - ddt / 2
-    k = max(0, math.ceil((-b + math.sqrt(b * b + 2 * ddt * span)) / ddt - EPS))
-    while k > 0 and (k - 1) * dt + ddt * (k - 1) * (k - 2) / 2 >= span - EPS:
+    k = math.ceil((-b + math.sqrt(b * b + 2 * ddt * span)) / ddt - EPS)
+    if k < 0:  # (max(0, k) without the builtin's argument parsing: a call a decode run)
+        k = 0
+    low = span - EPS
+    while k > 0 and (k - 1) * dt + ddt * (k - 1) * (k - 2) / 2 >= low:
         k -= 1
-    while k * dt + ddt * k * (k - 1) / 2 < span - EPS:
+    while k * dt + ddt * k * (k - 1) / 2 < low:
         k += 1
     return k
 
