@@ -460,7 +460,7 @@ class Engine(Planner, DecodeRun, EngineState):
                     c = int(budget)
                 if kv is not None:
                     need = -(-(computed + c) // bs) - hit
-                    if limited and need + kv.free_hits(r.hashes, hit) > kv.free_count():
+                    if limited and need + kv.free_hits(r.hashes, hit) > kv.fresh + kv.nfree:
                         break  # its blocks do not fit: it and everyone behind it wait
                     if caching:
                         kv.acquire(r.hashes, hit, r.prompt)

@@ -176,10 +176,14 @@ class KVCache:
         """Blocks of ``hashes`` cached as a prefix (at most ``(prompt - 1) // block_size``)."""
         if not self.caching or not hashes:
             return 0
-        top = min(len(hashes), (prompt - 1) // self.block_size)
+        top = (prompt - 1) // self.block_size
+        if top < len(hashes):
+            hashes = hashes[:top] if top > 0 else ()
         cached = self.cached
         i = 0
-        while i < top and hashes[i] in cached:
+        for h in hashes:  # (a for loop: no index and bound test per block)
+            if h not in cached:
+                break
             i += 1
         return i
 
@@ -196,12 +200,14 @@ class KVCache:
         request's), as a prefix (at most ``(prompt - 1) // block_size``): an upper bound of
         the hits of a request queued now, since only a request in the engine can cache a
         block before it is scheduled (later arrivals queue behind it)."""
-        top = min(len(hashes), (prompt - 1) // self.block_size)
+        top = (prompt - 1) // self.block_size
+        if top < len(hashes):
+            hashes = hashes[:top] if top > 0 else ()
         cached = self.cached
         i = 0
-        while i < top and (
-            hashes[i] in cached or live.get(hashes[i], 0) - left.get(hashes[i], 0) > own
-        ):
+        for h in hashes:  # (a for loop: no index and bound test per block)
+            if h not in cached and live.get(h, 0) - left.get(h, 0) <= own:
+                break
             i += 1
         return i
 

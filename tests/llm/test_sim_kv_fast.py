@@ -1,10 +1,12 @@
-"""Three fast paths of the simulated engine's KV accounting held equal to what they replaced.
+"""Four fast paths of the simulated engine's KV accounting held equal to what they replaced.
 
 - ``KVCache.free_hits`` counts in C (``list.count`` over ``map``): equal to the generator
   expression it replaced (``_loop_free_hits``) on every state a random run of the cache's
   operations goes through.
 - ``KVCache``'s free queue keeps a run of uncached blocks as one entry: block for block
   the one-entry-per-block queue it replaced (``_PerBlockQueue``).
+- ``KVCache.lookup`` / ``hit_bound`` scan the prefix with a for loop: the same counts as the
+  index loop they replaced (``_while_prefix``), prompts of 0 tokens up.
 - ``Engine._phase`` schedules the leading decodes of a KV-limited step in their own lean pass
   (taking the blocks of their next token there, stopping at one that would preempt): every
   request's outcome, bit for bit, equals main's before the change.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -169,3 +171,36 @@ def test_free_queue_runs_equal_one_entry_per_block() -> None:
                 back.restore_state(kv.export_state())
                 assert back.free_queue() == kv.free_queue() and back.used() == kv.used()
         assert kv.evicted_total > 0
+
+
+def _while_prefix(
+    kv: KVCache, hashes: Sequence[int], prompt: int, hit: Callable[[int], bool]
+) -> int:
+    """``lookup`` / ``hit_bound``'s prefix scan before it was a for loop (the reference)."""
+    top = min(len(hashes), (prompt - 1) // kv.block_size)
+    i = 0
+    while i < top and hit(hashes[i]):
+        i += 1
+    return i
+
+
+def test_prefix_scans_equal_the_index_loops() -> None:
+    # prompts from 0 tokens up, shorter and longer than their hash chains
+    rng = random.Random(11)
+    kv = KVCache(0, 16, True)
+    chain = list(range(100, 140))
+    kv.register(chain[:25])
+    live = {h: rng.randrange(3) for h in chain}
+    left = {h: rng.randrange(2) for h in chain}
+    for prompt in [*range(0, 40), *range(380, 420), 700]:
+        for n in (0, 1, 20, 25, 26, 40):
+            hs = chain[:n]
+            assert kv.lookup(hs, prompt) == _while_prefix(kv, hs, prompt, kv.cached.__contains__)
+            for own in (0, 1):
+
+                def hit(h: int, own: int = own) -> bool:
+                    return h in kv.cached or live.get(h, 0) - left.get(h, 0) > own
+
+                assert kv.hit_bound(hs, prompt, live, own, left) == _while_prefix(
+                    kv, hs, prompt, hit
+                )
