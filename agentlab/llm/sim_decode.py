@@ -145,7 +145,7 @@ class DecodeRun:
                     k = 1
         if limited and k > 1:
             assert kv is not None
-            k = kv_fit(running, k, kv, bs)
+            k = kv_fit(running, k, kv, bs, sp if a_dec else -1.0)
         kf = float(k)  # (the same products as with the int k, in float arithmetic)
         t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + kf * dt
         finished: list[EngineRequest] = []

@@ -508,8 +508,10 @@ class Engine(Planner, DecodeRun, EngineState):
             # identical decode-only steps until someone finishes, arrives or aborts
             # (ceil is monotone: the least of the ceilings is the ceiling of the least)
             k = math.ceil(rem - EPS)
+            sp = -1.0  # (the decodes' speeds summed, when the attention term needs them)
             if a_dec:
-                ddt = a_dec * sum([r.speed for r in decodes])
+                sp = sum([r.speed for r in decodes])
+                ddt = a_dec * sp
             if dt > 0.0:  # (min and max as comparisons, as in _decode_run)
                 h = dmin if dmin < limit else limit
                 room = p.slots <= 0 or len(running) < p.slots
@@ -521,7 +523,7 @@ class Engine(Planner, DecodeRun, EngineState):
                     k = k if k >= 1 else 1
             if limited and k > 1:
                 assert kv is not None
-                k = kv_fit(decodes, k, kv, bs)
+                k = kv_fit(decodes, k, kv, bs, sp)
         t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + k * dt
         for r, c in chunks:
             r.prefilled += c

@@ -69,8 +69,20 @@ def steps_to(span: float, dt: float, ddt: float) -> int:
     return k
 
 
-def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int) -> int:
-    """The most decode steps (at most ``k``, at least 1) whose new blocks fit in the cache."""
+def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int, speeds: float = -1.0) -> int:
+    """The most decode steps (at most ``k``, at least 1) whose new blocks fit in the cache.
+
+    Each decode holds the blocks of its next token (the step's scheduling pass took them:
+    ``held * bs >= prompt + ceil(decoded + speed - EPS)``), so ``k`` steps add fewer than
+    ``((k - 1) * speed + 1) / bs + 1`` blocks to it: when that bound, summed (``speeds``:
+    the decodes' speeds summed, if the caller has it), is below the free blocks, all ``k``
+    fit without counting them one by one (most phases: the cache is rarely that full)."""
+    free = kv.free_count()
+    if speeds < 0.0:
+        speeds = sum([r.speed for r in decodes])
+    n = len(decodes)
+    if ((k - 1) * speeds + n) / bs + n + 1 < free:  # (+ 1: a margin for the rounding)
+        return k
 
     def extra(j: int) -> int:
         total = 0
@@ -80,7 +92,6 @@ def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int) -> int:
                 total += -(-(r.prompt + math.ceil(x)) // bs) - r.held
         return total
 
-    free = kv.free_count()
     if extra(k) <= free:
         return k
     lo, hi = 1, k  # extra(lo) fits (allocated by the scheduling pass), extra(hi) does not

@@ -1,4 +1,4 @@
-"""Four fast paths of the simulated engine's KV accounting held equal to what they replaced.
+"""Five fast paths of the simulated engine's KV accounting held equal to what they replaced.
 
 - ``KVCache.free_hits`` counts in C (``list.count`` over ``map``): equal to the generator
   expression it replaced (``_loop_free_hits``) on every state a random run of the cache's
@@ -7,6 +7,8 @@
   the one-entry-per-block queue it replaced (``_PerBlockQueue``).
 - ``KVCache.lookup`` / ``hit_bound`` scan the prefix with a for loop: the same counts as the
   index loop they replaced (``_while_prefix``), prompts of 0 tokens up.
+- ``kv_fit`` returns ``k`` at once when a bound of the blocks ``k`` steps add is below the
+  free blocks: the same step count as counting them (``_kv_fit_by_blocks``).
 - ``Engine._phase`` schedules the leading decodes of a KV-limited step in their own lean pass
   (taking the blocks of their next token there, stopping at one that would preempt): every
   request's outcome, bit for bit, equals main's before the change.
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from collections.abc import Callable, Sequence
 
@@ -23,6 +26,8 @@ import pytest
 from agentlab.llm import get_profile
 from agentlab.llm.sim_engine import Engine, EngineRequest
 from agentlab.llm.sim_kv import KVCache, prompt_block_hashes
+from agentlab.llm.sim_request import EPS
+from agentlab.llm.sim_step import kv_fit
 
 
 def _loop_free_hits(kv: KVCache, hashes: Sequence[int], n: int) -> int:
@@ -204,3 +209,38 @@ def test_prefix_scans_equal_the_index_loops() -> None:
                 assert kv.hit_bound(hs, prompt, live, own, left) == _while_prefix(
                     kv, hs, prompt, hit
                 )
+
+
+def _kv_fit_by_blocks(decodes: list[EngineRequest], k: int, free: int, bs: int) -> int:
+    """``kv_fit`` before its bound: every step count's blocks counted (the reference)."""
+
+    def extra(j: int) -> int:
+        total = 0
+        for r in decodes:
+            x = r.decoded + j * r.speed - EPS
+            if x > r.held * bs - r.prompt:
+                total += -(-(r.prompt + math.ceil(x)) // bs) - r.held
+        return total
+
+    return max([j for j in range(1, k + 1) if extra(j) <= free], default=1)
+
+
+def test_kv_fit_bound_gives_the_counted_steps() -> None:
+    # decodes holding the blocks of their next token (as the scheduling pass leaves them),
+    # free blocks from none to plenty: the same step count as counting every step's blocks
+    rng = random.Random(13)
+    for _ in range(400):
+        decodes = []
+        for i in range(rng.randrange(1, 9)):
+            r = EngineRequest(i, 0.0, rng.randrange(1, 900), 400, rng.uniform(0.7, 1.6))
+            r.decoded = rng.choice([1.0, rng.uniform(1, 300), float(rng.randrange(1, 300))])
+            need = r.prompt + math.ceil(r.decoded + r.speed - EPS)
+            r.held = -(-need // 16) + rng.choice([0, 0, 1])
+            decodes.append(r)
+        k = rng.randrange(2, 400)
+        kv = KVCache(10_000, 16, True)
+        kv.fresh = rng.choice([0, 1, 5, 20, 60, 200, 1000, 10_000])
+        speeds = sum([r.speed for r in decodes])
+        want = _kv_fit_by_blocks(decodes, k, kv.fresh, 16)
+        assert kv_fit(decodes, k, kv, 16) == want
+        assert kv_fit(decodes, k, kv, 16, speeds) == want
