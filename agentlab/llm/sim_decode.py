@@ -23,9 +23,11 @@ With the attention term (``attention_decode_s``) the run's steps grow: the conte
 speeds are summed in ``_phase``'s order and the count comes from ``steps_to``; with a finite
 KV cache the decodes' next blocks are taken as ``_phase``'s leading pass takes them when all
 fit (else the general path, which preempts), then ``kv_fit`` and the later steps' blocks.
-Sim/vllm-3b as shipped (callgrind, as above): 740.3k -> 710.6k instructions a call, of
-which ~157k are the driver's prompt hashing; prefix caching (~147k) and KV capacity (~156k)
-cost the rest over the goal's engine (222k), mostly outside the phases.
+Sim/vllm-3b as shipped (callgrind, as above): 740.3k -> 710.6k instructions a call; then
+-> 627.1k (issue 22): runs of uncached blocks as one free-queue entry, a phase's blocks taken
+in one call, ``kv_fit``'s bound, the prefix scans as for loops. Of those, ~150k are the
+driver's prompt hashing; over the goal's engine (227k) attention adds ~32k, prefix caching
+~143k more (with the hashing ~293k) and KV capacity ~75k, mostly outside the phases.
 
 A mixin of :class:`~agentlab.llm.sim_engine.Engine`, which owns the attributes.
 """
