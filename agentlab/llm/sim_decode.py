@@ -23,9 +23,11 @@ With the attention term (``attention_decode_s``) the run's steps grow: the conte
 speeds are summed in ``_phase``'s order and the count comes from ``steps_to``; with a finite
 KV cache the decodes' next blocks are taken as ``_phase``'s leading pass takes them when all
 fit (else the general path, which preempts), then ``kv_fit`` and the later steps' blocks.
-Sim/vllm-3b as shipped (callgrind, as above): 740.3k -> 710.6k instructions a call, of
-which ~157k are the driver's prompt hashing; prefix caching (~147k) and KV capacity (~156k)
-cost the rest over the goal's engine (222k), mostly outside the phases.
+Sim/vllm-3b as shipped (callgrind, as above): 740.3k -> 710.6k instructions a call; then
+-> 627.1k (issue 22): runs of uncached blocks as one free-queue entry, a phase's blocks taken
+in one call, ``kv_fit``'s bound, the prefix scans as for loops. Of those, ~150k are the
+driver's prompt hashing; over the goal's engine (227k) attention adds ~32k, prefix caching
+~143k more (with the hashing ~293k) and KV capacity ~75k, mostly outside the phases.
 
 A mixin of :class:`~agentlab.llm.sim_engine.Engine`, which owns the attributes.
 """
@@ -92,11 +94,12 @@ class DecodeRun:
                     need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
                     takes.append((r, need))
                     total += need
-            if total > kv.fresh + len(kv.free):  # (kv.free_count())
+            if total > kv.fresh + kv.nfree:  # (kv.free_count())
                 return None
-            for r, need in takes:
-                kv.take(need)
-                r.held += need
+            if total:  # (taken in one call: the same blocks from the head, in order)
+                kv.take(total)
+                for r, need in takes:
+                    r.held += need
         room = p.slots <= 0 or n < p.slots
         if snaps is not None:
             starts = self._starts
@@ -144,7 +147,7 @@ class DecodeRun:
                     k = 1
         if limited and k > 1:
             assert kv is not None
-            k = kv_fit(running, k, kv, bs)
+            k = kv_fit(running, k, kv, bs, sp if a_dec else -1.0)
         kf = float(k)  # (the same products as with the int k, in float arithmetic)
         t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + kf * dt
         finished: list[EngineRequest] = []
@@ -214,9 +217,12 @@ def advance_decodes(
 
 def take_later_blocks(decodes: list[EngineRequest], kv: KVCache, bs: int) -> None:
     """Take the KV blocks of a phase's later steps (they fit: ``kv_fit``)."""
+    total = 0
     for r in decodes:
         x = r.decoded - EPS
         if x > r.held * bs - r.prompt:  # (as in the leading pass: need > 0)
             need = -(-(r.prompt + math.ceil(x)) // bs) - r.held
-            kv.take(need)
+            total += need
             r.held += need
+    if total:  # (one call: the same blocks from the head, in order)
+        kv.take(total)

@@ -65,6 +65,7 @@ KV: :mod:`agentlab.llm.sim_kv`; saved state: :mod:`agentlab.llm.sim_engine_state
 
 from __future__ import annotations
 
+import collections
 import math
 from collections import Counter
 
@@ -79,6 +80,9 @@ from agentlab.llm.sim_step import kv_fit, register_blocks, step_time, steps_to
 __all__ = ["Engine", "EngineRequest"]
 
 _INF = math.inf
+#: Counter.update's C loop (collections' own helper), without update's Python frame and
+#: its Mapping isinstance check: two calls a request on the as-shipped path (issue 22)
+_count_elements = collections._count_elements  # type: ignore[attr-defined]
 
 
 class Engine(Planner, DecodeRun, EngineState):
@@ -153,7 +157,7 @@ class Engine(Planner, DecodeRun, EngineState):
             hits = kv.hit_bound(req.hashes, req.prompt, self._live, 0, self._left)
             req.plan_cached = hits * p.block_size
             req.seen_ev = kv.evicted_total
-            self._live.update(req.hashes)  # (a Counter: counted in C)
+            _count_elements(self._live, req.hashes)  # (Counter.update's C loop, no frame)
         self._s.q.append(req)
         plan = self._plan
         if plan is not None:
@@ -204,7 +208,7 @@ class Engine(Planner, DecodeRun, EngineState):
         # a committed request left the engine: its blocks are no longer "to be computed"
         self._views.pop(r.rid, None)
         if r.hashes:
-            self._left.update(r.hashes)  # (counted in C)
+            _count_elements(self._left, r.hashes)  # (as Counter.update, no frame)
 
     def _abort(self, r: EngineRequest, record: bool) -> None:
         r.aborted = True
@@ -335,7 +339,7 @@ class Engine(Planner, DecodeRun, EngineState):
                 # enough free) stops this pass, and the loop below schedules it and everyone
                 # after it
                 assert kv is not None
-                free = kv.fresh + len(kv.free)  # (kv.free_count(), kept up to date below)
+                free = kv.fresh + kv.nfree  # (kv.free_count(), kept up to date below)
                 i = len(running)
                 for r in running:
                     if r.prefilled < r.target:
@@ -349,7 +353,6 @@ class Engine(Planner, DecodeRun, EngineState):
                         if need > free:
                             i = running.index(r)
                             break
-                        kv.take(need)
                         r.held += need
                         free -= need
                     if a_dec:
@@ -357,6 +360,8 @@ class Engine(Planner, DecodeRun, EngineState):
                     x = (r.outf - r.decoded) / r.speed
                     if x < rem:
                         rem = x
+                if free < kv.fresh + kv.nfree:  # the blocks taken above, in one call
+                    kv.take(kv.fresh + kv.nfree - free)
                 decodes = running[:i]
                 budget -= i
             else:
@@ -401,7 +406,7 @@ class Engine(Planner, DecodeRun, EngineState):
                 tokens = r.prefilled + c if c else r.prompt + math.ceil(r.decoded + r.speed - EPS)
                 need = -(-tokens // bs) - r.held
                 gone = False
-                while need > 0 and need > kv.fresh + len(kv.free):  # (kv.free_count())
+                while need > 0 and need > kv.fresh + kv.nfree:  # (kv.free_count())
                     victim = running.pop()  # the last admitted goes first, as in vLLM
                     self._preempt(victim, s, kv)
                     preempted = True
@@ -455,7 +460,7 @@ class Engine(Planner, DecodeRun, EngineState):
                     c = int(budget)
                 if kv is not None:
                     need = -(-(computed + c) // bs) - hit
-                    if limited and need + kv.free_hits(r.hashes, hit) > kv.free_count():
+                    if limited and need + kv.free_hits(r.hashes, hit) > kv.fresh + kv.nfree:
                         break  # its blocks do not fit: it and everyone behind it wait
                     if caching:
                         kv.acquire(r.hashes, hit, r.prompt)
@@ -503,8 +508,10 @@ class Engine(Planner, DecodeRun, EngineState):
             # identical decode-only steps until someone finishes, arrives or aborts
             # (ceil is monotone: the least of the ceilings is the ceiling of the least)
             k = math.ceil(rem - EPS)
+            sp = -1.0  # (the decodes' speeds summed, when the attention term needs them)
             if a_dec:
-                ddt = a_dec * sum([r.speed for r in decodes])
+                sp = sum([r.speed for r in decodes])
+                ddt = a_dec * sp
             if dt > 0.0:  # (min and max as comparisons, as in _decode_run)
                 h = dmin if dmin < limit else limit
                 room = p.slots <= 0 or len(running) < p.slots
@@ -516,7 +523,7 @@ class Engine(Planner, DecodeRun, EngineState):
                     k = k if k >= 1 else 1
             if limited and k > 1:
                 assert kv is not None
-                k = kv_fit(decodes, k, kv, bs)
+                k = kv_fit(decodes, k, kv, bs, sp)
         t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + k * dt
         for r, c in chunks:
             r.prefilled += c

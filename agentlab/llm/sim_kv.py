@@ -105,8 +105,12 @@ class KVCache:
         self.block_size = block_size
         self.caching = caching
         self.fresh = num_blocks  # never-used blocks, at the head of the free queue
-        # free queue after the fresh blocks, head first: key -> hash (cached) or None
+        # free queue after the fresh blocks, head first: key -> hash (a cached block) or
+        # None (a run of uncached blocks, keys ``key .. key + runs[key] - 1``: they are
+        # anonymous, so one entry stands for all of them, not one per block; issue 22)
         self.free: OrderedDict[int, int | None] = OrderedDict()
+        self.runs: dict[int, int] = {}
+        self.nfree = 0  # blocks in the free queue
         # hash -> block key, and its users (ints only: no object for the GC per block)
         self.cached: dict[int, int] = {}
         self.users: dict[int, int] = {}
@@ -119,27 +123,42 @@ class KVCache:
 
     def free_count(self) -> float:
         """Blocks that can be allocated (never used + free, cached or not)."""
-        return self.fresh + len(self.free) if self.limited else math.inf
+        return self.fresh + self.nfree if self.limited else math.inf
 
     def used(self) -> int:
         """Blocks held by requests (for ``kv_cache_usage``)."""
-        return self.num_blocks - self.fresh - len(self.free) if self.limited else 0
+        return self.num_blocks - self.fresh - self.nfree if self.limited else 0
 
     def take(self, n: int) -> None:
         """Allocate ``n`` blocks (the caller checked :meth:`free_count`), evicting LRU."""
         if not self.limited or n <= 0:
             return
-        k = min(n, self.fresh)
-        self.fresh -= k
-        if n == k:
-            return
-        cached, users, pop = self.cached, self.users, self.free.popitem
+        fresh = self.fresh
+        if fresh:  # (the never-used blocks first; none left once the cache has filled)
+            if n <= fresh:
+                self.fresh = fresh - n
+                return
+            n -= fresh
+            self.fresh = 0
+        self.nfree -= n
+        free, cached, users = self.free, self.cached, self.users
+        pop = free.popitem
         evicted = 0
-        for _ in range(n - k):
-            h = pop(False)[1]  # (the head: last=False)
-            if h is not None:
+        while n:
+            key, h = pop(False)  # (the head: last=False)
+            if h is None:  # a run of uncached blocks: its head blocks go
+                c = self.runs.pop(key)
+                if c > n:  # the rest stays at the head, under its first key
+                    key += n
+                    free[key] = None
+                    free.move_to_end(key, False)
+                    self.runs[key] = c - n
+                    break
+                n -= c
+            else:
                 del cached[h], users[h]
                 evicted += 1
+                n -= 1
         self.evicted_total += evicted
 
     def check_fits(self, prompt: int, output: int, profile: str) -> None:
@@ -157,10 +176,14 @@ class KVCache:
         """Blocks of ``hashes`` cached as a prefix (at most ``(prompt - 1) // block_size``)."""
         if not self.caching or not hashes:
             return 0
-        top = min(len(hashes), (prompt - 1) // self.block_size)
+        top = (prompt - 1) // self.block_size
+        if top < len(hashes):
+            hashes = hashes[:top] if top > 0 else ()
         cached = self.cached
         i = 0
-        while i < top and hashes[i] in cached:
+        for h in hashes:  # (a for loop: no index and bound test per block)
+            if h not in cached:
+                break
             i += 1
         return i
 
@@ -177,12 +200,14 @@ class KVCache:
         request's), as a prefix (at most ``(prompt - 1) // block_size``): an upper bound of
         the hits of a request queued now, since only a request in the engine can cache a
         block before it is scheduled (later arrivals queue behind it)."""
-        top = min(len(hashes), (prompt - 1) // self.block_size)
+        top = (prompt - 1) // self.block_size
+        if top < len(hashes):
+            hashes = hashes[:top] if top > 0 else ()
         cached = self.cached
         i = 0
-        while i < top and (
-            hashes[i] in cached or live.get(hashes[i], 0) - left.get(hashes[i], 0) > own
-        ):
+        for h in hashes:  # (a for loop: no index and bound test per block)
+            if h not in cached and live.get(h, 0) - left.get(h, 0) <= own:
+                break
             i += 1
         return i
 
@@ -200,6 +225,7 @@ class KVCache:
             u = users[h]
             if u == 0:
                 del free[cached[h]]
+                self.nfree -= 1
             users[h] = u + 1
 
     def register(self, hashes: Sequence[int]) -> list[int]:
@@ -221,23 +247,40 @@ class KVCache:
         """Free a request's blocks: ``plain`` uncached ones, then its ``hashed`` ones in
         reverse order (vLLM frees the tail first, so it is evicted first)."""
         free = self.free
-        if self.limited and plain > 0:  # fresh keys in increasing order (counted in C)
-            free.update(dict.fromkeys(range(self._key + 1, self._key + plain + 1)))
+        if self.limited and plain > 0:  # one run of fresh keys, in increasing order
+            key = self._key + 1
+            free[key] = None
+            self.runs[key] = plain
             self._key += plain
+            self.nfree += plain
         cached, users = self.cached, self.users
+        freed = 0
         for h in reversed(hashed):
             u = users[h] - 1
             users[h] = u
             if u == 0:
                 free[cached[h]] = h
+                freed += 1
+        self.nfree += freed
 
     # --- state ------------------------------------------------------------------------
+
+    def free_queue(self) -> list[tuple[int, int | None]]:
+        """The free queue after the fresh blocks, head first, one ``(key, hash or None)``
+        per block (runs of uncached blocks spelled out)."""
+        out: list[tuple[int, int | None]] = []
+        for k, h in self.free.items():
+            if h is None:
+                out.extend((j, None) for j in range(k, k + self.runs[k]))
+            else:
+                out.append((k, h))
+        return out
 
     def export_state(self) -> dict[str, Any]:
         """JSON-able state."""
         return {
             "fresh": self.fresh,
-            "free": [[k, h] for k, h in self.free.items()],
+            "free": [list(x) for x in self.free_queue()],
             "cached": [[h, k, self.users[h]] for h, k in self.cached.items()],
             "key": self._key,
             "evicted_total": self.evicted_total,
@@ -248,9 +291,20 @@ class KVCache:
     def restore_state(self, d: dict[str, Any]) -> None:
         """Inverse of :meth:`export_state`."""
         self.fresh = int(d.get("fresh", self.num_blocks))
-        self.free = OrderedDict(
-            (int(k), None if h is None else int(h)) for k, h in d.get("free", [])
-        )
+        self.free, self.runs = OrderedDict(), {}
+        run = None  # the key of the run of uncached blocks the queue ends with
+        for k, h in d.get("free", []):
+            k = int(k)
+            if h is not None:
+                self.free[k] = int(h)
+                run = None
+            elif run is not None and k == run + self.runs[run]:  # the next key of the run
+                self.runs[run] += 1
+            else:
+                self.free[k] = None
+                self.runs[k] = 1
+                run = k
+        self.nfree = len(d.get("free", []))
         cached = d.get("cached", [])
         self.cached = {int(h): int(k) for h, k, _ in cached}
         self.users = {int(h): int(n) for h, _, n in cached}

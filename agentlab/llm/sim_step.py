@@ -58,16 +58,31 @@ def steps_to(span: float, dt: float, ddt: float) -> int:
         return 0
     # k * dt + ddt * k (k - 1) / 2 >= span
     b = dt - ddt / 2
-    k = max(0, math.ceil((-b + math.sqrt(b * b + 2 * ddt * span)) / ddt - EPS))
-    while k > 0 and (k - 1) * dt + ddt * (k - 1) * (k - 2) / 2 >= span - EPS:
+    k = math.ceil((-b + math.sqrt(b * b + 2 * ddt * span)) / ddt - EPS)
+    if k < 0:  # (max(0, k) without the builtin's argument parsing: a call a decode run)
+        k = 0
+    low = span - EPS
+    while k > 0 and (k - 1) * dt + ddt * (k - 1) * (k - 2) / 2 >= low:
         k -= 1
-    while k * dt + ddt * k * (k - 1) / 2 < span - EPS:
+    while k * dt + ddt * k * (k - 1) / 2 < low:
         k += 1
     return k
 
 
-def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int) -> int:
-    """The most decode steps (at most ``k``, at least 1) whose new blocks fit in the cache."""
+def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int, speeds: float = -1.0) -> int:
+    """The most decode steps (at most ``k``, at least 1) whose new blocks fit in the cache.
+
+    Each decode holds the blocks of its next token (the step's scheduling pass took them:
+    ``held * bs >= prompt + ceil(decoded + speed - EPS)``), so ``k`` steps add fewer than
+    ``((k - 1) * speed + 1) / bs + 1`` blocks to it: when that bound, summed (``speeds``:
+    the decodes' speeds summed, if the caller has it), is below the free blocks, all ``k``
+    fit without counting them one by one (most phases: the cache is rarely that full)."""
+    free = kv.free_count()
+    if speeds < 0.0:
+        speeds = sum([r.speed for r in decodes])
+    n = len(decodes)
+    if ((k - 1) * speeds + n) / bs + n + 1 < free:  # (+ 1: a margin for the rounding)
+        return k
 
     def extra(j: int) -> int:
         total = 0
@@ -77,7 +92,6 @@ def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int) -> int:
                 total += -(-(r.prompt + math.ceil(x)) // bs) - r.held
         return total
 
-    free = kv.free_count()
     if extra(k) <= free:
         return k
     lo, hi = 1, k  # extra(lo) fits (allocated by the scheduling pass), extra(hi) does not

@@ -186,9 +186,10 @@ def test_lru_eviction_of_free_cached_blocks_by_hand() -> None:
     kv = e.kv
     assert kv is not None
     run(0.0, 40, ta)  # 3 fresh blocks; freed tail first: queue [A3, a2, a1], 5 fresh
-    assert (kv.fresh, list(kv.free.values())[1:]) == (5, [*prompt_block_hashes(ta, 40)[::-1]])
+    queue = [h for _, h in kv.free_queue()]
+    assert (kv.fresh, queue[1:]) == (5, [*prompt_block_hashes(ta, 40)[::-1]])
     run(10.0, 40, tb)  # 3 fresh: queue [A3, a2, a1, B3, b2, b1], 2 fresh
-    assert kv.fresh == 2 and len(kv.free) == 6 and kv.evicted_total == 0
+    assert kv.fresh == 2 and len(kv.free_queue()) == 6 and kv.evicted_total == 0
     run(20.0, 56, tc)  # 4 blocks: 2 fresh, then the head A3 (uncached) and a2: a2 evicted
     # queue [a1, B3, b2, b1, C4, c3, c2, c1]
     assert kv.evicted_total == 1
