@@ -49,10 +49,15 @@ class BatchLog:
         replay: the sink the rows go to (checks their columns as they are encoded).
     """
 
-    __slots__ = ("_replay", "calls", "rows", "spans", "states")
+    __slots__ = ("_call_keys", "_replay", "_state_keys", "calls", "rows", "spans", "states")
 
     def __init__(self, replay: ReplaySink) -> None:
         self._replay = replay
+        # The key set (``within``) of each hot dataset once the sink found its columns
+        # cover it (ReplaySink.covered): columns only grow, so the batch's later rows are
+        # encoded without asking the sink again (a call and three lookups per row).
+        self._state_keys: frozenset[str] | None = None
+        self._call_keys: frozenset[str] | None = None
         # encoded rows (ReplaySink.encode / encode_row): bytes, or a dict orjson refused
         self.states: list[bytes | Mapping[str, Any]] = []  # agent_states
         self.calls: list[bytes | Mapping[str, Any]] = []  # llm_calls
@@ -62,12 +67,22 @@ class BatchLog:
     def state(self, row: dict[str, Any], within: frozenset[str] | None = None) -> None:
         """Buffer an ``agent_states`` row, encoded now; ``within``: every key the row's
         builder can give it (``ReplaySink.encode``)."""
+        if within is not None and within is self._state_keys:
+            self.states.append(encode_row(row))
+            return
         self.states.append(self._replay.encode("agent_states", row, within))
+        if within is not None and self._replay.covered("agent_states", within):
+            self._state_keys = within
 
     def call(self, row: dict[str, Any], within: frozenset[str] | None = None) -> None:
         """Buffer an ``llm_calls`` row, encoded now; ``within``: every key the row's
         builder can give it (``ReplaySink.encode``)."""
+        if within is not None and within is self._call_keys:
+            self.calls.append(encode_row(row))
+            return
         self.calls.append(self._replay.encode("llm_calls", row, within))
+        if within is not None and self._replay.covered("llm_calls", within):
+            self._call_keys = within
 
     def span(self, row: dict[str, Any]) -> None:
         """Buffer a finished span's row (``Tracer.finish_row`` / ``span_row``), encoded now."""

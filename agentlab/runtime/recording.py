@@ -119,7 +119,9 @@ class RecordingLLM:
         ``labels`` a dict of the caller's own (or ``None``): it may become the record's."""
         # The span is built when the call ends (no open-span bookkeeping on the hot path);
         # agent id: gen_ai.agent.id, and the row's request_id links span and row.
-        t0 = self._services.trace.clock.now()
+        # the tracer read once per call (a property of the services) and handed to _span
+        tracer = self._services.trace
+        t0 = tracer.clock.now()
         if not kwargs:
             # Answered at once where it can be (an instant simulator: most calls of a
             # sim/instant society): no second coroutine and no exception handling needed.
@@ -129,21 +131,21 @@ class RecordingLLM:
             else:
                 resp = self.client.complete_now(messages, agent_id=agent_id, labels=labels)
             if resp is not None:
-                self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs)
+                self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs, tracer)
                 if self._services.llm_io:
                     self._io(resp.record, messages, resp, None, tick, counter)
                 return resp
         try:
             resp = await self.client.complete(messages, agent_id=agent_id, labels=labels, **kwargs)
         except LLMError as err:
-            self._log(getattr(err, "record", None), tick, t0, None, counter, kwargs)
+            self._log(getattr(err, "record", None), tick, t0, None, counter, kwargs, tracer)
             if self._services.llm_io:
                 self._io(getattr(err, "record", None), messages, None, err, tick, counter)
             raise
         except BaseException:
-            self._span(counter, t0, tick, "error", "cancelled", None, None, kwargs)
+            self._span(counter, t0, tick, "error", "cancelled", None, None, kwargs, tracer)
             raise
-        self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs)
+        self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs, tracer)
         if self._services.llm_io:
             self._io(resp.record, messages, resp, None, tick, counter)
         return resp
@@ -198,8 +200,10 @@ class RecordingLLM:
         finish_reason: str | None,
         counter: CallCounter | None,
         params: dict[str, Any],
+        tracer: Tracer | None = None,
     ) -> None:
-        """The call's rows and span; into the batch's log when ``counter`` has one."""
+        """The call's rows and span; into the batch's log when ``counter`` has one.
+        ``tracer``: the services' tracer when the caller has it at hand."""
         services = self._services
         log: BatchLog | None = getattr(counter, "log", None)
         if counter is not None:
@@ -207,7 +211,7 @@ class RecordingLLM:
         if record is None:  # an error raised before the client made a record
             if counter is not None:
                 counter.llm_errors += 1
-            self._span(counter, start, tick, "error", None, None, None, params)
+            self._span(counter, start, tick, "error", None, None, None, params, tracer)
             return
         ok = record.outcome == "ok"
         if counter is not None:
@@ -228,7 +232,8 @@ class RecordingLLM:
             if attempts:
                 replay.extend("llm_attempts", attempts)
         self._span(counter, start, tick, "ok" if ok else "error",
-                   None if ok else record.outcome, record, finish_reason, params)  # fmt: skip
+                   None if ok else record.outcome, record, finish_reason, params,
+                   tracer)  # fmt: skip
 
     def _span(
         self,
@@ -240,14 +245,17 @@ class RecordingLLM:
         record: CallRecord | None,
         finish_reason: str | None,
         params: dict[str, Any],
+        tracer: Tracer | None = None,
     ) -> None:
         """The ``llm.call`` span of a finished call, if sampled (``RunServices.llm_spans``):
-        buffered in the batch's log, else queued on the tracer."""
+        buffered in the batch's log, else queued on the tracer (``tracer``: the services'
+        tracer when the caller has it at hand)."""
         services = self._services
         rate = services.llm_spans
         if rate < 1.0 and (rate <= 0.0 or not _sampled(rate, services.seed, counter, record, tick)):
             return
-        tracer = services.trace
+        if tracer is None:
+            tracer = services.trace
         attrs: dict[str, Any] = {"agentlab.tick": tick}
         if record is not None:  # the GenAI attributes go into the same dict
             genai_llm_attrs(record, params, finish_reason, attrs)

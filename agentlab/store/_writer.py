@@ -38,7 +38,14 @@ import orjson
 from agentlab.errors import StoreError
 from agentlab.store.layout import default_shard_name, validate_shard
 
-__all__ = ["encode_row", "encode_rows", "get_writer", "last_complete_line", "reset_writers"]
+__all__ = [
+    "encode_mapping",
+    "encode_row",
+    "encode_rows",
+    "get_writer",
+    "last_complete_line",
+    "reset_writers",
+]
 
 _OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 RESERVED = frozenset(("_shard", "_seq"))
@@ -97,6 +104,21 @@ def encode_row(row: Mapping[Any, Any]) -> bytes | Mapping[Any, Any]:
     except (orjson.JSONEncodeError, TypeError):
         return row
     return body[1:-1]
+
+
+def encode_mapping(row: Mapping[Any, Any]) -> bytes | Mapping[Any, Any]:
+    """``row`` encoded now as the flush encodes a mapping among encoded rows (the options
+    of :func:`_mixed_bodies` and of the row-by-row path), or ``row`` itself when that
+    fails (the flush's slow path then writes it and reports its odd values).
+
+    Why: a span the tracer ends (a batch's or a tick's) lands in the trace shard next to
+    the batch's encoded span rows; buffered as a dict it made every flush of the shard a
+    mixed chunk, encoded by a Python loop over all its rows (:func:`_mixed_bodies`).
+    """
+    try:
+        return orjson.dumps(row, default=_default, option=_OPTS)[1:-1]
+    except (orjson.JSONEncodeError, TypeError):
+        return row
 
 
 def _mixed_bodies(chunk: Sequence[Mapping[Any, Any] | bytes]) -> Sequence[bytes]:

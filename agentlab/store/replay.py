@@ -199,6 +199,12 @@ class ReplaySink:
             d.covers.add(within)
         return encode_row(row)
 
+    def covered(self, dataset: str, within: frozenset[str]) -> bool:
+        """Whether :meth:`encode` now takes rows of ``dataset`` whose keys lie ``within``
+        without checking them (the dataset's columns hold every key of ``within``)."""
+        d = self._ds.get(dataset)
+        return d is not None and d.gen == self._writer.gen and within in d.covers
+
     def extend_encoded(self, dataset: str, rows: list[bytes | Mapping[str, Any]]) -> int:
         """Buffer rows from :meth:`encode` of the same ``dataset`` (the list and rows are
         the sink's now); returns the last seq, -1 when ``rows`` is empty."""

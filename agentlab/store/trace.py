@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentlab.core.clock import Clock, RealClock
 from agentlab.errors import ConfigError
-from agentlab.store._writer import _LogWriter, get_writer
+from agentlab.store._writer import _LogWriter, encode_mapping, get_writer
 from agentlab.store.layout import TRACE_DIR
 
 if TYPE_CHECKING:
@@ -299,7 +299,11 @@ class Tracer:
         span.status, span.status_message = status, message
         if attrs:
             span.attributes.update(attrs)
-        self._writer.add(f"{TRACE_DIR}/{self._writer.shard}.jsonl", span.to_dict())
+        # encoded now (the bytes the flush gives it): the trace shard then holds only
+        # encoded rows, which the flush joins without a Python loop (_writer.encode_mapping)
+        w = self._writer
+        w.extend(w.stream(f"{TRACE_DIR}/{w.shard}.jsonl"), [encode_mapping(span.to_dict())],
+                 copy=False)  # fmt: skip
 
     def span_row(
         self,

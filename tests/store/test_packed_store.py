@@ -53,6 +53,27 @@ def test_protocol_round_trip_and_errors(tmp_path: Path) -> None:
     assert isinstance(open_agent_store(tmp_path / "run"), PackedStore)  # detected by its file
 
 
+def test_pending_and_stored_values_read_back_as_bytes_of_the_caller_s_copy(tmp_path: Path) -> None:
+    # values wait (and are bound) as bytearrays of their own: a caller's buffer changed
+    # after the write changes nothing, and every read hands out bytes
+    g = PackedStore(tmp_path / "a.sqlite", group_commit=True)
+    buf = bytearray(b"v1")
+    g.write_many("a1", {"config.json": buf})
+    g.write_known("a1", "state/state.0.json", b"s0")
+    buf[:] = b"xx"
+    reads = [
+        g.read("a1", "config.json"),
+        g.read_many(["a1"], ["config.json"])["a1", "config.json"],
+        *g.read_pairs(["a1"], "config.json", "state/state.0.json")["a1"],
+    ]
+    assert reads == [b"v1", b"v1", b"v1", b"s0"] and {type(r) for r in reads} == {bytes}
+    g.flush()
+    fresh = PackedStore(tmp_path / "a.sqlite")
+    assert fresh.read_pairs(["a1"], "config.json", "state/state.0.json") == {"a1": (b"v1", b"s0")}
+    fresh.write_known("a1", "state/state.1.json", b"s1")  # no group commit: at once
+    assert type(fresh.read("a1", "state/state.1.json")) is bytes
+
+
 def _society(run: Path, store: str, until: int) -> dict[str, Any]:
     from agentlab.runtime import Society
 
