@@ -127,7 +127,7 @@ class DecodeRun:
             # float sum from 0: the same additions, without the list)
             ctx = sp = 0.0
             for r in running:
-                ctx += r.prompt + r.decoded
+                ctx += r.promptf + r.decoded
                 sp += r.speed
             dt += a_dec * ctx  # (added last, as step_time adds it: the same float)
             ddt = a_dec * sp
