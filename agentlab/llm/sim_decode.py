@@ -127,7 +127,7 @@ class DecodeRun:
             # float sum from 0: the same additions, without the list)
             ctx = sp = 0.0
             for r in running:
-                ctx += r.prompt + r.decoded
+                ctx += r.promptf + r.decoded
                 sp += r.speed
             dt += a_dec * ctx  # (added last, as step_time adds it: the same float)
             ddt = a_dec * sp
@@ -149,7 +149,7 @@ class DecodeRun:
             assert kv is not None
             k = kv_fit(running, k, kv, bs, sp if a_dec else -1.0)
         kf = float(k)  # (the same products as with the int k, in float arithmetic)
-        t_end = t + k * dt + ddt * (k * (k - 1) / 2) if ddt else t + kf * dt
+        t_end = t + kf * dt + ddt * (kf * (kf - 1.0) / 2.0) if ddt else t + kf * dt
         finished: list[EngineRequest] = []
         rem = advance_decodes(running, t, dt, k, ddt, finished, True)  # the next phase's
         if limited and k > 1:

@@ -326,7 +326,7 @@ class Engine(Planner, DecodeRun, EngineState):
                     i = running.index(r)
                     break
                 if a_dec:
-                    ctx += r.prompt + r.decoded
+                    ctx += r.promptf + r.decoded
                 x = (r.outf - r.decoded) / r.speed
                 if x < rem:
                     rem = x
@@ -356,7 +356,7 @@ class Engine(Planner, DecodeRun, EngineState):
                         r.held += need
                         free -= need
                     if a_dec:
-                        ctx += r.prompt + r.decoded
+                        ctx += r.promptf + r.decoded
                     x = (r.outf - r.decoded) / r.speed
                     if x < rem:
                         rem = x
@@ -390,7 +390,7 @@ class Engine(Planner, DecodeRun, EngineState):
                 else:
                     decodes.append(r)
                     if a_dec:
-                        ctx += r.prompt + r.decoded
+                        ctx += r.promptf + r.decoded
                     x = (r.outf - r.decoded) / r.speed
                     if x < rem:
                         rem = x
@@ -428,7 +428,7 @@ class Engine(Planner, DecodeRun, EngineState):
             else:
                 decodes.append(r)
                 if a_dec:
-                    ctx += r.prompt + r.decoded
+                    ctx += r.promptf + r.decoded
                 x = (r.outf - r.decoded) / r.speed
                 if x < rem:
                     rem = x

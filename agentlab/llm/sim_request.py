@@ -57,12 +57,14 @@ class EngineRequest:
     # the interpreter's specialised arithmetic; the int would be converted each time)
     outf: float = field(init=False, repr=False)
     stop: float = field(init=False, repr=False)
+    promptf: float = field(init=False, repr=False)  # ``prompt`` as a float (the contexts)
 
     def __post_init__(self) -> None:
         if self.target <= 0:
             self.target = self.prompt
         self.outf = float(self.output)
         self.stop = self.outf - EPS
+        self.promptf = float(self.prompt)
 
     @property
     def done(self) -> bool:

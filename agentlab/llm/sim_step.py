@@ -56,17 +56,23 @@ def steps_to(span: float, dt: float, ddt: float) -> int:
         return math.ceil(span / dt - EPS)
     if span <= 0:
         return 0
-    # k * dt + ddt * k (k - 1) / 2 >= span
-    b = dt - ddt / 2
-    k = math.ceil((-b + math.sqrt(b * b + 2 * ddt * span)) / ddt - EPS)
+    # k * dt + ddt * k (k - 1) / 2 >= span; the count as a float in the products: the same
+    # values (an int operand is converted exactly), float-with-float ops (CPython 3.11
+    # specialises them; an int operand takes the generic path)
+    b = dt - ddt / 2.0
+    k = math.ceil((-b + math.sqrt(b * b + 2.0 * ddt * span)) / ddt - EPS)
     if k < 0:  # (max(0, k) without the builtin's argument parsing: a call a decode run)
         k = 0
+    kf = float(k)
     low = span - EPS
-    while k > 0 and (k - 1) * dt + ddt * (k - 1) * (k - 2) / 2 >= low:
-        k -= 1
-    while k * dt + ddt * k * (k - 1) / 2 < low:
-        k += 1
-    return k
+    while kf > 0.0:
+        m = kf - 1.0
+        if m * dt + ddt * m * (kf - 2.0) / 2.0 < low:
+            break
+        kf = m
+    while kf * dt + ddt * kf * (kf - 1.0) / 2.0 < low:
+        kf += 1.0
+    return int(kf)
 
 
 def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int, speeds: float = -1.0) -> int:
