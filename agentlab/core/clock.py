@@ -100,7 +100,10 @@ class VirtualClock:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         heapq.heappush(self._heap, (self._now + max(0.0, seconds), next(self._seq), fut))
-        self._ensure_driver(loop)
+        driver = self._driver
+        # the running driver of this loop needs no call (about six sleeps per agent-step)
+        if driver is None or driver.done() or driver.get_loop() is not loop:
+            self._ensure_driver(loop)
         if not self._holds or _HOLDING.get() is not self:
             await fut
             return
