@@ -212,10 +212,15 @@ class LLMAgent(AgentBase):
         }
 
 
+#: ``json.dumps(value, default=str, sort_keys=True)`` without building an encoder per call
+#: (the observation and each tool call's arguments and result are encoded every step)
+_ENCODE = json.JSONEncoder(default=str, sort_keys=True).encode
+
+
 def _canonical(value: Any) -> str:
     """JSON for a prompt: sorted keys, so the text (and the simulated reply, which hashes
     it) never depends on dict insertion order — e.g. of env state restored on resume."""
-    return json.dumps(value, default=str, sort_keys=True)
+    return _ENCODE(value)
 
 
 def _short(args: dict[str, Any]) -> str:
