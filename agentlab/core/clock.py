@@ -110,9 +110,8 @@ class VirtualClock:
         fut: asyncio.Future[None] = loop.create_future()
         heapq.heappush(self._heap, (self._now + max(0.0, seconds), next(self._seq), fut))
         driver = self._driver
-        # the running driver of this loop needs no call (about six sleeps per agent-step)
         if driver is None or driver.done() or driver.get_loop() is not loop:
-            self._ensure_driver(loop)
+            self._start_driver(loop)  # (tested here: about six sleeps per agent-step)
         if not self._holds or _HOLDING.get() is not self:
             await fut
             return
@@ -181,9 +180,10 @@ class VirtualClock:
             self._unheld = asyncio.Event()
             await self._unheld.wait()
 
-    def _ensure_driver(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._driver is None or self._driver.done() or self._driver.get_loop() is not loop:
-            self._driver = loop.create_task(self._drive(loop), name="agentlab-virtual-clock")
+    def _start_driver(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the task that wakes sleepers on ``loop`` (:meth:`sleep` calls it when no
+        driver of this loop is running)."""
+        self._driver = loop.create_task(self._drive(loop), name="agentlab-virtual-clock")
 
     async def _drive(self, loop: asyncio.AbstractEventLoop) -> None:
         ready = getattr(loop, "_ready", None)  # CPython's runnable-callback deque
@@ -244,7 +244,7 @@ class HorizonClock(VirtualClock):
     exact time (``sleep(t - now())`` would round ``now + (t - now)``).
     """
 
-    def _ensure_driver(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _start_driver(self, loop: asyncio.AbstractEventLoop) -> None:
         return  # driven by run()
 
     async def sleep_until(self, t: float) -> None:

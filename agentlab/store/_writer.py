@@ -132,13 +132,10 @@ def _mixed_bodies(chunk: Sequence[Mapping[Any, Any] | bytes]) -> Sequence[bytes]
     """
     out: list[bytes] = []
     for row in chunk:
-        if type(row) is bytes:
-            out.append(row)
-            continue
-        try:
-            out.append(orjson.dumps(row, default=_default, option=_OPTS)[1:-1])
-        except (orjson.JSONEncodeError, TypeError):
+        body = row if type(row) is bytes else encode_mapping(row)  # type: ignore[arg-type]
+        if type(body) is not bytes:
             return ()
+        out.append(body)
     return out
 
 

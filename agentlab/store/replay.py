@@ -190,10 +190,8 @@ class ReplaySink:
         :data:`~agentlab.store.catalog.CALL_ROW_KEYS`). Once the dataset's columns hold
         all of them, rows are not checked key by key (~0.8 µs for an ``llm_calls`` row).
         """
-        if within is not None:
-            d = self._ds.get(dataset)
-            if d is not None and d.gen == self._writer.gen and within in d.covers:
-                return encode_row(row)
+        if within is not None and self.covered(dataset, within):
+            return encode_row(row)
         d, row = self._checked(dataset, row)
         if within is not None and RESERVED.isdisjoint(within) and d.ok.issuperset(within):
             d.covers.add(within)
