@@ -159,6 +159,10 @@ class LLMStream:
         self._overrides = overrides
         self.response: LLMResponse | None = None
         self.chunks = 0
+        #: start the attempt in the consumer's own step, not one loop turn later (see
+        #: _run): for a consumer that keeps no records in step with other calls (the
+        #: thread runtime's ``LLMClientModel``)
+        self.start_at_once = False
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._run()
@@ -187,9 +191,13 @@ class LLMStream:
         # The attempt starts one loop turn after iteration does, where a task running it
         # (the previous design) took its first step: the request id, the gate's FIFO
         # order and so every record stay what they were next to calls made in the same
-        # turn (a virtual-clock run repeats across releases). One loop turn, ~3 us.
+        # turn (a virtual-clock run repeats across releases). One loop turn, ~3 us — and,
+        # for an instant transport, the difference between a consumer that finishes its
+        # call in one step and one that suspends mid-way with all it holds alive while
+        # every other ready task runs: ``start_at_once`` skips it.
         try:
-            await asyncio.sleep(0)  # in the try: cancelled here, the unstarted call is closed
+            if not self.start_at_once:
+                await asyncio.sleep(0)  # in the try: cancelled here, the unstarted call is closed
             while True:
                 try:
                     got = send(None) if exc is None else throw(exc)

@@ -61,7 +61,7 @@ def is_compressed(blob: bytes) -> bool:
     return bool(blob) and blob[0] in _COLD
 
 
-def raw_history(blob: bytes | None) -> bytes:
+def raw_history(blob: bytes | bytearray | None) -> bytes | bytearray:
     """The uncompressed frames of ``blob`` (``b""`` for ``None``)."""
     if not blob:
         return b""
@@ -73,7 +73,7 @@ def raw_history(blob: bytes | None) -> bytes:
     return blob
 
 
-def compress_history(blob: bytes) -> bytes:
+def compress_history(blob: bytes | bytearray) -> bytes | bytearray:
     """The cold form of ``blob`` (unchanged if already cold or empty)."""
     if not blob or blob[0] in _COLD:
         return blob
@@ -86,7 +86,7 @@ def append_frames(blob: bytes | None, messages: Iterable[dict[str, Any]]) -> byt
     return b"".join([raw_history(blob), *[orjson.dumps(m, option=_NL) for m in messages]])
 
 
-def decode_history(blob: bytes | None) -> list[dict[str, Any]]:
+def decode_history(blob: bytes | bytearray | None) -> list[dict[str, Any]]:
     """All messages of a history blob, hot or cold."""
     raw = raw_history(blob)
     if not raw:
@@ -98,7 +98,7 @@ def decode_history(blob: bytes | None) -> list[dict[str, Any]]:
     return out
 
 
-def history_len(blob: bytes | None) -> int:
+def history_len(blob: bytes | bytearray | None) -> int:
     """Number of messages in a history blob."""
     return raw_history(blob).count(b"\n")
 

@@ -31,13 +31,13 @@ class Hot:
     """
 
     raw_state: bytes | None
-    stored: bytes | None
-    blob: bytes
+    stored: bytes | bytearray | None  # a MemoryThreadStore's hot history grows in place
+    blob: bytes | bytearray
     st: ThreadState
     msgs: list[dict[str, Any]] | None
 
 
-def same_bytes(a: bytes | None, b: bytes | None) -> bool:
+def same_bytes(a: bytes | bytearray | None, b: bytes | bytearray | None) -> bool:
     """Whether two stored values are the same bytes."""
     # The in-memory store hands back the very object committed (identity, O(1)); other
     # stores return equal copies (one memcmp, far cheaper than decoding).

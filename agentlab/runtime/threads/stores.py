@@ -34,6 +34,7 @@ __all__ = [
     "MemoryThreadStore",
     "SQLiteThreadStore",
     "ThreadStore",
+    "commit_frames",
     "partition_of",
 ]
 
@@ -95,7 +96,7 @@ class MemoryThreadStore:
         if hot_limit is not None and hot_limit < 1:
             raise ConfigError(f"hot_limit must be >= 1 or None, got {hot_limit!r}")
         self.hot_limit = hot_limit
-        self._data: dict[str, dict[str, bytes]] = {}
+        self._data: dict[str, dict[str, bytes | bytearray]] = {}
         self._hot: dict[str, None] = {}  # insertion order = least recently written first
         self._queue: dict[int, tuple[str, bytes]] = {}
         self._seq = 0
@@ -104,7 +105,15 @@ class MemoryThreadStore:
     # --- AgentStore ---------------------------------------------------------------------
     def read(self, agent_id: str, key: str) -> bytes | None:
         d = self._data.get(agent_id)
-        return None if d is None else d.get(key)
+        v = None if d is None else d.get(key)
+        # a snapshot: a hot history's buffer grows in place (commit_append)
+        return bytes(v) if isinstance(v, bytearray) else v
+
+    def read_history(self, agent_id: str) -> bytes | bytearray | None:
+        """The thread's history as held, not copied: a hot one may be a ``bytearray`` that
+        the thread's next :meth:`commit_append` extends in place."""
+        d = self._data.get(agent_id)
+        return None if d is None else d.get(HISTORY_KEY)
 
     def write_many(self, agent_id: str, items: Mapping[str, bytes]) -> None:
         d = self._data.get(agent_id)
@@ -157,6 +166,36 @@ class MemoryThreadStore:
     def queued(self) -> int:
         return len(self._queue)
 
+    def commit_append(
+        self,
+        agent_id: str,
+        state: bytes,
+        base: bytes | bytearray,
+        raw: bytes | bytearray,
+        frames: bytes,
+        ack: Iterable[int] = (),
+    ) -> bytearray | None:
+        """:meth:`commit` of ``state`` and the history ``raw + frames``, where ``raw`` is
+        the raw form of ``base``, the history held for the thread (:meth:`read_history`).
+        The frames are appended to the held buffer in place: a slice's commit no longer
+        copies the whole history (~35k instructions per completion at 20 turns); the
+        buffer's slack is freed when the history is compressed. Returns the buffer, or
+        ``None`` (nothing written) if the store no longer holds ``base``."""
+        d = self._data.get(agent_id)
+        if d is None or d.get(HISTORY_KEY) is not base or "state" not in d:
+            return None
+        buf = base if type(base) is bytearray else bytearray(raw)
+        buf += frames
+        d["state"] = state
+        d[HISTORY_KEY] = buf
+        hot = self._hot
+        hot.pop(agent_id, None)
+        hot[agent_id] = None
+        if self.hot_limit is not None and len(hot) > self.hot_limit:
+            self.compress_cold(keep_hot=self.hot_limit // 2)
+        self.ack(ack)
+        return buf
+
     # --- memory -----------------------------------------------------------------------------
     def compress_cold(self, keep_hot: int = 0) -> int:
         """Compress all but the ``keep_hot`` most recently written histories.
@@ -189,6 +228,28 @@ class MemoryThreadStore:
     def stored_bytes(self) -> int:
         """Total payload bytes held (histories in their current hot/cold form)."""
         return sum(len(v) for d in self._data.values() for v in d.values())
+
+
+def commit_frames(
+    store: ThreadStore,
+    tid: str,
+    state: bytes,
+    base: bytes | bytearray | None,
+    raw: bytes | bytearray,
+    frames: bytes,
+    seq: int,
+) -> bytes | bytearray:
+    """Commit a slice: ``state``, the history ``raw + frames`` and the ack of ``seq``.
+    ``base``: the history object the slice read (``None``: replace it, e.g. compacted);
+    a store with ``commit_append`` extends it in place. Returns the history committed."""
+    append = getattr(store, "commit_append", None)
+    if append is not None and base is not None:
+        out: bytearray | None = append(tid, state, base, raw, frames, (seq,))
+        if out is not None:
+            return out
+    blob = b"".join((raw, frames))
+    store.commit(tid, {"state": state, "history": blob}, (seq,))
+    return blob
 
 
 class SQLiteThreadStore:

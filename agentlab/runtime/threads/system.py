@@ -38,9 +38,9 @@ from agentlab.core.records import ToolCall
 from agentlab.errors import AgentError, ConfigError
 from agentlab.runtime.gc_tuning import GCTuning
 from agentlab.runtime.threads.codec import (
-    append_frames,
     decode_history,
     decode_state,
+    encode_history,
     encode_state,
 )
 from agentlab.runtime.threads.codec import raw_history as _raw
@@ -52,14 +52,9 @@ from agentlab.runtime.threads.records import Delivery, StepResult, ThreadState
 from agentlab.runtime.threads.runlog import ThreadLog
 from agentlab.runtime.threads.runtime_tools import dispatch_runtime_tool, note_runtime_call
 from agentlab.runtime.threads.shapes import RUNTIME_TOOLS
-from agentlab.runtime.threads.slice import (
-    COMPLETE,
-    apply_delivery,
-    compact_messages,
-    finish_turn,
-)
+from agentlab.runtime.threads.slice import COMPLETE, apply_delivery, compact_messages, finish_turn
 from agentlab.runtime.threads.spans import ThreadSpans, traced_send
-from agentlab.runtime.threads.stores import MemoryThreadStore, ThreadStore
+from agentlab.runtime.threads.stores import MemoryThreadStore, ThreadStore, commit_frames
 from agentlab.runtime.threads.tools import Tool, ToolContext
 
 __all__ = ["AgentSystem", "SimulatedCrash", "StepResult"]
@@ -126,6 +121,7 @@ class AgentSystem:
         self.model = model
         self.store: ThreadStore = store if store is not None else MemoryThreadStore()
         self._decoded = HotCache(decoded_cache, self.store, decoded_cache_bytes)
+        self._held: Any = getattr(self.store, "read_history", None)  # MemoryThreadStore's
         self._lineages = Lineages(self.store)  # which messages a model call saw before
         self.tools: dict[str, Tool] = {}
         for t in tools:
@@ -238,7 +234,8 @@ class AgentSystem:
         tid = d.thread_id
         store = self.store
         raw_state = store.read(tid, "state")
-        stored = store.read(tid, "history")
+        held = self._held  # the history as the store holds it, not a copy (in-place appends)
+        stored = store.read(tid, "history") if held is None else held(tid)
         lineage = self._lineages.of(tid, raw_state)
         if hot is not None and _same(raw_state, hot.raw_state) and _same(stored, hot.stored):
             st, blob, msgs = hot.st, hot.blob, hot.msgs
@@ -304,16 +301,17 @@ class AgentSystem:
                 log.emit("slice", tid, kind=d.kind, wall_s=wall, partial=partial)
         elif msgs is not None:
             msgs.extend(new)
-        # Append-only: only this slice's messages are encoded; old frames are copied as bytes.
-        blob = append_frames(blob, new)
+        # Append-only: only this slice's messages are encoded (commit_frames appends them).
+        frames = encode_history(new)
         st.n_messages = len(new) if compacted_now else st.n_messages + len(new)
-        st.history_bytes = len(blob)
+        st.history_bytes = len(blob) + len(frames)
         st.slices += 1
         fault = self.fault
         if fault is not None:
             fault("before_persist", tid)
         raw_state = encode_state(st.to_dict())
-        store.commit(tid, {"state": raw_state, "history": blob}, (seq,))
+        base = None if compacted_now else stored
+        blob = commit_frames(store, tid, raw_state, base, blob, frames, seq)
         self._lineages.committed(tid, lineage, raw_state)
         if fault is not None:
             fault("after_persist", tid)

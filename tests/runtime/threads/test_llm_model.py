@@ -203,3 +203,31 @@ async def test_interrupt_on_the_direct_path_closes_the_client_stream() -> None:
     await _interrupt_a_long_story(system, client, spy.got)
     assert model.responses == 1  # the interrupted completion had no response
     assert closed == [0]
+
+
+async def test_instant_turn_runs_to_its_commit_without_yielding_to_the_loop() -> None:
+    # LLMClientModel's streams start their attempt at once (no loop turn first): over an
+    # instant simulator a thread's whole turn (two completions, the tool between) runs in
+    # its driver's first step, so a thread never suspends holding its decoded history
+    # while the other threads decode theirs.
+    client = LLMClient("sim/instant", seed=3)
+    spy = CountingStream(client)
+    model = LLMClientModel(spy, per_call=_policy, sim_completion_tokens=40)
+    tool = CountingTool()
+    tool.tool.parameters = PARAMS
+    system = AgentSystem(model, tools=[tool.tool], agent_tools=False)
+    order: list[str] = []
+    real_slice = system._slice
+
+    async def spy_slice(seq: int, d: Any, hot: Any) -> Any:
+        order.append(f"{d.thread_id}:{d.kind}")
+        return await real_slice(seq, d, hot)
+
+    system._run_slice = spy_slice
+    async with system:
+        for t in ("a", "b"):
+            system.send_user(t, f"hello {t}", "u0")
+        await system.drain()
+    assert order == ["a:user", "a:tool_result", "b:user", "b:tool_result"]
+    assert all(s.start_at_once for s in spy.streams) and len(spy.streams) == 4
+    assert not client.stream([{"role": "user", "content": "x"}]).start_at_once  # opt-in

@@ -22,6 +22,7 @@ from agentlab.runtime.threads.stores import (
     MemoryThreadStore,
     SQLiteThreadStore,
     ThreadStore,
+    commit_frames,
     partition_of,
 )
 from agentlab.store.agent_store import AgentStore
@@ -121,6 +122,34 @@ def test_memory_store_compresses_cold_histories() -> None:
     assert all(is_compressed(store.read(t, "history") or b"") for t in "abc")
     assert decode_history(store.read("b", "history")) == MSGS * 50
     assert store.stored_bytes() < 3 * len(big)
+
+
+def test_commit_append_extends_the_held_history_in_place() -> None:
+    s = MemoryThreadStore(hot_limit=None)
+    one, two = encode_history(MSGS[:1]), encode_history(MSGS[1:])
+    s.commit("t", {"state": b"s0", "history": one})
+    held = s.read_history("t")
+    snapshot = s.read("t", "history")
+    s.enqueue("t", b"d")
+    # the first append copies once into a growable buffer, later ones extend it in place
+    buf = commit_frames(s, "t", b"s1", held, held, two, 1)  # type: ignore[arg-type]
+    assert type(buf) is bytearray and s.read_history("t") is buf and s.queued() == 0
+    assert commit_frames(s, "t", b"s2", buf, buf, one, 2) is buf
+    assert decode_history(s.read("t", "history")) == MSGS + MSGS[:1]
+    assert s.read("t", "state") == b"s2"
+    # read() is a snapshot: what a reader got earlier does not grow under it
+    assert snapshot == one and type(s.read("t", "history")) is bytes
+    # a base the store no longer holds writes nothing (commit_frames then replaces)
+    assert s.commit_append("t", b"s3", snapshot, snapshot, two) is None  # type: ignore[arg-type]
+    assert s.read("t", "state") == b"s2"
+    assert commit_frames(s, "t", b"s3", snapshot, snapshot, two, 3) == one + two  # type: ignore[arg-type]
+    assert s.read("t", "history") == one + two
+    # compression replaces the buffer with the cold bytes (its slack freed)
+    buf = commit_frames(s, "t", b"s4", s.read_history("t"), one + two, one, 4)  # type: ignore[arg-type]
+    assert type(buf) is bytearray and s.compress_cold() == 1
+    cold = s.read_history("t")
+    assert type(cold) is bytes and is_compressed(cold)
+    assert raw_history(cold) == one + two + one
 
 
 def test_sqlite_store_reopens_and_pickles(tmp_path) -> None:
