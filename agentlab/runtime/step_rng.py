@@ -27,17 +27,19 @@ _M2 = 0x94D049BB133111EB
 _INV53 = 1.0 / (1 << 53)
 
 
-_blake2b = hashlib.blake2b
+#: an empty 8-byte BLAKE2b state, copied per seed: a copy is ~3x cheaper than the
+#: constructor (which parses its keyword arguments and sets up the parameter block), and
+#: hashing the copy gives the same digest as ``blake2b(data, digest_size=8)``
+_BLAKE2B_8 = hashlib.blake2b(digest_size=8)
 
 
 def derive_seed(seed: int, agent_id: str, tick: int, salt: str = "") -> int:
     """A 63-bit seed from ``(seed, agent_id, tick)`` — independent of execution order."""
-    if type(seed) is type(tick) is int and type(agent_id) is type(salt) is str:
-        # the bytes of the f-string below, formatted without building the str first
-        data = b"%d\x1f%b\x1f%d\x1f%b" % (seed, agent_id.encode(), tick, salt.encode())
-    else:
-        data = f"{seed}\x1f{agent_id}\x1f{tick}\x1f{salt}".encode()
-    return int.from_bytes(_blake2b(data, digest_size=8).digest(), "big") >> 1
+    # One f-string and one encode: measured cheaper than the bytes ``%`` format of the
+    # same bytes with two encodes (the runtime derives one seed per agent-step).
+    h = _BLAKE2B_8.copy()
+    h.update(f"{seed}\x1f{agent_id}\x1f{tick}\x1f{salt}".encode())
+    return int.from_bytes(h.digest(), "big") >> 1
 
 
 class StepRandom(random.Random):
@@ -47,6 +49,11 @@ class StepRandom(random.Random):
         x: an ``int`` seed (other hashable values are hashed like ``random.seed`` does
             for them, which for ``str`` varies per process unless ``PYTHONHASHSEED`` is set).
     """
+
+    # Slots: ``random.Random`` (a Python class) gives its instances a ``__dict__``, which
+    # the two attributes set per seeding would create for every agent-step's generator;
+    # in slots they need none (callgrind: ~1.2k instructions less per generator built).
+    __slots__ = ("_s", "gauss_next")
 
     def __init__(self, x: Any = 0) -> None:
         # Not super().__init__: that would seed the unused Mersenne Twister state too.
