@@ -313,7 +313,12 @@ class Planner:
                 ddt = a_dec * sp
             k = math.ceil(rem - EPS)
             if dt > 0.0 and dmin < _INF:
-                kh = steps_to(dmin - t, dt, ddt) if ddt else math.ceil((dmin - t) / dt - EPS)
+                if not ddt:
+                    kh = math.ceil((dmin - t) / dt - EPS)
+                else:  # (as _decode_run: steps_to only where k - 1 steps reach dmin)
+                    m = float(k - 1)
+                    short = k >= 1 and m * dt + ddt * m * (m - 1.0) / 2.0 < dmin - t - EPS
+                    kh = k if short else steps_to(dmin - t, dt, ddt)
                 if kh < k:
                     k = kh
                 if k < 1:
