@@ -63,10 +63,11 @@ class EngineRequest:
     # plan's own state has not reached it, so its segments stop short; the engine's method
     # that simulates them (for :meth:`time_of_token` of a token before the last), else None
     fc: Callable[[EngineRequest], None] | None = field(default=None, init=False, repr=False)
-    fd: float = field(default=0.0, init=False, repr=False)  # decoded tokens in a forecast
+    # (the two below are left unset until a forecast writes them: no store per request)
+    fd: float = field(init=False, repr=False)  # decoded tokens in a forecast
     # the time of its last token where a forecast ends it (as :meth:`time_of_token` computes
     # it from the segment of that phase)
-    ftok: float = field(default=0.0, init=False, repr=False)
+    ftok: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.target <= 0:
