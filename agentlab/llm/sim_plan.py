@@ -33,9 +33,13 @@ Forecasts (issue 22): where nobody is queued in the plan (its tail: at 1,000 cli
 of the 3.6 planned phases a call, all thrown away by the next arrival's re-plan), a
 prediction's end comes from the decode runs' float operations on the decoded tokens alone,
 the plan left where it stood (:meth:`Planner._forecast`); the next change to the plan drops
-it. Callgrind, (2,000 calls - none) / 2,000 at 1,000 clients on 8 slots: the goal's engine
-138.4k -> 124.6k instructions a call (restores 0.58 -> 0.04 a call), as shipped 421.0k ->
-404.5k.
+it. Planned phases a call at 1,000 clients 3.43 -> 1.01 (as shipped 3.88 -> 1.47),
+re-plans 0.54 -> 0.04 (``--count``). Callgrind, (2,000 calls - none) / 2,000 at 1,000
+clients on 8 slots (this measure varies by a few k between identical runs: start-up):
+the goal's engine 138.4k -> ~120k instructions a call; (10,000 - 2,000) / 8,000: 258.3k
+-> 209.7k. Tried: a forecast that brings a request's tokens up to date only when it could
+hold the least steps (a sorted prefix, replaying the phase counts): more instructions
+(+1.7k a call), the lockstep split below already leaves ~5 of ~8 requests a phase.
 
 Coalescing same-instant arrivals (predict once for all of them, not at each ``plan``) moves
 wakes, so it cannot keep runs byte for byte: a waiter takes its first sleep right after its
@@ -390,9 +394,11 @@ class Planner:
         self._fc = []
 
     def _materialize(self, v: EngineRequest) -> None:
-        # a forecast view asked for a token's time: its phases, simulated
+        # a forecast view asked for a token's time: its phases, simulated (if still the
+        # plan's view: one kept past the request's end stays as the plan left it)
         self._unforecast()
-        self._predict(v, False)
+        if self._views.get(v.rid) is v:
+            self._predict(v, False)
 
     def _bound(self, v: EngineRequest) -> int:
         # the plan admits ``v``: blocks evicted since its bound was taken lower the bound
