@@ -144,8 +144,12 @@ class DecodeRun:
             if room and s.qi < len(q) and q[s.qi].arrival < h:
                 h = q[s.qi].arrival
             if h < _INF:
-                # (steps_to, inline without growth)
-                kh = steps_to(h - t, dt, ddt) if ddt else math.ceil((h - t) / dt - EPS)
+                if not ddt:  # (steps_to, inline without growth)
+                    kh = math.ceil((h - t) / dt - EPS)
+                else:  # (k - 1 steps fall short of h: steps_to's count is not below k)
+                    m = float(k - 1)
+                    short = k >= 1 and m * dt + ddt * m * (m - 1.0) / 2.0 < h - t - EPS
+                    kh = k if short else steps_to(h - t, dt, ddt)
                 if kh < k:
                     k = kh
                 if k < 1:

@@ -108,6 +108,7 @@ class Engine(Planner, DecodeRun, EngineState):
         self._starts: list[float] = []  # phase start of each snapshot
         self._room: list[bool] = []  # whether each phase had room for one more request
         self._doomed: list[EngineRequest] = []  # plan requests marked aborted ahead of time
+        self._fc: list[EngineRequest] = []  # plan views holding a forecast end
         # step time of a decode-only step by batch size (without attention), for a profile
         self._dt_decode: tuple[SimProfile, dict[int, float]] = (profile, {})
         self._prune_len = 1024  # prune the snapshots past this many (amortised: O(1) a call)
@@ -161,6 +162,8 @@ class Engine(Planner, DecodeRun, EngineState):
         self._s.q.append(req)
         plan = self._plan
         if plan is not None:
+            if self._fc:  # (forecasts assumed no arrival)
+                self._unforecast()
             v = req.copy()
             self._replan_for(plan, v)
             plan.q.append(v)

@@ -29,6 +29,18 @@ to be proved on the rows and ``compare_runs``. A prefix-cache repair (the commit
 gave fewer hits than planned) re-runs the whole planned horizon (~180 phases, 15 per 1,000
 calls at 100 clients).
 
+Forecasts (issue 22): where nobody is queued in the plan (its tail: at 1,000 clients 3.1
+of the 3.6 planned phases a call, all thrown away by the next arrival's re-plan), a
+prediction's end comes from the decode runs' float operations on the decoded tokens alone,
+the plan left where it stood (:meth:`Planner._forecast`); the next change to the plan drops
+it. Planned phases a call at 1,000 clients 3.43 -> 1.01 (as shipped 3.88 -> 1.47),
+re-plans 0.54 -> 0.04 (``--count``). Callgrind, (2,000 calls - none) / 2,000 at 1,000
+clients on 8 slots (this measure varies by a few k between identical runs: start-up):
+the goal's engine 138.4k -> ~120k instructions a call; (10,000 - 2,000) / 8,000: 258.3k
+-> 209.7k. Tried: a forecast that brings a request's tokens up to date only when it could
+hold the least steps (a sorted prefix, replaying the phase counts): more instructions
+(+1.7k a call), the lockstep split below already leaves ~5 of ~8 requests a phase.
+
 Coalescing same-instant arrivals (predict once for all of them, not at each ``plan``) moves
 wakes, so it cannot keep runs byte for byte: a waiter takes its first sleep right after its
 ``plan``, before the next arrival of that instant, and a deferred one would sleep elsewhere;
@@ -61,7 +73,9 @@ from collections.abc import Callable
 from itertools import chain
 
 from agentlab.llm.sim_kv import KVCache
+from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
+from agentlab.llm.sim_step import step_time, steps_to
 
 __all__ = ["Planner"]
 
@@ -84,11 +98,18 @@ class Planner:
     _live: Counter[int]
     _left: Counter[int]
     _left_max: int
+    _fc: list[EngineRequest]  # plan views holding a forecast (see _forecast)
+    profile: SimProfile
+    _dt_decode: tuple[SimProfile, dict[int, float]]
     # the engine's phase: (state, limit, kv, snapshots, record) -> whether a phase ran
     _phase: Callable[[State, float, KVCache | None, list[Snap] | None, bool], bool]
 
     def predict(self, req: EngineRequest) -> EngineRequest:
         """``req``'s planned future assuming no further arrivals (a lower bound in time)."""
+        return self._predict(req, True)
+
+    def _predict(self, req: EngineRequest, forecast: bool) -> EngineRequest:
+        # ``forecast``: once nobody is queued in the plan, ``req``'s end may be a forecast
         if req.done:
             return req
         if self._plan is None:
@@ -110,12 +131,21 @@ class Planner:
                 v.aborted = True
                 self._doomed.append(v)
                 break
+            if forecast and plan.rem is not None and plan.qi == len(plan.q):
+                # nobody queued, all decoding (so ``v`` runs): decode runs to its end
+                if self._forecast(plan, v):
+                    break
+                forecast = False  # (it cannot forecast this plan: its phases, then)
+            if self._fc:  # the plan moves on: forecasts made from where it stood go
+                self._unforecast()
             if not self._phase(plan, _INF, None, snaps, False):
                 break
         return v
 
     def replan(self) -> None:
         """Drop the plan; the next :meth:`predict` plans afresh from the committed state."""
+        if self._fc:
+            self._unforecast()
         self._plan = None
         self._views = {}
         self._snaps = []
@@ -124,6 +154,8 @@ class Planner:
         self._doomed = []
 
     def _rebase(self) -> None:
+        if self._fc:
+            self._unforecast()
         s = self._s
         plan = State()
         plan.t = s.t
@@ -169,6 +201,8 @@ class Planner:
         """
         t_before, qi, run, marks, cut = self._snaps[p]
         assert run is not None  # (callers restore only to phases with a snapshot)
+        if self._fc:
+            self._unforecast()
         if self._doomed:  # marked aborted by predict, still queued: re-plan them too
             for w in self._doomed:
                 if w.left_at is None:
@@ -201,6 +235,170 @@ class Planner:
         del self._snaps[p:]
         del self._starts[p:]
         del self._room[p:]
+
+    def _forecast(self, plan: State, v: EngineRequest) -> bool:
+        """``v``'s end (or abort) where the plan has nobody queued and all decoding, without
+        moving the plan: the float operations of the decode runs (and client aborts) that
+        its phases would run to that end, in their order, on the decoded tokens alone (no
+        segments, snapshots or phase bookkeeping; ``fd``). Until the plan changes, ``v``
+        keeps it (``fc``, see :meth:`_unforecast`). False: not forecast (a token budget
+        below the batch, or a step count below 1: the phases' own handling).
+
+        Without the attention term a request whose steps to finish exceed ``v``'s by a
+        step or more is only counted (batch size, deadline): all decode in lockstep, so it
+        can neither hold the least steps to finish (``v`` has fewer) nor end before ``v``
+        (that needs its steps within rounding of the phase's count, which ``v`` exceeds);
+        the float error of a step count is ~1e-13 a phase, far below the step."""
+        p = self.profile
+        run = plan.running
+        n = len(run)
+        if 0 < p.max_num_batched_tokens < n:
+            return False
+        t = plan.t
+        rem = plan.rem
+        assert rem is not None
+        dmin = plan.dmin
+        if dmin is None:
+            dmin = _INF
+            for r in run:
+                if r.deadline < dmin:
+                    dmin = r.deadline
+        memo = self._dt_decode
+        if memo[0] is not p:
+            memo = self._dt_decode = (p, {})
+        dts = memo[1]
+        a_dec = p.attention_decode_s
+        ctx = sp = ddt = 0.0
+        rest: list[EngineRequest] = []  # (only counted)
+        if a_dec:
+            live = list(run)
+            for r in live:  # (as the phases sum them: left to right from 0.0)
+                r.fd = r.decoded
+                ctx += r.promptf + r.decoded
+                sp += r.speed
+        else:
+            live = []
+            xv = (v.outf - v.decoded) / v.speed + 1.0
+            for r in run:
+                if (r.outf - r.decoded) / r.speed < xv:
+                    r.fd = r.decoded
+                    live.append(r)
+                else:
+                    rest.append(r)
+        while True:
+            if dmin <= t + EPS:  # client aborts at the step boundary (the general phase)
+                cut = t + EPS
+                if v.deadline <= cut:
+                    v.aborted = True
+                    break
+                live = [r for r in live if r.deadline > cut]
+                dmin = rem = _INF
+                if rest:
+                    rest = [r for r in rest if r.deadline > cut]
+                    for r in rest:
+                        if r.deadline < dmin:
+                            dmin = r.deadline
+                n = len(live) + len(rest)
+                ctx = sp = 0.0
+                for r in live:
+                    if r.deadline < dmin:
+                        dmin = r.deadline
+                    x = (r.outf - r.fd) / r.speed
+                    if x < rem:
+                        rem = x
+                    if a_dec:
+                        ctx += r.promptf + r.fd
+                        sp += r.speed
+            dt = dts.get(n, -1.0)
+            if dt < 0.0:
+                dt = dts[n] = step_time(p, n, 0, 0.0, n, 0.0)
+            if a_dec:
+                dt += a_dec * ctx
+                ddt = a_dec * sp
+            k = math.ceil(rem - EPS)
+            if dt > 0.0 and dmin < _INF:
+                if not ddt:
+                    kh = math.ceil((dmin - t) / dt - EPS)
+                else:  # (as _decode_run: steps_to only where k - 1 steps reach dmin)
+                    m = float(k - 1)
+                    short = k >= 1 and m * dt + ddt * m * (m - 1.0) / 2.0 < dmin - t - EPS
+                    kh = k if short else steps_to(dmin - t, dt, ddt)
+                if kh < k:
+                    k = kh
+                if k < 1:
+                    k = 1
+            if k < 1:
+                return False
+            kf = float(k)
+            rem = _INF
+            fin = None
+            if a_dec:
+                ctx = sp = 0.0
+                for r in live:
+                    d = r.fd + kf * r.speed
+                    if d >= r.stop:
+                        if r is v:
+                            break
+                        fin = [r] if fin is None else [*fin, r]
+                    else:
+                        r.fd = d
+                        x = (r.outf - d) / r.speed
+                        if x < rem:
+                            rem = x
+                        ctx += r.promptf + d
+                        sp += r.speed
+            else:
+                for r in live:
+                    d = r.fd + kf * r.speed
+                    if d >= r.stop:
+                        if r is v:
+                            break
+                        fin = [r] if fin is None else [*fin, r]
+                    else:
+                        r.fd = d
+                        x = (r.outf - d) / r.speed
+                        if x < rem:
+                            rem = x
+            if d >= v.stop and r is v:  # its last token: time_of_token on this phase
+                j = math.ceil((v.output - v.fd) / v.speed - EPS)
+                j = k if k < j else j if j > 1 else 1
+                v.ftok = t + j * dt + ddt * (j * (j - 1) / 2) if ddt else t + j * dt
+                v.end = t + kf * dt + ddt * (kf * (kf - 1.0) / 2.0) if ddt else t + kf * dt
+                break
+            t = t + kf * dt + ddt * (kf * (kf - 1.0) / 2.0) if ddt else t + kf * dt
+            if fin is not None:
+                stale = False
+                for r in fin:
+                    live.remove(r)
+                    if r.deadline <= dmin:
+                        stale = True
+                n -= len(fin)
+                if stale:
+                    dmin = _INF
+                    for r in live:
+                        if r.deadline < dmin:
+                            dmin = r.deadline
+                    for r in rest:
+                        if r.deadline < dmin:
+                            dmin = r.deadline
+        v.fc = self._materialize
+        self._fc.append(v)
+        return True
+
+    def _unforecast(self) -> None:
+        # the plan is about to change: the views it forecast are as it left them
+        for w in self._fc:
+            w.end = None
+            w.aborted = False
+            w.fc = None
+        self._fc = []
+
+    def _materialize(self, v: EngineRequest) -> None:
+        # a forecast view asked for a token's time: its phases, simulated (if still the
+        # plan's view: one kept past the request's end stays as the plan left it)
+        self._unforecast()
+        if self._views.get(v.rid) is v:
+            self._predict(v, False)
 
     def _bound(self, v: EngineRequest) -> int:
         # the plan admits ``v``: blocks evicted since its bound was taken lower the bound

@@ -9,6 +9,7 @@ token is computed, not stored.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,15 @@ class EngineRequest:
     outf: float = field(init=False, repr=False)
     stop: float = field(init=False, repr=False)
     promptf: float = field(init=False, repr=False)  # ``prompt`` as a float (the contexts)
+    # a plan view whose ``end`` (or ``aborted``) is a forecast (``Planner._forecast``): the
+    # plan's own state has not reached it, so its segments stop short; the engine's method
+    # that simulates them (for :meth:`time_of_token` of a token before the last), else None
+    fc: Callable[[EngineRequest], None] | None = field(default=None, init=False, repr=False)
+    # (the two below are left unset until a forecast writes them: no store per request)
+    fd: float = field(init=False, repr=False)  # decoded tokens in a forecast
+    # the time of its last token where a forecast ends it (as :meth:`time_of_token` computes
+    # it from the segment of that phase)
+    ftok: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.target <= 0:
@@ -75,6 +85,10 @@ class EngineRequest:
         """When its ``m``-th token was (or is planned to be) produced; None if never."""
         if m <= 1:
             return self.first_token
+        if self.fc is not None:  # a forecast view: the time of its last token was kept
+            if m >= self.output:  # (none if aborted); any other needs the segments
+                return self.ftok if self.end is not None else None
+            self.fc(self)
         top = min(m, self.output)
         low = top - EPS
         segs, speed = self.segments, self.speed
