@@ -35,6 +35,8 @@ __all__ = [
 
 
 #: the clock whose :meth:`VirtualClock.hold` the running task is inside
+_Future = asyncio.Future  # what BaseEventLoop.create_future makes (the C future)
+
 _HOLDING: contextvars.ContextVar[VirtualClock | None] = contextvars.ContextVar(
     "agentlab_clock_holding", default=None
 )
@@ -108,13 +110,22 @@ class VirtualClock:
 
     async def sleep(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        heapq.heappush(self._heap, (self._now + max(0.0, seconds), next(self._seq), fut))
         driver = self._driver
-        if type(driver) is _Driver:  # its fields read directly: about six sleeps a step
-            if driver._done or driver._loop is not loop:
-                self._start_driver(loop)
-        elif driver is None or driver.done() or driver.get_loop() is not loop:
+        # about six sleeps per agent-step: a running _Driver's fields are read directly,
+        # and on a loop that makes plain futures one is made without create_future's frame
+        if type(driver) is _Driver and driver._loop is loop and not driver._done:
+            fut: asyncio.Future[None] = (
+                _Future(loop=loop) if driver._plain_futures else loop.create_future()
+            )
+            started = True
+        else:
+            fut = loop.create_future()
+            started = not (driver is None or driver.done() or driver.get_loop() is not loop)
+        # max(0.0, seconds) as a comparison (nan and negative waits are 0.0 either way)
+        heapq.heappush(
+            self._heap, (self._now + (seconds if seconds > 0.0 else 0.0), next(self._seq), fut)
+        )
+        if not started:
             self._start_driver(loop)  # (tested here, not in the driver: no task per sleep)
         if not self._holds or _HOLDING.get() is not self:
             await fut
@@ -257,13 +268,24 @@ class _Driver:
     next step was queued, so everything else in the loop runs in the same order.
     """
 
-    __slots__ = ("_clock", "_done", "_loop", "_parked", "_ready", "_round", "_unpark")
+    __slots__ = (
+        "_clock",
+        "_done",
+        "_loop",
+        "_parked",
+        "_plain_futures",
+        "_ready",
+        "_round",
+        "_unpark",
+    )
 
     def __init__(self, clock: VirtualClock, loop: asyncio.AbstractEventLoop, ready: Any) -> None:
         self._clock = clock
         self._loop = loop
         self._ready = ready
         self._done = False
+        #: the loop's create_future makes a plain asyncio.Future (sleep makes its own)
+        self._plain_futures = type(loop).create_future is asyncio.BaseEventLoop.create_future
         self._parked = False  # held: waiting for unpark() (the task awaited an Event)
         # both run in the context current at the start, as the task's steps did
         context = contextvars.copy_context()
