@@ -34,9 +34,9 @@ __all__ = [
 ]
 
 
-#: the clock whose :meth:`VirtualClock.hold` the running task is inside
 _Future = asyncio.Future  # what BaseEventLoop.create_future makes (the C future)
 
+#: the clock whose :meth:`VirtualClock.hold` the running task is inside
 _HOLDING: contextvars.ContextVar[VirtualClock | None] = contextvars.ContextVar(
     "agentlab_clock_holding", default=None
 )
