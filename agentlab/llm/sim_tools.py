@@ -425,14 +425,15 @@ def _named(fns: list[dict[str, Any]], request: str) -> list[dict[str, Any]]:
     return [f for f in fns if _names(f, low)]
 
 
+#: _named_at's answers per (request, tool names), cleared whole when full
+_NAMED_AT: dict[tuple[str, tuple[str, ...]], tuple[int, ...]] = {}
+_NAMED_AT_MAX = 2048
+
+
 def _named_at(request: str, fns: list[dict[str, Any]]) -> tuple[int, ...]:
-    """The indices of the tools ``request`` names (:func:`_named`), remembered per request
-    and tool names: each later call of an agent-step's tool loop asks again with the same
-    last user message (a persona on social_feed: ~0.7 of its 1.7 calls a step), which
-    then costs a look-up instead of a regex search per tool-name word."""
-    names = tuple([str(f.get("name", "")) for f in fns])  # what _names reads of each tool
-    key = (request, names)
-    hit = _NAMED_AT.get(key)
+    """The indices of the tools ``request`` names (:func:`_named`), remembered per request and
+    names as _names reads them: an agent-step's later calls ask with the same user message."""
+    hit = _NAMED_AT.get(key := (request, tuple([str(f.get("name", "")) for f in fns])))
     if hit is None:
         low = request.lower()
         hit = tuple([i for i, f in enumerate(fns) if _names(f, low)])
@@ -440,12 +441,6 @@ def _named_at(request: str, fns: list[dict[str, Any]]) -> tuple[int, ...]:
             _NAMED_AT.clear()
         _NAMED_AT[key] = hit
     return hit
-
-
-#: _named_at's answers per (request, tool names) (cleared whole when full: a request is
-#: asked again within its agent-step only, so the agents in flight at once are what counts)
-_NAMED_AT: dict[tuple[str, tuple[str, ...]], tuple[int, ...]] = {}
-_NAMED_AT_MAX = 2048
 
 
 def _pick(
