@@ -13,6 +13,7 @@ threads or sockets is not modelled (use the real clock for real providers and fo
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import heapq
@@ -20,7 +21,7 @@ import itertools
 import time
 import types
 from collections.abc import AsyncIterator, Callable, Generator
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "Clock",
@@ -32,6 +33,8 @@ __all__ = [
     "settle",
 ]
 
+
+_Future = asyncio.Future  # what BaseEventLoop.create_future makes (the C future)
 
 #: the clock whose :meth:`VirtualClock.hold` the running task is inside
 _HOLDING: contextvars.ContextVar[VirtualClock | None] = contextvars.ContextVar(
@@ -94,7 +97,7 @@ class VirtualClock:
         self._now = float(start)
         self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
-        self._driver: asyncio.Task[None] | None = None
+        self._driver: asyncio.Task[None] | _Driver | None = None
         self._wakeup: asyncio.Event | None = None
         self._holds = 0
         self._held_sleeps = 0  # sleeps begun inside a hold (the held work's own waits)
@@ -107,11 +110,23 @@ class VirtualClock:
 
     async def sleep(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        heapq.heappush(self._heap, (self._now + max(0.0, seconds), next(self._seq), fut))
         driver = self._driver
-        if driver is None or driver.done() or driver.get_loop() is not loop:
-            self._start_driver(loop)  # (tested here: about six sleeps per agent-step)
+        # about six sleeps per agent-step: a running _Driver's fields are read directly,
+        # and on a loop that makes plain futures one is made without create_future's frame
+        if type(driver) is _Driver and driver._loop is loop and not driver._done:
+            fut: asyncio.Future[None] = (
+                _Future(loop=loop) if driver._plain_futures else loop.create_future()
+            )
+            started = True
+        else:
+            fut = loop.create_future()
+            started = not (driver is None or driver.done() or driver.get_loop() is not loop)
+        # max(0.0, seconds) as a comparison (nan and negative waits are 0.0 either way)
+        heapq.heappush(
+            self._heap, (self._now + (seconds if seconds > 0.0 else 0.0), next(self._seq), fut)
+        )
+        if not started:
+            self._start_driver(loop)  # (tested here, not in the driver: no task per sleep)
         if not self._holds or _HOLDING.get() is not self:
             await fut
             return
@@ -155,10 +170,11 @@ class VirtualClock:
         # The driver spins on sleep(0) while the loop is busy, so settle() beside it would
         # never see an empty ready queue: the driver itself says when the loop is idle.
         driver = self._driver
-        if driver is None or driver.done():
+        loop = asyncio.get_running_loop()
+        if driver is None or driver.done() or driver.get_loop() is not loop:
             await settle()
             return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[None] = loop.create_future()
         self._idle_waiters.append(fut)
         await fut
 
@@ -174,6 +190,9 @@ class VirtualClock:
     def _wake_driver(self) -> None:
         if self._unheld is not None:
             self._unheld.set()
+        driver = self._driver
+        if type(driver) is _Driver:
+            driver.unpark()
 
     async def _wait_unheld(self) -> None:
         while self._held():
@@ -181,8 +200,13 @@ class VirtualClock:
             await self._unheld.wait()
 
     def _start_driver(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the task that wakes sleepers on ``loop`` (:meth:`sleep` calls it when no
-        driver of this loop is running)."""
+        """Start the driver that wakes sleepers on ``loop`` (:meth:`sleep` calls it when no
+        driver of this loop is running): a :class:`_Driver` on CPython's loop, else the
+        task :meth:`_drive`."""
+        ready = getattr(loop, "_ready", None)
+        if isinstance(loop, asyncio.BaseEventLoop) and type(ready) is collections.deque:
+            self._driver = _Driver(self, loop, ready)
+            return
         self._driver = loop.create_task(self._drive(loop), name="agentlab-virtual-clock")
 
     async def _drive(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -232,6 +256,89 @@ class VirtualClock:
 
     def __repr__(self) -> str:
         return f"VirtualClock(now={self._now:.6f}, sleepers={len(self._heap)})"
+
+
+class _Driver:
+    """:meth:`VirtualClock._drive` on CPython's event loop, as callbacks: the same rounds,
+    checks and wake-ups in the same order, without a task.
+
+    The task yielded once per event-loop round (about eight rounds per agent-step), each
+    yield a ``call_soon`` that built a new ``Handle`` and stepped the task's coroutine.
+    Here one ``Handle`` is put back on the loop's ready queue each round, where the task's
+    next step was queued, so everything else in the loop runs in the same order.
+    """
+
+    __slots__ = (
+        "_clock",
+        "_done",
+        "_loop",
+        "_parked",
+        "_plain_futures",
+        "_ready",
+        "_round",
+        "_unpark",
+    )
+
+    def __init__(self, clock: VirtualClock, loop: asyncio.AbstractEventLoop, ready: Any) -> None:
+        self._clock = clock
+        self._loop = loop
+        self._ready = ready
+        self._done = False
+        #: the loop's create_future makes a plain asyncio.Future (sleep makes its own)
+        self._plain_futures = type(loop).create_future is asyncio.BaseEventLoop.create_future
+        self._parked = False  # held: waiting for unpark() (the task awaited an Event)
+        # both run in the context current at the start, as the task's steps did
+        context = contextvars.copy_context()
+        self._round = asyncio.Handle(self._after_round, (), loop, context)
+        self._unpark = asyncio.Handle(self._after_unpark, (), loop, context)
+        ready.append(asyncio.Handle(self._top, (), loop, context))  # create_task's first step
+
+    def done(self) -> bool:
+        return self._done or self._loop.is_closed()
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def _top(self) -> None:
+        """The top of the task's loop: end when nobody sleeps, else yield one round."""
+        heap = self._clock._heap
+        while heap and heap[0][2].cancelled():
+            heapq.heappop(heap)
+        if not heap:
+            self._done = True
+            self._clock._release_idle_waiters()
+            return
+        self._ready.append(self._round)
+
+    def _after_round(self) -> None:
+        """The task after its yield: wake the earliest sleeper if the loop is idle."""
+        if self._ready:
+            self._top()
+            return
+        clock = self._clock
+        if clock._holds and clock._idle_waiters:  # a hold may start: the loop is idle
+            clock._release_idle_waiters()
+        elif clock._held():  # idle only because a held body waits outside the loop
+            self._parked = True
+            return
+        else:
+            wake, _, fut = heapq.heappop(clock._heap)
+            if not fut.cancelled():
+                clock._now = max(clock._now, wake)
+                fut.set_result(None)
+        self._top()
+
+    def unpark(self) -> None:
+        """A hold ended or a held body slept: resume next round (the Event's wake-up)."""
+        if self._parked:
+            self._parked = False
+            self._ready.append(self._unpark)
+
+    def _after_unpark(self) -> None:
+        if self._clock._held():
+            self._parked = True
+            return
+        self._top()
 
 
 class HorizonClock(VirtualClock):

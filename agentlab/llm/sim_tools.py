@@ -425,14 +425,31 @@ def _named(fns: list[dict[str, Any]], request: str) -> list[dict[str, Any]]:
     return [f for f in fns if _names(f, low)]
 
 
+#: _named_at's answers per (request, tool names), cleared whole when full
+_NAMED_AT: dict[tuple[str, tuple[str, ...]], tuple[int, ...]] = {}
+_NAMED_AT_MAX = 2048
+
+
+def _named_at(request: str, fns: list[dict[str, Any]]) -> tuple[int, ...]:
+    """The indices of the tools ``request`` names (:func:`_named`), remembered per request and
+    names as _names reads them: an agent-step's later calls ask with the same user message."""
+    hit = _NAMED_AT.get(key := (request, tuple([str(f.get("name", "")) for f in fns])))
+    if hit is None:
+        low = request.lower()
+        hit = tuple([i for i, f in enumerate(fns) if _names(f, low)])
+        if len(_NAMED_AT) >= _NAMED_AT_MAX:
+            _NAMED_AT.clear()
+        _NAMED_AT[key] = hit
+    return hit
+
+
 def _pick(
     ctx: _Context, fns: list[dict[str, Any]], rng: Rng, invalid_p: float, *, reads: bool = False
 ) -> dict[str, Any]:
     """A tool as a model would choose it: one the request names and the context can fill,
     else any the context can fill; with probability ``invalid_p`` the named one anyway.
     ``reads``: a tool that needs an id nobody has shown yet is fine (code can read first)."""
-    low = ctx.request.lower()
-    named = [i for i, f in enumerate(fns) if _names(f, low)]  # indices into fns
+    named = _named_at(ctx.request, fns)  # indices into fns
     if rng.random() < invalid_p:
         pool = [fns[i] for i in named] or fns
     elif not named:  # the usual request names no tool: the pools below, without lists
