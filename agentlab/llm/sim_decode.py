@@ -45,7 +45,7 @@ from collections.abc import Callable
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
-from agentlab.llm.sim_step import kv_fit, step_time, steps_to
+from agentlab.llm.sim_step import kv_fit, step_time, steps_within
 
 __all__ = ["DecodeRun"]
 
@@ -144,16 +144,7 @@ class DecodeRun:
             if room and s.qi < len(q) and q[s.qi].arrival < h:
                 h = q[s.qi].arrival
             if h < _INF:
-                if not ddt:  # (steps_to, inline without growth)
-                    kh = math.ceil((h - t) / dt - EPS)
-                else:  # (k - 1 steps fall short of h: steps_to's count is not below k)
-                    m = float(k - 1)
-                    short = k >= 1 and m * dt + ddt * m * (m - 1.0) / 2.0 < h - t - EPS
-                    kh = k if short else steps_to(h - t, dt, ddt)
-                if kh < k:
-                    k = kh
-                if k < 1:
-                    k = 1
+                k = steps_within(k, h - t, dt, ddt)
         if limited and k > 1:
             assert kv is not None
             k = kv_fit(running, k, kv, bs, sp if a_dec else -1.0)

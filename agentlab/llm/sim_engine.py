@@ -75,7 +75,7 @@ from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_plan import Planner
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
-from agentlab.llm.sim_step import kv_fit, register_blocks, step_time, steps_to
+from agentlab.llm.sim_step import kv_fit, register_blocks, step_time, steps_within
 
 __all__ = ["Engine", "EngineRequest"]
 
@@ -521,9 +521,7 @@ class Engine(Planner, DecodeRun, EngineState):
                 if room and s.qi < len(q) and q[s.qi].arrival < h:
                     h = q[s.qi].arrival
                 if h < _INF:
-                    kh = steps_to(h - t, dt, ddt)
-                    k = kh if kh < k else k
-                    k = k if k >= 1 else 1
+                    k = steps_within(k, h - t, dt, ddt)
             if limited and k > 1:
                 assert kv is not None
                 k = kv_fit(decodes, k, kv, bs, sp)

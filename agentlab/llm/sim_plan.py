@@ -75,7 +75,7 @@ from itertools import chain
 from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest, Snap, State
-from agentlab.llm.sim_step import step_time, steps_to
+from agentlab.llm.sim_step import step_time, steps_within
 
 __all__ = ["Planner"]
 
@@ -317,16 +317,7 @@ class Planner:
                 ddt = a_dec * sp
             k = math.ceil(rem - EPS)
             if dt > 0.0 and dmin < _INF:
-                if not ddt:
-                    kh = math.ceil((dmin - t) / dt - EPS)
-                else:  # (as _decode_run: steps_to only where k - 1 steps reach dmin)
-                    m = float(k - 1)
-                    short = k >= 1 and m * dt + ddt * m * (m - 1.0) / 2.0 < dmin - t - EPS
-                    kh = k if short else steps_to(dmin - t, dt, ddt)
-                if kh < k:
-                    k = kh
-                if k < 1:
-                    k = 1
+                k = steps_within(k, dmin - t, dt, ddt)
             if k < 1:
                 return False
             kf = float(k)

@@ -11,7 +11,7 @@ from agentlab.llm.sim_kv import KVCache
 from agentlab.llm.sim_profiles import SimProfile
 from agentlab.llm.sim_request import EPS, EngineRequest
 
-__all__ = ["idle_ttft", "kv_fit", "register_blocks", "step_time", "steps_to"]
+__all__ = ["idle_ttft", "kv_fit", "register_blocks", "step_time", "steps_to", "steps_within"]
 
 
 def step_time(
@@ -73,6 +73,23 @@ def steps_to(span: float, dt: float, ddt: float) -> int:
     while kf * dt + ddt * kf * (kf - 1.0) / 2.0 < low:
         kf += 1.0
     return int(kf)
+
+
+def steps_within(k: int, span: float, dt: float, ddt: float) -> int:
+    """A run of ``k`` decode steps (of ``dt``, growing by ``ddt``) cut at a horizon
+    ``span`` away (a deadline, an arrival, a limit): the fewest steps that reach it where
+    that is fewer, at least 1. The one copy for the engine's decode phases, the decode-only
+    run and the plan's forecast."""
+    if not ddt:  # (steps_to without growth, inline)
+        kh = math.ceil(span / dt - EPS)
+    else:
+        m = float(k - 1)
+        if k >= 1 and m * dt + ddt * m * (m - 1.0) / 2.0 < span - EPS:
+            return k  # k - 1 steps fall short of it: steps_to's count is not below k
+        kh = steps_to(span, dt, ddt)
+    if kh < k:
+        k = kh
+    return k if k >= 1 else 1
 
 
 def kv_fit(decodes: list[EngineRequest], k: int, kv: KVCache, bs: int, speeds: float = -1.0) -> int:
