@@ -323,40 +323,29 @@ class Planner:
             kf = float(k)
             rem = _INF
             fin = None
-            if a_dec:
-                ctx = sp = 0.0
-                for r in live:
-                    d = r.fd + kf * r.speed
-                    if d >= r.stop:
-                        if r is v:
-                            break
-                        fin = [r] if fin is None else [*fin, r]
-                    else:
-                        r.fd = d
-                        x = (r.outf - d) / r.speed
-                        if x < rem:
-                            rem = x
+            ctx = sp = 0.0  # (summed only with the attention term, as the phases sum them)
+            for r in live:
+                d = r.fd + kf * r.speed
+                if d >= r.stop:
+                    if r is v:
+                        break
+                    fin = [r] if fin is None else [*fin, r]
+                else:
+                    r.fd = d
+                    x = (r.outf - d) / r.speed
+                    if x < rem:
+                        rem = x
+                    if a_dec:
                         ctx += r.promptf + d
                         sp += r.speed
-            else:
-                for r in live:
-                    d = r.fd + kf * r.speed
-                    if d >= r.stop:
-                        if r is v:
-                            break
-                        fin = [r] if fin is None else [*fin, r]
-                    else:
-                        r.fd = d
-                        x = (r.outf - d) / r.speed
-                        if x < rem:
-                            rem = x
+            t_end = t + kf * dt + ddt * (kf * (kf - 1.0) / 2.0) if ddt else t + kf * dt
             if d >= v.stop and r is v:  # its last token: time_of_token on this phase
                 j = math.ceil((v.output - v.fd) / v.speed - EPS)
                 j = k if k < j else j if j > 1 else 1
                 v.ftok = t + j * dt + ddt * (j * (j - 1) / 2) if ddt else t + j * dt
-                v.end = t + kf * dt + ddt * (kf * (kf - 1.0) / 2.0) if ddt else t + kf * dt
+                v.end = t_end
                 break
-            t = t + kf * dt + ddt * (kf * (kf - 1.0) / 2.0) if ddt else t + kf * dt
+            t = t_end
             if fin is not None:
                 stale = False
                 for r in fin:
