@@ -72,17 +72,18 @@ def test_demo_run_loads_into_phoenix_as_one_tree_per_trace(tmp_path: Path) -> No
                 assert time.monotonic() < deadline, "Phoenix did not start in 300 s: " + (
                     tmp_path / "phoenix.log").read_text()[-2000:]  # fmt: skip
                 time.sleep(1)
-        with open_run(run) as r:
-            n = r.export_otlp(endpoint=base)
+
+        def push_demo() -> int:
+            with open_run(run) as r:
+                return r.export_otlp(endpoint=base)
+
+        n = push_demo()
         assert n > 2000  # the demo: 200 agents x 5 ticks
-        deadline = time.monotonic() + 120
-        while len(spans := _spans(base)) < n and time.monotonic() < deadline:
-            time.sleep(1)  # Phoenix inserts in the background
+        spans = _await_spans(base, n, push_demo, tmp_path / "phoenix.log")
         assert len(spans) == n
         live = _live_experiment_and_threads(tmp_path, base)
-        deadline = time.monotonic() + 120
-        while len(after := _spans(base)) < n + live and time.monotonic() < deadline:
-            time.sleep(1)
+        after = _await_spans(base, n + live, lambda: _repush_live(tmp_path, base),
+                             tmp_path / "phoenix.log")  # fmt: skip
         assert len(after) == n + live
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -117,6 +118,42 @@ def test_demo_run_loads_into_phoenix_as_one_tree_per_trace(tmp_path: Path) -> No
         below = "experiment.stage" if root == "experiment.run" else "invoke_agent"
         by_id = {s["context"]["span_id"]: s for s in tree}
         assert {by_id[s["parent_id"]]["name"].split(" ")[0] for s in chats} == {below}
+
+
+def _await_spans(base: str, want: int, repush: Any, log: Path) -> list[dict[str, Any]]:
+    """Phoenix's spans once it holds ``want`` of them (or after 300 s).
+
+    Phoenix inserts in the background, into SQLite; on a loaded 2-core box a batch it has
+    accepted can fail to commit, and Phoenix then drops it ("Releasing N spans without
+    replay" in its log; seen once in CI, 3,012 of 3,250 spans). A count that stalls for
+    20 s is pushed again with ``repush`` (at most twice): Phoenix inserts ON CONFLICT
+    (span_id) DO NOTHING, so a second push only fills what was dropped.
+    """
+    deadline = time.monotonic() + 300
+    last, since, repushes = -1, time.monotonic(), 0
+    while True:
+        spans = _spans(base)
+        now = time.monotonic()
+        if len(spans) >= want or now > deadline:
+            if len(spans) != want:
+                tail = [ln for ln in log.read_text().splitlines() if "without replay" in ln]
+                print(f"Phoenix holds {len(spans)} of {want} spans; its drops: {tail[-3:]}")
+            return spans
+        if len(spans) != last:
+            last, since = len(spans), now
+        elif now - since > 20 and repushes < 2:
+            repush()
+            repushes, since = repushes + 1, now
+        time.sleep(2)  # Phoenix's REST reads compete with its inserts: poll gently
+
+
+def _repush_live(tmp_path: Path, base: str) -> None:
+    """Push the live runs' finished traces again (a fresh follower starts at offset 0)."""
+    from agentlab.store.otlp_live import live_otlp
+
+    for name in ("exp", "threads"):
+        with live_otlp(tmp_path / name, base, interval=0.2):
+            pass
 
 
 def _trees(spans: list[dict[str, Any]]) -> dict[str, tuple[str, list[dict[str, Any]]]]:
