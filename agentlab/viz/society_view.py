@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -189,6 +190,10 @@ ENABLED = {
 }
 
 
+#: the run statuses (``store.lifecycle``) a view with no society shows as they are
+RUN_ENDED = ("done", "stopped", "failed", "interrupted")
+
+
 class SocietyView(LiveWidget):
     """Tick, agents, agent-steps/s, LLM calls/s, tokens, errors, AIMD limit, in-flight.
 
@@ -242,6 +247,7 @@ class SocietyView(LiveWidget):
         # a subshell thread in JupyterLab) are handed to it (see _base.call_on_loop)
         self._loop = owner_loop()
         self._errors_at = -math.inf
+        self._run_status_at, self._run_ended = -math.inf, ""
         self._seen: tuple[Any, ...] = ()
         #: called (on the event loop) when a run started here ends
         self.on_done: Callable[[], None] | None = None
@@ -283,6 +289,15 @@ class SocietyView(LiveWidget):
             self._society.tick if self._society is not None else self._model.summary().get("tick")
         )
         n = "–" if tick is None else f"{int(tick)}"
+        if self._society is None and status in RUN_ENDED:
+            # a run written elsewhere (or before this kernel): what its run.json says
+            return {
+                "done": f"done: tick {n} committed (read from the run log)",
+                "stopped": f"stopped after tick {n} (read from the run log)",
+                "failed": f"failed after tick {n} (read from the run log)",
+                "interrupted": f"interrupted after tick {n}: its writer ended without "
+                "marking the run ended (a crash or a kill); resume it from its directory",
+            }[status]
         lines = {
             "idle": "ready: press start to run",
             "running": f"running tick {progress.get('tick', '–')} (tick {n} committed); "
@@ -302,6 +317,9 @@ class SocietyView(LiveWidget):
     def _status(self) -> str:
         soc = self._society
         if soc is None:
+            ended = self._run_status()
+            if ended is not None:
+                return ended
             return "following" if self._follower.running else "static"
         status = soc.status
         task = self.task
@@ -317,6 +335,27 @@ class SocietyView(LiveWidget):
             return "pausing"  # pause requested: holds once the tick in progress commits
         return status
 
+    def _run_status(self, every_s: float = 1.0) -> str | None:
+        """The run's status from its ``run.json`` and writer lock when it has ended
+        (``done``, ``stopped``, ``failed``, ``interrupted``), else ``None``: a view with no
+        society in this kernel says "done", not "following", once the run is over. Re-read
+        at most every ``every_s`` (a lock probe per frame is not free)."""
+        now = time.monotonic()
+        if now - self._run_status_at >= every_s:
+            self._run_status_at = now
+            from agentlab.store.atomic import read_json
+            from agentlab.store.lifecycle import read_status
+            from agentlab.store.manifest import MANIFEST_NAME
+
+            try:
+                doc = read_json(os.path.join(self.run_dir, MANIFEST_NAME), default=None)
+            except ValueError:  # written atomically, but another tool may not be
+                doc = None
+            # no run.json (yet), or none with a status: a log being written, keep following
+            if isinstance(doc, dict) and doc.get("status"):
+                self._run_ended = read_status(self.run_dir, doc)
+        return self._run_ended if self._run_ended in RUN_ENDED else None
+
     def _progress(self, status: str) -> dict[str, Any]:
         soc = self._society
         if soc is None or status not in ("running", "pausing"):
@@ -330,8 +369,11 @@ class SocietyView(LiveWidget):
     def _watch(self) -> bool:
         # status, and the tick in progress, change between the rows of the log
         soc = self._society
-        if soc is None:
-            return False
+        if soc is None:  # a run followed from its log: its end is in run.json, not a row
+            ended = (self._run_status(),)
+            changed = ended != self._seen
+            self._seen = ended
+            return changed
         p = soc.tick_progress() if soc.status == "running" else {}
         seen = (soc.status, soc.paused, p.get("tick"), p.get("llm_calls"), p.get("in_flight"))
         task = self.task

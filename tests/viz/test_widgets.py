@@ -340,3 +340,33 @@ def test_span_button_finds_the_tool_span_of_every_society_message(tmp_path: Path
     assert "step errors" in sv.errors_line and "tool errors" in sv.errors_line
     assert f"errors: {sv.errors_line}" in sv._static_html()
     sv.close()
+
+
+def test_a_view_of_an_ended_run_says_so_and_notices_the_end(run_dir: Path, log: LogWriter) -> None:
+    """A view with no society in this kernel shows the run's own status once it has ended
+    (a saved notebook said "following the run log" of a run long finished)."""
+    from agentlab.store.lifecycle import mark_status
+    from agentlab.store.writer_lock import WriterLock
+
+    log.write("timeline", [timeline_row(t) for t in range(3)])
+    assert SocietyView(run_dir, follow=False).status == "static"  # no run.json: a bare log
+    lock = WriterLock(run_dir).acquire()
+    mark_status(run_dir, "running")
+    w = SocietyView(run_dir, poll_interval=0.01)
+
+    def wait(cond: Any) -> None:
+        deadline = time.monotonic() + 5
+        while not cond() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    wait(lambda: w.state_line)
+    assert w.status == "following" and w.state_line == "following the run log (tick 2)"
+    mark_status(run_dir, "done")  # the writer ends the run: run.json only, no log row
+    lock.release()
+    wait(lambda: w.status == "done")
+    w.stop()
+    assert w.status == "done" and w.state_line == "done: tick 2 committed (read from the run log)"
+    assert w.enabled == []  # no buttons: nothing in this kernel to drive
+    mark_status(run_dir, "running")  # says running, but no writer holds the lock
+    v = SocietyView(run_dir, follow=False)
+    assert v.status == "interrupted" and "crash or a kill" in v.state_line
