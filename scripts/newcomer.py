@@ -53,6 +53,8 @@ ALL_RAN = """() => {
   return k && k.status === 'idle' && cells.every((c) => c.model.executionCount !== null);
 }"""
 
+DIRTY = "() => !!window.jupyterapp.shell.currentWidget.context.model.dirty"
+
 
 class Walk:
     """Timed steps and checks, written to ``timings.json``."""
@@ -198,18 +200,37 @@ def _notebook_round_trip(walk: Walk, page: Any, url: str, root: Path, name: str)
     # whose size changed as modified without running the clean filter (git diff is empty)
     walk.note(f"{stem}: git status --porcelain: {_git(root, 'status', '--porcelain')!r}")
     with walk.step(f"{stem}: close kernel and session, reopen"):
-        _delete_all(url, "sessions")
-        _delete_all(url, "kernels")
-        page.goto(f"{url}/lab/tree/{name}?reset", wait_until="domcontentloaded")
-        page.wait_for_function("() => !!window.jupyterapp", timeout=90_000)
-        page.wait_for_function(KERNEL_IDLE, timeout=120_000)
-        page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
-        page.wait_for_timeout(3000)
-    page.screenshot(path=str(walk.out / f"{stem}_2_reopened.png"), full_page=True)
+        _reopen(page, url, name)
+    _check_reopened(walk, page, stem, "2_reopened")
+    dirty = page.evaluate(DIRTY)
+    walk.note(f"{stem}: marked unsaved right after the reopen: {dirty}")
+    # a newcomer who reopens, looks and saves again (ipywidgets#3888: in JupyterLab 4 a
+    # reopened notebook's save could drop the widget state it was opened with)
+    with walk.step(f"{stem}: save the reopened notebook, close, reopen"):
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+        page.wait_for_function(f"() => !({DIRTY})()", timeout=30_000)
+        page.wait_for_timeout(1000)
+        _reopen(page, url, name)
+    _check_reopened(walk, page, stem, "3_saved_again")
+
+
+def _reopen(page: Any, url: str, name: str) -> None:
+    """Close every session and kernel, as at the end of a day, and open ``name`` again."""
+    _delete_all(url, "sessions")
+    _delete_all(url, "kernels")
+    page.goto(f"{url}/lab/tree/{name}?reset", wait_until="domcontentloaded")
+    page.wait_for_function("() => !!window.jupyterapp", timeout=90_000)
+    page.wait_for_function(KERNEL_IDLE, timeout=120_000)
+    page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+    page.wait_for_timeout(3000)  # the widget manager restores and renders
+
+
+def _check_reopened(walk: Walk, page: Any, stem: str, shot: str) -> None:
+    page.screenshot(path=str(walk.out / f"{stem}_{shot}.png"), full_page=True)
     body = page.inner_text("body")
-    walk.check("model not found" not in body, f"{stem}: no 'model not found' after reopening")
+    walk.check("model not found" not in body, f"{stem} ({shot}): no 'model not found'")
     outputs = page.locator(".jp-OutputArea-output").count()
-    walk.check(outputs > 0, f"{stem}: outputs shown after reopening ({outputs})")
+    walk.check(outputs > 0, f"{stem} ({shot}): outputs shown ({outputs})")
 
 
 def main(argv: list[str] | None = None) -> int:
