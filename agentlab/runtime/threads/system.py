@@ -28,7 +28,7 @@ import inspect
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -270,29 +270,31 @@ class AgentSystem:
         call: ToolCall | None = None
         compacted_now = False
         if action == COMPLETE:
-            if msgs is None:
+            budget = -1 if self.token_budget is None else self.token_budget
+            over = budget >= 0 and (len(blob) + 200 * len(new)) // 4 > budget
+            encoded = type(self.model) is LLMClientModel and self._lineages.continued(tid, lineage)
+            if msgs is None and (over or not encoded):  # else handed encoded (Lineages.hand)
                 msgs = decode_history(blob) if blob else []
-            msgs.extend(new)
-            if (
-                self.token_budget is not None
-                and (len(blob) + 200 * len(new)) // 4 > self.token_budget
-            ):
-                compacted, covered = compact_messages(msgs, self.token_budget * 2, self.summarize)
+                lineage = lineage if len(msgs) == st.n_messages else 0  # a chain's count
+            if msgs is not None:
+                msgs.extend(new)
+            if over and msgs is not None:
+                compacted, covered = compact_messages(msgs, budget * 2, self.summarize)
                 if covered:
-                    before = len(blob)
+                    log.emit("compaction", tid, covered=covered, bytes_before=len(blob))
                     msgs, blob, new = compacted, b"", list(compacted)
                     lineage = self._lineages.fresh()
                     st.compactions += 1
                     compacted_now = True
-                    log.emit("compaction", tid, covered=covered, bytes_before=before)
             t0 = time.perf_counter() if logging else 0.0
-            handed = self._lineages.hand(tid, msgs, lineage)
+            handed = self._lineages.hand(tid, msgs, lineage, blob, new, st.n_messages)
             text, calls, partial = await self._complete(tid, st, handed)
             msg, call = finish_turn(st, text, calls, partial=partial)
             if call is not None and call.name in RUNTIME_TOOLS:
                 note_runtime_call(st, call)
             new.append(msg)
-            msgs.append(msg)
+            if msgs is not None:
+                msgs.append(msg)
             self.completions += 1
             if logging:
                 if partial:
@@ -324,11 +326,11 @@ class AgentSystem:
         return action, Hot(raw_state, blob, blob, st, msgs)
 
     async def _complete(
-        self, tid: str, st: ThreadState, msgs: list[dict[str, Any]]
+        self, tid: str, st: ThreadState, msgs: Sequence[dict[str, Any]]
     ) -> tuple[str, list[ToolCall], bool]:
         parts: list[str] = []
         calls: list[ToolCall] = []
-        # msgs: a copy (Lineages.hand), so the model never sees later turns appear in it.
+        # msgs: a copy or a read-only view (Lineages.hand): no later turn appears in it.
         # An LLMClientModel's client stream is iterated here: one async generator fewer.
         model = self.model
         llm = model if type(model) is LLMClientModel else None

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agentlab.llm import LLMClient, sim_tools
+from agentlab.llm.sim_backend import SimServer
 from agentlab.llm.sim_slots import KnownPrefix, prefix_digest, vouched
 from agentlab.llm.sim_tools import _Context
 from agentlab.llm.tokens import CharsTokenizer
@@ -26,6 +27,7 @@ from agentlab.runtime.threads import (
     MemoryThreadStore,
     ScriptedModel,
     SQLiteThreadStore,
+    Tool,
 )
 from agentlab.runtime.threads.lineage import Lineages
 from tests.llm.test_sim_tools_context import _message, _reference
@@ -193,20 +195,26 @@ async def test_compaction_starts_a_new_lineage() -> None:
     assert len(set(lineages)) >= 2
 
 
+def _sim_parts(seed: int) -> tuple[LLMClient, LLMClientModel, Tool]:
+    """A ``sim/instant`` model that calls the tool after user text, and that tool."""
+    client = LLMClient("sim/instant", seed=seed)
+    model = LLMClientModel(
+        client,
+        per_call=lambda m: {"sim_tool_call_p": 1.0 if m[-1]["role"] == "user" else 0.0},
+        sim_completion_tokens=40,
+    )
+    tool = CountingTool()
+    tool.tool.parameters = PARAMS
+    return client, model, tool.tool
+
+
 async def test_sim_histories_equal_with_and_without_lineages() -> None:
     """The same sim conversations keyed by lineage and by content give the same replies
     (tool calls with context-filled arguments, texts, prompt-token counts)."""
 
     async def run(keep: bool) -> tuple[dict[str, Any], int]:
-        client = LLMClient("sim/instant", seed=11)
-        model = LLMClientModel(
-            client,
-            per_call=lambda m: {"sim_tool_call_p": 1.0 if m[-1]["role"] == "user" else 0.0},
-            sim_completion_tokens=40,
-        )
-        tool = CountingTool()
-        tool.tool.parameters = PARAMS
-        system = AgentSystem(model, MemoryThreadStore(hot_limit=None), [tool.tool])
+        client, model, tool = _sim_parts(11)
+        system = AgentSystem(model, MemoryThreadStore(hot_limit=None), [tool])
         if not keep:
             system._lineages.limit = 0
         tokens0 = client.usage.prompt_tokens
@@ -220,6 +228,40 @@ async def test_sim_histories_equal_with_and_without_lineages() -> None:
     assert keyed == plain
     # the runtime tools are offered too: children spawned, events received, reports
     assert len(keyed[0]) > 3 and all(len(keyed[0][t]) >= 20 for t in ("x", "y", "z"))
+
+
+async def test_an_llm_model_is_handed_its_history_still_encoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a thread's first call the simulator gets an ``EncodedHistory`` (the runtime
+    decodes nothing); replies, histories and token counts equal those of the decoded lists
+    the bounded cache hands (``KnownPrefix``)."""
+    seen: list[str] = []
+    plan = SimServer.plan
+
+    def spy(self: SimServer, messages: Any, **kw: Any) -> Any:
+        seen.append(type(messages).__name__)
+        return plan(self, messages, **kw)
+
+    monkeypatch.setattr(SimServer, "plan", spy)
+
+    async def run(**kw: Any) -> tuple[dict[str, Any], int]:
+        client, model, tool = _sim_parts(5)
+        store = MemoryThreadStore(hot_limit=None)
+        system = AgentSystem(model, store, [tool], agent_tools=False, **kw)
+        tokens0 = client.usage.prompt_tokens
+        await _turns(system, ["x", "y"], 5)
+        store.compress_cold()  # a cold history: read back from its deflated bytes
+        await _turns(system, ["x", "y"], 2, start=5)
+        histories = {t: system.history(t) for t in system.threads()}
+        return histories, client.usage.prompt_tokens - tokens0
+
+    encoded = await run()
+    # all but the two calls of each thread's first turn (decoded at the chain's start)
+    assert seen.count("EncodedHistory") == len(seen) - 4
+    seen.clear()
+    # the cache's decoded lists until compress_cold drops them
+    assert encoded == await run(decoded_cache=100) and set(seen[:20]) == {"KnownPrefix"}
 
 
 def test_count_slots_put_at_the_slot_found_equals_a_put_that_searches() -> None:
