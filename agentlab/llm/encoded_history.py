@@ -98,6 +98,10 @@ class EncodedHistory(Sequence[dict[str, Any]]):
         """Every message, in a new list."""
         return list(self._decoded())
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a plain list in a copy or another process: lineage numbers are per process
+        return list, (self.as_list(),)
+
     def _decoded(self) -> list[dict[str, Any]]:
         out = self._all
         if out is None:

@@ -3,6 +3,8 @@ the simulator's lineage-keyed work on it equals the whole conversation's (issue 
 
 from __future__ import annotations
 
+import copy
+import pickle
 import random
 from typing import Any
 
@@ -60,6 +62,8 @@ def test_a_read_near_the_end_decodes_only_those_lines() -> None:
     assert view._all is None  # nothing before them was decoded
     assert view[3] == convo[3] and view._all == convo  # far back: all of it, once
     assert decode_lines(b"") == [] and decode_lines(_lines(convo)) == convo
+    for copied in (pickle.loads(pickle.dumps(view)), copy.copy(view)):  # lineage: per process
+        assert type(copied) is list and copied == convo
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -107,12 +107,13 @@ class ScriptedModel:
 
     async def stream(
         self,
-        messages: list[dict[str, Any]],
+        messages: Sequence[dict[str, Any]],
         tools: list[dict[str, Any]],
         *,
         thread_id: str,
         turn: int,
     ) -> AsyncIterator[str | ToolCall]:
+        # reads the last message only: an AgentSystem hands it its history still encoded
         self.calls += 1
         h = zlib.crc32(f"{self.seed}:{thread_id}:{turn}".encode())
         pool, n = self._pool, len(self._pool)

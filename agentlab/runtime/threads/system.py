@@ -47,7 +47,7 @@ from agentlab.runtime.threads.codec import raw_history as _raw
 from agentlab.runtime.threads.hot import Hot, HotCache
 from agentlab.runtime.threads.hot import same_bytes as _same
 from agentlab.runtime.threads.lineage import Lineages
-from agentlab.runtime.threads.model import LLMClientModel, Model
+from agentlab.runtime.threads.model import LLMClientModel, Model, ScriptedModel
 from agentlab.runtime.threads.records import Delivery, StepResult, ThreadState
 from agentlab.runtime.threads.runlog import ThreadLog
 from agentlab.runtime.threads.runtime_tools import dispatch_runtime_tool, note_runtime_call
@@ -60,6 +60,7 @@ from agentlab.runtime.threads.tools import Tool, ToolContext
 __all__ = ["AgentSystem", "SimulatedCrash", "StepResult"]
 
 FAULT_POINTS = ("before_persist", "after_persist", "after_dispatch")
+_READS_ENCODED = (LLMClientModel, ScriptedModel)  # handed a history still encoded: Lineages
 
 
 class SimulatedCrash(AgentError):
@@ -272,7 +273,7 @@ class AgentSystem:
         if action == COMPLETE:
             budget = -1 if self.token_budget is None else self.token_budget
             over = budget >= 0 and (len(blob) + 200 * len(new)) // 4 > budget
-            encoded = type(self.model) is LLMClientModel and self._lineages.continued(tid, lineage)
+            encoded = type(self.model) in _READS_ENCODED and self._lineages.continued(tid, lineage)
             if msgs is None and (over or not encoded):  # else handed encoded (Lineages.hand)
                 msgs = decode_history(blob) if blob else []
                 lineage = lineage if len(msgs) == st.n_messages else 0  # a chain's count
@@ -330,8 +331,7 @@ class AgentSystem:
     ) -> tuple[str, list[ToolCall], bool]:
         parts: list[str] = []
         calls: list[ToolCall] = []
-        # msgs: a copy or a read-only view (Lineages.hand): no later turn appears in it.
-        # An LLMClientModel's client stream is iterated here: one async generator fewer.
+        # msgs: a copy or read-only view (Lineages.hand); an LLMClientModel's stream is run here
         model = self.model
         llm = model if type(model) is LLMClientModel else None
         start: Callable[..., Any] = model.stream if llm is None else llm.open
