@@ -88,15 +88,23 @@ class Lineages:
 
     def continued(self, tid: str, lineage: int) -> bool:
         """Whether ``lineage`` (from :meth:`of`) goes on the chain this system committed
-        last for the thread (so the state's message count is the history's: this system
-        kept them in step since it checked them at the chain's start)."""
+        last for the thread (so the state's message count is the history's: checked at
+        the chain's start, :meth:`committed`)."""
         return bool(lineage) and self._chains.get(tid) == lineage
 
-    def committed(self, tid: str, lineage: int, raw_state: bytes) -> None:
-        """The slice of lineage ``lineage`` committed ``raw_state`` (the chain goes on)."""
+    def committed(
+        self, tid: str, lineage: int, raw_state: bytes, lines: bytes | bytearray, n: int
+    ) -> None:
+        """The slice of lineage ``lineage`` committed ``raw_state`` and the history
+        ``lines`` whose message count the state says is ``n`` (the chain goes on). A chain
+        starts only if ``lines`` holds ``n`` messages (one count at its start: from then on
+        this system's slices keep the two in step, and a handed ``EncodedHistory`` takes
+        the state's count)."""
         if not self.limit or not lineage:
             return
         chains, states = self._chains, self._states
+        if chains.get(tid) != lineage and lines.count(b"\n") != n:
+            return
         chains[tid] = lineage
         states[tid] = raw_state
         if len(chains) > self.limit:

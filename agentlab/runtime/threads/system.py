@@ -276,7 +276,6 @@ class AgentSystem:
             encoded = type(self.model) in _READS_ENCODED and self._lineages.continued(tid, lineage)
             if msgs is None and (over or not encoded):  # else handed encoded (Lineages.hand)
                 msgs = decode_history(blob) if blob else []
-                lineage = lineage if len(msgs) == st.n_messages else 0  # a chain's count
             if msgs is not None:
                 msgs.extend(new)
             if over and msgs is not None:
@@ -315,7 +314,7 @@ class AgentSystem:
         raw_state = encode_state(st.to_dict())
         base = None if compacted_now else stored
         blob = commit_frames(store, tid, raw_state, base, blob, frames, seq)
-        self._lineages.committed(tid, lineage, raw_state)
+        self._lineages.committed(tid, lineage, raw_state, blob, st.n_messages)
         if fault is not None:
             fault("after_persist", tid)
         if call is not None:

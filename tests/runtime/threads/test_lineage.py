@@ -114,8 +114,14 @@ def test_a_chain_goes_on_only_after_a_commit_of_the_object_handed_back(tmp_path:
     first = chains.of("a", None)
     assert isinstance(chains.hand("a", msgs, first), KnownPrefix)
     state = b'{"slices": 1}'
-    chains.committed("a", first, state)
+    chains.committed("a", first, state, b"", 0)
     assert chains.of("a", state) == first  # the store holds what this system committed
+    assert chains.continued("a", first) and not chains.continued("a", first + 1)
+    # a state whose message count is not the history's starts no chain (an EncodedHistory
+    # would take its count)
+    other = chains.of("b", None)
+    chains.committed("b", other, state, b'{"role": "user"}\n', 2)
+    assert chains.of("b", state) != other and not chains.continued("b", other)
     assert chains.of("a", bytes(bytearray(state))) != first  # an equal copy: not proven
     chains.hand("a", msgs, first)  # handed, then the slice failed: no commit
     assert chains.of("a", state) not in (first, 0)
@@ -131,7 +137,7 @@ def test_chains_stay_bounded_and_a_dropped_thread_starts_a_new_lineage() -> None
     numbers = {t: chains.of(t, None) for t in states}
     for t, st in states.items():
         chains.hand(t, [{"role": "user", "content": t}], numbers[t])
-        chains.committed(t, numbers[t], st)
+        chains.committed(t, numbers[t], st, b"", 0)
     # past 4 threads the older half (a, b) went, in one pass; the rest go on
     assert chains.of("a", states["a"]) != numbers["a"]
     assert all(chains.of(t, states[t]) == numbers[t] for t in "cde")
