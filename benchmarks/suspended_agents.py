@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def _tool_result(ctx: Any, args: dict[str, Any]) -> str:
     return (f"result for {args.get('query', '')!s} @{ctx.call_id}: " + "ok " * 120)[:340]
 
 
-def _sim_policy(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _sim_policy(messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
     # after user text: a tool call (the suspension); after the tool result: text, no call
     return {"sim_tool_call_p": 1.0 if messages[-1]["role"] == "user" else 0.0}
 

@@ -24,9 +24,11 @@ from __future__ import annotations
 import zlib
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from typing import Any, TypeVar
+
+from agentlab.llm.encoded_history import EncodedHistory
 
 __all__ = [
     "FIELD",
@@ -81,10 +83,14 @@ class KnownPrefix(list):  # type: ignore[type-arg]
         return list, (list(self),)
 
 
-def vouched(messages: list[Any]) -> tuple[int, int] | None:
+def vouched(messages: Sequence[Any]) -> tuple[int, int] | None:
     """``(lineage, committed)`` of a :class:`KnownPrefix` whose first ``committed``
-    messages are still its caller's (one pointer comparison per message), else ``None``."""
+    messages are still its caller's (one pointer comparison per message), or of an
+    :class:`~agentlab.llm.encoded_history.EncodedHistory` with a lineage (read-only: all
+    of it), else ``None``."""
     if type(messages) is not KnownPrefix:
+        if type(messages) is EncodedHistory and messages.lineage and len(messages):
+            return messages.lineage, len(messages)
         return None
     k, ref = messages.committed, messages.ref
     if k <= 0 or len(messages) < k or len(ref) < k:
@@ -340,12 +346,15 @@ def prefix_digest(
     key = hash((LINEAGE, seed, extra, tokenizer.name, lineage))
     at, got = _digests.get_at(key)  # (k << 32 | crc, tokens) of the lineage's first k
     k = 0 if got is None else got[0] >> 32
+    # the vouched messages: all of them, as a rule (no copy; an EncodedHistory's slice
+    # from 0 would decode every message)
+    head = messages if c == len(messages) else messages[:c]
     if got is None or k > c:  # a new lineage (or its entry replaced): by content
-        crc, tokens = _content_digest(seed, extra, messages[:c], tokenizer, keep=False)
+        crc, tokens = _content_digest(seed, extra, head, tokenizer, keep=False)
     else:
         crc, tokens = got[0] & 0xFFFFFFFF, got[1]
         if k < c:
-            crc, tokens = _extend_digest(crc, tokens, messages[:c], k, tokenizer)
+            crc, tokens = _extend_digest(crc, tokens, head, k, tokenizer)
     if k != c:  # a content lookup above stores nothing (keep=False): ``at`` still holds
         _digests.put(key, (c << 32 | crc, tokens), at=at)
     if c == len(messages):

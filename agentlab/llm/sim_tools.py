@@ -204,8 +204,7 @@ def _extend_all(scan: _Scan, messages: list[dict[str, Any]], k: int, n: int) -> 
     added holds a payload separator (else it cannot be stored)."""
     cacheable = True
     for m in messages[k:n]:
-        c = m.get("content")
-        text = c if type(c) is str else _other_text(c)
+        text = c if type(c := m.get("content")) is str else _other_text(c)
         scan = _extend(scan, text)
         cacheable = cacheable and not holds_separator(text)
     return scan, cacheable
@@ -540,8 +539,7 @@ def _first_system(messages: list[dict[str, Any]]) -> str:
     """The first system message's text ("" if none, or not text)."""
     for m in messages:  # a loop: cheaper than next(genexpr)
         if m.get("role") == "system":
-            system = m.get("content")
-            return system if isinstance(system, str) else ""
+            return system if isinstance(system := m.get("content"), str) else ""
     return ""
 
 
@@ -573,8 +571,10 @@ def play_along(
         choice = params.get("tool_choice")
         ctx = _Context(messages, lazy=True)
         return text, _tool_calls(ctx, tools, calls, rng, invalid_p, isinstance(choice, dict)), n
-    system = _first_system(messages)
-    if not tools and (CODEGEN_MARK in system or PLAN_MARK in system):
+    if tools:  # a program or plan answers only a prompt offering no tools
+        return text, calls, n
+    system = _first_system(messages)  # a pass over the messages: after the tools' test
+    if CODEGEN_MARK in system or PLAN_MARK in system:
         fns = _signature_fns(system)
         if fns:
             ctx = _Context(messages, lazy=True)

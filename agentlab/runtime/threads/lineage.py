@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from agentlab.llm.encoded_history import EncodedHistory
 from agentlab.llm.sim_slots import KnownPrefix
 
 __all__ = ["Lineages"]
@@ -60,23 +61,50 @@ class Lineages:
         """A new lineage (a compacted history starts one; 0: not kept)."""
         return next(_numbers) if self.limit else 0
 
-    def hand(self, tid: str, msgs: list[dict[str, Any]], lineage: int) -> list[dict[str, Any]]:
-        """The list to hand the model for a call on ``msgs`` (lineage ``lineage``'s, all of
+    def hand(
+        self,
+        tid: str,
+        msgs: list[dict[str, Any]] | None,
+        lineage: int,
+        lines: bytes | bytearray = b"",
+        new: list[dict[str, Any]] | None = None,
+        n: int = 0,
+    ) -> list[dict[str, Any]] | EncodedHistory:
+        """What to hand the model for a call on ``msgs`` (lineage ``lineage``'s, all of
         them: the slice commits exactly these and the reply, or the chain ends here until
         :meth:`committed`). A copy either way: ``msgs`` lives on in the next slice, and a
-        model that keeps its list must not see later turns appear in it."""
-        if not lineage or not msgs:
+        model that keeps its list must not see later turns appear in it. ``msgs`` ``None``:
+        the history is still encoded (``lines``, ``n`` messages) and followed by ``new``;
+        the model then decodes only what it reads (a lineage-keyed simulator call: the
+        last few)."""
+        if msgs is not None and (not lineage or not msgs):
             return list(msgs)
         states = self._states
-        if tid in states:
+        if lineage and tid in states:
             states[tid] = None  # no load continues it until the commit
+        if msgs is None:
+            return EncodedHistory(lines, n, new or [], lineage)
         return KnownPrefix(msgs, lineage)
 
-    def committed(self, tid: str, lineage: int, raw_state: bytes) -> None:
-        """The slice of lineage ``lineage`` committed ``raw_state`` (the chain goes on)."""
+    def continued(self, tid: str, lineage: int) -> bool:
+        """Whether ``lineage`` (from :meth:`of`) goes on the chain this system committed
+        last for the thread (so the state's message count is the history's: checked at
+        the chain's start, :meth:`committed`)."""
+        return bool(lineage) and self._chains.get(tid) == lineage
+
+    def committed(
+        self, tid: str, lineage: int, raw_state: bytes, lines: bytes | bytearray, n: int
+    ) -> None:
+        """The slice of lineage ``lineage`` committed ``raw_state`` and the history
+        ``lines`` whose message count the state says is ``n`` (the chain goes on). A chain
+        starts only if ``lines`` holds ``n`` messages (one count at its start: from then on
+        this system's slices keep the two in step, and a handed ``EncodedHistory`` takes
+        the state's count)."""
         if not self.limit or not lineage:
             return
         chains, states = self._chains, self._states
+        if chains.get(tid) != lineage and lines.count(b"\n") != n:
+            return
         chains[tid] = lineage
         states[tid] = raw_state
         if len(chains) > self.limit:

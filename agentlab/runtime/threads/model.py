@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentlab.core.clock import Clock, RealClock
 from agentlab.core.records import ToolCall
 from agentlab.llm.client_stream import LLMStream
+from agentlab.llm.encoded_history import EncodedHistory
 
 if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
@@ -106,12 +107,13 @@ class ScriptedModel:
 
     async def stream(
         self,
-        messages: list[dict[str, Any]],
+        messages: Sequence[dict[str, Any]],
         tools: list[dict[str, Any]],
         *,
         thread_id: str,
         turn: int,
     ) -> AsyncIterator[str | ToolCall]:
+        # reads the last message only: an AgentSystem hands it its history still encoded
         self.calls += 1
         h = zlib.crc32(f"{self.seed}:{thread_id}:{turn}".encode())
         pool, n = self._pool, len(self._pool)
@@ -148,6 +150,9 @@ class LLMClientModel:
         per_call: ``per_call(messages) -> overrides`` merged into each call, e.g. to force a
             tool call after user text and none after a tool result with the simulator:
             ``lambda m: {"sim_tool_call_p": 1.0 if m[-1]["role"] == "user" else 0.0}``.
+            ``messages`` is a read-only sequence: an ``AgentSystem`` hands a ``sim/``
+            model its history still encoded (``llm.encoded_history.EncodedHistory``),
+            other clients get a list.
         **overrides: passed to every call (``sim_completion_tokens=275``, ``temperature``).
 
     Example:
@@ -159,13 +164,16 @@ class LLMClientModel:
         self,
         client: Any,
         *,
-        per_call: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+        per_call: Callable[[Sequence[dict[str, Any]]], dict[str, Any]] | None = None,
         **overrides: Any,
     ) -> None:
         self.client = client
         self.per_call = per_call
         self.overrides = overrides
         self.name = str(getattr(client, "model", "llm"))
+        # a sim/ model is served in process (SimServer.plan reads the messages it is
+        # given as a sequence): it may be handed an EncodedHistory as it stands
+        self._in_process = self.name.startswith("sim/")
         self.responses = 0
 
     def record_to(self, services: RunServices) -> None:
@@ -181,7 +189,7 @@ class LLMClientModel:
 
     def open(
         self,
-        messages: list[dict[str, Any]],
+        messages: Sequence[dict[str, Any]],
         tools: list[dict[str, Any]],
         *,
         thread_id: str,
@@ -193,6 +201,8 @@ class LLMClientModel:
         kw = self.overrides
         if self.per_call is not None:
             kw = {**kw, **self.per_call(messages)}
+        if type(messages) is EncodedHistory and not self._in_process:
+            messages = messages.as_list()  # a transport serializes the list it is given
         s = self.client.stream(
             messages,
             tools=tools or None,

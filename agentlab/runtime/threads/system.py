@@ -28,7 +28,7 @@ import inspect
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,7 +47,7 @@ from agentlab.runtime.threads.codec import raw_history as _raw
 from agentlab.runtime.threads.hot import Hot, HotCache
 from agentlab.runtime.threads.hot import same_bytes as _same
 from agentlab.runtime.threads.lineage import Lineages
-from agentlab.runtime.threads.model import LLMClientModel, Model
+from agentlab.runtime.threads.model import LLMClientModel, Model, ScriptedModel
 from agentlab.runtime.threads.records import Delivery, StepResult, ThreadState
 from agentlab.runtime.threads.runlog import ThreadLog
 from agentlab.runtime.threads.runtime_tools import dispatch_runtime_tool, note_runtime_call
@@ -60,6 +60,7 @@ from agentlab.runtime.threads.tools import Tool, ToolContext
 __all__ = ["AgentSystem", "SimulatedCrash", "StepResult"]
 
 FAULT_POINTS = ("before_persist", "after_persist", "after_dispatch")
+_READS_ENCODED = (LLMClientModel, ScriptedModel)  # handed a history still encoded: Lineages
 
 
 class SimulatedCrash(AgentError):
@@ -270,29 +271,30 @@ class AgentSystem:
         call: ToolCall | None = None
         compacted_now = False
         if action == COMPLETE:
-            if msgs is None:
+            budget = -1 if self.token_budget is None else self.token_budget
+            over = budget >= 0 and (len(blob) + 200 * len(new)) // 4 > budget
+            encoded = type(self.model) in _READS_ENCODED and self._lineages.continued(tid, lineage)
+            if msgs is None and (over or not encoded):  # else handed encoded (Lineages.hand)
                 msgs = decode_history(blob) if blob else []
-            msgs.extend(new)
-            if (
-                self.token_budget is not None
-                and (len(blob) + 200 * len(new)) // 4 > self.token_budget
-            ):
-                compacted, covered = compact_messages(msgs, self.token_budget * 2, self.summarize)
+            if msgs is not None:
+                msgs.extend(new)
+            if over and msgs is not None:
+                compacted, covered = compact_messages(msgs, budget * 2, self.summarize)
                 if covered:
-                    before = len(blob)
+                    log.emit("compaction", tid, covered=covered, bytes_before=len(blob))
                     msgs, blob, new = compacted, b"", list(compacted)
                     lineage = self._lineages.fresh()
                     st.compactions += 1
                     compacted_now = True
-                    log.emit("compaction", tid, covered=covered, bytes_before=before)
             t0 = time.perf_counter() if logging else 0.0
-            handed = self._lineages.hand(tid, msgs, lineage)
+            handed = self._lineages.hand(tid, msgs, lineage, blob, new, st.n_messages)
             text, calls, partial = await self._complete(tid, st, handed)
             msg, call = finish_turn(st, text, calls, partial=partial)
             if call is not None and call.name in RUNTIME_TOOLS:
                 note_runtime_call(st, call)
             new.append(msg)
-            msgs.append(msg)
+            if msgs is not None:
+                msgs.append(msg)
             self.completions += 1
             if logging:
                 if partial:
@@ -312,7 +314,7 @@ class AgentSystem:
         raw_state = encode_state(st.to_dict())
         base = None if compacted_now else stored
         blob = commit_frames(store, tid, raw_state, base, blob, frames, seq)
-        self._lineages.committed(tid, lineage, raw_state)
+        self._lineages.committed(tid, lineage, raw_state, blob, st.n_messages)
         if fault is not None:
             fault("after_persist", tid)
         if call is not None:
@@ -324,12 +326,11 @@ class AgentSystem:
         return action, Hot(raw_state, blob, blob, st, msgs)
 
     async def _complete(
-        self, tid: str, st: ThreadState, msgs: list[dict[str, Any]]
+        self, tid: str, st: ThreadState, msgs: Sequence[dict[str, Any]]
     ) -> tuple[str, list[ToolCall], bool]:
         parts: list[str] = []
         calls: list[ToolCall] = []
-        # msgs: a copy (Lineages.hand), so the model never sees later turns appear in it.
-        # An LLMClientModel's client stream is iterated here: one async generator fewer.
+        # msgs: a copy or read-only view (Lineages.hand); an LLMClientModel's stream is run here
         model = self.model
         llm = model if type(model) is LLMClientModel else None
         start: Callable[..., Any] = model.stream if llm is None else llm.open

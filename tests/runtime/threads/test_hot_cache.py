@@ -47,10 +47,12 @@ async def _reference(turns: int) -> dict[str, Any]:
     return _snapshot(ref)
 
 
-@pytest.mark.parametrize("limit", [0, 2, 1024])
-async def test_later_turns_start_from_the_cached_decoding(
-    limit: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+class _ListModel(ScriptedModel):
+    """A model of its own type: handed decoded lists (an ``AgentSystem`` hands a
+    ``ScriptedModel`` or ``LLMClientModel`` its history still encoded)."""
+
+
+def _count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     decoded: list[int] = []
 
     def counting(blob: bytes | None) -> list[dict[str, Any]]:
@@ -59,7 +61,15 @@ async def test_later_turns_start_from_the_cached_decoding(
         return out
 
     monkeypatch.setattr(system_module, "decode_history", counting)
-    system = AgentSystem(ScriptedModel(), MemoryThreadStore(), [CountingTool().tool],
+    return decoded
+
+
+@pytest.mark.parametrize("limit", [0, 2, 1024])
+async def test_later_turns_start_from_the_cached_decoding(
+    limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded = _count_decodes(monkeypatch)
+    system = AgentSystem(_ListModel(), MemoryThreadStore(), [CountingTool().tool],
                          decoded_cache=limit)  # fmt: skip
     async with system:
         await _turns(system, 4)
@@ -69,6 +79,19 @@ async def test_later_turns_start_from_the_cached_decoding(
     # where dropping the least recently used would make every round-robin turn miss)
     misses = {0: 9, 2: 3, 1024: 0}[limit]
     assert len(decoded) == misses and all(decoded)
+    assert _snapshot(system) == await _reference(4)
+
+
+async def test_a_scripted_model_is_handed_its_history_encoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No turn decodes the history (a chain's first slice would, had it one): the model
+    reads the last message of an ``EncodedHistory``; the same histories and states."""
+    decoded = _count_decodes(monkeypatch)
+    system = AgentSystem(ScriptedModel(), MemoryThreadStore(), [CountingTool().tool])
+    async with system:
+        await _turns(system, 4)
+    assert decoded == []
     assert _snapshot(system) == await _reference(4)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agentlab.llm import LLMClient, sim_tools
+from agentlab.llm.sim_backend import SimServer
 from agentlab.llm.sim_slots import KnownPrefix, prefix_digest, vouched
 from agentlab.llm.sim_tools import _Context
 from agentlab.llm.tokens import CharsTokenizer
@@ -26,6 +27,7 @@ from agentlab.runtime.threads import (
     MemoryThreadStore,
     ScriptedModel,
     SQLiteThreadStore,
+    Tool,
 )
 from agentlab.runtime.threads.lineage import Lineages
 from tests.llm.test_sim_tools_context import _message, _reference
@@ -112,8 +114,14 @@ def test_a_chain_goes_on_only_after_a_commit_of_the_object_handed_back(tmp_path:
     first = chains.of("a", None)
     assert isinstance(chains.hand("a", msgs, first), KnownPrefix)
     state = b'{"slices": 1}'
-    chains.committed("a", first, state)
+    chains.committed("a", first, state, b"", 0)
     assert chains.of("a", state) == first  # the store holds what this system committed
+    assert chains.continued("a", first) and not chains.continued("a", first + 1)
+    # a state whose message count is not the history's starts no chain (an EncodedHistory
+    # would take its count)
+    other = chains.of("b", None)
+    chains.committed("b", other, state, b'{"role": "user"}\n', 2)
+    assert chains.of("b", state) != other and not chains.continued("b", other)
     assert chains.of("a", bytes(bytearray(state))) != first  # an equal copy: not proven
     chains.hand("a", msgs, first)  # handed, then the slice failed: no commit
     assert chains.of("a", state) not in (first, 0)
@@ -129,7 +137,7 @@ def test_chains_stay_bounded_and_a_dropped_thread_starts_a_new_lineage() -> None
     numbers = {t: chains.of(t, None) for t in states}
     for t, st in states.items():
         chains.hand(t, [{"role": "user", "content": t}], numbers[t])
-        chains.committed(t, numbers[t], st)
+        chains.committed(t, numbers[t], st, b"", 0)
     # past 4 threads the older half (a, b) went, in one pass; the rest go on
     assert chains.of("a", states["a"]) != numbers["a"]
     assert all(chains.of(t, states[t]) == numbers[t] for t in "cde")
@@ -193,20 +201,26 @@ async def test_compaction_starts_a_new_lineage() -> None:
     assert len(set(lineages)) >= 2
 
 
+def _sim_parts(seed: int) -> tuple[LLMClient, LLMClientModel, Tool]:
+    """A ``sim/instant`` model that calls the tool after user text, and that tool."""
+    client = LLMClient("sim/instant", seed=seed)
+    model = LLMClientModel(
+        client,
+        per_call=lambda m: {"sim_tool_call_p": 1.0 if m[-1]["role"] == "user" else 0.0},
+        sim_completion_tokens=40,
+    )
+    tool = CountingTool()
+    tool.tool.parameters = PARAMS
+    return client, model, tool.tool
+
+
 async def test_sim_histories_equal_with_and_without_lineages() -> None:
     """The same sim conversations keyed by lineage and by content give the same replies
     (tool calls with context-filled arguments, texts, prompt-token counts)."""
 
     async def run(keep: bool) -> tuple[dict[str, Any], int]:
-        client = LLMClient("sim/instant", seed=11)
-        model = LLMClientModel(
-            client,
-            per_call=lambda m: {"sim_tool_call_p": 1.0 if m[-1]["role"] == "user" else 0.0},
-            sim_completion_tokens=40,
-        )
-        tool = CountingTool()
-        tool.tool.parameters = PARAMS
-        system = AgentSystem(model, MemoryThreadStore(hot_limit=None), [tool.tool])
+        client, model, tool = _sim_parts(11)
+        system = AgentSystem(model, MemoryThreadStore(hot_limit=None), [tool])
         if not keep:
             system._lineages.limit = 0
         tokens0 = client.usage.prompt_tokens
@@ -220,6 +234,40 @@ async def test_sim_histories_equal_with_and_without_lineages() -> None:
     assert keyed == plain
     # the runtime tools are offered too: children spawned, events received, reports
     assert len(keyed[0]) > 3 and all(len(keyed[0][t]) >= 20 for t in ("x", "y", "z"))
+
+
+async def test_an_llm_model_is_handed_its_history_still_encoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a thread's first call the simulator gets an ``EncodedHistory`` (the runtime
+    decodes nothing); replies, histories and token counts equal those of the decoded lists
+    the bounded cache hands (``KnownPrefix``)."""
+    seen: list[str] = []
+    plan = SimServer.plan
+
+    def spy(self: SimServer, messages: Any, **kw: Any) -> Any:
+        seen.append(type(messages).__name__)
+        return plan(self, messages, **kw)
+
+    monkeypatch.setattr(SimServer, "plan", spy)
+
+    async def run(**kw: Any) -> tuple[dict[str, Any], int]:
+        client, model, tool = _sim_parts(5)
+        store = MemoryThreadStore(hot_limit=None)
+        system = AgentSystem(model, store, [tool], agent_tools=False, **kw)
+        tokens0 = client.usage.prompt_tokens
+        await _turns(system, ["x", "y"], 5)
+        store.compress_cold()  # a cold history: read back from its deflated bytes
+        await _turns(system, ["x", "y"], 2, start=5)
+        histories = {t: system.history(t) for t in system.threads()}
+        return histories, client.usage.prompt_tokens - tokens0
+
+    encoded = await run()
+    # all but the two calls of each thread's first turn (decoded at the chain's start)
+    assert seen.count("EncodedHistory") == len(seen) - 4
+    seen.clear()
+    # the cache's decoded lists until compress_cold drops them
+    assert encoded == await run(decoded_cache=100) and set(seen[:20]) == {"KnownPrefix"}
 
 
 def test_count_slots_put_at_the_slot_found_equals_a_put_that_searches() -> None:

@@ -6,7 +6,10 @@ import asyncio
 from contextlib import aclosing
 from typing import Any
 
+import orjson
+
 from agentlab.llm import LLMClient
+from agentlab.llm.encoded_history import EncodedHistory
 from agentlab.runtime.threads import AgentSystem, LLMClientModel, validate_openai_messages
 from tests.runtime.threads.thread_helpers import CountingTool, roles
 
@@ -23,10 +26,12 @@ class CountingStream:
     def __init__(self, client: LLMClient) -> None:
         self.client, self.model = client, client.model
         self.streams: list[Any] = []
+        self.given: list[Any] = []  # the messages of each call
 
     def stream(self, messages: list[dict[str, Any]], **kw: Any) -> Any:
         s = self.client.stream(messages, **kw)
         self.streams.append(s)
+        self.given.append(messages)
         return s
 
 
@@ -231,3 +236,30 @@ async def test_instant_turn_runs_to_its_commit_without_yielding_to_the_loop() ->
     assert order == ["a:user", "a:tool_result", "b:user", "b:tool_result"]
     assert all(s.start_at_once for s in spy.streams) and len(spy.streams) == 4
     assert not client.stream([{"role": "user", "content": "x"}]).start_at_once  # opt-in
+
+
+class _ProviderClient:
+    """Stands in for a remote provider's client: notes what ``stream`` was given."""
+
+    model = "openai/gpt-4o-mini"
+
+    def __init__(self) -> None:
+        self.given: list[Any] = []
+
+    def stream(self, messages: Any, **kw: Any) -> object:
+        self.given.append(messages)
+        return object()
+
+
+def test_a_client_that_is_not_the_simulator_gets_a_list() -> None:
+    """An ``EncodedHistory`` goes only to a ``sim/`` client (served in process); another
+    client's transport serializes what it is given, so it gets the decoded list."""
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    lines = b"".join(orjson.dumps(m, option=orjson.OPT_APPEND_NEWLINE) for m in history)
+    new = [{"role": "user", "content": "again"}]
+    remote = _ProviderClient()
+    LLMClientModel(remote).open(EncodedHistory(lines, 2, new, 7), [], thread_id="t", turn=0)
+    assert type(remote.given[0]) is list and remote.given[0] == [*history, *new]
+    sim = CountingStream(LLMClient("sim/instant"))
+    LLMClientModel(sim).open(EncodedHistory(lines, 2, new, 7), [], thread_id="t", turn=0)
+    assert type(sim.given[0]) is EncodedHistory
