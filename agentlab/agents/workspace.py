@@ -217,6 +217,21 @@ _SLOT = b'{"schema_version":%d,"tick":%d,"len":%d,"crc":%d,"value":%b}'
 _dumps, _loads, _SORT = orjson.dumps, orjson.loads, orjson.OPT_SORT_KEYS
 
 
+#: ``crc32(str(tick))`` by tick: every slot a batch writes (or reads) starts its CRC with
+#: the same tick, so the prefix's format and CRC are computed once per tick, not per agent
+_TICK_CRCS: dict[int, int] = {}
+
+
+def _tick_crc(tick: int) -> int:
+    """The CRC-32 of the tick's decimal digits (what a slot's CRC continues from)."""
+    crc = _TICK_CRCS.get(tick)
+    if crc is None:
+        if len(_TICK_CRCS) >= 64:  # a run touches two ticks at a time: stay small
+            _TICK_CRCS.clear()
+        crc = _TICK_CRCS[tick] = zlib.crc32(b"%d" % tick)
+    return crc
+
+
 def encode_slot(tick: int, value: Any) -> bytes:
     """The bytes of one state slot holding ``value`` as the version of ``tick``."""
     try:
@@ -233,7 +248,7 @@ def encode_slot(tick: int, value: Any) -> bytes:
         SLOT_SCHEMA_VERSION,
         t,
         len(body),
-        zlib.crc32(body, zlib.crc32(b"%d" % t)),
+        zlib.crc32(body, _tick_crc(t)),
         body,
     )
 
@@ -255,7 +270,7 @@ def decode_slot(raw: bytes, *, where: str = "") -> tuple[int, Any]:
             f"state slot {where} has schema_version {doc.get('schema_version')!r}; "
             f"expected {SLOT_SCHEMA_VERSION}"
         )
-    if len(raw) < n + 1 or zlib.crc32(raw[-n - 1 : -1], zlib.crc32(b"%d" % tick)) != crc:
+    if len(raw) < n + 1 or zlib.crc32(raw[-n - 1 : -1], _tick_crc(tick)) != crc:
         raise CorruptRecordError(f"state slot {where} fails its length/CRC check (torn write)")
     return tick, doc["value"]
 

@@ -143,7 +143,8 @@ class RecordingLLM:
                 self._io(getattr(err, "record", None), messages, None, err, tick, counter)
             raise
         except BaseException:
-            self._span(counter, t0, tick, "error", "cancelled", None, None, kwargs, tracer)
+            log = getattr(counter, "log", None)
+            self._span(counter, t0, tick, "error", "cancelled", None, None, kwargs, tracer, log)
             raise
         self._log(resp.record, tick, t0, resp.finish_reason, counter, kwargs, tracer)
         if self._services.llm_io:
@@ -211,7 +212,7 @@ class RecordingLLM:
         if record is None:  # an error raised before the client made a record
             if counter is not None:
                 counter.llm_errors += 1
-            self._span(counter, start, tick, "error", None, None, None, params, tracer)
+            self._span(counter, start, tick, "error", None, None, None, params, tracer, log)
             return
         ok = record.outcome == "ok"
         if counter is not None:
@@ -233,7 +234,7 @@ class RecordingLLM:
                 replay.extend("llm_attempts", attempts)
         self._span(counter, start, tick, "ok" if ok else "error",
                    None if ok else record.outcome, record, finish_reason, params,
-                   tracer)  # fmt: skip
+                   tracer, log)  # fmt: skip
 
     def _span(
         self,
@@ -246,21 +247,24 @@ class RecordingLLM:
         finish_reason: str | None,
         params: dict[str, Any],
         tracer: Tracer | None = None,
+        log: BatchLog | None = None,
     ) -> None:
         """The ``llm.call`` span of a finished call, if sampled (``RunServices.llm_spans``):
         buffered in the batch's log, else queued on the tracer (``tracer``: the services'
-        tracer when the caller has it at hand)."""
+        tracer when the caller has it at hand; ``log``: the batch's log of ``counter``, if
+        it has one)."""
         services = self._services
         rate = services.llm_spans
         if rate < 1.0 and (rate <= 0.0 or not _sampled(rate, services.seed, counter, record, tick)):
             return
         if tracer is None:
             tracer = services.trace
+        # the agent.step (invoke_agent) span, if any: read once, it is also the parent
+        agent = Tracer.current_span()
         attrs: dict[str, Any] = {"agentlab.tick": tick}
         if record is not None:  # the GenAI attributes go into the same dict
             genai_llm_attrs(record, params, finish_reason, attrs)
             attrs["gen_ai.conversation.id"] = f"{services.run_id}/{record.agent_id or ''}"
-            agent = Tracer.current_span()  # the agent.step (invoke_agent) span, if any
             if agent is not None and "gen_ai.agent.name" in agent.attributes:
                 attrs["gen_ai.agent.name"] = agent.attributes["gen_ai.agent.name"]
             elif record.agent_id is not None:  # no invoke_agent span (an experiment's expert)
@@ -268,8 +272,7 @@ class RecordingLLM:
         if self._server:
             attrs.update(self._server)
         row = tracer.span_row("llm.call", start, tracer.clock.now(), attrs, status, message,
-                              "client")  # fmt: skip
-        log: BatchLog | None = getattr(counter, "log", None)
+                              "client", parent=agent)  # fmt: skip
         if log is not None:
             log.span(row)
         else:
