@@ -46,7 +46,7 @@ from agentlab.errors import NotARunError
 from agentlab.store.atomic import read_json
 from agentlab.store.catalog import attempt_kind
 from agentlab.store.layout import REPLAY_DIR, TRACE_DIR, shard_files
-from agentlab.store.lifecycle import STEP_FILE, RunStatus, is_run, read_status
+from agentlab.store.lifecycle import STEP_FILE, RunStatus, is_run, normalize_status, read_status
 from agentlab.store.manifest import MANIFEST_NAME
 
 __all__ = ["ErrorCounts", "RunSummary", "children_of", "find_runs", "is_run", "summarize_run"]
@@ -107,6 +107,9 @@ class RunSummary:
             manifest's own kind (``traffic_replay``...).
         status: :func:`~agentlab.store.lifecycle.read_status` (``interrupted`` when its
             writer died).
+        status_recorded: whether ``run.json`` holds a status at all; ``False`` for a bare
+            log (no ``run.json`` or none with a status), whose ``status`` is
+            ``interrupted`` by rule, not by record (a follower keeps following it).
         created, ended: ISO times from ``run.json`` (``ended`` is ``None`` until it ends).
         params: the run's parameters (notebook / sweep parameters).
         ticks: committed ticks (society), else ``None``.
@@ -120,6 +123,7 @@ class RunSummary:
     path: Path
     kind: str
     status: RunStatus
+    status_recorded: bool = True
     created: str | None = None
     ended: str | None = None
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -136,6 +140,7 @@ class RunSummary:
             "path": str(self.path),
             "kind": self.kind,
             "status": self.status,
+            "status_recorded": self.status_recorded,
             "created": self.created,
             "ended": self.ended,
             "params": dict(self.params),
@@ -199,6 +204,7 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
         path=p,
         kind=kind,
         status=read_status(p, m),
+        status_recorded=normalize_status(m.get("status")) is not None,
         created=m.get("created"),
         ended=m.get("ended"),
         params=dict(params) if isinstance(params, dict) else {},

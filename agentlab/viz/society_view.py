@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -246,8 +245,9 @@ class SocietyView(LiveWidget):
         # the kernel's loop: the run task lives there, and button presses (which arrive on
         # a subshell thread in JupyterLab) are handed to it (see _base.call_on_loop)
         self._loop = owner_loop()
-        self._errors_at = -math.inf
-        self._run_status_at, self._run_ended = -math.inf, ""
+        # the run's summary, re-read at most once a second (_poll_run): its error counts,
+        # and, for a view with no society here, the status run.json records
+        self._polled_at, self._errors_text, self._run_ended = -math.inf, "", ""
         self._seen: tuple[Any, ...] = ()
         #: called (on the event loop) when a run started here ends
         self.on_done: Callable[[], None] | None = None
@@ -264,24 +264,30 @@ class SocietyView(LiveWidget):
         traits["enabled"] = list(ENABLED.get(status, ())) if self._society is not None else []
         traits["progress"] = self._progress(status)
         traits["state_line"] = self._state_line(status, traits["progress"])
-        line = self._errors_line()
-        if line is not None:
-            traits["errors_line"] = line
+        self._poll_run()
+        traits["errors_line"] = self._errors_text  # an unchanged trait is not re-sent
         return traits
 
-    def _errors_line(self, every_s: float = 1.0) -> str | None:
-        """The run's error counts as ``report`` prints them, at most every ``every_s``
-        (it reads only the log bytes new since the last call); ``None``: not re-read."""
+    def _poll_run(self, every_s: float = 1.0) -> None:
+        """Re-read the run's summary at most every ``every_s``: one ``run.json`` read and
+        one writer-lock probe serve both the error counts (as ``report`` prints them; the
+        log is read only from where the last call stopped) and the recorded status."""
         now = time.monotonic()
-        if now - self._errors_at < every_s:
-            return None
-        self._errors_at = now
+        if now - self._polled_at < every_s:
+            return
+        self._polled_at = now
         from agentlab.store.summary import summarize_run
 
         try:
-            return summarize_run(self.run_dir).errors.describe()
+            summary = summarize_run(self.run_dir)
         except Exception:  # not a run (yet), a torn manifest: the tiles still show
-            return ""
+            self._errors_text = ""
+            return
+        self._errors_text = summary.errors.describe()
+        # a bare log (no run.json with a status) is "interrupted" by rule only: a log
+        # being written elsewhere, so the view keeps following it
+        if summary.status_recorded:
+            self._run_ended = summary.status
 
     def _state_line(self, status: str, progress: dict[str, Any]) -> str:
         """One sentence: what the society is doing and what the buttons will do."""
@@ -335,25 +341,12 @@ class SocietyView(LiveWidget):
             return "pausing"  # pause requested: holds once the tick in progress commits
         return status
 
-    def _run_status(self, every_s: float = 1.0) -> str | None:
-        """The run's status from its ``run.json`` and writer lock when it has ended
-        (``done``, ``stopped``, ``failed``, ``interrupted``), else ``None``: a view with no
-        society in this kernel says "done", not "following", once the run is over. Re-read
-        at most every ``every_s`` (a lock probe per frame is not free)."""
-        now = time.monotonic()
-        if now - self._run_status_at >= every_s:
-            self._run_status_at = now
-            from agentlab.store.atomic import read_json
-            from agentlab.store.lifecycle import read_status
-            from agentlab.store.manifest import MANIFEST_NAME
-
-            try:
-                doc = read_json(os.path.join(self.run_dir, MANIFEST_NAME), default=None)
-            except ValueError:  # written atomically, but another tool may not be
-                doc = None
-            # no run.json (yet), or none with a status: a log being written, keep following
-            if isinstance(doc, dict) and doc.get("status"):
-                self._run_ended = read_status(self.run_dir, doc)
+    def _run_status(self) -> str | None:
+        """The run's status when ``run.json`` says it has ended (``done``, ``stopped``,
+        ``failed``, ``interrupted``: a live status whose writer is gone), else ``None``: a
+        view with no society in this kernel says "done", not "following", once the run
+        is over."""
+        self._poll_run()
         return self._run_ended if self._run_ended in RUN_ENDED else None
 
     def _progress(self, status: str) -> dict[str, Any]:
@@ -498,8 +491,9 @@ class SocietyView(LiveWidget):
         )
         status = self._status() if self._society is not None else "finished"
         err = f'<div style="color:#c00">{esc(self.error)}</div>' if self.error else ""
-        self._errors_at = -math.inf
-        errs = self._errors_line() or ""
+        self._polled_at = -math.inf
+        self._poll_run()
+        errs = self._errors_text
         line = f'<div style="color:#555">{esc(self._state_line(status, {}))}'
         line += f"<br>errors: {esc(errs)}</div>" if errs else "</div>"
         body = f'{line}{tiles}<div style="display:flex;flex-wrap:wrap">{calls}{load}</div>{err}'

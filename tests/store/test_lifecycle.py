@@ -118,6 +118,19 @@ def test_writer_killed_reads_interrupted(tmp_path: Path) -> None:
     assert not writer_alive(run)
     assert read_status(run) == "interrupted"
     assert summarize_run(run).status == "interrupted"
+    assert summarize_run(run).status_recorded  # run.json says running: a killed writer
+
+
+def test_a_bare_log_is_interrupted_by_rule_not_by_record(tmp_path: Path) -> None:
+    # a run.json without a status (a log another tool is still writing): readers call it
+    # interrupted, and say that no status was recorded, so a live view keeps following it
+    run = tmp_path / "bare"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"kind": "society"}))
+    summary = summarize_run(run)
+    assert summary.status == "interrupted"
+    assert not summary.status_recorded
+    assert summary.to_dict()["status_recorded"] is False
 
 
 def test_replace_refuses_while_another_process_writes(tmp_path: Path) -> None:
