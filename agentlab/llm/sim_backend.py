@@ -271,7 +271,7 @@ class SimServer(AttemptRunner, ServerState):
         chat template).
         """
         tok = self._tokenizer
-        if len(messages) == 1 and not tools:  # a single-turn call: one f-string, no join
+        if not tools and len(messages) == 1:  # a single-turn call: one f-string, no join
             m = messages[0]
             c, role = m.get("content"), m.get("role", "")
             if type(c) is str and type(role) is str:  # else the join (and its errors) below
