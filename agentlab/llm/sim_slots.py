@@ -368,11 +368,11 @@ def _extend_digest(
 ) -> tuple[int, int]:
     """The digest of ``messages`` from that of ``messages[:k]`` (``k < len(messages)``)."""
     added = messages[k:]  # once: an EncodedHistory's slice decodes the lines it covers
-    new: list[str] = []
+    new = [""]  # the join's leading separator, without a second copy of the text
     for m in added:
         c = m.get("content")
         new += (m.get("role", ""), c if isinstance(c, str) else repr(c))
-    crc = zlib.crc32(("\x1f" + "\x1f".join(new)).encode("utf-8", "surrogatepass"), crc)
+    crc = zlib.crc32("\x1f".join(new).encode("utf-8", "surrogatepass"), crc)
     return crc, tokens + tokenizer.added_tokens(added, k)
 
 
