@@ -134,6 +134,8 @@ class EncodedHistory(Sequence[dict[str, Any]]):
     def _line_start(self, k: int) -> int:
         """The offset of line ``k`` (``k <= n``), found from the end of the lines."""
         lines, pos = self._lines, self._end
+        if k == self._n:  # the end of the lines (asked on every near read): no range made
+            return pos
         for _ in range(self._n - k):
             pos = lines.rfind(b"\n", 0, pos - 1) + 1
         return pos
