@@ -47,7 +47,7 @@ class EncodedHistory(Sequence[dict[str, Any]]):
     by content. :meth:`as_list` gives a real list (for a transport that serializes it).
     """
 
-    __slots__ = ("_all", "_end", "_lines", "_n", "_near", "_near_at", "_tail", "lineage")
+    __slots__ = ("_all", "_end", "_len", "_lines", "_n", "_near", "_near_at", "_tail", "lineage")
 
     def __init__(
         self, lines: bytes | bytearray, n: int, tail: list[dict[str, Any]], lineage: int = 0
@@ -56,13 +56,14 @@ class EncodedHistory(Sequence[dict[str, Any]]):
         self._end = len(lines)
         self._n = n  # the caller's count: bytes.count would read every byte (~2.4 a byte)
         self._tail = list(tail)  # the caller's list goes on growing (the reply)
+        self._len = n + len(self._tail)  # asked several times a call (policy, digest, scan)
         self.lineage = lineage
         self._all: list[dict[str, Any]] | None = None  # every message, once decoded
         self._near: list[dict[str, Any]] = []  # the encoded messages from _near_at on
         self._near_at = self._n
 
     def __len__(self) -> int:
-        return self._n + len(self._tail)
+        return self._len
 
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
@@ -73,7 +74,7 @@ class EncodedHistory(Sequence[dict[str, Any]]):
     def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         n = self._n
         if isinstance(i, slice):
-            start, stop, step = i.indices(n + len(self._tail))
+            start, stop, step = i.indices(self._len)
             if step != 1 or self._all is not None:
                 return self.as_list()[i]
             if stop <= start:
@@ -82,7 +83,7 @@ class EncodedHistory(Sequence[dict[str, Any]]):
                 return self._tail[start - n : stop - n]
             return self._encoded_from(start)[: stop - start] + self._tail[: max(0, stop - n)]
         if i < 0:
-            i += n + len(self._tail)
+            i += self._len
         if i >= n:
             return self._tail[i - n]
         if i < 0:
@@ -122,13 +123,19 @@ class EncodedHistory(Sequence[dict[str, Any]]):
             if at - start > NEAR:
                 return self._decoded()[start : self._n]
             head = self._line_start(start)
-            self._near = decode_lines(self._lines[head : self._line_start(at)]) + self._near
+            end = self._line_start(at)
+            if at - start == 1:  # one line (the usual read): parsed as it is, no array made
+                self._near.insert(0, orjson.loads(self._lines[head:end]))
+            else:
+                self._near = decode_lines(self._lines[head:end]) + self._near
             self._near_at = at = start
         return self._near[start - at :]
 
     def _line_start(self, k: int) -> int:
         """The offset of line ``k`` (``k <= n``), found from the end of the lines."""
         lines, pos = self._lines, self._end
+        if k == self._n:  # the end of the lines (asked on every near read): no range made
+            return pos
         for _ in range(self._n - k):
             pos = lines.rfind(b"\n", 0, pos - 1) + 1
         return pos

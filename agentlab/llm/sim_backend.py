@@ -106,7 +106,7 @@ class SimServer(AttemptRunner, ServerState):
             self._tokenizer.chars_per_token if isinstance(self._tokenizer, CharsTokenizer) else 0.0
         )
         # the tokenizer counts what messages add to a prefix (sim_slots.prefix_digest)
-        self._extends = hasattr(self._tokenizer, "extend_tokens")
+        self._extends = hasattr(self._tokenizer, "added_tokens")
         # length law per (call, stage, topology, round) labels: SimProfile.length_dist, cached
         self._length_cache: dict[tuple[Any, ...], LengthDist] = {}
         # (params, what plan_instant needs of them or None): one attribute, swapped whole,
@@ -271,7 +271,7 @@ class SimServer(AttemptRunner, ServerState):
         chat template).
         """
         tok = self._tokenizer
-        if len(messages) == 1 and not tools:  # a single-turn call: one f-string, no join
+        if not tools and len(messages) == 1:  # a single-turn call: one f-string, no join
             m = messages[0]
             c, role = m.get("content"), m.get("role", "")
             if type(c) is str and type(role) is str:  # else the join (and its errors) below

@@ -299,6 +299,8 @@ def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(schema, dict):
         raise SchemaError(f"a schema must be an object, got {type(schema).__name__}")
     ref = schema.get("$ref")
+    if ref is None:  # the usual schema: no set made for a cycle check
+        return schema
     seen: set[str] = set()
     while isinstance(ref, str) and ref.startswith("#/"):
         if ref in seen:

@@ -89,8 +89,8 @@ def vouched(messages: Sequence[Any]) -> tuple[int, int] | None:
     :class:`~agentlab.llm.encoded_history.EncodedHistory` with a lineage (read-only: all
     of it), else ``None``."""
     if type(messages) is not KnownPrefix:
-        if type(messages) is EncodedHistory and messages.lineage and len(messages):
-            return messages.lineage, len(messages)
+        if type(messages) is EncodedHistory and messages.lineage and (n := len(messages)):
+            return messages.lineage, n
         return None
     k, ref = messages.committed, messages.ref
     if k <= 0 or len(messages) < k or len(ref) < k:
@@ -332,7 +332,7 @@ def prefix_digest(
     tokenizer.prompt_tokens(messages))`` — ``SimServer._digest``'s hash and count —
     computed over the messages added since the longest prefix seen: the CRC continues from
     the prefix's (``crc32(b, crc32(a)) == crc32(a + b)``), the count adds the new messages'
-    (``tokenizer.extend_tokens(messages, k)``: ``CharsTokenizer`` sums per message, Llama 3's
+    (``tokenizer.added_tokens(messages[k:], k)``: ``CharsTokenizer`` sums per message, Llama 3's
     template lays out every message after the system one alike). A message's
     text is its content, or ``repr`` of a content that is not a string; its tool calls
     (name, arguments) are part of the key (they count as tokens).
@@ -348,7 +348,8 @@ def prefix_digest(
     k = 0 if got is None else got[0] >> 32
     # the vouched messages: all of them, as a rule (no copy; an EncodedHistory's slice
     # from 0 would decode every message)
-    head = messages if c == len(messages) else messages[:c]
+    whole = c == len(messages)
+    head = messages if whole else messages[:c]
     if got is None or k > c:  # a new lineage (or its entry replaced): by content
         crc, tokens = _content_digest(seed, extra, head, tokenizer, keep=False)
     else:
@@ -357,7 +358,7 @@ def prefix_digest(
             crc, tokens = _extend_digest(crc, tokens, head, k, tokenizer)
     if k != c:  # a content lookup above stores nothing (keep=False): ``at`` still holds
         _digests.put(key, (c << 32 | crc, tokens), at=at)
-    if c == len(messages):
+    if whole:
         return crc, tokens
     return _extend_digest(crc, tokens, messages, c, tokenizer)
 
@@ -366,12 +367,13 @@ def _extend_digest(
     crc: int, tokens: int, messages: list[dict[str, Any]], k: int, tokenizer: Any
 ) -> tuple[int, int]:
     """The digest of ``messages`` from that of ``messages[:k]`` (``k < len(messages)``)."""
-    new: list[str] = []
-    for m in messages[k:]:
+    added = messages[k:]  # once: an EncodedHistory's slice decodes the lines it covers
+    new = [""]  # the join's leading separator, without a second copy of the text
+    for m in added:
         c = m.get("content")
         new += (m.get("role", ""), c if isinstance(c, str) else repr(c))
-    crc = zlib.crc32(("\x1f" + "\x1f".join(new)).encode("utf-8", "surrogatepass"), crc)
-    return crc, tokens + tokenizer.extend_tokens(messages, k)
+    crc = zlib.crc32("\x1f".join(new).encode("utf-8", "surrogatepass"), crc)
+    return crc, tokens + tokenizer.added_tokens(added, k)
 
 
 def _content_digest(

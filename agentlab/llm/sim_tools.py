@@ -257,7 +257,7 @@ class _Context:
         self._ids: list[str] = []
         self._users: list[str] = []
         self.request = ""  # the last user message's text
-        for m in reversed(messages):  # a loop: no generator frame per call
+        for m in map(messages.__getitem__, range(len(messages) - 1, -1, -1)):  # no generator
             if m.get("role") == "user" and isinstance(m.get("content"), str):
                 self.request = m["content"]
                 break

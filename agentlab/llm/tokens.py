@@ -34,6 +34,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import orjson
+
 from agentlab.errors import ConfigError
 
 __all__ = [
@@ -114,6 +116,16 @@ def dumps_acyclic(value: Any, *, ensure_ascii: bool = True) -> str:
     return "".join(enc(value, 0))
 
 
+def _loads(text: str) -> Any:
+    """``json.loads(text)``: orjson's parse (~10x cheaper for a call's few arguments; the same
+    values for any JSON both accept), ``json``'s where orjson refuses what ``json`` takes
+    (``NaN``, integers past 64 bits, lone surrogates) or raises its error."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def _tool_calls_text(calls: Any) -> str:
     """Llama 3's rendering of an assistant message's tool calls (one JSON object each)."""
     out = []
@@ -123,7 +135,7 @@ def _tool_calls_text(calls: Any) -> str:
         text = None
         if isinstance(args, str):
             try:
-                text = dumps_acyclic(json.loads(args), ensure_ascii=False)
+                text = dumps_acyclic(_loads(args), ensure_ascii=False)
             except ValueError:
                 pass
         if text is None:  # a string that is no JSON, or arguments given as an object
@@ -191,7 +203,12 @@ class CharsTokenizer:
 
     def extend_tokens(self, messages: Sequence[dict[str, Any]], k: int) -> int:
         """What ``messages[k:]`` add to the count of ``messages[:k]`` (a sum per message)."""
-        return self.prompt_tokens(messages[k:])
+        return self.added_tokens(messages[k:], k)
+
+    def added_tokens(self, added: Sequence[dict[str, Any]], k: int) -> int:
+        """:meth:`extend_tokens` given ``added``, the messages after the first ``k`` (a
+        caller that sliced them already: a slice of a still-encoded history decodes)."""
+        return self.prompt_tokens(added)
 
     def tools_delta(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None
@@ -323,7 +340,12 @@ class Llama3Tokenizer:
         messages when the first ``k`` hold the system message (if there is one)."""
         if k <= 0 or not messages:
             return self.prompt_tokens(messages)
-        return self._body(messages[k:])
+        return self.added_tokens(messages[k:], k)
+
+    def added_tokens(self, added: Sequence[dict[str, Any]], k: int) -> int:
+        """:meth:`extend_tokens` given ``added``, the messages after the first ``k``
+        (``k <= 0``: the whole conversation; a caller that sliced them already)."""
+        return self.prompt_tokens(added) if k <= 0 else self._body(added)
 
     def tools_delta(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None

@@ -158,3 +158,16 @@ def test_tool_calls_text_renders_as_json_dumps(args: object) -> None:
         assert _tool_calls_text([call]) == '{"name": "f", "parameters": ' + want + "}"
     bad = {"function": {"name": "f", "arguments": "{not json"}}
     assert _tool_calls_text(bad) == '{"name": "f", "parameters": "{not json"}'
+
+
+@pytest.mark.parametrize(
+    "text", ['{"q": 1, "q": 2}', '{"x": 1e400}', '{"s": "\\ud800"}', "[-0.0, 5e-324]"]
+)
+def test_tool_call_arguments_count_as_json_loads_reads_them(text: str) -> None:
+    """Arguments are parsed by orjson, by ``json.loads`` where orjson refuses them (an
+    overflowing number, a lone surrogate): the text counted is the same either way."""
+    from agentlab.llm.tokens import _tool_calls_text
+
+    want = json.dumps(json.loads(text), ensure_ascii=False)
+    call = {"function": {"name": "f", "arguments": text}}
+    assert _tool_calls_text([call]) == '{"name": "f", "parameters": ' + want + "}"

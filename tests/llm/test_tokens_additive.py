@@ -198,3 +198,18 @@ def test_chars_tokenizer_counts_an_edited_tools_list_again() -> None:
     assert after > before
     assert after == tok.prompt_tokens(msgs, tools) - tok.prompt_tokens(msgs)
     assert tok.tools_delta(msgs, [*tools, copy.deepcopy(TOOL)]) > after
+
+
+@pytest.mark.parametrize("name", ["llama3", "chars:4"])
+def test_added_tokens_are_what_the_messages_add(name: str) -> None:
+    """``added_tokens(messages[k:], k)`` (the digest's count of a lineage's new messages,
+    sliced once) is the count of ``messages`` less that of ``messages[:k]`` (``k`` 0: the
+    whole count), as ``extend_tokens(messages, k)`` gives it."""
+    tok = get_tokenizer(name)
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are @ada."}]
+    msgs += [
+        {"role": ("user", "assistant", "tool")[i % 3], "content": t} for i, t in enumerate(SEAMS)
+    ]
+    for k in range(len(msgs) + 1):
+        want = tok.prompt_tokens(msgs) - (tok.prompt_tokens(msgs[:k]) if k else 0)
+        assert tok.added_tokens(msgs[k:], k) == want == tok.extend_tokens(msgs, k)

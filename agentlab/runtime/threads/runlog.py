@@ -36,11 +36,8 @@ class ThreadLog:
 
             self._sink = get_replay_sink(run_dir)
             catalog.register(self._sink, [DATASET], module=__name__)
-
-    @property
-    def enabled(self) -> bool:
-        """Whether rows are recorded."""
-        return self._sink is not None
+        #: whether rows are recorded (an attribute, not a property: read on every slice)
+        self.enabled = self._sink is not None
 
     def emit(
         self,

@@ -45,6 +45,7 @@ def _event_text(d: Delivery) -> str:
 
 
 def _flush_deferred(st: ThreadState, out: list[dict[str, Any]]) -> None:
+    # callers test st.deferred first: nearly always empty, and this runs on every turn
     for dd in st.deferred:
         d = Delivery.from_dict(dd)
         out.extend(synthetic_pair(st.thread_id, d.dedup_id, _event_text(d)))
@@ -81,7 +82,8 @@ def apply_delivery(
             out.append(tool_message(cid, INTERRUPTED))
         st.pending.clear()
         st.streams.clear()
-        _flush_deferred(st, out)
+        if st.deferred:
+            _flush_deferred(st, out)
         out.append({"role": "user", "content": d.text()})
         return COMPLETE
     if kind == "close":
@@ -97,7 +99,8 @@ def apply_delivery(
         out.append(tool_message(d.call_id, d.text()))  # type: ignore[arg-type]
         if not d.final:
             st.streams[d.call_id] = name  # type: ignore[index]
-        _flush_deferred(st, out)
+        if st.deferred:
+            _flush_deferred(st, out)
         return COMPLETE
     if kind == "tool_result" and d.final:
         st.streams.pop(d.call_id, None)  # type: ignore[arg-type]
