@@ -374,7 +374,7 @@ class Engine(Planner, DecodeRun, EngineState):
             # appends (see Snap); the others are kept whole (nothing has changed yet)
             assert snaps is not None
             keep = snap_run if whole else running[i:]
-            marks = [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
+            marks = [(r, r.prefilled, r.decoded, len(r.flat_segments), r.first_token)
                      for r in keep] if keep else ()  # fmt: skip
             snaps.append((s.t, s.qi, snap_run, marks, _INF if whole else t))
         if not limited and i < len(running):  # without the block accounting below
@@ -533,7 +533,7 @@ class Engine(Planner, DecodeRun, EngineState):
                     r.first_token = t_end
                     r.decoded = 1.0
                 else:  # a preempted request recomputed: this step adds its next token
-                    r.segments.append((t, dt, r.decoded, 1, 0.0))
+                    r.flat_segments += (t, dt, r.decoded, 1, 0.0)
                     r.decoded = min(r.outf, r.decoded + r.speed)
         finished: list[EngineRequest] = []
         # the next phase's State.rem (none: one in prefill or unscheduled, or no pass reads it)
