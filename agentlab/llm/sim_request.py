@@ -20,6 +20,8 @@ __all__ = ["EPS", "EngineRequest", "Segment", "Snap", "State"]
 
 EPS = 1e-9
 
+_new_request = object.__new__  # (EngineRequest.copy: an instance without ``__init__``)
+
 # (start, step time, tokens at start, steps, step-time growth per step)
 Segment = tuple[float, float, float, int, float]
 
@@ -119,28 +121,19 @@ class EngineRequest:
         (Tokens already produced are read from the original, so predictions need not copy
         a long request's whole history.)
         """
-        c = EngineRequest(
-            self.rid,
-            self.arrival,
-            self.prompt,
-            self.output,
-            self.speed,
-            self.deadline,
-            self.prefilled,
-            self.decoded,
-            self.admitted,
-            self.first_token,
-            self.end,
-            self.aborted,
-            [],
-            self.hashes,
-            self.target,
-            self.cached_tokens,
-            self.preemptions,
-            self.plan_cached,
-        )
+        # (every slot set here, not through ``__init__``: the dataclass's generated
+        # ``__init__`` and ``__post_init__`` frames cost about twice this, once a call;
+        # the derived floats are copied, equal to recomputing them)
+        c = _new_request(EngineRequest)
+        c.rid, c.arrival, c.prompt, c.output = self.rid, self.arrival, self.prompt, self.output
+        c.speed, c.deadline, c.prefilled = self.speed, self.deadline, self.prefilled
+        c.decoded, c.admitted, c.first_token = self.decoded, self.admitted, self.first_token
+        c.end, c.aborted, c.flat_segments, c.hashes = self.end, self.aborted, [], self.hashes
+        c.target, c.cached_tokens = self.target, self.cached_tokens
+        c.preemptions, c.plan_cached, c.held, c.hashed = self.preemptions, self.plan_cached, 0, []
+        c.nreg, c.left_at, c.seen_ev, c.fc = 0, None, self.seen_ev, None
         c.init = (self.decoded, self.first_token, self.admitted, self.target)
-        c.seen_ev = self.seen_ev
+        c.outf, c.stop, c.promptf = self.outf, self.stop, self.promptf
         return c
 
     def _reset(self) -> None:
