@@ -7,6 +7,9 @@ token is computed, not stored. They are stored flat, five values a segment in on
 (``EngineRequest.flat_segments``; ``segments`` reads them as tuples): a tuple per request
 and phase was a container the cyclic GC had to track (about 19 a simulated call at 1,000
 clients on 8 slots, most of the young objects each collection traversed; issue 22).
+Callgrind of ``benchmarks/sim_engine.py``'s driver at 1,000 clients, (6,000 - 2,000 calls)
+/ 4,000: 202.7k -> 196.3k instructions a call (generation-0 collections 194 -> 61 in the
+6,000 calls).
 """
 
 from __future__ import annotations
