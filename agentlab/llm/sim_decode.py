@@ -201,7 +201,7 @@ def advance_decodes(
     kf = float(k)  # (the same products as with the int k, in float arithmetic)
     for r in decodes:
         dec = r.decoded
-        r.flat_segments += (t, dt, dec, k, ddt)
+        r.flat_segments.extend((t, dt, dec, k, ddt))  # (list.extend: fewer instructions than +=)
         d = dec + kf * r.speed
         if d >= r.stop:
             r.decoded = r.outf if d > r.outf else d

@@ -535,7 +535,7 @@ class Engine(Planner, DecodeRun, EngineState):
                     r.first_token = t_end
                     r.decoded = 1.0
                 else:  # a preempted request recomputed: this step adds its next token
-                    r.flat_segments += (t, dt, r.decoded, 1, 0.0)
+                    r.flat_segments.extend((t, dt, r.decoded, 1, 0.0))
                     r.decoded = min(r.outf, r.decoded + r.speed)
         finished: list[EngineRequest] = []
         # the next phase's State.rem (none: one in prefill or unscheduled, or no pass reads it)

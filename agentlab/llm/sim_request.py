@@ -201,8 +201,8 @@ class EngineRequest:
             nreg=int(d.get("nreg", 0)),
         )
         for s in d["segments"]:
-            r.flat_segments += (float(s[0]), float(s[1]), float(s[2]), int(s[3]),
-                                float(s[4]) if len(s) > 4 else 0.0)  # fmt: skip
+            r.flat_segments.extend((float(s[0]), float(s[1]), float(s[2]), int(s[3]),
+                                    float(s[4]) if len(s) > 4 else 0.0))  # fmt: skip
         return r
 
 

@@ -114,7 +114,7 @@ def test_plan_copy_sets_every_field_as_the_constructor_would() -> None:
     r = EngineRequest(7, 1.5, 803, 97, 1.07, 60.0, hashes=(11, 12), plan_cached=16)
     r.prefilled, r.decoded, r.admitted, r.first_token, r.target = 803, 5.35, 1.6, 1.7, 803
     r.cached_tokens, r.preemptions, r.seen_ev, r.held, r.hashed = 16, 1, 3, 60, [11]
-    r.flat_segments += (1.7, 0.02, 1.0, 4, 0.0)
+    r.flat_segments.extend((1.7, 0.02, 1.0, 4, 0.0))
     c = r.copy()
     built = EngineRequest(r.rid, r.arrival, r.prompt, r.output, r.speed, r.deadline,
                           r.prefilled, r.decoded, r.admitted, r.first_token, r.end,
