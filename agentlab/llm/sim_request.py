@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["EPS", "EngineRequest", "Segment", "Snap", "State"]
 
@@ -89,7 +89,8 @@ class EngineRequest:
     def segments(self) -> list[Segment]:
         """The decode segments as tuples (a copy; see the module docstring)."""
         it = iter(self.flat_segments)
-        return list(zip(it, it, it, it, it, strict=True))  # type: ignore[arg-type]
+        # (the steps come back as the ints appended: the list's type cannot say so)
+        return cast("list[Segment]", list(zip(it, it, it, it, it, strict=True)))
 
     @property
     def done(self) -> bool:
@@ -230,8 +231,8 @@ class State:
 # its segments starting at or after ``cut`` (the phase start; a decode's state changes only
 # by the segment each phase appends, and phase starts strictly increase); ``marks`` keep the
 # others whole: (request, prefilled, decoded, length of its flat segments, first token) of
-# those still in prefill, or of everyone (``cut`` infinite) when the phase starts where the one before it
-# did. Running requests ``None`` for a phase that cannot end with room (all slots taken, no
-# abort): no arrival re-plans from it.
+# those still in prefill, or of everyone (``cut`` infinite) when the phase starts where the
+# one before it did. Running requests ``None`` for a phase that cannot end with room (all
+# slots taken, no abort): no arrival re-plans from it.
 _Mark = tuple[EngineRequest, int, float, int, float | None]
 Snap = tuple[float, int, list[EngineRequest] | None, list[_Mark] | tuple[()], float]
