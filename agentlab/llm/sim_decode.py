@@ -114,7 +114,7 @@ class DecodeRun:
                 snaps.append((s.t, s.qi, None, (), t))
             else:
                 run = list(running)
-                marks = [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
+                marks = [(r, r.prefilled, r.decoded, len(r.flat_segments), r.first_token)
                          for r in run] if whole else ()  # fmt: skip
                 snaps.append((s.t, s.qi, run, marks, _INF if whole else t))
             mnbt = p.max_num_batched_tokens  # (budget left >= 1 after the decodes)
@@ -201,7 +201,7 @@ def advance_decodes(
     kf = float(k)  # (the same products as with the int k, in float arithmetic)
     for r in decodes:
         dec = r.decoded
-        r.segments.append((t, dt, dec, k, ddt))
+        r.flat_segments.extend((t, dt, dec, k, ddt))  # (list.extend: fewer instructions than +=)
         d = dec + kf * r.speed
         if d >= r.stop:
             r.decoded = r.outf if d > r.outf else d

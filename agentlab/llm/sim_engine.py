@@ -187,7 +187,9 @@ class Engine(Planner, DecodeRun, EngineState):
         # (an idle engine may still drop aborted queued requests)
         while (s.t < limit or not s.running) and self._phase(s, limit, kv, None, True):
             pass
-        if s.qi > 4096:
+        if s.qi > 256:  # (often: requests that left are freed as they go, not 4,096 at a
+            # time: fewer young objects counted for the cyclic GC, 61 -> 51 collections in
+            # sim_engine.py's 6,000 calls)
             del s.q[: s.qi]
             s.qi = 0
         if len(self._starts) > self._prune_len:
@@ -374,7 +376,7 @@ class Engine(Planner, DecodeRun, EngineState):
             # appends (see Snap); the others are kept whole (nothing has changed yet)
             assert snaps is not None
             keep = snap_run if whole else running[i:]
-            marks = [(r, r.prefilled, r.decoded, len(r.segments), r.first_token)
+            marks = [(r, r.prefilled, r.decoded, len(r.flat_segments), r.first_token)
                      for r in keep] if keep else ()  # fmt: skip
             snaps.append((s.t, s.qi, snap_run, marks, _INF if whole else t))
         if not limited and i < len(running):  # without the block accounting below
@@ -533,7 +535,7 @@ class Engine(Planner, DecodeRun, EngineState):
                     r.first_token = t_end
                     r.decoded = 1.0
                 else:  # a preempted request recomputed: this step adds its next token
-                    r.segments.append((t, dt, r.decoded, 1, 0.0))
+                    r.flat_segments.extend((t, dt, r.decoded, 1, 0.0))
                     r.decoded = min(r.outf, r.decoded + r.speed)
         finished: list[EngineRequest] = []
         # the next phase's State.rem (none: one in prefill or unscheduled, or no pass reads it)

@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import operator
 from collections import Counter
 from collections.abc import Callable
 from itertools import chain
@@ -79,7 +78,6 @@ from agentlab.llm.sim_step import step_time, steps_within
 
 __all__ = ["Planner"]
 
-_start = operator.itemgetter(0)  # a segment's start time
 _INF = math.inf
 
 
@@ -218,16 +216,20 @@ class Planner:
             else:
                 w._reset()
         for w in run:
-            segs = w.segments
-            if segs and segs[-1][0] >= cut:  # decoded in phase p or later: back to before it
-                j = bisect.bisect_left(segs, cut, key=_start)
-                w.decoded = segs[j][2]
+            segs = w.flat_segments
+            j = len(segs) - 5
+            if j >= 0 and segs[j] >= cut:  # decoded in phase p or later: back to before it
+                # (the first segment starting at or after ``cut``: starts only grow, and
+                # those re-planned are the last few)
+                while j >= 5 and segs[j - 5] >= cut:
+                    j -= 5
+                w.decoded = segs[j + 2]
                 del segs[j:]
             w.end = None
             w.aborted = False
         for w, pf, dec, nseg, ft in marks:  # those kept whole
             w.prefilled, w.decoded, w.first_token = pf, dec, ft
-            del w.segments[nseg:]
+            del w.flat_segments[nseg:]
         plan.running = list(run)
         plan.dmin = plan.rem = None
         plan.qi = lead

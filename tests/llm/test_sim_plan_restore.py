@@ -106,3 +106,24 @@ def test_zero_length_steps_keep_whole_snapshots_that_restore_exactly() -> None:
                 if want[3] is not None or want[4]:
                     assert got[rid] == want, (i, p, rid)
     assert whole > 0
+
+
+def test_plan_copy_sets_every_field_as_the_constructor_would() -> None:
+    # EngineRequest.copy fills the slots itself (no __init__): a field added to the class
+    # and not to copy would be left unset, or keep a value the constructor would not give
+    r = EngineRequest(7, 1.5, 803, 97, 1.07, 60.0, hashes=(11, 12), plan_cached=16)
+    r.prefilled, r.decoded, r.admitted, r.first_token, r.target = 803, 5.35, 1.6, 1.7, 803
+    r.cached_tokens, r.preemptions, r.seen_ev, r.held, r.hashed = 16, 1, 3, 60, [11]
+    r.flat_segments.extend((1.7, 0.02, 1.0, 4, 0.0))
+    c = r.copy()
+    built = EngineRequest(r.rid, r.arrival, r.prompt, r.output, r.speed, r.deadline,
+                          r.prefilled, r.decoded, r.admitted, r.first_token, r.end,
+                          r.aborted, [], r.hashes, r.target, r.cached_tokens, r.preemptions,
+                          r.plan_cached, seen_ev=r.seen_ev)  # fmt: skip
+    built.init = (r.decoded, r.first_token, r.admitted, r.target)
+    for name in EngineRequest.__slots__:
+        if name in ("fd", "ftok"):  # (unset until a forecast writes them, both ways)
+            assert not hasattr(c, name), name
+            continue
+        assert getattr(c, name) == getattr(built, name), name
+    assert c.flat_segments is not r.flat_segments and c.hashed is not r.hashed
