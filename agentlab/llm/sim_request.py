@@ -152,6 +152,7 @@ class EngineRequest:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able state."""
+        flat = self.flat_segments  # each segment's five values, sliced as lists
         return {
             "rid": self.rid,
             "arrival": self.arrival,
@@ -165,7 +166,7 @@ class EngineRequest:
             "first_token": self.first_token,
             "end": self.end,
             "aborted": self.aborted,
-            "segments": [list(s) for s in self.segments],
+            "segments": [flat[i : i + 5] for i in range(0, len(flat), 5)],
             "hashes": list(self.hashes),
             "target": self.target,
             "cached_tokens": self.cached_tokens,
