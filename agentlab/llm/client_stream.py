@@ -69,15 +69,17 @@ class _Pipe:
     task, no queue). Each attempt builds its transport's delta generator and awaits the
     pipe: that hands the generator to the iterator, which runs it, yields each delta
     straight to the consumer and then resumes the attempt (or throws the transport's
-    error into it, for the retry loop). Only that iterator may drive a ``_call`` given a
-    pipe (a task would refuse the pipe as a "bad yield").
+    error into it, for the retry loop). A reply the simulator has ready whole (an instant
+    server's) comes as the list of its pieces instead, with no generator to resume per
+    piece. Only that iterator may drive a ``_call`` given a pipe (a task would refuse the
+    pipe as a "bad yield").
     """
 
     __slots__ = ("clock", "delivered", "deltas", "first")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self.deltas: AsyncGenerator[str, None] | None = None
+        self.deltas: AsyncGenerator[str, None] | list[str] | None = None
         self.delivered = False  # text reached the consumer: a retry would duplicate it
         self.first: float | None = None
 
@@ -97,12 +99,16 @@ class _Pipe:
     ) -> SimResult:
         clock = self.clock
         holder: list[SimResult] = []
-        if live.server is not None:
-            res = live.server.plan(messages, attempt=attempt, spec=spec, tools=tools,
-                                   params=params, timeout=client.timeout,
-                                   labels=labels)  # fmt: skip
+        deltas: AsyncGenerator[str, None] | list[str] | None
+        server = live.server
+        if server is not None:
+            res = server.plan(messages, attempt=attempt, spec=spec, tools=tools,
+                              params=params, timeout=client.timeout,
+                              labels=labels)  # fmt: skip
             holder.append(res)
-            deltas = cast(AsyncGenerator[str, None], live.server.chunks(res, client.model))
+            deltas = server.ready_pieces(res)
+            if deltas is None:
+                deltas = cast(AsyncGenerator[str, None], server.chunks(res, client.model))
         else:
             deltas = client._transport.astream(
                 clock, holder, **client._lkw(messages, spec, tools, params, attempt)
@@ -114,7 +120,8 @@ class _Pipe:
             # The transport failed (then this is a no-op), or the consumer left while it
             # held a delta: the transport is suspended at its yield; close it now
             # (connection, timer) rather than whenever the generator is collected.
-            await deltas.aclose()
+            if not isinstance(deltas, list):
+                await deltas.aclose()
             raise
         finally:
             self.deltas = None
@@ -217,9 +224,22 @@ class LLMStream:
                     except BaseException as why:  # e.g. the consumer's task was cancelled
                         exc = why
                     continue
+                deltas = pipe.deltas
+                if type(deltas) is list:  # a reply ready whole: no transport to run
+                    if deltas[0]:
+                        pipe.first = clock.now()
+                        pipe.delivered = True
+                    for d in deltas:
+                        self.chunks += 1
+                        try:
+                            yield d
+                        except BaseException as why:  # GeneratorExit (closed early), athrow
+                            gone, exc = why, asyncio.CancelledError()
+                            break
+                    continue
                 # The attempt streams: run its transport here, each delta straight out.
                 try:
-                    async for d in pipe.deltas:  # type: ignore[union-attr]
+                    async for d in deltas:  # type: ignore[union-attr]
                         if d and pipe.first is None:  # the first text of the stream
                             pipe.first = clock.now()
                             pipe.delivered = True
