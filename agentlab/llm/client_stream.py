@@ -71,14 +71,15 @@ class _Pipe:
     straight to the consumer and then resumes the attempt (or throws the transport's
     error into it, for the retry loop). A reply the simulator has ready whole (an instant
     server's) comes as the list of its pieces instead, with no generator to resume per
-    piece. Only that iterator may drive a ``_call`` given a pipe (a task would refuse the
+    piece (``whole``: as one piece, its text). Only that iterator may drive a ``_call`` given a pipe (a task would refuse the
     pipe as a "bad yield").
     """
 
-    __slots__ = ("clock", "delivered", "deltas", "first")
+    __slots__ = ("clock", "delivered", "deltas", "first", "whole")
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, whole: bool) -> None:
         self.clock = clock
+        self.whole = whole
         self.deltas: AsyncGenerator[str, None] | list[str] | None = None
         self.delivered = False  # text reached the consumer: a retry would duplicate it
         self.first: float | None = None
@@ -106,7 +107,7 @@ class _Pipe:
                               params=params, timeout=client.timeout,
                               labels=labels)  # fmt: skip
             holder.append(res)
-            deltas = server.ready_pieces(res)
+            deltas = server.ready_pieces(res, self.whole)
             if deltas is None:
                 deltas = cast(AsyncGenerator[str, None], server.chunks(res, client.model))
         else:
@@ -170,6 +171,11 @@ class LLMStream:
         #: _run): for a consumer that keeps no records in step with other calls (the
         #: thread runtime's ``LLMClientModel``)
         self.start_at_once = False
+        #: hand a reply the simulator has ready whole (an instant server's) over as one
+        #: delta, its text, not in its pieces: for a consumer that only joins the deltas
+        #: (the thread runtime's ``AgentSystem``), to which each piece is one more resume
+        #: of this generator and of its own loop, with nothing in between
+        self.whole_when_ready = False
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._run()
@@ -186,7 +192,7 @@ class LLMStream:
         messages, spec, tools, agent_id, labels, prior = self._args
         live = c._get_live()
         params = {**c._req_defaults, **self._overrides}
-        pipe = _Pipe(c._clock)
+        pipe = _Pipe(c._clock, self.whole_when_ready)
         call = c._call(live, messages, spec, tools, params, agent_id, labels, prior, pipe)
         send, throw = call.send, call.throw
         clock = pipe.clock

@@ -369,6 +369,11 @@ async def test_a_reply_ready_whole_is_streamed_in_the_pieces_of_chunks(
     got = [d async for d in s]
     assert s.response is not None and "".join(got) == s.response.text
     assert s.chunks == len(got) == pieces  # stream_chunks (12), or fewer tokens, or ""
+    # whole_when_ready (a consumer that only joins the deltas): the text as one delta
+    s = c.stream(MSGS, tools=TOOLS, **overrides)
+    s.whole_when_ready = True
+    got = [d async for d in s]
+    assert s.response is not None and got == [s.response.text] and s.chunks == 1
     # left after its first piece, the ready reply's call ends at once, as a streamed one does
     it = c.stream(MSGS, sim_completion_tokens=275).__aiter__()
     assert await it.__anext__()
