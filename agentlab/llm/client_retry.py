@@ -10,7 +10,6 @@ instant server that finishes at its first attempt, with no coroutine at all.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentlab.core.clock import Clock
@@ -22,6 +21,7 @@ from agentlab.llm.client_stream import _Pipe
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.sim_content import Rng
 from agentlab.llm.structured import OutputSpec
+from agentlab.llm.tokens import _loads
 
 __all__: list[str] = []
 
@@ -292,7 +292,7 @@ class _RetryLoop:
 
 def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
     try:
-        args = json.loads(raw) if raw else {}
+        args = _loads(raw) if raw else {}  # json.loads' values, by orjson where it can
     except ValueError:
         raise BadResponseError(
             f"tool call {name!r} has malformed JSON arguments: {raw[:200]!r}"
