@@ -130,11 +130,10 @@ class _RetryLoop:
         ``start`` is when the request was sent (after its client-CPU share,
         :meth:`SimServer.dispatch_at`). Ids are drawn in call order, as the shares are.
         """
-        rec = CallRecord(live.next_id(), self._wire_model, start, agent_id=agent_id,
-                         labels=dict(labels) if labels else {})  # fmt: skip
-        if stream:
-            rec.stream = True
-        return rec
+        # every field in order, as in _now (no keyword matching, no default factory)
+        return CallRecord(live.next_id(), self._wire_model, start, 0.0, None, None, agent_id,
+                          dict(labels) if labels else {}, 0, 0, "ok", None, 1, stream,
+                          RECORD_SCHEMA_VERSION, [])  # fmt: skip
 
     async def _serve(
         self,
@@ -212,7 +211,7 @@ class _RetryLoop:
                                res.prompt_tokens - getattr(res, "cached_tokens", 0))  # fmt: skip
             try:
                 if spec is None and res.text and not res.tool_calls:
-                    resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)
+                    resp = LLMResponse(res.text, rec, [], None, res.finish_reason)
                 else:
                     resp = self._parse(res, rec, spec)
             except BadResponseError as exc:
@@ -280,7 +279,7 @@ class _RetryLoop:
 
     def _parse(self, res: SimResult, rec: CallRecord, spec: OutputSpec | None) -> LLMResponse:
         """The response of a served attempt; raises ``BadResponseError`` if malformed."""
-        resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)
+        resp = LLMResponse(res.text, rec, [], None, res.finish_reason)
         if res.tool_calls:
             resp.tool_calls = [_tool_call(*tc) for tc in res.tool_calls]
         elif spec is not None:
