@@ -230,22 +230,23 @@ class LLMStream:
                     except BaseException as why:  # e.g. the consumer's task was cancelled
                         exc = why
                     continue
+                # The attempt streams: run its transport here, each delta straight out; a
+                # reply ready whole is a list of its pieces, no transport to resume.
                 deltas = pipe.deltas
-                if type(deltas) is list:  # a reply ready whole: no transport to run
-                    if deltas[0]:
-                        pipe.first = clock.now()
-                        pipe.delivered = True
-                    for d in deltas:
-                        self.chunks += 1
-                        try:
-                            yield d
-                        except BaseException as why:  # GeneratorExit (closed early), athrow
-                            gone, exc = why, asyncio.CancelledError()
-                            break
-                    continue
-                # The attempt streams: run its transport here, each delta straight out.
+                ready = deltas if type(deltas) is list else None
+                i = 0
                 try:
-                    async for d in deltas:  # type: ignore[union-attr]
+                    while True:
+                        if ready is not None:
+                            if i == len(ready):
+                                break
+                            d = ready[i]
+                            i += 1
+                        else:
+                            try:
+                                d = await deltas.__anext__()  # type: ignore[union-attr]
+                            except StopAsyncIteration:
+                                break
                         if d and pipe.first is None:  # the first text of the stream
                             pipe.first = clock.now()
                             pipe.delivered = True
