@@ -17,7 +17,10 @@ not share an allocator):
   ``LLMClient("sim/instant")`` streaming through ``client.stream``: a forced tool call after
   user text (``sim_tool_call_p=1``), ~1.1 KB of text in 12 chunks after the tool result
   (``sim_completion_tokens=275``, no tool call). The simulator returns *either* text *or* a
-  tool call, so the tool-calling completion carries no text (see the printed probe).
+  tool call, so the tool-calling completion carries no text (see the printed probe). Its
+  replies are ready at once: ``AgentSystem`` takes each as one delta
+  (``LLMStream.whole_when_ready``); the probe, through ``LLMClientModel.stream``, shows the
+  pieces a streaming consumer gets.
 
     python benchmarks/suspended_agents.py            # full: scripted 5 x 20,000 agents; sim 1 x 10,000
     python benchmarks/suspended_agents.py --quick    # < 1 minute, both models

@@ -10,7 +10,6 @@ instant server that finishes at its first attempt, with no coroutine at all.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentlab.core.clock import Clock
@@ -22,6 +21,7 @@ from agentlab.llm.client_stream import _Pipe
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.sim_content import Rng
 from agentlab.llm.structured import OutputSpec
+from agentlab.llm.tokens import _loads
 
 __all__: list[str] = []
 
@@ -130,11 +130,10 @@ class _RetryLoop:
         ``start`` is when the request was sent (after its client-CPU share,
         :meth:`SimServer.dispatch_at`). Ids are drawn in call order, as the shares are.
         """
-        rec = CallRecord(live.next_id(), self._wire_model, start, agent_id=agent_id,
-                         labels=dict(labels) if labels else {})  # fmt: skip
-        if stream:
-            rec.stream = True
-        return rec
+        # every field in order, as in _now (no keyword matching, no default factory)
+        return CallRecord(live.next_id(), self._wire_model, start, 0.0, None, None, agent_id,
+                          dict(labels) if labels else {}, 0, 0, "ok", None, 1, stream,
+                          RECORD_SCHEMA_VERSION, [])  # fmt: skip
 
     async def _serve(
         self,
@@ -212,7 +211,7 @@ class _RetryLoop:
                                res.prompt_tokens - getattr(res, "cached_tokens", 0))  # fmt: skip
             try:
                 if spec is None and res.text and not res.tool_calls:
-                    resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)
+                    resp = LLMResponse(res.text, rec, [], None, res.finish_reason)
                 else:
                     resp = self._parse(res, rec, spec)
             except BadResponseError as exc:
@@ -280,7 +279,7 @@ class _RetryLoop:
 
     def _parse(self, res: SimResult, rec: CallRecord, spec: OutputSpec | None) -> LLMResponse:
         """The response of a served attempt; raises ``BadResponseError`` if malformed."""
-        resp = LLMResponse(res.text, rec, finish_reason=res.finish_reason)
+        resp = LLMResponse(res.text, rec, [], None, res.finish_reason)
         if res.tool_calls:
             resp.tool_calls = [_tool_call(*tc) for tc in res.tool_calls]
         elif spec is not None:
@@ -292,7 +291,7 @@ class _RetryLoop:
 
 def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
     try:
-        args = json.loads(raw) if raw else {}
+        args = _loads(raw) if raw else {}  # json.loads' values, by orjson where it can
     except ValueError:
         raise BadResponseError(
             f"tool call {name!r} has malformed JSON arguments: {raw[:200]!r}"

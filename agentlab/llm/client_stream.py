@@ -69,15 +69,18 @@ class _Pipe:
     task, no queue). Each attempt builds its transport's delta generator and awaits the
     pipe: that hands the generator to the iterator, which runs it, yields each delta
     straight to the consumer and then resumes the attempt (or throws the transport's
-    error into it, for the retry loop). Only that iterator may drive a ``_call`` given a
-    pipe (a task would refuse the pipe as a "bad yield").
+    error into it, for the retry loop). A reply the simulator has ready whole (an instant
+    server's) comes as the list of its pieces instead, with no generator to resume per
+    piece (``whole``: as one piece, its text). Only that iterator may drive a ``_call`` given a pipe (a task would refuse the
+    pipe as a "bad yield").
     """
 
-    __slots__ = ("clock", "delivered", "deltas", "first")
+    __slots__ = ("clock", "delivered", "deltas", "first", "whole")
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, whole: bool) -> None:
         self.clock = clock
-        self.deltas: AsyncGenerator[str, None] | None = None
+        self.whole = whole
+        self.deltas: AsyncGenerator[str, None] | list[str] | None = None
         self.delivered = False  # text reached the consumer: a retry would duplicate it
         self.first: float | None = None
 
@@ -97,12 +100,16 @@ class _Pipe:
     ) -> SimResult:
         clock = self.clock
         holder: list[SimResult] = []
-        if live.server is not None:
-            res = live.server.plan(messages, attempt=attempt, spec=spec, tools=tools,
-                                   params=params, timeout=client.timeout,
-                                   labels=labels)  # fmt: skip
+        deltas: AsyncGenerator[str, None] | list[str] | None
+        server = live.server
+        if server is not None:
+            res = server.plan(messages, attempt=attempt, spec=spec, tools=tools,
+                              params=params, timeout=client.timeout,
+                              labels=labels)  # fmt: skip
             holder.append(res)
-            deltas = cast(AsyncGenerator[str, None], live.server.chunks(res, client.model))
+            deltas = server.ready_pieces(res, self.whole)
+            if deltas is None:
+                deltas = cast(AsyncGenerator[str, None], server.chunks(res, client.model))
         else:
             deltas = client._transport.astream(
                 clock, holder, **client._lkw(messages, spec, tools, params, attempt)
@@ -114,7 +121,8 @@ class _Pipe:
             # The transport failed (then this is a no-op), or the consumer left while it
             # held a delta: the transport is suspended at its yield; close it now
             # (connection, timer) rather than whenever the generator is collected.
-            await deltas.aclose()
+            if not isinstance(deltas, list):
+                await deltas.aclose()
             raise
         finally:
             self.deltas = None
@@ -163,6 +171,11 @@ class LLMStream:
         #: _run): for a consumer that keeps no records in step with other calls (the
         #: thread runtime's ``LLMClientModel``)
         self.start_at_once = False
+        #: hand a reply the simulator has ready whole (an instant server's) over as one
+        #: delta, its text, not in its pieces: for a consumer that only joins the deltas
+        #: (the thread runtime's ``AgentSystem``), to which each piece is one more resume
+        #: of this generator and of its own loop, with nothing in between
+        self.whole_when_ready = False
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._run()
@@ -179,7 +192,7 @@ class LLMStream:
         messages, spec, tools, agent_id, labels, prior = self._args
         live = c._get_live()
         params = {**c._req_defaults, **self._overrides}
-        pipe = _Pipe(c._clock)
+        pipe = _Pipe(c._clock, self.whole_when_ready)
         call = c._call(live, messages, spec, tools, params, agent_id, labels, prior, pipe)
         send, throw = call.send, call.throw
         clock = pipe.clock
@@ -217,9 +230,23 @@ class LLMStream:
                     except BaseException as why:  # e.g. the consumer's task was cancelled
                         exc = why
                     continue
-                # The attempt streams: run its transport here, each delta straight out.
+                # The attempt streams: run its transport here, each delta straight out; a
+                # reply ready whole is a list of its pieces, no transport to resume.
+                deltas = pipe.deltas
+                ready = deltas if type(deltas) is list else None
+                i = 0
                 try:
-                    async for d in pipe.deltas:  # type: ignore[union-attr]
+                    while True:
+                        if ready is not None:
+                            if i == len(ready):
+                                break
+                            d = ready[i]
+                            i += 1
+                        else:
+                            try:
+                                d = await deltas.__anext__()  # type: ignore[union-attr]
+                            except StopAsyncIteration:
+                                break
                         if d and pipe.first is None:  # the first text of the stream
                             pipe.first = clock.now()
                             pipe.delivered = True

@@ -118,6 +118,26 @@ class AttemptRunner:
         if res.fault is not None:
             await self.wait(res, model)
 
+    def ready_pieces(self, res: SimResult, whole: bool = False) -> list[str] | None:
+        """What :meth:`chunks` would yield, as a list, when it would yield it all without a
+        wait (no engine request, no fault, the last piece due already); else ``None``.
+        ``whole``: the text as one piece.
+
+        An instant server's replies are all of this kind: the stream then hands them over
+        with no generator resumed per piece (see ``client_stream._Pipe``).
+        """
+        if res.fault is not None or res.req is not None:
+            return None
+        if max(res.first_token, res.end) > self.clock.now():
+            return None
+        text = res.text
+        if whole:
+            return [text]
+        n = len(text)
+        k = max(1, min(self.profile.stream_chunks, res.completion_tokens, n or 1))
+        # k <= len(text) unless the text is empty (k = 1): no piece is empty but that one
+        return [text[n * i // k : n * (i + 1) // k] for i in range(k)]
+
     def cancel(self, res: SimResult) -> None:
         """Abort a planned request now (its client went away), as vLLM aborts a request
         whose connection closed: the engine drops it at the next step boundary, freeing

@@ -340,3 +340,52 @@ async def test_cancelled_before_the_first_delta_leaves_no_coroutine_behind() -> 
         gc.collect()
     assert not [w for w in seen if "never awaited" in str(w.message)]
     assert c.in_flight() == 0 and c.usage.calls == calls and not _left_running()
+
+
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {
+    "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("overrides", "pieces"),
+    [({"sim_completion_tokens": 275}, 12), ({"sim_completion_tokens": 3}, 3),
+     ({"sim_tool_call_p": 1.0}, 1)],
+)  # fmt: skip
+async def test_a_reply_ready_whole_is_streamed_in_the_pieces_of_chunks(
+    overrides: dict[str, Any], pieces: int
+) -> None:
+    # An instant server's reply is ready whole: the stream hands over its pieces as a list
+    # (SimServer.ready_pieces), the same pieces the chunks generator yields (a tool call's
+    # empty text as one empty piece).
+    c = LLMClient("sim/instant", seed=0)
+    server = c._get_live().server
+    assert server is not None
+    params = {**c._req_defaults, **overrides}
+    res = server.plan(MSGS, attempt=0, spec=None, tools=TOOLS, params=params, timeout=c.timeout,
+                      labels={})  # fmt: skip
+    ready = server.ready_pieces(res)
+    assert ready is not None and ready == [d async for d in server.chunks(res, c.model)]
+    s = c.stream(MSGS, tools=TOOLS, **overrides)
+    got = [d async for d in s]
+    assert s.response is not None and "".join(got) == s.response.text
+    assert s.chunks == len(got) == pieces  # stream_chunks (12), or fewer tokens, or ""
+    # whole_when_ready (a consumer that only joins the deltas): the text as one delta
+    s = c.stream(MSGS, tools=TOOLS, **overrides)
+    s.whole_when_ready = True
+    got = [d async for d in s]
+    assert s.response is not None and got == [s.response.text] and s.chunks == 1
+    # left after its first piece, the ready reply's call ends at once, as a streamed one does
+    it = c.stream(MSGS, sim_completion_tokens=275).__aiter__()
+    assert await it.__anext__()
+    assert c.in_flight() == 1
+    await it.aclose()  # type: ignore[attr-defined]
+    assert c.in_flight() == 0 and not _left_running()
+
+
+async def test_a_reply_not_ready_yet_is_not_handed_over_whole() -> None:
+    c = _sim().with_clock(VirtualClock())
+    server = c._get_live().server
+    assert server is not None
+    res = server.plan(MSGS, attempt=0, spec=None, tools=None, params=dict(c._req_defaults),
+                      timeout=c.timeout, labels={})  # fmt: skip
+    assert server.ready_pieces(res) is None  # decoded by the engine over time: streamed

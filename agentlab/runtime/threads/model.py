@@ -194,10 +194,16 @@ class LLMClientModel:
         *,
         thread_id: str,
         turn: int,
+        whole_when_ready: bool = True,
     ) -> Any:
         """The client's stream of one completion, not started: iterating it yields the
         text deltas, then :meth:`finished` gives its tool calls. :meth:`stream` iterates
-        it; ``AgentSystem`` iterates it directly (one async generator fewer per delta)."""
+        it; ``AgentSystem`` iterates it directly (one async generator fewer per delta).
+
+        ``whole_when_ready``: a reply the simulator has ready whole comes as one delta
+        (``LLMStream.whole_when_ready``): ``AgentSystem`` joins the deltas, and nothing can
+        happen between those of a ready reply. :meth:`stream` keeps the pieces for its
+        consumers (a reply still being decoded streams in pieces either way)."""
         kw = self.overrides
         if self.per_call is not None:
             kw = {**kw, **self.per_call(messages)}
@@ -217,6 +223,7 @@ class LLMClientModel:
             # own (suspended_agents sim, 400 agents: GC 13 -> 1 us per completion,
             # KiB/idle 26 -> 16). A recording client (run_dir) keeps its records' order.
             s.start_at_once = True
+            s.whole_when_ready = whole_when_ready
         return s
 
     async def stream(
@@ -227,7 +234,7 @@ class LLMClientModel:
         thread_id: str,
         turn: int,
     ) -> AsyncIterator[str | ToolCall]:
-        s = self.open(messages, tools, thread_id=thread_id, turn=turn)
+        s = self.open(messages, tools, thread_id=thread_id, turn=turn, whole_when_ready=False)
         async with aclosing(s.__aiter__()) as deltas:
             async for delta in deltas:
                 if delta:

@@ -54,7 +54,8 @@ async def test_sim_instant_streams_turns_with_tool_calls() -> None:
     assert client.usage.calls - calls0 == system.completions
     assert all(s.response.record.stream for s in spy.streams)
     text_streams = [s for s in spy.streams if not s.response.tool_calls]
-    assert text_streams and all(s.chunks > 1 for s in text_streams)  # really streamed
+    # an instant reply is ready whole: the system takes its text as one delta
+    assert text_streams and all(s.whole_when_ready and s.chunks == 1 for s in text_streams)
     for t in tids:
         h = system.history(t)
         validate_openai_messages(h)
@@ -139,6 +140,7 @@ async def test_direct_client_stream_equals_model_stream() -> None:
     # AgentSystem iterates an LLMClientModel's client stream itself (LLMClientModel.open):
     # the same histories, states, counts and records as through LLMClientModel.stream
     got = []
+    pieces: list[list[tuple[bool, int]]] = []
     for cls in (LLMClientModel, Generic):
         client = LLMClient("sim/instant", seed=5)
         spy = CountingStream(client)
@@ -152,14 +154,19 @@ async def test_direct_client_stream_equals_model_stream() -> None:
                 model.responses,
                 system.completions,
                 [
-                    (s.chunks, s.response.text, s.response.tool_calls, s.response.record.agent_id)
+                    (s.response.text, s.response.tool_calls, s.response.record.agent_id)
                     for s in spy.streams
                 ],
                 dict(tool.starts),
             )
         )
+        pieces.append([(s.whole_when_ready, s.chunks) for s in spy.streams])
     assert got[0] == got[1]
     assert got[0][1] == got[0][2] == 3 * 4 * 2
+    # the direct path takes each ready reply whole, as one delta; stream() keeps the pieces
+    # (a text reply of 40 tokens in stream_chunks = 12, a tool call's empty text in one)
+    assert {c for whole, c in pieces[0]} == {1} and all(whole for whole, _ in pieces[0])
+    assert {c for whole, c in pieces[1]} == {1, 12} and not any(w for w, _ in pieces[1])
 
 
 class FirstDeltaClient(CountingStream):
