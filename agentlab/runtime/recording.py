@@ -8,7 +8,8 @@ sample of them: ``RunServices(llm_spans=...)`` / ``AGENTLAB_LLM_SPANS``). It is 
 
 An agent's calls inside a society batch go into the batch's :class:`BatchLog` (written
 once per batch); every other caller's rows are appended one by one. The span row is built
-when the call ends, with ``Tracer.span_row``: no open-span record per call.
+when the call ends, with ``Tracer.span_row``: no open-span record per call (an agent's
+plain call's in one pass, :meth:`RecordingLLM._agent_call_span`).
 """
 
 from __future__ import annotations

@@ -34,6 +34,21 @@ def _run(path: Path, agents: Any, env: list[str]) -> dict[str, Any]:
     return {"rows": _rows(path), "spans": strict_spans(path), "states": states}
 
 
+def _count_answers(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> list[bool]:
+    """Wrap the method ``owner.name`` so that each call appends whether it answered (did
+    not return ``None``) to the list returned."""
+    real = getattr(owner, name)
+    answered: list[bool] = []
+
+    def counted(self: Any, *args: Any) -> Any:
+        out = real(self, *args)
+        answered.append(out is not None)
+        return out
+
+    monkeypatch.setattr(owner, name, counted)
+    return answered
+
+
 @pytest.mark.parametrize(
     ("agents", "env"),
     [
@@ -49,15 +64,7 @@ def _run(path: Path, agents: Any, env: list[str]) -> dict[str, Any]:
 def test_fast_path_writes_what_the_general_path_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agents: Any, env: list[str]
 ) -> None:
-    real = SimServer.plan_instant
-    answered: list[bool] = []
-
-    def counted(self: SimServer, *args: Any) -> Any:
-        out = real(self, *args)
-        answered.append(out is not None)
-        return out
-
-    monkeypatch.setattr(SimServer, "plan_instant", counted)
+    answered = _count_answers(monkeypatch, SimServer, "plan_instant")
     fast = _run(tmp_path / "fast" / "run", agents, env)  # same name: the run_id column
     assert any(answered), "no call took the fast path"
     monkeypatch.setattr(SimServer, "plan_instant", lambda self, *args: None)
@@ -175,16 +182,8 @@ def test_an_agents_call_span_in_one_pass_is_the_general_span(
     values, under the agent's ``agent.step`` span."""
     from agentlab.runtime.recording import RecordingLLM
 
-    real = RecordingLLM._agent_call_span
-    built: list[bool] = []
-
-    def counted(self: RecordingLLM, *args: Any) -> Any:
-        out = real(self, *args)
-        built.append(out is not None)
-        return out
-
     agents = [{"type": "counter", "n": 30, "config": {"llm_calls": 2}}]
-    monkeypatch.setattr(RecordingLLM, "_agent_call_span", counted)
+    built = _count_answers(monkeypatch, RecordingLLM, "_agent_call_span")
     one_pass = _run(tmp_path / "one" / "run", agents, [])  # same name: the run_id column
     assert built and all(built)
     monkeypatch.setattr(RecordingLLM, "_agent_call_span", lambda self, *args: None)
