@@ -206,10 +206,11 @@ class Tracer:
     def run_dir(self) -> Path:
         return self._writer.run_dir
 
-    @staticmethod
-    def current_span() -> Span | None:
-        """The span of the enclosing ``trace_span`` block in this context, if any."""
-        return _CURRENT.get()
+    # current_span, activate and deactivate are the context variable's own methods, not
+    # Python functions around them: no frame per call (several per agent-step).
+    #: ``current_span()``: the span of the enclosing ``trace_span`` block in this context,
+    #: if any.
+    current_span = staticmethod(_CURRENT.get)
 
     def start_span(
         self, name: str, parent: SpanParent = None, *, kind: str = "internal", **attrs: Any
@@ -274,16 +275,11 @@ class Tracer:
             span.attributes.update(attrs)
         return span.to_dict()
 
-    @staticmethod
-    def activate(span: Span | None) -> contextvars.Token[Span | None]:
-        """Make ``span`` the current one (the parent of spans started in this context);
-        undo with :meth:`deactivate`."""
-        return _CURRENT.set(span)
-
-    @staticmethod
-    def deactivate(token: contextvars.Token[Span | None]) -> None:
-        """Restore the current span :meth:`activate` replaced."""
-        _CURRENT.reset(token)
+    #: ``activate(span)``: make ``span`` the current one (the parent of spans started in
+    #: this context); returns the token that undoes it with :meth:`deactivate`.
+    activate = staticmethod(_CURRENT.set)
+    #: ``deactivate(token)``: restore the current span :meth:`activate` replaced.
+    deactivate = staticmethod(_CURRENT.reset)
 
     def end_span(
         self, span: Span, status: str = "ok", message: str | None = None, **attrs: Any
