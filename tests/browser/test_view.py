@@ -201,6 +201,7 @@ def test_from_an_error_row_to_its_llm_calls_prompt_and_reply(mixed_url: str, pag
     page.locator("#runs a", has_text=SOCIETY).click()
     page.locator("#parts a", has_text="Messages").click()
     rows = page.locator("#messages tbody tr")
+    rows.first.wait_for()  # count() does not wait: the click's navigation may not have landed
     total = rows.count()
     page.fill("input.row-filter", "llm-00001")
     visible = page.evaluate("() => [...document.querySelectorAll('#messages tbody tr')]"
@@ -282,7 +283,8 @@ def test_the_index_is_silent_when_idle_and_follows_a_commit(tmp_path: Path, page
         assert took < POLL_S + SETTLE_S + 2.0, took  # seen, settled, one fetch and render
         assert len([r for r in requests if "/_events" not in r]) == 1  # one fetch of the rows
         # a run's own page follows it the same way (its header tiles)
-        page.locator("#runs a", has_text="growing").click()
+        with page.expect_navigation():  # so the tile read below is the run page's
+            page.locator("#runs a", has_text="growing").click()
         page.wait_for_load_state("networkidle")
         assert page.evaluate(TILE, "ticks") == "2"
         worker = threading.Thread(target=soc.run_sync, args=(1,), daemon=True)
