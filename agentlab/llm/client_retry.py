@@ -21,7 +21,7 @@ from agentlab.llm.client_stream import _Pipe
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.sim_content import Rng
 from agentlab.llm.structured import OutputSpec
-from agentlab.llm.tokens import _loads
+from agentlab.llm.tokens import loads_like_json
 
 __all__: list[str] = []
 
@@ -291,7 +291,7 @@ class _RetryLoop:
 
 def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
     try:
-        args = _loads(raw) if raw else {}  # json.loads' values, by orjson where it can
+        args = loads_like_json(raw) if raw else {}  # json.loads' values, by orjson where it can
     except ValueError:
         raise BadResponseError(
             f"tool call {name!r} has malformed JSON arguments: {raw[:200]!r}"

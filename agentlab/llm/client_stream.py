@@ -71,8 +71,8 @@ class _Pipe:
     straight to the consumer and then resumes the attempt (or throws the transport's
     error into it, for the retry loop). A reply the simulator has ready whole (an instant
     server's) comes as the list of its pieces instead, with no generator to resume per
-    piece (``whole``: as one piece, its text). Only that iterator may drive a ``_call`` given a pipe (a task would refuse the
-    pipe as a "bad yield").
+    piece (``whole``: as one piece, its text). Only that iterator may drive a ``_call``
+    given a pipe (a task would refuse the pipe as a "bad yield").
     """
 
     __slots__ = ("clock", "delivered", "deltas", "first", "whole")

@@ -94,10 +94,10 @@ class AttemptRunner:
         token as vLLM streams) as its tokens are produced."""
         if res.fault == "rate_limited" or (res.fault and res.fault_at <= res.first_token):
             await self.wait(res, model)  # raises
-        text = res.text
         n = res.completion_tokens
-        k = max(1, min(pieces or self.profile.stream_chunks, n, len(text) or 1))
-        for i in range(k):
+        parts = split_pieces(res.text, piece_count(res, pieces or self.profile.stream_chunks))
+        k = len(parts)
+        for i, piece in enumerate(parts):
             if res.req is not None and res.fault is None:
                 m = 1 + (n - 1) * i / (k - 1) if k > 1 else float(n)
                 if not await self._until_token(res, m):
@@ -110,7 +110,6 @@ class AttemptRunner:
                 delay = t - self.clock.now()
                 if delay > 0:
                     await self.clock.sleep(delay)
-            piece = text[len(text) * i // k : len(text) * (i + 1) // k]
             if piece or i == 0:
                 yield piece
         if res.req is not None:
@@ -130,13 +129,9 @@ class AttemptRunner:
             return None
         if max(res.first_token, res.end) > self.clock.now():
             return None
-        text = res.text
         if whole:
-            return [text]
-        n = len(text)
-        k = max(1, min(self.profile.stream_chunks, res.completion_tokens, n or 1))
-        # k <= len(text) unless the text is empty (k = 1): no piece is empty but that one
-        return [text[n * i // k : n * (i + 1) // k] for i in range(k)]
+            return [res.text]
+        return split_pieces(res.text, piece_count(res, self.profile.stream_chunks))
 
     def cancel(self, res: SimResult) -> None:
         """Abort a planned request now (its client went away), as vLLM aborts a request
@@ -166,3 +161,17 @@ class AttemptRunner:
         if res.fault == "cancelled":
             return LLMTimeoutError(f"{model}: request cancelled by its client (simulated)")
         return LLMTimeoutError(f"{model}: no complete answer before the timeout (simulated)")
+
+
+def piece_count(res: SimResult, pieces: int) -> int:
+    """How many pieces a reply streams in: ``pieces``, or fewer for fewer tokens or
+    characters (at least one: an empty text is one empty piece)."""
+    return max(1, min(pieces, res.completion_tokens, len(res.text) or 1))
+
+
+def split_pieces(text: str, k: int) -> list[str]:
+    """``text`` cut into ``k`` pieces of about equal length (none empty while ``k`` <=
+    ``len(text)``): what :meth:`AttemptRunner.chunks` yields and
+    :meth:`AttemptRunner.ready_pieces` hands over at once."""
+    n = len(text)
+    return [text[n * i // k : n * (i + 1) // k] for i in range(k)]

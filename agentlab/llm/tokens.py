@@ -116,7 +116,7 @@ def dumps_acyclic(value: Any, *, ensure_ascii: bool = True) -> str:
     return "".join(enc(value, 0))
 
 
-def _loads(text: str) -> Any:
+def loads_like_json(text: str) -> Any:
     """``json.loads(text)``: orjson's parse (~10x cheaper for a call's few arguments; the same
     values for any JSON both accept), ``json``'s where orjson refuses what ``json`` takes
     (``NaN``, integers past 64 bits, lone surrogates) or raises its error."""
@@ -135,7 +135,7 @@ def _tool_calls_text(calls: Any) -> str:
         text = None
         if isinstance(args, str):
             try:
-                text = dumps_acyclic(_loads(args), ensure_ascii=False)
+                text = dumps_acyclic(loads_like_json(args), ensure_ascii=False)
             except ValueError:
                 pass
         if text is None:  # a string that is no JSON, or arguments given as an object

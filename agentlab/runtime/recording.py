@@ -8,8 +8,7 @@ sample of them: ``RunServices(llm_spans=...)`` / ``AGENTLAB_LLM_SPANS``). It is 
 
 An agent's calls inside a society batch go into the batch's :class:`BatchLog` (written
 once per batch); every other caller's rows are appended one by one. The span row is built
-when the call ends, with ``Tracer.span_row``: no open-span record per call (an agent's
-plain call's in one pass, :meth:`RecordingLLM._agent_call_span`).
+when the call ends, with ``Tracer.span_row``: no open-span record per call.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from urllib.parse import urlsplit
 from agentlab.core.records import CallRecord, LLMResponse
 from agentlab.errors import LLMError
 from agentlab.store import catalog
-from agentlab.store.trace import Span, Tracer, genai_llm_attrs, new_span_id
+from agentlab.store.trace import Tracer, genai_llm_attrs
 
 if TYPE_CHECKING:
     from agentlab.llm import LLMClient
@@ -228,11 +227,6 @@ class RecordingLLM:
             log.call(row, catalog.CALL_ROW_KEYS if type(record) is CallRecord else None)
             if attempts:
                 log.rows.setdefault("llm_attempts", []).extend(attempts)
-            if ok and not params and services.llm_spans >= 1.0:
-                span = self._agent_call_span(record, tick, start, finish_reason, tracer)
-                if span is not None:
-                    log.span(span)
-                    return
         else:
             replay = services.replay
             replay.append("llm_calls", row)
@@ -241,66 +235,6 @@ class RecordingLLM:
         self._span(counter, start, tick, "ok" if ok else "error",
                    None if ok else record.outcome, record, finish_reason, params,
                    tracer, log)  # fmt: skip
-
-    def _agent_call_span(
-        self,
-        record: CallRecord,
-        tick: int | None,
-        start: float,
-        finish_reason: str | None,
-        tracer: Tracer | None,
-    ) -> dict[str, Any] | None:
-        """The ``llm.call`` span row of an agent's plain successful call, in one dict
-        display each for the row and its attributes; ``None`` when the call is not of that
-        shape (then :meth:`_span` builds it).
-
-        The shape: a ``CallRecord`` with an agent id and a finish reason, no request
-        parameters, no server attributes, inside an ``agent.step`` span that names the
-        agent. That is almost every call of a simulated society, whose span took ~20 dict
-        inserts (two resizes of the attributes) and eight helper calls in :meth:`_span`
-        (runtime/README.md, "The agent's call recorded in one pass"). The row is the one
-        :meth:`_span` writes, key for key and in order
-        (``test_recording_fast_path.py`` holds it to ``genai_llm_attrs``).
-        """
-        agent = Tracer.current_span()
-        agent_id = record.agent_id
-        if (
-            type(agent) is not Span
-            or type(record) is not CallRecord
-            or agent_id is None
-            or finish_reason is None
-            or self._server
-        ):
-            return None
-        name = agent.attributes.get("gen_ai.agent.name", agent_id)
-        model = record.model
-        attrs = {
-            "agentlab.tick": tick,
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": model,
-            "gen_ai.usage.input_tokens": record.prompt_tokens,
-            "gen_ai.usage.output_tokens": record.completion_tokens,
-            "gen_ai.response.finish_reasons": [finish_reason],
-            "gen_ai.agent.id": agent_id,
-            "gen_ai.response.id": record.request_id,
-            "gen_ai.response.model": model,
-            "gen_ai.conversation.id": f"{self._services.run_id}/{agent_id}",
-            "gen_ai.agent.name": name,
-        }
-        end = (tracer if tracer is not None else self._services.trace).clock.now()
-        return {
-            "trace_id": agent.trace_id,
-            "span_id": new_span_id(),
-            "parent": agent.span_id,
-            "name": "llm.call",
-            "kind": "client",
-            "start": start,
-            "end": end,
-            "status": "ok",
-            "status_message": None,
-            "attributes": attrs,
-            "events": [],
-        }
 
     def _span(
         self,

@@ -34,21 +34,6 @@ def _run(path: Path, agents: Any, env: list[str]) -> dict[str, Any]:
     return {"rows": _rows(path), "spans": strict_spans(path), "states": states}
 
 
-def _count_answers(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> list[bool]:
-    """Wrap the method ``owner.name`` so that each call appends whether it answered (did
-    not return ``None``) to the list returned."""
-    real = getattr(owner, name)
-    answered: list[bool] = []
-
-    def counted(self: Any, *args: Any) -> Any:
-        out = real(self, *args)
-        answered.append(out is not None)
-        return out
-
-    monkeypatch.setattr(owner, name, counted)
-    return answered
-
-
 @pytest.mark.parametrize(
     ("agents", "env"),
     [
@@ -64,7 +49,15 @@ def _count_answers(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> l
 def test_fast_path_writes_what_the_general_path_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agents: Any, env: list[str]
 ) -> None:
-    answered = _count_answers(monkeypatch, SimServer, "plan_instant")
+    real = SimServer.plan_instant
+    answered: list[bool] = []
+
+    def counted(self: SimServer, *args: Any) -> Any:
+        out = real(self, *args)
+        answered.append(out is not None)
+        return out
+
+    monkeypatch.setattr(SimServer, "plan_instant", counted)
     fast = _run(tmp_path / "fast" / "run", agents, env)  # same name: the run_id column
     assert any(answered), "no call took the fast path"
     monkeypatch.setattr(SimServer, "plan_instant", lambda self, *args: None)
@@ -155,41 +148,3 @@ def test_a_wrapped_client_is_asked_through_its_own_complete_now(tmp_path: Path) 
     services = RunServices(tmp_path, "sim/instant")
     assert RecordingLLM(Wrapper(LLMClient("sim/instant")), services)._now_owned is None
     assert RecordingLLM(LLMClient("sim/instant"), services)._now_owned is not None
-
-
-def _spans_in_order(run_dir: Path) -> tuple[list[str], int]:
-    """Every span with its keys in written order (random ids left out), sorted; and how
-    many ``llm.call`` spans have their ``agent.step`` span as parent, in the same trace."""
-    spans = [
-        json.loads(line)
-        for f in sorted((run_dir / "trace").glob("*.jsonl"))
-        for line in f.read_bytes().splitlines()
-    ]
-    steps = {(s["trace_id"], s["span_id"]) for s in spans if s["name"] == "agent.step"}
-    under_step = sum(
-        (s["trace_id"], s["parent"]) in steps for s in spans if s["name"] == "llm.call"
-    )
-    ids = {"trace_id", "span_id", "parent", "_seq", "_shard"}
-    kept = sorted(json.dumps([(k, v) for k, v in s.items() if k not in ids]) for s in spans)
-    return kept, under_step
-
-
-def test_an_agents_call_span_in_one_pass_is_the_general_span(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``RecordingLLM._agent_call_span`` (an agent's plain call, in one dict display)
-    writes the span :meth:`RecordingLLM._span` writes: same keys in the same order, same
-    values, under the agent's ``agent.step`` span."""
-    from agentlab.runtime.recording import RecordingLLM
-
-    agents = [{"type": "counter", "n": 30, "config": {"llm_calls": 2}}]
-    built = _count_answers(monkeypatch, RecordingLLM, "_agent_call_span")
-    one_pass = _run(tmp_path / "one" / "run", agents, [])  # same name: the run_id column
-    assert built and all(built)
-    monkeypatch.setattr(RecordingLLM, "_agent_call_span", lambda self, *args: None)
-    general = _run(tmp_path / "general" / "run", agents, [])
-    assert one_pass["rows"] == general["rows"]
-    fast_spans, fast_under = _spans_in_order(tmp_path / "one" / "run")
-    slow_spans, slow_under = _spans_in_order(tmp_path / "general" / "run")
-    assert fast_spans == slow_spans
-    assert fast_under == slow_under == 30 * 2 * 3
