@@ -21,8 +21,9 @@ def load_features(d: pd.DataFrame, group: list[str], degrade: float) -> pd.DataF
     out["n_start"] = 1.0
     out["q_shared"] = 0.0
     out["ctx_bar"] = 0.0
-    groups = out.groupby(group, sort=False).groups if group else {None: out.index}
-    for idx in groups.values():
+    # each group's index labels (iterated: `.groups` warns of its keys changing in pandas 4)
+    groups = [g.index for _, g in out.groupby(group, sort=False)] if group else [out.index]
+    for idx in groups:
         g = out.loc[idx]
         s, e = g["start"].to_numpy(), g["end"].to_numpy()
         ss, es = np.sort(s), np.sort(e)

@@ -58,8 +58,9 @@ def predict_calls(
     n = len(out)
     start_p, ttft, lat = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     pos = {k: i for i, k in enumerate(out.index)}
-    groups = out.groupby(group, sort=False).groups if group else {None: out.index}
-    for idx in groups.values():
+    # each group's index labels (iterated: `.groups` warns of its keys changing in pandas 4)
+    groups = [g.index for _, g in out.groupby(group, sort=False)] if group else [out.index]
+    for idx in groups:
         g = out.loc[idx].sort_values("start", kind="stable")
         # one stream of successive draws: first draws of consecutive seeds would form a
         # Weyl-like lattice (too regular a spread of speeds), not independent factors
