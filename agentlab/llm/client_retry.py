@@ -17,6 +17,7 @@ from agentlab.core.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 from agentlab.core.records import CallRecord, LLMResponse, ToolCall
 from agentlab.errors import BadResponseError, LLMError, RateLimitError
 from agentlab.llm._live import Live
+from agentlab.llm.aimd import AIMDLimiter, ConcurrencyGate
 from agentlab.llm.client_stream import _Pipe
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.sim_content import Rng
@@ -204,11 +205,7 @@ class _RetryLoop:
             except BaseException:
                 gate.release()
                 raise
-            in_flight = gate.in_flight
-            gate.release()
-            t1 = clock.now()
-            limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1,
-                               res.prompt_tokens - getattr(res, "cached_tokens", 0))  # fmt: skip
+            t1 = self._settle(gate, limiter, epoch, t0, res)
             try:
                 if spec is None and res.text and not res.tool_calls:
                     resp = LLMResponse(res.text, rec, [], None, res.finish_reason)
@@ -222,21 +219,103 @@ class _RetryLoop:
                     self._fail(rec, exc, attempt, live)
                 attempt += 1
                 continue
-            if attempt:  # a first-attempt success leaves ``tries`` empty (nothing to add)
-                tries.append((attempt + 1, "ok", t0, t1, None))
-            rec.attempts = attempt + 1
-            rec.end = clock.now()
             # not observable without streaming for real providers
-            rec.first_token = res.first_token if server is not None or pipe is not None else None
-            rec.queue_wait = res.queue_wait
-            rec.prompt_tokens = res.prompt_tokens
-            rec.cached_tokens = getattr(res, "cached_tokens", 0)
-            rec.completion_tokens = res.completion_tokens
-            usage = live.usage
-            usage.prompt_tokens += res.prompt_tokens
-            usage.completion_tokens += res.completion_tokens
-            usage.calls += 1
+            self._answered(live, rec, res, attempt, t0, t1, server is not None or pipe is not None)
             return resp
+
+    def _ready(
+        self,
+        live: Live,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        params: dict[str, Any],
+        agent_id: str | None,
+        labels: dict[str, Any] | None,
+        prior: int,
+        whole: bool,
+    ) -> tuple[CallRecord, SimResult, list[str], int, float] | None:
+        """The first attempt of a streamed call without structured output, planned, when
+        an instant server answers it at once and well-formed
+        (``SimServer.answers_at_once``): ``(record, result, pieces, limiter epoch,
+        attempt start)`` with the gate's slot taken; else ``None``, with nothing done.
+
+        What :meth:`_call` does up to the transport's first delta (the same request id,
+        slot and plan), with no coroutine: ``LLMStream`` hands the pieces over and
+        :meth:`_ready_done` (or ``gate.release()``, if the consumer left) ends the attempt.
+        ``whole``: the text as one piece (``SimServer.ready_pieces``).
+        """
+        server = live.server
+        if server is None or not server.answers_at_once(params):
+            return None
+        gate = live.gate()
+        epoch = gate.try_acquire()
+        if epoch is None:  # queue for a slot: _call
+            return None
+        clock = self._clock
+        rec = self._open(live, clock.now(), agent_id, labels, True)
+        t0 = clock.now()
+        try:
+            res = server.plan(messages, attempt=prior, tools=tools, params=params,
+                              timeout=self.timeout, labels=rec.labels)  # fmt: skip
+        except BaseException:
+            gate.release()
+            raise
+        # due when planned (an instant server's first token and end are the plan's time)
+        return rec, res, server.pieces_of(res, whole), epoch, t0
+
+    def _ready_done(
+        self,
+        live: Live,
+        rec: CallRecord,
+        res: SimResult,
+        epoch: int,
+        t0: float,
+        first: float | None,
+    ) -> LLMResponse:
+        """The end of a :meth:`_ready` attempt whose pieces the consumer took (``first``:
+        when the first text reached it): what :meth:`_serve` does after its transport."""
+        res.first_token = first if first is not None else self._clock.now()
+        t1 = self._settle(live.gate(), live.limiter, epoch, t0, res)
+        resp = self._parse(res, rec, None)  # well-formed: SimServer.answers_at_once
+        self._answered(live, rec, res, 0, t0, t1, True)
+        return resp
+
+    def _settle(
+        self, gate: ConcurrencyGate, limiter: AIMDLimiter, epoch: int, t0: float, res: SimResult
+    ) -> float:
+        """Hand an answered attempt's slot back and feed the limiter; returns the time."""
+        in_flight = gate.in_flight
+        gate.release()
+        t1 = self._clock.now()
+        limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1,
+                                res.prompt_tokens - getattr(res, "cached_tokens", 0))  # fmt: skip
+        return t1
+
+    def _answered(
+        self,
+        live: Live,
+        rec: CallRecord,
+        res: SimResult,
+        attempt: int,
+        t0: float,
+        t1: float,
+        first_known: bool,
+    ) -> None:
+        """Complete the record and the usage of a call whose attempt ``attempt`` (0 =
+        first) answered well: ``first_known``, the first token's time is observable."""
+        if attempt:  # a first-attempt success leaves ``tries`` empty (nothing to add)
+            rec.tries.append((attempt + 1, "ok", t0, t1, None))
+        rec.attempts = attempt + 1
+        rec.end = self._clock.now()
+        rec.first_token = res.first_token if first_known else None
+        rec.queue_wait = res.queue_wait
+        rec.prompt_tokens = res.prompt_tokens
+        rec.cached_tokens = getattr(res, "cached_tokens", 0)
+        rec.completion_tokens = res.completion_tokens
+        usage = live.usage
+        usage.prompt_tokens += res.prompt_tokens
+        usage.completion_tokens += res.completion_tokens
+        usage.calls += 1
 
     def _lkw(
         self,
