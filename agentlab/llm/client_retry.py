@@ -18,7 +18,7 @@ from agentlab.core.records import CallRecord, LLMResponse, ToolCall
 from agentlab.errors import BadResponseError, LLMError, RateLimitError
 from agentlab.llm._live import Live
 from agentlab.llm.aimd import AIMDLimiter, ConcurrencyGate
-from agentlab.llm.client_stream import _Pipe
+from agentlab.llm.client_stream import ReadyAttempt, _Pipe
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.sim_content import Rng
 from agentlab.llm.structured import OutputSpec
@@ -233,16 +233,16 @@ class _RetryLoop:
         labels: dict[str, Any] | None,
         prior: int,
         whole: bool,
-    ) -> tuple[CallRecord, SimResult, list[str], int, float] | None:
+    ) -> ReadyAttempt | None:
         """The first attempt of a streamed call without structured output, planned, when
         an instant server answers it at once and well-formed
-        (``SimServer.answers_at_once``): ``(record, result, pieces, limiter epoch,
-        attempt start)`` with the gate's slot taken; else ``None``, with nothing done.
+        (``SimServer.answers_at_once``), with the gate's slot taken; else ``None``, with
+        nothing done. ``whole``: its text as one piece (``SimServer.pieces_of``).
 
         What :meth:`_call` does up to the transport's first delta (the same request id,
         slot and plan), with no coroutine: ``LLMStream`` hands the pieces over and
-        :meth:`_ready_done` (or ``gate.release()``, if the consumer left) ends the attempt.
-        ``whole``: the text as one piece (``SimServer.ready_pieces``).
+        :meth:`_ready_done` ends the attempt (or ``gate.release()``, if the consumer left:
+        no record, as :meth:`_serve` leaves none).
         """
         server = live.server
         if server is None or not server.answers_at_once(params):
@@ -252,32 +252,38 @@ class _RetryLoop:
         if epoch is None:  # queue for a slot: _call
             return None
         clock = self._clock
-        rec = self._open(live, clock.now(), agent_id, labels, True)
+        # the record's request id, start and labels as _open draws them; the record itself
+        # is made whole by _ready_done
+        request_id, start = live.next_id(), clock.now()
+        labels = dict(labels) if labels else {}
         t0 = clock.now()
         try:
             res = server.plan(messages, attempt=prior, tools=tools, params=params,
-                              timeout=self.timeout, labels=rec.labels)  # fmt: skip
+                              timeout=self.timeout, labels=labels)  # fmt: skip
         except BaseException:
             gate.release()
             raise
         # due when planned (an instant server's first token and end are the plan's time)
-        return rec, res, server.pieces_of(res, whole), epoch, t0
+        pieces = server.pieces_of(res, whole)
+        return (request_id, start, agent_id, labels, res, pieces, gate, epoch, t0)
 
-    def _ready_done(
-        self,
-        live: Live,
-        rec: CallRecord,
-        res: SimResult,
-        epoch: int,
-        t0: float,
-        first: float | None,
-    ) -> LLMResponse:
+    def _ready_done(self, live: Live, ready: ReadyAttempt, first: float | None) -> LLMResponse:
         """The end of a :meth:`_ready` attempt whose pieces the consumer took (``first``:
         when the first text reached it): what :meth:`_serve` does after its transport."""
-        res.first_token = first if first is not None else self._clock.now()
-        t1 = self._settle(live.gate(), live.limiter, epoch, t0, res)
+        request_id, start, agent_id, labels, res, _, gate, epoch, t0 = ready
+        clock = self._clock
+        first_token = res.first_token = first if first is not None else clock.now()
+        self._settle(gate, live.limiter, epoch, t0, res)
+        # every field in order (records.CallRecord), as _now builds its record
+        rec = CallRecord(request_id, self._wire_model, start, 0.0, first_token, res.queue_wait,
+                         agent_id, labels, res.prompt_tokens, res.completion_tokens, "ok", None,
+                         1, True, RECORD_SCHEMA_VERSION, [], res.cached_tokens)  # fmt: skip
         resp = self._parse(res, rec, None)  # well-formed: SimServer.answers_at_once
-        self._answered(live, rec, res, 0, t0, t1, True)
+        rec.end = clock.now()
+        usage = live.usage
+        usage.prompt_tokens += res.prompt_tokens
+        usage.completion_tokens += res.completion_tokens
+        usage.calls += 1
         return resp
 
     def _settle(

@@ -13,12 +13,19 @@ from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator
 from typing import Any, Protocol, cast
 
 from agentlab.core.clock import Clock
-from agentlab.core.records import CallRecord, LLMResponse
+from agentlab.core.records import LLMResponse
 from agentlab.llm._live import Live
+from agentlab.llm.aimd import ConcurrencyGate
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.structured import OutputSpec
 
 __all__ = ["LLMStream"]
+
+#: a streamed call's first attempt planned by ``LLMClient._ready``: request id, start,
+#: agent id, labels, the planned result, its pieces, the gate, limiter epoch, attempt start
+ReadyAttempt = tuple[
+    str, float, str | None, dict[str, Any], SimResult, list[str], ConcurrencyGate, int, float
+]
 
 
 class _Sender(Protocol):
@@ -58,16 +65,8 @@ class _Caller(Protocol):
         labels: dict[str, Any] | None,
         prior: int,
         whole: bool,
-    ) -> tuple[CallRecord, SimResult, list[str], int, float] | None: ...
-    def _ready_done(
-        self,
-        live: Live,
-        rec: CallRecord,
-        res: SimResult,
-        epoch: int,
-        t0: float,
-        first: float | None,
-    ) -> LLMResponse: ...
+    ) -> ReadyAttempt | None: ...
+    def _ready_done(self, live: Live, ready: ReadyAttempt, first: float | None) -> LLMResponse: ...
     def _call(
         self,
         live: Live,
@@ -228,11 +227,10 @@ class LLMStream:
         planned = c._ready(live, messages, tools, params, agent_id, labels, prior, True)
         if planned is None:
             return None
-        rec, res, pieces, epoch, t0 = planned
-        text = pieces[0]
+        text = planned[5][0]
         self.chunks = 1
         first = c._clock.now() if text else None  # the first text of the stream
-        self.response = c._ready_done(live, rec, res, epoch, t0, first)
+        self.response = c._ready_done(live, planned, first)
         return text
 
     async def _run(self) -> AsyncIterator[str]:
@@ -269,7 +267,7 @@ class LLMStream:
                 call = c._call(live, messages, spec, tools, params, agent_id, labels, prior, pipe)
                 send, throw = call.send, call.throw
             else:
-                pipe.deltas = planned[2]
+                pipe.deltas = planned[5]
             while True:
                 if call is not None:
                     try:
@@ -320,10 +318,9 @@ class LLMStream:
                     exc = why
                 if planned is not None:  # the end of _call's attempt, as it would end it
                     if gone is not None:  # the consumer left: the slot goes back, no record
-                        live.gate().release()
+                        planned[6].release()
                         raise gone from None
-                    rec, res, _, epoch, t0 = planned
-                    self.response = c._ready_done(live, rec, res, epoch, t0, pipe.first)
+                    self.response = c._ready_done(live, planned, pipe.first)
                     return
         finally:
             if call is not None:
