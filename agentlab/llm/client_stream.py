@@ -223,7 +223,8 @@ class LLMStream:
         if spec is not None:
             return None
         live = c._get_live()
-        params = {**c._req_defaults, **self._overrides}
+        defaults = c._req_defaults  # none for most clients: the call's own overrides as they are
+        params = {**defaults, **self._overrides} if defaults else self._overrides
         planned = c._ready(live, messages, tools, params, agent_id, labels, prior, True)
         if planned is None:
             return None
