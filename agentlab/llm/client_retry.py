@@ -18,7 +18,7 @@ from agentlab.core.records import CallRecord, LLMResponse, ToolCall
 from agentlab.errors import BadResponseError, LLMError, RateLimitError
 from agentlab.llm._live import Live
 from agentlab.llm.aimd import AIMDLimiter, ConcurrencyGate
-from agentlab.llm.client_stream import ReadyAttempt, _Pipe
+from agentlab.llm.client_stream import ReadyAttempt, StreamArgs, _Pipe
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.sim_content import Rng
 from agentlab.llm.structured import OutputSpec
@@ -224,20 +224,13 @@ class _RetryLoop:
             return resp
 
     def _ready(
-        self,
-        live: Live,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        params: dict[str, Any],
-        agent_id: str | None,
-        labels: dict[str, Any] | None,
-        prior: int,
-        whole: bool,
+        self, live: Live, args: StreamArgs, params: dict[str, Any], whole: bool
     ) -> ReadyAttempt | None:
         """The first attempt of a streamed call without structured output, planned, when
         an instant server answers it at once and well-formed
         (``SimServer.answers_at_once``), with the gate's slot taken; else ``None``, with
-        nothing done. ``whole``: its text as one piece (``SimServer.pieces_of``).
+        nothing done. ``args``: the stream's call (``LLMStream``); ``whole``: its text
+        as one piece (``SimServer.pieces_of``).
 
         What :meth:`_call` does up to the transport's first delta (the same request id,
         slot and plan), with no coroutine: ``LLMStream`` hands the pieces over and
@@ -247,6 +240,7 @@ class _RetryLoop:
         server = live.server
         if server is None or not server.answers_at_once(params):
             return None
+        messages, _, tools, agent_id, labels, prior = args
         gate = live.gate()
         epoch = gate.try_acquire()
         if epoch is None:  # queue for a slot: _call

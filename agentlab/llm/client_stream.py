@@ -21,6 +21,12 @@ from agentlab.llm.structured import OutputSpec
 
 __all__ = ["LLMStream"]
 
+#: a stream's call: messages, output spec, tools, agent id, labels, earlier attempts
+StreamArgs = tuple[
+    list[dict[str, Any]], OutputSpec | None, list[dict[str, Any]] | None, str | None,
+    dict[str, Any] | None, int,
+]  # fmt: skip
+
 #: a streamed call's first attempt planned by ``LLMClient._ready``: request id, start,
 #: agent id, labels, the planned result, its pieces, the gate, limiter epoch, attempt start
 ReadyAttempt = tuple[
@@ -56,15 +62,7 @@ class _Caller(Protocol):
     def _req_defaults(self) -> dict[str, Any]: ...
     def _get_live(self) -> Live: ...
     def _ready(
-        self,
-        live: Live,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        params: dict[str, Any],
-        agent_id: str | None,
-        labels: dict[str, Any] | None,
-        prior: int,
-        whole: bool,
+        self, live: Live, args: StreamArgs, params: dict[str, Any], whole: bool
     ) -> ReadyAttempt | None: ...
     def _ready_done(self, live: Live, ready: ReadyAttempt, first: float | None) -> LLMResponse: ...
     def _call(
@@ -171,14 +169,7 @@ class LLMStream:
     def __init__(
         self,
         client: _Caller,
-        args: tuple[
-            list[dict[str, Any]],
-            OutputSpec | None,
-            list[dict[str, Any]] | None,
-            str | None,
-            dict[str, Any] | None,
-            int,
-        ],
+        args: StreamArgs,
         overrides: dict[str, Any],
     ) -> None:
         self._client = client
@@ -218,14 +209,13 @@ class LLMStream:
         """
         if not (self.start_at_once and self.whole_when_ready):
             return None
-        c = self._client
-        messages, spec, tools, agent_id, labels, prior = self._args
-        if spec is not None:
+        if self._args[1] is not None:  # structured output: the retry loop's
             return None
+        c = self._client
         live = c._get_live()
         defaults = c._req_defaults  # none for most clients: the call's own overrides as they are
         params = {**defaults, **self._overrides} if defaults else self._overrides
-        planned = c._ready(live, messages, tools, params, agent_id, labels, prior, True)
+        planned = c._ready(live, self._args, params, True)
         if planned is None:
             return None
         text = planned[5][0]
@@ -261,9 +251,7 @@ class LLMStream:
             # here with no coroutine (_ready, then _ready_done or the slot handed back: the
             # same request id, slot, limiter feed, record and usage as _call's); anything
             # else runs _call, whose transport's deltas come out of the same loop below.
-            planned = None if spec is not None else c._ready(
-                live, messages, tools, params, agent_id, labels, prior, pipe.whole
-            )  # fmt: skip
+            planned = None if spec is not None else c._ready(live, self._args, params, pipe.whole)
             if planned is None:
                 call = c._call(live, messages, spec, tools, params, agent_id, labels, prior, pipe)
                 send, throw = call.send, call.throw
