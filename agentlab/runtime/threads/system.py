@@ -36,7 +36,6 @@ from agentlab.core.clock import Clock, RealClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.core.records import ToolCall
 from agentlab.errors import AgentError, ConfigError
-from agentlab.llm.client_stream import LLMStream
 from agentlab.runtime.gc_tuning import GCTuning
 from agentlab.runtime.threads.codec import (
     decode_history,
@@ -332,16 +331,11 @@ class AgentSystem:
         parts: list[str] = []
         calls: list[ToolCall] = []
         # msgs: a copy or read-only view (Lineages.hand); an LLMClientModel's stream is run here
-        model = self.model
-        llm = model if type(model) is LLMClientModel else None
+        llm = model if type(model := self.model) is LLMClientModel else None
         start: Callable[..., Any] = model.stream if llm is None else llm.open
         s = start(msgs, self._schemas, thread_id=tid, turn=st.completions)
-        if llm is not None and type(s) is LLMStream:
-            # a reply the simulator answers at once: its text, the call done, no generator
-            # run (nothing could interrupt it: no await between its start and its end)
-            text = s.ready_text()
-            if text is not None:
-                return text, llm.finished(s), False
+        if llm is not None and (done := llm.answered(s)) is not None:
+            return *done, False  # answered at once: no generator run, nothing to interrupt
         stream = s.__aiter__()  # an async generator either way: closed at once on interrupt
         local = self._local
         if local:
