@@ -5,7 +5,9 @@ Each attempt queues (FIFO) for a limiter slot, runs on the simulated server, the
 HTTP transport or litellm, feeds the limiter, and is listed in ``record.tries``; 429s,
 timeouts and provider errors back off (seeded jitter, so virtual runs repeat) and retry;
 malformed replies retry at once. ``_now`` is the same loop for a free-text call on an
-instant server that finishes at its first attempt, with no coroutine at all.
+instant server that finishes at its first attempt, with no coroutine at all; ``_ready``
+and ``_ready_done`` the same for a streamed call's first attempt that an instant server
+answers at once and well-formed (``LLMStream`` hands its pieces over in between).
 """
 
 from __future__ import annotations
