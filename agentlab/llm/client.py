@@ -419,7 +419,8 @@ class LLMClient(_RetryLoop):
         """
         if overrides:
             check_sim_overrides(overrides)
-        args = (messages, output_spec(response_format), tools, agent_id, labels, prior_attempts)
+        spec = output_spec(response_format) if response_format is not None else None
+        args = (messages, spec, tools, agent_id, labels, prior_attempts)
         return LLMStream(self, args, overrides)
 
     def complete_sync(self, messages: list[dict[str, Any]], **kwargs: Any) -> LLMResponse:

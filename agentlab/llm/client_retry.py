@@ -5,7 +5,9 @@ Each attempt queues (FIFO) for a limiter slot, runs on the simulated server, the
 HTTP transport or litellm, feeds the limiter, and is listed in ``record.tries``; 429s,
 timeouts and provider errors back off (seeded jitter, so virtual runs repeat) and retry;
 malformed replies retry at once. ``_now`` is the same loop for a free-text call on an
-instant server that finishes at its first attempt, with no coroutine at all.
+instant server that finishes at its first attempt, with no coroutine at all; ``_ready``
+and ``_ready_done`` the same for a streamed call's first attempt that an instant server
+answers at once and well-formed (``LLMStream`` hands its pieces over in between).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from agentlab.core.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 from agentlab.core.records import CallRecord, LLMResponse, ToolCall
 from agentlab.errors import BadResponseError, LLMError, RateLimitError
 from agentlab.llm._live import Live
-from agentlab.llm.client_stream import _Pipe
+from agentlab.llm.aimd import AIMDLimiter, ConcurrencyGate
+from agentlab.llm.client_stream import ReadyAttempt, StreamArgs, _Pipe
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.sim_content import Rng
 from agentlab.llm.structured import OutputSpec
@@ -204,11 +207,7 @@ class _RetryLoop:
             except BaseException:
                 gate.release()
                 raise
-            in_flight = gate.in_flight
-            gate.release()
-            t1 = clock.now()
-            limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1,
-                               res.prompt_tokens - getattr(res, "cached_tokens", 0))  # fmt: skip
+            t1 = self._settle(gate, limiter, epoch, t0, res)
             try:
                 if spec is None and res.text and not res.tool_calls:
                     resp = LLMResponse(res.text, rec, [], None, res.finish_reason)
@@ -222,21 +221,103 @@ class _RetryLoop:
                     self._fail(rec, exc, attempt, live)
                 attempt += 1
                 continue
-            if attempt:  # a first-attempt success leaves ``tries`` empty (nothing to add)
-                tries.append((attempt + 1, "ok", t0, t1, None))
-            rec.attempts = attempt + 1
-            rec.end = clock.now()
             # not observable without streaming for real providers
-            rec.first_token = res.first_token if server is not None or pipe is not None else None
-            rec.queue_wait = res.queue_wait
-            rec.prompt_tokens = res.prompt_tokens
-            rec.cached_tokens = getattr(res, "cached_tokens", 0)
-            rec.completion_tokens = res.completion_tokens
-            usage = live.usage
-            usage.prompt_tokens += res.prompt_tokens
-            usage.completion_tokens += res.completion_tokens
-            usage.calls += 1
+            self._answered(live, rec, res, attempt, t0, t1, server is not None or pipe is not None)
             return resp
+
+    def _ready(
+        self, live: Live, args: StreamArgs, params: dict[str, Any], whole: bool
+    ) -> ReadyAttempt | None:
+        """The first attempt of a streamed call without structured output, planned, when
+        an instant server answers it at once and well-formed
+        (``SimServer.answers_at_once``), with the gate's slot taken; else ``None``, with
+        nothing done. ``args``: the stream's call (``LLMStream``); ``whole``: its text
+        as one piece (``SimServer.pieces_of``).
+
+        What :meth:`_call` does up to the transport's first delta (the same request id,
+        slot and plan), with no coroutine: ``LLMStream`` hands the pieces over and
+        :meth:`_ready_done` ends the attempt (or ``gate.release()``, if the consumer left:
+        no record, as :meth:`_serve` leaves none).
+        """
+        server = live.server
+        if server is None or not server.answers_at_once(params):
+            return None
+        messages, _, tools, agent_id, labels, prior = args
+        gate = live.gate()
+        epoch = gate.try_acquire()
+        if epoch is None:  # queue for a slot: _call
+            return None
+        clock = self._clock
+        # the record's request id, start and labels as _open draws them; the record itself
+        # is made whole by _ready_done
+        request_id, start = live.next_id(), clock.now()
+        labels = dict(labels) if labels else {}
+        t0 = clock.now()
+        try:
+            res = server.plan(messages, attempt=prior, tools=tools, params=params,
+                              timeout=self.timeout, labels=labels)  # fmt: skip
+        except BaseException:
+            gate.release()
+            raise
+        # due when planned (an instant server's first token and end are the plan's time)
+        pieces = server.pieces_of(res, whole)
+        return (request_id, start, agent_id, labels, res, pieces, gate, epoch, t0)
+
+    def _ready_done(self, live: Live, ready: ReadyAttempt, first: float | None) -> LLMResponse:
+        """The end of a :meth:`_ready` attempt whose pieces the consumer took (``first``:
+        when the first text reached it): what :meth:`_serve` does after its transport."""
+        request_id, start, agent_id, labels, res, _, gate, epoch, t0 = ready
+        clock = self._clock
+        first_token = res.first_token = first if first is not None else clock.now()
+        self._settle(gate, live.limiter, epoch, t0, res)
+        # every field in order (records.CallRecord), as _now builds its record
+        rec = CallRecord(request_id, self._wire_model, start, 0.0, first_token, res.queue_wait,
+                         agent_id, labels, res.prompt_tokens, res.completion_tokens, "ok", None,
+                         1, True, RECORD_SCHEMA_VERSION, [], res.cached_tokens)  # fmt: skip
+        resp = self._parse(res, rec, None)  # well-formed: SimServer.answers_at_once
+        rec.end = clock.now()
+        usage = live.usage
+        usage.prompt_tokens += res.prompt_tokens
+        usage.completion_tokens += res.completion_tokens
+        usage.calls += 1
+        return resp
+
+    def _settle(
+        self, gate: ConcurrencyGate, limiter: AIMDLimiter, epoch: int, t0: float, res: SimResult
+    ) -> float:
+        """Hand an answered attempt's slot back and feed the limiter; returns the time."""
+        in_flight = gate.in_flight
+        gate.release()
+        t1 = self._clock.now()
+        limiter.on_success(t1 - t0, res.completion_tokens, in_flight, epoch, t1,
+                                res.prompt_tokens - getattr(res, "cached_tokens", 0))  # fmt: skip
+        return t1
+
+    def _answered(
+        self,
+        live: Live,
+        rec: CallRecord,
+        res: SimResult,
+        attempt: int,
+        t0: float,
+        t1: float,
+        first_known: bool,
+    ) -> None:
+        """Complete the record and the usage of a call whose attempt ``attempt`` (0 =
+        first) answered well: ``first_known``, the first token's time is observable."""
+        if attempt:  # a first-attempt success leaves ``tries`` empty (nothing to add)
+            rec.tries.append((attempt + 1, "ok", t0, t1, None))
+        rec.attempts = attempt + 1
+        rec.end = self._clock.now()
+        rec.first_token = res.first_token if first_known else None
+        rec.queue_wait = res.queue_wait
+        rec.prompt_tokens = res.prompt_tokens
+        rec.cached_tokens = getattr(res, "cached_tokens", 0)
+        rec.completion_tokens = res.completion_tokens
+        usage = live.usage
+        usage.prompt_tokens += res.prompt_tokens
+        usage.completion_tokens += res.completion_tokens
+        usage.calls += 1
 
     def _lkw(
         self,

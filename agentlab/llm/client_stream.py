@@ -15,10 +15,23 @@ from typing import Any, Protocol, cast
 from agentlab.core.clock import Clock
 from agentlab.core.records import LLMResponse
 from agentlab.llm._live import Live
+from agentlab.llm.aimd import ConcurrencyGate
 from agentlab.llm.sim_backend import SimResult
 from agentlab.llm.structured import OutputSpec
 
 __all__ = ["LLMStream"]
+
+#: a stream's call: messages, output spec, tools, agent id, labels, earlier attempts
+StreamArgs = tuple[
+    list[dict[str, Any]], OutputSpec | None, list[dict[str, Any]] | None, str | None,
+    dict[str, Any] | None, int,
+]  # fmt: skip
+
+#: a streamed call's first attempt planned by ``LLMClient._ready``: request id, start,
+#: agent id, labels, the planned result, its pieces, the gate, limiter epoch, attempt start
+ReadyAttempt = tuple[
+    str, float, str | None, dict[str, Any], SimResult, list[str], ConcurrencyGate, int, float
+]
 
 
 class _Sender(Protocol):
@@ -48,6 +61,10 @@ class _Caller(Protocol):
     @property
     def _req_defaults(self) -> dict[str, Any]: ...
     def _get_live(self) -> Live: ...
+    def _ready(
+        self, live: Live, args: StreamArgs, params: dict[str, Any], whole: bool
+    ) -> ReadyAttempt | None: ...
+    def _ready_done(self, live: Live, ready: ReadyAttempt, first: float | None) -> LLMResponse: ...
     def _call(
         self,
         live: Live,
@@ -152,14 +169,7 @@ class LLMStream:
     def __init__(
         self,
         client: _Caller,
-        args: tuple[
-            list[dict[str, Any]],
-            OutputSpec | None,
-            list[dict[str, Any]] | None,
-            str | None,
-            dict[str, Any] | None,
-            int,
-        ],
+        args: StreamArgs,
         overrides: dict[str, Any],
     ) -> None:
         self._client = client
@@ -187,15 +197,41 @@ class LLMStream:
         assert self.response is not None
         return self.response
 
+    def ready_text(self) -> str | None:
+        """The text of a reply an instant simulator answers at once and well-formed, the
+        call done as iterating would leave it (``response``, its record, the slot, the
+        limiter and the usage; ``chunks`` 1); ``None`` for any other, with nothing done:
+        iterate then (and not after a text: that would be a second call).
+
+        Only with ``start_at_once`` and ``whole_when_ready`` (else ``None``): for a consumer
+        that joins the deltas and does nothing between them (``AgentSystem``), the text
+        is the one delta iterating yields, with no async generator run for it.
+        """
+        if not (self.start_at_once and self.whole_when_ready):
+            return None
+        if self._args[1] is not None:  # structured output: the retry loop's
+            return None
+        c = self._client
+        live = c._get_live()
+        defaults = c._req_defaults  # none for most clients: the call's own overrides as they are
+        params = {**defaults, **self._overrides} if defaults else self._overrides
+        planned = c._ready(live, self._args, params, True)
+        if planned is None:
+            return None
+        text = planned[5][0]
+        self.chunks = 1
+        first = c._clock.now() if text else None  # the first text of the stream
+        self.response = c._ready_done(live, planned, first)
+        return text
+
     async def _run(self) -> AsyncIterator[str]:
         c = self._client
         messages, spec, tools, agent_id, labels, prior = self._args
         live = c._get_live()
         params = {**c._req_defaults, **self._overrides}
         pipe = _Pipe(c._clock, self.whole_when_ready)
-        call = c._call(live, messages, spec, tools, params, agent_id, labels, prior, pipe)
-        send, throw = call.send, call.throw
         clock = pipe.clock
+        call: Coroutine[Any, Any, LLMResponse] | None = None
         # What to throw into the attempt at its next step (what a task would): the
         # transport's error, the consumer's cancellation, or CancelledError once the
         # consumer has gone (``gone``: why it stopped listening).
@@ -211,25 +247,36 @@ class LLMStream:
         try:
             if not self.start_at_once:
                 await asyncio.sleep(0)  # in the try: cancelled here, the unstarted call is closed
+            # A first attempt an instant server answers at once and well-formed is planned
+            # here with no coroutine (_ready, then _ready_done or the slot handed back: the
+            # same request id, slot, limiter feed, record and usage as _call's); anything
+            # else runs _call, whose transport's deltas come out of the same loop below.
+            planned = None if spec is not None else c._ready(live, self._args, params, pipe.whole)
+            if planned is None:
+                call = c._call(live, messages, spec, tools, params, agent_id, labels, prior, pipe)
+                send, throw = call.send, call.throw
+            else:
+                pipe.deltas = planned[5]
             while True:
-                try:
-                    got = send(None) if exc is None else throw(exc)
-                except StopIteration as stop:
-                    if gone is None:
-                        self.response = stop.value
-                        return
-                    raise gone from None
-                except asyncio.CancelledError:
-                    if gone is None:
-                        raise
-                    raise gone from None
-                exc = None
-                if got is not pipe:  # the attempt waits (a slot, a backoff): so do we
+                if call is not None:
                     try:
-                        await _wait(got)
-                    except BaseException as why:  # e.g. the consumer's task was cancelled
-                        exc = why
-                    continue
+                        got = send(None) if exc is None else throw(exc)
+                    except StopIteration as stop:
+                        if gone is None:
+                            self.response = stop.value
+                            return
+                        raise gone from None
+                    except asyncio.CancelledError:
+                        if gone is None:
+                            raise
+                        raise gone from None
+                    exc = None
+                    if got is not pipe:  # the attempt waits (a slot, a backoff): so do we
+                        try:
+                            await _wait(got)
+                        except BaseException as why:  # e.g. the consumer's task was cancelled
+                            exc = why
+                        continue
                 # The attempt streams: run its transport here, each delta straight out; a
                 # reply ready whole is a list of its pieces, no transport to resume.
                 deltas = pipe.deltas
@@ -258,5 +305,12 @@ class LLMStream:
                             break
                 except BaseException as why:  # the transport's error: the retry loop's
                     exc = why
+                if planned is not None:  # the end of _call's attempt, as it would end it
+                    if gone is not None:  # the consumer left: the slot goes back, no record
+                        planned[6].release()
+                        raise gone from None
+                    self.response = c._ready_done(live, planned, pipe.first)
+                    return
         finally:
-            call.close()  # a no-op once finished; else (left some other way) no awaits now
+            if call is not None:
+                call.close()  # a no-op once finished; else (left some other way) no awaits now

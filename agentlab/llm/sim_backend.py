@@ -109,9 +109,11 @@ class SimServer(AttemptRunner, ServerState):
         self._extends = hasattr(self._tokenizer, "added_tokens")
         # length law per (call, stage, topology, round) labels: SimProfile.length_dist, cached
         self._length_cache: dict[tuple[Any, ...], LengthDist] = {}
-        # (params, what plan_instant needs of them or None): one attribute, swapped whole,
-        # so threads sharing this server never see the knobs of another params dict
-        self._knobs: tuple[dict[str, Any] | None, _Knobs | None] = (None, None)
+        # ((params, what plan_instant needs of them or None), the pair before): one
+        # attribute, swapped whole, so threads sharing this server never see the knobs of
+        # another params dict; two, as callers alternate two (a thread's tool call, then
+        # its answer to the result)
+        self._knobs: tuple[tuple[dict[str, Any] | None, _Knobs | None], ...] = ((None, None),)
         self._rpm_level = profile.rpm / 60.0 * profile.burst_s
         self._tpm_level = profile.tpm / 60.0 * profile.burst_s
         self._bucket_t = clock.now()
@@ -307,9 +309,7 @@ class SimServer(AttemptRunner, ServerState):
         # plan() would fail on is declined here with nothing changed, and plan() then
         # raises it with its own side effects.
         try:
-            derived_for, k = self._knobs
-            if params != derived_for:
-                k = self._derive_knobs(params)
+            k = self._knobs_of(params)
             if k is None or (messages and asks_for_program(messages)):
                 return None
             h, prompt_tokens = self._digest(messages, "")
@@ -332,6 +332,25 @@ class SimServer(AttemptRunner, ServerState):
         self._gen_unbatched += n
         return text, prompt_tokens, n, finish
 
+    def answers_at_once(self, params: dict[str, Any]) -> bool:
+        """Whether :meth:`plan` answers an attempt with these parameters and no structured
+        output on this server at once (ready when planned) and well-formed: an instant
+        server, no fault possible, no cap or stop string that could leave the reply empty.
+        A value that does not convert is a ``False`` here (:meth:`plan` raises it)."""
+        if not self.instant:
+            return False
+        try:
+            return self._knobs_of(params) is not None
+        except Exception:
+            return False
+
+    def _knobs_of(self, params: dict[str, Any]) -> _Knobs | None:
+        """:meth:`_derive_knobs` of ``params``, remembered for the last two distinct ones."""
+        for derived_for, k in self._knobs:
+            if params == derived_for:
+                return k
+        return self._derive_knobs(params)
+
     def _derive_knobs(self, params: dict[str, Any]) -> _Knobs | None:
         """Convert the parameters :meth:`plan_instant` reads as :meth:`plan` and
         :meth:`_content` do, once per distinct ``params``. ``None`` (remembered too) when
@@ -340,7 +359,8 @@ class SimServer(AttemptRunner, ServerState):
         """
         p = self.profile
         snapshot = dict(params)
-        self._knobs = (snapshot, None)
+        earlier = self._knobs[0]
+        self._knobs = ((snapshot, None), earlier)
         faults = (
             float(params.get("sim_p_rate_limit", p.p_rate_limit))
             or float(params.get("sim_p_timeout", p.p_timeout))
@@ -360,7 +380,7 @@ class SimServer(AttemptRunner, ServerState):
         if faults or vllm_extras or cap < 1 or not (marker is None or isinstance(marker, str)):
             return None
         knobs = _Knobs(cap, n_fixed, marker, marker_p)
-        self._knobs = (snapshot, knobs)
+        self._knobs = ((snapshot, knobs), earlier)
         return knobs
 
     def _content(

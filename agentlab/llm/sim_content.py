@@ -373,8 +373,9 @@ def gen_value(
             return _Free(gen_text(rng, 3 + rng.randint(6)))
         if typ == "integer":  # _bounds of no bounds: 0 .. 10
             return rng.randint(11)
-    schema = _resolve(schema, root)
-    kw: dict[str, Any] = {"bool_p": bool_p, "root": root, "depth": depth + 1, "work": work}
+    if type(schema) is not dict or "$ref" in schema:  # else _resolve returns it as it is
+        schema = _resolve(schema, root)
+    deeper = depth + 1  # the recursions' keywords written out: no keyword dict per call
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
@@ -388,9 +389,11 @@ def gen_value(
             pick = non_null if non_null and rng.random() < 0.9 else opts
             if not pick:
                 raise SchemaError(f"{key} is empty")
-            return gen_value(pick[rng.randint(len(pick))], rng, **kw)
+            sub = pick[rng.randint(len(pick))]
+            return gen_value(sub, rng, bool_p=bool_p, root=root, depth=deeper, work=work)
     if schema.get("allOf"):
-        return gen_value(schema["allOf"][0], rng, **kw)
+        sub = schema["allOf"][0]
+        return gen_value(sub, rng, bool_p=bool_p, root=root, depth=deeper, work=work)
     typ = schema.get("type")
     if isinstance(typ, list):
         typ = next((t for t in typ if t != "null"), "null")
@@ -402,7 +405,7 @@ def gen_value(
         out: dict[str, Any] = {}
         for name, sub in props.items():
             if name in required or rng.random() < 0.5:
-                out[name] = gen_value(sub, rng, **kw)
+                out[name] = gen_value(sub, rng, bool_p=bool_p, root=root, depth=deeper, work=work)
         return out
     if typ == "array":
         lo = max(0, _int_bound(schema, "minItems", 1 if depth < 3 else 0, MAX_SCHEMA_ITEMS))
@@ -410,7 +413,10 @@ def gen_value(
         hi = min(_int_bound(schema, "maxItems", hi, 1 << 62), lo + _ITEMS_SPAN)
         n = lo + rng.randint(max(0, hi - lo) + 1)
         items = schema.get("items", {"type": "string"})
-        return [gen_value(items, rng, **kw) for _ in range(n)]
+        return [
+            gen_value(items, rng, bool_p=bool_p, root=root, depth=deeper, work=work)
+            for _ in range(n)
+        ]
     if typ == "boolean":
         return rng.random() < bool_p
     if typ == "integer":

@@ -159,8 +159,9 @@ def _lognormal_factor(u: float, sigma: float) -> float:
 
 def check_sim_overrides(params: dict[str, Any]) -> None:
     """Raise ConfigError for an unknown ``sim_*`` override (typos fail loudly)."""
-    for k in params:
-        if k.startswith("sim_") and k not in SIM_OVERRIDES:
+    unknown = params.keys() - SIM_OVERRIDES  # one set operation: usually empty
+    for k in params if unknown else ():  # in the caller's order: the first one is named
+        if k in unknown and k.startswith("sim_"):
             raise ConfigError(
                 f"unknown simulator override {k!r}; valid: {', '.join(sorted(SIM_OVERRIDES))}"
             )

@@ -129,6 +129,11 @@ class AttemptRunner:
             return None
         if max(res.first_token, res.end) > self.clock.now():
             return None
+        return self.pieces_of(res, whole)
+
+    def pieces_of(self, res: SimResult, whole: bool = False) -> list[str]:
+        """What :meth:`chunks` yields for a reply with no engine request and no fault, as
+        a list (``whole``: the text as one piece), whether or not it is due yet."""
         if whole:
             return [res.text]
         return split_pieces(res.text, piece_count(res, self.profile.stream_chunks))

@@ -389,3 +389,43 @@ async def test_a_reply_not_ready_yet_is_not_handed_over_whole() -> None:
     res = server.plan(MSGS, attempt=0, spec=None, tools=None, params=dict(c._req_defaults),
                       timeout=c.timeout, labels={})  # fmt: skip
     assert server.ready_pieces(res) is None  # decoded by the engine over time: streamed
+
+
+async def _one_ready_call(mode: str, overrides: dict[str, Any]) -> tuple[Any, ...]:
+    """One streamed call on an instant server, consumed as ``mode`` says; what it left."""
+    c = LLMClient("sim/instant", seed=0).with_clock(VirtualClock())
+    s = c.stream(MSGS, tools=TOOLS, agent_id="a1", labels={"stage": "s"}, **overrides)
+    s.start_at_once = s.whole_when_ready = True
+    text = s.ready_text() if mode == "text" else "".join([d async for d in s])
+    resp = s.response
+    assert resp is not None and text == resp.text
+    record = {k: v for k, v in resp.record.to_dict().items() if k != "request_id"}
+    limiter = c.limiter
+    return (text, resp.tool_calls, resp.finish_reason, record, s.chunks, c.usage, c.in_flight(),
+            limiter.limit, limiter.samples, limiter.srtt)  # fmt: skip
+
+
+@pytest.mark.parametrize("overrides", [{"sim_tool_call_p": 1.0}, {"sim_completion_tokens": 275}])
+async def test_a_ready_reply_taken_whole_iterated_or_through_the_retry_loop_is_one_call(
+    overrides: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ready_text (AgentSystem's way), the stream's own planned first attempt, and the retry
+    # loop's coroutines (_ready declined) leave the same response, record, usage and limiter
+    taken = await _one_ready_call("text", overrides)
+    iterated = await _one_ready_call("iterate", overrides)
+    monkeypatch.setattr(LLMClient, "_ready", lambda *a, **k: None)
+    assert await _one_ready_call("iterate", overrides) == iterated == taken
+    assert taken[4] == 1 and taken[6] == 0  # one delta; the slot handed back
+
+
+async def test_ready_text_declines_a_reply_that_could_fail_with_nothing_done() -> None:
+    c = LLMClient("sim/instant", seed=0).with_clock(VirtualClock())  # a server of its own
+    s = c.stream(MSGS, sim_p_timeout=0.5)
+    assert s.ready_text() is None  # not asked for (start_at_once, whole_when_ready unset)
+    s.start_at_once = s.whole_when_ready = True
+    assert s.ready_text() is None  # a fault is possible: the retry loop's
+    server = c._get_live().server
+    assert server is not None and server.requests_total == 0 and c.usage.calls == 0
+    s = c.stream(MSGS, sim_completion_tokens=20)
+    s.start_at_once = s.whole_when_ready = True
+    assert s.ready_text() and server.requests_total == 1 and c.usage.calls == 1

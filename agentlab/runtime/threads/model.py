@@ -242,6 +242,14 @@ class LLMClientModel:
         for tc in self.finished(s):
             yield tc
 
+    def answered(self, s: Any) -> tuple[str, list[ToolCall]] | None:
+        """The text and tool calls of :meth:`open`'s stream ``s`` when the simulator answers
+        it at once (``LLMStream.ready_text``: the call done with no async generator run;
+        counted in ``responses``), else ``None`` with nothing done: iterate it, then
+        :meth:`finished`. For ``AgentSystem``, which joins the deltas: the same text."""
+        text = s.ready_text() if type(s) is LLMStream else None
+        return None if text is None else (text, self.finished(s))
+
     def finished(self, s: Any) -> list[ToolCall]:
         """The tool calls of :meth:`open`'s stream ``s``, iterated to its end (counted in
         ``responses``)."""

@@ -331,10 +331,11 @@ class AgentSystem:
         parts: list[str] = []
         calls: list[ToolCall] = []
         # msgs: a copy or read-only view (Lineages.hand); an LLMClientModel's stream is run here
-        model = self.model
-        llm = model if type(model) is LLMClientModel else None
+        llm = model if type(model := self.model) is LLMClientModel else None
         start: Callable[..., Any] = model.stream if llm is None else llm.open
         s = start(msgs, self._schemas, thread_id=tid, turn=st.completions)
+        if llm is not None and (done := llm.answered(s)) is not None:
+            return *done, False  # answered at once: no generator run, nothing to interrupt
         stream = s.__aiter__()  # an async generator either way: closed at once on interrupt
         local = self._local
         if local:

@@ -39,14 +39,9 @@ class ToolContext:
 
     def result(self, content: Any, *, final: bool = True) -> None:
         """Deliver a result (``final=False``: one chunk of a stream; more will follow)."""
+        # every field in order up to chunk (records.Delivery): no keyword matching
         d = Delivery(
-            self.thread_id,
-            "tool_result",
-            content,
-            call_id=self.call_id,
-            final=final,
-            chunk=self._chunk,
-            sender=self.name,
+            self.thread_id, "tool_result", content, "", self.call_id, final, self.name, self._chunk
         )
         self._chunk += 1
         self._send(d)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import zlib
 
+import orjson
 import pytest
 
 from agentlab.errors import ConfigError
@@ -66,6 +67,13 @@ def test_records_round_trip() -> None:
     assert Delivery.decode(d.encode()) == d
     st = ThreadState("t1", pending={"c": {"name": "w", "arguments": {}}}, seen=["a"])
     assert ThreadState.from_dict(st.to_dict()) == st
+    decoded = orjson.loads(orjson.dumps(st.to_dict()))  # keys as a stored state's are
+    assert ThreadState.from_dict(decoded) == st
+    # as many keys as fields, one unknown and one missing: the unknown ignored, a default
+    renamed = {("later_field" if k == "slices" else k): v for k, v in decoded.items()}
+    assert ThreadState.from_dict(renamed) == st
+    older = {k: v for k, v in decoded.items() if k != "call_counter"}  # a field added later
+    assert ThreadState.from_dict(older) == st
     assert st.to_dict()["schema_version"] == 1
     with pytest.raises(ConfigError, match="unknown delivery kind 'nope'"):
         Delivery("t1", "nope", dedup_id="x")
