@@ -44,6 +44,7 @@ def test_report_page_copied_alone(tmp_path: Path, page: Any) -> None:
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto((alone / "report.html").as_uri(), wait_until="load")
     missing = page.locator(".chart-missing")
+    missing.first.wait_for()  # count() does not wait for the page's script to write it
     assert missing.count() >= 1
     assert "plotly.min.js is not next to this page" in missing.first.inner_text()
     SHOTS.mkdir(parents=True, exist_ok=True)
