@@ -248,38 +248,25 @@ class _RetryLoop:
         if epoch is None:  # queue for a slot: _call
             return None
         clock = self._clock
-        # the record's request id, start and labels as _open draws them; the record itself
-        # is made whole by _ready_done
-        request_id, start = live.next_id(), clock.now()
-        labels = dict(labels) if labels else {}
+        rec = self._open(live, clock.now(), agent_id, labels, True)  # made whole by _ready_done
         t0 = clock.now()
         try:
             res = server.plan(messages, attempt=prior, tools=tools, params=params,
-                              timeout=self.timeout, labels=labels)  # fmt: skip
+                              timeout=self.timeout, labels=rec.labels)  # fmt: skip
         except BaseException:
             gate.release()
             raise
         # due when planned (an instant server's first token and end are the plan's time)
-        pieces = server.pieces_of(res, whole)
-        return (request_id, start, agent_id, labels, res, pieces, gate, epoch, t0)
+        return (rec, res, server.pieces_of(res, whole), gate, epoch, t0)
 
     def _ready_done(self, live: Live, ready: ReadyAttempt, first: float | None) -> LLMResponse:
         """The end of a :meth:`_ready` attempt whose pieces the consumer took (``first``:
         when the first text reached it): what :meth:`_serve` does after its transport."""
-        request_id, start, agent_id, labels, res, _, gate, epoch, t0 = ready
-        clock = self._clock
-        first_token = res.first_token = first if first is not None else clock.now()
-        self._settle(gate, live.limiter, epoch, t0, res)
-        # every field in order (records.CallRecord), as _now builds its record
-        rec = CallRecord(request_id, self._wire_model, start, 0.0, first_token, res.queue_wait,
-                         agent_id, labels, res.prompt_tokens, res.completion_tokens, "ok", None,
-                         1, True, RECORD_SCHEMA_VERSION, [], res.cached_tokens)  # fmt: skip
+        rec, res, _, gate, epoch, t0 = ready
+        res.first_token = first if first is not None else self._clock.now()
+        t1 = self._settle(gate, live.limiter, epoch, t0, res)
         resp = self._parse(res, rec, None)  # well-formed: SimServer.answers_at_once
-        rec.end = clock.now()
-        usage = live.usage
-        usage.prompt_tokens += res.prompt_tokens
-        usage.completion_tokens += res.completion_tokens
-        usage.calls += 1
+        self._answered(live, rec, res, 0, t0, t1, True)
         return resp
 
     def _settle(

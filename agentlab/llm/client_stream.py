@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator
 from typing import Any, Protocol, cast
 
 from agentlab.core.clock import Clock
-from agentlab.core.records import LLMResponse
+from agentlab.core.records import CallRecord, LLMResponse
 from agentlab.llm._live import Live
 from agentlab.llm.aimd import ConcurrencyGate
 from agentlab.llm.sim_backend import SimResult
@@ -27,11 +27,9 @@ StreamArgs = tuple[
     dict[str, Any] | None, int,
 ]  # fmt: skip
 
-#: a streamed call's first attempt planned by ``LLMClient._ready``: request id, start,
-#: agent id, labels, the planned result, its pieces, the gate, limiter epoch, attempt start
-ReadyAttempt = tuple[
-    str, float, str | None, dict[str, Any], SimResult, list[str], ConcurrencyGate, int, float
-]
+#: a streamed call's first attempt planned by ``LLMClient._ready``: its record (opened),
+#: the planned result, its pieces, the gate, limiter epoch, attempt start
+ReadyAttempt = tuple[CallRecord, SimResult, list[str], ConcurrencyGate, int, float]
 
 
 class _Sender(Protocol):
@@ -218,7 +216,7 @@ class LLMStream:
         planned = c._ready(live, self._args, params, True)
         if planned is None:
             return None
-        text = planned[5][0]
+        text = planned[2][0]
         self.chunks = 1
         first = c._clock.now() if text else None  # the first text of the stream
         self.response = c._ready_done(live, planned, first)
@@ -256,7 +254,7 @@ class LLMStream:
                 call = c._call(live, messages, spec, tools, params, agent_id, labels, prior, pipe)
                 send, throw = call.send, call.throw
             else:
-                pipe.deltas = planned[5]
+                pipe.deltas = planned[2]
             while True:
                 if call is not None:
                     try:
@@ -307,7 +305,7 @@ class LLMStream:
                     exc = why
                 if planned is not None:  # the end of _call's attempt, as it would end it
                     if gone is not None:  # the consumer left: the slot goes back, no record
-                        planned[6].release()
+                        planned[3].release()
                         raise gone from None
                     self.response = c._ready_done(live, planned, pipe.first)
                     return
