@@ -38,6 +38,14 @@ next to the measurements, not asserted (this is a benchmark).
 
 ``--no-kill`` measures create, the ticks, disk and RSS of the straight run alone, without
 the killed run, its resume and the comparison (a third of the time).
+
+``--before DIR`` first makes a straight run of the code in ``DIR`` (``git archive REV | tar
+-x -C DIR``; the same driver, with ``PYTHONPATH=DIR``), alone, then this code's runs, and
+prints both CPU-per-tick rows and their ratio. On a shared VM the same tick's CPU varies by
+a third from one run to the next (46.8 and 62.6 s for tick 1 of this code, an hour apart),
+so a change is judged on the ratio of a back-to-back pair, not on absolute seconds::
+
+    python benchmarks/million.py --no-kill --ticks 3 --before /tmp/old
 """
 
 from __future__ import annotations
@@ -93,20 +101,28 @@ def child(run: str, n: int, ticks: int) -> None:
         )
         _emit("create", s=time.perf_counter() - t0, store=type(s.store).__name__)
     while s.tick < ticks:
-        t1, c1 = time.perf_counter(), time.process_time()
+        t1, c1, o1 = time.perf_counter(), time.process_time(), os.times()
         row = s.run_sync(1)
-        wall, cpu = time.perf_counter() - t1, time.process_time() - c1
-        _emit("tick", tick=s.tick, s=wall, cpu_s=cpu, steps=row["steps"])
+        wall, cpu, o2 = time.perf_counter() - t1, time.process_time() - c1, os.times()
+        # the kernel's share apart: appending GBs of log and WAL costs system time that
+        # grows with the files' size on some machines (benchmarks/README.md, million.py)
+        _emit("tick", tick=s.tick, s=wall, cpu_s=cpu, user_s=o2.user - o1.user,
+              sys_s=o2.system - o1.system, steps=row["steps"])  # fmt: skip
     s.close()
     _emit("done", tick=ticks)
 
 
 def _drive(run: Path, n: int, ticks: int, kill_after_tick: int | None = None,
-           ) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+           src: str | None = None) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
     """Run a driver subprocess; with ``kill_after_tick`` SIGKILL it half its last tick's
-    wall time after that tick committed (half-way through the next one)."""
+    wall time after that tick committed (half-way through the next one); with ``src`` the
+    driver imports agentlab from that checkout (``--before``)."""
     cmd = [sys.executable, __file__, "--child", str(run), "--n", str(n), "--ticks", str(ticks)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    env = None
+    if src:  # the checkout's agentlab ahead of the installed one
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(Path(src).resolve()), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     assert p.stdout is not None
     events: list[dict[str, Any]] = []
     for line in p.stdout:
@@ -202,6 +218,9 @@ def main() -> int:
                          "(default with --quick; timings then carry contention)")  # fmt: skip
     ap.add_argument("--no-kill", action="store_true",
                     help="the straight run only: create, ticks, disk, RSS (no kill/resume)")  # fmt: skip
+    ap.add_argument("--before", default=None, metavar="DIR",
+                    help="first a straight run of the code in DIR (a checkout of an earlier "
+                         "commit), alone, then this code's: CPU per tick side by side")  # fmt: skip
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     n = args.n or (100_000 if args.quick else 1_000_000)
@@ -215,7 +234,10 @@ def main() -> int:
     straight, killed = root / "straight", root / "killed"
     for d in (straight, killed):
         shutil.rmtree(d, ignore_errors=True)
+    before: dict[str, Any] | None = None
     try:
+        if args.before:  # alone, before anything else runs: its ticks are its own
+            before = _before_run(root / "before", n, args.ticks, args.before)
         # --parallel: the killed run's first driver next to the straight one (one core
         # each): faster, but each one's wall and CPU times carry the other's contention
         pool = concurrent.futures.ThreadPoolExecutor(2)
@@ -229,6 +251,7 @@ def main() -> int:
         create = next(e for e in ev if e["event"] == "create")
         tick_s = [e["s"] for e in ev if e["event"] == "tick"]
         tick_cpu_s = [e["cpu_s"] for e in ev if e["event"] == "tick"]
+        tick_sys_s = [e["sys_s"] for e in ev if e["event"] == "tick"]
         agent_bytes = _alloc([straight / f for f in os.listdir(straight) if "agents" in f])
         log_bytes = _alloc([straight / "replay", straight / "trace"])
         rss = max(e["rss"] for e in ev)
@@ -239,12 +262,15 @@ def main() -> int:
             "create_s": create["s"],
             "tick_s": tick_s,
             "tick_cpu_s": tick_cpu_s,
+            "tick_sys_s": tick_sys_s,
             "load_avg_1m_at_end": os.getloadavg()[0],
             "agent_state_bytes": agent_bytes,
             "agent_state_bytes_per_agent": agent_bytes / n,
             "log_bytes": log_bytes,
             "driver_rss_bytes": rss,
         }
+        if before is not None:
+            out["before"] = before
         if first is None:
             pool.shutdown()
             _print(out)
@@ -286,19 +312,52 @@ def main() -> int:
     return 0 if ok else 1
 
 
+def _before_run(run: Path, n: int, ticks: int, src: str) -> dict[str, Any]:
+    """The straight run of the checkout ``src``: its create and CPU per tick (the run
+    directory is removed at once: a 1M run's log is several GB)."""
+    try:
+        ev, rc = _drive(run, n, ticks, src=src)
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+    if rc != 0:
+        raise SystemExit(f"--before driver ({src}) failed (rc {rc})")
+    ticks_ev = [e for e in ev if e["event"] == "tick"]
+    return {
+        "src": str(src),
+        "create_s": next(e["s"] for e in ev if e["event"] == "create"),
+        "tick_cpu_s": [e["cpu_s"] for e in ticks_ev],
+        "tick_sys_s": [e["sys_s"] for e in ticks_ev],
+    }
+
+
+def _before_rows(o: dict[str, Any]) -> list[tuple[str, str, str]]:
+    b = o["before"]
+    ratio = sum(o["tick_cpu_s"]) / sum(b["tick_cpu_s"])
+    return [
+        (f"before ({Path(b['src']).name}): create", "-", f"{b['create_s']:.1f} s"),
+        ("before: driver CPU per tick", "-", ", ".join(f"{t:.1f} s" for t in b["tick_cpu_s"])),
+        ("  of it in the kernel (system)", "-", ", ".join(f"{t:.1f} s" for t in b["tick_sys_s"])),
+        ("CPU per tick, this / before", "-", f"{ratio:.3f} (sum over the ticks, run back to back)"),
+    ]  # fmt: skip
+
+
 def _print(o: dict[str, Any]) -> None:
     gb = 1e9
     rows = [
         ("N agents", "1,000,000", f"{o['n']:,} ({o['store']})"),
         ("create", "<= 120 s", f"{o['create_s']:.1f} s"),
         ("wall per tick", "<= 30 s", ", ".join(f"{t:.1f} s" for t in o["tick_s"])),
-        ("driver CPU per tick (all threads)", "-", ", ".join(f"{t:.1f} s" for t in o["tick_cpu_s"])),
+        ("driver CPU per tick (all threads)", "<= 45 s",
+         ", ".join(f"{t:.1f} s" for t in o["tick_cpu_s"])),
+        ("  of it in the kernel (system)", "-", ", ".join(f"{t:.1f} s" for t in o["tick_sys_s"])),
         ("agent state on disk", "<= 2 GB",
          f"{o['agent_state_bytes'] / gb:.2f} GB ({o['agent_state_bytes_per_agent']:.0f} B/agent)"),
         ("log on disk (not agent state)", "-", f"{o['log_bytes'] / gb:.2f} GB"),
         ("driver peak RSS", "<= 4 GB", f"{o['driver_rss_bytes'] / gb:.2f} GB"
          + (f" (resume {o['resume_driver_rss_bytes'] / gb:.2f})" if "kill" in o else "")),
     ]  # fmt: skip
+    if "before" in o:
+        rows += _before_rows(o)
     if "kill" in o:
         rows += _kill_rows(o)
     w = max(len(r[0]) for r in rows)
