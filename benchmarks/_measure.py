@@ -231,6 +231,16 @@ def repeat(fns: dict[str, Callable[[], Measure]], k: int = 3) -> dict[str, Repea
     return {name: Repeats(tuple(v)) for name, v in got.items()}
 
 
+def checkout_env(src: str | None) -> dict[str, str]:
+    """This process's environment, with the checkout ``src`` (if any) first on
+    ``PYTHONPATH``: a child started with it imports that checkout's agentlab ahead of the
+    installed one (the ``--before DIR`` runs of ``society.py`` and ``million.py``)."""
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def load_line() -> str:
     """``load average 1.23 / 1.10 / 0.98 (1/5/15 min) on 2 cores`` — print beside each table."""
     one, five, fifteen = os.getloadavg()

@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measure import Measure, checkout_env, ratio
 from society import _alloc_bytes  # one block counter for both benchmarks
 
 GOALS = {"create_s": 120.0, "tick_s": 30.0, "agent_state_bytes": 2e9, "driver_rss_bytes": 4e9}
@@ -101,13 +102,13 @@ def child(run: str, n: int, ticks: int) -> None:
         )
         _emit("create", s=time.perf_counter() - t0, store=type(s.store).__name__)
     while s.tick < ticks:
-        t1, c1, o1 = time.perf_counter(), time.process_time(), os.times()
+        t1, c1, k1 = time.perf_counter(), time.process_time(), os.times().system
         row = s.run_sync(1)
-        wall, cpu, o2 = time.perf_counter() - t1, time.process_time() - c1, os.times()
+        wall, cpu = time.perf_counter() - t1, time.process_time() - c1
         # the kernel's share apart: appending GBs of log and WAL costs system time that
         # grows with the files' size on some machines (benchmarks/README.md, million.py)
-        _emit("tick", tick=s.tick, s=wall, cpu_s=cpu, user_s=o2.user - o1.user,
-              sys_s=o2.system - o1.system, steps=row["steps"])  # fmt: skip
+        _emit("tick", tick=s.tick, s=wall, cpu_s=cpu, sys_s=os.times().system - k1,
+              steps=row["steps"])  # fmt: skip
     s.close()
     _emit("done", tick=ticks)
 
@@ -118,11 +119,7 @@ def _drive(run: Path, n: int, ticks: int, kill_after_tick: int | None = None,
     wall time after that tick committed (half-way through the next one); with ``src`` the
     driver imports agentlab from that checkout (``--before``)."""
     cmd = [sys.executable, __file__, "--child", str(run), "--n", str(n), "--ticks", str(ticks)]
-    env = None
-    if src:  # the checkout's agentlab ahead of the installed one
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(Path(src).resolve()), *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=checkout_env(src))
     assert p.stdout is not None
     events: list[dict[str, Any]] = []
     for line in p.stdout:
@@ -249,9 +246,6 @@ def main() -> int:
             print(f"straight driver failed (rc {rc})", file=sys.stderr)
             return 1
         create = next(e for e in ev if e["event"] == "create")
-        tick_s = [e["s"] for e in ev if e["event"] == "tick"]
-        tick_cpu_s = [e["cpu_s"] for e in ev if e["event"] == "tick"]
-        tick_sys_s = [e["sys_s"] for e in ev if e["event"] == "tick"]
         agent_bytes = _alloc([straight / f for f in os.listdir(straight) if "agents" in f])
         log_bytes = _alloc([straight / "replay", straight / "trace"])
         rss = max(e["rss"] for e in ev)
@@ -260,9 +254,7 @@ def main() -> int:
             "ticks": args.ticks,
             "store": create["store"],
             "create_s": create["s"],
-            "tick_s": tick_s,
-            "tick_cpu_s": tick_cpu_s,
-            "tick_sys_s": tick_sys_s,
+            **_tick_series(ev),
             "load_avg_1m_at_end": os.getloadavg()[0],
             "agent_state_bytes": agent_bytes,
             "agent_state_bytes_per_agent": agent_bytes / n,
@@ -321,23 +313,30 @@ def _before_run(run: Path, n: int, ticks: int, src: str) -> dict[str, Any]:
         shutil.rmtree(run, ignore_errors=True)
     if rc != 0:
         raise SystemExit(f"--before driver ({src}) failed (rc {rc})")
-    ticks_ev = [e for e in ev if e["event"] == "tick"]
     return {
         "src": str(src),
         "create_s": next(e["s"] for e in ev if e["event"] == "create"),
-        "tick_cpu_s": [e["cpu_s"] for e in ticks_ev],
-        "tick_sys_s": [e["sys_s"] for e in ticks_ev],
+        **_tick_series(ev),
     }
+
+
+def _tick_series(ev: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """A driver's per-tick wall, CPU and system seconds, from its ``tick`` events."""
+    ticks = [e for e in ev if e["event"] == "tick"]
+    return {"tick_s": [e["s"] for e in ticks], "tick_cpu_s": [e["cpu_s"] for e in ticks],
+            "tick_sys_s": [e["sys_s"] for e in ticks]}  # fmt: skip
 
 
 def _before_rows(o: dict[str, Any]) -> list[tuple[str, str, str]]:
     b = o["before"]
-    ratio = sum(o["tick_cpu_s"]) / sum(b["tick_cpu_s"])
+    # both driver CPU (process_time, every thread; the local executor has no workers)
+    this_over_before = ratio(Measure(sum(o["tick_cpu_s"]), "cpu", "cpu"),
+                             Measure(sum(b["tick_cpu_s"]), "cpu", "cpu"))  # fmt: skip
     return [
         (f"before ({Path(b['src']).name}): create", "-", f"{b['create_s']:.1f} s"),
         ("before: driver CPU per tick", "-", ", ".join(f"{t:.1f} s" for t in b["tick_cpu_s"])),
         ("  of it in the kernel (system)", "-", ", ".join(f"{t:.1f} s" for t in b["tick_sys_s"])),
-        ("CPU per tick, this / before", "-", f"{ratio:.3f} (sum over the ticks, run back to back)"),
+        ("CPU per tick, this / before", "-", f"{this_over_before:.3f} (sum over the ticks, run back to back)"),
     ]  # fmt: skip
 
 

@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import Measure, Timer, load_line, ratio, repeat
+from _measure import Measure, Timer, checkout_env, load_line, ratio, repeat
 from _scratch import scratch_path
 from _society_floor import bare_await_us, bare_call_us, floor, rows_floor, sample_step_rows
 
@@ -200,10 +200,7 @@ def realistic(n: int, ticks: int, root: str) -> dict[str, Any]:
 
 def _run_real(n: int, ticks: int, root: str, src: str | None) -> dict[str, Any] | None:
     cmd = [sys.executable, __file__, "--one-real", str(n), "--ticks", str(ticks), "--dir", root]
-    env = dict(os.environ)
-    if src:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=checkout_env(src))
     if proc.returncode != 0:
         print(f"realistic N={n} ({src or 'this checkout'}): failed\n{proc.stderr[-2000:]}",
               file=sys.stderr)  # fmt: skip
@@ -229,12 +226,10 @@ def _run_one(
 ) -> dict[str, Any] | None:  # fmt: skip
     cmd = [sys.executable, __file__, "--one", str(n), ex, "--ticks", str(ticks), "--dir", root,
            "--store", st, "--calls", str(calls)] + (["--profile", profile] if profile else [])  # fmt: skip
-    env = dict(os.environ)
+    env = checkout_env(src)  # src: the code under test first on the path ("before" checkout)
     # The llm.call span sample through AGENTLAB_LLM_SPANS, which older checkouts read too
     # (the society option llm_spans= resolves it at create when not given).
     env["AGENTLAB_LLM_SPANS"] = _SPAN_RATES.get(spans, spans.removeprefix("sample:"))
-    if src:  # the code under test comes first on the path (the "before" checkout)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     shutil.rmtree(Path(root) / f"society-{ex}-{st}-{n}", ignore_errors=True)
     if proc.returncode != 0:
