@@ -35,8 +35,12 @@ floor, ``full`` on the full floor). See ``benchmarks/README.md``.
 
 Below the floor: the **realistic path** (``--realistic N``, default 1,000; 0 skips it): N
 persona agents on ``social_feed`` with ``sim/vllm-3b`` under the virtual clock, so every
-call goes through the simulated vLLM engine; its CPU per agent-step next to the
-``sim/instant`` row at N = 1k and the packed floor (goal, issue 22: <= 250 us).
+call goes through the simulated vLLM engine; its CPU per agent-step next to **the same
+agents on ``sim/instant``** (run interleaved with it: the step without the engine, i.e. the
+agents' prompts and tool loop, the env, the recording: the path's own floor, which no
+engine work can go below), their difference (what the engine and its waits add), the
+counter society's ``sim/instant`` row at N = 1k and the packed floor (goal, issue 22:
+<= 250 us per agent-step).
 
 ``--before DIR`` runs every configuration a second time with ``PYTHONPATH=DIR`` (a checkout
 of an earlier commit, e.g. ``git archive <rev> | tar -x -C DIR``), interleaved with the
@@ -176,15 +180,21 @@ def _one(
     }
 
 
-def realistic(n: int, ticks: int, root: str) -> dict[str, Any]:
-    """The realistic path: ``n`` persona agents on ``social_feed`` with ``sim/vllm-3b`` under
-    the virtual clock (the simulated vLLM engine on every call), CPU per agent-step."""
+#: the realistic path's server, and the same agents on an instant one (no engine: the part
+#: of the step that is the agents, their env and the recording; the path's floor)
+REAL_MODEL, REAL_FLOOR_MODEL = "sim/vllm-3b", "sim/instant"
+
+
+def realistic(n: int, ticks: int, root: str, model: str = REAL_MODEL) -> dict[str, Any]:
+    """The realistic path: ``n`` persona agents on ``social_feed`` with ``model`` (by default
+    ``sim/vllm-3b``: the simulated vLLM engine on every call) under the virtual clock, CPU
+    per agent-step."""
     from agentlab.llm import LLMClient
     from agentlab.runtime import Society
 
     run = Path(root) / f"society-real-{n}"
     shutil.rmtree(run, ignore_errors=True)
-    s = Society.create(run, agents=n, env=["social_feed"], llm=LLMClient("sim/vllm-3b", seed=7),
+    s = Society.create(run, agents=n, env=["social_feed"], llm=LLMClient(model, seed=7),
                        clock="virtual", seed=7, batch_size=max(1, -(-n // 8)), progress=False)  # fmt: skip
     s.run_sync(ticks=1)  # warm-up tick
     c = time.process_time()
@@ -193,13 +203,16 @@ def realistic(n: int, ticks: int, root: str) -> dict[str, Any]:
     s.close()
     shutil.rmtree(run, ignore_errors=True)
     steps = n * ticks
-    return {"n": n, "ticks": ticks, "us_per_step_cpu": cpu / steps * 1e6,
+    return {"n": n, "ticks": ticks, "model": model, "us_per_step_cpu": cpu / steps * 1e6,
             "llm_calls_per_step": out["llm_calls"] / steps,
             "us_per_call_cpu": cpu / max(1, out["llm_calls"]) * 1e6}  # fmt: skip
 
 
-def _run_real(n: int, ticks: int, root: str, src: str | None) -> dict[str, Any] | None:
-    cmd = [sys.executable, __file__, "--one-real", str(n), "--ticks", str(ticks), "--dir", root]
+def _run_real(
+    n: int, ticks: int, root: str, src: str | None, model: str = REAL_MODEL
+) -> dict[str, Any] | None:
+    cmd = [sys.executable, __file__, "--one-real", str(n), "--ticks", str(ticks), "--dir", root,
+           "--real-model", model]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, env=checkout_env(src))
     if proc.returncode != 0:
         print(f"realistic N={n} ({src or 'this checkout'}): failed\n{proc.stderr[-2000:]}",
@@ -207,6 +220,7 @@ def _run_real(n: int, ticks: int, root: str, src: str | None) -> dict[str, Any] 
         return None
     row: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     row["code"] = "before" if src else "after"
+    row.setdefault("model", model)  # (a row of a checkout before the column)
     return row
 
 
@@ -242,6 +256,37 @@ def _run_one(
     return row
 
 
+def _print_realistic(
+    n: int, real: list[dict[str, Any]], rows: list[dict[str, Any]], packed_floor_us: float
+) -> None:
+    """The realistic-path table: per code, the least CPU per agent-step on ``sim/vllm-3b``
+    next to the same agents on ``sim/instant`` (the engine-free part: agents, env, recording)
+    and the difference (what the simulated engine and its waits add)."""
+    instant = {r["code"]: r for r in rows
+               if r["n"] == 1_000 and r["executor"] == "local" and r["spans"] == "all"}  # fmt: skip
+    print(f"\nrealistic path: {n:,} persona agents, social_feed, {REAL_MODEL}, virtual clock "
+          f"(goal issue 22: <= {GOAL_REALISTIC_US:.0f} us CPU per agent-step); 'same agents, "
+          f"{REAL_FLOOR_MODEL}': the step without the engine, the path's floor")  # fmt: skip
+    print(f"  {'code':>6} {'us/step cpu':>11} {'calls/step':>10} {'us/call':>8} "
+          f"{'same agents, instant':>20} {'engine us/step':>14} "
+          f"{'counter 1k us/step':>18} {'x packed floor':>14} {'goal':>5}")  # fmt: skip
+    for code in ("before", "after"):
+        got = [r for r in real if r["code"] == code and r["model"] == REAL_MODEL]
+        if not got:
+            continue
+        r = min(got, key=lambda x: x["us_per_step_cpu"])
+        bare = [x for x in real if x["code"] == code and x["model"] == REAL_FLOOR_MODEL]
+        b = min((x["us_per_step_cpu"] for x in bare), default=None)
+        inst = instant.get(code)
+        b_s = f"{b:.1f}" if b is not None else "-"
+        e_s = f"{r['us_per_step_cpu'] - b:.1f}" if b is not None else "-"
+        inst_s = f"{inst['us_per_step_cpu']:.1f}" if inst else "-"
+        print(f"  {code:>6} {r['us_per_step_cpu']:>11.1f} {r['llm_calls_per_step']:>10.2f} "
+              f"{r['us_per_call_cpu']:>8.1f} {b_s:>20} {e_s:>14} {inst_s:>18} "
+              f"{r['us_per_step_cpu'] / packed_floor_us:>14.1f} "
+              f"{'met' if r['us_per_step_cpu'] <= GOAL_REALISTIC_US else 'no':>5}")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="N = 1k and 10k, local only (< 1 min)")
@@ -271,6 +316,7 @@ def main() -> int:
                          "sim/vllm-3b, virtual clock); 0 = skip it")  # fmt: skip
     ap.add_argument("--one", nargs=2, metavar=("N", "EXECUTOR"), help=argparse.SUPPRESS)
     ap.add_argument("--one-real", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--real-model", default=REAL_MODEL, help=argparse.SUPPRESS)
     args = ap.parse_args()
     ticks = args.ticks or 2
     root = str(scratch_path(args.dir, "agentlab-bench-"))
@@ -280,7 +326,7 @@ def main() -> int:
         print(json.dumps(_one(n, ex, ticks, root, prof, args.store, args.calls)))
         return 0
     if args.one_real:
-        print(json.dumps(realistic(args.one_real, ticks, root)))
+        print(json.dumps(realistic(args.one_real, ticks, root, args.real_model)))
         return 0
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     executors = ["local"] if (args.no_ray or args.quick) else ["local", "ray"]
@@ -401,27 +447,11 @@ def main() -> int:
     if args.realistic:
         for _ in range(args.repeat):
             for src in srcs:
-                row = _run_real(args.realistic, ticks, root, src)
-                if row is not None:
-                    real.append(row)
-        n = args.realistic
-        instant = {r["code"]: r for r in rows
-                   if r["n"] == 1_000 and r["executor"] == "local" and r["spans"] == "all"}  # fmt: skip
-        print(f"\nrealistic path: {n:,} persona agents, social_feed, sim/vllm-3b, virtual clock "
-              f"(goal issue 22: <= {GOAL_REALISTIC_US:.0f} us CPU per agent-step)")  # fmt: skip
-        print(f"  {'code':>6} {'us/step cpu':>11} {'calls/step':>10} {'us/call':>8} "
-              f"{'sim/instant 1k us/step':>22} {'x packed floor':>14} {'goal':>5}")  # fmt: skip
-        for code in ("before", "after"):
-            got = [r for r in real if r["code"] == code]
-            if not got:
-                continue
-            r = min(got, key=lambda x: x["us_per_step_cpu"])
-            inst = instant.get(code)
-            inst_s = f"{inst['us_per_step_cpu']:.1f}" if inst else "-"
-            print(f"  {code:>6} {r['us_per_step_cpu']:>11.1f} {r['llm_calls_per_step']:>10.2f} "
-                  f"{r['us_per_call_cpu']:>8.1f} {inst_s:>22} "
-                  f"{r['us_per_step_cpu'] / packed_floor.us:>14.1f} "
-                  f"{'met' if r['us_per_step_cpu'] <= GOAL_REALISTIC_US else 'no':>5}")  # fmt: skip
+                for model in (REAL_MODEL, REAL_FLOOR_MODEL):  # interleaved: the same load
+                    row = _run_real(args.realistic, ticks, root, src, model)
+                    if row is not None:
+                        real.append(row)
+        _print_realistic(args.realistic, real, rows, packed_floor.us)
     print(f"\n{load_line()}; runs in {root}")
     if args.json:
         doc = {
