@@ -89,7 +89,13 @@ class EnvBase:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace the module's state with ``state`` from :meth:`state_dict` (override)."""
 
-    def _state_file(self, run_dir: str | os.PathLike[str], path: str | None) -> Path:
+    def state_file(self, run_dir: str | os.PathLike[str], path: str | None = None) -> Path:
+        """Where :meth:`to_workspace` writes: ``path`` (default :attr:`state_path`) under
+        ``run_dir``.
+
+        Raises:
+            ConfigError: the path is absolute or leaves the run directory.
+        """
         rel = path or self.state_path
         if os.path.isabs(rel) or ".." in Path(rel).parts:
             raise ConfigError(f"env state path {rel!r} must be relative to the run directory")
@@ -116,7 +122,7 @@ class EnvBase:
             "config": self.config,
             "state": self.state_dict(),
         }
-        target = self._state_file(run_dir, path)
+        target = self.state_file(run_dir, path)
         # Insertion order kept (not sorted): restore() must give back state that iterates
         # exactly like this one, or a resumed run diverges from an uninterrupted one.
         # Compact: the state grows with the run and is rewritten every tick (the indented
@@ -135,7 +141,7 @@ class EnvBase:
         Raises:
             CorruptRecordError: the file is unreadable or of an unknown schema version.
         """
-        target = self._state_file(run_dir, path)
+        target = self.state_file(run_dir, path)
         try:
             record = read_json(target)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:

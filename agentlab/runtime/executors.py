@@ -146,7 +146,7 @@ class LocalExecutor:
             return []
         paths = self.host.checkpoint(run_dir, tick)
         if publish:
-            self.host.publish(run_dir)
+            self.host.publish(run_dir, paths)
         self._env_tick, self._dirty = tick, False
         return paths
 

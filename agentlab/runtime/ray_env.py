@@ -149,11 +149,10 @@ class EnvActor:
         """The checkpoint of ``tick`` as bytes, plus the rows staged since the last one."""
         paths = self.host.checkpoint(str(self.work), tick)  # also flushes the staged rows
         files = {rel: (self.work / rel).read_bytes() for rel in checkpoint_files(self.work, paths)}
-        shutil.rmtree(self.work / Path(paths[0]).parent, ignore_errors=True)
-        if publish:
-            for m in self.host.modules:
-                written = Path(m.to_workspace(str(self.work), fsync=False))
+        if publish:  # (before the tick's files go: publish copies them)
+            for written in self.host.publish(str(self.work), paths):
                 files[written.relative_to(self.work).as_posix()] = written.read_bytes()
+        shutil.rmtree(self.work / Path(paths[0]).parent, ignore_errors=True)
         out = EnvCheckpoint(files, paths)
         if self._services is not None:
             root = stage_root(self.run_dir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,13 @@ def test_local_and_ray_give_the_same_results(ray_session: Any, tmp_path: Path) -
 
     assert strip(ray_rows["llm_calls"]) == strip(local_rows["llm_calls"])
     assert sum(local_rows["env_events"].values()) > 0
+    # the published env state: the last tick's checkpoint, copied (the env actor's too)
+    published = []
+    for run in (tmp_path / "local", tmp_path / "ray"):
+        (rel,) = json.loads((run / "SOCIETY_STEP.json").read_bytes())["env"]
+        published.append((run / "env" / "ENV_STATE.json").read_bytes())
+        assert published[-1] == (run / rel).read_bytes()
+    assert published[0] == published[1]
 
 
 _NOTEBOOK_CELL = """
