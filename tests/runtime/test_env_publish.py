@@ -14,44 +14,37 @@ from agentlab.runtime import Society
 from agentlab.runtime.envhost import EnvHost
 
 
-class _Tally(EnvBase):
-    """A counter whose state is written by the base class."""
+class _Counted(EnvBase):
+    """A count, its state written by the base class (no tools: each subclass names its own,
+    since one host refuses a tool offered twice)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.n = 0
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"n": self.n}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.n = state["n"]
+
+
+class _Tally(_Counted):
     @tool
     def bump(self, agent_id: str = "?") -> int:
         """Add one."""
         self.n += 1
         return self.n
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"n": self.n}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.n = state["n"]
-
-
-class _OwnWriter(EnvBase):
+class _OwnWriter(_Counted):
     """Writes its default state file itself (a notebook user's override)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.n = 0
 
     @tool
     def poke(self, agent_id: str = "?") -> int:
         """Add one."""
         self.n += 1
         return self.n
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"n": self.n}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.n = state["n"]
 
     def to_workspace(
         self, run_dir: str | os.PathLike[str], *, path: str | None = None, fsync: bool = True
