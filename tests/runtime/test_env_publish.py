@@ -38,7 +38,9 @@ class _Tally(_Counted):
 
 
 class _OwnWriter(_Counted):
-    """Writes its default state file itself (a notebook user's override)."""
+    """Writes its default state file itself (a notebook user's override), elsewhere."""
+
+    state_path = "env/OWN.json"
 
     @tool
     def poke(self, agent_id: str = "?") -> int:
@@ -79,7 +81,6 @@ def test_publish_copies_base_writers_and_calls_own_writers(tmp_path: Path) -> No
     own.init(2)
     host = EnvHost([base, own])
     base.n, own.n = 5, 7
-    own.state_path = "env/OWN.json"
     paths = host.checkpoint(str(tmp_path), 4)
     written = host.publish(str(tmp_path), paths)
     assert written == [tmp_path / "env" / "ENV_STATE.json", tmp_path / "env" / "OWN.json"]
