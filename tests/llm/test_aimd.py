@@ -152,7 +152,8 @@ async def test_aimd_finds_the_cloud_rate_limit_without_tuning() -> None:
 
 
 def _vllm_3b_latency(prefill: int, tokens: int) -> float:
-    # sim/vllm-3b at no load: overhead + computed prompt tokens / prefill_tps + decode
+    # a vLLM-like server at no load (sim/vllm-3b before its cache-aware prefill fit):
+    # overhead + computed prompt tokens / prefill_tps + decode
     return 0.0048 + prefill / 10340.0 + tokens / 100.6
 
 
