@@ -218,6 +218,9 @@ def _derive_rest(x: dict, p: dict, why: dict) -> tuple[dict, dict]:
     #      percentile prompt (an assumption: recruitment prompts, ~450 tokens, are next).
     ctx_h = wf["context"]["horizontal_discussion"]["prompt"]
     pm, _ = pooled(ctx_h)
+    # what the median point prefills: its prompt less what the prefix cache serves it
+    # (ANCHOR_CACHED_TOKENS); round-1 prompts have nothing cached
+    pm_new = pm - ANCHOR_CACHED_TOKENS
     r1 = ctx_h[0]
     share = r1[3] / load["horizontal_inflight_1"]["calls"]
     q = 0.25 / share
@@ -229,17 +232,18 @@ def _derive_rest(x: dict, p: dict, why: dict) -> tuple[dict, dict]:
     # prefill_tps. Where the two points' intercept is below that base, overhead is 0 and
     # the line goes through the median point.
     base = 1 / p["decode_tps"]
-    slope = (t_med - t_short) / (pm - p_short)
+    slope = (t_med - t_short) / (pm_new - p_short)
     icpt = t_short - p_short * slope - base
     if icpt < 0:
-        slope, icpt = (t_med - base) / pm, 0.0
+        slope, icpt = (t_med - base) / pm_new, 0.0
     p["prefill_tps"] = round(1 / slope, -1)
     p["overhead_s"] = round(icpt, 4)
     why["prefill_tps"] = (
         f"TTFT = overhead_s + 1 / decode_tps (the engine's step base) + prompt / prefill_tps"
         f" through ({p_short:.0f} tok, {t_short} s) [horizontal in-flight-1 TTFT p25 <->"
-        f" round-1 prompt quantile {q:.3f}] and ({pm:.0f} tok, {t_med} s) [horizontal"
-        " discussion TTFT p50 <-> pooled prompt median]"
+        f" round-1 prompt quantile {q:.3f}] and ({pm:.0f} - {ANCHOR_CACHED_TOKENS} cached ="
+        f" {pm_new:.0f} tok, {t_med} s) [horizontal discussion TTFT p50 <-> pooled prompt"
+        " median, less the head the prefix cache serves: ANCHOR_CACHED_TOKENS]"
         + (
             "; their intercept is below the step base, so overhead_s = 0 and the slope goes"
             f" through the median point, {1000 * (base + p_short * slope - t_short):.1f} ms"
@@ -256,9 +260,6 @@ def _derive_rest(x: dict, p: dict, why: dict) -> tuple[dict, dict]:
         # With the roofline step (engine.step_roofline), a lone prefill of more than
         # base * prefill_tps tokens costs prompt / prefill_tps alone (no base on top): TTFT =
         # overhead + prompt / prefill_tps, a line through both points, intercept >= 0.
-        # The prompt tokens each point prefills: the median point's less what the prefix
-        # cache serves it (ANCHOR_CACHED_TOKENS); round-1 prompts have nothing cached.
-        pm_new = pm - ANCHOR_CACHED_TOKENS
         slope = (t_med - t_short) / (pm_new - p_short)
         p["prefill_tps"] = round(1 / slope, -1)
         p["overhead_s"] = round(t_short - p_short * slope, 4)
