@@ -55,7 +55,10 @@ its deadline is planned aborted there and then (every later step aborts it befor
 be admitted), so under overload its prediction does not simulate the queue ahead of it
 to the end. The plan ignores KV capacity and predicts
 prefix-cache hits from every prompt block seen (both optimistic, so still a lower bound);
-when the committed state falls behind it, :meth:`Engine.replan` starts it afresh.
+when the committed state falls behind it, :meth:`Engine.replan` starts it afresh. A
+queued request keeps the prefix-cache bound its planned admission took; the saved state
+carries it, so a restored engine plans (and predicts) as this one does
+(:mod:`agentlab.llm.sim_engine_state`).
 
 Here: the step loop; the plan: :mod:`agentlab.llm.sim_plan`; decode-only phases (most of
 them) on a path of their own: :mod:`agentlab.llm.sim_decode`; the request and state:
@@ -109,6 +112,7 @@ class Engine(Planner, DecodeRun, EngineState):
         self._room: list[bool] = []  # whether each phase had room for one more request
         self._doomed: list[EngineRequest] = []  # plan requests marked aborted ahead of time
         self._fc: list[EngineRequest] = []  # plan views holding a forecast end
+        self._kept = False  # restored requests hold a saved plan's bound (see _rebase)
         # step time of a decode-only step by batch size (without attention), for a profile
         self._dt_decode: tuple[SimProfile, dict[int, float]] = (profile, {})
         self._prune_len = 1024  # prune the snapshots past this many (amortised: O(1) a call)

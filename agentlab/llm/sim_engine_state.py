@@ -29,6 +29,9 @@ class EngineState:
     generated_total: int
     preemptions_total: int
     version: int  # (the engine's property: bumping it re-plans)
+    _plan: State | None
+    _views: dict[int, EngineRequest]
+    _kept: bool
     _recount: Callable[[], None]  # (the plan's: counts the live blocks of those present)
 
     def export_state(self) -> dict[str, Any]:
@@ -36,7 +39,7 @@ class EngineState:
         s = self._s
         return {
             "t": None if math.isinf(s.t) else s.t,
-            "queue": [r.to_dict() for r in s.q[s.qi :] if not r.done],
+            "queue": [self._queued(r) for r in s.q[s.qi :] if not r.done],
             "running": [r.to_dict() for r in s.running],
             "steps_total": self.steps_total,
             "finished_total": self.finished_total,
@@ -45,6 +48,22 @@ class EngineState:
             "preemptions_total": self.preemptions_total,
             "kv": None if self.kv is None else self.kv.export_state(),
         }
+
+    def _queued(self, r: EngineRequest) -> dict[str, Any]:
+        # A queued request the plan has admitted keeps the prefix-cache hit bound it was
+        # admitted with: a plan bounds a request's hits when it admits it (``_bound``), with
+        # the evictions known then, and the restored engine's plan must admit it as this
+        # one did (bounding it again after later evictions would plan other steps: its
+        # predictions would differ from this engine's). Saved, not re-planned here: making
+        # the live plan follow every eviction instead cost 3-6x the engine's CPU under
+        # overload (a lowered bound far ahead re-plans everything after it).
+        d = r.to_dict()
+        v = self._views.get(r.rid) if self._plan is not None else None
+        if v is not None and v.left_at is not None and not (v.aborted and v.prefilled == 0):
+            d["plan_cached"], d["seen_ev"], d["keep"] = v.plan_cached, v.seen_ev, True
+        elif r.keep:  # (restored with one, and not planned since)
+            d["keep"] = True
+        return d
 
     def restore_state(self, d: dict[str, Any]) -> dict[int, EngineRequest]:
         """Load :meth:`export_state` output; returns the restored requests by id."""
@@ -60,6 +79,7 @@ class EngineState:
         self.preemptions_total = int(d.get("preemptions_total", 0))
         if self.kv is not None and d.get("kv"):
             self.kv.restore_state(d["kv"])
+        self._kept = any(r.keep for r in s.q)
         self._recount()  # the live blocks of the restored requests
         self.version += 1
         return {r.rid: r for r in (*s.q, *s.running)}

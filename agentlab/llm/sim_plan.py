@@ -97,6 +97,7 @@ class Planner:
     _left: Counter[int]
     _left_max: int
     _fc: list[EngineRequest]  # plan views holding a forecast (see _forecast)
+    _kept: bool  # restored requests may hold a saved plan's bound (EngineRequest.keep)
     profile: SimProfile
     _dt_decode: tuple[SimProfile, dict[int, float]]
     # the engine's phase: (state, limit, kv, snapshots, record) -> whether a phase ran
@@ -159,6 +160,9 @@ class Planner:
         plan.t = s.t
         plan.running = [r.copy() for r in s.running]
         plan.q = [r.copy() for r in s.q[s.qi :] if not r.done]
+        for r in s.q[s.qi :] if self._kept else ():
+            r.keep = False  # (the first plan after a restore has them: see _bound)
+        self._kept = False
         self._plan = plan
         self._views = {r.rid: r for r in (*plan.running, *plan.q)}
         self._snaps = []
@@ -384,6 +388,9 @@ class Planner:
 
     def _bound(self, v: EngineRequest) -> int:
         # the plan admits ``v``: blocks evicted since its bound was taken lower the bound
+        if v.keep:  # (restored: the saved plan admitted it with this bound)
+            v.keep = False
+            return v.plan_cached
         kv = self.kv
         assert kv is not None
         if v.seen_ev != kv.evicted_total and v.plan_cached and self._views.get(v.rid) is v:

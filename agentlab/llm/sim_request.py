@@ -62,6 +62,9 @@ class EngineRequest:
     left_at: float | None = None  # the plan's step that took it off the queue (in or aborted)
     init: tuple[float, float | None, float | None, int] | None = None  # plan reset values
     seen_ev: int = 0  # the KV cache's evictions when ``plan_cached`` was last bounded
+    # restored with the bound a saved plan had admitted it with: the plan's first admission
+    # keeps it (``Planner._bound``), as the saved engine's plan did
+    keep: bool = field(default=False, repr=False)
     # ``output`` as a float and less EPS (the decoded tokens at which it has finished): the
     # same values as computed from the int, read by every decode step (float with float is
     # the interpreter's specialised arithmetic; the int would be converted each time)
@@ -135,7 +138,7 @@ class EngineRequest:
         c.end, c.aborted, c.flat_segments, c.hashes = self.end, self.aborted, [], self.hashes
         c.target, c.cached_tokens = self.target, self.cached_tokens
         c.preemptions, c.plan_cached, c.held, c.hashed = self.preemptions, self.plan_cached, 0, []
-        c.nreg, c.left_at, c.seen_ev, c.fc = 0, None, self.seen_ev, None
+        c.nreg, c.left_at, c.seen_ev, c.fc, c.keep = 0, None, self.seen_ev, None, self.keep
         c.init = (self.decoded, self.first_token, self.admitted, self.target)
         c.outf, c.stop, c.promptf = self.outf, self.stop, self.promptf
         return c
@@ -175,6 +178,7 @@ class EngineRequest:
             "held": self.held,
             "hashed": list(self.hashed),
             "nreg": self.nreg,
+            "seen_ev": self.seen_ev,
         }
 
     @classmethod
@@ -201,6 +205,8 @@ class EngineRequest:
             held=int(d.get("held", 0)),
             hashed=[int(h) for h in d.get("hashed", ())],
             nreg=int(d.get("nreg", 0)),
+            seen_ev=int(d.get("seen_ev", 0)),
+            keep=bool(d.get("keep", False)),
         )
         for s in d["segments"]:
             r.flat_segments.extend((float(s[0]), float(s[1]), float(s[2]), int(s[3]),
