@@ -60,9 +60,9 @@ class EngineState:
         d = r.to_dict()
         v = self._views.get(r.rid) if self._plan is not None else None
         if v is not None and v.left_at is not None and not (v.aborted and v.prefilled == 0):
-            d["plan_cached"], d["seen_ev"], d["keep"] = v.plan_cached, v.seen_ev, True
-        elif r.keep:  # (restored with one, and not planned since)
-            d["keep"] = True
+            d["plan_bound"] = [v.plan_cached, v.seen_ev]
+        elif r.keep is not None:  # (restored with one, and not planned since)
+            d["plan_bound"] = list(r.keep)
         return d
 
     def restore_state(self, d: dict[str, Any]) -> dict[int, EngineRequest]:
@@ -79,7 +79,7 @@ class EngineState:
         self.preemptions_total = int(d.get("preemptions_total", 0))
         if self.kv is not None and d.get("kv"):
             self.kv.restore_state(d["kv"])
-        self._kept = any(r.keep for r in s.q)
+        self._kept = any(r.keep is not None for r in s.q)
         self._recount()  # the live blocks of the restored requests
         self.version += 1
         return {r.rid: r for r in (*s.q, *s.running)}

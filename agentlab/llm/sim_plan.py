@@ -161,7 +161,7 @@ class Planner:
         plan.running = [r.copy() for r in s.running]
         plan.q = [r.copy() for r in s.q[s.qi :] if not r.done]
         for r in s.q[s.qi :] if self._kept else ():
-            r.keep = False  # (the first plan after a restore has them: see _bound)
+            r.keep = None  # (the first plan after a restore has them: see _bound)
         self._kept = False
         self._plan = plan
         self._views = {r.rid: r for r in (*plan.running, *plan.q)}
@@ -388,8 +388,9 @@ class Planner:
 
     def _bound(self, v: EngineRequest) -> int:
         # the plan admits ``v``: blocks evicted since its bound was taken lower the bound
-        if v.keep:  # (restored: the saved plan admitted it with this bound)
-            v.keep = False
+        if v.keep is not None:  # restored: the saved plan admitted it with this bound
+            v.plan_cached, v.seen_ev = v.keep
+            v.keep = None
             return v.plan_cached
         kv = self.kv
         assert kv is not None

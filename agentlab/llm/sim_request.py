@@ -62,9 +62,10 @@ class EngineRequest:
     left_at: float | None = None  # the plan's step that took it off the queue (in or aborted)
     init: tuple[float, float | None, float | None, int] | None = None  # plan reset values
     seen_ev: int = 0  # the KV cache's evictions when ``plan_cached`` was last bounded
-    # restored with the bound a saved plan had admitted it with: the plan's first admission
-    # keeps it (``Planner._bound``), as the saved engine's plan did
-    keep: bool = field(default=False, repr=False)
+    # restored with the bound a saved plan had admitted it with, and the evictions then
+    # (``plan_cached``, ``seen_ev`` of the saved plan's copy): the first plan's admission
+    # takes them (``Planner._bound``), as the saved engine's plan did
+    keep: tuple[int, int] | None = field(default=None, repr=False)
     # ``output`` as a float and less EPS (the decoded tokens at which it has finished): the
     # same values as computed from the int, read by every decode step (float with float is
     # the interpreter's specialised arithmetic; the int would be converted each time)
@@ -206,7 +207,7 @@ class EngineRequest:
             hashed=[int(h) for h in d.get("hashed", ())],
             nreg=int(d.get("nreg", 0)),
             seen_ev=int(d.get("seen_ev", 0)),
-            keep=bool(d.get("keep", False)),
+            keep=None if (k := d.get("plan_bound")) is None else (int(k[0]), int(k[1])),
         )
         for s in d["segments"]:
             r.flat_segments.extend((float(s[0]), float(s[1]), float(s[2]), int(s[3]),

@@ -331,7 +331,7 @@ def test_incremental_plan_under_overload_equals_a_fresh_plan(
         v = e.predict(r)
         twin = Engine(prof)
         state = e.export_state()
-        kept += sum(x.get("keep", False) for x in state["queue"])
+        kept += sum("plan_bound" in x for x in state["queue"])
         w = twin.restore_state(state)[r.rid]
         u = twin.predict(w)
         assert v.aborted == u.aborted, i
