@@ -246,3 +246,45 @@ def test_the_prefill_anchor_reproduces_its_published_ttft_with_the_cache_on() ->
     # quartiles' 1,210 (the rest of the gap); fitted to whole prompts it was 0.105 (-14 %)
     published = EXTRACT["load"]["discussion"]["horizontal"]["queue_wait_p50_s"]
     assert d["ttft"].median() == pytest.approx(published, rel=0.08)
+
+
+def _lone_call_sigma(llm: object) -> float:
+    """The log-normal sigma of the IQR of ms per token (latency / completion tokens) of the
+    Sequential calls that started alone (the published in-flight-1 bin: every call of a run
+    by the calls in flight at its start, itself included), 60 runs."""
+    import numpy as np
+
+    from agentlab.topology import Experiment
+
+    res = Experiment(topologies=["sequential"], runs=60, llm=llm, seed=0, clock="virtual",
+                     progress=False).run_sync()  # fmt: skip
+    xs = []
+    for _, r in res.calls_df().groupby("run_id"):
+        s, e = r["start"].to_numpy(), r["end"].to_numpy()
+        alone = ((s[None, :] <= s[:, None]) & (e[None, :] > s[:, None])).sum(1) == 1
+        x = r[alone]
+        xs += (1000 * (x["end"] - x["start"]) / x["completion_tokens"]).tolist()
+    q25, q75 = np.percentile(xs, [25, 75])
+    return math.log(q75 / q25) / (2 * 0.6744897501960817)
+
+
+def test_the_decode_jitter_gives_lone_calls_the_published_speed_spread() -> None:
+    """``decode_jitter`` is the per-request speed factor on top of the spread the engine
+    makes itself (lengths, TTFT share, attention): the engine's own Sequential lone calls
+    spread by JITTER_SWEEP's first sigma with no factor, and reach the published
+    ms_per_token spread with the profile's (taking that spread as the factor counted the
+    engine's part twice: sigma 0.079)."""
+    from agentlab.llm import LLMClient
+
+    spec = importlib.util.spec_from_file_location(
+        "make_vllm_3b_profile", ROOT / "datasets" / "make_vllm_3b_profile.py"
+    )
+    assert spec is not None and spec.loader is not None
+    derivation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(derivation)
+    q = EXTRACT["load"]["horizontal_inflight_1"]["ms_per_token"]
+    published = math.log(q[2] / q[0]) / (2 * 0.6744897501960817)
+    assert _lone_call_sigma("sim/vllm-3b") == pytest.approx(published, rel=0.05)  # 0.0602
+    none = _lone_call_sigma(LLMClient("sim/vllm-3b", decode_jitter=0.0))  # 0.0504
+    assert none == pytest.approx(derivation.JITTER_SWEEP[0][1], rel=0.05)
+    assert none < 0.9 * published
