@@ -112,7 +112,6 @@ class Engine(Planner, DecodeRun, EngineState):
         self._room: list[bool] = []  # whether each phase had room for one more request
         self._doomed: list[EngineRequest] = []  # plan requests marked aborted ahead of time
         self._fc: list[EngineRequest] = []  # plan views holding a forecast end
-        self._kept = False  # restored requests hold a saved plan's bound (see _rebase)
         # step time of a decode-only step by batch size (without attention), for a profile
         self._dt_decode: tuple[SimProfile, dict[int, float]] = (profile, {})
         self._prune_len = 1024  # prune the snapshots past this many (amortised: O(1) a call)

@@ -31,7 +31,6 @@ class EngineState:
     version: int  # (the engine's property: bumping it re-plans)
     _plan: State | None
     _views: dict[int, EngineRequest]
-    _kept: bool
     _recount: Callable[[], None]  # (the plan's: counts the live blocks of those present)
 
     def export_state(self) -> dict[str, Any]:
@@ -61,8 +60,8 @@ class EngineState:
         v = self._views.get(r.rid) if self._plan is not None else None
         if v is not None and v.left_at is not None and not (v.aborted and v.prefilled == 0):
             d["plan_bound"] = [v.plan_cached, v.seen_ev]
-        elif r.keep is not None:  # (restored with one, and not planned since)
-            d["plan_bound"] = list(r.keep)
+        elif (keep := r.keep if v is None else v.keep) is not None:
+            d["plan_bound"] = list(keep)  # (restored with one, not admitted by a plan since)
         return d
 
     def restore_state(self, d: dict[str, Any]) -> dict[int, EngineRequest]:
@@ -79,7 +78,6 @@ class EngineState:
         self.preemptions_total = int(d.get("preemptions_total", 0))
         if self.kv is not None and d.get("kv"):
             self.kv.restore_state(d["kv"])
-        self._kept = any(r.keep is not None for r in s.q)
         self._recount()  # the live blocks of the restored requests
         self.version += 1
         return {r.rid: r for r in (*s.q, *s.running)}

@@ -97,7 +97,6 @@ class Planner:
     _left: Counter[int]
     _left_max: int
     _fc: list[EngineRequest]  # plan views holding a forecast (see _forecast)
-    _kept: bool  # restored requests may hold a saved plan's bound (EngineRequest.keep)
     profile: SimProfile
     _dt_decode: tuple[SimProfile, dict[int, float]]
     # the engine's phase: (state, limit, kv, snapshots, record) -> whether a phase ran
@@ -160,9 +159,6 @@ class Planner:
         plan.t = s.t
         plan.running = [r.copy() for r in s.running]
         plan.q = [r.copy() for r in s.q[s.qi :] if not r.done]
-        for r in s.q[s.qi :] if self._kept else ():
-            r.keep = None  # (the first plan after a restore has them: see _bound)
-        self._kept = False
         self._plan = plan
         self._views = {r.rid: r for r in (*plan.running, *plan.q)}
         self._snaps = []

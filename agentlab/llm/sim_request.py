@@ -63,8 +63,9 @@ class EngineRequest:
     init: tuple[float, float | None, float | None, int] | None = None  # plan reset values
     seen_ev: int = 0  # the KV cache's evictions when ``plan_cached`` was last bounded
     # restored with the bound a saved plan had admitted it with, and the evictions then
-    # (``plan_cached``, ``seen_ev`` of the saved plan's copy): the first plan's admission
-    # takes them (``Planner._bound``), as the saved engine's plan did
+    # (``plan_cached``, ``seen_ev`` of the saved plan's copy): :meth:`copy` moves it to the
+    # first plan's copy, whose admission takes them (``Planner._bound``), as the saved
+    # engine's plan did; a plan dropped before that admission drops it too
     keep: tuple[int, int] | None = field(default=None, repr=False)
     # ``output`` as a float and less EPS (the decoded tokens at which it has finished): the
     # same values as computed from the int, read by every decode step (float with float is
@@ -139,7 +140,8 @@ class EngineRequest:
         c.end, c.aborted, c.flat_segments, c.hashes = self.end, self.aborted, [], self.hashes
         c.target, c.cached_tokens = self.target, self.cached_tokens
         c.preemptions, c.plan_cached, c.held, c.hashed = self.preemptions, self.plan_cached, 0, []
-        c.nreg, c.left_at, c.seen_ev, c.fc, c.keep = 0, None, self.seen_ev, None, self.keep
+        c.nreg, c.left_at, c.seen_ev, c.fc = 0, None, self.seen_ev, None
+        c.keep, self.keep = self.keep, None  # (a saved plan's bound goes to the next plan)
         c.init = (self.decoded, self.first_token, self.admitted, self.target)
         c.outf, c.stop, c.promptf = self.outf, self.stop, self.promptf
         return c

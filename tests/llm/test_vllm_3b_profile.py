@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -222,6 +223,17 @@ def test_star_discussion_lengths_drawn_keep_the_tail_off_the_cap() -> None:
     assert sum(x >= cap for x in xs) / len(xs) < 0.013
 
 
+def _derivation() -> Any:
+    """``datasets/make_vllm_3b_profile.py`` loaded by file spec (a script, not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "make_vllm_3b_profile", ROOT / "datasets" / "make_vllm_3b_profile.py"
+    )
+    assert spec is not None and spec.loader is not None
+    derivation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(derivation)
+    return derivation
+
+
 def test_the_prefill_anchor_reproduces_its_published_ttft_with_the_cache_on() -> None:
     """The prefill rate is fitted through Sequential's discussion TTFT median on the prompt
     tokens the engine prefills (its prefix cache serves an expert's repeated head in later
@@ -229,12 +241,7 @@ def test_the_prefill_anchor_reproduces_its_published_ttft_with_the_cache_on() ->
     give that many cached tokens and, with them, the TTFT median the fit went through."""
     from agentlab.topology import Experiment
 
-    spec = importlib.util.spec_from_file_location(
-        "make_vllm_3b_profile", ROOT / "datasets" / "make_vllm_3b_profile.py"
-    )
-    assert spec is not None and spec.loader is not None
-    derivation = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(derivation)
+    derivation = _derivation()
     res = Experiment(topologies=["sequential"], runs=60, llm="sim/vllm-3b", seed=0,
                      clock="virtual", progress=False).run_sync()  # fmt: skip
     d = res.calls_df()
@@ -265,7 +272,7 @@ def _lone_call_sigma(llm: object) -> float:
         x = r[alone]
         xs += (1000 * (x["end"] - x["start"]) / x["completion_tokens"]).tolist()
     q25, q75 = np.percentile(xs, [25, 75])
-    return math.log(q75 / q25) / (2 * 0.6744897501960817)
+    return float(_derivation().sigma_from_quartiles(q25, q75))
 
 
 def test_the_decode_jitter_gives_lone_calls_the_published_speed_spread() -> None:
@@ -276,14 +283,9 @@ def test_the_decode_jitter_gives_lone_calls_the_published_speed_spread() -> None
     engine's part twice: sigma 0.079)."""
     from agentlab.llm import LLMClient
 
-    spec = importlib.util.spec_from_file_location(
-        "make_vllm_3b_profile", ROOT / "datasets" / "make_vllm_3b_profile.py"
-    )
-    assert spec is not None and spec.loader is not None
-    derivation = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(derivation)
+    derivation = _derivation()
     q = EXTRACT["load"]["horizontal_inflight_1"]["ms_per_token"]
-    published = math.log(q[2] / q[0]) / (2 * 0.6744897501960817)
+    published = derivation.sigma_from_quartiles(q[0], q[2])
     assert _lone_call_sigma("sim/vllm-3b") == pytest.approx(published, rel=0.05)  # 0.0602
     none = _lone_call_sigma(LLMClient("sim/vllm-3b", decode_jitter=0.0))  # 0.0504
     assert none == pytest.approx(derivation.JITTER_SWEEP[0][1], rel=0.05)
