@@ -41,9 +41,7 @@ import atexit
 import contextvars
 import logging
 import os
-import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections import deque
@@ -57,6 +55,7 @@ from agentlab.env.codecheck import SAFE_BUILTINS, Limits, check_code, is_private
 from agentlab.env.sandbox import SandboxResult, ToolFn, plain_copy
 from agentlab.env.sandbox_process import _START_TIMEOUT, _Dead, _wake, _Worker, _worker_command
 from agentlab.errors import ConfigError, ToolError, UnsafeCodeError
+from agentlab.store.scratch import ScratchDir
 
 __all__ = ["PoolStats", "SandboxPool", "default_pool"]
 
@@ -194,7 +193,9 @@ class SandboxPool:
         self._threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="sandbox")
         self._turns = _Gate(size)
         self._admit = _Gate(self.max_workers)
-        self._home = tempfile.mkdtemp(prefix="agentlab-sandbox-")
+        # the workers' directory: a scratch dir, which a killed host leaves to the next sweep
+        self._scratch = ScratchDir("agentlab-sandbox")
+        self._home = str(self._scratch.path)
         self._closed = False
 
     # --- workers -------------------------------------------------------------------------
@@ -304,7 +305,7 @@ class SandboxPool:
         for w in idle:
             w.kill()
         self._threads.shutdown(wait=False)
-        shutil.rmtree(self._home, ignore_errors=True)
+        self._scratch.close()
 
     # --- running -------------------------------------------------------------------------
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentlab.runtime.envhost import EnvHost, checkpoint_files, module_paths, modules_from_specs
 from agentlab.runtime.staging import stage_root, staged_schema, take_log
+from agentlab.store.scratch import ScratchDir
 
 if TYPE_CHECKING:
     from agentlab.runtime.services import RunServices
@@ -61,7 +61,9 @@ class EnvActor:
         self, specs: list[Any], seed: int, run_dir: str, restore: dict[str, bytes] | None
     ) -> None:
         self.run_dir = run_dir
-        self.work = Path(tempfile.mkdtemp(prefix="agentlab-env-"))
+        # a scratch dir: a kill (ray.kill, a kernel restart) leaves it for the next sweep
+        self._scratch = ScratchDir("agentlab-env")
+        self.work = self._scratch.path
         self.host = EnvHost(modules_from_specs(specs))
         self._services: Any = None
         if restore:
@@ -71,13 +73,10 @@ class EnvActor:
                 target.write_bytes(data)
             self.host.restore(str(self.work), module_paths(list(restore)))
 
-    def __del__(self) -> None:
-        shutil.rmtree(getattr(self, "work", ""), ignore_errors=True)
-
     def cleanup(self) -> str:
-        """Remove the work directory (``ray.kill`` ends the process without ``__del__``:
-        every society closed on Ray left one in the temp dir). Returns its path."""
-        shutil.rmtree(self.work, ignore_errors=True)
+        """Remove the work directory now (``ray.kill`` ends the process without a cleanup:
+        its scratch dir would wait for the next env actor's sweep). Returns its path."""
+        self._scratch.close()
         return str(self.work)
 
     def info(self) -> tuple[list[dict[str, Any]], str]:

@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 import threading
 import warnings
-import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +36,7 @@ from agentlab.store.catalog import CATALOG, ROW_COLUMNS, SPAN_COLUMNS
 from agentlab.store.layout import COMPACT_NAME, REPLAY_DIR, SPANS, TRACE_DIR, shard_files
 from agentlab.store.manifest import read_manifest
 from agentlab.store.schema import infer_type, load_schema, merge_columns, schema_path
+from agentlab.store.scratch import ScratchDir
 from agentlab.store.summary import is_run
 from agentlab.store.tail import _incomplete, read_tail
 from agentlab.store.views import INTERNAL_SCHEMA, derived_columns, fetch_df
@@ -82,8 +80,8 @@ class Run:
         self._cache: TableCache | None = None
         self._schema: dict[str, Any] = {}
         self._schema_sig: tuple[int, int] | None = None
-        self._tmp = Path(tempfile.mkdtemp(prefix="agentlab-run-"))
-        self._finalizer = weakref.finalize(self, shutil.rmtree, self._tmp, True)
+        self._scratch = ScratchDir("agentlab-run")  # DuckDB's table cache
+        self._tmp = self._scratch.path
         self._check_at_open()
 
     # --- catalog ---------------------------------------------------------------------
@@ -457,7 +455,7 @@ class Run:
             if self._con is not None:
                 self._con.close()
                 self._con, self._cache = None, None
-            self._finalizer()
+            self._scratch.close()
 
     def __enter__(self) -> Run:
         return self

@@ -70,7 +70,7 @@ async def test_the_worker_is_confined(monkeypatch: pytest.MonkeyPatch) -> None:
         assert names <= {"PATH", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE",
                          "LC_ALL", "HOME", "TMPDIR"}, names  # fmt: skip
         cwd = os.readlink(f"/proc/{pid}/cwd")
-        assert cwd != os.getcwd() and Path(cwd).name.startswith("agentlab-sandbox-")
+        assert cwd != os.getcwd() and Path(cwd).name.startswith("agentlab-sandbox.")
         assert not any(Path(cwd).iterdir())
         status = _status(pid)
         assert status["NoNewPrivs"] == "1"

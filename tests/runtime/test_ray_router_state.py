@@ -54,14 +54,18 @@ def test_a_respawned_env_actor_keeps_the_router_state(ray_session: Any, tmp_path
         cached = {e[0] for c in before.values() for e in c["entries"]}
         assert cached, "nothing cached by tick 2: the test would not see a lost cache"
         dead = s.executor.actor
-        ray_session.kill(dead, no_restart=True)
+        dead_work = Path(ray_session.get(dead.__ray_call__.remote(lambda a: str(a.work))))
+        ray_session.kill(dead, no_restart=True)  # SIGKILL: no cleanup runs in the actor
         with pytest.raises(EnvActorDiedError):
             s.run_sync(until=3)
         assert s.tick == 2
         s.run_sync(until=3)  # the actor is respawned from tick 2's commit
         assert s.executor.actor is not dead
-        work = Path(ray_session.get(s.executor.actor.cleanup.remote()))
-        work.mkdir()  # put back (only its path was wanted): close() must remove it again
+        # the killed actor's scratch dir: swept by the next env actor (agentlab.store.scratch)
+        assert not dead_work.exists(), f"the killed env actor left {dead_work}"
+        # the new actor's scratch dir (read in the actor: only its path is wanted)
+        work = Path(ray_session.get(s.executor.actor.__ray_call__.remote(lambda a: str(a.work))))
+        assert work.is_dir()
     finally:
         s.close()
     assert not work.exists(), "closing the society left the env actor's work dir behind"
