@@ -22,6 +22,7 @@ import pandas as pd
 
 from agentlab.analysis._frame import iter_groups, require_columns
 from agentlab.analysis.iat import DEFAULT_THRESHOLD
+from agentlab.core.axes import integer_ticks
 from agentlab.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -250,6 +251,9 @@ def sweep_summary_figure(
         legend_title_text=color or "",
         template="plotly_white",
     )
+    ticks = integer_ticks(ok[x]) if ok[x].dtype != object else None
+    if ticks is not None:  # an integer parameter: no ticks at 1.2, 1.4, ...
+        fig.update_xaxes(tickmode="array", tickvals=ticks)
     return fig
 
 

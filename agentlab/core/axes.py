@@ -1,4 +1,5 @@
-"""Log-scale time axes: the one tick rule of every chart (pure; no plotting library).
+"""Axis tick rules of every chart (pure; no plotting library): log-scale time axes, and
+the integer parameters of sweep charts.
 
 The plotly figures (:mod:`agentlab.analysis.figures`), the static SVG snapshots
 (:mod:`agentlab.viz._static`) and the live widgets (the IAT widget receives these ticks as
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["decade_label", "log_time_ticks"]
+__all__ = ["decade_label", "integer_ticks", "log_time_ticks"]
 
 
 def decade_label(seconds: float) -> str:
@@ -49,3 +50,31 @@ def log_time_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
     if d1 < d0:  # no decade inside: the two around the range
         d0, d1 = d1, d0
     return [(10.0**d, decade_label(10.0**d)) for d in range(d0, d1 + 1)]
+
+
+#: most ticks :func:`integer_ticks` puts on an axis (one per value)
+MAX_INTEGER_TICKS = 12
+
+
+def integer_ticks(values: object, most: int = MAX_INTEGER_TICKS) -> list[int] | None:
+    """Tick values for an axis of an integer parameter (agents, rounds, a seed): its
+    values themselves, when every value is a whole number and there are at most ``most``
+    of them; else ``None`` (leave the axis to the plotting library).
+
+    A plotting library's automatic ticks put a 1-to-2 axis at 1.2, 1.4, ... (a sweep over
+    ``agents = [1, 2]`` read as fractions of an agent)::
+
+        >>> integer_ticks([4, 2, 2, 8])
+        [2, 4, 8]
+        >>> integer_ticks([0.5, 1.0]) is None
+        True
+    """
+    try:
+        seen = {float(v) for v in values}  # type: ignore[attr-defined]
+    except (TypeError, ValueError):  # not numbers (categories): the library's own axis
+        return None
+    if not seen or len(seen) > most:
+        return None
+    if not all(math.isfinite(v) and v == int(v) for v in seen):
+        return None
+    return sorted(int(v) for v in seen)

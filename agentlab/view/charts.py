@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentlab.core.axes import integer_ticks
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -135,6 +137,9 @@ def sweep_metric_chart(agg: pd.DataFrame, param: str, metric: str) -> dict[str, 
         )
     )
     fig.update_xaxes(title_text=param)
+    ticks = integer_ticks(a[param]) if a[param].dtype != object else None
+    if ticks is not None:  # an integer parameter: no ticks at 1.2, 1.4, ...
+        fig.update_xaxes(tickmode="array", tickvals=ticks)
     fig.update_yaxes(title_text=f"{metric} (mean, 95% CI)")
     return {"title": f"{metric} vs {param}", "html": _html(fig)}
 

@@ -40,3 +40,28 @@ def test_static_snapshot_thins_labels_to_fit() -> None:
     wide = step_chart_svg(edges, {"a": [1.0] * 56}, x_label="gap", y_label="n", width=900)
     assert "100 µs" in wide and "1000 s" in wide and "1 ms" in wide
     assert narrow.count(" ms<") + narrow.count(" s<") < wide.count(" ms<") + wide.count(" s<")
+
+
+def test_an_integer_parameter_is_ticked_at_its_values() -> None:
+    """Sweep charts over an integer parameter (agents = 1, 2) ticked at 1 and 2, not at
+    plotly's 1.2, 1.4, ... (the run browser's sweep page and the notebook's figure)."""
+    from agentlab.analysis.report import sweep_summary_figure
+    from agentlab.core.axes import integer_ticks
+    from agentlab.view.charts import sweep_metric_chart
+
+    assert integer_ticks(np.array([4, 2, 2, 8])) == [2, 4, 8]
+    assert integer_ticks(pd.Series([1.0, 2.0])) == [1, 2]  # whole floats count
+    assert integer_ticks([0.5, 1.0]) is None and integer_ticks(["a", "b"]) is None
+    assert integer_ticks(range(13)) is None  # more values than ticks: the library's axis
+    assert integer_ticks([1.0, float("nan")]) is None
+
+    df = pd.DataFrame({"agents": [1, 2, 1, 2], "status": "ok", "calls": [3.0, 5.0, 4.0, 6.0]})
+    fig = sweep_summary_figure(df, x="agents", y="calls")
+    assert fig.layout.xaxis.tickmode == "array" and list(fig.layout.xaxis.tickvals) == [1, 2]
+    fractional = sweep_summary_figure(df.assign(agents=[0.5, 1.5, 0.5, 1.5]), x="agents", y="calls")
+    assert fractional.layout.xaxis.tickvals is None
+
+    agg = pd.DataFrame({"agents": [1, 2], "calls_mean": [3.5, 5.5], "calls_ci_low": [3.0, 5.0],
+                        "calls_ci_high": [4.0, 6.0], "n": [2, 2]})  # fmt: skip
+    html = sweep_metric_chart(agg, "agents", "calls")["html"]
+    assert '"tickvals":[1,2]' in html.replace(" ", "")
