@@ -80,8 +80,7 @@ class Run:
         self._cache: TableCache | None = None
         self._schema: dict[str, Any] = {}
         self._schema_sig: tuple[int, int] | None = None
-        self._scratch = ScratchDir("agentlab-run")  # DuckDB's table cache
-        self._tmp = self._scratch.path
+        self._scratch: ScratchDir | None = None  # DuckDB's table cache, made on first query
         self._check_at_open()
 
     # --- catalog ---------------------------------------------------------------------
@@ -202,7 +201,9 @@ class Run:
             import duckdb
 
             self._con = duckdb.connect(":memory:")
-            self._cache = TableCache(self._con, self._tmp)
+            if self._scratch is None:
+                self._scratch = ScratchDir("agentlab-run")
+            self._cache = TableCache(self._con, self._scratch.path)
         return self._con
 
     def _refresh(self, names: Sequence[str]) -> None:
@@ -455,7 +456,9 @@ class Run:
             if self._con is not None:
                 self._con.close()
                 self._con, self._cache = None, None
-            self._scratch.close()
+            if self._scratch is not None:
+                self._scratch.close()
+                self._scratch = None
 
     def __enter__(self) -> Run:
         return self
