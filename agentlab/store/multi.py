@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import ConfigError
 from agentlab.store._tables import TableCache, q, quote_str
 from agentlab.store.run import Run
+from agentlab.store.scratch import ScratchDir
 from agentlab.store.views import fetch_df
 
 if TYPE_CHECKING:
@@ -64,10 +62,10 @@ def sql_over_runs(
         raise ConfigError("sql_over_runs needs at least one run directory; got an empty mapping")
     runs = {str(k): Run(v) for k, v in run_dirs.items()}
     words = set(_WORD.findall(query))
-    tmp = Path(tempfile.mkdtemp(prefix="agentlab-runs-"))
+    tmp = ScratchDir("agentlab-runs")  # DuckDB's table cache
     con = duckdb.connect(":memory:")
     try:
-        cache = TableCache(con, tmp)
+        cache = TableCache(con, tmp.path)
         parts: dict[str, list[str]] = {}
         for i, (point, run) in enumerate(runs.items()):
             for name in run.dataset_names():
@@ -90,6 +88,6 @@ def sql_over_runs(
         return fetch_df(con.execute(query, list(params or [])))
     finally:
         con.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.close()
         for run in runs.values():
             run.close()

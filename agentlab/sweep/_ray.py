@@ -11,9 +11,10 @@ from __future__ import annotations
 import io
 import os
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from agentlab.store.scratch import ScratchDir
 
 __all__ = ["pack_dir", "remote_point", "unpack_into"]
 
@@ -44,14 +45,19 @@ def _execute_remote(
 ) -> tuple[dict[str, Any], bytes]:
     from agentlab.sweep.runner import run_point
 
-    with tempfile.TemporaryDirectory(prefix="agentlab-sweep-") as tmp:
-        nb_path = Path(tmp) / nb_name
+    # a scratch dir: a worker killed mid-point (a cancelled sweep, ray.shutdown) leaves it
+    # to the next sweep of the temp dir
+    tmp = ScratchDir("agentlab-sweep")
+    try:
+        nb_path = tmp.path / nb_name
         nb_path.write_bytes(nb_bytes)
-        out = Path(tmp) / "point"
+        out = tmp.path / "point"
         status = run_point(
             nb_path, params, out, point_id=point_id, timeout=timeout, kernel_name=kernel_name
         )
         return status, pack_dir(out)
+    finally:
+        tmp.close()
 
 
 def remote_point(cpus_per_run: float) -> Any:
