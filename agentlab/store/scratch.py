@@ -69,8 +69,8 @@ def _drop_owner(key: str) -> None:
         os.close(held[2])
 
 
-def _remove(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+def _base(root: str | os.PathLike[str] | None) -> Path:
+    return Path(root) if root is not None else Path(tempfile.gettempdir())
 
 
 class ScratchDir:
@@ -85,7 +85,7 @@ class ScratchDir:
     def __init__(self, name: str, root: str | os.PathLike[str] | None = None) -> None:
         if not name or "." in name or os.sep in name:
             raise ValueError(f"scratch name {name!r}: a non-empty name with no '.' or '/'")
-        base = Path(root) if root is not None else Path(tempfile.gettempdir())
+        base = _base(root)
         if (str(base), name) not in _SWEPT:
             _SWEPT.add((str(base), name))
             sweep_abandoned(name, base)
@@ -93,7 +93,7 @@ class ScratchDir:
         prefix = f"{name}.{token}." if token is not None else f".{name}."
         #: the directory
         self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-        self._finalizer = weakref.finalize(self, _remove, str(self.path))
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.path), True)
 
     def close(self) -> None:
         """Remove the directory (idempotent)."""
@@ -125,7 +125,7 @@ def sweep_abandoned(name: str, root: str | os.PathLike[str] | None = None) -> li
     """Remove the ``name`` scratch directories under ``root`` (default: the temp dir)
     whose owner process is gone, and the owner files nobody holds; returns the directories
     removed. A live owner's directories, and what is not ours to open, stay."""
-    base = Path(root) if root is not None else Path(tempfile.gettempdir())
+    base = _base(root)
     try:
         entries = list(os.scandir(base))
     except OSError:
@@ -145,7 +145,9 @@ def sweep_abandoned(name: str, root: str | os.PathLike[str] | None = None) -> li
     for entry in entries:  # owner files of dead processes (after their directories)
         if entry.name.startswith(OWNER_PREFIX):
             token = entry.name[len(OWNER_PREFIX) :]
-            if not alive.get(token, _owner_alive(base, token, mine)):
+            if token not in alive:  # (one whose directories were not listed above)
+                alive[token] = _owner_alive(base, token, mine)
+            if not alive[token]:
                 try:
                     os.unlink(entry.path)
                 except OSError:
