@@ -494,7 +494,14 @@ class _LogWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         st = os.fstat(fd)
-        if st.st_size:
+        if not st.st_size:
+            # Empty: every byte it will hold is this writer's, so its commit mark is known
+            # from the start and extended by each write. Otherwise the run's first commit
+            # (``offsets.log_marks``) read back everything written since the run began:
+            # at 1M agents, its creation and first tick, ~2 GB, much of it already
+            # released from the page cache (``_release``).
+            self._marks[relpath] = {"bytes": 0, "lines": 0, "crc": 0, "tail": 0}
+        else:
             end, _ = last_complete_line(path, st.st_size)
             if end != st.st_size:  # torn tail from a crashed earlier writer of this shard
                 os.ftruncate(fd, end)

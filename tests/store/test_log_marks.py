@@ -75,11 +75,14 @@ def test_marks_kept_by_the_writer_equal_marks_read_from_the_files(
     sink = get_replay_sink(tmp_path, shard="w")
     sink.append("rows", {"a": 1, "text": "line\nbreak"})  # an escaped newline: one line
     sink.flush()
-    marks = log_marks(tmp_path)  # read from the file, then kept by the writer
-    assert marks == _read_marks(tmp_path)
 
     def no_reading(*args: object) -> None:
         raise AssertionError("the shard was read back although its writer kept its mark")
+
+    with monkeypatch.context() as m:  # a file the writer created: known from its first byte
+        m.setattr(offsets, "_extend_mark", no_reading)
+        marks = log_marks(tmp_path)
+    assert marks == _read_marks(tmp_path)
 
     for n in range(3):
         sink.extend("rows", [{"a": i, "b": "x" * i} for i in range(n + 1)])
@@ -98,4 +101,23 @@ def test_marks_kept_by_the_writer_equal_marks_read_from_the_files(
     sink.append("rows", {"a": 9})
     sink.flush()
     assert log_marks(tmp_path, marks) == _read_marks(tmp_path)
+    sink.close()
+
+
+def test_a_shard_the_writer_did_not_start_is_read_at_the_first_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentlab.store.replay import get_replay_sink
+
+    shard = tmp_path / "replay" / "rows" / "w2.jsonl"
+    shard.parent.mkdir(parents=True)
+    shard.write_bytes(b'{"a":"earlier","_shard":"w2","_seq":0}\n')  # a resumed shard
+    sink = get_replay_sink(tmp_path, shard="w2")
+    sink.append("rows", {"a": 1})
+    sink.flush()
+    read: list[int] = []
+    real = offsets._extend_mark
+    monkeypatch.setattr(offsets, "_extend_mark", lambda *a: read.append(1) or real(*a))
+    assert log_marks(tmp_path) == _read_marks(tmp_path)
+    assert read == [1]
     sink.close()
