@@ -448,7 +448,11 @@ class _LogWriter:
         new_hi = end - _KEEP_CACHED
         if new_hi - hi < _KEEP_CACHED:
             return
-        _FADVISE(fd, lo, new_hi - lo, os.POSIX_FADV_DONTNEED)  # type: ignore[misc]
+        try:
+            _FADVISE(fd, lo, new_hi - lo, os.POSIX_FADV_DONTNEED)  # type: ignore[misc]
+        except OSError:  # advice only: a file system that refuses it keeps its pages
+            self._release_cache = False
+            return
         self._released[relpath] = (hi, new_hi)
 
     def mark_of(self, relpath: str, size: int) -> dict[str, int] | None:

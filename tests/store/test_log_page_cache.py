@@ -82,6 +82,21 @@ def test_keep_in_the_environment_turns_it_off(
     assert calls == []
 
 
+def test_a_refused_advice_never_fails_a_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+
+    def refusing(*args: object) -> None:
+        calls.append(1)
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(_writer, "_FADVISE", refusing)
+    path = _write(tmp_path, monkeypatch, kb=1024, fsync=False)
+    assert len(path.read_bytes().splitlines()) == 1024  # every row written
+    assert calls == [1]  # asked once, then no more
+
+
 def _resident_pages(path: Path) -> list[bool]:
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     size = path.stat().st_size
