@@ -91,6 +91,38 @@ def format_table2(cmp2: Any) -> str:
     return "\n".join(lines)
 
 
+def _published_server() -> dict[str, Any]:
+    """datasets/agentraffic_server.json: the server-side extract of agentraffic's data."""
+    from agentlab.datasets import data_dir
+
+    return dict(json.loads((data_dir() / "agentraffic_server.json").read_text()))
+
+
+#: agentraffic's name of each topology (datasets/agentraffic_server.json keys)
+_THEIR_NAME = {"sequential": "horizontal", "star": "vertical", "full_mesh": "full_mesh"}
+
+
+def true_peaks(table: Any) -> list[dict[str, Any]]:
+    """The most discussion calls really in flight in any run (exact times), simulated, next
+    to agentraffic's ``load.json`` ``concurrency.<topology>.true_peak``: Table 2's
+    ``peak_in_flight`` counts back-to-back calls as overlapping (``paper_peaks``)."""
+    pub = _published_server()
+    pub = pub["load"]["concurrency_true_peak"]
+    return [{"topology": r["topology"], "simulated": int(r["true_peak_in_flight"]),
+             "published": pub[_THEIR_NAME[r["topology"]]]}
+            for _, r in table.iterrows()]  # fmt: skip
+
+
+def format_true_peaks(rows: list[dict[str, Any]]) -> str:
+    cells = ", ".join(f"{r['topology']} {r['simulated']} ({r['published']})" for r in rows)
+    return (
+        "\npeak_in_flight is Table 2's count: each call's duration rounded to 10 ms, a start\n"
+        "before an end at one instant (agentraffic scripts/demo/analysis_load.py raw_peak), so\n"
+        "back-to-back calls count as two. The most calls really in flight in any run, exact\n"
+        f"times, simulated (published, load.json concurrency true_peak): {cells}"
+    )
+
+
 def format_table3(cmp3: Any, rej: dict[str, float], rej_exact: dict[str, float]) -> str:
     """Table 3: lognormal sigma (goal: within 0.1) and mu, best family; exponential
     rejection share at n = 200 (goal: within 10 points)."""
@@ -155,11 +187,10 @@ def pieces(calls: Any) -> dict[str, Any]:
     prompt: :func:`agentlab.llm.sim_step.idle_ttft`)."""
     import numpy as np
 
-    from agentlab.datasets import data_dir
     from agentlab.llm import get_profile
     from agentlab.llm.sim_step import idle_ttft
 
-    extract = json.loads((data_dir() / "agentraffic_server.json").read_text())
+    extract = _published_server()
     ctx = extract["workflow"]["context"]
     prof = get_profile("vllm-3b")
     c = calls[calls["outcome"] == "ok"].copy()
@@ -362,9 +393,7 @@ def mesh_median_pieces(calls: Any, burst_pub: float = PAPER_BURST[4]) -> dict[st
     mesh = calls[(calls.topology == "full_mesh") & calls.stage.isin(PAPER_WINDOW)]
     x = iat_df(mesh, stage=None, by=["run_id"])["iat"].to_numpy(dtype=float)
     slow = x[x >= 0.05]
-    from agentlab.datasets import data_dir
-
-    data = json.loads((data_dir() / "agentraffic_server.json").read_text())["iat"]
+    data = _published_server()["iat"]
     edges = np.asarray(data["burst_bins_s"])
     counts = np.asarray(data["burst_counts"]["full_mesh"])
     mid_pub = float(counts[edges[:-1] >= 0.0005].sum()) / _MESH_IATS
@@ -408,9 +437,7 @@ def latency_pieces(calls: Any, table: Any) -> list[dict[str, Any]]:
     ratio is the smaller."""
     import numpy as np
 
-    from agentlab.datasets import data_dir
-
-    load = json.loads((data_dir() / "agentraffic_server.json").read_text())["load"]
+    load = _published_server()["load"]
     d = calls[calls["stage"] == "discussion"]
     rows = []
     for topo in TOPOLOGIES:
@@ -597,6 +624,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"\n3 topologies x {runs} runs x N=4 on sim/vllm-3b (virtual clock): {len(calls)} "
           f"calls in {wall:.1f} s wall (+{analysis_s:.2f} s analysis)")  # fmt: skip
     print(format_table2(cmp2))
+    peaks = true_peaks(table)
+    print(format_true_peaks(peaks))
     print(format_table3(cmp3, rej, rej_exact))
     print(format_burst(burst))
     mm = mesh_median_pieces(calls)
@@ -620,6 +649,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "exponential_rejection_n200": rej,
         "exponential_rejection_n200_ks_table": rej_exact, "cross_fit": cross, "pieces": pc,
         "mesh_median_pieces": mm, "star_gap_pieces": sg, "latency_pieces": lp,
+        "true_peaks": peaks,
     }  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))

@@ -50,6 +50,7 @@ from agentlab.analysis.paper import (
     paper_fit_comparison_df,
     paper_fit_samples,
     paper_fits_df,
+    paper_peaks,
     paper_summary_df,
     published_paper_df,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "paper_fit_comparison_df",
     "paper_fit_samples",
     "paper_fits_df",
+    "paper_peaks",
     "paper_summary_df",
     "positive_values",
     "process_summary_df",

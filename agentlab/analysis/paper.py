@@ -13,6 +13,8 @@ with ``definitions="agentlab"``):
 | call rate             | calls / (last end - first start), all calls | window calls / (last start - first start)      |
 | duration              | —                                           | last start - first start of the window         |
 | in-flight             | all calls                                   | window calls                                   |
+| peak in flight        | most calls at once (exact times; an end     | the same, but each call's duration rounded to  |
+|                       | before a start at the same instant)         | 10 ms and a start before an end at one instant |
 | fits (Table 3)        | every IAT (zeros floored)                   | :func:`~agentlab.analysis.fits.fit_sample`:    |
 |                       |                                             | > 0, fence (Sequential, Star), > 50 ms, p99    |
 
@@ -23,6 +25,13 @@ last minus first discussion-call start, from which Table 2 is recomputed; e.g. t
 fractional "peak concurrency" 1.99 is a mean over runs). Per-run values are averaged over
 runs, pooled values (IATs) pool the runs of a group. Not reproduced: the network-layer rows
 and "IAT jitter".
+
+The peak: agentraffic's ``scripts/demo/analysis_load.py`` (``raw_peak``) says Table 2's
+peaks (1.99 / 3.80 / 6.03) count back-to-back calls as overlapping: ``duration_seconds``
+was recorded rounded to 10 ms, and a start sorts before an end at the same time. Its
+``true_peak`` (``load.json`` ``concurrency.<topology>.true_peak``: 1 / 3 / 5) is the most
+calls really in flight. ``peak_in_flight`` here follows Table 2 (:func:`paper_peaks`);
+``true_peak_in_flight`` is the most in any run of the group, with exact times.
 """
 
 from __future__ import annotations
@@ -34,7 +43,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agentlab.analysis._frame import By, as_by, iter_groups, percentile, require_columns
+from agentlab.analysis._frame import (
+    By,
+    as_by,
+    group_ids,
+    iter_groups,
+    percentile,
+    require_columns,
+)
 from agentlab.analysis.fits import fit_iat, fit_sample
 from agentlab.analysis.iat import DEFAULT_THRESHOLD, _check_threshold, iat_df
 from agentlab.analysis.inflight import inflight_summary_df
@@ -50,6 +66,7 @@ __all__ = [
     "paper_fit_comparison_df",
     "paper_fit_samples",
     "paper_fits_df",
+    "paper_peaks",
     "paper_summary_df",
     "published_paper_df",
 ]
@@ -65,6 +82,41 @@ PAPER_FIT_DISTS = ("lognorm", "expon", "weibull_min")
 def _window(calls: pd.DataFrame, stage_col: str) -> pd.DataFrame:
     require_columns(calls, [stage_col], "calls")
     return calls[calls[stage_col].isin(PAPER_WINDOW)]
+
+
+#: the resolution of agentraffic's recorded call durations (``duration_seconds``), s
+PAPER_DURATION_STEP_S = 0.01
+
+
+def paper_peaks(
+    calls: pd.DataFrame, by: By, *, start: str = "start", end: str = "end"
+) -> pd.DataFrame:
+    """Per group of ``by`` (a run), the peak number of calls in flight as Table 2 counts it.
+
+    Each call lasts its duration rounded to :data:`PAPER_DURATION_STEP_S` (how agentraffic
+    recorded it) from its start, and at equal times a start is counted before an end, so
+    a call that starts as another ends (or within the rounding) overlaps it. Calls that
+    last no time are left out (agentraffic ``scripts/demo/analysis_load.py``,
+    ``raw_peak``). Returns the ``by`` columns and ``peak``.
+    """
+    keys = as_by(by)
+    require_columns(calls, [*keys, start, end], "calls")
+    gid, key_table = group_ids(calls, keys)
+    s = calls[start].to_numpy(dtype=float)
+    dur = np.round((calls[end].to_numpy(dtype=float) - s) / PAPER_DURATION_STEP_S)
+    e = s + dur * PAPER_DURATION_STEP_S
+    keep = e > s
+    g = np.concatenate([gid[keep], gid[keep]])
+    t = np.concatenate([s[keep], e[keep]])
+    step = np.concatenate([np.ones(keep.sum(), dtype=np.int64),
+                           -np.ones(keep.sum(), dtype=np.int64)])  # fmt: skip
+    order = np.lexsort((-step, t, g))  # by group, then time, starts first at a tie
+    level = np.cumsum(step[order])  # each group's steps sum to 0: no carry-over
+    peak = np.zeros(len(key_table), dtype=np.int64)
+    np.maximum.at(peak, g[order], level)
+    out = key_table.reset_index(drop=True) if keys else pd.DataFrame(index=range(len(peak)))
+    out["peak"] = peak
+    return out
 
 
 def paper_summary_df(
@@ -85,7 +137,9 @@ def paper_summary_df(
     Columns: ``runs``, ``disc_calls_per_run``, ``disc_calls``, ``call_rate``,
     ``duration_s``, ``tokens_per_run``, ``tokens_per_call``, ``latency_mean``, ``iats``,
     ``iat_mean``, ``iat_median``, ``iat_p95``, ``burst_fraction``, ``latency_p50``,
-    ``latency_p95``, ``ttft_p50``, ``ttft_p95``, ``mean_in_flight``, ``peak_in_flight``.
+    ``latency_p95``, ``ttft_p50``, ``ttft_p95``, ``mean_in_flight``, ``peak_in_flight``
+    (Table 2's count, :func:`paper_peaks`), ``true_peak_in_flight`` (the most calls really
+    in flight in any run of the group).
     """
     _check_threshold(threshold)
     keys, runs = as_by(by), as_by(run)
@@ -94,6 +148,7 @@ def paper_summary_df(
     win = _window(calls, stage_col)
     iats = iat_df(win, stage=None, by=run_key, start=start)
     infl = inflight_summary_df(win, by=run_key, start=start, end=end)
+    peaks = paper_peaks(win, run_key, start=start, end=end)
     rows = []
     for key, sub in iter_groups(win, keys):
         lat = (sub[end] - sub[start]).astype(float)
@@ -118,9 +173,9 @@ def paper_summary_df(
             x = x[x[k] == v]
         xi = x["iat"].to_numpy(dtype=float)
         by_run = per_run.groupby(runs, sort=False)
-        fl = infl
+        fl, pk = infl, peaks
         for k, v in key.items():
-            fl = fl[fl[k] == v]
+            fl, pk = fl[fl[k] == v], pk[pk[k] == v]
         n_runs = len(g)
         rows.append({
             **key,
@@ -142,7 +197,8 @@ def paper_summary_df(
             "ttft_p50": _run_mean(by_run["_ttft"], 0.5),
             "ttft_p95": _run_mean(by_run["_ttft"], 0.95),
             "mean_in_flight": float(fl["mean_in_flight"].mean()),
-            "peak_in_flight": float(fl["peak_in_flight"].mean()),
+            "peak_in_flight": float(pk["peak"].mean()),
+            "true_peak_in_flight": int(fl["peak_in_flight"].max()),
         })  # fmt: skip
     return pd.DataFrame(rows)
 

@@ -14,6 +14,7 @@ from agentlab.analysis import (
     paper_comparison_df,
     paper_fit_comparison_df,
     paper_fits_df,
+    paper_peaks,
     paper_summary_df,
     published_paper_df,
     traffic_summary_df,
@@ -64,7 +65,9 @@ def test_paper_summary_by_hand(calls: pd.DataFrame) -> None:
     assert row["iat_median"] == pytest.approx(2.0) and row["burst_fraction"] == 0.0
     assert row["tokens_per_run"] == pytest.approx(15 * 3.5) and row["tokens_per_call"] == 15
     assert row["ttft_p50"] == pytest.approx(0.1)
-    assert row["mean_in_flight"] == pytest.approx(1.0) and row["peak_in_flight"] == 1
+    assert row["mean_in_flight"] == pytest.approx(1.0) and row["true_peak_in_flight"] == 1
+    # Table 2's peak counts back-to-back calls (an end and a start at one instant) as two
+    assert row["peak_in_flight"] == 2
     # the agentlab definitions differ: IATs over discussion only, rate over every call
     ours = traffic_summary_df(calls).iloc[0]
     assert ours["iats"] == 3 and ours["calls_per_run"] == 4.5
@@ -72,6 +75,20 @@ def test_paper_summary_by_hand(calls: pd.DataFrame) -> None:
                                   paper_summary_df(calls))  # fmt: skip
     with pytest.raises(ConfigError, match=r"definitions='both'.*paper"):
         traffic_summary_df(calls, definitions="both")
+
+
+def test_paper_peaks_round_durations_to_10_ms_and_count_a_start_before_an_end() -> None:
+    rows = [
+        # run a: 1.004 s is recorded as 1.00 s, so it ends as the next starts: 2 at once
+        ("a", 0.0, 1.004), ("a", 1.0, 2.0),
+        # run b: 0.994 s is recorded as 0.99 s, ending before the next start: 1
+        ("b", 0.0, 0.994), ("b", 1.0, 2.0),
+        # run c: three really concurrent calls, and one of 3 ms (recorded as 0: left out)
+        ("c", 0.0, 5.0), ("c", 1.0, 4.0), ("c", 2.0, 3.0), ("c", 2.5, 2.503),
+    ]  # fmt: skip
+    calls = pd.DataFrame(rows, columns=["run_id", "start", "end"])
+    got = paper_peaks(calls, "run_id").set_index("run_id")["peak"].to_dict()
+    assert got == {"a": 2, "b": 1, "c": 3}
 
 
 def test_fit_sample_cuts_in_the_paper_order() -> None:
