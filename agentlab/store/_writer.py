@@ -432,9 +432,9 @@ class _LogWriter:
 
         A run log is written once and read later, most of it after the run; a big
         society writes gigabytes of it per tick (1.8 GB at 1M agents), and every new
-        page-cache page it fills costs the writer kernel time (measured: 1.0-1.6 s of system
-        time per GB written into fresh pages, 0.4 s per GB when the file's older pages are
-        released as it grows, ``benchmarks/README.md``), besides pushing other files out
+        page-cache page it fills costs the writer kernel time (measured here: 0.7-1.6 s of
+        system time per GB written into fresh pages, 0.4 s per GB when the file's older
+        pages are released as it grows; ``store/README.md``), besides pushing other files out
         of the cache. Every ``_KEEP_CACHED`` bytes, ``POSIX_FADV_DONTNEED`` is given over
         the range since the one before last: the first advice over a range starts its
         write-back (dirty pages cannot be dropped), the second drops it, by then clean.
