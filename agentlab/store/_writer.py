@@ -37,6 +37,7 @@ import orjson
 
 from agentlab.errors import StoreError
 from agentlab.store.layout import default_shard_name, validate_shard
+from agentlab.store.page_cache import CacheRelease
 
 __all__ = [
     "encode_mapping",
@@ -54,10 +55,6 @@ _CHUNK = 2048
 #: rows per lock hold in ``extend`` (other threads may append in between)
 _EXTEND_CHUNK = 8192
 _GENERATION = itertools.count(1)
-#: the newest bytes of each log file kept in the page cache; older ones are released
-#: (see ``_LogWriter._release``)
-_KEEP_CACHED = 64 << 20
-_FADVISE = getattr(os, "posix_fadvise", None)
 
 
 def _default(obj: Any) -> Any:
@@ -249,10 +246,6 @@ class _LogWriter:
         self.flush_interval = float(flush_interval)
         self.max_pending = int(max_pending)
         self.fsync = fsync
-        #: ``AGENTLAB_LOG_CACHE=keep`` leaves every written page in the page cache
-        self._release_cache = (
-            _FADVISE is not None and os.environ.get("AGENTLAB_LOG_CACHE") != "keep"
-        )
         self._init_state()
         _LIVE.add(self)
 
@@ -264,8 +257,8 @@ class _LogWriter:
         self._streams: dict[str, _Stream] = {}
         self._pending = 0
         self._fds: dict[str, tuple[int, int]] = {}  # relpath -> (fd, inode)
-        #: relpath -> (start, end) of the range last released from the page cache
-        self._released: dict[str, tuple[int, int]] = {}
+        #: old pages of a growing file released from the page cache (``page_cache.py``)
+        self._cache = CacheRelease()
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
         self._wake = threading.Event()
@@ -414,8 +407,7 @@ class _LogWriter:
             view = view[n:]
         if self.fsync:
             os.fsync(fd)
-        if self._release_cache:
-            self._release(relpath, fd)
+        self._cache.after_write(relpath, fd)
         mark = self._marks.get(relpath)
         if mark is not None and data:
             # The bytes just written, while in cache: the commit then need not read the
@@ -425,35 +417,6 @@ class _LogWriter:
             mark["crc"] = zlib.crc32(data, mark["crc"])
             last = data.rfind(b"\n", 0, len(data) - 1) + 1  # where the last line starts
             mark["tail"] = zlib.crc32(memoryview(data)[last:])
-
-    def _release(self, relpath: str, fd: int) -> None:
-        """Let the kernel drop the part of ``relpath``'s page cache that is more than
-        ``_KEEP_CACHED`` behind its end.
-
-        A run log is written once and read later, most of it after the run; a big
-        society writes gigabytes of it per tick (1.8 GB at 1M agents), and every new
-        page-cache page it fills costs the writer kernel time (measured here: 0.7-1.6 s of
-        system time per GB written into fresh pages, 0.4 s per GB when the file's older
-        pages are released as it grows; ``store/README.md``), besides pushing other files out
-        of the cache. Every ``_KEEP_CACHED`` bytes, ``POSIX_FADV_DONTNEED`` is given over
-        the range since the one before last: the first advice over a range starts its
-        write-back (dirty pages cannot be dropped), the second drops it, by then clean.
-        Nothing waits on the disk, and a file under ``_KEEP_CACHED`` is never touched.
-        The newest bytes, which a live view tails, stay cached; a query over the whole
-        run after it reads the older ones from disk. ``AGENTLAB_LOG_CACHE=keep`` (set
-        before the run) turns this off.
-        """
-        end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: the end of the file after the write
-        lo, hi = self._released.get(relpath, (0, 0))
-        new_hi = end - _KEEP_CACHED
-        if new_hi - hi < _KEEP_CACHED:
-            return
-        try:
-            _FADVISE(fd, lo, new_hi - lo, os.POSIX_FADV_DONTNEED)  # type: ignore[misc]
-        except OSError:  # advice only: a file system that refuses it keeps its pages
-            self._release_cache = False
-            return
-        self._released[relpath] = (hi, new_hi)
 
     def mark_of(self, relpath: str, size: int) -> dict[str, int] | None:
         """The commit mark of ``relpath`` (see ``store/offsets.py``) if this writer knows it
@@ -494,7 +457,7 @@ class _LogWriter:
                 pass
             os.close(fd)
         self._marks.pop(relpath, None)  # another file now, or one changed behind our back
-        self._released.pop(relpath, None)
+        self._cache.forget(relpath)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         st = os.fstat(fd)
@@ -503,7 +466,7 @@ class _LogWriter:
             # from the start and extended by each write. Otherwise the run's first commit
             # (``offsets.log_marks``) read back everything written since the run began:
             # at 1M agents, its creation and first tick, ~2 GB, much of it already
-            # released from the page cache (``_release``).
+            # released from the page cache (``page_cache.py``).
             self._marks[relpath] = {"bytes": 0, "lines": 0, "crc": 0, "tail": 0}
         else:
             end, _ = last_complete_line(path, st.st_size)
@@ -530,7 +493,7 @@ class _LogWriter:
                 for fd, _ in self._fds.values():
                     os.close(fd)
                 self._fds.clear()
-                self._released.clear()
+                self._cache.forget()
                 self._marks.clear()  # others may append while it is closed
 
     def reset(self) -> None:
@@ -542,7 +505,7 @@ class _LogWriter:
             for fd, _ in self._fds.values():
                 os.close(fd)
             self._fds.clear()
-            self._released.clear()
+            self._cache.forget()
             self._marks.clear()
 
     def _after_fork(self) -> None:

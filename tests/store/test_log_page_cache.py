@@ -1,4 +1,4 @@
-"""The log writer releases a growing file's old pages from the page cache (``_release``).
+"""The log writer releases a growing file's old pages from the page cache (``page_cache.py``).
 
 Checked two ways: the advice given (ranges, on the real ``os.posix_fadvise``, recorded on
 the way through), and what the kernel then holds (``mincore`` over a mapping of the file).
@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from agentlab.store import _writer
+from agentlab.store import _writer, page_cache
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "posix_fadvise") or not sys.platform.startswith("linux"),
@@ -29,7 +29,7 @@ _ROW = {"text": "x" * 1000}  # ~1 KB a line
 
 
 def _write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kb: int, fsync: bool) -> Path:
-    monkeypatch.setattr(_writer, "_KEEP_CACHED", _KEEP)
+    monkeypatch.setattr(page_cache, "KEEP_CACHED", _KEEP)
     w = _writer._LogWriter(tmp_path, "s1", fsync=fsync)
     try:
         stream = w.stream("replay/t/s1.jsonl")
@@ -52,7 +52,7 @@ def test_advice_covers_each_range_twice_and_never_the_newest_bytes(
         calls.append((offset, offset + length))
         real(fd, offset, length, advice)
 
-    monkeypatch.setattr(_writer, "_FADVISE", recording)
+    monkeypatch.setattr(page_cache, "_FADVISE", recording)
     path = _write(tmp_path, monkeypatch, kb=1024, fsync=False)
     size = path.stat().st_size
     assert len(path.read_bytes().splitlines()) == 1024 // 16 * 16  # every row written
@@ -67,7 +67,7 @@ def test_advice_covers_each_range_twice_and_never_the_newest_bytes(
 
 def test_a_small_file_is_never_advised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(_writer, "_FADVISE", lambda *a: calls.append(1))
+    monkeypatch.setattr(page_cache, "_FADVISE", lambda *a: calls.append(1))
     _write(tmp_path, monkeypatch, kb=_KEEP // 1024 * 2 - 32, fsync=False)  # < 2 windows
     assert calls == []
 
@@ -76,7 +76,7 @@ def test_keep_in_the_environment_turns_it_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(_writer, "_FADVISE", lambda *a: calls.append(1))
+    monkeypatch.setattr(page_cache, "_FADVISE", lambda *a: calls.append(1))
     monkeypatch.setenv("AGENTLAB_LOG_CACHE", "keep")
     _write(tmp_path, monkeypatch, kb=1024, fsync=False)
     assert calls == []
@@ -91,7 +91,7 @@ def test_a_refused_advice_never_fails_a_write(
         calls.append(1)
         raise OSError(22, "Invalid argument")
 
-    monkeypatch.setattr(_writer, "_FADVISE", refusing)
+    monkeypatch.setattr(page_cache, "_FADVISE", refusing)
     path = _write(tmp_path, monkeypatch, kb=1024, fsync=False)
     assert len(path.read_bytes().splitlines()) == 1024  # every row written
     assert calls == [1]  # asked once, then no more
