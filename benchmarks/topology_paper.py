@@ -98,18 +98,13 @@ def _published_server() -> dict[str, Any]:
     return dict(json.loads((data_dir() / "agentraffic_server.json").read_text()))
 
 
-#: agentraffic's name of each topology (datasets/agentraffic_server.json keys)
-_THEIR_NAME = {"sequential": "horizontal", "star": "vertical", "full_mesh": "full_mesh"}
-
-
 def true_peaks(table: Any) -> list[dict[str, Any]]:
     """The most discussion calls really in flight in any run (exact times), simulated, next
     to agentraffic's ``load.json`` ``concurrency.<topology>.true_peak``: Table 2's
     ``peak_in_flight`` counts back-to-back calls as overlapping (``paper_peaks``)."""
-    pub = _published_server()
-    pub = pub["load"]["concurrency_true_peak"]
+    pub = _published_server()["load"]["concurrency_true_peak"]
     return [{"topology": r["topology"], "simulated": int(r["true_peak_in_flight"]),
-             "published": pub[_THEIR_NAME[r["topology"]]]}
+             "published": pub[_LOAD_KEY[r["topology"]]]}
             for _, r in table.iterrows()]  # fmt: skip
 
 
@@ -423,7 +418,7 @@ def format_mesh_median(m: dict[str, float], pub: float) -> str:
     ])  # fmt: skip
 
 
-#: the published load.discussion key per topology (datasets/agentraffic_server.json)
+#: agentraffic's name of each topology: its keys in datasets/agentraffic_server.json
 _LOAD_KEY = {"sequential": "horizontal", "star": "vertical", "full_mesh": "full_mesh"}
 
 

@@ -43,14 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agentlab.analysis._frame import (
-    By,
-    as_by,
-    group_ids,
-    iter_groups,
-    percentile,
-    require_columns,
-)
+from agentlab.analysis._frame import By, as_by, iter_groups, percentile, require_columns
 from agentlab.analysis.fits import fit_iat, fit_sample
 from agentlab.analysis.iat import DEFAULT_THRESHOLD, _check_threshold, iat_df
 from agentlab.analysis.inflight import inflight_summary_df
@@ -101,22 +94,14 @@ def paper_peaks(
     """
     keys = as_by(by)
     require_columns(calls, [*keys, start, end], "calls")
-    gid, key_table = group_ids(calls, keys)
-    s = calls[start].to_numpy(dtype=float)
-    dur = np.round((calls[end].to_numpy(dtype=float) - s) / PAPER_DURATION_STEP_S)
-    e = s + dur * PAPER_DURATION_STEP_S
-    keep = e > s
-    g = np.concatenate([gid[keep], gid[keep]])
-    t = np.concatenate([s[keep], e[keep]])
-    step = np.concatenate([np.ones(keep.sum(), dtype=np.int64),
-                           -np.ones(keep.sum(), dtype=np.int64)])  # fmt: skip
-    order = np.lexsort((-step, t, g))  # by group, then time, starts first at a tie
-    level = np.cumsum(step[order])  # each group's steps sum to 0: no carry-over
-    peak = np.zeros(len(key_table), dtype=np.int64)
-    np.maximum.at(peak, g[order], level)
-    out = key_table.reset_index(drop=True) if keys else pd.DataFrame(index=range(len(peak)))
-    out["peak"] = peak
-    return out
+    step, s = PAPER_DURATION_STEP_S, calls[start].to_numpy(dtype=float)
+    e = s + np.round((calls[end].to_numpy(dtype=float) - s) / step) * step
+    # the paper's closed [s, e] as the half-open [s, e+) of the shared sweep: a call that
+    # starts as another ends overlaps it; one that lasts no time has no end (left out)
+    paper_end = np.where(e > s, np.nextafter(e, np.inf), np.nan)
+    framed = calls[keys].assign(_start=s, _end=paper_end)
+    out = inflight_summary_df(framed, by=keys, start="_start", end="_end")
+    return out[[*keys, "peak_in_flight"]].rename(columns={"peak_in_flight": "peak"})
 
 
 def paper_summary_df(
