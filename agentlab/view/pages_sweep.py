@@ -109,9 +109,12 @@ def _recorded(folder: Path, blocks: list[dict[str, Any]]) -> bool:
         if p.is_symlink() or p.stat().st_size > MAX_INLINE:
             continue
         try:
-            df = pd.read_csv(p).head(50)
+            df = pd.read_csv(p, index_col=0)  # record_table writes the index first
         except (OSError, ValueError):
             continue
+        if df.index.name is not None or not df.index.equals(pd.RangeIndex(len(df))):
+            df = df.reset_index()  # a named or labelled index is data; 0, 1, 2 ... is not
+        df = df.head(50)
         blocks.append({"type": "table", "id": f"table-{p.stem}", "heading": f"Table {p.stem}",
                        "columns": [str(c) for c in df.columns], "numeric": {
                            str(c) for c in df.columns if pd.api.types.is_numeric_dtype(df[c])},
