@@ -36,6 +36,7 @@ at most 2 minutes of wall time (``wall_s`` in the output).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -366,10 +367,6 @@ def format_cross_fit(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-#: published full-mesh Table-2 IATs (datasets/agentraffic_paper.csv table2 full_mesh iats)
-_MESH_IATS = 14493
-
-
 def mesh_median_pieces(calls: Any, burst_pub: float = PAPER_BURST[4]) -> dict[str, float]:
     """Why the full-mesh IAT median misses: the median sits at the ``(0.5 - b) / (1 - b)``
     quantile of the gaps >= 50 ms, so a burst fraction ``b`` a few points low moves it up a
@@ -391,8 +388,9 @@ def mesh_median_pieces(calls: Any, burst_pub: float = PAPER_BURST[4]) -> dict[st
     data = _published_server()["iat"]
     edges = np.asarray(data["burst_bins_s"])
     counts = np.asarray(data["burst_counts"]["full_mesh"])
-    mid_pub = float(counts[edges[:-1] >= 0.0005].sum()) / _MESH_IATS
-    sub_pub = float(counts[edges[:-1] < 0.0005].sum()) / _MESH_IATS
+    n_pub = data["n"]["full_mesh"]
+    mid_pub = float(counts[edges[:-1] >= 0.0005].sum()) / n_pub
+    sub_pub = float(counts[edges[:-1] < 0.0005].sum()) / n_pub
     return {
         "median": float(np.median(x)),
         "burst_fraction": float(np.mean(x < 0.05)),
@@ -464,15 +462,41 @@ def format_latency_pieces(rows: list[dict[str, Any]], cmp2: Any) -> str:
     return "\n".join(lines)
 
 
+#: the IAT ranges of Star's slow-gap comparison (s; edges of summary.json's log bins)
+STAR_GAP_RANGES = (0.05, 5.0, 15.8114, 21.0848, 50.0, float("inf"))
+
+
+def published_iat_shares(topology: str, edges: tuple[float, ...]) -> list[float]:
+    """Shares of a topology's published pooled IATs between consecutive ``edges`` (each
+    edge a bin edge of summary.json's log histogram, ``iat.slow_bins_s``; from 50 ms up)."""
+    import numpy as np
+
+    data = _published_server()["iat"]
+    bins = np.asarray(data["slow_bins_s"] + [float("inf")])
+    counts = np.asarray(data["slow_counts"][topology] + [0])
+    for e in edges:
+        if not np.any(np.isclose(bins, e, rtol=1e-5)):
+            raise ValueError(f"{e} s is not an edge of the published IAT histogram")
+    n = data["n"][topology]
+    lo = bins[:-1]
+    return [float(counts[(lo >= a * (1 - 1e-5)) & (lo < b * (1 - 1e-5))].sum()) / n
+            for a, b in itertools.pairwise(edges)]  # fmt: skip
+
+
 def star_gap_pieces(calls: Any) -> dict[str, Any]:
-    """Why Star's IAT p95 misses: its slow gaps are a solver's latency (the reviewers are
-    sent when the proposal is back) or the slowest of a fan-out's 3 reviewers (the next
-    proposal waits for every critique: ``ThreadPoolExecutor`` ... ``future.result()`` in
-    the original's ``_vertical_decision``). Per kind: count, median, p90 and the share above
-    the published IAT p95; and, as a counterfactual on the same draws, the p95 and the slow
-    gaps' median had the next proposal waited for the first-sent reviewer only (what
-    fully correlated reviewer lengths within a fan-out would give). Diagnostic only: no
-    model parameter is set from it."""
+    """Why Star's IAT p95 misses. Its slow gaps are of three kinds: a solver's latency (the
+    reviewers are sent when the proposal is back), the slowest of a fan-out's 3 reviewers
+    (the next proposal waits for every critique: ``ThreadPoolExecutor`` ...
+    ``future.result()`` in the original's ``_vertical_decision``), and, where a run iterates,
+    the gap from an iteration's last reviewer to the next iteration's solver (its execution,
+    evaluation and recruitment lie in between: Table 2 pools a run's discussion IATs over
+    its iterations, 7,836 calls - 481 runs = 7,355 IATs). Per kind: count, median, p90 and
+    the share above the published IAT p95; the shares of all IATs by range
+    (:data:`STAR_GAP_RANGES`) per kind, against the published histogram; and, as a
+    counterfactual on the same draws, the p95 and the slow gaps' median had the next
+    proposal waited for the first-sent reviewer only (what fully correlated reviewer
+    lengths within a fan-out would give). Diagnostic only: no model parameter is set from
+    it."""
     import numpy as np
 
     from agentlab.analysis import PAPER_WINDOW
@@ -482,11 +506,13 @@ def star_gap_pieces(calls: Any) -> dict[str, Any]:
     iat_p95 = float(pub[("table2", "star", "iat_p95", "")])
     slow_median = float(pub[("table3", "star", "median_s", "lognorm")])
     c = calls[(calls.topology == "star") & calls.stage.isin(PAPER_WINDOW)].copy()
-    c["call"] = c["labels"].map(lambda d: d.get("call") if isinstance(d, dict) else None)
+    for col in ("call", "iteration"):
+        c[col] = c["labels"].map(lambda d, k=col: d.get(k) if isinstance(d, dict) else None)
     c = c.sort_values(["run_id", "start"])
     run = c.groupby("run_id")
     c["gap"] = run["start"].diff()
     c["after"] = run["call"].shift()
+    c["prev_iteration"] = run["iteration"].shift()
     # fan-out k = the reviewers sent after the run's k-th solver call
     c["fan"] = (c["call"] == "vertical_solver").astype(int).groupby(c["run_id"]).cumsum()
     rev = c[c["call"] == "vertical_reviewer"]
@@ -496,36 +522,36 @@ def star_gap_pieces(calls: Any) -> dict[str, Any]:
     x = c.dropna(subset=["gap"]).copy()
     x["prev_fan"] = x["fan"] - (x["call"] == "vertical_solver").astype(int)
     x = x.join(spread, on=["run_id", "prev_fan"])
+    cross = x["iteration"] != x["prev_iteration"]
     after_rev = (x["after"] == "vertical_reviewer") & (x["call"] == "vertical_solver")
-    cf = np.where(after_rev, x["gap"] - x["spread"].fillna(0.0), x["gap"])
+    cf = np.where(after_rev & ~cross, x["gap"] - x["spread"].fillna(0.0), x["gap"])
     gaps = x["gap"].to_numpy(dtype=float)
     out: dict[str, Any] = {"p95": float(np.quantile(gaps, 0.95)),
                            "published_p95": iat_p95, "published_slow_median": slow_median,
-                           "share_ge_50s": float(np.mean(gaps >= 50.0)),
                            "p95_first_reviewer": float(np.quantile(cf, 0.95)),
                            "slow_median": float(np.median(gaps[gaps >= 0.05])),
                            "slow_median_first_reviewer": float(np.median(cf[cf >= 0.05])),
                            "reviewer_latency_median": float(lat.median()),
                            "slowest_reviewer_latency_median": float(
                                (by_fan["end"].max() - by_fan["start"].min()).median())}  # fmt: skip
-    kinds = {"solver reply": x["after"] == "vertical_solver", "slowest reviewer": after_rev}
+    kinds = {"solver reply": (x["after"] == "vertical_solver") & ~cross,
+             "slowest reviewer": after_rev & ~cross, "next iteration": cross}  # fmt: skip
     out["kinds"] = {
         k: {"n": int(m.sum()), "median": float(x.loc[m, "gap"].median()),
             "p90": float(x.loc[m, "gap"].quantile(0.9)),
             "above_published_p95": float((x.loc[m, "gap"] > iat_p95).sum() / len(x))}
         for k, m in kinds.items()
     }  # fmt: skip
+    edges = STAR_GAP_RANGES
+    out["ranges"] = [
+        {"lo": a, "hi": b, "published": p,
+         "simulated": float(((gaps >= a) & (gaps < b)).mean()),
+         **{k: float(((x["gap"] >= a) & (x["gap"] < b) & m).sum() / len(x))
+            for k, m in kinds.items()}}
+        for a, b, p in zip(edges[:-1], edges[1:], published_iat_shares("vertical", edges),
+                           strict=True)
+    ]  # fmt: skip
     return out
-
-
-#: published Star IATs of 50 s or more (a reply at the 6,144-token output cap takes ~60 s):
-#: 39 + 4 + 2 + 19 of 7,355 (agentraffic summary.json @ 893a8bf, iat.per_topology.vertical
-#: counts, bins from 50 s up). With q of the calls at the cap, independently, ~4q x 1,959
-#: fan-out rounds of the 7,355 gaps lie there (the solver's gap, or any of 3 reviewers):
-#: q ~ 0.8 %. The published mean of Star's discussion replies (1,021 tokens with p95 2,168)
-#: needs ~4.6 % at the cap; the two hold together under no length law, which is why
-#: CAP_SHARE_MAX bounds the cap share and Star's mean latency falls short.
-PAPER_STAR_GAPS_GE_50S = 64 / 7355
 
 
 def format_star_gaps(g: dict[str, Any]) -> str:
@@ -540,11 +566,16 @@ def format_star_gaps(g: dict[str, Any]) -> str:
     for k, v in g["kinds"].items():
         lines.append(f"  {k:18s} {v['n']:5d} {v['median']:7.2f} {v['p90']:7.2f}  "
                      f"{100 * v['above_published_p95']:.1f} %")  # fmt: skip
+    kinds = list(g["kinds"])
+    lines.append(f"  {'IATs in [s)':18s} {'published':>9s} {'simulated':>9s}  of which: "
+                 + " / ".join(kinds))  # fmt: skip
+    for r in g["ranges"]:
+        rng = f"[{r['lo']:.3g}, {r['hi']:.3g})"
+        lines.append(f"  {rng:18s} {100 * r['published']:8.2f}% {100 * r['simulated']:8.2f}%  "
+                     + " / ".join(f"{100 * r[k]:.2f}" for k in kinds))  # fmt: skip
     lines += [
         f"  a reviewer's latency median {g['reviewer_latency_median']:.2f} s, a fan-out's "
         f"slowest {g['slowest_reviewer_latency_median']:.2f} s",
-        f"  IATs of 50 s or more (replies at the output cap): simulated "
-        f"{100 * g['share_ge_50s']:.2f} %, published {100 * PAPER_STAR_GAPS_GE_50S:.2f} %",
         f"  counterfactual (next proposal after the first-sent reviewer): p95 "
         f"{g['p95_first_reviewer']:.2f} s, slow-gap median {g['slow_median_first_reviewer']:.2f} s",
     ]  # fmt: skip
