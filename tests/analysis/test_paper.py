@@ -4,6 +4,9 @@ of starts, the Table-3 fit sample, and the side-by-side comparison with the publ
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -158,19 +161,7 @@ def test_mesh_median_pieces_by_hand():
     position 1/3 * 3 = 1 -> 0.4; 0.5-50 ms: 0.001 -> 1/6. Published: burst_counts of
     full_mesh from 0.5 ms up sum to 1,941 of 14,493 IATs.
     """
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    bench = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(bench))
-    try:
-        spec = importlib.util.spec_from_file_location("topology_paper", bench / "topology_paper.py")
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(bench))
+    mod = _topology_paper()
     starts = [0.0, 0.0003, 0.0013, 0.2013, 0.6013, 1.6013, 3.6013]
     rows = [_call("full_mesh", "m", "discussion", t, t + 1.0) for t in starts]
     rows += [_call("full_mesh", "m", "recruitment", -2.0, -1.0),
@@ -185,3 +176,81 @@ def test_mesh_median_pieces_by_hand():
     # 1,655 + 702 = 3,592 of 14,493
     assert out["sub_gaps_sim"] == pytest.approx(1 / 6)
     assert out["sub_gaps_published"] == pytest.approx(3592 / 14493)
+
+
+def _topology_paper() -> Any:
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("topology_paper", bench / "topology_paper.py")
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(bench))
+    return mod
+
+
+def test_published_iat_shares_from_the_histogram():
+    """The published Star IATs of 50 s or more are summary.json's bins from 50 s up: 101 +
+    39 + 4 + 2 + 19 = 165 of 7,355 (the [50, 66.7) s bin included); from 50 ms up, all but
+    the 3,918 burst gaps; an edge that is no bin edge is refused."""
+    mod = _topology_paper()
+    assert mod.published_iat_shares("vertical", (50.0, math.inf)) == [pytest.approx(165 / 7355)]
+    edges = (0.05, 5.0, 15.8114, 21.0848, 50.0, math.inf)
+    got = mod.published_iat_shares("vertical", edges)
+    want = [100, 326 + 1127 + 606 + 661, 257, 86 + 75 + 34, 165]
+    assert got == pytest.approx([w / 7355 for w in want])
+    assert sum(got) == pytest.approx(1 - 3918 / 7355)
+    assert sum(mod.published_iat_shares("horizontal", (0.05, math.inf))) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="not an edge"):
+        mod.published_iat_shares("vertical", (0.05, 20.0))
+
+
+def test_star_gap_pieces_by_hand():
+    """One Star run, two iterations (benchmarks/topology_paper.py's Star IAT decomposition).
+
+    iteration 1: solver 0-10, reviewers at 10, 10.0003, 10.0006 (ends 15, 18, 16); solver
+    18.001-40, reviewers at 40, 40.0003, 40.0006; iteration 2: solver 120-125, reviewers at
+    125, 125.0003, 125.0006. Gaps: solver replies 10, 21.999, 5; the slowest reviewer
+    18.001 - 10.0006 = 8.0004; into the next iteration 120 - 40.0006 = 79.9994; six burst
+    gaps of 0.3 ms. By range of 11 gaps: [5, 15.8) 10, 5 (solver) and 8.0004 (reviewer);
+    [21.08, 50) 21.999 (solver); [50, inf) 79.9994 (next iteration).
+    """
+    mod = _topology_paper()
+
+    def call(name: str, it: int, start: float, end: float) -> dict[str, object]:
+        row = _call("star", "r", "discussion", start, end)
+        row["labels"] = {"call": name, "iteration": it}
+        return row
+
+    rows = []
+    for it, s0, rev_ends, solver_end in ((1, 0.0, (15.0, 18.0, 16.0), 10.0),
+                                         (1, 18.001, (45.0, 46.0, 47.0), 40.0),
+                                         (2, 120.0, (130.0, 131.0, 132.0), 125.0)):  # fmt: skip
+        rows.append(call("vertical_solver", it, s0, solver_end))
+        rows += [call("vertical_reviewer", it, solver_end + 0.0003 * k, e)
+                 for k, e in enumerate(rev_ends)]  # fmt: skip
+    rows.append(_call("star", "r", "execution", 50.0, 90.0))  # outside the window
+    out = mod.star_gap_pieces(pd.DataFrame(rows))
+    kinds = out["kinds"]
+    assert {k: v["n"] for k, v in kinds.items()} == {
+        "solver reply": 3,
+        "slowest reviewer": 1,
+        "next iteration": 1,
+    }
+    assert kinds["solver reply"]["median"] == pytest.approx(10.0)
+    assert kinds["slowest reviewer"]["median"] == pytest.approx(8.0004)
+    assert kinds["next iteration"]["median"] == pytest.approx(79.9994)
+    by = {(r["lo"], r["hi"]): r for r in out["ranges"]}
+    assert by[(5.0, 15.8114)]["simulated"] == pytest.approx(3 / 11)
+    assert by[(5.0, 15.8114)]["solver reply"] == pytest.approx(2 / 11)
+    assert by[(5.0, 15.8114)]["slowest reviewer"] == pytest.approx(1 / 11)
+    assert by[(21.0848, 50.0)]["solver reply"] == pytest.approx(1 / 11)
+    assert by[(50.0, math.inf)]["next iteration"] == pytest.approx(1 / 11)
+    assert by[(50.0, math.inf)]["published"] == pytest.approx(165 / 7355)
+    assert by[(0.05, 5.0)]["simulated"] == 0.0
