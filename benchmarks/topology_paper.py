@@ -372,25 +372,25 @@ def mesh_median_pieces(calls: Any, burst_pub: float = PAPER_BURST[4]) -> dict[st
     quantile of the gaps >= 50 ms, so a burst fraction ``b`` a few points low moves it up a
     steep part of that distribution. Returns the simulated median, the median the simulated
     gaps >= 50 ms would give at the published burst fraction, and the share of all IATs in
-    0.5-50 ms and under 0.5 ms, simulated and published (``iat.burst_counts.full_mesh`` of
-    datasets/agentraffic_server.json: gaps between calls of one fan-out longer than the
-    client's send-side CPU, which Star's published gaps almost never show). In the sim the
+    0.5-50 ms and under 0.5 ms, simulated and published
+    (:func:`~agentlab.analysis.published_iat_histogram_df`: gaps between calls of one
+    fan-out longer than the client's send-side CPU, which Star's published gaps almost
+    never show). In the sim the
     gaps under 0.5 ms are the round's first five sends through the 5-thread pool (4 of a
     round's 12 gaps); the published mass under 0.5 ms is ~8 points smaller and its
     0.5-9 ms bins ~7 points larger (a quarter of those gaps longer in the paper's client)."""
     import numpy as np
 
-    from agentlab.analysis import PAPER_WINDOW, iat_df
+    from agentlab.analysis import PAPER_WINDOW, iat_df, published_iat_histogram_df
 
     mesh = calls[(calls.topology == "full_mesh") & calls.stage.isin(PAPER_WINDOW)]
     x = iat_df(mesh, stage=None, by=["run_id"])["iat"].to_numpy(dtype=float)
     slow = x[x >= 0.05]
-    data = _published_server()["iat"]
-    edges = np.asarray(data["burst_bins_s"])
-    counts = np.asarray(data["burst_counts"]["full_mesh"])
-    n_pub = data["n"]["full_mesh"]
-    mid_pub = float(counts[edges[:-1] >= 0.0005].sum()) / n_pub
-    sub_pub = float(counts[edges[:-1] < 0.0005].sum()) / n_pub
+    h = published_iat_histogram_df()
+    h = h[(h["topology"] == "full_mesh") & (h["right"] <= 0.05 * (1 + 1e-9))]
+    frac = h["fraction"].to_numpy()
+    mid_pub = float(frac[h["left"].to_numpy() >= 0.0005 * (1 - 1e-9)].sum())
+    sub_pub = float(frac[h["left"].to_numpy() < 0.0005 * (1 - 1e-9)].sum())
     return {
         "median": float(np.median(x)),
         "burst_fraction": float(np.mean(x < 0.05)),
@@ -467,19 +467,21 @@ STAR_GAP_RANGES = (0.05, 5.0, 15.8114, 21.0848, 50.0, float("inf"))
 
 
 def published_iat_shares(topology: str, edges: tuple[float, ...]) -> list[float]:
-    """Shares of a topology's published pooled IATs between consecutive ``edges`` (each
-    edge a bin edge of summary.json's log histogram, ``iat.slow_bins_s``; from 50 ms up)."""
+    """Shares of a topology's published pooled IATs between consecutive ``edges``, each an
+    edge of the published histogram (:func:`~agentlab.analysis.published_iat_histogram_df`)
+    or infinity."""
     import numpy as np
 
-    data = _published_server()["iat"]
-    bins = np.asarray(data["slow_bins_s"] + [float("inf")])
-    counts = np.asarray(data["slow_counts"][topology] + [0])
+    from agentlab.analysis import published_iat_histogram_df
+
+    h = published_iat_histogram_df()
+    h = h[h["topology"] == topology]
+    bins = np.append(h["left"].to_numpy(), [h["right"].iloc[-1], math.inf])
     for e in edges:
         if not np.any(np.isclose(bins, e, rtol=1e-5)):
             raise ValueError(f"{e} s is not an edge of the published IAT histogram")
-    n = data["n"][topology]
-    lo = bins[:-1]
-    return [float(counts[(lo >= a * (1 - 1e-5)) & (lo < b * (1 - 1e-5))].sum()) / n
+    lo, frac = h["left"].to_numpy(), h["fraction"].to_numpy()
+    return [float(frac[(lo >= a * (1 - 1e-5)) & (lo < b * (1 - 1e-5))].sum())
             for a, b in itertools.pairwise(edges)]  # fmt: skip
 
 
@@ -548,7 +550,7 @@ def star_gap_pieces(calls: Any) -> dict[str, Any]:
          "simulated": float(((gaps >= a) & (gaps < b)).mean()),
          **{k: float(((x["gap"] >= a) & (x["gap"] < b) & m).sum() / len(x))
             for k, m in kinds.items()}}
-        for a, b, p in zip(edges[:-1], edges[1:], published_iat_shares("vertical", edges),
+        for a, b, p in zip(edges[:-1], edges[1:], published_iat_shares("star", edges),
                            strict=True)
     ]  # fmt: skip
     return out

@@ -11,6 +11,7 @@ from agentlab.analysis.figures import (
     iat_cdf_figure,
     iat_histogram_figure,
     inflight_figure,
+    paper_iat_figure,
     stage_latency_figure,
 )
 from agentlab.analysis.fits import (
@@ -54,6 +55,7 @@ from agentlab.analysis.paper import (
     paper_summary_df,
     published_paper_df,
 )
+from agentlab.analysis.paper_iat import paper_iat_histogram_df, published_iat_histogram_df
 from agentlab.analysis.report import (
     best_fits_df,
     conclusions_markdown,
@@ -110,10 +112,13 @@ __all__ = [
     "paper_fit_comparison_df",
     "paper_fit_samples",
     "paper_fits_df",
+    "paper_iat_figure",
+    "paper_iat_histogram_df",
     "paper_peaks",
     "paper_summary_df",
     "positive_values",
     "process_summary_df",
+    "published_iat_histogram_df",
     "published_paper_df",
     "stage_latency_figure",
     "subsample_ks_df",

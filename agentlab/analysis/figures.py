@@ -29,6 +29,7 @@ from agentlab.analysis._frame import (
 from agentlab.analysis.fits import _fitted, resolve_dists
 from agentlab.analysis.iat import DEFAULT_BY, DEFAULT_THRESHOLD, log_histogram_df
 from agentlab.analysis.inflight import inflight_timeline_df
+from agentlab.analysis.paper_iat import paper_iat_histogram_df
 from agentlab.core.axes import decade_label, log_time_ticks
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ __all__ = [
     "iat_histogram_figure",
     "inflight_figure",
     "log_time_ticks",
+    "paper_iat_figure",
     "stage_latency_figure",
 ]
 
@@ -173,6 +175,56 @@ def iat_histogram_figure(
         )
     _log_time_axis(fig, "inter-arrival time")
     fig.update_yaxes(title_text="density per decade")
+    fig.update_layout(title_text=title, template="plotly_white")
+    return fig
+
+
+def paper_iat_figure(
+    calls: pd.DataFrame,
+    *,
+    threshold: float | None = DEFAULT_THRESHOLD,
+    title: str = "Discussion IATs against the paper",
+    **kwargs: Any,
+) -> go.Figure:
+    """One panel per topology: the simulated discussion-window IATs (Table 2's) against the
+    paper's published histogram, density per decade on the published bins
+    (:func:`~agentlab.analysis.paper_iat.paper_iat_histogram_df`; ``kwargs`` go to it).
+
+    Returns:
+        A figure with two step-line traces per topology (simulated in the topology's
+        colour, published in grey) and the burst ``threshold`` in every panel.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    hist = paper_iat_histogram_df(calls, **kwargs)
+    topologies = list(dict.fromkeys(hist["topology"]))
+    fig = make_subplots(rows=1, cols=max(1, len(topologies)), shared_xaxes="all", shared_yaxes=True,
+                        subplot_titles=topologies, horizontal_spacing=0.04)  # fmt: skip
+    colors = _colors()
+    for i, topology in enumerate(topologies):
+        h = hist[hist["topology"] == topology]
+        nz = h[(h["simulated_count"] > 0) | (h["published_count"] > 0)]
+        h = h.loc[nz.index.min() : nz.index.max()]  # the bins either side holds values in
+        x = np.append(h["left"].to_numpy(), h["right"].iloc[-1])
+        for col, name, style in (
+            ("published_density", "published", {"color": "#7f7f7f", "dash": "dot"}),
+            ("simulated_density", "simulated", {"color": colors[i % len(colors)]}),
+        ):
+            y = h[col].to_numpy()
+            trace = go.Scatter(x=x, y=np.append(y, y[-1]), mode="lines",
+                               line={"shape": "hv", **style}, name=f"{topology} {name}",
+                               legendgroup=topology)  # fmt: skip
+            fig.add_trace(trace, row=1, col=i + 1)
+        if threshold is not None:
+            top = float(max(h["published_density"].max(), h["simulated_density"].max()))
+            line = go.Scatter(x=[threshold, threshold], y=[0, top * 1.05 or 1.0], mode="lines",
+                              line={"color": "black", "dash": "dash", "width": 1},
+                              name=f"threshold {threshold * 1000:g} ms",
+                              showlegend=i == 0)  # fmt: skip
+            fig.add_trace(line, row=1, col=i + 1)
+    _log_time_axis(fig, "inter-arrival time")
+    fig.update_yaxes(title_text="density per decade", row=1, col=1)
     fig.update_layout(title_text=title, template="plotly_white")
     return fig
 

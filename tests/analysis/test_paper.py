@@ -200,15 +200,15 @@ def test_published_iat_shares_from_the_histogram():
     39 + 4 + 2 + 19 = 165 of 7,355 (the [50, 66.7) s bin included); from 50 ms up, all but
     the 3,918 burst gaps; an edge that is no bin edge is refused."""
     mod = _topology_paper()
-    assert mod.published_iat_shares("vertical", (50.0, math.inf)) == [pytest.approx(165 / 7355)]
+    assert mod.published_iat_shares("star", (50.0, math.inf)) == [pytest.approx(165 / 7355)]
     edges = (0.05, 5.0, 15.8114, 21.0848, 50.0, math.inf)
-    got = mod.published_iat_shares("vertical", edges)
+    got = mod.published_iat_shares("star", edges)
     want = [100, 326 + 1127 + 606 + 661, 257, 86 + 75 + 34, 165]
     assert got == pytest.approx([w / 7355 for w in want])
     assert sum(got) == pytest.approx(1 - 3918 / 7355)
-    assert sum(mod.published_iat_shares("horizontal", (0.05, math.inf))) == pytest.approx(1.0)
+    assert sum(mod.published_iat_shares("sequential", (0.05, math.inf))) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="not an edge"):
-        mod.published_iat_shares("vertical", (0.05, 20.0))
+        mod.published_iat_shares("star", (0.05, 20.0))
 
 
 def test_star_gap_pieces_by_hand():

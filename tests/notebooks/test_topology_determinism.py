@@ -51,7 +51,8 @@ def test_same_seed_same_tables_and_figures(tmp_path: Path) -> None:
     a, b, other = (_recorded(tmp_path / n) for n in ("a", "b", "other"))
     expected = {
         "tables/traffic_summary.csv", "tables/iat_fits.csv", "tables/best_fits.csv",
-        "figures/iat_histogram.json", "value:conclusions", "value:burst_fraction",
+        "figures/iat_histogram.json", "figures/paper_iat_histogram.json",
+        "value:conclusions", "value:burst_fraction",
         "tables/paper_table2.csv", "tables/paper_table2_vs_published.csv",
         "tables/paper_table3.csv", "tables/paper_table3_vs_published.csv",
         "tables/full_mesh_scaling.csv", "value:workflow_config",
