@@ -58,6 +58,15 @@ def test_committed_without_outputs(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.name)
+def test_every_cell_has_its_own_id(path: Path) -> None:
+    """nbformat 4.5 cell ids: a cell without one is a validation warning today (a hard
+    error in later nbformat), two alike break links to a cell."""
+    ids = [c.get("id") for c in _load(path)["cells"]]
+    assert None not in ids, f"cells without an id: {[i for i, x in enumerate(ids) if x is None]}"
+    assert len(set(ids)) == len(ids), "duplicate cell ids"
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.name)
 def test_exactly_one_parameters_cell_of_literals(path: Path) -> None:
     cells = [c for c in _code_cells(_load(path)) if "parameters" in c["metadata"].get("tags", [])]
     assert len(cells) == 1, f"{path.name}: {len(cells)} cells tagged 'parameters'"
