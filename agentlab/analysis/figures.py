@@ -193,12 +193,23 @@ def paper_iat_figure(
     Returns:
         A figure with two step-line traces per topology (simulated in the topology's
         colour, published in grey) and the burst ``threshold`` in every panel.
+
+    Raises:
+        ConfigError: no call of ``calls`` gives such an IAT (another workflow's run, or
+            one call a run).
     """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    from agentlab.errors import ConfigError
+
     hist = paper_iat_histogram_df(calls, **kwargs)
     topologies = list(dict.fromkeys(hist["topology"]))
+    if not topologies:
+        raise ConfigError(
+            "paper_iat_figure: no discussion-window IATs of a topology the paper published"
+            " (sequential, star, full_mesh) in these calls"
+        )
     fig = make_subplots(rows=1, cols=max(1, len(topologies)), shared_xaxes="all", shared_yaxes=True,
                         subplot_titles=topologies, horizontal_spacing=0.04)  # fmt: skip
     colors = _colors()

@@ -81,3 +81,20 @@ def test_paper_iat_figure_panels():
     assert trace.line.dash == "dot"
     assert trace.x[0] == pytest.approx(min(star.left.min(), 0.000281171))
     assert max(trace.y) == pytest.approx(star.density_per_decade.max())
+
+
+def test_paper_iat_figure_refuses_calls_the_paper_has_nothing_for():
+    """A social-feed run (no topology the paper published) or one window call a run (no
+    IAT): a clear error, not an empty figure."""
+    from agentlab.errors import ConfigError
+
+    other = pd.DataFrame([_call("solo", "a", "discussion", t) for t in (0.0, 1.0)])
+    with pytest.raises(ConfigError, match="no discussion-window IATs"):
+        paper_iat_figure(other)
+    lone = pd.DataFrame(
+        [_call("star", "a", "discussion", 0.0), _call("star", "b", "discussion", 1.0)]
+    )
+    with pytest.raises(ConfigError, match="sequential, star, full_mesh"):
+        paper_iat_figure(lone)
+    with pytest.raises(ConfigError, match="topology"):
+        paper_iat_figure(other.drop(columns="topology"))
