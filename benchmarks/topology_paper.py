@@ -462,6 +462,49 @@ def format_latency_pieces(rows: list[dict[str, Any]], cmp2: Any) -> str:
     return "\n".join(lines)
 
 
+#: the IAT ranges of the by-range comparison (s; edges of the published histogram)
+IAT_RANGES = (0.0, 0.0005, 0.05, 0.5, 5.0, 15.8114, 50.0, math.inf)
+
+
+def iat_ranges(calls: Any) -> list[dict[str, Any]]:
+    """Each topology's discussion IATs by range (:data:`IAT_RANGES`), simulated against the
+    published histogram (:func:`~agentlab.analysis.paper_iat_histogram_df`): the shape of
+    what Table 2 summarises in a median and a p95."""
+    from agentlab.analysis import paper_iat_histogram_df
+
+    h = paper_iat_histogram_df(calls)
+    rows = []
+    for topology, g in h.groupby("topology", sort=False):
+        lo = g["left"].to_numpy()
+        for a, b in itertools.pairwise(IAT_RANGES):
+            m = (lo >= a * (1 - 1e-5)) & (lo < b * (1 - 1e-5))
+            rows.append({"topology": topology, "lo": a, "hi": b,
+                         "simulated": float(g["simulated"].to_numpy()[m].sum()),
+                         "published": float(g["published"].to_numpy()[m].sum())})  # fmt: skip
+    return rows
+
+
+def _range_label(a: float, b: float) -> str:
+    def s(x: float) -> str:
+        if x == 0 or math.isinf(x):
+            return "0" if x == 0 else "inf"
+        return f"{x * 1000:g}ms" if x < 1 else f"{x:.3g}s"
+
+    return f"{s(a)}-{s(b)}"
+
+
+def format_iat_ranges(rows: list[dict[str, Any]]) -> str:
+    ranges = list(dict.fromkeys((r["lo"], r["hi"]) for r in rows))
+    head = "".join(f"{_range_label(a, b):>15s}" for a, b in ranges)
+    lines = ["\nDiscussion IATs by range, % of all (simulated / published; the published"
+             " histogram: paper_iat_figure)", f"{'topology':11s}{head}"]  # fmt: skip
+    for topology in dict.fromkeys(r["topology"] for r in rows):
+        cells = [r for r in rows if r["topology"] == topology]
+        lines.append(f"{topology:11s}" + "".join(
+            f"{100 * r['simulated']:7.1f} /{100 * r['published']:5.1f}" for r in cells))  # fmt: skip
+    return "\n".join(lines)
+
+
 #: the IAT ranges of Star's slow-gap comparison (s; edges of summary.json's log bins)
 STAR_GAP_RANGES = (0.05, 5.0, 15.8114, 21.0848, 50.0, float("inf"))
 
@@ -656,6 +699,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(format_true_peaks(peaks))
     print(format_table3(cmp3, rej, rej_exact))
     print(format_burst(burst))
+    ranges = iat_ranges(calls)
+    print(format_iat_ranges(ranges))
     mm = mesh_median_pieces(calls)
     pub_median = cmp2[(cmp2.metric == "iat_median") & (cmp2.topology == "full_mesh")]["paper"]
     print(format_mesh_median(mm, float(pub_median.iloc[0])))
@@ -677,7 +722,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "exponential_rejection_n200": rej,
         "exponential_rejection_n200_ks_table": rej_exact, "cross_fit": cross, "pieces": pc,
         "mesh_median_pieces": mm, "star_gap_pieces": sg, "latency_pieces": lp,
-        "true_peaks": peaks,
+        "true_peaks": peaks, "iat_ranges": ranges,
     }  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))

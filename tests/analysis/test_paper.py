@@ -254,3 +254,20 @@ def test_star_gap_pieces_by_hand():
     assert by[(50.0, math.inf)]["next iteration"] == pytest.approx(1 / 11)
     assert by[(50.0, math.inf)]["published"] == pytest.approx(165 / 7355)
     assert by[(0.05, 5.0)]["simulated"] == 0.0
+
+
+def test_iat_ranges_by_hand():
+    """benchmarks/topology_paper.py's IATs by range: one star run with IATs 0.3 ms, 10 s and
+    60 s -> a third each in 0-0.5 ms, 5-15.8 s and 50 s-inf; the published shares are
+    summary.json's: Star's bins from 0.119 to 0.375 ms hold 1 + 35 + 1,445 + 1,414 + 935 =
+    3,830 of 7,355 IATs, its bins from 50 s up 165."""
+    mod = _topology_paper()
+    rows = [_call("star", "r", "discussion", t, t + 1.0) for t in (0.0, 0.0003, 10.0003, 70.0003)]
+    got = {(r["lo"], r["hi"]): r for r in mod.iat_ranges(pd.DataFrame(rows))}
+    assert got[(0.0, 0.0005)]["simulated"] == pytest.approx(1 / 3)
+    assert got[(5.0, 15.8114)]["simulated"] == pytest.approx(1 / 3)
+    assert got[(50.0, math.inf)]["simulated"] == pytest.approx(1 / 3)
+    assert sum(r["simulated"] for r in got.values()) == pytest.approx(1.0)
+    assert got[(0.0, 0.0005)]["published"] == pytest.approx(3830 / 7355)
+    assert got[(50.0, math.inf)]["published"] == pytest.approx(165 / 7355)
+    assert "50s-inf" in mod.format_iat_ranges(list(got.values()))
