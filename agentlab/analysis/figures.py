@@ -210,13 +210,13 @@ def paper_iat_figure(
             "paper_iat_figure: no discussion-window IATs of a topology the paper published"
             " (sequential, star, full_mesh) in these calls"
         )
-    fig = make_subplots(rows=1, cols=max(1, len(topologies)), shared_xaxes="all", shared_yaxes=True,
+    fig = make_subplots(rows=1, cols=len(topologies), shared_xaxes="all", shared_yaxes=True,
                         subplot_titles=topologies, horizontal_spacing=0.04)  # fmt: skip
     colors = _colors()
     for i, topology in enumerate(topologies):
         h = hist[hist["topology"] == topology]
         nz = h[(h["simulated_count"] > 0) | (h["published_count"] > 0)]
-        h = h.loc[nz.index.min() : nz.index.max()]  # the bins either side holds values in
+        h = h.loc[nz.index.min() : nz.index.max()]  # first to last bin holding an IAT
         x = np.append(h["left"].to_numpy(), h["right"].iloc[-1])
         for col, name, style in (
             ("published_density", "published", {"color": "#7f7f7f", "dash": "dot"}),

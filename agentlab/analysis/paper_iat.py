@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -126,7 +125,7 @@ def paper_iat_histogram_df(
             )
         )
     if not frames:
-        cols: list[Any] = ["topology", "left", "right", "center", "simulated", "published",
+        cols: list[str] = ["topology", "left", "right", "center", "simulated", "published",
                            "simulated_count", "published_count", "simulated_density",
                            "published_density"]  # fmt: skip
         return pd.DataFrame(columns=cols)
