@@ -569,7 +569,8 @@ def star_gap_pieces(calls: Any) -> dict[str, Any]:
     x = x.join(spread, on=["run_id", "prev_fan"])
     cross = x["iteration"] != x["prev_iteration"]
     after_rev = (x["after"] == "vertical_reviewer") & (x["call"] == "vertical_solver")
-    cf = np.where(after_rev & ~cross, x["gap"] - x["spread"].fillna(0.0), x["gap"])
+    # (a next iteration also starts once every critique is back: its gap shrinks alike)
+    cf = np.where(after_rev, x["gap"] - x["spread"].fillna(0.0), x["gap"])
     gaps = x["gap"].to_numpy(dtype=float)
     out: dict[str, Any] = {"p95": float(np.quantile(gaps, 0.95)),
                            "published_p95": iat_p95, "published_slow_median": slow_median,
