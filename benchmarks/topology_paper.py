@@ -381,16 +381,12 @@ def mesh_median_pieces(calls: Any, burst_pub: float = PAPER_BURST[4]) -> dict[st
     0.5-9 ms bins ~7 points larger (a quarter of those gaps longer in the paper's client)."""
     import numpy as np
 
-    from agentlab.analysis import PAPER_WINDOW, iat_df, published_iat_histogram_df
+    from agentlab.analysis import PAPER_WINDOW, iat_df
 
     mesh = calls[(calls.topology == "full_mesh") & calls.stage.isin(PAPER_WINDOW)]
     x = iat_df(mesh, stage=None, by=["run_id"])["iat"].to_numpy(dtype=float)
     slow = x[x >= 0.05]
-    h = published_iat_histogram_df()
-    h = h[(h["topology"] == "full_mesh") & (h["right"] <= 0.05 * (1 + 1e-9))]
-    frac = h["fraction"].to_numpy()
-    mid_pub = float(frac[h["left"].to_numpy() >= 0.0005 * (1 - 1e-9)].sum())
-    sub_pub = float(frac[h["left"].to_numpy() < 0.0005 * (1 - 1e-9)].sum())
+    sub_pub, mid_pub = published_iat_shares("full_mesh", (0.0, 0.0005, 0.05))
     return {
         "median": float(np.median(x)),
         "burst_fraction": float(np.mean(x < 0.05)),
@@ -475,12 +471,9 @@ def iat_ranges(calls: Any) -> list[dict[str, Any]]:
     h = paper_iat_histogram_df(calls)
     rows = []
     for topology, g in h.groupby("topology", sort=False):
-        lo = g["left"].to_numpy()
-        for a, b in itertools.pairwise(IAT_RANGES):
-            m = (lo >= a * (1 - 1e-5)) & (lo < b * (1 - 1e-5))
-            rows.append({"topology": topology, "lo": a, "hi": b,
-                         "simulated": float(g["simulated"].to_numpy()[m].sum()),
-                         "published": float(g["published"].to_numpy()[m].sum())})  # fmt: skip
+        sim, pub = (range_sums(g, col, IAT_RANGES) for col in ("simulated", "published"))
+        rows += [{"topology": topology, "lo": a, "hi": b, "simulated": x, "published": y}
+                 for (a, b), x, y in zip(itertools.pairwise(IAT_RANGES), sim, pub, strict=True)]  # fmt: skip
     return rows
 
 
@@ -506,26 +499,32 @@ def format_iat_ranges(rows: list[dict[str, Any]]) -> str:
 
 
 #: the IAT ranges of Star's slow-gap comparison (s; edges of summary.json's log bins)
-STAR_GAP_RANGES = (0.05, 5.0, 15.8114, 21.0848, 50.0, float("inf"))
+STAR_GAP_RANGES = (0.05, 5.0, 15.8114, 21.0848, 50.0, math.inf)
 
 
-def published_iat_shares(topology: str, edges: tuple[float, ...]) -> list[float]:
-    """Shares of a topology's published pooled IATs between consecutive ``edges``, each an
-    edge of the published histogram (:func:`~agentlab.analysis.published_iat_histogram_df`)
+def range_sums(h: Any, col: str, edges: tuple[float, ...]) -> list[float]:
+    """``h[col]`` summed over the bins (``left``, ``right`` of a histogram on the published
+    edges) whose left edge lies in each ``[a, b)`` of ``edges``; every edge a bin edge, 0
     or infinity."""
     import numpy as np
 
-    from agentlab.analysis import published_iat_histogram_df
-
-    h = published_iat_histogram_df()
-    h = h[h["topology"] == topology]
-    bins = np.append(h["left"].to_numpy(), [h["right"].iloc[-1], math.inf])
+    lo = h["left"].to_numpy()
+    bins = np.concatenate([lo, h["right"].to_numpy()[-1:], [0.0, math.inf]])
     for e in edges:
         if not np.any(np.isclose(bins, e, rtol=1e-5)):
             raise ValueError(f"{e} s is not an edge of the published IAT histogram")
-    lo, frac = h["left"].to_numpy(), h["fraction"].to_numpy()
-    return [float(frac[(lo >= a * (1 - 1e-5)) & (lo < b * (1 - 1e-5))].sum())
-            for a, b in itertools.pairwise(edges)]  # fmt: skip
+    v = h[col].to_numpy()
+    return [float(v[(lo >= x * (1 - 1e-5)) & (lo < y * (1 - 1e-5))].sum())
+            for x, y in itertools.pairwise(edges)]  # fmt: skip
+
+
+def published_iat_shares(topology: str, edges: tuple[float, ...]) -> list[float]:
+    """Shares of a topology's published pooled IATs between consecutive ``edges``
+    (:func:`range_sums` over :func:`~agentlab.analysis.published_iat_histogram_df`)."""
+    from agentlab.analysis import published_iat_histogram_df
+
+    h = published_iat_histogram_df()
+    return range_sums(h[h["topology"] == topology], "fraction", edges)
 
 
 def star_gap_pieces(calls: Any) -> dict[str, Any]:
@@ -594,8 +593,8 @@ def star_gap_pieces(calls: Any) -> dict[str, Any]:
          "simulated": float(((gaps >= a) & (gaps < b)).mean()),
          **{k: float(((x["gap"] >= a) & (x["gap"] < b) & m).sum() / len(x))
             for k, m in kinds.items()}}
-        for a, b, p in zip(edges[:-1], edges[1:], published_iat_shares("star", edges),
-                           strict=True)
+        for (a, b), p in zip(itertools.pairwise(edges), published_iat_shares("star", edges),
+                             strict=True)
     ]  # fmt: skip
     return out
 
