@@ -187,8 +187,9 @@ def pieces(calls: Any) -> dict[str, Any]:
     from agentlab.llm.sim_step import idle_ttft
 
     extract = _published_server()
-    ctx = extract["workflow"]["context"]
+    ctx, means = extract["workflow"]["context"], extract["workflow"]["context_mean"]
     prof = get_profile("vllm-3b")
+    cap = prof.max_completion
     c = calls[calls["outcome"] == "ok"].copy()
     c["call"] = c["labels"].map(lambda d: d.get("call") if isinstance(d, dict) else None)
     prompts = []
@@ -198,8 +199,14 @@ def pieces(calls: Any) -> dict[str, Any]:
                 x = c[(c["topology"] == topo) & (c["call"] == call) & (c["round"] == rnd)]
                 if len(x):
                     q = np.percentile(x["prompt_tokens"], [25, 50, 75]).round(0).tolist()
+                    pub = {k: means[call][k][rnd - 1] for k in ("prompt", "completion")}
                     prompts.append({"call": call, "round": rnd, "n": len(x), "simulated": q,
-                                    "published": ctx[call]["prompt"][rnd - 1][:3]})  # fmt: skip
+                                    "published": ctx[call]["prompt"][rnd - 1][:3],
+                                    "prompt_mean": float(x["prompt_tokens"].mean()),
+                                    "prompt_mean_pub": pub["prompt"],
+                                    "completion_mean": float(x["completion_tokens"].mean()),
+                                    "completion_mean_pub": pub["completion"],
+                                    "at_cap": float((x["completion_tokens"] >= cap).mean())})  # fmt: skip
     d = c[c["stage"] == "discussion"].sort_values("start")
     gap = d.groupby("run_id")["start"].diff()
     d = d.assign(
@@ -260,12 +267,18 @@ def inflight_bins(c: Any, load: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def format_pieces(pc: dict[str, Any]) -> str:
-    lines = ["\nPieces: discussion prompt tokens [p25, p50, p75] by call label and round",
-             f"{'call':22s} {'round':>5s} {'n':>5s}  {'simulated':22s} published"]  # fmt: skip
+    lines = ["\nPieces: discussion prompt tokens [p25, p50, p75] by call label and round; mean"
+             " prompt and mean completion tokens, simulated / published (workflow context"
+             " means: held out); the share of replies at the 6,144-token output cap",
+             f"{'call':22s} {'round':>5s} {'n':>5s}  {'simulated':22s} {'published':22s} "
+             f"{'prompt mean':>13s} {'completion mean':>15s} {'at cap':>7s}"]  # fmt: skip
     for r in pc["prompts"]:
         sim = "[" + ", ".join(f"{v:.0f}" for v in r["simulated"]) + "]"
         pub = "[" + ", ".join(f"{v:g}" for v in r["published"]) + "]"
-        lines.append(f"{r['call']:22s} {r['round']:5d} {r['n']:5d}  {sim:22s} {pub}")
+        means = (f"{r['prompt_mean']:5.0f} / {r['prompt_mean_pub']:<5g} "
+                 f"{r['completion_mean']:6.0f} / {r['completion_mean_pub']:<6g}")  # fmt: skip
+        lines.append(f"{r['call']:22s} {r['round']:5d} {r['n']:5d}  {sim:22s} {pub:22s} "
+                     f"{means} {100 * r['at_cap']:6.1f}%")  # fmt: skip
     lines += ["Discussion TTFT by place in a burst (joined = sent < 50 ms after the run's call"
               " before it); idle = the same prompt on an idle server",
               f"{'topology':10s} {'calls':8s} {'n':>5s} {'ttft p50':>9s} {'ttft p95':>9s} "

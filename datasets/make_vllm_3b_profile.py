@@ -118,6 +118,16 @@ def derive(x: dict, attention: bool = False) -> tuple[dict, dict]:
     )
     p["max_completion"] = cfg["max_tokens"]
     why["max_completion"] = "server_config.max_tokens (LLM_MAX_TOKENS 6144, the paper's output cap)"
+    p["truncate_to_len"] = cfg["max_model_len"]
+    why["truncate_to_len"] = (
+        "server_config.max_model_len (LLM_MAX_MODEL_LEN 11200): the paper's serving front end"
+        " cuts a longer prompt (server_config.prompt_cut: llm/serve_llm.py keeps the head of"
+        " max_model_len - max_tokens - margin tokens, 4,928 at max_tokens 6,144)"
+    )
+    p["truncate_margin"] = cfg["prompt_safety_margin_tokens"]
+    why["truncate_margin"] = (
+        "server_config.prompt_safety_margin_tokens (LLM_PROMPT_SAFETY_MARGIN_TOKENS 128)"
+    )
 
     # Decode: per-token time of calls that ran alone = ms_per_token (TTFT included) minus the
     # TTFT share, medians of the all-stage in-flight-1 bin (20,017 calls).
@@ -366,13 +376,6 @@ DISCUSSION_CALLS = {
 }
 
 
-def _mean_discussion(wf: dict, topo: str) -> float:
-    """Published mean completion of a topology's discussion calls: sum(mean * n) / sum(n)
-    over the expert roles (roles.discussion)."""
-    e = wf["expert_completion_mean"][topo]["discussion"]
-    return sum(m * n for m, n in e) / sum(n for _, n in e)
-
-
 def _pooled_cdf(dists: list[tuple[LengthDist, float]], x: float) -> float:
     return sum(d.cdf(x) * n for d, n in dists) / sum(n for _, n in dists)
 
@@ -395,95 +398,73 @@ def _solve(f: Any, target: float) -> float:
     return (a + b) / 2
 
 
-#: Most of a topology's discussion calls whose length reaches the server's output cap
-#: (max_tokens 6,144): the replies that never stop (a repetition loop, ``cap_share`` of the
-#: laws) and the body's own tail past the cap. Not published: an assumption. Sequential's
-#: published IATs support a spike there rather than a smooth far tail: 1.4 % of them lie at
-#: 50-67 s (6,144 tokens at ~9.8 ms), only 0.35 % at 28-50 s (summary.json, a check). The published star figures (round
-#: quartiles, pooled p95 2,168, mean 1,021 tokens) hold together only with ~4.6 % of the
-#: replies at the cap, or a density flat from each law's p75 to the cap; a log-normal
-#: tail solved for that mean put ~5 % of star replies on the cap (61 s each), and a
-#: round of 3 reviewers waits for its slowest (star IAT p95 48 s vs 20.7 s published).
-#: Bounded here, the star mean falls short (reported next to its source).
-CAP_SHARE_MAX = 0.01
+#: The replies that never stop (a repetition loop: they run to the server's output cap,
+#: max_tokens 6,144, ~60 s) are the published means' excess over the quartiles' body, per
+#: call label and round (workflow context means): Star's solver rounds 1-3 0 / 1.8 / 9.9 %,
+#: reviewers 0.0 / 3.5 / 10.5 %, Sequential 0.3 / 2.2 / 2.1 %, Full mesh 0 / 0.3 / 0.3 %.
+#: agentraffic flags such calls itself (scripts/demo/analysis_outliers.py "output_cap": "a
+#: runaway generation, which also makes that call take 60 to 95 s"), and its IATs show them:
+#: Sequential's pooled discussion IATs have 107 at 50-89 s against 47 at 21-28 s and 3 at
+#: 37-50 s (summary.json), where these shares put ~92 replies (a check, not an input).
 
 
 def _fit_tails(
-    body: dict[str, list[tuple[float, float, float, float]]], p95: float, mean: float, cap: float
-) -> tuple[float, float]:
-    """The p75-p95 slope shared by ``body``'s laws (median, sigma_lo, sigma_hi, n),
-    continued above p95, that gives their n-weighted mixture the pooled ``p95``, and the
-    share of replies that never stop (a repetition loop: they run to the ``cap``) that gives
-    it the pooled ``mean``, at most :data:`CAP_SHARE_MAX`."""
-    rows = [r for rs in body.values() for r in rs]
+    body: dict[str, list[tuple[float, float, float, float]]],
+    means: dict[str, list[float]],
+    p95: float,
+    cap: float,
+) -> tuple[float, dict[str, list[float]]]:
+    """The p75-p95 slope shared by ``body``'s laws (median, sigma_lo, sigma_hi, n per call
+    and round), continued above p95, that gives their n-weighted mixture the pooled ``p95``;
+    and per law the share of replies that never stop (they run to the ``cap``) that gives it
+    its round's published mean (``means[call][round - 1]``; 0 where the body alone reaches
+    it). Solved in turn: the spike moves the pooled p95, the slope the body's mean."""
+    keys = [(c, r) for c, rows in body.items() for r in range(len(rows))]
+    shares = dict.fromkeys(keys, 0.0)
 
-    def every(t: float, share: float) -> list[tuple[LengthDist, float]]:
-        return [(LengthDist(m, lo, hi, t, t).with_cap_share(share), n) for m, lo, hi, n in rows]
+    def law(c: str, r: int, t: float) -> LengthDist:
+        m, lo, hi, _n = body[c][r]
+        return LengthDist(m, lo, hi, t, t)
 
-    def pooled(t: float, share: float, f: Any) -> float:
-        xs = every(t, share)
-        return sum(f(d) * n for d, n in xs) / sum(n for _, n in xs)
+    def every(t: float) -> list[tuple[LengthDist, float]]:
+        return [(law(c, r, t).with_cap_share(shares[c, r]), body[c][r][3]) for c, r in keys]
 
-    def pooled_mean(t: float, share: float) -> float:
-        return pooled(t, share, lambda d: d.mean(cap))
-
-    def at_cap(t: float, share: float) -> float:  # the spike and the body's own tail past it
-        return pooled(t, share, lambda d: 1.0 - d.cdf(cap * (1 - 1e-9)))
-
-    def bisect(f: Any, target: float) -> float:  # the share in [0, 1/2] where f reaches it
+    def share_for(d: LengthDist, mean: float) -> float:  # in [0, 1/2], by bisection
+        if d.mean(cap) >= mean:
+            return 0.0
         a, b = 0.0, 0.5
         for _ in range(60):
             mid = (a + b) / 2
-            a, b = (mid, b) if f(mid) < target else (a, mid)
+            a, b = (mid, b) if d.with_cap_share(mid).mean(cap) < mean else (a, mid)
         return (a + b) / 2
 
-    t, share = 1.0, 0.0
-    for _ in range(6):  # the spike moves the pooled p95 a little: solve each in turn
-        t = _solve(lambda x, s=share: _pooled_quantile(every(x, s), 0.95), p95)  # type: ignore[misc]
-        most = bisect(lambda x, t=t: at_cap(t, x), CAP_SHARE_MAX)  # type: ignore[misc]
-        share = (
-            0.0
-            if pooled_mean(t, 0.0) >= mean
-            else bisect(
-                lambda x, t=t: pooled_mean(t, x),
-                mean,  # type: ignore[misc]
-            )
-        )
-        share = min(share, most)
-    return t, share
+    t = 1.0
+    for _ in range(8):
+        t = _solve(lambda x: _pooled_quantile(every(x), 0.95), p95)
+        shares = {(c, r): share_for(law(c, r, t), means[c][r]) for c, r in keys}
+    return t, {c: [shares[c, r] for r in range(len(body[c]))] for c in body}
 
 
 def discussion_laws(wf: dict, cap: float) -> dict[str, dict]:
     """Per topology, the laws (LengthDist, n) of its discussion calls by call label and
     round: log-normal bodies through each round's published quartiles, one slope from p75
     to p95 shared by the topology's calls and solved for its published pooled p95
-    (load.discussion.<topology>.completion_tokens_p95), one slope above p95 solved for its
-    published mean (roles.discussion means; lengths cut at the server's ``cap``)."""
+    (load.discussion.<topology>.completion_tokens_p95), and per round the share of replies
+    that run to the server's ``cap``, solved for the round's published mean (workflow
+    context means)."""
     out = {}
     for topo, calls in DISCUSSION_CALLS.items():
         body = {
             c: [(*_body(a, m, b), n) for a, m, b, n in wf["context"][c]["completion"]]
             for c in calls
         }
-        p95, mean = wf["p95"][topo], _mean_discussion(wf, topo)
-        t, share = _fit_tails(body, p95, mean, cap)
-        laws = {c: [(LengthDist(m, lo, hi, t, t).with_cap_share(share), n)
-                    for m, lo, hi, n in rs] for c, rs in body.items()}  # fmt: skip
-        got = sum(d.mean(cap) * n for rs in laws.values() for d, n in rs)
-        got /= sum(n for rs in laws.values() for _, n in rs)
-        out[topo] = {"laws": laws, "tail": t, "share": share, "mean": mean, "p95": p95,
-                     "got": got}  # fmt: skip
+        means = {c: wf["context_mean"][c]["completion"] for c in calls}
+        t, shares = _fit_tails(body, means, wf["p95"][topo], cap)
+        laws = {c: [(LengthDist(m, lo, hi, t, t).with_cap_share(sh), n)
+                    for (m, lo, hi, n), sh in zip(rs, shares[c], strict=True)]
+                for c, rs in body.items()}  # fmt: skip
+        out[topo] = {"laws": laws, "tail": t, "means": means, "p95": wf["p95"][topo]}
     return out
-
-
-def _short(law: dict) -> str:
-    """Where the share at the cap stopped at CAP_SHARE_MAX: the pooled mean it reached."""
-    if law["got"] >= law["mean"] * 0.999:
-        return ""
-    return (
-        f"; bounded so that at most {CAP_SHARE_MAX:.0%} of the calls run to the 6,144-token"
-        f" cap (CAP_SHARE_MAX, an assumption): pooled mean {law['got']:.1f}"
-    )
 
 
 def _body(p25: float, p50: float, p75: float) -> tuple[float, float, float]:
@@ -501,16 +482,18 @@ def _lengths(wf: dict, a1: dict, cap: float) -> tuple[dict[str, object], dict[st
             for r, (d, _n) in enumerate(dists, start=1):
                 q = wf["context"][call]["completion"][r - 1]
                 lengths[f"{call}#{r}"] = {"p25": q[0], "median": q[1], "p75": q[2],
-                                          "p95": round(d.quantile(0.95), 1),
-                                          "cap_share": round(law["share"], 5)}  # fmt: skip
+                                          "p95": round(d.with_cap_share(0.0).quantile(0.95), 1),
+                                          "cap_share": round(d.cap_share, 5)}  # fmt: skip
+                pub = law["means"][call][r - 1]
                 srcs[f"{call}#{r}"] = (
                     f"workflow context.{call} completion round {r} quartiles; p95 from the"
                     f" slope {law['tail']:.4f} (p75-p95, continued above) shared by the"
                     " topology's discussion calls, solved for its published p95"
                     f" {law['p95']} (load.discussion); cap_share = the replies that never"
-                    " stop (run to the 6,144-token cap, ~60 s), solved for its published mean"
-                    f" {law['mean']:.1f} tokens (roles.discussion means x n; mean of this"
-                    f" law {d.mean(cap):.1f})" + _short(law)
+                    " stop (run to the 6,144-token cap, ~60 s), solved for the round's"
+                    f" published mean {pub} tokens (workflow context means; mean of this law"
+                    f" {d.mean(cap):.1f}"
+                    + (": the shared slope alone reaches it)" if d.cap_share == 0 else ")")
                 )
             pq = [_pooled_quantile(dists, q) for q in (0.25, 0.5, 0.75, 0.95)]
             mean = sum(d.mean(cap) * n for d, n in dists) / sum(n for _, n in dists)
@@ -681,7 +664,8 @@ def render(x: dict, attention: bool = False) -> str:
         'name = "vllm-3b"',
     ]
     for k in ("slots", "max_num_batched_tokens", "prefill_tps", "decode_tps", "decode_degrade",
-              "decode_jitter", "overhead_s", "max_completion"):  # fmt: skip
+              "decode_jitter", "overhead_s", "max_completion", "truncate_to_len",
+              "truncate_margin"):  # fmt: skip
         lines.append(f"# source: {info['why'][k]}")
         lines.append(f"{k} = {p[k]!r}")
     gap, gap_sigma, gap_why = client_gaps(x)

@@ -199,6 +199,8 @@ class SimServer(AttemptRunner, ServerState):
         if tools:
             extra += "|" + ",".join([str(t.get("function", t).get("name")) for t in tools])
         h, prompt_tokens = self._digest(messages, extra, tools)
+        if p.truncate_to_len:
+            prompt_tokens = self._cut(prompt_tokens, params)
         self.requests_total += 1
 
         # Faults are drawn per attempt number (the client's retries and, through
@@ -292,6 +294,16 @@ class SimServer(AttemptRunner, ServerState):
         h = zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
         return h, tok.prompt_tokens(messages, tools)
 
+    def _cut(self, prompt_tokens: int, params: dict[str, Any]) -> int:
+        """A prompt's tokens after the front end's cut (``truncate_to_len``): at most
+        ``truncate_to_len - max_tokens - truncate_margin``, at least 1; the engine prefills
+        and caches the head that is kept."""
+        p = self.profile
+        cap = int(
+            params.get("max_tokens") or params.get("max_completion_tokens") or p.max_completion
+        )
+        return min(prompt_tokens, max(1, p.truncate_to_len - cap - p.truncate_margin))
+
     def plan_instant(
         self, messages: list[dict[str, Any]], params: dict[str, Any], labels: dict[str, Any] | None
     ) -> tuple[str, int, int, str] | None:
@@ -313,6 +325,8 @@ class SimServer(AttemptRunner, ServerState):
             if k is None or (messages and asks_for_program(messages)):
                 return None
             h, prompt_tokens = self._digest(messages, "")
+            if self.profile.truncate_to_len:
+                prompt_tokens = self._cut(prompt_tokens, params)
             rng = Rng(h)
             n = k.n_fixed
             if n is None:

@@ -61,6 +61,12 @@ class SimProfile:
     # #round, see length_keys) -> LengthDist; calls without a listed label use the above
     lengths: Lengths = ()
     max_completion: int = 1024  # server-side cap (max_model_len): finish_reason "length"
+    # A serving front end that cuts long prompts (the agentraffic paper's llm/serve_llm.py):
+    # a prompt over truncate_to_len - max_tokens - truncate_margin tokens (max_tokens: the
+    # request's, else max_completion) keeps that many, its head; 0 = no cut (vLLM itself
+    # answers such a prompt with HTTP 400)
+    truncate_to_len: int = 0
+    truncate_margin: int = 0
     rpm: float = 0.0  # requests per minute before 429s; 0 = no limit
     tpm: float = 0.0  # tokens (prompt + completion) per minute before 429s; 0 = no limit
     burst_s: float = 2.0  # token buckets hold this many seconds of rpm/tpm

@@ -271,3 +271,29 @@ def test_iat_ranges_by_hand():
     assert got[(0.0, 0.0005)]["published"] == pytest.approx(3830 / 7355)
     assert got[(50.0, math.inf)]["published"] == pytest.approx(165 / 7355)
     assert "50s-inf" in mod.format_iat_ranges(list(got.values()))
+
+
+def test_pieces_means_by_hand():
+    """benchmarks/topology_paper.py's pieces: per call label and round the simulated mean
+    prompt and completion tokens next to the published means (workflow context means), and
+    the share of replies at the 6,144-token output cap. Two Star round-3 reviewers with
+    prompts 1,000 / 3,000 and completions 500 / 6,144 -> means 2,000 and 3,322, half at the
+    cap; published 1,970 and 1,233 (vertical_reviewer round 3)."""
+    mod = _topology_paper()
+    rows = []
+    for k, (prompt, completion) in enumerate(((1000, 500), (3000, 6144))):
+        row = _call("star", "r", "discussion", 10.0 + 0.0003 * k, 20.0)
+        row.update(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=0,
+                   outcome="ok", round=3, ttft=0.1,
+                   labels={"call": "vertical_reviewer", "round": 3})  # fmt: skip
+        rows.append(row)
+    got = mod.pieces(pd.DataFrame(rows))["prompts"]
+    assert len(got) == 1
+    r = got[0]
+    assert (r["call"], r["round"], r["n"]) == ("vertical_reviewer", 3, 2)
+    assert r["prompt_mean"] == pytest.approx(2000.0)
+    assert r["completion_mean"] == pytest.approx(3322.0)
+    assert r["at_cap"] == pytest.approx(0.5)
+    assert (r["prompt_mean_pub"], r["completion_mean_pub"]) == (1970, 1233)
+    text = mod.format_pieces({"prompts": got, "ttft": [], "inflight": []})
+    assert "2000 / 1970" in text and "3322 / 1233" in text and "50.0%" in text
