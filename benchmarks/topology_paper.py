@@ -169,44 +169,34 @@ def format_burst(burst: dict[int, float]) -> str:
 
 
 #: the original's discussion call labels by topology (datasets/agentraffic_server.json)
-_CALLS = {"sequential": ("horizontal_discussion",), "star": ("vertical_solver", "vertical_reviewer"),
-          "full_mesh": ("full_mesh_message",)}  # fmt: skip
-
-
 def pieces(calls: Any) -> dict[str, Any]:
     """What Table 2's TTFT rows are made of, measured on the run: prompt tokens per call
-    label and round next to the published quartiles (``workflow.context.<call>.prompt`` of
-    datasets/agentraffic_server.json), and each topology's discussion TTFT split by where
+    label and round next to the published quartiles and means, with the reply means and the
+    share at the output cap (``agentlab.analysis.paper_lengths_df``), and each topology's discussion TTFT split by where
     the call stood in a burst: sent alone or first of a burst (nothing else prefilling), or
     joining one (sent within 50 ms of the call before it in its run: a fan-out), with the
     TTFT the same call would have on an idle server (overhead + the one step of its uncached
     prompt: :func:`agentlab.llm.sim_step.idle_ttft`)."""
-    import numpy as np
-
+    from agentlab.analysis import paper_lengths_df
     from agentlab.llm import get_profile
     from agentlab.llm.sim_step import idle_ttft
 
     extract = _published_server()
-    ctx, means = extract["workflow"]["context"], extract["workflow"]["context_mean"]
     prof = get_profile("vllm-3b")
-    cap = prof.max_completion
-    c = calls[calls["outcome"] == "ok"].copy()
-    c["call"] = c["labels"].map(lambda d: d.get("call") if isinstance(d, dict) else None)
+    c = calls[calls["outcome"] == "ok"]
+    lengths = paper_lengths_df(c).set_index(["call", "round", "kind"])
     prompts = []
-    for topo, labels in _CALLS.items():
-        for call in labels:
-            for rnd in (1, 2, 3):
-                x = c[(c["topology"] == topo) & (c["call"] == call) & (c["round"] == rnd)]
-                if len(x):
-                    q = np.percentile(x["prompt_tokens"], [25, 50, 75]).round(0).tolist()
-                    pub = {k: means[call][k][rnd - 1] for k in ("prompt", "completion")}
-                    prompts.append({"call": call, "round": rnd, "n": len(x), "simulated": q,
-                                    "published": ctx[call]["prompt"][rnd - 1][:3],
-                                    "prompt_mean": float(x["prompt_tokens"].mean()),
-                                    "prompt_mean_pub": pub["prompt"],
-                                    "completion_mean": float(x["completion_tokens"].mean()),
-                                    "completion_mean_pub": pub["completion"],
-                                    "at_cap": float((x["completion_tokens"] >= cap).mean())})  # fmt: skip
+    for (call, rnd, kind), r in lengths.iterrows():
+        if kind != "prompt":
+            continue
+        done = lengths.loc[(call, rnd, "completion")]
+        prompts.append({"call": call, "round": rnd, "n": int(r["n"]),
+                        "simulated": [round(float(r[k])) for k in ("p25", "median", "p75")],
+                        "published": [r[f"published_{k}"] for k in ("p25", "median", "p75")],
+                        "prompt_mean": float(r["mean"]), "prompt_mean_pub": r["published_mean"],
+                        "completion_mean": float(done["mean"]),
+                        "completion_mean_pub": done["published_mean"],
+                        "at_cap": float(done["at_cap"])})  # fmt: skip
     d = c[c["stage"] == "discussion"].sort_values("start")
     gap = d.groupby("run_id")["start"].diff()
     d = d.assign(

@@ -12,6 +12,7 @@ from agentlab.analysis.figures import (
     iat_histogram_figure,
     inflight_figure,
     paper_iat_figure,
+    paper_lengths_figure,
     stage_latency_figure,
 )
 from agentlab.analysis.fits import (
@@ -56,6 +57,7 @@ from agentlab.analysis.paper import (
     published_paper_df,
 )
 from agentlab.analysis.paper_iat import paper_iat_histogram_df, published_iat_histogram_df
+from agentlab.analysis.paper_lengths import paper_lengths_df, published_lengths_df
 from agentlab.analysis.report import (
     best_fits_df,
     conclusions_markdown,
@@ -114,11 +116,14 @@ __all__ = [
     "paper_fits_df",
     "paper_iat_figure",
     "paper_iat_histogram_df",
+    "paper_lengths_df",
+    "paper_lengths_figure",
     "paper_peaks",
     "paper_summary_df",
     "positive_values",
     "process_summary_df",
     "published_iat_histogram_df",
+    "published_lengths_df",
     "published_paper_df",
     "stage_latency_figure",
     "subsample_ks_df",

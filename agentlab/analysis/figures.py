@@ -30,6 +30,7 @@ from agentlab.analysis.fits import _fitted, resolve_dists
 from agentlab.analysis.iat import DEFAULT_BY, DEFAULT_THRESHOLD, log_histogram_df
 from agentlab.analysis.inflight import inflight_timeline_df
 from agentlab.analysis.paper_iat import paper_iat_histogram_df
+from agentlab.analysis.paper_lengths import CAP_TOKENS, paper_lengths_df
 from agentlab.core.axes import decade_label, log_time_ticks
 
 if TYPE_CHECKING:
@@ -237,6 +238,68 @@ def paper_iat_figure(
     _log_time_axis(fig, "inter-arrival time")
     fig.update_yaxes(title_text="density per decade", row=1, col=1)
     fig.update_layout(title_text=title, template="plotly_white")
+    return fig
+
+
+#: short names of the paper's discussion call labels, for axis ticks
+_CALL_SHORT = {"horizontal_discussion": "turn", "vertical_solver": "solver",
+               "vertical_reviewer": "reviewer", "full_mesh_message": "message"}  # fmt: skip
+
+
+def paper_lengths_figure(
+    calls: pd.DataFrame,
+    *,
+    title: str = "Discussion prompt and reply tokens against the paper",
+    **kwargs: Any,
+) -> go.Figure:
+    """Mean prompt (top) and reply (bottom) tokens by the paper's call label and round:
+    simulated as bars in the topology's colour, published as grey diamonds
+    (:func:`~agentlab.analysis.paper_lengths.paper_lengths_df`; ``kwargs`` go to it); the
+    hover text holds both quartiles and, for replies, the share at the output cap.
+
+    Raises:
+        ConfigError: no call of ``calls`` carries a call label and round the paper published.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from agentlab.errors import ConfigError
+
+    df = paper_lengths_df(calls, **kwargs)
+    if df.empty:
+        raise ConfigError(
+            "paper_lengths_figure: no calls with a discussion call label and round the paper"
+            " published (labels['call'] of horizontal_discussion, vertical_solver,"
+            " vertical_reviewer, full_mesh_message)"
+        )
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("prompt tokens (mean)", "reply tokens (mean)"))  # fmt: skip
+    colors = _colors()
+    order = {t: i for i, t in enumerate(dict.fromkeys(df["topology"]))}
+    for row, kind in enumerate(("prompt", "completion"), start=1):
+        d = df[df["kind"] == kind]
+        x = [f"{t} {_CALL_SHORT.get(c, c)} r{r}" for t, c, r in
+             zip(d["topology"], d["call"], d["round"], strict=True)]  # fmt: skip
+        hover = [
+            f"simulated mean {m:,.0f}, quartiles {a:,.0f} / {b:,.0f} / {c:,.0f}"
+            f"<br>published mean {pm:,.0f}, quartiles {pa:g} / {pb:g} / {pc:g}"
+            + ("" if np.isnan(cap) else f"<br>at the {CAP_TOKENS:,}-token cap {cap:.1%}")
+            for m, a, b, c, pm, pa, pb, pc, cap in zip(
+                d["mean"], d["p25"], d["median"], d["p75"], d["published_mean"],
+                d["published_p25"], d["published_median"], d["published_p75"], d["at_cap"],
+                strict=True,
+            )
+        ]  # fmt: skip
+        bar_colors = [colors[order[t] % len(colors)] for t in d["topology"]]
+        fig.add_trace(go.Bar(x=x, y=d["mean"], marker_color=bar_colors, name="simulated",
+                             hovertext=hover, hoverinfo="text", showlegend=row == 1),
+                      row=row, col=1)  # fmt: skip
+        fig.add_trace(go.Scatter(x=x, y=d["published_mean"], mode="markers", name="published",
+                                 marker={"symbol": "diamond", "size": 10, "color": "#7f7f7f"},
+                                 hovertext=hover, hoverinfo="text", showlegend=row == 1),
+                      row=row, col=1)  # fmt: skip
+        fig.update_yaxes(title_text="tokens", row=row, col=1)
+    fig.update_layout(title_text=title, template="plotly_white", bargap=0.3, height=620)
     return fig
 
 

@@ -52,6 +52,7 @@ def test_same_seed_same_tables_and_figures(tmp_path: Path) -> None:
     expected = {
         "tables/traffic_summary.csv", "tables/iat_fits.csv", "tables/best_fits.csv",
         "figures/iat_histogram.json", "figures/paper_iat_histogram.json",
+        "figures/paper_lengths.json", "tables/paper_lengths.csv",
         "value:conclusions", "value:burst_fraction",
         "tables/paper_table2.csv", "tables/paper_table2_vs_published.csv",
         "tables/paper_table3.csv", "tables/paper_table3_vs_published.csv",

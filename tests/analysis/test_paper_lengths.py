@@ -1,0 +1,93 @@
+"""The paper's discussion prompt and reply lengths by call label and round
+(``agentlab.analysis.paper_lengths``), published and simulated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from agentlab.analysis import (
+    paper_lengths_df,
+    paper_lengths_figure,
+    published_lengths_df,
+)
+from agentlab.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW = json.loads((ROOT / "datasets" / "agentraffic_server.json").read_text())["workflow"]
+
+
+def test_published_lengths_are_the_extracts_quartiles_and_means() -> None:
+    pub = published_lengths_df()
+    # 4 call labels x 3 rounds x prompt / completion
+    assert len(pub) == 24
+    assert set(pub["topology"]) == {"sequential", "star", "full_mesh"}
+    r = pub.set_index(["call", "round", "kind"]).loc[("vertical_reviewer", 3, "completion")]
+    # workflow.json groups.all.vertical.context.reviewer[2].completion_tokens
+    assert (r["n"], r["p25"], r["median"], r["p75"], r["mean"]) == (1959, 552.5, 651, 831, 1233)
+    r = pub.set_index(["call", "round", "kind"]).loc[("full_mesh_message", 1, "prompt")]
+    assert (r["median"], r["mean"]) == (201, 218.7)
+    for call, by_kind in WORKFLOW["context_mean"].items():
+        if call == "definitions":
+            continue
+        got = pub[(pub["call"] == call) & (pub["kind"] == "completion")]["mean"].tolist()
+        assert got == by_kind["completion"]
+
+
+def _call(call: str | None, rnd: object, prompt: int, completion: int, ok: bool = True,
+          topology: str = "star") -> dict[str, object]:  # fmt: skip
+    return {"labels": {"call": call} if call else {}, "round": rnd, "topology": topology,
+            "prompt_tokens": prompt, "completion_tokens": completion,
+            "outcome": "ok" if ok else "timeout"}  # fmt: skip
+
+
+def test_simulated_lengths_by_hand() -> None:
+    """Two Star round-1 solver calls (prompts 100 / 300, replies 800 / 6,144), a failed one
+    and calls the paper has no row for (no call label, no round, another topology's label
+    under star): the solver rows only, means 200 and 3,472, half the replies at the cap."""
+    calls = pd.DataFrame([
+        _call("vertical_solver", 1, 100, 800),
+        _call("vertical_solver", 1, 300, 6144),
+        _call("vertical_solver", 1, 9999, 9999, ok=False),
+        _call(None, 1, 50, 50),
+        _call("vertical_solver", pd.NA, 50, 50),
+        _call("horizontal_discussion", 1, 50, 50),  # under star: not Sequential's turn
+    ])  # fmt: skip
+    calls["round"] = calls["round"].astype("Int64")
+    got = paper_lengths_df(calls).set_index("kind")
+    assert list(got.index) == ["prompt", "completion"]
+    p, c = got.loc["prompt"], got.loc["completion"]
+    assert (p["call"], p["round"], p["n"]) == ("vertical_solver", 1, 2)
+    assert p["mean"] == pytest.approx(200.0)
+    assert p["median"] == pytest.approx(200.0)
+    assert p["published_mean"] == 151.6 and p["mean_ratio"] == pytest.approx(200 / 151.6)
+    assert pd.isna(p["at_cap"])
+    assert c["mean"] == pytest.approx(3472.0)
+    assert c["published_median"] == 838
+    assert c["at_cap"] == pytest.approx(0.5)
+
+
+def test_missing_columns_and_no_published_calls_are_errors() -> None:
+    with pytest.raises(ConfigError, match="completion_tokens"):
+        paper_lengths_df(pd.DataFrame({"labels": [{}], "topology": ["star"], "round": [1],
+                                       "prompt_tokens": [1]}))  # fmt: skip
+    none = pd.DataFrame([_call(None, 1, 5, 5)])
+    assert paper_lengths_df(none).empty
+    with pytest.raises(ConfigError, match="no calls with a discussion call label"):
+        paper_lengths_figure(none)
+
+
+def test_the_figure_draws_simulated_bars_and_published_markers() -> None:
+    calls = pd.DataFrame([_call("vertical_reviewer", 2, 1400, 700),
+                          _call("full_mesh_message", 1, 210, 260, topology="full_mesh")])  # fmt: skip
+    fig = paper_lengths_figure(calls)
+    assert [t.type for t in fig.data] == ["bar", "scatter", "bar", "scatter"]
+    prompt_bars, prompt_pub = fig.data[0], fig.data[1]
+    assert list(prompt_bars.x) == ["star reviewer r2", "full_mesh message r1"]
+    assert list(prompt_bars.y) == [1400, 210]
+    assert list(prompt_pub.y) == [1486, 218.7]  # the published prompt means
+    assert prompt_bars.marker.color[0] != prompt_bars.marker.color[1]  # one colour a topology
+    assert "at the 6,144-token cap" in fig.data[2].hovertext[0]
