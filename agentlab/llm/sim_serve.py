@@ -125,6 +125,10 @@ def build_app(
     :func:`start_sim_server` do) so disconnects free slots.
     """
     name = profile.removeprefix("sim/")
+    # vLLM's OpenAI server never cuts a prompt (an over-long one is refused): the paper's
+    # front end's cut (sim/vllm-3b's truncate_to_len) is not the server this stands in for,
+    # unless asked for by name
+    params.setdefault("truncate_to_len", 0)
     server = SimServer(get_profile(name, **params), seed, RealClock())
     if isinstance(served_model_name, str):
         served_model_name = [served_model_name]

@@ -56,3 +56,16 @@ def test_vllm_3b_cuts_at_the_papers_4928_tokens() -> None:
     huge = [{"role": "user", "content": "word " * 8000}]
     assert s.plan(huge).prompt_tokens == 11200 - 6144 - 128 == 4928
     assert s.plan(huge, params={"max_tokens": 2048}).prompt_tokens == pytest.approx(8000, abs=40)
+
+
+def test_sim_serve_stands_in_for_vllm_and_does_not_cut() -> None:
+    """vLLM's OpenAI server never cuts a prompt: sim-serve of sim/vllm-3b counts a
+    6,000-token prompt whole, unless the cut is asked for by name."""
+    from agentlab.llm.sim_serve import SIM_KEY, build_app
+
+    huge = [{"role": "user", "content": "word " * 6000}]
+    plain = build_app("sim/vllm-3b")[SIM_KEY]
+    assert plain.profile.truncate_to_len == 0
+    assert plain.plan(huge).prompt_tokens > 6000
+    cut = build_app("sim/vllm-3b", truncate_to_len=11200)[SIM_KEY]
+    assert cut.plan(huge).prompt_tokens == 4928
