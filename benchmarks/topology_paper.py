@@ -168,15 +168,14 @@ def format_burst(burst: dict[int, float]) -> str:
     return "\n".join(lines)
 
 
-#: the original's discussion call labels by topology (datasets/agentraffic_server.json)
 def pieces(calls: Any) -> dict[str, Any]:
     """What Table 2's TTFT rows are made of, measured on the run: prompt tokens per call
     label and round next to the published quartiles and means, with the reply means and the
-    share at the output cap (``agentlab.analysis.paper_lengths_df``), and each topology's discussion TTFT split by where
-    the call stood in a burst: sent alone or first of a burst (nothing else prefilling), or
-    joining one (sent within 50 ms of the call before it in its run: a fan-out), with the
-    TTFT the same call would have on an idle server (overhead + the one step of its uncached
-    prompt: :func:`agentlab.llm.sim_step.idle_ttft`)."""
+    share at the output cap (``agentlab.analysis.paper_lengths_df``), and each topology's
+    discussion TTFT split by where the call stood in a burst: sent alone or first of a burst
+    (nothing else prefilling), or joining one (sent within 50 ms of the call before it in
+    its run: a fan-out), with the TTFT the same call would have on an idle server (overhead
+    + the one step of its uncached prompt: :func:`agentlab.llm.sim_step.idle_ttft`)."""
     from agentlab.analysis import paper_lengths_df
     from agentlab.llm import get_profile
     from agentlab.llm.sim_step import idle_ttft

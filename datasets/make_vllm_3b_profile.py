@@ -413,12 +413,13 @@ def _fit_tails(
     means: dict[str, list[float]],
     p95: float,
     cap: float,
-) -> tuple[float, dict[str, list[float]]]:
+) -> tuple[float, dict[str, list[tuple[LengthDist, float]]]]:
     """The p75-p95 slope shared by ``body``'s laws (median, sigma_lo, sigma_hi, n per call
     and round), continued above p95, that gives their n-weighted mixture the pooled ``p95``;
     and per law the share of replies that never stop (they run to the ``cap``) that gives it
     its round's published mean (``means[call][round - 1]``; 0 where the body alone reaches
-    it). Solved in turn: the spike moves the pooled p95, the slope the body's mean."""
+    it). Solved in turn: the spike moves the pooled p95, the slope the body's mean. Returns
+    the slope and the laws, ``(LengthDist, n)`` per call and round."""
     keys = [(c, r) for c, rows in body.items() for r in range(len(rows))]
     shares = dict.fromkeys(keys, 0.0)
 
@@ -442,7 +443,8 @@ def _fit_tails(
     for _ in range(8):
         t = _solve(lambda x: _pooled_quantile(every(x), 0.95), p95)
         shares = {(c, r): share_for(law(c, r, t), means[c][r]) for c, r in keys}
-    return t, {c: [shares[c, r] for r in range(len(body[c]))] for c in body}
+    laws = dict(zip(keys, every(t), strict=True))
+    return t, {c: [laws[c, r] for r in range(len(body[c]))] for c in body}
 
 
 def discussion_laws(wf: dict, cap: float) -> dict[str, dict]:
@@ -459,10 +461,7 @@ def discussion_laws(wf: dict, cap: float) -> dict[str, dict]:
             for c in calls
         }
         means = {c: wf["context_mean"][c]["completion"] for c in calls}
-        t, shares = _fit_tails(body, means, wf["p95"][topo], cap)
-        laws = {c: [(LengthDist(m, lo, hi, t, t).with_cap_share(sh), n)
-                    for (m, lo, hi, n), sh in zip(rs, shares[c], strict=True)]
-                for c, rs in body.items()}  # fmt: skip
+        t, laws = _fit_tails(body, means, wf["p95"][topo], cap)
         out[topo] = {"laws": laws, "tail": t, "means": means, "p95": wf["p95"][topo]}
     return out
 

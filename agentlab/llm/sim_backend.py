@@ -294,15 +294,23 @@ class SimServer(AttemptRunner, ServerState):
         h = zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
         return h, tok.prompt_tokens(messages, tools)
 
+    def _reply_cap(self, params: dict[str, Any]) -> int:
+        """The completion cap of a request: its ``max_tokens`` (or
+        ``max_completion_tokens``), else the profile's ``max_completion``."""
+        return int(
+            params.get("max_tokens")
+            or params.get("max_completion_tokens")
+            or self.profile.max_completion
+        )
+
     def _cut(self, prompt_tokens: int, params: dict[str, Any]) -> int:
         """A prompt's tokens after the front end's cut (``truncate_to_len``): at most
         ``truncate_to_len - max_tokens - truncate_margin``, at least 1; the engine prefills
         and caches the head that is kept."""
         p = self.profile
-        cap = int(
-            params.get("max_tokens") or params.get("max_completion_tokens") or p.max_completion
+        return min(
+            prompt_tokens, max(1, p.truncate_to_len - self._reply_cap(params) - p.truncate_margin)
         )
-        return min(prompt_tokens, max(1, p.truncate_to_len - cap - p.truncate_margin))
 
     def plan_instant(
         self, messages: list[dict[str, Any]], params: dict[str, Any], labels: dict[str, Any] | None
@@ -382,9 +390,7 @@ class SimServer(AttemptRunner, ServerState):
         )
         float(params.get("sim_bool_p", p.bool_p))  # converted by plan() too: may raise
         float(params.get("sim_p_invalid_args", INVALID_ARGS_P))  # likewise (play_along)
-        cap = int(
-            params.get("max_tokens") or params.get("max_completion_tokens") or p.max_completion
-        )
+        cap = self._reply_cap(params)
         n_fixed = params.get("sim_completion_tokens")
         n_fixed = None if n_fixed is None else int(n_fixed)
         marker = params.get("sim_marker")
@@ -409,9 +415,7 @@ class SimServer(AttemptRunner, ServerState):
         """(text, tool calls, completion tokens, finish reason) of one attempt."""
         p = self.profile
         bool_p = float(params.get("sim_bool_p", p.bool_p))
-        cap = int(
-            params.get("max_tokens") or params.get("max_completion_tokens") or p.max_completion
-        )
+        cap = self._reply_cap(params)
         if tools:
             choice = params.get("tool_choice", "auto")
             forced = None

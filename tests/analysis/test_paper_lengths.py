@@ -14,10 +14,19 @@ from agentlab.analysis import (
     paper_lengths_figure,
     published_lengths_df,
 )
+from agentlab.analysis.paper_lengths import CAP_TOKENS
 from agentlab.errors import ConfigError
+from agentlab.llm import get_profile
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKFLOW = json.loads((ROOT / "datasets" / "agentraffic_server.json").read_text())["workflow"]
+EXTRACT = json.loads((ROOT / "datasets" / "agentraffic_server.json").read_text())
+WORKFLOW = EXTRACT["workflow"]
+
+
+def test_the_cap_is_the_papers_server_cap() -> None:
+    # the literal CAP_TOKENS and the profile both stand for the extract's LLM_MAX_TOKENS
+    assert EXTRACT["server_config"]["max_tokens"] == CAP_TOKENS
+    assert get_profile("vllm-3b").max_completion == CAP_TOKENS
 
 
 def test_published_lengths_are_the_extracts_quartiles_and_means() -> None:
