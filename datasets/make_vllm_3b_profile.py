@@ -43,14 +43,14 @@ ANCHOR_CACHED_TOKENS = 112
 #: of the interquartile range of ms_per_token (latency / completion tokens, TTFT included) in
 #: the in-flight-1 bin of the engine's own Sequential runs (the published bin's definition:
 #: every call of a run, by the calls in flight at its start), against ``decode_jitter``, the
-#: per-request speed factor: (jitter, sigma), 200 runs, seed 0, 3,808 calls in the bin
-#: (tests/llm/test_vllm_3b_profile.py re-measures it). Prompt and reply lengths, the TTFT
+#: per-request speed factor: (jitter, sigma), 200 runs, seed 0, with the reply laws and
+#: workflow rates per task category (tests/llm/test_vllm_3b_profile.py re-measures it). Prompt and reply lengths, the TTFT
 #: share and the attention term spread it by 0.051 with no factor at all, so the factor is
 #: the jitter at which the engine reaches the published sigma (interpolated), not that
 #: sigma itself: taken as the factor (0.0598), it counted the engine's own spread twice
 #: (the bin came out at 0.079, its IQR 1.07 vs 0.79 ms a token).
-JITTER_SWEEP = ((0.0, 0.05101), (0.03, 0.05646), (0.034, 0.05848), (0.036, 0.06014),
-                (0.038, 0.06126), (0.0598, 0.07942))  # fmt: skip
+JITTER_SWEEP = ((0.0, 0.05134), (0.03, 0.0567), (0.034, 0.05887), (0.036, 0.0605),
+                (0.038, 0.06209), (0.0598, 0.07996))  # fmt: skip
 #: Llama-3.2-3B (config.json of meta-llama/Llama-3.2-3B-Instruct; the same figures in the paper
 #: repository's scripts/deploy/kv_cache_calc.py, MODELS["llama-3.2-3b"]): 28 layers, 8 KV heads
 #: (GQA), head_dim 128, 3.21e9 parameters; fp16 (LLM_DTYPE) = 2 bytes
@@ -447,20 +447,26 @@ def _fit_tails(
     return t, {c: [laws[c, r] for r in range(len(body[c]))] for c in body}
 
 
-def discussion_laws(wf: dict, cap: float) -> dict[str, dict]:
+def discussion_laws(wf: dict, cap: float, by_task: bool = False) -> dict[str, dict]:
     """Per topology, the laws (LengthDist, n) of its discussion calls by call label and
     round: log-normal bodies through each round's published quartiles, one slope from p75
     to p95 shared by the topology's calls and solved for its published pooled p95
     (load.discussion.<topology>.completion_tokens_p95), and per round the share of replies
     that run to the server's ``cap``, solved for the round's published mean (workflow
-    context means)."""
+    context means). ``by_task``: the same per task category (``laws`` keyed
+    ``<call>/<category>``): each category's quartiles and means (workflow
+    ``context_by_task``), one slope for all of them, solved for the same pooled p95."""
     out = {}
+    cats = wf["context_by_task"]["categories"] if by_task else [None]
     for topo, calls in DISCUSSION_CALLS.items():
-        body = {
-            c: [(*_body(a, m, b), n) for a, m, b, n in wf["context"][c]["completion"]]
-            for c in calls
-        }
-        means = {c: wf["context_mean"][c]["completion"] for c in calls}
+        body, means = {}, {}
+        for c in calls:
+            for cat in cats:
+                src = wf["context_by_task"][cat] if cat else wf
+                key = f"{c}/{cat}" if cat else c
+                rows = src["context"][c]["completion"]
+                body[key] = [(*_body(a, m, b), n) for a, m, b, n in rows]
+                means[key] = src["context_mean"][c]["completion"]
         t, laws = _fit_tails(body, means, wf["p95"][topo], cap)
         out[topo] = {"laws": laws, "tail": t, "means": means, "p95": wf["p95"][topo]}
     return out
@@ -468,6 +474,39 @@ def discussion_laws(wf: dict, cap: float) -> dict[str, dict]:
 
 def _body(p25: float, p50: float, p75: float) -> tuple[float, float, float]:
     return p50, math.log(p50 / p25) / Z75, math.log(p75 / p50) / Z75
+
+
+def _round_laws(
+    lengths: dict[str, object],
+    srcs: dict[str, str],
+    context: dict,
+    law: dict,
+    call: str,
+    dists: list[tuple[LengthDist, float]],
+    cap: float,
+    cat: str | None = None,
+) -> None:
+    """The entries ``<call>#<round>`` (``/<category>`` with ``cat``) of one call label's
+    round laws, with their sources."""
+    key_of, where = (f"/{cat}", f"_by_task.{cat}") if cat else ("", "")
+    mkey = f"{call}/{cat}" if cat else call
+    for r, (d, _n) in enumerate(dists, start=1):
+        q = context[call]["completion"][r - 1]
+        key = f"{call}#{r}{key_of}"
+        lengths[key] = {"p25": q[0], "median": q[1], "p75": q[2],
+                        "p95": round(d.with_cap_share(0.0).quantile(0.95), 1),
+                        "cap_share": round(d.cap_share, 5)}  # fmt: skip
+        pub = law["means"][mkey][r - 1]
+        srcs[key] = (
+            f"workflow context{where}.{call} completion round {r} quartiles; p95 from the"
+            f" slope {law['tail']:.4f} (p75-p95, continued above) shared by the"
+            " topology's discussion calls" + (" of every task category" if cat else "")
+            + f", solved for its published p95 {law['p95']} (load.discussion); cap_share ="
+            " the replies that never stop (run to the 6,144-token cap, ~60 s), solved for"
+            f" the round's published mean {pub} tokens (workflow context{where} means;"
+            f" mean of this law {d.mean(cap):.1f}"
+            + (": the shared slope alone reaches it)" if d.cap_share == 0 else ")")
+        )
 
 
 def _lengths(wf: dict, a1: dict, cap: float) -> tuple[dict[str, object], dict[str, str]]:
@@ -478,28 +517,18 @@ def _lengths(wf: dict, a1: dict, cap: float) -> tuple[dict[str, object], dict[st
     laws = discussion_laws(wf, cap)
     for law in laws.values():
         for call, dists in law["laws"].items():
-            for r, (d, _n) in enumerate(dists, start=1):
-                q = wf["context"][call]["completion"][r - 1]
-                lengths[f"{call}#{r}"] = {"p25": q[0], "median": q[1], "p75": q[2],
-                                          "p95": round(d.with_cap_share(0.0).quantile(0.95), 1),
-                                          "cap_share": round(d.cap_share, 5)}  # fmt: skip
-                pub = law["means"][call][r - 1]
-                srcs[f"{call}#{r}"] = (
-                    f"workflow context.{call} completion round {r} quartiles; p95 from the"
-                    f" slope {law['tail']:.4f} (p75-p95, continued above) shared by the"
-                    " topology's discussion calls, solved for its published p95"
-                    f" {law['p95']} (load.discussion); cap_share = the replies that never"
-                    " stop (run to the 6,144-token cap, ~60 s), solved for the round's"
-                    f" published mean {pub} tokens (workflow context means; mean of this law"
-                    f" {d.mean(cap):.1f}"
-                    + (": the shared slope alone reaches it)" if d.cap_share == 0 else ")")
-                )
+            _round_laws(lengths, srcs, wf["context"], law, call, dists, cap)
             pq = [_pooled_quantile(dists, q) for q in (0.25, 0.5, 0.75, 0.95)]
             mean = sum(d.mean(cap) * n for d, n in dists) / sum(n for _, n in dists)
             lengths[call] = {"p25": round(pq[0], 1), "median": round(pq[1], 1),
                              "p75": round(pq[2], 1), "p95": round(pq[3], 1),
                              "mean": round(mean, 1)}  # fmt: skip
             srcs[call] = f"the rounds of {call} above pooled (rounds beyond 3, other calls)"
+    for law in discussion_laws(wf, cap, by_task=True).values():
+        for key, dists in law["laws"].items():
+            call, cat = key.split("/")
+            ctx = wf["context_by_task"][cat]["context"]
+            _round_laws(lengths, srcs, ctx, law, call, dists, cap, cat)
     disc_parts = [
         (r[1], sigma_from_quartiles(r[0], r[2]), r[3])
         for c in wf["context"].values()

@@ -107,7 +107,8 @@ class SimServer(AttemptRunner, ServerState):
         )
         # the tokenizer counts what messages add to a prefix (sim_slots.prefix_digest)
         self._extends = hasattr(self._tokenizer, "added_tokens")
-        # length law per (call, stage, topology, round) labels: SimProfile.length_dist, cached
+        # length law per (call, stage, topology, round, task_category) labels:
+        # SimProfile.length_dist, cached
         self._length_cache: dict[tuple[Any, ...], LengthDist] = {}
         # ((params, what plan_instant needs of them or None), the pair before): one
         # attribute, swapped whole, so threads sharing this server never see the knobs of
@@ -469,7 +470,7 @@ class SimServer(AttemptRunner, ServerState):
             key: tuple[Any, ...] = ()
         else:
             g = labels.get
-            key = (g("call"), g("stage", g("label")), g("topology"), g("round"))
+            key = (g("call"), g("stage", g("label")), g("topology"), g("round"), g("task_category"))
         dist = self._length_cache.get(key)
         if dist is None:
             if len(self._length_cache) > 4096:

@@ -230,7 +230,10 @@ def length_keys(labels: dict[str, Any] | None) -> list[str]:
     """The ``lengths`` keys a call's labels look up, most specific first.
 
     For ``call`` then ``stage`` (or ``label``): ``name@topology#round``, ``name#round``,
-    ``name@topology``, ``name`` (qualifiers only where the labels carry them).
+    ``name@topology``, ``name`` (qualifiers only where the labels carry them); with a
+    ``task_category`` label each is looked up first qualified by it, ``name#round/math``
+    (the published lengths differ by task category: a math run's replies run away more
+    often than a research run's).
     """
     if not labels:
         return []
@@ -247,4 +250,7 @@ def length_keys(labels: dict[str, Any] | None) -> list[str]:
         if topo is not None:
             out.append(f"{name}@{topo}")
         out.append(name)
-    return out
+    cat = labels.get("task_category")
+    if cat is None:
+        return out
+    return [k for key in out for k in (f"{key}/{cat}", key)]

@@ -32,15 +32,39 @@ STYLES = ("free_text", "structured")
 
 #: P(every expert of round r signals agreement) — Star: every reviewer approves — measured
 #: on the paper's 1,481 runs, N = 4: agentraffic ``ui/data/public/workflow.json``,
-#: ``groups.all.<topology>.consensus.per_round[r].rate`` (agreed / reached).
+#: ``groups.all.<topology>.consensus.per_round[r].rate`` (agreed / reached); per task
+#: category ``<topology>/<category>``: ``groups.<category>.<topology>`` (the categories differ
+#: most: a Sequential math discussion never agrees in round 1, a research one 29 % of the
+#: time; Star's reviewers never all approve in any category). Round 3's rate only marks
+#: the round (the discussion ends there either way): Full mesh research's 0 is 1 discussion.
 PAPER_CONSENSUS_RATES: dict[str, tuple[float, ...]] = {
     "sequential": (0.07178, 0.2654, 0.2679),
     "star": (0.0, 0.0, 0.0),
     "full_mesh": (0.3966, 0.6244, 0.5338),
+    # reached 175 / 175 / 170, 126 / 89 / 29, 156 / 156 / 142, 156 / 149 / 77 discussions
+    "sequential/math": (0.0, 0.02857, 0.1294),
+    "sequential/research": (0.2937, 0.6742, 0.6552),
+    "sequential/consulting": (0.0, 0.08974, 0.2183),
+    "sequential/coding": (0.04487, 0.4832, 0.5195),
+    # reached 187 / 170 / 68, 130 / 43 / 1, 161 / 145 / 72, 175 / 36 / 7
+    "full_mesh/math": (0.09091, 0.6, 0.6324),
+    "full_mesh/research": (0.6692, 0.9767, 0.0),
+    "full_mesh/consulting": (0.09938, 0.5034, 0.4444),
+    "full_mesh/coding": (0.7943, 0.8056, 0.5714),
 }
 #: P(an iteration is accepted by the evaluator), same file: ``retries``:
-#: 1 - not_accepted.iterations / iterations (sequential 115/613, star 186/653, mesh 164/653).
-PAPER_PASS_RATES: dict[str, float] = {"sequential": 0.8124, "star": 0.7152, "full_mesh": 0.7489}
+#: 1 - not_accepted.iterations / iterations (sequential 115/613, star 186/653, mesh 164/653);
+#: per task category from ``groups.<category>.<topology>.retries`` (Star coding 109/214: its
+#: runs retry most, so they hold a third of Star's discussions).
+PAPER_PASS_RATES: dict[str, float] = {
+    "sequential": 0.8124, "star": 0.7152, "full_mesh": 0.7489,
+    "sequential/math": 0.7029, "sequential/research": 0.9921,  # 52/175, 1/126
+    "sequential/consulting": 0.8013, "sequential/coding": 0.8013,  # 31/156, 31/156
+    "star/math": 0.7847, "star/research": 0.8378,  # 31/144, 24/148
+    "star/consulting": 0.8503, "star/coding": 0.4907,  # 22/147, 109/214
+    "full_mesh/math": 0.6417, "full_mesh/research": 0.9615,  # 67/187, 5/130
+    "full_mesh/consulting": 0.7702, "full_mesh/coding": 0.6857,  # 37/161, 55/175
+}  # fmt: skip
 
 
 def _rates_default() -> dict[str, tuple[float, ...]]:
@@ -66,14 +90,16 @@ class WorkflowConfig:
             at the first round where every agent signals agreement"); the public
             repository's current main branch completes all rounds (``early_stop=False``).
         consensus_rates: per topology, per round, P(the whole round agrees) on a simulated
-            backend [:data:`PAPER_CONSENSUS_RATES`]; rounds past the tuple use its last
-            value. Each of the k turns of a round carries the marker independently with
+            backend [:data:`PAPER_CONSENSUS_RATES`]; a key ``topology/category`` holds the
+            rates of the tasks of that ``category`` (looked up first); rounds past the
+            tuple use its last value. Each of the k turns of a round carries the marker independently with
             ``q = rate ** (1 / k)``, k taken at ``rates_agents`` experts and held fixed for
             other N (an expert's tendency to agree does not know N).
         rates_agents: the N the rates were measured at [4].
-        pass_rates: per topology, P(the evaluator's reply scores ``pass_score``) on a
-            simulated backend [:data:`PAPER_PASS_RATES`]; otherwise the reply has no
-            score, which the original scores 0 ("unscored").
+        pass_rates: per topology (and ``topology/category``, as above), P(the
+            evaluator's reply scores ``pass_score``) on a simulated backend
+            [:data:`PAPER_PASS_RATES`]; otherwise the reply has no score, which the
+            original scores 0 ("unscored").
         pass_score: the score a simulated passing evaluation gives [92, the paper's median
             final score, ``workflow.json`` ``quality.score.median``].
         threshold: score needed to accept; 0 = the evaluator's ``goal_achieved`` decides
@@ -138,10 +164,20 @@ class WorkflowConfig:
                 "max_tokens>=0"
             )
 
-    def round_rate(self, topology: str, rnd: int) -> float:
-        """P(round ``rnd`` of ``topology`` agrees); topologies without rates never agree."""
-        rates = self.consensus_rates.get(topology, (0.0,))
+    def round_rate(self, topology: str, rnd: int, category: str | None = None) -> float:
+        """P(round ``rnd`` of ``topology`` agrees) for a task of ``category``: the rates
+        keyed ``topology/category`` where given, else ``topology``'s; topologies without
+        rates never agree."""
+        rates = self.consensus_rates.get(f"{topology}/{category}") if category else None
+        if rates is None:
+            rates = self.consensus_rates.get(topology, (0.0,))
         return rates[min(rnd, len(rates)) - 1]
+
+    def pass_rate(self, topology: str, category: str | None = None) -> float:
+        """P(an iteration of ``topology`` on a task of ``category`` passes): keyed
+        ``topology/category`` where given, else ``topology``'s, else 0."""
+        rate = self.pass_rates.get(f"{topology}/{category}") if category else None
+        return self.pass_rates.get(topology, 0.0) if rate is None else rate
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain JSON-able values (stored in ``run.json``)."""
@@ -178,20 +214,24 @@ class RunContext:
     def labels(
         self, stage: str, iteration: int, rnd: int | None = None, **extra: Any
     ) -> dict[str, Any]:
-        """The call labels of one call."""
-        return {
+        """The call labels of one call (``task_category`` where the task has a category:
+        the simulated server's reply lengths differ by it, as the published ones do)."""
+        out = {
             "stage": stage,
             "iteration": iteration,
             "round": rnd,
             "topology": self.topology,
             "run_id": self.run_id,
             "task_id": self.task["id"],
-            **extra,
         }
+        cat = self.task.get("category")
+        if cat is not None:
+            out["task_category"] = cat
+        return out | extra
 
     def marker_p(self, rnd: int, turns_at_rates_n: int) -> float:
         """Per-turn marker probability for a round of ``turns_at_rates_n`` turns."""
-        rate = self.cfg.round_rate(self.topology, rnd)
+        rate = self.cfg.round_rate(self.topology, rnd, self.task.get("category"))
         return rate ** (1.0 / max(1, turns_at_rates_n))
 
     def sim_kw(self, **kw: Any) -> dict[str, Any]:

@@ -105,10 +105,11 @@ async def _evaluate(
         if room:
             prompt = P.EVALUATE.format(results=results[-room:], **fields)
     marker = f'{{"goal_achieved": true, "score": {cfg.pass_score}}}'
+    p_pass = cfg.pass_rate(ctx.topology, ctx.task.get("category"))
     text, _ = await ask(
         ctx, "orchestrator", "orchestrator", prompt,
         ctx.labels("evaluation", it, None, receiver_role="orchestrator", call="evaluate_results"),
-        **ctx.sim_kw(sim_marker=marker, sim_marker_p=cfg.pass_rates.get(ctx.topology, 0.0)),
+        **ctx.sim_kw(sim_marker=marker, sim_marker_p=p_pass),
     )  # fmt: skip
     ev = P.parse_evaluation(text)
     ev["accepted"] = ev["score"] >= cfg.threshold if cfg.threshold > 0 else ev["goal_achieved"]

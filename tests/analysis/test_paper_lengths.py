@@ -100,3 +100,31 @@ def test_the_figure_draws_simulated_bars_and_published_markers() -> None:
     assert list(prompt_pub.y) == [1486, 218.7]  # the published prompt means
     assert prompt_bars.marker.color[0] != prompt_bars.marker.color[1]  # one colour a topology
     assert "at the 6,144-token cap" in fig.data[2].hovertext[0]
+
+
+def test_per_category_rows_by_hand() -> None:
+    """``by_category``: the published rows of every task category next to ``all`` (the
+    extract's ``context_by_task``), and simulated calls split by their ``task_category``
+    label: two math and one research Star round-1 solver calls."""
+    pub = published_lengths_df(by_category=True)
+    assert list(pub["category"].unique()) == ["all", "math", "research", "consulting", "coding"]
+    assert len(pub) == 5 * 24
+    r = pub.set_index(["category", "call", "round", "kind"])
+    # workflow.json groups.math.vertical.context.reviewer[2].completion_tokens
+    got = r.loc[("math", "vertical_reviewer", 3, "completion")]
+    assert (got["median"], got["mean"]) == (600.5, 1543)
+
+    def call(cat: str, completion: int) -> dict[str, object]:
+        return {"labels": {"call": "vertical_solver", "task_category": cat}, "round": 1,
+                "topology": "star", "prompt_tokens": 100, "completion_tokens": completion,
+                "outcome": "ok"}  # fmt: skip
+
+    calls = pd.DataFrame([call("math", 500), call("math", 700), call("research", 900)])
+    out = paper_lengths_df(calls, by_category=True)
+    done = out[out["kind"] == "completion"].set_index("category")
+    assert done.loc["all", "mean"] == 700 and done.loc["all", "n"] == 3
+    assert done.loc["math", "mean"] == 600 and done.loc["math", "n"] == 2
+    assert done.loc["research", "mean"] == 900
+    assert done.loc["math", "published_mean"] == 588.3  # groups.math.vertical solver round 1
+    assert set(done.index) == {"all", "math", "research"}  # no calls: no row
+    assert "category" not in paper_lengths_df(calls).columns

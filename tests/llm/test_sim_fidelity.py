@@ -172,3 +172,28 @@ async def test_replies_that_never_stop_are_cut_at_max_tokens_free_text_and_json(
         else:
             assert r.record.completion_tokens <= 30
     assert 4 <= finishes.count("length") <= 22
+
+
+def test_length_keys_look_up_the_task_category_first() -> None:
+    """A ``task_category`` label qualifies every key, looked up before the same key without
+    it; without the label the keys are as before."""
+    from agentlab.llm.sim_lengths import length_keys
+    from agentlab.llm.sim_profiles import SimProfile
+
+    base = {"call": "vertical_solver", "round": 3, "topology": "star"}
+    assert length_keys(base) == [
+        "vertical_solver@star#3",
+        "vertical_solver#3",
+        "vertical_solver@star",
+        "vertical_solver",
+    ]
+    assert length_keys(base | {"task_category": "math"}) == [
+        "vertical_solver@star#3/math", "vertical_solver@star#3",
+        "vertical_solver#3/math", "vertical_solver#3",
+        "vertical_solver@star/math", "vertical_solver@star",
+        "vertical_solver/math", "vertical_solver",
+    ]  # fmt: skip
+    prof = SimProfile(name="t", lengths={"x#1": [100, 0.3], "x#1/math": [400, 0.3]})
+    assert prof.length_dist({"call": "x", "round": 1, "task_category": "math"}).median == 400
+    assert prof.length_dist({"call": "x", "round": 1, "task_category": "coding"}).median == 100
+    assert prof.length_dist({"call": "x", "round": 1}).median == 100

@@ -122,7 +122,8 @@ def _expected_rounds(rates: tuple[float, ...], rounds: int = 3) -> float:
 @pytest.mark.parametrize("topo", ["sequential", "star", "full_mesh"])
 def test_default_call_graph_per_iteration(tmp_path: Path, topo: str) -> None:
     """Under the paper defaults: each iteration is recruitment → r discussion rounds →
-    (synthesis) → N executions → evaluation, r in 1..3 at the configured stop rates."""
+    (synthesis) → N executions → evaluation, r in 1..3 at the configured stop rates (of the
+    run's task category)."""
     from agentlab.topology import PAPER_CONSENSUS_RATES
 
     n, runs = 4, 120
@@ -148,7 +149,14 @@ def test_default_call_graph_per_iteration(tmp_path: Path, topo: str) -> None:
         assert _peak(ex) == n and _together(ex.start)
         disc = grp[grp.stage == "discussion"]
         assert _peak(disc) == {"sequential": 1, "star": n - 1, "full_mesh": 5}[topo]
-    expected = _expected_rounds(PAPER_CONSENSUS_RATES[topo])
+    # each run at its task category's rates (``<topology>/<category>``, else the topology's)
+    cats = calls.groupby("run_id")["labels"].first().map(lambda lab: lab.get("task_category"))
+    per_run = [
+        _expected_rounds(PAPER_CONSENSUS_RATES.get(f"{topo}/{c}", PAPER_CONSENSUS_RATES[topo]))
+        for (run, _it) in calls[calls.stage != "final"].groupby(["run_id", "iteration"]).groups
+        for c in [cats[run]]
+    ]
+    expected = sum(per_run) / len(per_run)
     sd = float(pd.Series(rounds).std()) if len(set(rounds)) > 1 else 0.0
     assert abs(sum(rounds) / len(rounds) - expected) <= 4 * sd / len(rounds) ** 0.5 + 1e-9, (
         sum(rounds) / len(rounds), expected)  # fmt: skip

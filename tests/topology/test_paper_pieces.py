@@ -64,3 +64,18 @@ def test_lone_sequential_turns_decode_at_the_published_per_token_time(tmp_path: 
         "discussion"
     ]["horizontal"]["ms_per_token_median"]
     assert abs(ms / pub - 1) < 0.025, (ms, pub)
+
+
+def test_calls_carry_their_task_category() -> None:
+    """Every call of a run is labelled with its task's category (the simulated server's
+    reply lengths per category key on it); a task without one adds no label."""
+    from agentlab.topology import Experiment
+
+    tasks = [{"id": "m1", "prompt": "Add 2 and 3.", "category": "math"},
+             {"id": "x1", "prompt": "Say hello."}]  # fmt: skip
+    res = Experiment(topologies=["star"], runs=2, llm="sim/vllm-3b", seed=0, tasks=tasks,
+                     clock="virtual", progress=False).run_sync()  # fmt: skip
+    d = res.calls_df()
+    cats = {t: {(lab or {}).get("task_category") for lab in g["labels"]}
+            for t, g in d.groupby("task_id")}  # fmt: skip
+    assert cats == {"m1": {"math"}, "x1": {None}}

@@ -271,3 +271,43 @@ def test_workflow_rates_round_trip() -> None:
     WorkflowConfig(**got)  # ready to use
     with pytest.raises(ConfigError, match="columns"):
         workflow_rates(calls.drop(columns="round"))
+
+
+def test_rates_per_task_category_are_looked_up_first() -> None:
+    """``topology/category`` keys win over the topology's; a category without its own key,
+    no category and a config without category keys use the topology's rates."""
+    cfg = WorkflowConfig(consensus_rates={"full_mesh": (0.4, 0.5), "full_mesh/math": (0.1,)},
+                         pass_rates={"full_mesh": 0.75, "full_mesh/math": 0.6})  # fmt: skip
+    assert cfg.round_rate("full_mesh", 1, "math") == 0.1
+    assert cfg.round_rate("full_mesh", 3, "math") == 0.1  # past the tuple: its last value
+    assert cfg.round_rate("full_mesh", 2, "coding") == 0.5
+    assert cfg.round_rate("full_mesh", 2) == 0.5
+    assert cfg.round_rate("star", 1, "math") == 0.0
+    assert (cfg.pass_rate("full_mesh", "math"), cfg.pass_rate("full_mesh", "coding")) == (0.6, 0.75)
+    assert cfg.pass_rate("star") == 0.0
+
+
+def test_the_paper_category_rates_pool_to_the_topology_rates() -> None:
+    """The published per-category rates, weighted by the discussions (iterations) that
+    reached each round in each category (workflow.json ``groups.<category>``), give back the
+    all-task rate: a check of the hand copy."""
+    from agentlab.topology import PAPER_CONSENSUS_RATES, PAPER_PASS_RATES
+
+    cats = ("math", "research", "consulting", "coding")
+    reached = {  # consensus.per_round[r].reached per category
+        "sequential": ((175, 175, 170), (126, 89, 29), (156, 156, 142), (156, 149, 77)),
+        "full_mesh": ((187, 170, 68), (130, 43, 1), (161, 145, 72), (175, 36, 7)),
+    }
+    for topo, rows in reached.items():
+        for r in range(3):
+            agreed = sum(
+                PAPER_CONSENSUS_RATES[f"{topo}/{c}"][r] * n[r]
+                for c, n in zip(cats, rows, strict=True)
+            )
+            total = sum(n[r] for n in rows)
+            assert agreed / total == pytest.approx(PAPER_CONSENSUS_RATES[topo][r], abs=0.002)
+    iterations = {"sequential": (175, 126, 156, 156), "star": (144, 148, 147, 214),
+                  "full_mesh": (187, 130, 161, 175)}  # fmt: skip
+    for topo, its in iterations.items():
+        passed = sum(PAPER_PASS_RATES[f"{topo}/{c}"] * n for c, n in zip(cats, its, strict=True))
+        assert passed / sum(its) == pytest.approx(PAPER_PASS_RATES[topo], abs=0.001)
