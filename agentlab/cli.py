@@ -321,7 +321,8 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca.add_argument(
         "--by-label",
         default=None,
-        help="fit output lengths per these labels, e.g. call,round (default: per stage)",
+        help="fit output lengths per these labels, e.g. call,round or call,round,task_category"
+        " (default: per stage)",
     )
     ca.add_argument("--step-roofline", action="store_true",
                     help="fit the roofline step (max of weight read and compute), as sim/vllm-3b")  # fmt: skip

@@ -19,7 +19,8 @@ The model fitted is the step model of :mod:`agentlab.llm.sim_engine`:
   the pooled fit as the default; with ``lengths_by=["call", "round"]`` (CLI
   ``--by-label call,round``) a law per call label and round that keeps the quartiles, p95
   and mean (:class:`~agentlab.llm.sim_lengths.LengthDist`), so a workflow re-run on the
-  fitted profile keeps each call's lengths (the stage fit pools what differs by topology).
+  fitted profile keeps each call's lengths (the stage fit pools what differs by topology);
+  ``"task_category"`` added qualifies them by the task's category too (``call#2/math``).
 - **Prefix caching**: with a ``cached_tokens`` column (vLLM's
   ``prompt_tokens_details.cached_tokens``) a call's prompt tokens here are the uncached
   ones, the prefill work, in the fit and in the replay (the fitted profile has no cache).
@@ -148,14 +149,14 @@ def _fit_lengths(d: pd.DataFrame, stage_col: str) -> dict[str, tuple[float, floa
 
 
 #: label columns that qualify a length key (SimProfile.length_keys): column -> prefix
-_QUALIFIERS = {"topology": "@", "round": "#"}
+_QUALIFIERS = {"topology": "@", "round": "#", "task_category": "/"}
 
 
 def _length_key(base: Any, quals: dict[str, Any]) -> str | None:
     if base is None or (isinstance(base, float) and math.isnan(base)) or base is pd.NA:
         return None
     key = str(base)
-    for col in ("topology", "round"):  # the order length_keys reads: name@topology#round
+    for col in _QUALIFIERS:  # the order length_keys reads: name@topology#round/category
         v = quals.get(col)
         if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
             continue
@@ -258,9 +259,9 @@ def fit_calibration(
             client's calls on predicted ends (see :mod:`agentlab.analysis.replay_engine`).
         stage_col: the stage label column (or taken from a ``labels`` dict column).
         lengths_by: label column(s) the output lengths are fitted by, e.g.
-            ``["call", "round"]``: the first names the call, ``round`` / ``topology``
-            qualify it (keys ``call#2``, ``call@star``, as :func:`~agentlab.llm.sim_lengths.length_keys`
-            looks them up); each key gets its quartiles, p95 and mean
+            ``["call", "round"]``: the first names the call, ``round`` / ``topology`` /
+            ``task_category`` qualify it (keys ``call#2``, ``call@star``, ``call#2/math``,
+            as :func:`~agentlab.llm.sim_lengths.length_keys` looks them up); each key gets its quartiles, p95 and mean
             (:class:`~agentlab.llm.sim_lengths.LengthDist`). Default: one log-normal per
             ``stage_col`` value.
         n_boot: bootstrap resamples (over calls) for the confidence intervals.

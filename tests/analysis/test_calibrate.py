@@ -234,6 +234,32 @@ def test_lengths_by_call_label_and_round_survive_a_workflow_rerun(tmp_path: Path
     assert disc_p50(again) == pytest.approx(disc_p50(calls), rel=0.15)
 
 
+def test_lengths_by_task_category_give_the_keys_the_server_looks_up() -> None:
+    """``task_category`` qualifies a length key as ``length_keys`` reads it
+    (``call#round/category``): each category's calls get their own law, and a call of a
+    category the fit never saw falls back to the call label's pooled law."""
+    rows = []
+    for i in range(40):  # one call at a time (an idle server), prompts of 7 sizes
+        for j, (cat, base) in enumerate((("math", 300), ("research", 900))):
+            start, prompt, done = 20.0 * (2 * i + j), 100 + 50 * (i % 7), base + 3 * i
+            first = start + 0.01 + prompt / 10_000
+            rows.append({"start": start, "first_token": first, "end": first + done / 100,
+                         "prompt_tokens": prompt, "completion_tokens": done,
+                         "labels": {"call": "x", "round": 1, "task_category": cat,
+                                    "stage": "discussion"}})  # fmt: skip
+    cal = fit_calibration(pd.DataFrame(rows), lengths_by=["call", "round", "task_category"],
+                          n_boot=2, n_sim=0)  # fmt: skip
+    keys = {k for k, _ in cal.profile.lengths}
+    assert {"x#1/math", "x#1/research", "x"} <= keys
+    prof = cal.profile
+    math_law = prof.length_dist({"call": "x", "round": 1, "task_category": "math"})
+    assert math_law.median == pytest.approx(300 + 3 * 19.5, rel=0.02)
+    research = prof.length_dist({"call": "x", "round": 1, "task_category": "research"})
+    assert research.median == pytest.approx(900 + 3 * 19.5, rel=0.02)
+    pooled = prof.length_dist({"call": "x", "round": 1, "task_category": "coding"})
+    assert math_law.median < pooled.median < research.median
+
+
 def test_cli_by_label_and_bad_qualifiers(tmp_path: Path) -> None:
     calls = asyncio.run(_workload(seed=3))
     with pytest.raises(ConfigError, match="qualify"):
