@@ -44,11 +44,11 @@ ANCHOR_CACHED_TOKENS = 112
 #: the in-flight-1 bin of the engine's own Sequential runs (the published bin's definition:
 #: every call of a run, by the calls in flight at its start), against ``decode_jitter``, the
 #: per-request speed factor: (jitter, sigma), 200 runs, seed 0, with the reply laws and
-#: workflow rates per task category (tests/llm/test_vllm_3b_profile.py re-measures it). Prompt and reply lengths, the TTFT
-#: share and the attention term spread it by 0.051 with no factor at all, so the factor is
-#: the jitter at which the engine reaches the published sigma (interpolated), not that
-#: sigma itself: taken as the factor (0.0598), it counted the engine's own spread twice
-#: (the bin came out at 0.079, its IQR 1.07 vs 0.79 ms a token).
+#: workflow rates per task category (tests/llm/test_vllm_3b_profile.py re-measures it).
+#: Prompt and reply lengths, the TTFT share and the attention term spread it by 0.051 with
+#: no factor at all, so the factor is the jitter at which the engine reaches the published
+#: sigma (interpolated), not that sigma itself: taken as the factor (0.0598), it counted the
+#: engine's own spread twice (the bin came out at 0.079, its IQR 1.07 vs 0.79 ms a token).
 JITTER_SWEEP = ((0.0, 0.05134), (0.03, 0.0567), (0.034, 0.05887), (0.036, 0.0605),
                 (0.038, 0.06209), (0.0598, 0.07996))  # fmt: skip
 #: Llama-3.2-3B (config.json of meta-llama/Llama-3.2-3B-Instruct; the same figures in the paper
