@@ -198,7 +198,8 @@ class AIMDLimiter:
         minimum latency, ``t_a`` and ``u_a`` that answer's tokens and computed prompt
         tokens, ``s`` and ``q`` the recent minimum slopes from there to longer answers and
         to longer computed prompts. Before any slope sample, ``s = a / t_a`` and ``q = a /
-        max(u_a, 64)``: latency proportional to the excess, an upper bound.
+        max(u_a, 64)``: latency proportional to the excess, an upper bound; None for a
+        longer answer when ``t_a`` is 0 (no bound).
         """
         if self._fix <= self._fix_prev:
             a, ta, ua = self._fix, self._fix_t, self._fix_u
@@ -211,7 +212,12 @@ class AIMDLimiter:
         if extra > 0:
             s = self._slope if self._slope <= self._slope_prev else self._slope_prev
             if s == math.inf:
-                s = a / ta if ta > 0 else 0.0
+                if ta <= 0:
+                    # An anchor of no tokens (a fault's empty answer) bounds nothing: with
+                    # s = 0 every longer answer read as late, fed no slope sample and cut
+                    # the limit until the window turned (10 -> 2 under sporadic faults).
+                    return None
+                s = a / ta
             want += s * extra
         extra = prefill_tokens - ua
         if extra > 0:

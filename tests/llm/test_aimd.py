@@ -71,6 +71,26 @@ def test_fixed_cost_of_short_answers_is_not_congestion() -> None:
     assert n <= before and lim.slow_signals == 1  # within about one round trip
 
 
+def test_an_empty_answer_as_anchor_does_not_make_every_answer_late() -> None:
+    """A fault's empty answer (0 tokens, fast) can become the no-load anchor; it bounds no
+    decode time, so longer answers are not judged against it (no slope yet: ``expected``
+    is None) and feed the slope sample instead of reading as congestion. Before, the
+    fallback slope was 0, every answer was "late", none fed a slope, and the limit was cut
+    answer after answer (10 -> 2 in a 500-agent society under sporadic faults)."""
+    lim = AIMDLimiter(initial=8, latency_factor=4.0)
+    for k in range(20):  # a normal load: 0.3 s fixed + 10 ms / token
+        tokens = (20, 60, 150)[k % 3]
+        lim.on_success(0.3 + 0.01 * tokens, tokens, in_flight=8, epoch=lim.epoch)
+    lim.on_success(0.04, 0, in_flight=8, epoch=lim.epoch)  # the empty answer: new anchor
+    assert lim.baseline == 0.04 and lim.per_token is None
+    assert lim.expected(0) == 0.04 and lim.expected(50) is None
+    for k in range(30):
+        tokens = (20, 60, 150)[k % 3]
+        lim.on_success(0.3 + 0.01 * tokens, tokens, in_flight=8, epoch=lim.epoch)
+    assert lim.decreases == 0 and lim.slow_signals == 0
+    assert lim.per_token is not None  # measured from the anchor to the longer answers
+
+
 def test_absolute_slow_threshold_and_floor() -> None:
     lim = AIMDLimiter(initial=2, slow_s=2.0)
     for _ in range(5):
