@@ -261,9 +261,9 @@ def fit_calibration(
         lengths_by: label column(s) the output lengths are fitted by, e.g.
             ``["call", "round"]``: the first names the call, ``round`` / ``topology`` /
             ``task_category`` qualify it (keys ``call#2``, ``call@star``, ``call#2/math``,
-            as :func:`~agentlab.llm.sim_lengths.length_keys` looks them up); each key gets its quartiles, p95 and mean
-            (:class:`~agentlab.llm.sim_lengths.LengthDist`). Default: one log-normal per
-            ``stage_col`` value.
+            as :func:`~agentlab.llm.sim_lengths.length_keys` looks them up); each key gets
+            its quartiles, p95 and mean (:class:`~agentlab.llm.sim_lengths.LengthDist`).
+            Default: one log-normal per ``stage_col`` value.
         n_boot: bootstrap resamples (over calls) for the confidence intervals.
         n_sim: replays of the fitted engine with fresh decode-speed draws, refitted to
             widen the decode parameters' intervals (0 = off).

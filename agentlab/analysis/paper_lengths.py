@@ -8,8 +8,8 @@ copied unchanged into ``datasets/agentraffic_server.json``: ``workflow.context``
 ``workflow.context_mean``), and the same per task category (math, research, consulting,
 coding: ``groups.<category>``, ``workflow.context_by_task``). ``sim/vllm-3b``'s length laws
 take the reply quartiles and means per category as inputs; the prompts follow from the
-replies the next calls quote, so the prompt rows are a held-out check. A reply of 6,144 tokens or more ran to the paper server's output cap (a
-runaway generation: ``at_cap``).
+replies the next calls quote, so the prompt rows are a held-out check. A reply of 6,144
+tokens or more ran to the paper server's output cap (a runaway generation: ``at_cap``).
 """
 
 from __future__ import annotations

@@ -92,9 +92,10 @@ class WorkflowConfig:
         consensus_rates: per topology, per round, P(the whole round agrees) on a simulated
             backend [:data:`PAPER_CONSENSUS_RATES`]; a key ``topology/category`` holds the
             rates of the tasks of that ``category`` (looked up first); rounds past the
-            tuple use its last value. Each of the k turns of a round carries the marker independently with
-            ``q = rate ** (1 / k)``, k taken at ``rates_agents`` experts and held fixed for
-            other N (an expert's tendency to agree does not know N).
+            tuple use its last value. Each of the k turns of a round carries the marker
+            independently with ``q = rate ** (1 / k)``, k taken at ``rates_agents``
+            experts and held fixed for other N (an expert's tendency to agree does not
+            know N).
         rates_agents: the N the rates were measured at [4].
         pass_rates: per topology (and ``topology/category``, as above), P(the
             evaluator's reply scores ``pass_score``) on a simulated backend
