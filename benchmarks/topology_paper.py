@@ -184,7 +184,8 @@ def pieces(calls: Any) -> dict[str, Any]:
     extract = _published_server()
     prof = get_profile("vllm-3b")
     c = calls[calls["outcome"] == "ok"]
-    lengths = paper_lengths_df(c).set_index(["call", "round", "kind"])
+    by_cat = paper_lengths_df(c, by_category=True)  # "all" rows first, then per category
+    lengths = by_cat[by_cat["category"] == "all"].set_index(["call", "round", "kind"])
     prompts = []
     for (call, rnd, kind), r in lengths.iterrows():
         if kind != "prompt":
@@ -212,8 +213,7 @@ def pieces(calls: Any) -> dict[str, Any]:
                              "ttft_p50": float(x["ttft"].median()),
                              "ttft_p95": float(x["ttft"].quantile(0.95)),
                              "idle_p50": float(x["idle"].median())})  # fmt: skip
-    per_cat = paper_lengths_df(c, by_category=True)
-    per_cat = per_cat[(per_cat["kind"] == "completion") & (per_cat["category"] != "all")]
+    per_cat = by_cat[(by_cat["kind"] == "completion") & (by_cat["category"] != "all")]
     categories = [{"call": call, "category": cat, "n": int(g["n"].sum()),
                    "rounds": [int(v) for v in g["round"]],
                    "mean": [float(v) for v in g["mean"]],

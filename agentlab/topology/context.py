@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentlab.core.clock import Clock
 from agentlab.errors import ConfigError
@@ -73,6 +73,16 @@ def _rates_default() -> dict[str, tuple[float, ...]]:
 
 def _pass_default() -> dict[str, float]:
     return dict(PAPER_PASS_RATES)
+
+
+_T = TypeVar("_T")
+
+
+def _by_category(table: Mapping[str, _T], topology: str, category: str | None, default: _T) -> _T:
+    """``table["topology/category"]`` where given, else ``table[topology]``, else
+    ``default``: the lookup of both rate tables."""
+    hit = table.get(f"{topology}/{category}") if category else None
+    return table.get(topology, default) if hit is None else hit
 
 
 @dataclass(frozen=True)
@@ -169,16 +179,13 @@ class WorkflowConfig:
         """P(round ``rnd`` of ``topology`` agrees) for a task of ``category``: the rates
         keyed ``topology/category`` where given, else ``topology``'s; topologies without
         rates never agree."""
-        rates = self.consensus_rates.get(f"{topology}/{category}") if category else None
-        if rates is None:
-            rates = self.consensus_rates.get(topology, (0.0,))
+        rates = _by_category(self.consensus_rates, topology, category, (0.0,))
         return rates[min(rnd, len(rates)) - 1]
 
     def pass_rate(self, topology: str, category: str | None = None) -> float:
         """P(an iteration of ``topology`` on a task of ``category`` passes): keyed
         ``topology/category`` where given, else ``topology``'s, else 0."""
-        rate = self.pass_rates.get(f"{topology}/{category}") if category else None
-        return self.pass_rates.get(topology, 0.0) if rate is None else rate
+        return _by_category(self.pass_rates, topology, category, 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain JSON-able values (stored in ``run.json``)."""
