@@ -328,6 +328,9 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
                     help="fit the roofline step (max of weight read and compute), as sim/vllm-3b")  # fmt: skip
     ca.add_argument("--attention", action="store_true",
                     help="also fit attention_decode_s (decode slowing with the context)")  # fmt: skip
+    ca.add_argument("--length-corr-by", default=None,
+                    help="with --by-label, also fit length_corr: how a group's lengths (e.g."
+                    " run_id) run long or short together")  # fmt: skip
     ca.set_defaults(target="agentlab.analysis.calibrate:main")
 
 

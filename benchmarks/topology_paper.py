@@ -15,9 +15,9 @@ the burst fraction carries); the discussion latency pooled as the server timed i
 Table 2's per-run aggregation, timed by the calling agent (:func:`latency_pieces`: the
 server model matches the first within 3 % at p50 for all three topologies at seeds 0-2,
 and at p95 but for Star, whose pooled p95 sits at the edge of its ~4.7 % of replies run to
-the cap: ~58 s in a sample where they pass 5 %, seeds 0 and 2; Star's per-run p50 is 1.19 x
-its pooled one in the paper, ~1.01 x in the sim); Star's IAT p95 decomposed
-(:func:`star_gap_pieces`). Last, the pieces the TTFT rows are made of (:func:`pieces`):
+the cap: ~60 s in a sample where they pass 5 %, seed 1; the per-run / pooled p50 ratios are
+the inputs of the profile's ``length_corr``, Star's 1.19 in the paper); Star's IAT p95
+decomposed (:func:`star_gap_pieces`). Last, the pieces the TTFT rows are made of (:func:`pieces`):
 discussion prompt tokens by call label and round next to the published quartiles, the mean
 reply tokens per task category and round, and discussion TTFT by place in a burst (first /
 joined) next to the same prompt on an idle server.

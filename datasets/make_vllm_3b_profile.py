@@ -14,6 +14,7 @@ Run: ``python datasets/make_vllm_3b_profile.py [--check] [--explain]``.
 from __future__ import annotations
 
 import argparse
+import csv
 import itertools
 import json
 import math
@@ -25,6 +26,7 @@ from agentlab.llm.sim_lengths import LengthDist
 
 HERE = Path(__file__).resolve().parent
 EXTRACT = HERE / "agentraffic_server.json"
+PAPER = HERE / "agentraffic_paper.csv"
 OUT = HERE.parent / "agentlab" / "llm" / "profiles" / "vllm-3b.toml"
 #: The engine's roofline step time (engine.step_roofline): prefill_tps / overhead_s are
 #: fitted under the step model the profile runs with.
@@ -58,6 +60,62 @@ KV_BYTES_PER_TOKEN = 2 * 28 * 8 * 128 * 2  # K and V of one token, all layers
 WEIGHT_BYTES = 3.21e9 * 2
 Z75 = 0.6744897501960817  # standard normal 75th percentile: IQR of a normal = 2 * Z75 * sigma
 Z95 = 1.6448536269514722
+
+
+#: How much a run's discussion replies run long or short together (``length_corr``, the
+#: dependence of a run's reply lengths; each call's law is unchanged) shows in one published
+#: figure: Table 2's latency p50, a per-run median averaged over runs, over the pooled median
+#: of the same calls (load.json discussion.<topology>.latency_p50_s). Independent draws put
+#: the two within 1-6 % of each other; Star's published per-run median is 18.6 % above its
+#: pooled one. (rho, ratio): the engine's ratio with ``length_corr`` = rho on the topology's
+#: discussion call labels, mean of seeds 0-4 at 200 runs (``--sweep-corr`` re-measures it;
+#: the seeds spread it by ~0.02-0.05, so rho is known to ~0.1).
+RUN_CORR_SWEEP: dict[str, tuple[tuple[float, float], ...]] = {
+    "sequential": ((0.0, 1.059), (0.2, 1.0624), (0.4, 1.0801), (0.6, 1.1259)),
+    "star": ((0.0, 1.0034), (0.6, 1.1424), (0.8, 1.226), (0.9, 1.3061), (0.95, 1.3414), (0.98, 1.3417)),
+    "full_mesh": ((0.0, 1.0286), (0.1, 1.0332), (0.2, 1.0391), (0.3, 1.0438)),
+}  # fmt: skip
+
+
+def _rho_for(topology: str, ratio: float) -> tuple[float, str]:
+    """The ``length_corr`` whose per-run / pooled p50 ratio is ``ratio`` (linear in
+    RUN_CORR_SWEEP) and how it was read: a ratio at or below the independent draws' is 0."""
+    pts = RUN_CORR_SWEEP[topology]
+    if ratio <= pts[0][1]:
+        return 0.0, f"at or below the ratio of independent draws ({pts[0][1]}): 0"
+    for (r0, a0), (r1, a1) in itertools.pairwise(pts):
+        if a0 <= ratio <= a1:
+            rho = r0 + (ratio - a0) / (a1 - a0) * (r1 - r0)
+            return round(rho, 2), f"between ({r0}, {a0}) and ({r1}, {a1}) of RUN_CORR_SWEEP"
+    raise ValueError(f"{topology} per-run / pooled ratio {ratio} outside RUN_CORR_SWEEP")
+
+
+def published_p50_ratios(x: dict) -> dict[str, tuple[float, float, float]]:
+    """Per topology: (Table 2's per-run latency p50, the pooled one, their ratio)."""
+    with PAPER.open(encoding="utf-8") as f:
+        t2 = {r["topology"]: float(r["value"]) for r in csv.DictReader(f)
+              if r["table"] == "table2" and r["metric"] == "latency_p50"}  # fmt: skip
+    out = {}
+    for key, topo in TOPOLOGY.items():
+        pooled = x["load"]["discussion"][key]["latency_p50_s"]
+        out[topo] = (t2[topo], pooled, t2[topo] / pooled)
+    return out
+
+
+def length_corr(x: dict) -> tuple[dict[str, float], dict[str, str]]:
+    """``length_corr`` per discussion call label, with its source."""
+    corr, why = {}, {}
+    for key, (run, pooled, ratio) in zip(TOPOLOGY, published_p50_ratios(x).values(), strict=True):
+        topo = TOPOLOGY[key]
+        rho, how = _rho_for(topo, ratio)
+        for call in DISCUSSION_CALLS[key]:
+            corr[call] = rho
+            why[call] = (
+                f"{topo}: Table 2 latency p50 (per-run medians averaged) {run} s over the"
+                f" pooled discussion p50 {pooled} s (load.discussion.{key}.latency_p50_s) ="
+                f" {ratio:.4f}; the rho at which the engine's runs give that ratio, {how}"
+            )
+    return corr, why
 
 
 def _jitter_for(sigma: float) -> float:
@@ -715,6 +773,9 @@ def render(x: dict, attention: bool = False) -> str:
         "# (below); calls without one (e.g. social_feed agents) have no published counterpart",
         "completion_median = 120.0",
         "completion_sigma = 0.6",
+        "# source: the topology workflow labels every call with its run (RunContext.labels):",
+        "# the group whose replies [length_corr] correlates",
+        'length_corr_by = "run_id"',
         "# source: vLLM has no request or token quotas (rpm, tpm, faults stay 0)",
         'source = "agentraffic paper server (Llama-3.2-3B-Instruct on vLLM, max_num_seqs 8),'
         " derived from the published aggregates of its 1,481 runs (ui/data/public/load.json,"
@@ -733,6 +794,16 @@ def render(x: dict, attention: bool = False) -> str:
             lines.append(f"{key} = {{" + ", ".join(f"{k} = {x!r}" for k, x in v.items()) + "}")
         else:
             lines.append(f"{key} = [{v[0]!r}, {v[1]!r}]")
+    corr, corr_why = length_corr(x)
+    lines += [
+        "",
+        "# labels['call'] = rho: a run's replies of these calls draw their length scores with",
+        "# correlation rho (sqrt(rho) * the run's score + sqrt(1 - rho) * their own; each law",
+        "# above unchanged); calls not listed draw independently",
+        "[length_corr]",
+    ]
+    for call, rho in corr.items():
+        lines += [f"# source: {corr_why[call]}", f"{call} = {rho!r}"]
     lines += _engine_lines(x["server_config"], p, info["why"])
     return "\n".join(lines) + "\n"
 
@@ -778,6 +849,41 @@ def _engine_lines(cfg: dict, p: dict, why: dict) -> list[str]:
     ]
 
 
+def run_p50_ratio(topology: str, rho: float, seed: int, runs: int = 200) -> float:
+    """The engine's per-run / pooled discussion latency p50 ratio (Table 2's window over
+    load.json's discussion calls) for ``topology`` with ``length_corr`` = ``rho`` on its
+    discussion call labels (``sim/vllm-3b`` otherwise as committed)."""
+    from agentlab.llm import LLMClient
+    from agentlab.topology import Experiment
+
+    key = next(k for k, t in TOPOLOGY.items() if t == topology)
+    llm = LLMClient("sim/vllm-3b", seed=seed, length_corr={c: rho for c in DISCUSSION_CALLS[key]})
+    res = Experiment(topologies=[topology], runs=runs, llm=llm, seed=seed, clock="virtual",
+                     progress=False).run_sync()  # fmt: skip
+    c = res.calls_df()
+    c = c[c["outcome"] == "ok"]
+    lat = c["end"] - c["start"]
+    win = c["stage"].isin(["discussion", "synthesis"])
+    per_run = lat[win].groupby(c["run_id"][win]).median().mean()
+    return float(per_run / lat[c["stage"] == "discussion"].median())
+
+
+#: the rho grid of RUN_CORR_SWEEP per topology
+SWEEP_GRID = {"sequential": (0.0, 0.2, 0.4, 0.6), "star": (0.0, 0.6, 0.8, 0.9, 0.95, 0.98),
+              "full_mesh": (0.0, 0.1, 0.2, 0.3)}  # fmt: skip
+
+
+def sweep_corr(seeds: tuple[int, ...] = (0, 1, 2, 3, 4)) -> dict[str, list[tuple[float, float]]]:
+    """RUN_CORR_SWEEP measured afresh: per topology, (rho, the mean ratio over ``seeds``)."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for topo, grid in SWEEP_GRID.items():
+        for rho in grid:
+            ratios = [run_p50_ratio(topo, rho, s) for s in seeds]
+            out.setdefault(topo, []).append((rho, round(sum(ratios) / len(ratios), 4)))
+            print(topo, rho, [round(r, 4) for r in ratios], file=sys.stderr, flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the committed file")
@@ -787,7 +893,12 @@ def main(argv: list[str] | None = None) -> int:
         " 0; the default); --no-attention-decode: a share per extra sequence fitted on the"
         " execution calls",
     )  # fmt: skip
+    ap.add_argument("--sweep-corr", action="store_true",
+                    help="re-measure RUN_CORR_SWEEP (~6 min) and print it")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.sweep_corr:
+        print(json.dumps(sweep_corr(), indent=1))
+        return 0
     text = render(json.loads(EXTRACT.read_text(encoding="utf-8")), args.attention_decode)
     if args.check:
         same = OUT.exists() and OUT.read_text(encoding="utf-8") == text

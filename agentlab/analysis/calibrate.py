@@ -21,6 +21,10 @@ The model fitted is the step model of :mod:`agentlab.llm.sim_engine`:
   and mean (:class:`~agentlab.llm.sim_lengths.LengthDist`), so a workflow re-run on the
   fitted profile keeps each call's lengths (the stage fit pools what differs by topology);
   ``"task_category"`` added qualifies them by the task's category too (``call#2/math``).
+  With ``length_corr_by="run_id"`` (CLI ``--length-corr-by``) each call label also gets
+  ``length_corr``: the intraclass correlation, within the groups that column names, of the
+  normal scores of its calls' lengths under their fitted laws (a reply at the output cap
+  scores the middle of the law's mass there), as the simulator draws them.
 - **Prefix caching**: with a ``cached_tokens`` column (vLLM's
   ``prompt_tokens_details.cached_tokens``) a call's prompt tokens here are the uncached
   ones, the prefill work, in the fit and in the replay (the fitted profile has no cache).
@@ -47,6 +51,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agentlab.analysis.calibrate_lengths import (
+    QUALIFIERS,
+    fit_length_corr,
+    fit_length_laws,
+    fit_stage_lengths,
+    stage_length_ci,
+)
 from agentlab.analysis.calibrate_step import fit_lines, load_features
 from agentlab.analysis.replay_engine import predict_calls
 from agentlab.errors import ConfigError
@@ -54,9 +65,6 @@ from agentlab.llm.sim_lengths import LengthDist
 from agentlab.llm.sim_profiles import SimProfile
 
 __all__ = ["Calibration", "calibrate", "fit_calibration", "predict_calls"]
-
-_MIN_STAGE_CALLS = 5
-_MIN_LAW_CALLS = 10  # calls per label key for a quantile law (fewer: the pooled key)
 
 
 @dataclass
@@ -137,75 +145,6 @@ def _prepare(df: pd.DataFrame, stage_col: str, label_cols: tuple[str, ...] = ())
     return d.reset_index(drop=True)
 
 
-def _fit_lengths(d: pd.DataFrame, stage_col: str) -> dict[str, tuple[float, float, int]]:
-    out = {}
-    logs = np.log(d["completion_tokens"].to_numpy())
-    out[""] = (float(np.exp(logs.mean())), float(logs.std()), len(logs))
-    for stage, g in d.groupby(stage_col, dropna=True):
-        if len(g) >= _MIN_STAGE_CALLS:
-            lg = np.log(g["completion_tokens"].to_numpy())
-            out[str(stage)] = (float(np.exp(lg.mean())), float(lg.std()), len(g))
-    return out
-
-
-#: label columns that qualify a length key (SimProfile.length_keys): column -> prefix
-_QUALIFIERS = {"topology": "@", "round": "#", "task_category": "/"}
-
-
-def _length_key(base: Any, quals: dict[str, Any]) -> str | None:
-    if base is None or (isinstance(base, float) and math.isnan(base)) or base is pd.NA:
-        return None
-    key = str(base)
-    for col in _QUALIFIERS:  # the order length_keys reads: name@topology#round/category
-        v = quals.get(col)
-        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
-            continue
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        key += f"{_QUALIFIERS[col]}{v}"
-    return key
-
-
-def _fit_length_laws(d: pd.DataFrame, by: list[str]) -> dict[str, tuple[LengthDist, int]]:
-    """Length laws per label key: the first column of ``by`` names the call (e.g. ``call``
-    or ``stage``), the others (``round``, ``topology``) qualify it; each key with at least
-    :data:`_MIN_LAW_CALLS` calls gets the empirical quartiles, p95 and mean
-    (:meth:`LengthDist.from_quantiles`), every base name also its pooled law."""
-    base, quals = by[0], by[1:]
-    keys = []
-    for _, r in d.iterrows():
-        q = {c: r[c] for c in quals}
-        keys.append((_length_key(r[base], q), _length_key(r[base], {})))
-    tokens = d["completion_tokens"].to_numpy()
-    groups: dict[str, list[float]] = {}
-    for (k, kb), n in zip(keys, tokens, strict=True):
-        for key in {k, kb} - {None}:
-            groups.setdefault(str(key), []).append(float(n))
-    cap = float(tokens.max())
-    out = {}
-    for key, xs in groups.items():
-        if len(xs) < _MIN_LAW_CALLS:
-            continue
-        p25, p50, p75, p95 = np.percentile(xs, [25, 50, 75, 95])
-        mean = float(np.mean(xs))
-        out[key] = (_law(p25, p50, p75, mean, p95, cap + 1), len(xs))
-    return out
-
-
-def _law(p25: float, p50: float, p75: float, mean: float, p95: float, cap: float) -> LengthDist:
-    """Through the quartiles, p95 and mean; where a few calls' p95 and mean do not hold
-    together (the p95 of ~15 calls is near their largest), through the quartiles and mean
-    only (the body's upper slope up to z95); else through the quartiles and p95."""
-    for m, q in ((mean, p95), (mean, None), (None, p95)):
-        try:
-            law = LengthDist.from_quantiles(p25, p50, p75, m, q, cap=cap)
-        except ConfigError:
-            continue
-        if m is None or law.mean(cap) >= 0.99 * m:  # the far slope's bound can fall short
-            return law
-    return LengthDist.from_quantiles(p25, p50, p75)
-
-
 def _gof(pred: pd.DataFrame, subset: str) -> list[dict[str, Any]]:
     from scipy.stats import ks_2samp
 
@@ -244,6 +183,7 @@ def fit_calibration(
     source: str = "",
     step_roofline: bool = False,
     attention: bool = False,
+    length_corr_by: str | None = None,
 ) -> Calibration:
     """Fit a profile and report how well it fits; see the module docstring.
 
@@ -274,18 +214,26 @@ def fit_calibration(
         attention: also fit ``attention_decode_s`` (decode steps that slow with the context
             of the calls decoding, as ``sim/vllm-3b``'s); off: ``decode_tps`` and
             ``decode_degrade`` absorb that cost at the contexts of the fitted calls.
+        length_corr_by: a label column grouping calls (``"run_id"``): with ``lengths_by``,
+            each call label's ``length_corr`` is fitted, the intraclass correlation of its
+            length scores within those groups (:attr:`SimProfile.length_corr`; bootstrap
+            interval over groups), and kept where that interval excludes 0 (``params``
+            reports 0 otherwise). Default: none fitted (independent draws).
 
     Raises:
         ConfigError: too few usable calls, or no call that reveals prefill/decode speed.
     """
     by_label = [lengths_by] if isinstance(lengths_by, str) else list(lengths_by or [])
-    bad = [c for c in by_label[1:] if c not in _QUALIFIERS]
+    bad = [c for c in by_label[1:] if c not in QUALIFIERS]
     if bad:
         raise ConfigError(
             f"calibrate: lengths_by {by_label}: after the call label only"
-            f" {sorted(_QUALIFIERS)} qualify a length key, not {bad}"
+            f" {sorted(QUALIFIERS)} qualify a length key, not {bad}"
         )
-    d = _prepare(_calls_frame(run_or_calls), stage_col, tuple(by_label))
+    if length_corr_by and not by_label:
+        raise ConfigError("calibrate: length_corr_by needs lengths_by (the laws it scores on)")
+    corr_cols = (length_corr_by,) if length_corr_by else ()
+    d = _prepare(_calls_frame(run_or_calls), stage_col, (*by_label, *corr_cols))
     group = [by] if isinstance(by, str) else list(by or [])
     mask = np.ones(len(d), dtype=bool)
     if train is not None:
@@ -312,7 +260,7 @@ def fit_calibration(
         sample = tr.iloc[rng.integers(0, len(tr), len(tr))]
         for k, v in fit_lines(sample, step_roofline, attention).items():
             boots[k].append(v)
-    lengths = _fit_lengths(tr, stage_col)
+    lengths = fit_stage_lengths(tr, stage_col)
     if slots is None:
         dec = feats[np.isfinite(feats["first_token"])]
         slots = max(1, _max_overlap(dec["first_token"].to_numpy(), dec["end"].to_numpy()))
@@ -339,8 +287,20 @@ def fit_calibration(
         rows.append({"parameter": k, "value": v, "ci_low": lo, "ci_high": hi, "n": len(tr)})
     stage_lengths: list[tuple[str, LengthDist]] = []
     cap = max(1024, int(d["completion_tokens"].max()))  # the profile's max_completion
+    corr: list[tuple[str, float]] = []
     if by_label:
-        for key, (law, n) in _fit_length_laws(tr, by_label).items():
+        laws = fit_length_laws(tr, by_label)
+        if length_corr_by:
+            for base, (rho, lo, hi, n) in fit_length_corr(tr, by_label, laws,
+                                                           length_corr_by, rng, n_boot).items():  # fmt: skip
+                # kept where the interval excludes independence: with ~100 calls in groups
+                # of 1-3 an independent label's estimate alone reaches 0.1-0.3
+                rho = rho if lo > 0 else 0.0
+                if rho:
+                    corr.append((base, rho))
+                rows.append({"parameter": f"length_corr[{base}]", "value": rho, "n": n,
+                             "ci_low": lo, "ci_high": hi})  # fmt: skip
+        for key, (law, n) in laws.items():
             stage_lengths.append((key, law))
             for q, name in ((0.5, "median"), (0.95, "p95")):
                 rows.append({"parameter": f"{name}[{key}]", "value": law.quantile(q), "n": n,
@@ -351,11 +311,11 @@ def fit_calibration(
         label = stage or "(all)"
         rows.append(
             {"parameter": f"median[{label}]", "value": med, "n": n, "ci_low": math.nan}
-            | _len_ci(tr, stage_col, stage, rng, n_boot, 0)
+            | stage_length_ci(tr, stage_col, stage, rng, n_boot, 0)
         )
         rows.append(
             {"parameter": f"sigma[{label}]", "value": sig, "n": n, "ci_low": math.nan}
-            | _len_ci(tr, stage_col, stage, rng, n_boot, 1)
+            | stage_length_ci(tr, stage_col, stage, rng, n_boot, 1)
         )
         if stage:
             stage_lengths.append((stage, LengthDist.lognormal(med, sig)))
@@ -379,6 +339,8 @@ def fit_calibration(
         source=src,
         step_roofline=step_roofline,
         attention_decode_s=point.get("attention_decode_s", 0.0),
+        length_corr=tuple(corr),
+        length_corr_by=length_corr_by or "run_id",
     )
     pred = predict_calls(prof, d, by=by, client=client, seed=seed)
     fit = _gof(pred[mask], "train")
@@ -439,20 +401,6 @@ def _sim_spread(
     return est
 
 
-def _len_ci(
-    d: pd.DataFrame, stage_col: str, stage: str, rng: np.random.Generator, n_boot: int, k: int
-) -> dict[str, float]:
-    vals = (
-        d["completion_tokens"] if not stage else d.loc[d[stage_col] == stage, "completion_tokens"]
-    )
-    lg = np.log(vals.to_numpy())
-    est = []
-    for _ in range(n_boot):
-        s = lg[rng.integers(0, len(lg), len(lg))]
-        est.append(float(np.exp(s.mean())) if k == 0 else float(s.std()))
-    return {"ci_low": float(np.percentile(est, 2.5)), "ci_high": float(np.percentile(est, 97.5))}
-
-
 def _max_overlap(starts: np.ndarray, ends: np.ndarray) -> int:
     ev = sorted([(s, 1) for s in starts] + [(e, -1) for e in ends], key=lambda x: (x[0], x[1]))
     cur = best = 0
@@ -487,6 +435,7 @@ def main(args: Any) -> int:
         lengths_by=args.by_label.split(",") if getattr(args, "by_label", None) else None,
         step_roofline=bool(getattr(args, "step_roofline", False)),
         attention=bool(getattr(args, "attention", False)),
+        length_corr_by=getattr(args, "length_corr_by", None),
     )
     cal.profile.save(out)
     print(cal.report())

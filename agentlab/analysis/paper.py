@@ -293,6 +293,18 @@ PAPER_ANCHORS: dict[tuple[str, str], str] = {
         "anchor: prefill_tps / overhead_s are fitted through the sequential discussion TTFT"
         " median (load.discussion.horizontal.queue_wait_p50_s 0.1218 s)"
     ),
+    **{
+        ("latency_p50", topo): (
+            "anchor: length_corr (how much a run's discussion replies run long or short"
+            " together) is fitted to this row over the pooled discussion latency median"
+            f" (load.discussion.{key}.latency_p50_s)"
+        )
+        for topo, key in (
+            ("sequential", "horizontal"),
+            ("star", "vertical"),
+            ("full_mesh", "full_mesh"),
+        )
+    },
     ("iat_median", "star"): (
         "anchor: client_overhead_s / client_overhead_sigma are fitted to Star's published"
         " burst gaps (summary.json iat.per_topology.vertical), whose 94th percentile this is"

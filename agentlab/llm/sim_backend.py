@@ -34,6 +34,7 @@ This module plans attempts; the rest of the server is split by responsibility:
 
 from __future__ import annotations
 
+import hashlib
 import math
 import zlib
 from typing import Any
@@ -109,7 +110,7 @@ class SimServer(AttemptRunner, ServerState):
         self._extends = hasattr(self._tokenizer, "added_tokens")
         # length law per (call, stage, topology, round, task_category) labels:
         # SimProfile.length_dist, cached
-        self._length_cache: dict[tuple[Any, ...], LengthDist] = {}
+        self._length_cache: dict[tuple[Any, ...], tuple[LengthDist, float]] = {}
         # ((params, what plan_instant needs of them or None), the pair before): one
         # attribute, swapped whole, so threads sharing this server never see the knobs of
         # another params dict; two, as callers alternate two (a thread's tool call, then
@@ -339,7 +340,7 @@ class SimServer(AttemptRunner, ServerState):
             rng = Rng(h)
             n = k.n_fixed
             if n is None:
-                n = int(self._length_dist(labels).at(rng.normal()) + 0.5)
+                n = self._draw_length(labels, rng)
         except Exception:
             return None
         if n < 1:
@@ -431,10 +432,7 @@ class SimServer(AttemptRunner, ServerState):
                 call_id = f"call_{rng.randint(1 << 30):08x}"
                 return "", [(call_id, name, raw)], max(1, len(raw) // 4 + 8), "tool_calls"
         n_fixed = params.get("sim_completion_tokens")
-        if n_fixed is not None:
-            target = int(n_fixed)
-        else:
-            target = int(self._length_dist(labels).at(rng.normal()) + 0.5)
+        target = int(n_fixed) if n_fixed is not None else self._draw_length(labels, rng)
         # vLLM's min_tokens: no EOS (nor stop string) before that many tokens
         target = max(1, target, int(params.get("min_tokens") or 0))
         target = min(target, cap + 1)  # a reply that never stops (sim_lengths.NO_STOP): cut
@@ -464,19 +462,41 @@ class SimServer(AttemptRunner, ServerState):
             return cut_at_stop(text, n, finish, stop, int(params.get("min_tokens") or 0))
         return text, [], n, finish
 
-    def _length_dist(self, labels: dict[str, Any] | None) -> LengthDist:
-        """:meth:`SimProfile.length_dist` of a call's labels, cached per label values."""
+    def _draw_length(self, labels: dict[str, Any] | None, rng: Rng) -> int:
+        """A reply length for a call: its law (:meth:`SimProfile.length_dist`) at a normal
+        score, the call's own draw, or with a ``length_corr`` the mix ``sqrt(rho) * g +
+        sqrt(1 - rho) * own`` with the score ``g`` its group shares (:meth:`_group_score`).
+        The call's own draw is taken either way, so the reply's content stream is the same."""
+        dist, rho = self._length_law(labels)
+        z = rng.normal()
+        if rho and labels:
+            group = labels.get(self.profile.length_corr_by)
+            if group is not None:
+                z = math.sqrt(rho) * self._group_score(group) + math.sqrt(1.0 - rho) * z
+        return int(dist.at(z) + 0.5)
+
+    def _group_score(self, group: Any) -> float:
+        """The standard-normal score of a ``length_corr_by`` group (a run): a function of
+        the seed and the group's label value alone, so every call of the group, in any
+        order, after a resume or on another worker, draws the same."""
+        key = f"{self._seed_str}\x1f{group}".encode()
+        return Rng(int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")).normal()
+
+    def _length_law(self, labels: dict[str, Any] | None) -> tuple[LengthDist, float]:
+        """:meth:`SimProfile.length_dist` and :meth:`SimProfile.length_rho` of a call's
+        labels, cached per label values."""
         if not labels:
             key: tuple[Any, ...] = ()
         else:
             g = labels.get
             key = (g("call"), g("stage", g("label")), g("topology"), g("round"), g("task_category"))
-        dist = self._length_cache.get(key)
-        if dist is None:
+        law = self._length_cache.get(key)
+        if law is None:
             if len(self._length_cache) > 4096:
                 self._length_cache.clear()
-            dist = self._length_cache[key] = self.profile.length_dist(labels)
-        return dist
+            law = (self.profile.length_dist(labels), self.profile.length_rho(labels))
+            self._length_cache[key] = law
+        return law
 
     def _take_quota(self, now: float, tokens: int) -> bool:
         p = self.profile

@@ -60,6 +60,13 @@ class SimProfile:
     # per-label lengths: labels["call"] or labels["stage"] (qualified by @topology and
     # #round, see length_keys) -> LengthDist; calls without a listed label use the above
     lengths: Lengths = ()
+    # Within-group dependence of reply lengths: call label -> rho in [0, 1). Calls whose
+    # labels carry the same ``length_corr_by`` value (a run) draw their length score as
+    # sqrt(rho) * (the group's normal score) + sqrt(1 - rho) * (their own): each call's law
+    # (``lengths``) is unchanged, but a group's replies run long or short together. Empty:
+    # independent draws (the model before).
+    length_corr: tuple[tuple[str, float], ...] = ()
+    length_corr_by: str = "run_id"
     max_completion: int = 1024  # server-side cap (max_model_len): finish_reason "length"
     # A serving front end that cuts long prompts (the agentraffic paper's llm/serve_llm.py):
     # a prompt over truncate_to_len - max_tokens - truncate_margin tokens (max_tokens: the
@@ -105,6 +112,10 @@ class SimProfile:
         # lengths given directly as (label, median, sigma) triples or a dict: normalised
         if not all(len(x) == 2 and isinstance(x[1], LengthDist) for x in self.lengths):
             object.__setattr__(self, "lengths", _lengths(self.lengths, self.max_completion))
+        if isinstance(self.length_corr, dict) or not all(
+            isinstance(x, tuple) and len(x) == 2 for x in self.length_corr
+        ):
+            object.__setattr__(self, "length_corr", _length_corr(self.length_corr))
 
     def length_dist(self, labels: dict[str, Any] | None) -> LengthDist:
         """The completion-length distribution of a call with these labels.
@@ -123,6 +134,18 @@ class SimProfile:
                     return hit
         return LengthDist.lognormal(self.completion_median, self.completion_sigma)
 
+    def length_rho(self, labels: dict[str, Any] | None) -> float:
+        """The ``length_corr`` of a call, looked up as :meth:`length_dist` looks up its law
+        (the keys of :func:`length_keys`, most specific first: ``execution@star`` before
+        ``execution``); none listed: 0, an independent draw."""
+        if self.length_corr:
+            table = dict(self.length_corr)
+            for key in length_keys(labels):
+                hit = table.get(key)
+                if hit is not None:
+                    return hit
+        return 0.0
+
     def length_of(self, stage: str | None, call: str | None = None) -> tuple[float, float]:
         """(median, sigma of the quartile body) of the completion length for a call's
         ``call`` / ``stage`` labels (unqualified; :meth:`length_dist` for the whole law)."""
@@ -137,6 +160,7 @@ class SimProfile:
         for label, dist in self.lengths:
             lengths.setdefault(label, dist.to_toml(self.max_completion))
         d["lengths"] = lengths
+        d["length_corr"] = dict(self.length_corr)
         return d
 
     def save(self, path: str | Path) -> Path:
@@ -145,7 +169,7 @@ class SimProfile:
         flat, lengths = [], []
         engine = []
         for k, v in self.to_dict().items():
-            if k == "lengths":
+            if k in ("lengths", "length_corr"):
                 continue
             if k in ENGINE_KEYS:
                 engine.append(f"{k} = {_toml_value(v)}")
@@ -157,6 +181,9 @@ class SimProfile:
         if lengths:
             text += "\n[lengths]  # label = [median, sigma of log tokens] or {p25, median, p75, p95, mean}\n"
             text += "\n".join(lengths) + "\n"
+        if self.length_corr:
+            text += "\n[length_corr]  # call label = rho of its lengths in a length_corr_by group\n"
+            text += "".join(f"{_toml_value(k)} = {_toml_value(v)}\n" for k, v in self.length_corr)
         text += "\n[engine]  # vLLM v1 mechanisms (agentlab/llm/sim_engine.py)\n"
         text += "\n".join(engine) + "\n"
         path.write_text(text, encoding="utf-8")
@@ -196,6 +223,14 @@ class SimProfile:
                 raise ConfigError(
                     f"unknown sim profile parameter {k!r}; valid: {', '.join(sorted(fields))}"
                 )
+            if k == "length_corr":
+                clean[k] = _length_corr(v)
+                continue
+            if k == "length_corr_by":
+                if not str(v):
+                    raise ConfigError("sim profile parameter length_corr_by must name a label")
+                clean[k] = str(v)
+                continue
             if k in ("source", "tokenizer"):
                 clean[k] = str(v) if k == "source" else check_tokenizer_name(str(v))
                 continue
@@ -299,6 +334,23 @@ def _lengths(v: Any, cap: float = math.inf) -> Lengths:
     else:  # (label, LengthDist) pairs or (label, median, sigma) triples
         items = [(x[0], x[1] if len(x) == 2 else x[1:]) for x in v]
     return tuple((str(label), _length(str(label), pair, cap)) for label, pair in items)
+
+
+def _length_corr(v: Any) -> tuple[tuple[str, float], ...]:
+    items = list(v.items()) if isinstance(v, dict) else list(v)
+    out = []
+    for item in items:
+        try:
+            label, rho = item
+            rho = float(rho)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"sim profile length_corr entry {item!r}: expected label = rho"
+            ) from exc
+        if not 0.0 <= rho < 1.0:
+            raise ConfigError(f"sim profile length_corr[{label!r}]={rho!r}: need 0 <= rho < 1")
+        out.append((str(label), rho))
+    return tuple(out)
 
 
 def load_profile(path: str | Path, **overrides: Any) -> SimProfile:

@@ -158,6 +158,12 @@ def test_cli_calibrate_writes_a_loadable_profile(
     disc = calls[(calls["stage"] == "discussion") & (calls["outcome"] == "ok")]
     observed = float(disc["completion_tokens"].median())
     assert prof.length_of("discussion")[0] == pytest.approx(observed, rel=0.25)
+    # lengths per call label, and how a run's lengths move together (3 runs: too few
+    # groups to tell, so the profile keeps independent draws)
+    rc = main(["calibrate", str(exp.run_dir), "--out", str(out), "--slots", "8", "--by",
+               "run_id", "--by-label", "call,round", "--length-corr-by", "run_id"])  # fmt: skip
+    assert rc == 0 and "length_corr[" in capsys.readouterr().out
+    assert LLMClient(f"sim/{out}", seed=1).profile.length_corr_by == "run_id"
 
 
 def test_calls_sent_together_did_not_find_the_server_idle() -> None:
@@ -324,3 +330,61 @@ def test_attention_fit_on_calls_without_it_leaves_the_plain_fit() -> None:
                           attention=True)  # fmt: skip
     assert att.profile.attention_decode_s == 0.0
     assert att.profile.decode_tps == pytest.approx(plain.profile.decode_tps)
+
+
+async def _grouped_workload(rho: float, waves: int = 150) -> pd.DataFrame:
+    """``_workload``'s idle calls, then waves of 6 calls, one group (run) each: 3 of call
+    label ``x``, whose lengths correlate within a wave by ``rho``, and 3 of ``y``, drawn
+    independently."""
+    clock = VirtualClock()
+    truth = {**TRUE, "lengths": {"x": [300.0, 0.5], "y": [300.0, 0.5], "evaluation": [80.0, 0.4]},
+             "length_corr": {"x": rho}}  # fmt: skip
+    c = LLMClient("sim/vllm-3b", seed=2, **truth).with_clock(clock)
+    recs = []
+    for i in range(60):
+        msgs = [{"role": "user", "content": f"q{i} " + "w" * (200 + 230 * i)}]
+        recs.append((await c.complete(msgs, labels={"stage": "evaluation"})).record)
+    for w in range(waves):
+        labels = [{"stage": "discussion", "call": "xy"[j % 2], "run_id": f"run-{w}"}
+                  for j in range(6)]  # fmt: skip
+        msgs = [[{"role": "user", "content": f"w{w} e{j} " + "d" * 800}] for j in range(6)]
+        rs = await asyncio.gather(
+            *(c.complete(m, labels=lb) for m, lb in zip(msgs, labels, strict=True))
+        )
+        recs.extend(r.record for r in rs)
+        await clock.sleep(1.0)
+    return pd.DataFrame([rec.to_dict() for rec in recs])
+
+
+def test_length_corr_is_fitted_where_a_groups_lengths_move_together() -> None:
+    """``length_corr_by``: the intraclass correlation of the length scores within a group
+    recovers the copula's rho for the label drawn with one, and a label drawn
+    independently keeps none (its interval includes 0)."""
+    calls = asyncio.run(_grouped_workload(0.6))
+    cal = fit_calibration(calls, slots=8, max_num_batched_tokens=4096, lengths_by="call",
+                          length_corr_by="run_id", n_boot=100, n_sim=0)  # fmt: skip
+    rows = cal.params.set_index("parameter")
+    print(rows.loc[[r for r in rows.index if r.startswith("length_corr")]])
+    assert rows.loc["length_corr[x]", "value"] == pytest.approx(0.6, abs=0.12)
+    assert rows.loc["length_corr[x]", "ci_low"] <= 0.6 <= rows.loc["length_corr[x]", "ci_high"]
+    assert rows.loc["length_corr[y]", "value"] == 0.0
+    corr = dict(cal.profile.length_corr)
+    assert set(corr) == {"x"} and cal.profile.length_corr_by == "run_id"
+    with pytest.raises(ConfigError, match="length_corr_by needs lengths_by"):
+        fit_calibration(calls, length_corr_by="run_id", n_boot=2, n_sim=0)
+
+
+def test_length_corr_round_trip_on_the_paper_workflow(tmp_path: Path) -> None:
+    """Fitted on ``sim/vllm-3b``'s own Star runs (lengths per call label, round and task
+    category, as the profile holds them), ``length_corr`` comes back near the profile's."""
+    from agentlab.topology import Experiment
+
+    exp = Experiment(topologies=["star"], runs=80, llm="sim/vllm-3b", seed=1, clock="virtual",
+                     out=tmp_path, progress=False)  # fmt: skip
+    cal = fit_calibration(exp.run_sync().calls_df(), slots=8, max_num_batched_tokens=11200,
+                          by="run_id", lengths_by=["call", "round", "task_category"],
+                          length_corr_by="run_id", n_boot=20, n_sim=0, step_roofline=True)  # fmt: skip
+    truth = dict(get_profile("vllm-3b").length_corr)
+    fitted = dict(cal.profile.length_corr)
+    for call in ("vertical_solver", "vertical_reviewer"):
+        assert fitted[call] == pytest.approx(truth[call], abs=0.15), (call, fitted)
