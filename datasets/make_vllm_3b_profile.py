@@ -69,7 +69,9 @@ Z95 = 1.6448536269514722
 #: the two within 1-6 % of each other; Star's published per-run median is 18.6 % above its
 #: pooled one. (rho, ratio): the engine's ratio with ``length_corr`` = rho on the topology's
 #: discussion call labels, mean of seeds 0-4 at 200 runs (``--sweep-corr`` re-measures it;
-#: the seeds spread it by ~0.02-0.05, so rho is known to ~0.1).
+#: one seed's ratio scatters about the mean with sd ~0.07 at Star's rho, ~0.02 at
+#: Sequential's and ~0.005 at Full mesh's, so over the curves' slopes rho is known to about
+#: +-0.08, +-0.15 and +-0.05).
 RUN_CORR_SWEEP: dict[str, tuple[tuple[float, float], ...]] = {
     "sequential": ((0.0, 1.059), (0.2, 1.0624), (0.4, 1.0801), (0.6, 1.1259)),
     "star": ((0.0, 1.0034), (0.6, 1.1424), (0.8, 1.226), (0.9, 1.3061), (0.95, 1.3414), (0.98, 1.3417)),

@@ -112,10 +112,8 @@ class SimProfile:
         # lengths given directly as (label, median, sigma) triples or a dict: normalised
         if not all(len(x) == 2 and isinstance(x[1], LengthDist) for x in self.lengths):
             object.__setattr__(self, "lengths", _lengths(self.lengths, self.max_completion))
-        if isinstance(self.length_corr, dict) or not all(
-            isinstance(x, tuple) and len(x) == 2 for x in self.length_corr
-        ):
-            object.__setattr__(self, "length_corr", _length_corr(self.length_corr))
+        # (label, rho) pairs or a dict, each rho checked
+        object.__setattr__(self, "length_corr", _length_corr(self.length_corr))
 
     def length_dist(self, labels: dict[str, Any] | None) -> LengthDist:
         """The completion-length distribution of a call with these labels.

@@ -92,3 +92,9 @@ def test_length_corr_is_looked_up_as_the_laws_and_round_trips_through_toml(
 def test_a_rho_outside_0_to_1_is_refused(bad: object) -> None:
     with pytest.raises(ConfigError, match="length_corr"):
         get_profile("instant", length_corr=bad)
+
+
+def test_a_profile_built_directly_checks_its_rhos_too() -> None:
+    assert SimProfile(name="t", length_corr=(("x", 0.3),)).length_rho({"call": "x"}) == 0.3
+    with pytest.raises(ConfigError, match="length_corr"):
+        SimProfile(name="t", length_corr=(("x", 1.5),))
