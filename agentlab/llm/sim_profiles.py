@@ -112,8 +112,11 @@ class SimProfile:
         # lengths given directly as (label, median, sigma) triples or a dict: normalised
         if not all(len(x) == 2 and isinstance(x[1], LengthDist) for x in self.lengths):
             object.__setattr__(self, "lengths", _lengths(self.lengths, self.max_completion))
-        # (label, rho) pairs or a dict, each rho checked
+        # (label, rho) pairs or a dict, each rho checked; the grouping label named (here, so
+        # a profile built directly, replaced or loaded is checked alike)
         object.__setattr__(self, "length_corr", _length_corr(self.length_corr))
+        if not isinstance(self.length_corr_by, str) or not self.length_corr_by:
+            raise ConfigError("sim profile parameter length_corr_by must name a label")
 
     def length_dist(self, labels: dict[str, Any] | None) -> LengthDist:
         """The completion-length distribution of a call with these labels.
@@ -221,13 +224,8 @@ class SimProfile:
                 raise ConfigError(
                     f"unknown sim profile parameter {k!r}; valid: {', '.join(sorted(fields))}"
                 )
-            if k == "length_corr":
-                clean[k] = _length_corr(v)
-                continue
-            if k == "length_corr_by":
-                if not str(v):
-                    raise ConfigError("sim profile parameter length_corr_by must name a label")
-                clean[k] = str(v)
+            if k in ("length_corr", "length_corr_by"):  # checked by __post_init__
+                clean[k] = v if k == "length_corr" else str(v)
                 continue
             if k in ("source", "tokenizer"):
                 clean[k] = str(v) if k == "source" else check_tokenizer_name(str(v))

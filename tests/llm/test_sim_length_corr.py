@@ -98,3 +98,10 @@ def test_a_profile_built_directly_checks_its_rhos_too() -> None:
     assert SimProfile(name="t", length_corr=(("x", 0.3),)).length_rho({"call": "x"}) == 0.3
     with pytest.raises(ConfigError, match="length_corr"):
         SimProfile(name="t", length_corr=(("x", 1.5),))
+
+
+def test_an_empty_grouping_label_is_refused_however_the_profile_is_made() -> None:
+    with pytest.raises(ConfigError, match="length_corr_by must name a label"):
+        SimProfile(name="t", length_corr_by="")
+    with pytest.raises(ConfigError, match="length_corr_by must name a label"):
+        get_profile("instant", length_corr_by="")
