@@ -87,11 +87,19 @@ def _rho_for(topology: str, ratio: float) -> tuple[float, str]:
     pts = RUN_CORR_SWEEP[topology]
     if ratio <= pts[0][1]:
         return 0.0, f"at or below the ratio of independent draws ({pts[0][1]}): 0"
-    for (r0, a0), (r1, a1) in itertools.pairwise(pts):
-        if a0 <= ratio <= a1:
-            rho = r0 + (ratio - a0) / (a1 - a0) * (r1 - r0)
-            return round(rho, 2), f"between ({r0}, {a0}) and ({r1}, {a1}) of RUN_CORR_SWEEP"
-    raise ValueError(f"{topology} per-run / pooled ratio {ratio} outside RUN_CORR_SWEEP")
+    rho, a, b = _read_sweep(pts, ratio, f"{topology} per-run / pooled ratio", "RUN_CORR_SWEEP")
+    return round(rho, 2), f"between {a} and {b} of RUN_CORR_SWEEP"
+
+
+def _read_sweep(
+    pts: tuple[tuple[float, float], ...], y: float, what: str, name: str
+) -> tuple[float, tuple[float, float], tuple[float, float]]:
+    """The setting at which a measured sweep ``pts`` of (setting, measured) reaches ``y``
+    (linear between the first pair of points that brackets it), and those two points."""
+    for a, b in itertools.pairwise(pts):
+        if a[1] <= y <= b[1]:
+            return a[0] + (y - a[1]) / (b[1] - a[1]) * (b[0] - a[0]), a, b
+    raise ValueError(f"{what} {y} outside {name}")
 
 
 def published_p50_ratios(x: dict) -> dict[str, tuple[float, float, float]]:
@@ -124,10 +132,7 @@ def length_corr(x: dict) -> tuple[dict[str, float], dict[str, str]]:
 
 def _jitter_for(sigma: float) -> float:
     """The decode jitter whose engine spread is ``sigma`` (linear in JITTER_SWEEP)."""
-    for (j0, s0), (j1, s1) in itertools.pairwise(JITTER_SWEEP):
-        if s0 <= sigma <= s1:
-            return j0 + (sigma - s0) / (s1 - s0) * (j1 - j0)
-    raise ValueError(f"ms_per_token sigma {sigma} outside JITTER_SWEEP")
+    return _read_sweep(JITTER_SWEEP, sigma, "ms_per_token sigma", "JITTER_SWEEP")[0]
 
 
 def sigma_from_quartiles(p25: float, p75: float) -> float:
@@ -899,6 +904,7 @@ def run_p50_ratio(topology: str, rho: float, seed: int, runs: int = 200) -> floa
     """The engine's per-run / pooled discussion latency p50 ratio (Table 2's window over
     load.json's discussion calls) for ``topology`` with ``length_corr`` = ``rho`` on its
     discussion call labels (``sim/vllm-3b`` otherwise as committed)."""
+    from agentlab.analysis import paper_summary_df
     from agentlab.llm import LLMClient
     from agentlab.topology import Experiment
 
@@ -908,10 +914,9 @@ def run_p50_ratio(topology: str, rho: float, seed: int, runs: int = 200) -> floa
                      progress=False).run_sync()  # fmt: skip
     c = res.calls_df()
     c = c[c["outcome"] == "ok"]
-    lat = c["end"] - c["start"]
-    win = c["stage"].isin(["discussion", "synthesis"])
-    per_run = lat[win].groupby(c["run_id"][win]).median().mean()
-    return float(per_run / lat[c["stage"] == "discussion"].median())
+    per_run = float(paper_summary_df(c)["latency_p50"].iloc[0])  # Table 2's definition
+    disc = c[c["stage"] == "discussion"]
+    return per_run / float((disc["end"] - disc["start"]).median())
 
 
 #: the rho grid of RUN_CORR_SWEEP per topology
