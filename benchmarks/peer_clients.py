@@ -7,8 +7,10 @@ with) and ``--output-tokens`` replies (``ignore_eos``, as these tools ask for fi
 from ``sim-serve --profile vllm-3b`` at ``--concurrency``. Printed per client: requests ok,
 output tokens delivered (asked -> min / median / max, as the client counts them), prompt
 tokens (client -> server; the server's count must be the client's plus the chat template,
-and for guidellm and the SDK exactly ``agentlab.llm.tokens.count_prompt_tokens`` of the
-prompt sent), TTFT and ITL as the client measures them.
+and for guidellm, aiperf and the SDK exactly ``agentlab.llm.tokens.count_prompt_tokens`` of
+the prompt sent; aiperf runs twice, on ``/v1/chat/completions`` and on ``/v1/completions``,
+where the server's count is the raw prompt's plus ``<|begin_of_text|>``), TTFT and ITL as
+the client measures them.
 
     python benchmarks/peer_clients.py [--quick] [--json OUT] [--keep DIR]
 
@@ -97,6 +99,16 @@ def _prompt_tokens(messages: list[dict[str, Any]]) -> int:
     return count_prompt_tokens(messages, tokenizer="llama3")
 
 
+def _payload_tokens(payload: dict[str, Any]) -> int:
+    """The prompt tokens vLLM reports for a request body: a chat prompt rendered with the
+    template, a raw ``prompt`` (``/v1/completions``) as its text plus ``<|begin_of_text|>``."""
+    if "messages" in payload:
+        return _prompt_tokens(payload["messages"])
+    from agentlab.llm.tokens import count_text_tokens
+
+    return count_text_tokens(payload["prompt"], tokenizer="llama3") + 1
+
+
 def run_guidellm(exe: str, tok: str, url: str, a: argparse.Namespace, out: Path) -> dict[str, Any]:
     """guidellm 0.8: synthetic prompts of ``prompt_tokens``, ``output_tokens`` asked."""
     report = out / "guidellm.json"
@@ -140,10 +152,14 @@ def run_guidellm(exe: str, tok: str, url: str, a: argparse.Namespace, out: Path)
     }
 
 
-def run_aiperf(exe: str, tok: str, url: str, a: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """aiperf 0.13: synthetic prompts, ``ignore_eos`` via ``--extra-inputs``."""
-    art = out / "aiperf"
-    cmd = [exe, "profile", "-m", MODEL, "--url", url, "--endpoint-type", "chat", "--streaming"]
+def run_aiperf(
+    exe: str, tok: str, url: str, a: argparse.Namespace, out: Path, endpoint: str = "chat"
+) -> dict[str, Any]:
+    """aiperf 0.13: synthetic prompts, ``ignore_eos`` via ``--extra-inputs``; ``endpoint``
+    ``chat`` (``/v1/chat/completions``) or ``completions`` (``/v1/completions``: a raw
+    prompt, which the server counts with the tokenizer's ``<|begin_of_text|>`` only)."""
+    art = out / f"aiperf-{endpoint}"
+    cmd = [exe, "profile", "-m", MODEL, "--url", url, "--endpoint-type", endpoint, "--streaming"]
     cmd += ["--tokenizer", tok, "--concurrency", str(a.concurrency)]
     cmd += ["--request-count", str(a.requests), "--output-artifact-dir", str(art)]
     cmd += ["--prompt-input-tokens-mean", str(a.prompt_tokens), "--prompt-input-tokens-stddev", "0"]
@@ -160,22 +176,22 @@ def run_aiperf(exe: str, tok: str, url: str, a: argparse.Namespace, out: Path) -
     d = json.loads((art / "profile_export_aiperf.json").read_text())
     # the prompts it sent (inputs.json, by session) against the server's count of each
     sent = {
-        s["session_id"]: s["payloads"][0]["messages"]
+        s["session_id"]: s["payloads"][0]
         for s in json.loads((art / "inputs.json").read_text())["data"]
     }
     exact = 0
     for line in (art / "profile_export.jsonl").read_text().splitlines():
         rec = json.loads(line)
-        messages = sent.get(rec["metadata"].get("conversation_id"))
+        payload = sent.get(rec["metadata"].get("conversation_id"))
         server = rec["metrics"].get("usage_prompt_tokens", {}).get("value")
-        exact += messages is not None and server == _prompt_tokens(messages)
+        exact += payload is not None and server == _payload_tokens(payload)
 
     def stat(key: str) -> dict[str, float]:
         s = d[key]
         return {"min": s["min"], "median": s["p50"], "p95": s["p95"], "max": s["max"]}
 
     return {
-        "tool": "aiperf",
+        "tool": "aiperf" if endpoint == "chat" else f"aiperf {endpoint}",
         "ok": int(d["request_count"]["avg"]),
         "errors": int(d["request_count"]["avg"]) - int(d["completed_request_count"]["avg"])
         if "completed_request_count" in d
@@ -336,7 +352,7 @@ def main() -> int:
     p.add_argument("--output-tokens", type=int, default=256)
     p.add_argument("--profile", default="vllm-3b")
     p.add_argument("--set", action="append", default=[], help="sim-serve --set FIELD=VALUE")
-    p.add_argument("--clients", default="guidellm,aiperf,sdk,litellm")
+    p.add_argument("--clients", default="guidellm,aiperf,aiperf-completions,sdk,litellm")
     p.add_argument("--guidellm-workers", type=int, default=2, help="its worker processes")
     p.add_argument("--json", default=None, help="write the rows here")
     p.add_argument("--keep", default=None, help="keep the clients' reports in this directory")
@@ -354,6 +370,8 @@ def main() -> int:
             rows.append(run_guidellm(paths["GUIDELLM"], tok, url, a, out))
         if "aiperf" in wanted:
             rows.append(run_aiperf(paths["AIPERF"], tok, url, a, out))
+        if "aiperf-completions" in wanted:
+            rows.append(run_aiperf(paths["AIPERF"], tok, url, a, out, "completions"))
         if "sdk" in wanted:
             rows.append(run_sdk(url, a))
         if "litellm" in wanted:

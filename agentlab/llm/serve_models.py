@@ -1,8 +1,9 @@
-"""Typed models of the OpenAI chat-completions request, and OpenAI-style error bodies.
+"""Typed models of the OpenAI chat- and text-completions requests, and OpenAI-style error
+bodies.
 
-``sim-serve`` validates every request body against :class:`ChatCompletionRequest` (strict
-pydantic, parsed from the raw JSON) and answers a bad one with HTTP 400 and the body OpenAI
-sends::
+``sim-serve`` validates every request body against :class:`ChatCompletionRequest` or
+:class:`TextCompletionRequest` (strict pydantic, parsed from the raw JSON) and answers a
+bad one with HTTP 400 and the body OpenAI sends::
 
     {"error": {"message": "Invalid type for 'max_tokens': ...", "type":
      "invalid_request_error", "param": "max_tokens", "code": "invalid_type"}}
@@ -27,10 +28,13 @@ from pydantic import (
 
 __all__ = [
     "MAX_SIM_TOKENS",
+    "TEXT_DEFAULT_MAX_TOKENS",
     "ChatCompletionRequest",
     "FaultRates",
     "Message",
     "NamedToolChoice",
+    "SamplingRequest",
+    "TextCompletionRequest",
     "Tool",
     "error_body",
     "validation_error_body",
@@ -137,19 +141,13 @@ MAX_SIM_TOKENS = 1 << 20
 _Share = Field(default=None, ge=0, le=1)
 
 
-class ChatCompletionRequest(_Strict):
-    """The body of ``POST /v1/chat/completions`` (the fields sim-serve understands).
-
-    Besides OpenAI's fields: vLLM's sampling extras ``ignore_eos`` and ``min_tokens``, and
-    the simulator's ``sim_*`` overrides (typed here, so a wrongly typed one is a 400 naming
-    it). ``logprobs`` / ``top_logprobs`` are refused with a 400 naming the field: the
-    simulator has no token probabilities to report.
-    """
+class SamplingRequest(_Strict):
+    """What both completion endpoints take besides the prompt: OpenAI's sampling fields,
+    vLLM's extras ``ignore_eos`` and ``min_tokens``, and the simulator's ``sim_*``
+    overrides (typed here, so a wrongly typed one is a 400 naming it)."""
 
     model: str = Field(min_length=1)
-    messages: list[Message] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
     min_tokens: int | None = Field(default=None, ge=0, le=MAX_SIM_TOKENS)
     ignore_eos: bool | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -161,12 +159,6 @@ class ChatCompletionRequest(_Strict):
     seed: int | None = None
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    logprobs: bool | None = None
-    top_logprobs: int | None = None
-    tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
-    parallel_tool_calls: bool | None = None
-    response_format: ResponseFormat | None = None
     user: str | None = None
     # the simulator's per-call overrides (agentlab.llm.sim_backend.SIM_OVERRIDES)
     sim_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
@@ -179,14 +171,39 @@ class ChatCompletionRequest(_Strict):
     sim_p_malformed: float | None = _Share
     sim_p_invalid_args: float | None = _Share
 
+    def max_new_tokens(self) -> int | None:
+        """The completion cap the request asks for."""
+        return self.max_tokens
+
+
+def _refuse_logprobs(v: Any, info: ValidationInfo) -> Any:
+    if v is not None and v is not False:  # ``false`` / null ask for nothing
+        raise ValueError(
+            f"sim-serve does not simulate log probabilities; send no '{info.field_name}'"
+        )
+    return v
+
+
+class ChatCompletionRequest(SamplingRequest):
+    """The body of ``POST /v1/chat/completions`` (the fields sim-serve understands).
+
+    ``logprobs`` / ``top_logprobs`` are refused with a 400 naming the field: the simulator
+    has no token probabilities to report.
+    """
+
+    messages: list[Message] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
+
     @field_validator("logprobs", "top_logprobs")
     @classmethod
     def _no_logprobs(cls, v: Any, info: ValidationInfo) -> Any:
-        if v:  # false / 0 / null ask for nothing
-            raise ValueError(
-                f"sim-serve does not simulate log probabilities; send no '{info.field_name}'"
-            )
-        return v
+        return _refuse_logprobs(v or None, info)  # (``top_logprobs: 0`` asks for nothing)
 
     @field_validator("tool_choice")
     @classmethod
@@ -205,6 +222,54 @@ class ChatCompletionRequest(_Strict):
     def max_new_tokens(self) -> int | None:
         """``max_completion_tokens`` or ``max_tokens`` (the newer name wins)."""
         return self.max_completion_tokens or self.max_tokens
+
+
+#: vLLM's (and OpenAI's) default ``max_tokens`` of a text completion
+TEXT_DEFAULT_MAX_TOKENS = 16
+
+
+class TextCompletionRequest(SamplingRequest):
+    """The body of ``POST /v1/completions`` (vLLM's text completions: a raw prompt, no
+    chat template), what ``vllm bench serve`` and text-completion benchmark clients send.
+
+    ``prompt``: one text or one list of token ids (a list holding one of either is the
+    same); several prompts in one request are refused (one choice per request).
+    ``max_tokens`` defaults to 16, as in vLLM. ``logprobs``, ``echo`` and ``suffix`` are
+    refused with a 400 naming the field (no token probabilities, no detokenizer for an
+    echoed token-id prompt, and vLLM serves no suffix either).
+    """
+
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = Field(default=TEXT_DEFAULT_MAX_TOKENS, ge=1, le=MAX_SIM_TOKENS)
+    logprobs: int | None = None
+    echo: bool | None = None
+    suffix: str | None = None
+    best_of: int | None = Field(default=None, ge=1, le=1)
+
+    @field_validator("prompt")
+    @classmethod
+    def _one_prompt(cls, v: Any) -> Any:
+        if isinstance(v, list) and v and isinstance(v[0], (str, list)):
+            if len(v) != 1:
+                raise ValueError(f"sim-serve takes one prompt per request, got {len(v)}")
+            v = v[0]
+        if not v:
+            raise ValueError("the prompt is empty")
+        if isinstance(v, list) and min(v) < 0:
+            raise ValueError("a token id is negative")
+        return v
+
+    @field_validator("logprobs")
+    @classmethod
+    def _no_logprobs(cls, v: Any, info: ValidationInfo) -> Any:
+        return _refuse_logprobs(v, info)  # (``logprobs: 0`` asks for the sampled token's)
+
+    @field_validator("echo", "suffix")
+    @classmethod
+    def _not_served(cls, v: Any, info: ValidationInfo) -> Any:
+        if v:
+            raise ValueError(f"sim-serve does not serve '{info.field_name}'; send none")
+        return v
 
 
 class FaultRates(_Strict):

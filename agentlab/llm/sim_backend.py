@@ -186,11 +186,14 @@ class SimServer(AttemptRunner, ServerState):
         params: dict[str, Any] | None = None,
         timeout: float = math.inf,
         labels: dict[str, Any] | None = None,
+        prompt_tokens: int | None = None,
     ) -> SimResult:
         """Decide content and faults of one attempt and queue it (no waiting happens here).
 
         ``first_token``/``end`` of the result are the engine's current prediction, a lower
-        bound that :meth:`wait`/:meth:`chunks` refine.
+        bound that :meth:`wait`/:meth:`chunks` refine. ``prompt_tokens``: the prompt's
+        tokens when the caller counted them (a raw-text prompt, :meth:`raw_prompt_tokens`:
+        no chat template); else the profile's tokenizer counts the rendered chat prompt.
         """
         p = self.profile
         params = params or {}
@@ -200,7 +203,8 @@ class SimServer(AttemptRunner, ServerState):
             extra = spec.name
         if tools:
             extra += "|" + ",".join([str(t.get("function", t).get("name")) for t in tools])
-        h, prompt_tokens = self._digest(messages, extra, tools)
+        h, counted = self._digest(messages, extra, tools)
+        prompt_tokens = counted if prompt_tokens is None else prompt_tokens
         if p.truncate_to_len:
             prompt_tokens = self._cut(prompt_tokens, params)
         self.requests_total += 1
@@ -295,6 +299,11 @@ class SimServer(AttemptRunner, ServerState):
             parts.append(c if isinstance(c, str) else repr(c))
         h = zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
         return h, tok.prompt_tokens(messages, tools)
+
+    def raw_prompt_tokens(self, text: str) -> int:
+        """Tokens of a prompt sent as raw text (``/v1/completions``), as the profile's
+        tokenizer counts it: no chat template, the special tokens the server adds."""
+        return self._tokenizer.raw_prompt_tokens(text)
 
     def _reply_cap(self, params: dict[str, Any]) -> int:
         """The completion cap of a request: its ``max_tokens`` (or

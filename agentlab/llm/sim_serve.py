@@ -11,6 +11,12 @@ Endpoints (127.0.0.1 by default):
   :class:`~agentlab.llm.serve_models.ChatCompletionRequest`: a bad one gets HTTP 400 with
   OpenAI's error body naming the field (``logprobs`` too: not simulated), an unknown
   model HTTP 404 (``model_not_found``), a simulated rate limit HTTP 429;
+- ``POST /v1/completions`` — vLLM's text completions (what ``vllm bench serve`` sends):
+  one prompt, a text or token ids, counted without the chat template (a text with the
+  tokenizer's ``<|begin_of_text|>``, as vLLM encodes it); ``max_tokens`` 16 unless given;
+  the same sampling extras, streaming and usage as chat, the finish reason on the last
+  text chunk; ``logprobs``, ``echo``, ``suffix`` and several prompts get a 400 naming the
+  field;
 - ``GET /v1/models``, ``GET /v1/models/{id}``; ``GET /health``;
 - ``POST /sim/faults`` ``{"p_rate_limit": .., "p_timeout": .., "p_malformed": ..}`` — not
   OpenAI, off unless the server was started with ``fault_control=True``
@@ -43,16 +49,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import ipaddress
 import itertools
 import json
 import socket
 import sys
 import threading
 import time
-import urllib.parse
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -65,14 +69,32 @@ from agentlab.llm.serve_models import (
     ChatCompletionRequest,
     FaultRates,
     NamedToolChoice,
+    SamplingRequest,
+    TextCompletionRequest,
     error_body,
     validation_error_body,
 )
-from agentlab.llm.sim_backend import SIM_OVERRIDES, SimServer
-from agentlab.llm.sim_content import Rng, SchemaError, gen_value
+from agentlab.llm.sim_backend import SIM_OVERRIDES, SimResult, SimServer
+from agentlab.llm.sim_content import SchemaError
 from agentlab.llm.sim_profiles import get_profile
 from agentlab.llm.sim_serve_args import add_arguments, profile_params, server_options
-from agentlab.llm.sim_serve_replies import _completion, _Reply, _stream
+from agentlab.llm.sim_serve_replies import (
+    _completion,
+    _Reply,
+    _stream,
+    _text_completion,
+    _text_stream,
+)
+from agentlab.llm.sim_serve_requests import (
+    LOOPBACK,
+    RAW_PROMPT_ROLE,
+    model_not_found,
+    over_context,
+    raw_prompt,
+    refuse_control,
+    schema_param,
+    sim_params,
+)
 from agentlab.llm.structured import output_spec
 
 __all__ = [
@@ -93,9 +115,13 @@ _MAX_HANG_S = 3600.0
 MAX_MODEL_LEN = 131_072  # Llama-3.2-3B's context, as vLLM serves it by default
 HEADER_TIMEOUT_S = 10.0
 BACKLOG = 1024
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Body = TypeVar("Body", bound=SamplingRequest)
+#: a streamed reply's writer (``sim_serve_replies._stream`` / ``_text_stream``)
+Streamer = Callable[
+    [web.Request, SimServer, ServeMetrics, SimResult, _Reply], Awaitable[web.StreamResponse]
+]
 
 
 def build_app(
@@ -150,7 +176,7 @@ def build_app(
     async def one_model(request: web.Request) -> web.Response:
         m = request.match_info["model"]
         if m not in served:
-            return _model_not_found(m, served)
+            return model_not_found(m, served)
         return web.json_response(model_card(m))
 
     async def health(_: web.Request) -> web.Response:
@@ -160,55 +186,44 @@ def build_app(
         body, ctype = metrics.render()
         return web.Response(body=body, headers={"Content-Type": ctype})
 
-    async def chat(request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        try:
-            req = ChatCompletionRequest.model_validate_json(raw)
-        except ValidationError as exc:
-            return web.json_response(validation_error_body(exc), status=400)
+    def admit(
+        request: web.Request, req: SamplingRequest, body: dict[str, Any]
+    ) -> tuple[int, int] | web.Response:
+        """A validated body's arrival number and fault-draw attempt, or the refusal: an
+        unknown model (404), an unknown ``sim_*`` override or a reply longer than the
+        context (400), a bad attempt header (400)."""
         if req.model not in served:
-            return _model_not_found(req.model, served)
-        body = json.loads(raw)
+            return model_not_found(req.model, served)
         bad = sorted(k for k in body if k.startswith("sim_") and k not in SIM_OVERRIDES)
         if bad:
             msg = f"Unrecognized simulator override {bad[0]!r}; valid: {sorted(SIM_OVERRIDES)}"
             return web.json_response(
                 error_body(msg, param=bad[0], code="invalid_value"), status=400
             )
-        too_long = _over_context(req, max_model_len)
+        too_long = over_context(req, max_model_len)
         if too_long is not None:
             return web.json_response(too_long, status=400)
         seq = next(arrivals)
-        attempt = seq
         header = request.headers.get(ATTEMPT_HEADER)
-        if header is not None:
-            try:
-                attempt = int(header)
-            except ValueError:
-                msg = f"{ATTEMPT_HEADER} must be an integer, got {header!r}"
-                return web.json_response(error_body(msg, code="invalid_value"), status=400)
-        rf = body.get("response_format")
-        spec = output_spec(rf) if rf and rf.get("type") != "text" else None
-        params = _sim_params(req, body, server.profile.max_completion)
+        if header is None:
+            return seq, seq
         try:
-            res = server.plan(
-                body["messages"],
-                attempt=attempt,
-                spec=spec,
-                tools=body.get("tools"),
-                params=params,
-                timeout=_MAX_HANG_S,
-            )
-        except SchemaError as exc:
-            bad_param = _schema_param(spec.schema if spec else None, body.get("tools"))
-            msg = f"Invalid schema for '{bad_param}': {exc}."
-            return web.json_response(
-                error_body(msg, param=bad_param, code="invalid_value"), status=400
-            )
-        rid = f"chatcmpl-{seq}"
-        cap = params.get("max_tokens")
-        named = isinstance(req.tool_choice, NamedToolChoice)
-        stamp = int(time.time())  # each reply's own creation time, as vLLM's
+            return seq, int(header)
+        except ValueError:
+            msg = f"{ATTEMPT_HEADER} must be an integer, got {header!r}"
+            return web.json_response(error_body(msg, code="invalid_value"), status=400)
+
+    async def answer(
+        request: web.Request,
+        req: SamplingRequest,
+        res: SimResult,
+        reply: _Reply,
+        whole: Callable[[SimResult], dict[str, Any]],
+        stream: Streamer,
+    ) -> web.StreamResponse:
+        """Serve a planned request: HTTP 429 for a simulated rate limit; else, when the
+        engine has made it, the ``whole`` reply or the ``stream``; a client that goes away
+        aborts it (its slot is freed at once)."""
         try:
             if res.fault == "rate_limited":
                 metrics.fault("rate_limited")
@@ -227,30 +242,94 @@ def build_app(
                     return web.json_response(
                         error_body("generation timed out (simulated)", "timeout"), status=504
                     )
-                metrics.finished(res, cap)
-                return web.json_response(_completion(res, rid, stamp, req.model, named))
-            opts = req.stream_options
-            reply = _Reply(
-                rid,
-                stamp,
-                req.model,
-                named,
-                bool(opts and opts.include_usage),
-                bool(opts and opts.continuous_usage_stats),
-                cap,
-                tokens_per_chunk,
-            )
-            return await _stream(request, server, metrics, res, reply)
+                metrics.finished(res, reply.max_tokens)
+                return web.json_response(whole(res))
+            return await stream(request, server, metrics, res, reply)
         except (asyncio.CancelledError, ConnectionResetError):
             server.cancel(res)  # the client went away: free the slot now
             metrics.fault("cancelled")
             raise
 
+    def reply_of(req: SamplingRequest, rid: str, named: bool, cap: int | None) -> _Reply:
+        opts = req.stream_options
+        stamp = int(time.time())  # each reply's own creation time, as vLLM's
+        return _Reply(rid, stamp, req.model, named, bool(opts and opts.include_usage),
+                      bool(opts and opts.continuous_usage_stats), cap, tokens_per_chunk)  # fmt: skip
+
+    async def receive(
+        request: web.Request, model: type[Body]
+    ) -> tuple[Body, dict[str, Any], int, int] | web.Response:
+        """A request's body validated as ``model``, the raw body, its arrival number and
+        fault-draw attempt (:func:`admit`); or the 400 / 404 refusing it."""
+        raw = await request.read()
+        try:
+            req = model.model_validate_json(raw)
+        except ValidationError as exc:
+            return web.json_response(validation_error_body(exc), status=400)
+        body = json.loads(raw)
+        admitted = admit(request, req, body)
+        if isinstance(admitted, web.Response):
+            return admitted
+        return (req, body, *admitted)
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        got = await receive(request, ChatCompletionRequest)
+        if isinstance(got, web.Response):
+            return got
+        req, body, seq, attempt = got
+        rf = body.get("response_format")
+        spec = output_spec(rf) if rf and rf.get("type") != "text" else None
+        params = sim_params(req, body, server.profile.max_completion)
+        try:
+            res = server.plan(
+                body["messages"],
+                attempt=attempt,
+                spec=spec,
+                tools=body.get("tools"),
+                params=params,
+                timeout=_MAX_HANG_S,
+            )
+        except SchemaError as exc:
+            bad_param = schema_param(spec.schema if spec else None, body.get("tools"))
+            msg = f"Invalid schema for '{bad_param}': {exc}."
+            return web.json_response(
+                error_body(msg, param=bad_param, code="invalid_value"), status=400
+            )
+        named = isinstance(req.tool_choice, NamedToolChoice)
+        reply = reply_of(req, f"chatcmpl-{seq}", named, params.get("max_tokens"))
+
+        def whole(r: SimResult) -> dict[str, Any]:
+            return _completion(r, reply.rid, reply.created, req.model, named)
+
+        return await answer(request, req, res, reply, whole, _stream)
+
+    async def text(request: web.Request) -> web.StreamResponse:
+        # vLLM's text completions: a raw prompt, counted without the chat template
+        got = await receive(request, TextCompletionRequest)
+        if isinstance(got, web.Response):
+            return got
+        req, body, seq, attempt = got
+        prompt, tokens = raw_prompt(req.prompt, server)
+        params = sim_params(req, body, server.profile.max_completion)
+        res = server.plan(
+            [{"role": RAW_PROMPT_ROLE, "content": prompt}],
+            attempt=attempt,
+            params=params,
+            timeout=_MAX_HANG_S,
+            prompt_tokens=tokens,
+        )
+        reply = reply_of(req, f"cmpl-{seq}", False, params.get("max_tokens"))
+
+        def whole(r: SimResult) -> dict[str, Any]:
+            return _text_completion(r, reply.rid, reply.created, req.model)
+
+        return await answer(request, req, res, reply, whole, _text_stream)
+
     async def set_faults(request: web.Request) -> web.Response:
         # Not OpenAI: the fault-injection control of the simulator (like toxiproxy's API),
         # so a test can end a fault phase and watch clients recover. Opt-in, and closed to
         # web pages: a no-cors fetch can only send text/plain, and carries its Origin.
-        refused = _refuse_control(request, fault_control, host)
+        refused = refuse_control(request, fault_control, host)
         if refused is not None:
             return refused
         try:
@@ -269,6 +348,7 @@ def build_app(
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics_page)
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/completions", text)
     return app
 
 
@@ -285,100 +365,9 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
         return web.json_response(error_body(msg, kind), status=exc.status)
 
 
-def _model_not_found(model: str, served: tuple[str, ...]) -> web.Response:
-    msg = f"The model `{model}` does not exist. This server serves: {', '.join(served)}."
-    body = error_body(msg, "invalid_request_error", "model", "model_not_found")
-    return web.json_response(body, status=404)
-
-
-def _sim_params(
-    req: ChatCompletionRequest, body: dict[str, Any], default_cap: int
-) -> dict[str, Any]:
-    """The simulator's per-call parameters from a validated request body."""
-    params = {k: v for k, v in body.items() if k.startswith("sim_") and v is not None}
-    cap = req.max_new_tokens()
-    if cap is not None:
-        params["max_tokens"] = cap
-    if req.ignore_eos:  # vLLM: generate until max_tokens (or the model's limit), no EOS
-        params["sim_completion_tokens"] = cap or default_cap
-    if req.min_tokens:
-        params["min_tokens"] = req.min_tokens
-    if req.stop:
-        params["stop"] = req.stop
-    if body.get("tool_choice") is not None:
-        params["tool_choice"] = body["tool_choice"]
-    return params
-
-
-def _over_context(req: ChatCompletionRequest, max_model_len: int) -> dict[str, Any] | None:
-    """vLLM's 400 for a reply longer than the model's context, or None."""
-    for field in ("max_completion_tokens", "max_tokens", "min_tokens", "sim_completion_tokens"):
-        value = getattr(req, field)
-        if value is not None and value > max_model_len:
-            msg = (
-                f"This model's maximum context length is {max_model_len} tokens. However, "
-                f"you requested {value} tokens in the completion ('{field}'). Please reduce "
-                "the length of the completion."
-            )
-            return error_body(msg, param=field, code="invalid_value")
-    return None
-
-
-def _schema_param(schema: dict[str, Any] | None, tools: list[dict[str, Any]] | None) -> str:
-    """Which field holds the schema the simulator refused (found again on the error path)."""
-    if schema is not None:
-        try:
-            gen_value(schema, Rng(0))
-        except SchemaError:
-            return "response_format"
-    for i, tool in enumerate(tools or []):
-        try:
-            gen_value(tool.get("function", {}).get("parameters") or {}, Rng(0))
-        except SchemaError:
-            return f"tools[{i}].function.parameters"
-    return "tools" if tools else "response_format"
-
-
-def _refuse_control(request: web.Request, enabled: bool, bound: str) -> web.Response | None:
-    """Why a ``POST /sim/faults`` is refused (a response), or None to go ahead.
-
-    Off unless enabled; a JSON body only (a cross-site ``fetch`` without CORS can send
-    only text/plain, form or multipart bodies); a ``Host`` that is loopback, an IP literal
-    or the bound name (a DNS-rebinding page sends its own domain name); no ``Origin``
-    other than the server's own."""
-    if not enabled:
-        msg = "runtime fault control is off; start sim-serve with --fault-control"
-        return web.json_response(error_body(msg, "permission_error"), status=403)
-    ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-    if ctype != "application/json":
-        msg = f"POST /sim/faults takes Content-Type application/json, got {ctype or 'none'!r}"
-        return web.json_response(error_body(msg, code="unsupported_media_type"), status=415)
-    host = request.host.rsplit(":", 1)[0].strip("[]") if request.host else ""
-    if not _trusted_host(host, bound):
-        msg = f"POST /sim/faults refused for Host {request.host!r} (not this server)"
-        return web.json_response(error_body(msg, "permission_error"), status=403)
-    origin = request.headers.get("Origin")
-    if origin is not None:
-        parts = urllib.parse.urlsplit(origin)
-        if (parts.hostname or "") != host or parts.netloc != request.host:
-            msg = f"POST /sim/faults refused from Origin {origin!r} (another site)"
-            return web.json_response(error_body(msg, "permission_error"), status=403)
-    return None
-
-
-def _trusted_host(host: str, bound: str) -> bool:
-    if host in _LOOPBACK or host == bound:
-        return True
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 def main(args: argparse.Namespace) -> int:
     """CLI entry (``agentlab sim-serve``): serve until interrupted; returns an exit code."""
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
+    if args.host not in LOOPBACK:
         print(f"sim-serve: warning: listening on {args.host}, not loopback", file=sys.stderr)
     params = profile_params(args)
     opts = server_options(args)

@@ -1,6 +1,8 @@
-"""The OpenAI chat-completion replies of ``sim-serve``: a whole completion, or an SSE stream
-of chunks as vLLM sends them (one per ``tokens_per_chunk`` tokens, an optional usage chunk,
-``[DONE]``), with vLLM's finish reasons and usage (cached prompt tokens included).
+"""The OpenAI replies of ``sim-serve``, chat and text completions: a whole completion, or an
+SSE stream of chunks as vLLM sends them (one per ``tokens_per_chunk`` tokens, an optional
+usage chunk, ``[DONE]``), with vLLM's finish reasons and usage (cached prompt tokens
+included). A chat stream ends with a chunk of its own carrying the finish reason; a text
+stream carries it on its last text chunk, as vLLM's completions stream does.
 
 Split out of :mod:`agentlab.llm.sim_serve`, which validates requests, routes and runs the
 server.
@@ -12,12 +14,14 @@ import asyncio
 import dataclasses
 import json
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from agentlab.llm.serve_metrics import ServeMetrics, cached_tokens, metrics_finish_reason
 from agentlab.llm.sim_backend import SimResult, SimServer
+from agentlab.llm.sim_running import piece_count
 
 __all__: list[str] = []
 
@@ -43,15 +47,10 @@ async def _stream(
     res: SimResult,
     reply: _Reply,
 ) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await resp.prepare(request)
+    resp, send = await _open_sse(request)
     base = {"id": reply.rid, "object": "chat.completion.chunk", "created": reply.created}
     base["model"] = reply.model
     model_id = reply.model
-
-    async def send(obj: Any) -> None:
-        await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
-
     try:
         if res.tool_calls:
             await server.wait(res, model_id)  # the arguments are whole once generated
@@ -63,26 +62,100 @@ async def _stream(
             delta: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
             await send({**base, "choices": [{"index": 0, "delta": delta}]})
         else:
-            first = True
-            n = res.completion_tokens
-            pieces = math.ceil(n / max(1, reply.tokens_per_chunk))
-            sent = 0
-            async for piece in server.chunks(res, model_id, pieces):
+
+            def choice(piece: str, first: bool, last: bool) -> dict[str, Any]:
                 d: dict[str, Any] = {"content": piece}
                 if first:
-                    d["role"], first = "assistant", False
-                event = {**base, "choices": [{"index": 0, "delta": d}]}
-                sent += 1
-                if reply.continuous_usage:  # tokens so far, as vLLM counts them per chunk
-                    done = min(n, round(n * sent / pieces))
-                    event["usage"] = _usage(res, done)
-                await send(event)
+                    d["role"] = "assistant"
+                return {"index": 0, "delta": d}
+
+            await _send_pieces(send, base, server, res, reply, choice)
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except Exception:  # a simulated fault mid-stream: end the stream without [DONE]
         return resp
     finish = _finish_reason(res, reply.named_tool)
     await send({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    return await _close_sse(resp, send, base, res, reply, metrics)
+
+
+async def _text_stream(
+    request: web.Request,
+    server: SimServer,
+    metrics: ServeMetrics,
+    res: SimResult,
+    reply: _Reply,
+) -> web.StreamResponse:
+    """A ``/v1/completions`` stream: one chunk per ``tokens_per_chunk`` tokens of text, the
+    finish reason on the last of them (vLLM's completions stream has no chunk of its own
+    for it, so a client timing every chunk sees no extra one)."""
+    resp, send = await _open_sse(request)
+    base = {"id": reply.rid, "object": "text_completion", "created": reply.created}
+    base["model"] = reply.model
+    finish = metrics_finish_reason(res)
+
+    def choice(piece: str, first: bool, last: bool) -> dict[str, Any]:
+        return {
+            "index": 0,
+            "text": piece,
+            "logprobs": None,
+            "finish_reason": finish if last else None,
+        }
+
+    try:
+        await _send_pieces(send, base, server, res, reply, choice)
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception:  # a simulated fault mid-stream: end the stream without [DONE]
+        return resp
+    return await _close_sse(resp, send, base, res, reply, metrics)
+
+
+async def _send_pieces(
+    send: Callable[[Any], Awaitable[None]],
+    base: dict[str, Any],
+    server: SimServer,
+    res: SimResult,
+    reply: _Reply,
+    choice: Callable[[str, bool, bool], dict[str, Any]],
+) -> None:
+    """One event per piece of the reply's text as the engine produces it (``tokens_per_chunk``
+    tokens each), its choice built by ``choice(piece, first, last)``; with
+    ``continuous_usage_stats`` the tokens so far in each (as vLLM counts them per chunk)."""
+    pieces = math.ceil(res.completion_tokens / max(1, reply.tokens_per_chunk))
+    last = piece_count(res, pieces)  # what chunks() yields: every piece is sent
+    sent = 0
+    async for piece in server.chunks(res, reply.model, pieces):
+        sent += 1
+        event = {**base, "choices": [choice(piece, sent == 1, sent == last)]}
+        if reply.continuous_usage:
+            n = res.completion_tokens
+            event["usage"] = _usage(res, min(n, round(n * sent / pieces)))
+        await send(event)
+
+
+async def _open_sse(
+    request: web.Request,
+) -> tuple[web.StreamResponse, Callable[[Any], Awaitable[None]]]:
+    """The prepared event-stream response and a ``send(event)`` writing one SSE event."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+
+    async def send(obj: Any) -> None:
+        await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+
+    return resp, send
+
+
+async def _close_sse(
+    resp: web.StreamResponse,
+    send: Callable[[Any], Awaitable[None]],
+    base: dict[str, Any],
+    res: SimResult,
+    reply: _Reply,
+    metrics: ServeMetrics,
+) -> web.StreamResponse:
+    """The end of a completed stream: the usage chunk if asked for, ``[DONE]``, metrics."""
     if reply.include_usage:
         await send({**base, "choices": [], "usage": _usage(res)})
     await resp.write(b"data: [DONE]\n\n")
@@ -125,5 +198,19 @@ def _completion(
         "created": created,
         "model": model,
         "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+        "usage": _usage(res),
+    }
+
+
+def _text_completion(res: SimResult, rid: str, created: int, model: str) -> dict[str, Any]:
+    """A whole ``/v1/completions`` reply (``object: text_completion``)."""
+    choice = {"index": 0, "text": res.text, "logprobs": None}
+    choice["finish_reason"] = metrics_finish_reason(res)
+    return {
+        "id": rid,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [choice],
         "usage": _usage(res),
     }

@@ -68,6 +68,11 @@ class Tokenizer(Protocol):
         """Tokens of the rendered chat prompt, generation prompt included."""
         ...
 
+    def raw_prompt_tokens(self, text: str) -> int:
+        """Tokens of a prompt sent as raw text (``/v1/completions``): no chat template, the
+        text and the special tokens the server adds in front of it."""
+        ...
+
 
 def message_text(content: Any) -> str:
     """The text a text-only model sees for one message's ``content``.
@@ -187,6 +192,9 @@ class CharsTokenizer:
     def count(self, text: str) -> int:
         return int(len(text) / self.chars_per_token)
 
+    def raw_prompt_tokens(self, text: str) -> int:
+        return self.count(text)  # (an estimate: no template, no special tokens)
+
     def prompt_tokens(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
     ) -> int:
@@ -269,6 +277,10 @@ class Llama3Tokenizer:
                 self._cache.clear()
             n = self._cache[key] = self._enc.count(text)
         return n
+
+    def raw_prompt_tokens(self, text: str) -> int:
+        # vLLM encodes a completions prompt with add_special_tokens: <|begin_of_text|> first
+        return self.count(text) + 1
 
     def _tools_tokens(self, tools: Sequence[dict[str, Any]]) -> int:
         """Tokens of the template's tool block (instructions and every schema as
