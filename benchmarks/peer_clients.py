@@ -8,9 +8,9 @@ from ``sim-serve --profile vllm-3b`` at ``--concurrency``. Printed per client: r
 output tokens delivered (asked -> min / median / max, as the client counts them), prompt
 tokens (client -> server; the server's count must be the client's plus the chat template,
 and for guidellm, aiperf and the SDK exactly ``agentlab.llm.tokens.count_prompt_tokens`` of
-the prompt sent; aiperf runs twice, on ``/v1/chat/completions`` and on ``/v1/completions``,
-where the server's count is the raw prompt's plus ``<|begin_of_text|>``), TTFT and ITL as
-the client measures them.
+the prompt sent; guidellm and aiperf run twice, on ``/v1/chat/completions`` and on
+``/v1/completions``, where the server's count is the raw prompt's plus
+``<|begin_of_text|>``), TTFT and ITL as the client measures them.
 
     python benchmarks/peer_clients.py [--quick] [--json OUT] [--keep DIR]
 
@@ -109,10 +109,15 @@ def _payload_tokens(payload: dict[str, Any]) -> int:
     return count_text_tokens(payload["prompt"], tokenizer="llama3") + 1
 
 
-def run_guidellm(exe: str, tok: str, url: str, a: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """guidellm 0.8: synthetic prompts of ``prompt_tokens``, ``output_tokens`` asked."""
-    report = out / "guidellm.json"
-    cmd = [exe, "run", "--backend", f"kind=openai_http,target={url},model={MODEL}"]
+def run_guidellm(
+    exe: str, tok: str, url: str, a: argparse.Namespace, out: Path, endpoint: str = "chat"
+) -> dict[str, Any]:
+    """guidellm 0.8: synthetic prompts of ``prompt_tokens``, ``output_tokens`` asked;
+    ``endpoint`` ``chat`` or ``completions`` (its ``request_format``)."""
+    report = out / f"guidellm-{endpoint}.json"
+    fmt = "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
+    backend = f"kind=openai_http,target={url},model={MODEL},request_format={fmt}"
+    cmd = [exe, "run", "--backend", backend]
     cmd += ["--profile", f"kind=concurrent,streams={a.concurrency}"]
     cmd += ["--constraint", f"kind=max_requests,count={a.requests}"]
     cmd += ["--data", f"kind=synthetic_text,prompt_tokens={a.prompt_tokens},"
@@ -126,7 +131,7 @@ def run_guidellm(exe: str, tok: str, url: str, a: argparse.Namespace, out: Path)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=out)
     wall = time.perf_counter() - t0
-    (out / "guidellm.log").write_text(proc.stdout + proc.stderr)
+    (out / f"guidellm-{endpoint}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"guidellm failed ({proc.returncode}): {proc.stderr[-2000:]}")
     bench = json.loads(report.read_text())["benchmarks"][0]
@@ -135,10 +140,10 @@ def run_guidellm(exe: str, tok: str, url: str, a: argparse.Namespace, out: Path)
     client_prompt = []
     for r in ok:
         body = json.loads(r["request_args"])["body"]
-        exact += r["prompt_tokens"] == _prompt_tokens(body["messages"])
+        exact += r["prompt_tokens"] == _payload_tokens(body)
         client_prompt.append(a.prompt_tokens)  # guidellm generates them to this length
     return {
-        "tool": "guidellm",
+        "tool": "guidellm" if endpoint == "chat" else f"guidellm {endpoint}",
         "ok": len(ok),
         "errors": len(bench["requests"]["errored"]) + len(bench["requests"]["incomplete"]),
         "output_tokens": _dist([r["output_metrics"]["text_tokens"] for r in ok]),
@@ -352,7 +357,10 @@ def main() -> int:
     p.add_argument("--output-tokens", type=int, default=256)
     p.add_argument("--profile", default="vllm-3b")
     p.add_argument("--set", action="append", default=[], help="sim-serve --set FIELD=VALUE")
-    p.add_argument("--clients", default="guidellm,aiperf,aiperf-completions,sdk,litellm")
+    p.add_argument(
+        "--clients",
+        default="guidellm,guidellm-completions,aiperf,aiperf-completions,sdk,litellm",
+    )
     p.add_argument("--guidellm-workers", type=int, default=2, help="its worker processes")
     p.add_argument("--json", default=None, help="write the rows here")
     p.add_argument("--keep", default=None, help="keep the clients' reports in this directory")
@@ -368,6 +376,8 @@ def main() -> int:
         tok = paths["PEER_TOKENIZER"]
         if "guidellm" in wanted:
             rows.append(run_guidellm(paths["GUIDELLM"], tok, url, a, out))
+        if "guidellm-completions" in wanted:
+            rows.append(run_guidellm(paths["GUIDELLM"], tok, url, a, out, "completions"))
         if "aiperf" in wanted:
             rows.append(run_aiperf(paths["AIPERF"], tok, url, a, out))
         if "aiperf-completions" in wanted:
