@@ -300,6 +300,13 @@ class SimServer(AttemptRunner, ServerState):
         h = zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
         return h, tok.prompt_tokens(messages, tools)
 
+    def chat_prompt_tokens(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> int:
+        """Tokens of a chat prompt as :meth:`plan` counts it (the profile's tokenizer, chat
+        template and tool schemas included), without planning anything."""
+        return self._tokenizer.prompt_tokens(messages, tools)
+
     def raw_prompt_tokens(self, text: str) -> int:
         """Tokens of a prompt sent as raw text (``/v1/completions``), as the profile's
         tokenizer counts it: no chat template, the special tokens the server adds."""

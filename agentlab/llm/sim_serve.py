@@ -90,6 +90,7 @@ from agentlab.llm.sim_serve_requests import (
     RAW_PROMPT_ROLE,
     model_not_found,
     over_context,
+    prompt_over_context,
     raw_prompt,
     refuse_control,
     schema_param,
@@ -143,7 +144,9 @@ def build_app(
             from it); default ``sim/<profile>`` and ``<profile>``. Replies name the model
             the request asked for; ``/metrics`` labels the first name.
         fault_control: serve ``POST /sim/faults`` (off: HTTP 403).
-        max_model_len: ``max_tokens`` / ``sim_completion_tokens`` above it get HTTP 400.
+        max_model_len: the model's context, as vLLM's: ``max_tokens`` /
+            ``sim_completion_tokens`` above it get HTTP 400, and so does a prompt whose
+            tokens and ``max_tokens`` exceed it (without ``max_tokens``: that fills it).
         tokens_per_chunk: tokens per SSE chunk (1: vLLM's default, one per token).
         host: the address the server binds (the ``Host`` check of ``/sim/faults``).
 
@@ -280,6 +283,10 @@ def build_app(
         rf = body.get("response_format")
         spec = output_spec(rf) if rf and rf.get("type") != "text" else None
         params = sim_params(req, body, server.profile.max_completion)
+        tokens = server.chat_prompt_tokens(body["messages"], body.get("tools"))
+        too_long = prompt_over_context(tokens, req.max_new_tokens(), max_model_len, "messages")
+        if too_long is not None:
+            return web.json_response(too_long, status=400)
         try:
             res = server.plan(
                 body["messages"],
@@ -310,6 +317,9 @@ def build_app(
             return got
         req, body, seq, attempt = got
         prompt, tokens = raw_prompt(req.prompt, server)
+        too_long = prompt_over_context(tokens, req.max_new_tokens(), max_model_len, "prompt")
+        if too_long is not None:
+            return web.json_response(too_long, status=400)
         params = sim_params(req, body, server.profile.max_completion)
         res = server.plan(
             [{"role": RAW_PROMPT_ROLE, "content": prompt}],

@@ -37,7 +37,8 @@ def add_fault_arguments(p: argparse.ArgumentParser) -> None:
                    help="model name(s) to serve, as vLLM's (e.g. a tokenizer's repo id or "
                         "directory, so clients resolve a tokenizer); default sim/PROFILE, PROFILE")  # fmt: skip
     p.add_argument("--max-model-len", type=int, default=131072, metavar="N",
-                   help="longest completion a request may ask for (HTTP 400 above)")  # fmt: skip
+                   help="the model's context: HTTP 400 for a completion asked above it, or "
+                        "a prompt that leaves its completion no room (as vLLM)")  # fmt: skip
     p.add_argument("--tokens-per-chunk", type=int, default=1, metavar="K",
                    help="tokens per streamed SSE chunk (1: one per token, as vLLM)")  # fmt: skip
     p.add_argument("--header-timeout", type=float, default=10.0, metavar="S",

@@ -1,7 +1,8 @@
 """What a ``sim-serve`` request body asks of the simulator, and the refusals that do not
 need it: the simulator's per-call parameters (:func:`sim_params`), a raw
 ``/v1/completions`` prompt and its tokens (:func:`raw_prompt`), vLLM's 400 for a reply
-longer than the context (:func:`over_context`), the field holding a refused schema
+longer than the context and for a prompt that leaves no room for it
+(:func:`over_context`, :func:`prompt_over_context`), the field holding a refused schema
 (:func:`schema_param`), the 404 of an unknown model (:func:`model_not_found`), and the
 guard of the non-OpenAI fault control (:func:`refuse_control`).
 
@@ -25,6 +26,7 @@ __all__ = [
     "RAW_PROMPT_ROLE",
     "model_not_found",
     "over_context",
+    "prompt_over_context",
     "raw_prompt",
     "refuse_control",
     "schema_param",
@@ -85,6 +87,30 @@ def over_context(req: SamplingRequest, max_model_len: int) -> dict[str, Any] | N
             )
             return error_body(msg, param=field, code="invalid_value")
     return None
+
+
+def prompt_over_context(
+    prompt_tokens: int, cap: int | None, max_model_len: int, field: str
+) -> dict[str, Any] | None:
+    """vLLM's 400 for a prompt that leaves no room for its reply in the model's context
+    (``prompt + max_tokens`` above it, or without ``max_tokens`` the prompt alone filling
+    it), naming the prompt's ``field``; or None."""
+    if cap is None:
+        if prompt_tokens < max_model_len:
+            return None
+        msg = (
+            f"This model's maximum context length is {max_model_len} tokens. However, your "
+            f"request has {prompt_tokens} input tokens. Please reduce the length of the input."
+        )
+    else:
+        if prompt_tokens + cap <= max_model_len:
+            return None
+        msg = (
+            f"This model's maximum context length is {max_model_len} tokens. However, you "
+            f"requested {prompt_tokens + cap} tokens ({prompt_tokens} in the {field}, {cap} "
+            f"in the completion). Please reduce the length of the {field} or completion."
+        )
+    return error_body(msg, param=field, code="context_length_exceeded")
 
 
 def schema_param(schema: dict[str, Any] | None, tools: list[dict[str, Any]] | None) -> str:

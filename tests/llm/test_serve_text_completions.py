@@ -132,3 +132,26 @@ def test_what_is_not_served_is_refused_naming_the_field(
 def test_the_estimate_tokenizer_counts_a_raw_prompt_without_special_tokens() -> None:
     assert get_tokenizer("chars:4").raw_prompt_tokens("x" * 40) == 10
     assert get_tokenizer("llama3").raw_prompt_tokens("Hello world") == 3  # BOS, Hello, world
+
+
+def test_a_prompt_that_leaves_no_room_for_its_reply_is_refused_as_vllm_does() -> None:
+    # vLLM: prompt + max_tokens above max_model_len is a 400 (without max_tokens the prompt
+    # alone must leave room); the chat prompt is counted with its template
+    with start_sim_server("vllm-3b", seed=0, max_model_len=300) as h:
+        c = openai.OpenAI(base_url=h.base_url, api_key="unused", max_retries=0)
+        text = "word " * 250
+        n = count_text_tokens(text, tokenizer="llama3") + 1
+        ok = c.completions.create(model="vllm-3b", prompt=text, max_tokens=300 - n)
+        assert ok.usage.prompt_tokens == n
+        with pytest.raises(openai.BadRequestError) as info:
+            c.completions.create(model="vllm-3b", prompt=text, max_tokens=301 - n)
+        assert info.value.body["param"] == "prompt"  # type: ignore[index]
+        assert f"({n} in the prompt, {301 - n} in the completion)" in str(info.value)
+        msgs = [{"role": "user", "content": text}]
+        with pytest.raises(openai.BadRequestError) as info:
+            c.chat.completions.create(model="vllm-3b", messages=msgs, max_tokens=300 - n)
+        assert info.value.body["param"] == "messages"  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError):  # no max_tokens: the prompt fills it
+            c.chat.completions.create(
+                model="vllm-3b", messages=[{"role": "user", "content": text * 2}]
+            )
