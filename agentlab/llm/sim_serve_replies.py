@@ -204,13 +204,12 @@ def _completion(
 
 def _text_completion(res: SimResult, rid: str, created: int, model: str) -> dict[str, Any]:
     """A whole ``/v1/completions`` reply (``object: text_completion``)."""
-    choice = {"index": 0, "text": res.text, "logprobs": None}
-    choice["finish_reason"] = metrics_finish_reason(res)
+    finish = metrics_finish_reason(res)
     return {
         "id": rid,
         "object": "text_completion",
         "created": created,
         "model": model,
-        "choices": [choice],
+        "choices": [{"index": 0, "text": res.text, "logprobs": None, "finish_reason": finish}],
         "usage": _usage(res),
     }
