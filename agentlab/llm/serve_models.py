@@ -30,11 +30,14 @@ __all__ = [
     "MAX_SIM_TOKENS",
     "TEXT_DEFAULT_MAX_TOKENS",
     "ChatCompletionRequest",
+    "DetokenizeRequest",
     "FaultRates",
     "Message",
     "NamedToolChoice",
     "SamplingRequest",
     "TextCompletionRequest",
+    "TokenizeChatRequest",
+    "TokenizeTextRequest",
     "Tool",
     "error_body",
     "validation_error_body",
@@ -270,6 +273,45 @@ class TextCompletionRequest(SamplingRequest):
         if v:
             raise ValueError(f"sim-serve does not serve '{info.field_name}'; send none")
         return v
+
+
+class TokenizeTextRequest(_Strict):
+    """vLLM's ``POST /tokenize`` for a raw prompt (``add_special_tokens``: the
+    ``<|begin_of_text|>`` first, as ``/v1/completions`` encodes it)."""
+
+    model: str | None = None
+    prompt: str
+    add_special_tokens: bool = True
+    return_token_strs: bool | None = False
+
+
+class TokenizeChatRequest(_Strict):
+    """vLLM's ``POST /tokenize`` for a chat prompt: the chat template with ``tools`` and the
+    generation prompt, as ``/v1/chat/completions`` counts it. ``add_special_tokens`` (off,
+    as vLLM's default) adds a second ``<|begin_of_text|>`` before the template's own.
+    ``continue_final_message`` is refused (the simulator renders no open final message)."""
+
+    model: str | None = None
+    messages: list[Message] = Field(min_length=1)
+    tools: list[Tool] | None = None
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    add_special_tokens: bool = False
+    return_token_strs: bool | None = False
+
+    @field_validator("continue_final_message")
+    @classmethod
+    def _no_continue(cls, v: bool) -> bool:
+        if v:
+            raise ValueError("sim-serve renders no continued final message; send false")
+        return v
+
+
+class DetokenizeRequest(_Strict):
+    """vLLM's ``POST /detokenize``: token ids back to their text."""
+
+    model: str | None = None
+    tokens: list[int]
 
 
 class FaultRates(_Strict):

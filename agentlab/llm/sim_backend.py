@@ -64,7 +64,7 @@ from agentlab.llm.sim_slots import prefix_digest
 from agentlab.llm.sim_state import ServerState
 from agentlab.llm.sim_tools import INVALID_ARGS_P, asks_for_program, play_along_reply
 from agentlab.llm.structured import OutputSpec
-from agentlab.llm.tokens import CharsTokenizer, dumps_acyclic, get_tokenizer
+from agentlab.llm.tokens import CharsTokenizer, Tokenizer, dumps_acyclic, get_tokenizer
 
 # SimResult, SIM_OVERRIDES, check_sim_overrides (sim_result), _lognormal_factor: importable
 # from here as before the split
@@ -299,6 +299,11 @@ class SimServer(AttemptRunner, ServerState):
             parts.append(c if isinstance(c, str) else repr(c))
         h = zlib.crc32("\x1f".join(parts).encode("utf-8", "surrogatepass"))
         return h, tok.prompt_tokens(messages, tools)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The profile's tokenizer (counts; ids where its vocabulary is exact)."""
+        return self._tokenizer
 
     def chat_prompt_tokens(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None

@@ -17,6 +17,9 @@ Endpoints (127.0.0.1 by default):
   the same sampling extras, streaming and usage as chat, the finish reason on the last
   text chunk; ``logprobs``, ``echo``, ``suffix`` and several prompts get a 400 naming the
   field;
+- ``POST /tokenize``, ``POST /detokenize`` — vLLM's: a prompt's or a chat's token ids and
+  count (what the completion endpoints charge for it), ids back to text
+  (:mod:`agentlab.llm.sim_serve_tokens`);
 - ``GET /v1/models``, ``GET /v1/models/{id}``; ``GET /health``;
 - ``POST /sim/faults`` ``{"p_rate_limit": .., "p_timeout": .., "p_malformed": ..}`` — not
   OpenAI, off unless the server was started with ``fault_control=True``
@@ -96,6 +99,7 @@ from agentlab.llm.sim_serve_requests import (
     schema_param,
     sim_params,
 )
+from agentlab.llm.sim_serve_tokens import add_token_routes
 from agentlab.llm.structured import output_spec
 
 __all__ = [
@@ -359,6 +363,7 @@ def build_app(
     app.router.add_get("/metrics", metrics_page)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", text)
+    add_token_routes(app, server, served, max_model_len)
     return app
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "dumps_acyclic",
     "get_tokenizer",
     "message_text",
+    "tool_calls_text",
 ]
 
 _CACHE_MAX = 16384  # cached message texts per tokenizer (cleared whole when full)
@@ -131,7 +132,7 @@ def loads_like_json(text: str) -> Any:
         return json.loads(text)
 
 
-def _tool_calls_text(calls: Any) -> str:
+def tool_calls_text(calls: Any) -> str:
     """Llama 3's rendering of an assistant message's tool calls (one JSON object each)."""
     out = []
     for call in calls if isinstance(calls, list) else [calls]:
@@ -204,7 +205,7 @@ class CharsTokenizer:
             c = m.get("content")
             n += int(len(c if type(c) is str else message_text(c)) / r)
             if m.get("tool_calls"):
-                n += int(len(_tool_calls_text(m["tool_calls"])) / r)
+                n += int(len(tool_calls_text(m["tool_calls"])) / r)
         if tools:
             n += int(len(json.dumps(list(tools), default=str)) / r)
         return n
@@ -235,7 +236,7 @@ class Llama3Tokenizer:
 
     #: the template's default date (vLLM renders without ``strftime_now`` unless asked)
     DATE = "26 Jul 2024"
-    _TOOLS_PREAMBLE = (
+    TOOLS_PREAMBLE = (
         "Given the following functions, please respond with a JSON for a function call "
         "with its proper arguments that best answers the given prompt.\n\n"
         'Respond in the format {"name": function name, "parameters": dictionary of '
@@ -265,6 +266,11 @@ class Llama3Tokenizer:
         self._system = special("<|begin_of_text|>") + self._header["system"] + special(dates) + 1
         self._system_tools = self._system + special("Environment: ipython\n")
 
+    @property
+    def encoding(self) -> Any:
+        """The ``quicktok`` encoding (ids: :mod:`agentlab.llm.token_ids`)."""
+        return self._enc
+
     def _special(self, text: str) -> int:
         return len(self._enc.encode(text, allowed_special="all"))
 
@@ -292,7 +298,7 @@ class Llama3Tokenizer:
         return _per_tools(self._tools, tools, self._render_tools)
 
     def _render_tools(self, tools: Sequence[dict[str, Any]]) -> int:
-        block = self._TOOLS_PREAMBLE + "".join(
+        block = self.TOOLS_PREAMBLE + "".join(
             json.dumps(t, indent=4, ensure_ascii=False, default=str) + "\n\n" for t in tools
         )
         n: int = self._enc.count(block)
@@ -332,7 +338,7 @@ class Llama3Tokenizer:
         for m in msgs:
             role = str(m.get("role", "user"))
             if m.get("tool_calls"):
-                n += self._header["assistant"] + count(_tool_calls_text(m["tool_calls"])) + 1
+                n += self._header["assistant"] + count(tool_calls_text(m["tool_calls"])) + 1
             elif role in ("tool", "ipython"):
                 c = m.get("content")
                 text = c if isinstance(c, str) else json.dumps(c, ensure_ascii=False, default=str)

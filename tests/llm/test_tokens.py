@@ -148,16 +148,16 @@ _ARGUMENTS = [
 
 @pytest.mark.parametrize("args", _ARGUMENTS)
 def test_tool_calls_text_renders_as_json_dumps(args: object) -> None:
-    """The prebuilt encoder of ``_tool_calls_text`` writes what ``json.dumps(...,
+    """The prebuilt encoder of ``tool_calls_text`` writes what ``json.dumps(...,
     ensure_ascii=False)`` writes, for arguments given as JSON text or as an object."""
-    from agentlab.llm.tokens import _tool_calls_text
+    from agentlab.llm.tokens import tool_calls_text
 
     want = json.dumps(args, ensure_ascii=False)
     for given in (json.dumps(args), json.dumps(args, ensure_ascii=False), args):
         call = {"function": {"name": "f", "arguments": given}}
-        assert _tool_calls_text([call]) == '{"name": "f", "parameters": ' + want + "}"
+        assert tool_calls_text([call]) == '{"name": "f", "parameters": ' + want + "}"
     bad = {"function": {"name": "f", "arguments": "{not json"}}
-    assert _tool_calls_text(bad) == '{"name": "f", "parameters": "{not json"}'
+    assert tool_calls_text(bad) == '{"name": "f", "parameters": "{not json"}'
 
 
 @pytest.mark.parametrize(
@@ -166,8 +166,8 @@ def test_tool_calls_text_renders_as_json_dumps(args: object) -> None:
 def test_tool_call_arguments_count_as_json_loads_reads_them(text: str) -> None:
     """Arguments are parsed by orjson, by ``json.loads`` where orjson refuses them (an
     overflowing number, a lone surrogate): the text counted is the same either way."""
-    from agentlab.llm.tokens import _tool_calls_text
+    from agentlab.llm.tokens import tool_calls_text
 
     want = json.dumps(json.loads(text), ensure_ascii=False)
     call = {"function": {"name": "f", "arguments": text}}
-    assert _tool_calls_text([call]) == '{"name": "f", "parameters": ' + want + "}"
+    assert tool_calls_text([call]) == '{"name": "f", "parameters": ' + want + "}"

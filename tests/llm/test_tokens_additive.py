@@ -18,7 +18,8 @@ import pytest
 
 from agentlab.llm import LLMClient
 from agentlab.llm.sim_backend import SimServer
-from agentlab.llm.tokens import Llama3Tokenizer, _tool_calls_text, get_tokenizer, message_text
+from agentlab.llm.token_ids import chat_token_ids
+from agentlab.llm.tokens import Llama3Tokenizer, get_tokenizer, message_text, tool_calls_text
 from agentlab.runtime import Society
 
 H = "<|start_header_id|>{}<|end_header_id|>\n\n"
@@ -43,11 +44,11 @@ def rendered(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None)
         block = "".join(
             json.dumps(t, indent=4, ensure_ascii=False, default=str) + "\n\n" for t in tools
         )
-        out += H.format("user") + tok._TOOLS_PREAMBLE + block + first + EOT
+        out += H.format("user") + tok.TOOLS_PREAMBLE + block + first + EOT
     for m in msgs:
         role = str(m.get("role", "user"))
         if m.get("tool_calls"):
-            out += H.format("assistant") + _tool_calls_text(m["tool_calls"]) + EOT
+            out += H.format("assistant") + tool_calls_text(m["tool_calls"]) + EOT
         elif role in ("tool", "ipython"):
             c = m.get("content")
             text = c if isinstance(c, str) else json.dumps(c, ensure_ascii=False, default=str)
@@ -97,6 +98,10 @@ def test_society_prompts_count_as_the_whole_rendered_prompt(society_prompts: lis
     for messages, tools, simulated in society_prompts:
         assert simulated == whole_count(messages, tools)
         assert tok.prompt_tokens(messages, tools) == whole_count(messages, tools)
+        # sim-serve's /tokenize ids: the same prompt, encoded in the pieces it is counted in
+        assert chat_token_ids(tok, messages, tools) == tok.encoding.encode(
+            rendered(messages, tools), allowed_special="all"
+        )
         # and again, from the caches (same list objects: the tools block is not rendered)
         assert tok.prompt_tokens(messages, tools) == whole_count(messages, tools)
 
