@@ -142,7 +142,13 @@ class _Pipe:
         finally:
             self.deltas = None
         res = holder[-1]
-        res.first_token = self.first if self.first is not None else clock.now()
+        if self.first is not None:
+            res.first_token = self.first
+        elif not res.tool_calls:
+            res.first_token = clock.now()
+        # else a reply of tool calls alone, whose first token is not text: the transport's
+        # time of its first tool-call delta, or the simulated engine's first token (as
+        # sim-serve streams the call's arguments while they are generated)
         return res
 
 

@@ -180,7 +180,8 @@ async def acall(clock: Any, **kw: Any) -> SimResult:
 async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterator[str]:
     """Stream text deltas; the final result is appended to ``holder``.
 
-    Time to first token = the first chunk with non-empty ``delta.content``.
+    Time to first token = the first chunk with non-empty ``delta.content`` or a tool-call
+    delta (vLLM streams a call's arguments as they are generated).
     """
     lm = import_litellm()
     kw2 = _kwargs(**kw)
@@ -214,6 +215,8 @@ async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterat
             finish = ch.finish_reason or finish
             delta = ch.delta
             for tc in getattr(delta, "tool_calls", None) or []:
+                if first is None:  # a tool call's first piece is the first token too
+                    first = clock.now()
                 slot = calls.setdefault(tc.index or 0, ["", "", ""])
                 slot[0] = tc.id or slot[0]
                 if tc.function is not None:

@@ -359,7 +359,8 @@ class _Acc:
 async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterator[str]:
     """Stream text deltas over SSE; the final result is appended to ``holder``.
 
-    Time to first token = the first chunk with non-empty ``delta.content``.
+    Time to first token = the first chunk with non-empty ``delta.content`` or a tool-call
+    delta (vLLM streams a call's arguments as they are generated).
     """
     prepared = _prepare(*_request(kw, stream=True))
     model, timeout = kw["model"], kw["timeout"]
@@ -393,9 +394,9 @@ async def astream(clock: Any, holder: list[SimResult], **kw: Any) -> AsyncIterat
                         raise _malformed(model, payload) from None
                     except ProviderError as exc:  # the server's error event
                         raise ProviderError(f"{model}: {exc}") from None
+                    if first is None and (text or acc.calls):  # a tool call's first piece too
+                        first = clock.now()
                     if text:
-                        if first is None:
-                            first = clock.now()
                         parts.append(text)
                         yield text
                 if done:

@@ -8,7 +8,7 @@ A mixin of :class:`~agentlab.llm.sim_backend.SimServer`, which plans the attempt
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from agentlab.core.clock import Clock
 from agentlab.errors import LLMTimeoutError, RateLimitError
@@ -92,12 +92,24 @@ class AttemptRunner:
     ) -> AsyncIterator[str]:
         """Yield the text in about ``stream_chunks`` pieces (or ``pieces``, e.g. one per
         token as vLLM streams) as its tokens are produced."""
+        parts = split_pieces(res.text, piece_count(res, pieces or self.profile.stream_chunks))
+        due = self.due(res, model, len(parts))
+        try:
+            async for i in due:
+                if parts[i] or i == 0:
+                    yield parts[i]
+        finally:  # closed with this one (a consumer's break): no finalizer task left behind
+            await due.aclose()
+
+    async def due(self, res: SimResult, model: str, k: int) -> AsyncGenerator[int, None]:
+        """Yield ``0 .. k - 1``, each once the engine has produced the tokens of that many
+        equal shares of the reply (share ``i`` ends at token ``1 + (n - 1) * i / (k - 1)``;
+        the last at the reply's end), raising the reply's fault when it is due: the clock
+        of a stream of ``k`` pieces (:meth:`chunks`; sim-serve's tool-call deltas)."""
         if res.fault == "rate_limited" or (res.fault and res.fault_at <= res.first_token):
             await self.wait(res, model)  # raises
         n = res.completion_tokens
-        parts = split_pieces(res.text, piece_count(res, pieces or self.profile.stream_chunks))
-        k = len(parts)
-        for i, piece in enumerate(parts):
+        for i in range(k):
             if res.req is not None and res.fault is None:
                 m = 1 + (n - 1) * i / (k - 1) if k > 1 else float(n)
                 if not await self._until_token(res, m):
@@ -110,8 +122,7 @@ class AttemptRunner:
                 delay = t - self.clock.now()
                 if delay > 0:
                     await self.clock.sleep(delay)
-            if piece or i == 0:
-                yield piece
+            yield i
         if res.req is not None:
             self._refresh(res, res.req)
         if res.fault is not None:

@@ -3,7 +3,7 @@
 Endpoints (127.0.0.1 by default):
 
 - ``POST /v1/chat/completions`` — streaming (SSE, one chunk per token as vLLM sends
-  them, a final usage chunk when ``stream_options.include_usage``) and non-streaming;
+  them, a tool call's arguments in pieces too, a final usage chunk when ``stream_options.include_usage``) and non-streaming;
   ``tools``, ``tool_choice``, ``response_format``, ``max_tokens`` /
   ``max_completion_tokens``, vLLM's ``ignore_eos`` and ``min_tokens``, ``stop`` and
   ``sim_*`` overrides are honoured; ``usage.prompt_tokens_details.cached_tokens`` is the

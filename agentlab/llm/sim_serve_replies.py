@@ -1,6 +1,7 @@
 """The OpenAI replies of ``sim-serve``, chat and text completions: a whole completion, or an
-SSE stream of chunks as vLLM sends them (one per ``tokens_per_chunk`` tokens, an optional
-usage chunk, ``[DONE]``), with vLLM's finish reasons and usage (cached prompt tokens
+SSE stream of chunks as vLLM sends them (one per ``tokens_per_chunk`` tokens — a tool
+call's arguments too, in pieces as they are generated —, an optional usage chunk,
+``[DONE]``), with vLLM's finish reasons and usage (cached prompt tokens
 included). A chat stream ends with a chunk of its own carrying the finish reason; a text
 stream carries it on its last text chunk, as vLLM's completions stream does.
 
@@ -21,7 +22,7 @@ from aiohttp import web
 
 from agentlab.llm.serve_metrics import ServeMetrics, cached_tokens, metrics_finish_reason
 from agentlab.llm.sim_backend import SimResult, SimServer
-from agentlab.llm.sim_running import piece_count
+from agentlab.llm.sim_running import piece_count, split_pieces
 
 __all__: list[str] = []
 
@@ -53,14 +54,13 @@ async def _stream(
     model_id = reply.model
     try:
         if res.tool_calls:
-            await server.wait(res, model_id)  # the arguments are whole once generated
-            calls = [
-                {"index": i, "id": c[0], "type": "function"}
-                | {"function": {"name": c[1], "arguments": c[2]}}
-                for i, c in enumerate(res.tool_calls)
-            ]
-            delta: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
-            await send({**base, "choices": [{"index": 0, "delta": delta}]})
+            chunks = math.ceil(res.completion_tokens / max(1, reply.tokens_per_chunk))
+            deltas = _tool_call_deltas(res.tool_calls, chunks)
+            async for i in server.due(res, model_id, len(deltas)):
+                delta: dict[str, Any] = {"tool_calls": [deltas[i]]}
+                if i == 0:
+                    delta = {"role": "assistant", "content": None, **delta}
+                await send({**base, "choices": [{"index": 0, "delta": delta}]})
         else:
 
             def choice(piece: str, first: bool, last: bool) -> dict[str, Any]:
@@ -77,6 +77,24 @@ async def _stream(
     finish = _finish_reason(res, reply.named_tool)
     await send({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     return await _close_sse(resp, send, base, res, reply, metrics)
+
+
+def _tool_call_deltas(calls: list[tuple[str, str, str]], chunks: int) -> list[dict[str, Any]]:
+    """The ``delta.tool_calls`` entries of a stream of about ``chunks`` chunks, one per chunk,
+    as vLLM streams a tool call while its tokens are generated: a call's first entry names
+    it (``index``, ``id``, ``type``, ``function.name``) with the first piece of its
+    arguments, the later ones carry the next pieces (``index`` and ``function.arguments``).
+    The chunks are shared among the calls by the lengths of their arguments (one at least
+    each); concatenated per ``index``, the pieces are each call's arguments."""
+    total = sum(len(c[2]) for c in calls) or 1
+    out: list[dict[str, Any]] = []
+    for i, (cid, name, args) in enumerate(calls):
+        k = max(1, min(len(args), round(chunks * len(args) / total)))
+        for j, piece in enumerate(split_pieces(args, k)):
+            fn = {"name": name, "arguments": piece} if j == 0 else {"arguments": piece}
+            head = {"index": i, "id": cid, "type": "function"} if j == 0 else {"index": i}
+            out.append({**head, "function": fn})
+    return out
 
 
 async def _text_stream(

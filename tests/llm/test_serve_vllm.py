@@ -168,6 +168,80 @@ async def test_finish_reason_of_tool_calls_as_vllm_gives_it(server: SimServeHand
     assert r["choices"][0]["message"]["tool_calls"] and r["choices"][0]["finish_reason"] == "stop"
 
 
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "post"}}])
+async def test_a_tool_call_streams_its_arguments_a_token_a_chunk(
+    server: SimServeHandle, choice: Any
+) -> None:
+    """vLLM streams a tool call while its tokens are generated: the first delta names the
+    call (``id``, ``type``, ``function.name``) with the first piece of its arguments, the
+    later ones carry the next pieces; a client times its first token at the first delta,
+    not at the end of the reply (it got one chunk at the end before)."""
+    t0 = time.perf_counter()
+    body = {"model": "vllm-3b", "messages": MSGS, "stream": True, "tools": TOOLS}
+    body |= {"tool_choice": choice, "stream_options": {"include_usage": True}}
+    arrivals: list[tuple[float, dict[str, Any]]] = []
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(server.base_url + "/chat/completions", json=body) as r,
+    ):
+        async for line in r.content:
+            if line.startswith(b"data: ") and line.strip() != b"data: [DONE]":
+                arrivals.append((time.perf_counter() - t0, json.loads(line[6:])))
+    calls = [(t, e["choices"][0]["delta"]["tool_calls"]) for t, e in arrivals
+             if e["choices"] and e["choices"][0]["delta"].get("tool_calls")]  # fmt: skip
+    usage = arrivals[-1][1]["usage"]
+    assert len(calls) == usage["completion_tokens"] > 3  # one chunk a token
+    first = calls[0][1][0]
+    assert first["id"].startswith("call_") and first["type"] == "function"
+    assert first["function"]["name"] == "post"
+    assert all(set(c[0]) == {"index", "function"} and set(c[0]["function"]) == {"arguments"}
+               for _, c in calls[1:])  # fmt: skip
+    streamed = "".join(c[0]["function"]["arguments"] for _, c in calls)
+    status, whole = await _post(server, tools=TOOLS, tool_choice=choice)
+    assert status == 200 and whole["usage"]["completion_tokens"] == usage["completion_tokens"]
+    assert streamed == whole["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+    # decode at 2,000 tokens/s: the pieces arrive over the reply's decode, not all at its end
+    assert calls[-1][0] - calls[0][0] > 0.5 * (usage["completion_tokens"] - 1) / 2000
+    finish = [e["choices"][0].get("finish_reason") for _, e in arrivals if e["choices"]][-1]
+    assert finish == ("tool_calls" if choice == "required" else "stop")
+
+
+def test_tool_call_deltas_share_the_chunks_by_argument_length() -> None:
+    from agentlab.llm.sim_serve_replies import _tool_call_deltas
+
+    calls = [("call_a", "post", '{"text": "' + "x" * 60 + '"}'), ("call_b", "like", '{"id": 7}')]
+    deltas = _tool_call_deltas(calls, 30)
+    per = [[d for d in deltas if d["index"] == i] for i in (0, 1)]
+    assert 24 <= len(per[0]) <= 28 and 1 <= len(per[1]) <= 4  # by length, one at least each
+    for i, (cid, name, args) in enumerate(calls):
+        assert per[i][0]["id"] == cid and per[i][0]["function"]["name"] == name
+        assert "".join(d["function"]["arguments"] for d in per[i]) == args
+    assert [d["index"] for d in deltas] == sorted(d["index"] for d in deltas)  # call by call
+    assert len(_tool_call_deltas(calls, 1)) == 2  # a chunk per call at least
+
+
+@pytest.mark.parametrize("transport", ["lean", "litellm", "in-process"])
+async def test_a_client_times_a_streamed_tool_call_from_its_first_delta(
+    server: SimServeHandle, transport: str
+) -> None:
+    from agentlab.llm import LLMClient
+
+    if transport == "in-process":  # the same engine, no HTTP: the engine's first token
+        c = LLMClient("sim/vllm-3b", seed=0, overhead_s=0.02, decode_tps=2000)
+    else:
+        c = LLMClient("openai/vllm-3b", base_url=server.base_url, api_key="x", max_retries=0,
+                      transport=transport)  # fmt: skip
+    s = c.stream(MSGS, tools=TOOLS, tool_choice="required")
+    async for _ in s:
+        pass
+    assert s.response is not None
+    rec = s.response.record
+    assert s.response.tool_calls and s.response.tool_calls[0].name == "post"
+    # the first delta, not the end: decode at 2,000 tokens/s lies between the two
+    assert rec.end - rec.first_token > 0.5 * (rec.completion_tokens - 1) / 2000 > 0
+    assert rec.first_token > rec.start
+
+
 async def test_content_parts_count_as_their_text(server: SimServeHandle) -> None:
     # guidellm sends prompts as parts; they were a flat 16 tokens whatever their length
     plain = [{"role": "user", "content": LONG}]
