@@ -32,6 +32,8 @@ __all__ = [
     "best_fits_df",
     "conclusions_markdown",
     "format_seconds",
+    "readable",
+    "readable_number",
     "replicates_figure",
     "sweep_summary_figure",
     "topology_conclusions",
@@ -57,6 +59,29 @@ def format_seconds(x: Any) -> str:
     if abs(v) < 1:
         return f"{v * 1e3:.3g} ms"
     return f"{v:.3g} s"
+
+
+def readable_number(x: Any, digits: int = 4) -> str:
+    """A table cell as a reader takes it in: a number to ``digits`` significant digits
+    (``0.00045`` stays ``0.00045``, where ``round(3)`` shows ``0.000``), thousands grouped
+    from 1,000 up (``51,931``, never ``5.193e+04``), NaN empty; anything else as ``str``."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return "" if x is None else str(x)
+    if not math.isfinite(x):
+        return "" if x != x else str(x)
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def readable(df: pd.DataFrame, digits: int = 4) -> Any:
+    """``df`` for display, every number by :func:`readable_number` (a pandas ``Styler``:
+    HTML in JupyterLab, in a saved notebook and in its export; the data stay ``df``'s). A
+    default row index (0, 1, 2, ...) is not shown: it says nothing."""
+    styler = df.style.format(lambda x: readable_number(x, digits))
+    if isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1:
+        styler = styler.hide(axis="index")
+    return styler
 
 
 def _pct(x: Any) -> str:

@@ -105,3 +105,19 @@ def test_sweep_summary_figure_skips_failed_points_and_averages() -> None:
     assert traces["sequential"] == ([3], [0.0])  # the failed point is left out
     with pytest.raises(ConfigError, match="no column 'calls_per_run'"):
         sweep_summary_figure(df, x="agents", y="calls_per_run")
+
+
+def test_readable_numbers_keep_small_values_and_group_large_ones() -> None:
+    from agentlab.analysis.report import readable, readable_number
+
+    assert readable_number(0.00045043) == "0.0004504"  # round(3) would show 0.000
+    assert readable_number(51930.75) == "51,931" and readable_number(-8795.0) == "-8,795"
+    assert readable_number(3.6771) == "3.677" and readable_number(4) == "4"
+    assert readable_number(float("nan")) == "" and readable_number(None) == ""
+    assert readable_number(True) == "True" and readable_number("star") == "star"
+    df = pd.DataFrame({"topology": ["star", "sequential"], "iat_median": [0.00045043, 3.6771]})
+    html = readable(df).to_html()
+    assert "0.0004504" in html and "3.677" in html and "star" in html
+    assert ">0<" not in html and ">1<" not in html  # a default 0, 1, ... index is hidden
+    kept = readable(df.set_index("topology")).to_html()
+    assert "sequential" in kept and readable(df).data is df  # the data stay the frame's
