@@ -296,6 +296,13 @@ def _add_paper(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="seconds for the whole notebook (default: no limit)",
     )
+    pa.add_argument(
+        "--no-execute",
+        action="store_true",
+        help="export NOTEBOOK as saved (e.g. from JupyterLab), not run: its outputs, widgets "
+        "as their static snapshots, offline (plain nbconvert of a saved notebook draws "
+        "widgets with a widget manager from a CDN)",
+    )
     pa.set_defaults(target="agentlab.sweep.paper:main")
 
 

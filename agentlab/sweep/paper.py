@@ -18,7 +18,7 @@ from agentlab.sweep.export import export_html
 from agentlab.sweep.grid import check_params, load_params_file, notebook_defaults, parse_param_args
 from agentlab.sweep.runner import run_point
 
-__all__ = ["export_html", "main", "make_paper", "notebook_defaults"]
+__all__ = ["export_html", "export_saved", "main", "make_paper", "notebook_defaults"]
 
 
 def make_paper(
@@ -92,10 +92,30 @@ def _update_config(outp: Path, **values: Any) -> None:
     atomic_write_json(outp / "run.json", doc)
 
 
+def export_saved(notebook: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    """``notebook`` as saved (not executed) → ``out/<name>.html`` that opens offline: the
+    outputs it holds, widgets as their ``text/html`` snapshots (a notebook saved from
+    JupyterLab keeps its widget state, with which plain nbconvert draws the widgets through
+    a widget manager loaded from a CDN: blank offline). Returns the HTML path."""
+    nb = Path(notebook)
+    if not nb.is_file():
+        raise ConfigError(f"notebook {str(nb)!r} does not exist")
+    outp = Path(out)
+    outp.mkdir(parents=True, exist_ok=True)
+    return export_html(nb, outp / f"{nb.stem}.html")
+
+
 def main(args: argparse.Namespace) -> int:
-    """CLI: ``agentlab paper NOTEBOOK --out DIR [-p NAME=VALUE ...] [--params FILE]``."""
+    """CLI: ``agentlab paper NOTEBOOK --out DIR [-p NAME=VALUE ...] [--params FILE]
+    [--no-execute]``."""
     params = load_params_file(args.params, multi=False) if args.params else {}
     params.update(parse_param_args(args.param, multi=False))
+    if getattr(args, "no_execute", False):
+        if params or args.timeout is not None:
+            raise ConfigError("--no-execute exports the notebook as saved: no -p / --params / "
+                              "--timeout")  # fmt: skip
+        print(f"html written: {export_saved(args.notebook, args.out)}")
+        return 0
     html = make_paper(args.notebook, args.out, params, timeout=args.timeout)
     print(f"paper written: {html}\nmanifest: {Path(args.out) / 'run.json'}")
     return 0

@@ -15,6 +15,10 @@ new state lacks is taken from the file being replaced, with the models it refers
 old one is not kept; a notebook without widget outputs is saved untouched and costs one
 scan of its outputs. Installed enabled (``etc/jupyter/jupyter_server_config.d/agentlab.json``);
 turn it off with ``jupyter server extension disable agentlab.sweep.widget_state``.
+
+The extension also makes JupyterLab's HTML export (the server's nbconvert) prefer an
+output's ``text/html`` to its widget view (:data:`SNAPSHOT_FIRST`), so an exported notebook
+shows agentlab widgets' snapshots offline instead of blank widget-manager placeholders.
 """
 
 from __future__ import annotations
@@ -35,8 +39,34 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": __name__}]
 
 
+#: nbconvert's HTML priority with ``text/html`` first: an output holding both a widget view
+#: and an HTML form (agentlab's widgets: their static snapshot) exports as the HTML. Other
+#: outputs keep nbconvert's order (its default, ``HTMLExporter.default_config``).
+SNAPSHOT_FIRST = [
+    "text/html",
+    VIEW,
+    "application/javascript",
+    "text/markdown",
+    "image/svg+xml",
+    "text/vnd.mermaid",
+    "text/latex",
+    "image/png",
+    "image/jpeg",
+    "text/plain",
+]
+
+
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     serverapp.contents_manager.register_pre_save_hook(keep_widget_state)
+    # JupyterLab's File > Save and Export Notebook As > HTML runs the server's nbconvert
+    # with this config. A saved notebook holds its widget state (for the reopen), and with
+    # it nbconvert draws each widget through a widget manager loaded from a CDN, which is
+    # blank offline; the snapshot next to the view needs nothing. (A setting of the user's
+    # own is kept; the plain ``jupyter nbconvert`` CLI reads no server config:
+    # ``agentlab paper NOTEBOOK --no-execute`` is its offline export.)
+    section = serverapp.config.WidgetsDataTypeFilter
+    if "display_data_priority" not in section:
+        section.display_data_priority = list(SNAPSHOT_FIRST)
 
 
 def keep_widget_state(model: dict[str, Any], path: str, contents_manager: Any, **_: Any) -> None:

@@ -161,6 +161,24 @@ def lab_page(chromium: Any) -> Iterator[Any]:
     page.close()
 
 
+class Offline:
+    """Aborts every request that is not ``file:`` / ``data:`` / localhost; counts them."""
+
+    def __init__(self, page: Any) -> None:
+        self.blocked: list[str] = []
+        self.failed: list[str] = []
+        page.route("**/*", self._route)
+        page.on("requestfailed", lambda r: self.failed.append(r.url))
+
+    def _route(self, route: Any) -> None:
+        url = route.request.url
+        if url.startswith(("file:", "data:", "blob:", "http://127.0.0.1", "ws://127.0.0.1")):
+            route.continue_()
+        else:
+            self.blocked.append(url)
+            route.abort()
+
+
 def write_notebook(path: Path, cells: list[str]) -> None:
     nb = {
         "cells": [

@@ -11,13 +11,16 @@ widget manager is active, so the ``text/html`` snapshot shows and hides this cas
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.browser.conftest import KERNEL_IDLE, Lab, open_notebook, screenshot
+from tests.browser.conftest import KERNEL_IDLE, Lab, Offline, open_notebook, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -73,6 +76,7 @@ def test_saved_from_the_ui_then_reopened_with_a_fresh_kernel_shows_charts(
     while "final tick 5" not in path.read_text() and time.monotonic() < deadline:
         time.sleep(0.3)
     assert "final tick 5" in path.read_text()
+    _exports_show_the_snapshot_offline(lab, lab_page, path)
     _reopen_and_check(lab, lab_page, "saved_ui_reopened")
     # the next day: reopened, looked at, saved again, closed. The front end saves only the
     # models with a live comm (none, after a reopen); agentlab's pre-save hook
@@ -82,6 +86,43 @@ def test_saved_from_the_ui_then_reopened_with_a_fresh_kernel_shows_charts(
         "() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000
     )
     _reopen_and_check(lab, lab_page, "saved_ui_saved_again")
+
+
+def _exports_show_the_snapshot_offline(lab: Lab, page: Any, path: Path) -> None:
+    """The saved notebook keeps its widget state (for the reopen below), with which plain
+    nbconvert draws widgets through a widget manager from a CDN: blank offline. JupyterLab's
+    own export (File > Save and Export Notebook As > HTML: the server's nbconvert, which
+    agentlab's server config tells to prefer the snapshot) and ``agentlab paper
+    --no-execute`` show the final snapshot with no network."""
+    folder = path.parent / "exports"
+    folder.mkdir(exist_ok=True)
+    with urllib.request.urlopen(f"{lab.url}/nbconvert/html/{path.name}?download=false") as r:
+        (folder / "menu.html").write_bytes(r.read())
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentlab.cli", "paper", str(path), "--out", str(folder / "cli"),
+         "--no-execute"], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for html, remote_ok in (
+        (folder / "menu.html", True),
+        (folder / "cli" / f"{path.stem}.html", False),
+    ):
+        net = Offline(page)
+        page.goto(html.as_uri(), wait_until="load")
+        soc = page.evaluate(
+            "() => [...document.querySelectorAll('.agentlab-static-society')].map(e => e.innerText)"
+        )
+        assert len(soc) == 1 and "done" in soc[0] and "tick 5 committed" in soc[0], soc
+        shown = page.evaluate(
+            "() => ['iat', 'conversation'].map(k => document.querySelectorAll("
+            "'.agentlab-static-' + k).length)"
+        )
+        assert shown == [1, 1], shown
+        # nbconvert's own template still asks CDNs for require.js / MathJax (blocked):
+        # nothing shown depends on them; agentlab's export asks for nothing
+        assert remote_ok or net.blocked == [], net.blocked
+        page.unroute("**/*")
+    screenshot(page, "saved_ui_exported")
 
 
 def _reopen_and_check(lab: Lab, lab_page: Any, shot: str) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import REPO, SHOTS, start_lab, write_notebook
+from tests.browser.conftest import REPO, SHOTS, Offline, start_lab, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -98,24 +98,6 @@ def _count_rows(run: Path, dataset: str) -> int:
         return int(r.sql(f"select count(*) as n from {dataset}")["n"].iloc[0])
     finally:
         r.close()
-
-
-class Offline:
-    """Aborts every request that is not ``file:`` / ``data:`` / localhost; counts them."""
-
-    def __init__(self, page: Any) -> None:
-        self.blocked: list[str] = []
-        self.failed: list[str] = []
-        page.route("**/*", self._route)
-        page.on("requestfailed", lambda r: self.failed.append(r.url))
-
-    def _route(self, route: Any) -> None:
-        url = route.request.url
-        if url.startswith(("file:", "data:", "blob:", "http://127.0.0.1", "ws://127.0.0.1")):
-            route.continue_()
-        else:
-            self.blocked.append(url)
-            route.abort()
 
 
 def _static_texts(page: Any) -> dict[str, list[str]]:

@@ -81,3 +81,38 @@ def test_sweep_and_paper_write_manifests(tiny_notebook: Path, tmp_path: Path) ->
     assert pman["kind"] == "paper" and pman["status"] == "done"
     assert pman["params"] == {"x": 3, "fail": False, "sleep": 0.0}  # defaults + given
     assert (tmp_path / "paper" / "tiny.ipynb").exists()
+
+
+def test_paper_no_execute_exports_the_notebook_as_saved(tmp_path: Path) -> None:
+    """``agentlab paper --no-execute``: the outputs a saved notebook holds, nothing run; a
+    widget output's snapshot shows instead of its view (``tests/browser/test_saved_reopen``
+    opens one saved from JupyterLab offline)."""
+    import argparse
+
+    from agentlab.errors import ConfigError
+    from agentlab.sweep.paper import export_saved, main
+
+    view = {"model_id": "abc", "version_major": 2, "version_minor": 0}
+    nb = {
+        "cells": [{"cell_type": "code", "execution_count": 1, "id": "c0", "metadata": {},
+                   "source": "dash", "outputs": [{"output_type": "display_data", "metadata": {},
+                   "data": {"application/vnd.jupyter.widget-view+json": view,
+                            "text/html": "<div class='agentlab-static'>tick 7 committed</div>",
+                            "text/plain": "SocietyView"}}]}],
+        "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {
+            "state": {"abc": {"model_name": "VBoxModel", "state": {}}},
+            "version_major": 2, "version_minor": 0}}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }  # fmt: skip
+    path = tmp_path / "saved.ipynb"
+    path.write_text(json.dumps(nb))
+    html = export_saved(path, tmp_path / "out")
+    assert html == tmp_path / "out" / "saved.html"
+    text = html.read_text()
+    assert "tick 7 committed" in text and "widget-view+json" not in text
+    args = argparse.Namespace(notebook=str(path), out=str(tmp_path / "o2"), params=None,
+                              param=["x=1"], timeout=None, no_execute=True)  # fmt: skip
+    with pytest.raises(ConfigError, match="no -p"):
+        main(args)
+    with pytest.raises(ConfigError, match="does not exist"):
+        export_saved(tmp_path / "missing.ipynb", tmp_path / "o3")
