@@ -56,11 +56,15 @@ async def _stream(
         if res.tool_calls:
             chunks = math.ceil(res.completion_tokens / max(1, reply.tokens_per_chunk))
             deltas = _tool_call_deltas(res.tool_calls, chunks)
-            async for i in server.due(res, model_id, len(deltas)):
-                delta: dict[str, Any] = {"tool_calls": [deltas[i]]}
-                if i == 0:
-                    delta = {"role": "assistant", "content": None, **delta}
-                await send({**base, "choices": [{"index": 0, "delta": delta}]})
+            due = server.due(res, model_id, len(deltas))
+            try:
+                async for i in due:
+                    delta: dict[str, Any] = {"tool_calls": [deltas[i]]}
+                    if i == 0:
+                        delta = {"role": "assistant", "content": None, **delta}
+                    await send({**base, "choices": [{"index": 0, "delta": delta}]})
+            finally:  # a client gone mid-send: the clock's generator closes with the stream
+                await due.aclose()
         else:
 
             def choice(piece: str, first: bool, last: bool) -> dict[str, Any]:

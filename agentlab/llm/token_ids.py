@@ -6,9 +6,10 @@ that count, or a client that asks the server for token ids, needs the ids themse
 a chat prompt is laid out as the pieces :meth:`Llama3Tokenizer.prompt_tokens` counts, in
 order — the template's special tokens and headers, then each text, each encoded on its
 own — so ``len(chat_token_ids(...))`` is the count the simulator charges, by construction
-of the same layout (``tests/llm/test_token_ids.py`` holds the two equal on conversations
-with tools, tool calls, tool results, content parts and system prompts, and on the
-persona agents' own prompts). Texts are encoded as ordinary text, as the count does: a
+of the same layout (``tests/llm/test_serve_tokenize.py`` and ``test_tokens_additive.py``
+hold the ids equal to the whole rendered prompt encoded at once, on conversations with
+tools, tool calls, tool results, content parts and system prompts, and on the persona
+agents' own prompts). Texts are encoded as ordinary text, as the count does: a
 message holding the literal ``<|eot_id|>`` counts its characters, where vLLM's Hugging
 Face tokenizer would read one special token (no agent writes such text).
 
@@ -26,7 +27,7 @@ from typing import Any
 from agentlab.errors import ConfigError
 from agentlab.llm.tokens import Llama3Tokenizer, Tokenizer, message_text, tool_calls_text
 
-__all__ = ["chat_token_ids", "decode_ids", "raw_token_ids", "token_strings"]
+__all__ = ["chat_pieces", "chat_token_ids", "decode_ids", "raw_token_ids", "token_strings"]
 
 BOS, EOT = "<|begin_of_text|>", "<|eot_id|>"
 #: (text, special): a piece of a rendered prompt, encoded with special tokens read as such
