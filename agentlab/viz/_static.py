@@ -124,9 +124,13 @@ def _frame_svg(
         f'<line x1="{L}" y1="22" x2="{L}" y2="{height - B}" stroke="#999"/>'
     )
     for x, lab in x_ticks:
+        # a label centred on a tick near the right edge would be cut ("1000 s" as "1000"):
+        # it ends at the edge instead
+        half = _CHAR_PX * len(lab) / 2
+        anchor, tx = ("end", float(width - 1)) if x + half > width - 1 else ("middle", x)
         parts.append(
             f'<line x1="{x:.1f}" y1="{height - B}" x2="{x:.1f}" y2="{height - B + 4}" '
-            f'stroke="#999"/><text x="{x:.1f}" y="{height - B + 15}" text-anchor="middle" '
+            f'stroke="#999"/><text x="{tx:.1f}" y="{height - B + 15}" text-anchor="{anchor}" '
             f'fill="#444">{esc(lab)}</text>'
         )
     for y, lab in y_ticks:
@@ -262,7 +266,13 @@ def step_chart_svg(
     return "".join(parts)
 
 
-def thin_ticks(ticks: list[tuple[float, str]], char_px: float = 6.5) -> list[tuple[float, str]]:
+#: width of one character of a 10 px axis label, about (for fitting labels)
+_CHAR_PX = 6.5
+
+
+def thin_ticks(
+    ticks: list[tuple[float, str]], char_px: float = _CHAR_PX
+) -> list[tuple[float, str]]:
     """Keep every k-th ``(x, label)`` with the smallest k whose labels do not overlap
     (≥ 8 px apart at ~``char_px`` per character), so spacing stays regular."""
     for k in range(1, len(ticks) + 1):

@@ -42,6 +42,21 @@ def test_static_snapshot_thins_labels_to_fit() -> None:
     assert narrow.count(" ms<") + narrow.count(" s<") < wide.count(" ms<") + wide.count(" s<")
 
 
+def test_static_snapshot_keeps_the_last_label_inside_the_chart() -> None:
+    """The IAT snapshot's last decade sits at the chart's right edge: centred there, its
+    label was cut ("1000 s" showed as "1000"); it ends at the edge instead."""
+    import re
+
+    from agentlab.viz._static import step_chart_svg
+
+    edges = [1e-4 * 10 ** (i / 8) for i in range(57)]  # 100 µs .. 1000 s, as the snapshot bins
+    svg = step_chart_svg(edges, {"a": [1.0] * 56}, x_label="gap", y_label="n", width=560)
+    labels = re.findall(r'<text x="([\d.]+)" y="\d+" text-anchor="(\w+)" fill="#444">([^<]*)<', svg)
+    last = labels[-1]
+    assert last[2] == "1000 s" and last[1] == "end" and float(last[0]) <= 560
+    assert all(a == "middle" for _, a, _ in labels[:-1])
+
+
 def test_an_integer_parameter_is_ticked_at_its_values() -> None:
     """Sweep charts over an integer parameter (agents = 1, 2) ticked at 1 and 2, not at
     plotly's 1.2, 1.4, ... (the run browser's sweep page and the notebook's figure)."""
