@@ -78,6 +78,42 @@ function onTraits(model, names, cb) {
   return () => { for (const n of names) model.off("change:" + n, cb); };
 }
 
+/** ms a press waits for the kernel's ack before the view says nothing answered */
+const NO_ANSWER_MS = 4000;
+
+/**
+ * `send(content, what)`: `model.send(content)`, watched. Every message a live view sends is
+ * acked by the kernel (`LiveWidget._dispatch_msg`); if no ack comes within NO_ANSWER_MS,
+ * `note` says so and `root.dataset.noAnswer` names the press — a saved copy of the view in
+ * a reopened notebook has no kernel object behind it, so its buttons would otherwise do
+ * nothing, silently. A late ack (a busy kernel) clears the note.
+ * @param {any} model
+ * @param {HTMLElement} note
+ * @param {HTMLElement} root
+ * @returns {(content: Record<string, unknown>, what: string) => void}
+ */
+function sender(model, note, root) {
+  /** @type {ReturnType<typeof setTimeout> | null} */
+  let timer = null;
+  const clear = () => {
+    if (timer !== null) clearTimeout(timer);
+    timer = null;
+    note.textContent = "";
+    delete root.dataset.noAnswer;
+  };
+  model.on("msg:custom", (/** @type {any} */ m) => { if (m && m.type === "ack") clear(); });
+  return (content, what) => {
+    clear();
+    model.send(content);
+    timer = setTimeout(() => {
+      timer = null;
+      note.textContent = "No answer from the kernel to " + what + ": it is busy or gone, or "
+        + "this view is a saved copy (a reopened notebook). Run the cell again to control a run.";
+      root.dataset.noAnswer = what;
+    }, NO_ANSWER_MS);
+  };
+}
+
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
 /**

@@ -65,7 +65,9 @@ function render({ model, el }) {
   const done = h("details", "al-answered");
   const doneList = h("div");
   done.append(h("summary", "", "answered"), doneList);
-  root.append(head, err, list, done);
+  const noAnswer = h("div", "al-error al-noanswer");
+  const press = sender(model, noAnswer, root);
+  root.append(head, noAnswer, err, list, done);
   el.append(root);
   /** @type {Map<string, HTMLElement>} */
   const cards = new Map();
@@ -87,7 +89,7 @@ function render({ model, el }) {
       c.append(meta, h("div", "al-question", r.question), f.el, submit);
       c.addEventListener("submit", (ev) => {
         ev.preventDefault();
-        model.send({ type: "answer", request_id: r.request_id, answer: f.get() });
+        press({ type: "answer", request_id: r.request_id, answer: f.get() }, "answer");
       });
       cards.set(r.request_id, c);
       list.append(c);

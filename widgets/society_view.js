@@ -27,12 +27,14 @@ function render({ model, el }) {
   const status = h("span", "al-status");
   const buttons = h("span", "al-buttons");
   head.append(title, status, buttons);
+  const noAnswer = h("div", "al-error al-noanswer");
+  const press = sender(model, noAnswer, root);
   /** @type {Record<string, HTMLButtonElement>} */
   const btn = {};
   for (const action of ["start", "pause", "resume", "stop"]) {
     const b = /** @type {HTMLButtonElement} */ (h("button", "al-btn", action));
     b.dataset.action = action;
-    b.addEventListener("click", () => model.send({ type: "control", action }));
+    b.addEventListener("click", () => press({ type: "control", action }, action));
     btn[action] = b;
     buttons.append(b);
   }
@@ -52,7 +54,7 @@ function render({ model, el }) {
   const errline = h("div", "al-errline");
   const prog = h("div", "al-progress");
   const err = h("div", "al-error");
-  root.append(head, state, prog, tiles, errline, sparks, err);
+  root.append(head, noAnswer, state, prog, tiles, errline, sparks, err);
   el.append(root);
   const charts = CHARTS.map(([title, y, series]) => lineChart(sparks, {
     title, x: "tick", y, xInt: true,

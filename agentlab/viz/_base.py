@@ -250,3 +250,7 @@ class LiveWidget(StaticForm, anywidget.AnyWidget):  # type: ignore[misc]
         if isinstance(content, dict):
             with self._follower.lock:
                 self._on_front_msg(content)
+            # every press is answered, whatever it changed: a view that hears nothing back
+            # (a saved copy in a reopened notebook, a kernel gone or busy) says so
+            # (widgets/_common.js, sender)
+            self.send({"type": "ack", "of": str(content.get("type"))})

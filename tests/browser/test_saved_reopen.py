@@ -144,4 +144,11 @@ def _reopen_and_check(lab: Lab, lab_page: Any, shot: str) -> None:
     else:  # the live view rebuilt from the saved widget state
         assert soc["tick"] == "5" and soc["status"] == "done", soc
         assert soc["canvases"] >= 3, soc  # its charts are drawn
+        # its buttons have no kernel object behind them: a press says so, not nothing
+        root = "[data-agentlab=society]"
+        lab_page.locator(f"{root} button[data-action=start]").click()
+        lab_page.wait_for_selector(f"{root}[data-no-answer=start]", timeout=15_000)
+        note = lab_page.inner_text(f"{root} .al-noanswer")
+        assert "No answer from the kernel" in note and "saved copy" in note, note
+        screenshot(lab_page, shot + "_pressed")
     assert got["iat"] is not None and got["conversation"] is not None, got

@@ -266,6 +266,10 @@ def test_buttons_start_pause_resume_stop_a_real_society(lab: Lab, lab_page: Any)
     assert status == "stopped" and not paused
     assert int(last["tick"]) == tick > held + 2
     assert lab_page.locator(f"{root} button[data-action=start]").is_enabled()
+    # every press was acked by the kernel: no "no answer from the kernel" note
+    time.sleep(4.5)  # widgets/_common.js NO_ANSWER_MS: a missing ack would show by now
+    assert lab_page.locator(root).get_attribute("data-no-answer") is None
+    assert lab_page.inner_text(f"{root} .al-noanswer") == ""
     screenshot(lab_page, "controls_stopped")
     # charts (axis titles with units are drawn on the canvas) have legends and export
     text = lab_page.inner_text(root)

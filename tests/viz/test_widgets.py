@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from agentlab.viz import ConversationView, IATHistogram, SocietyView, show
 from agentlab.viz.society_view import decode_series
@@ -240,6 +241,22 @@ def test_conversation_view_and_span_lookup(run_dir: Path, log: LogWriter) -> Non
     assert w.span_detail["found"] and "agent.step" in w.span_detail["text"]
     w._dispatch_msg(w, {"type": "span", "span_id": "zz"}, [])
     assert not w.span_detail["found"]
+    w.close()
+
+
+def test_every_message_from_the_page_is_acked(
+    run_dir: Path, log: LogWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's ``sender`` (widgets/_common.js) shows "no answer from the kernel" when a
+    press gets no ack: a saved copy of the view, or a kernel gone. A live view acks every
+    message, whatever it changed (an ignored press too)."""
+    log.write("messages", [{"msg_id": "m0", "sender": "a", "hub": "h", "content": "hi"}])
+    w = ConversationView(run_dir, follow=False)
+    sent: list[Any] = []
+    monkeypatch.setattr(w, "send", lambda content, buffers=None: sent.append(content))
+    w._dispatch_msg(w, {"type": "span", "span_id": "nope"}, [])
+    w._dispatch_msg(w, {"type": "no-such-message"}, [])
+    assert sent == [{"type": "ack", "of": "span"}, {"type": "ack", "of": "no-such-message"}]
     w.close()
 
 
