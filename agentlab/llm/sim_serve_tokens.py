@@ -67,21 +67,21 @@ def add_token_routes(
 
     def ids_of(req: object, body: dict[str, Any]) -> tuple[int, list[int] | None]:
         """A tokenize request's count as the completion endpoints charge it, and its ids
-        (``None``: the tokenizer is an estimate)."""
+        (``None``: the tokenizer is an estimate; then its count is the server's)."""
         tok = server.tokenizer
         try:
             if isinstance(req, TokenizeChatRequest):
-                count = server.chat_prompt_tokens(body["messages"], body.get("tools"))
                 ids = chat_token_ids(tok, body["messages"], body.get("tools"),
                                      add_generation_prompt=req.add_generation_prompt)  # fmt: skip
                 if req.add_special_tokens:  # the tokenizer's BOS before the template's own
                     ids = raw_token_ids(tok, "") + ids
             else:
                 assert isinstance(req, TokenizeTextRequest)
-                count = server.raw_prompt_tokens(req.prompt)
                 ids = raw_token_ids(tok, req.prompt, add_special_tokens=req.add_special_tokens)
         except ConfigError:  # counted by an estimate (chars:R): no ids
-            return count, None
+            if isinstance(req, TokenizeChatRequest):
+                return server.chat_prompt_tokens(body["messages"], body.get("tools")), None
+            return server.raw_prompt_tokens(body["prompt"]), None
         return len(ids), ids
 
     async def tokenize(request: web.Request) -> web.Response:
@@ -90,8 +90,9 @@ def add_token_routes(
             return got
         req, body = got
         count, ids = ids_of(req, body)
-        want_strs = ids is not None and getattr(req, "return_token_strs", False)
-        strs = token_strings(server.tokenizer, ids) if ids is not None and want_strs else None
+        strs = None
+        if ids is not None and getattr(req, "return_token_strs", False):
+            strs = token_strings(server.tokenizer, ids)
         return web.json_response(
             {"count": count, "max_model_len": max_model_len, "tokens": ids, "token_strs": strs}
         )

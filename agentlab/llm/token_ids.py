@@ -29,7 +29,6 @@ from agentlab.llm.tokens import Llama3Tokenizer, Tokenizer, message_text, tool_c
 
 __all__ = ["chat_pieces", "chat_token_ids", "decode_ids", "raw_token_ids", "token_strings"]
 
-BOS, EOT = "<|begin_of_text|>", "<|eot_id|>"
 #: (text, special): a piece of a rendered prompt, encoded with special tokens read as such
 #: (the template's own) or as ordinary text (what a message says)
 Piece = tuple[str, bool]
@@ -44,10 +43,6 @@ def _llama3(tok: Tokenizer) -> Llama3Tokenizer:
     return tok
 
 
-def _header(role: str) -> str:
-    return f"<|start_header_id|>{role}<|end_header_id|>\n\n"
-
-
 def chat_pieces(
     messages: Sequence[dict[str, Any]],
     tools: Sequence[dict[str, Any]] | None = None,
@@ -55,39 +50,37 @@ def chat_pieces(
 ) -> list[Piece]:
     """The Llama 3.1 / 3.2 Instruct chat prompt, in the pieces
     :meth:`~agentlab.llm.tokens.Llama3Tokenizer.prompt_tokens` counts, in order."""
+    t = Llama3Tokenizer  # the layout's texts, one place with the count's (tokens.py)
+    header, eot = t.header, (t.EOT, True)
     msgs = list(messages)
-    out: list[Piece] = [(BOS + _header("system"), True)]
+    out: list[Piece] = [(t.BOS + header("system"), True)]
     if tools:
-        out.append(("Environment: ipython\n", True))
-    out.append((f"Cutting Knowledge Date: December 2023\nToday Date: {Llama3Tokenizer.DATE}\n\n",
-                True))  # fmt: skip
+        out.append((t.IPYTHON_ENV, True))
+    out.append((t.DATES, True))
     if msgs and msgs[0].get("role") == "system":
         out.append((message_text(msgs[0].get("content")).strip(), False))
         msgs = msgs[1:]
-    out.append((EOT, True))
+    out.append(eot)
     if tools:
         first = message_text(msgs[0].get("content")).strip() if msgs else ""
         msgs = msgs[1:]
-        block = Llama3Tokenizer.TOOLS_PREAMBLE + "".join(
-            json.dumps(t, indent=4, ensure_ascii=False, default=str) + "\n\n" for t in tools
-        )
-        out += [(_header("user"), True), (block, False), (first, False), (EOT, True)]
+        out += [(header("user"), True), (t.tools_block(tools), False), (first, False), eot]
     for m in msgs:
         role = str(m.get("role", "user"))
         if m.get("tool_calls"):
-            out += [(_header("assistant"), True), (tool_calls_text(m["tool_calls"]), False)]
+            out += [(header("assistant"), True), (tool_calls_text(m["tool_calls"]), False)]
         elif role in ("tool", "ipython"):
             c = m.get("content")
             text = c if isinstance(c, str) else json.dumps(c, ensure_ascii=False, default=str)
             if text[:1].isspace():  # not stripped: its whitespace joins the header's "\n\n"
-                out += [(_header("ipython")[:-2], True), ("\n\n" + text, False)]
+                out += [(header("ipython")[:-2], True), ("\n\n" + text, False)]
             else:
-                out += [(_header("ipython"), True), (text, False)]
+                out += [(header("ipython"), True), (text, False)]
         else:
-            out += [(_header(role), True), (message_text(m.get("content")).strip(), False)]
-        out.append((EOT, True))
+            out += [(header(role), True), (message_text(m.get("content")).strip(), False)]
+        out.append(eot)
     if add_generation_prompt:
-        out.append((_header("assistant"), True))
+        out.append((header("assistant"), True))
     return out
 
 
@@ -123,7 +116,8 @@ def raw_token_ids(tok: Tokenizer, text: str, *, add_special_tokens: bool = True)
     Raises:
         ConfigError: ``tok`` estimates counts (``chars:R``): no ids.
     """
-    return _encode(_llama3(tok), [(BOS if add_special_tokens else "", True), (text, False)])
+    bos = Llama3Tokenizer.BOS if add_special_tokens else ""
+    return _encode(_llama3(tok), [(bos, True), (text, False)])
 
 
 def _check_ids(tok: Llama3Tokenizer, ids: Sequence[int]) -> None:

@@ -242,6 +242,22 @@ class Llama3Tokenizer:
         'Respond in the format {"name": function name, "parameters": dictionary of '
         "argument name and its value}.Do not use variables.\n\n"
     )
+    #: the system block's lines after its header (and ``Environment: ipython`` with tools)
+    DATES = f"Cutting Knowledge Date: December 2023\nToday Date: {DATE}\n\n"
+    BOS, EOT, IPYTHON_ENV = "<|begin_of_text|>", "<|eot_id|>", "Environment: ipython\n"
+
+    @staticmethod
+    def header(role: str) -> str:
+        """The template's header of a message of ``role``."""
+        return f"<|start_header_id|>{role}<|end_header_id|>\n\n"
+
+    @classmethod
+    def tools_block(cls, tools: Sequence[dict[str, Any]]) -> str:
+        """The template's tool block (its instructions and every schema as
+        ``json.dumps(tool, indent=4)``), in the first user message before its text."""
+        return cls.TOOLS_PREAMBLE + "".join(
+            json.dumps(t, indent=4, ensure_ascii=False, default=str) + "\n\n" for t in tools
+        )
 
     def __init__(self) -> None:
         try:
@@ -258,13 +274,11 @@ class Llama3Tokenizer:
         self._tools: dict[int, tuple[Any, Any, int]] = {}
         special = self._special
         self._header = {
-            role: special(f"<|start_header_id|>{role}<|end_header_id|>\n\n")
-            for role in ("system", "user", "assistant", "ipython")
+            role: special(self.header(role)) for role in ("system", "user", "assistant", "ipython")
         }
-        dates = f"Cutting Knowledge Date: December 2023\nToday Date: {self.DATE}\n\n"
         # bos + system header + the dates (+ system text, counted apart) + eot
-        self._system = special("<|begin_of_text|>") + self._header["system"] + special(dates) + 1
-        self._system_tools = self._system + special("Environment: ipython\n")
+        self._system = special(self.BOS) + self._header["system"] + special(self.DATES) + 1
+        self._system_tools = self._system + special(self.IPYTHON_ENV)
 
     @property
     def encoding(self) -> Any:
@@ -298,18 +312,13 @@ class Llama3Tokenizer:
         return _per_tools(self._tools, tools, self._render_tools)
 
     def _render_tools(self, tools: Sequence[dict[str, Any]]) -> int:
-        block = self.TOOLS_PREAMBLE + "".join(
-            json.dumps(t, indent=4, ensure_ascii=False, default=str) + "\n\n" for t in tools
-        )
-        n: int = self._enc.count(block)
+        n: int = self._enc.count(self.tools_block(tools))
         return n
 
     def _header_of(self, role: str) -> int:
         n = self._header.get(role)
         if n is None:
-            n = self._header[role] = self._special(
-                f"<|start_header_id|>{role}<|end_header_id|>\n\n"
-            )
+            n = self._header[role] = self._special(self.header(role))
         return n
 
     def prompt_tokens(

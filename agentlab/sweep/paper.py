@@ -37,9 +37,7 @@ def make_paper(
     from agentlab.store import write_manifest
     from agentlab.store.lifecycle import hold_run_dir, mark_status
 
-    nb = Path(notebook)
-    if not nb.is_file():
-        raise ConfigError(f"notebook {str(nb)!r} does not exist")
+    nb = _existing(notebook)
     check_params(nb, params or {})
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
@@ -97,12 +95,17 @@ def export_saved(notebook: str | os.PathLike[str], out: str | os.PathLike[str]) 
     outputs it holds, widgets as their ``text/html`` snapshots (a notebook saved from
     JupyterLab keeps its widget state, with which plain nbconvert draws the widgets through
     a widget manager loaded from a CDN: blank offline). Returns the HTML path."""
-    nb = Path(notebook)
-    if not nb.is_file():
-        raise ConfigError(f"notebook {str(nb)!r} does not exist")
+    nb = _existing(notebook)
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
     return export_html(nb, outp / f"{nb.stem}.html")
+
+
+def _existing(notebook: str | os.PathLike[str]) -> Path:
+    nb = Path(notebook)
+    if not nb.is_file():
+        raise ConfigError(f"notebook {str(nb)!r} does not exist")
+    return nb
 
 
 def main(args: argparse.Namespace) -> int:
