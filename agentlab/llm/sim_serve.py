@@ -20,7 +20,10 @@ Endpoints (127.0.0.1 by default):
 - ``POST /tokenize``, ``POST /detokenize`` — vLLM's: a prompt's or a chat's token ids and
   count (what the completion endpoints charge for it), ids back to text
   (:mod:`agentlab.llm.sim_serve_tokens`);
-- ``GET /v1/models``, ``GET /v1/models/{id}``; ``GET /health``;
+- ``GET /v1/models``, ``GET /v1/models/{id}`` — vLLM's model cards (``owned_by``
+  ``vllm``, ``root``: the first served name, ``max_model_len``, ``permission``);
+  ``GET /health``, ``GET`` / ``POST /ping`` (200, as vLLM's), ``GET /version``
+  (agentlab's version: this is not a vLLM release);
 - ``POST /sim/faults`` ``{"p_rate_limit": .., "p_timeout": .., "p_malformed": ..}`` — not
   OpenAI, off unless the server was started with ``fault_control=True``
   (``--fault-control``): changes the injected fault rates of the running server (ends a
@@ -64,6 +67,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import ValidationError
 
+from agentlab import __version__
 from agentlab.core.clock import RealClock
 from agentlab.errors import LLMError
 from agentlab.llm.litellm_backend import ATTEMPT_HEADER  # our clients send it
@@ -129,6 +133,15 @@ Streamer = Callable[
 ]
 
 
+def _permission(created: int) -> dict[str, Any]:
+    """vLLM's ``ModelPermission`` of a model card (its defaults: sampling and viewing
+    allowed, no fine-tuning)."""
+    return {"id": f"modelperm-{created}", "object": "model_permission", "created": created,
+            "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+            "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
+            "organization": "*", "group": None, "is_blocking": False}  # fmt: skip
+
+
 def build_app(
     profile: str = "instant",
     *,
@@ -175,7 +188,11 @@ def build_app(
     created = int(time.time())
 
     def model_card(m: str) -> dict[str, Any]:
-        return {"id": m, "object": "model", "created": created, "owned_by": "agentlab"}
+        # vLLM's ModelCard: every served name is the one model (``root``: the first name,
+        # vLLM's model path), no LoRA ``parent``; clients read ``max_model_len`` from it
+        return {"id": m, "object": "model", "created": created, "owned_by": "vllm",
+                "root": model_id, "parent": None, "max_model_len": max_model_len,
+                "permission": [_permission(created)]}  # fmt: skip
 
     async def models(_: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [model_card(m) for m in served]})
@@ -188,6 +205,12 @@ def build_app(
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
+
+    async def ping(_: web.Request) -> web.Response:  # vLLM's (SageMaker's) liveness probe
+        return web.Response(status=200)
+
+    async def version(_: web.Request) -> web.Response:
+        return web.json_response({"version": __version__, "server": "agentlab sim-serve"})
 
     async def metrics_page(_: web.Request) -> web.Response:
         body, ctype = metrics.render()
@@ -360,6 +383,9 @@ def build_app(
     app.router.add_get("/v1/models", models)
     app.router.add_get("/v1/models/{model:.+}", one_model)
     app.router.add_get("/health", health)
+    app.router.add_get("/ping", ping)
+    app.router.add_post("/ping", ping)
+    app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics_page)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", text)

@@ -17,6 +17,7 @@ import aiohttp
 import openai
 import pytest
 
+import agentlab
 from agentlab.llm.serve_metrics import build_1_2_5_buckets
 from agentlab.llm.serve_models import ChatCompletionRequest
 from agentlab.llm.sim_backend import SIM_OVERRIDES
@@ -374,3 +375,26 @@ async def test_metrics_are_vllm_v1s_set_labels_and_buckets() -> None:
 def test_every_simulator_override_is_a_typed_request_field() -> None:
     fields = {f for f in ChatCompletionRequest.model_fields if f.startswith("sim_")}
     assert fields == set(SIM_OVERRIDES)
+
+
+async def test_model_cards_version_and_ping_answer_as_vllms() -> None:
+    names = ["/models/Llama-3.2-3B-Instruct", "llama"]
+    with start_sim_server("instant", served_model_name=names, max_model_len=8192) as h:
+        root = h.base_url[:-3]
+        sdk = openai.AsyncOpenAI(base_url=h.base_url, api_key="none", max_retries=0)
+        cards = [m.model_dump() for m in (await sdk.models.list()).data]
+        one = (await sdk.models.retrieve("llama")).model_dump()
+        async with aiohttp.ClientSession() as s:
+            async with s.get(root + "/version") as resp:
+                assert resp.status == 200
+                version = await resp.json()
+            for method in (s.get, s.post):
+                async with method(root + "/ping") as resp:
+                    assert resp.status == 200
+    for card in [*cards, one]:
+        # vLLM's ModelCard: the served names share the model's root, its context, one permission
+        assert card["owned_by"] == "vllm" and card["root"] == names[0]
+        assert card["parent"] is None and card["max_model_len"] == 8192
+        assert card["permission"][0]["object"] == "model_permission"
+    assert [c["id"] for c in cards] == names and one["id"] == "llama"
+    assert version["version"] == agentlab.__version__
