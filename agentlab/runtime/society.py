@@ -21,7 +21,6 @@ no agent stepped twice — and under the virtual clock the same timings.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
 import shutil
 import sys
@@ -60,6 +59,7 @@ from agentlab.runtime.society_tick import (
     uncancel,
 )
 from agentlab.runtime.stop_rule import DEFAULT_MAX_ERROR_SHARE, check_tick
+from agentlab.runtime.worker_loop import run_in_worker_loop
 from agentlab.store.agent_store import AgentStore
 from agentlab.store.atomic import atomic_write_json, read_json
 from agentlab.store.lifecycle import RunStatus, mark_status, read_status
@@ -526,13 +526,14 @@ class Society:
                           stacklevel=3)  # fmt: skip
 
     def run_sync(self, ticks: int | None = None, *, until: int | None = None) -> dict[str, Any]:
-        """:meth:`run` for scripts; inside a running loop (Jupyter) it uses a worker thread."""
+        """:meth:`run` for scripts; inside a running loop (Jupyter) it runs in a worker
+        thread, and the kernel's interrupt stops it as it stops an awaited :meth:`run`
+        (after the committed tick; this call's totals come back, status ``stopped``)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.run(ticks, until=until))
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            return pool.submit(asyncio.run, self.run(ticks, until=until)).result()
+        return run_in_worker_loop(self.run(ticks, until=until))
 
     @property
     def status(self) -> str:
