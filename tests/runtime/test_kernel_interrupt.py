@@ -1,0 +1,217 @@
+"""The kernel's interrupt (JupyterLab's stop button) stops a society run in a notebook.
+
+Found in a real kernel (ipykernel 7): ``Society.run_sync`` in a cell got the interrupt at
+once, but the executor's ``with`` block joined the worker first, so all 60 ticks ran on and
+the cell then ended in a ``KeyboardInterrupt`` traceback; an awaited ``run()`` that waits
+(a 10 s tick on the real clock, a pause) got it only when the wait ended (ipykernel#881).
+The unit tests send a real SIGINT to the waiting thread; the kernel tests drive a real
+kernel through ``jupyter_client``, as JupyterLab does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentlab.runtime.worker_loop import run_in_worker_loop
+
+
+def _interrupt_when(started: threading.Event) -> None:
+    """A real SIGINT to the main thread once ``started`` is set (it is then waiting)."""
+
+    def send() -> None:
+        started.wait(10)
+        time.sleep(0.2)  # the main thread has long been inside its wait
+        main = threading.main_thread().ident
+        assert main is not None
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=send, daemon=True).start()
+
+
+@pytest.fixture
+def default_sigint() -> None:
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's default handler here")
+
+
+async def _add(a: int, b: int) -> int:
+    await asyncio.sleep(0)
+    return a + b
+
+
+async def _boom() -> None:
+    raise ValueError("inside the worker")
+
+
+def test_result_and_error_come_back() -> None:
+    assert run_in_worker_loop(_add(2, 3)) == 5
+    with pytest.raises(ValueError, match="inside the worker"):
+        run_in_worker_loop(_boom())
+
+
+def test_an_interrupt_cancels_the_work_and_returns_what_it_returns(default_sigint: None) -> None:
+    started = threading.Event()
+    seen: list[str] = []
+
+    async def long_work() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append(threading.current_thread().name)
+            return "stopped"
+        return "ran on"
+
+    _interrupt_when(started)
+    t = time.perf_counter()
+    assert run_in_worker_loop(long_work()) == "stopped"
+    assert time.perf_counter() - t < 5
+    assert seen == ["agentlab-run"]  # cancelled in its own loop's thread
+
+
+def test_work_that_does_not_handle_the_cancel_raises_it(default_sigint: None) -> None:
+    started = threading.Event()
+
+    async def long_work() -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    _interrupt_when(started)
+    with pytest.raises(asyncio.CancelledError):
+        run_in_worker_loop(long_work())
+
+
+def _run_and_interrupt(
+    tmp_path: Path, code: str, ready: Callable[[], bool]
+) -> tuple[str, dict[str, Any], float]:
+    """Run ``code`` in a fresh kernel, interrupt it once ``ready()`` (what the stop button
+    sends), return (its output, the execute reply, seconds from interrupt to idle)."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        msg_id = kc.execute(code)
+        out: list[str] = []
+        deadline = time.monotonic() + 120
+        interrupted_at = None
+        while True:
+            assert time.monotonic() < deadline, out
+            if interrupted_at is None and ready():
+                km.interrupt_kernel()
+                interrupted_at = time.monotonic()
+            try:
+                msg: dict[str, Any] = kc.get_iopub_msg(timeout=0.1)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                out.append(content["text"])
+            elif kind == "error":
+                out.append(f"ERROR {content['ename']}")
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+        ended = time.monotonic()
+        reply = kc.get_shell_msg(timeout=10)["content"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    text = "".join(out)
+    assert interrupted_at is not None, text
+    return text, reply, ended - interrupted_at
+
+
+def _tick(run: Path) -> int:
+    try:
+        return int(json.loads((run / "SOCIETY_STEP.json").read_text()).get("tick", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+def _status(run: Path) -> str:
+    try:
+        return str(json.loads((run / "run.json").read_text()).get("status"))
+    except (OSError, ValueError):
+        return "missing"
+
+
+def test_interrupting_run_sync_in_a_real_kernel_stops_the_run(tmp_path: Path) -> None:
+    run = tmp_path / "intr"
+    code = (
+        "from agentlab.runtime import Society\n"
+        f"s = Society.create({str(run)!r}, agents=40, llm='sim/vllm-3b', clock='virtual',"
+        " seed=1, progress=False)\n"
+        "r = s.run_sync(ticks=100_000)\n"
+        "print('RESULT', r['status'], r['tick'], s.tick)\n"
+        "r = s.run_sync(ticks=1)\n"
+        "print('AGAIN', r['status'], r['tick'])\n"
+    )
+    text, reply, took = _run_and_interrupt(tmp_path, code, lambda: _tick(run) >= 2)
+    assert reply["status"] == "ok", text  # no KeyboardInterrupt traceback
+    result = next(line for line in text.splitlines() if line.startswith("RESULT"))
+    _, status, tick, now = result.split()
+    assert status == "stopped" and tick == now
+    assert f"stopped after tick {tick}; tick {int(tick) + 1} was discarded" in text
+    assert f"AGAIN done {int(tick) + 1}" in text  # the same society runs on
+    assert took < 30, text  # at the interrupt, not after 100,000 ticks
+
+
+def test_interrupting_an_awaited_run_that_waits_stops_it_at_once(tmp_path: Path) -> None:
+    # a 30 s tick on the real clock: the interrupt lands within the wake period, not at 30 s
+    run = tmp_path / "slow"
+    code = (
+        "from agentlab.runtime import Society\n"
+        f"s = Society.create({str(run)!r}, agents=2, clock='real', seed=1, tick_seconds=30,"
+        " progress=False)\n"
+        "r = await s.run(ticks=3)\n"
+        "print('RESULT', r['status'], r['tick'])\n"
+    )
+    started: list[float] = []
+
+    def ready() -> bool:
+        if _status(run) != "running":
+            return False
+        started.append(time.monotonic())
+        return time.monotonic() - started[0] > 1.0
+
+    text, reply, took = _run_and_interrupt(tmp_path, code, ready)
+    assert reply["status"] == "ok", text
+    assert "RESULT stopped 0" in text and "stopped after tick 0" in text
+    assert took < 5, (took, text)
+
+
+def test_the_wakeups_leave_a_simulated_run_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentlab.core import kernel_wakeup
+    from agentlab.runtime import Society
+    from agentlab.runtime import society as society_module
+    from agentlab.store import open_run
+
+    def calls(name: str) -> list[tuple[Any, ...]]:
+        s = Society.create(tmp_path / name, agents=30, env=["social_feed"], llm="sim/vllm-3b",
+                           clock="virtual", seed=3, progress=False)  # fmt: skip
+        s.run_sync(ticks=3)
+        s.close()
+        df = open_run(tmp_path / name).llm_calls_df()
+        cols = ["agent_id", "start", "end", "prompt_tokens", "completion_tokens"]
+        return [tuple(r) for r in df[cols].itertuples(index=False)]
+
+    plain = calls("plain")
+    monkeypatch.setattr(kernel_wakeup, "in_kernel", lambda: True)
+    often = functools.partial(kernel_wakeup.wake_for_interrupts, period=0.001)
+    monkeypatch.setattr(society_module, "wake_for_interrupts", often)
+    woken = calls("woken")  # the loop woken every millisecond of wall time
+    assert len(plain) > 100 and woken == plain
