@@ -57,7 +57,8 @@ def clear_interrupted_create(run_dir: Path) -> None:
     leftovers = [run_dir / n for n in names]
     if not any(p.exists() for p in leftovers):
         return
-    warnings.warn(f"{run_dir}: removing leftovers of an interrupted Society.create", stacklevel=3)
+    # (stacklevel: the caller of Society.create -> create_society -> here, a notebook cell)
+    warnings.warn(f"{run_dir}: removing leftovers of an interrupted Society.create", stacklevel=4)
     for p in leftovers:
         if p.is_dir():
             shutil.rmtree(p)

@@ -230,3 +230,15 @@ def test_same_seed_same_log(tmp_path: Path) -> None:
     assert {k: v for k, v in a.items() if k not in per_run} == {
         k: v for k, v in b.items() if k not in per_run
     }
+
+
+def test_create_over_an_interrupted_create_warns_at_the_callers_line(tmp_path: Path) -> None:
+    # what a create stopped before its commit leaves: everything but SOCIETY_STEP.json
+    Society.create(tmp_path / "half", agents=3, progress=False).close()
+    (tmp_path / "half" / "SOCIETY_STEP.json").unlink()
+    with pytest.warns(UserWarning, match="leftovers of an interrupted Society.create") as seen:
+        s = Society.create(tmp_path / "half", agents=2, progress=False)
+    # the warning names the line that called create (a notebook cell), not agentlab's
+    assert seen[0].filename == __file__
+    assert len(s.agent_ids) == 2 and s.tick == 0
+    s.close()
