@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -213,9 +214,24 @@ class Experiment:
     async def run(self) -> ExperimentResults:
         """Run every (topology, run) and write the run directory; returns the results.
 
-        Interrupting (Ctrl-C, cancelling the cell) stops cleanly: finished runs stay in
-        the run log (which ``exp.results`` reads), and ``run.json`` says ``status="stopped"``.
+        Interrupting (the stop button, Ctrl-C, cancelling the task) stops cleanly: one
+        line says how far it got, the results of the finished runs come back (and stay in
+        ``exp.results``), and ``run.json`` says ``status="stopped"``.
+
+        Raises:
+            ConfigError: this object has run before. A second run would repeat its runs
+                (the same seed gives the same runs under the same ids) and pool their calls
+                with the first run's in one traffic record: build a new ``Experiment``.
         """
+        if self._results is not None:
+            done, total = self._results.runs_done, len(self.topologies) * self.runs
+            raise ConfigError(
+                f"this Experiment already ran into {self.run_dir} ({done} of {total} runs, "
+                f"status {self._results.status!r}); its results stay in exp.results. A second "
+                "run() would repeat the same runs under the same ids and pool their calls "
+                "with the first run's traffic. To run it again, build a new Experiment "
+                "(exist_ok='replace' writes over that directory; another out= keeps both)"
+            )
         clock = (
             clock_from_name(self.clock_spec)
             if isinstance(self.clock_spec, str)
@@ -230,12 +246,10 @@ class Experiment:
             lock.release()
 
     def _take(self, run_dir: Path) -> Any:
-        """The run's writer lock, then what ``exist_ok`` says about an existing run (a
-        second ``run()`` of this object adds to its own run)."""
+        """The run's writer lock, then what ``exist_ok`` says about an existing run."""
         from agentlab.store.lifecycle import claim_run_dir
 
-        mine = self.run_dir is not None and Path(self.run_dir) == run_dir
-        return claim_run_dir(run_dir, True if mine else self.exist_ok, what="Experiment")
+        return claim_run_dir(run_dir, self.exist_ok, what="Experiment")
 
     async def _run(self, run_dir: Path, clock: Clock, client: Any) -> ExperimentResults:
         self.run_dir = run_dir
@@ -282,9 +296,13 @@ class Experiment:
 
         status: RunStatus = "stopped"  # interrupted (Ctrl-C, cancelled cell) unless below
         error: str | None = None
+        interrupted = False
         try:
             await gather_limited([job(*p) for p in self._plan()], self.parallel_runs)
             status = "done"
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            # the kernel's stop button / Ctrl-C: as Society.run, one line and the results
+            interrupted = True
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
             raise
@@ -296,6 +314,13 @@ class Experiment:
             services.flush()
             results.status = status
             mark_status(run_dir, status, error=error)
+        if interrupted:
+            total = len(self.topologies) * self.runs
+            print(f"experiment stopped after {results.runs_done} of {total} runs; their "
+                  "results are returned (and in exp.results)", file=sys.stderr)  # fmt: skip
+            from agentlab.runtime.society_tick import uncancel
+
+            uncancel()
         return results
 
     def run_sync(self) -> ExperimentResults:

@@ -215,3 +215,32 @@ def test_the_wakeups_leave_a_simulated_run_unchanged(
     monkeypatch.setattr(society_module, "wake_for_interrupts", often)
     woken = calls("woken")  # the loop woken every millisecond of wall time
     assert len(plain) > 100 and woken == plain
+
+
+def test_interrupting_an_awaited_experiment_returns_its_finished_runs(tmp_path: Path) -> None:
+    # (it ended in a CancelledError traceback; a second run() then repeated the finished
+    # runs under the same ids and pooled their calls into the same traffic)
+    out = tmp_path / "exp"
+    code = (
+        "from agentlab.topology import Experiment\n"
+        "exp = Experiment(topologies=['sequential', 'star'], runs=400, llm='sim/vllm-3b',"
+        f" seed=0, clock='virtual', out={str(out)!r}, progress=False)\n"
+        "res = await exp.run()\n"
+        "print('RESULT', res.status, res.runs_done, len(res.runs_df()))\n"
+        "try:\n"
+        "    await exp.run()\n"
+        "except Exception as e:\n"
+        "    print('AGAIN', type(e).__name__)\n"
+    )
+
+    def ready() -> bool:  # a first run finished (its row's shard is written)
+        return any(f.stat().st_size for f in (out / "replay" / "experiment_runs").glob("*"))
+
+    text, reply, took = _run_and_interrupt(tmp_path, code, ready)
+    assert reply["status"] == "ok", text
+    line = next(x for x in text.splitlines() if x.startswith("RESULT"))
+    _, status, done, rows = line.split()
+    assert status == "stopped" and done == rows and 0 < int(done) < 800, text
+    assert f"experiment stopped after {done} of 800 runs" in text
+    assert "AGAIN ConfigError" in text
+    assert took < 10, text

@@ -66,20 +66,27 @@ def test_full_mesh_messages_are_directed_pairs(tmp_path: Path) -> None:
     json.dumps(disc.blocks.iloc[0])
 
 
-async def test_interrupt_keeps_finished_runs(tmp_path: Path) -> None:
+async def test_interrupt_keeps_finished_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     clock = VirtualClock()
     exp = Experiment(topologies=["sequential"], runs=50, tasks=TASKS, clock=clock,
                      progress=False, out=tmp_path)  # fmt: skip
     task = asyncio.ensure_future(exp.run())
     while exp._results is None or exp._results.runs_done < 2:
         await clock.sleep(5.0)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    res = exp.results
+    task.cancel()  # what the kernel's stop button does to the cell's task
+    res = await task  # as Society.run: one line, the results of the finished runs
+    assert res is exp.results
     assert res.status == "stopped" and 2 <= len(res.runs_df()) == res.runs_done < 50
     assert read_manifest(tmp_path)["status"] == "stopped"
     assert len(open_run(tmp_path).llm_calls_df()) == len(res.calls_df())
+    err = capsys.readouterr().err
+    assert f"experiment stopped after {res.runs_done} of 50 runs" in err
+    # a second run() would repeat the same runs under the same ids into the same traffic
+    with pytest.raises(ConfigError, match=r"already ran .*new Experiment"):
+        await exp.run()
+    assert len(res.runs_df()) == res.runs_done and res.runs_df().run_id.is_unique
 
 
 def test_real_clock_with_instant_sim(tmp_path: Path) -> None:
