@@ -108,7 +108,11 @@ def main(args: argparse.Namespace) -> int:
         f"{stats['llm_calls']} LLM calls, {stats['errors']} step errors in "
         f"{stats['wall_s']:.1f} s ({stats['steps_per_s']:.0f} steps/s)"
     )
-    return 130 if stats.get("status") == "stopped" else 0
+    if stats.get("status") != "stopped":
+        return 0
+    if getattr(args, "config", None):  # (the same run continues from its committed tick)
+        print(f"interrupted: continue with `agentlab run {args.config} --resume`")
+    return 130
 
 
 def _how_far(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, int]:

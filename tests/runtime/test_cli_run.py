@@ -177,3 +177,35 @@ def test_a_config_takes_every_society_create_argument(tmp_path: Path) -> None:
     bad.write_text('store = "zip"\n')
     with pytest.raises(ConfigError, match="store"):
         load_config(bad)
+
+
+def test_ctrl_c_stops_after_the_committed_tick_and_says_how_to_go_on(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    cfg = tmp_path / "society.toml"
+    cfg.write_text(
+        f'out = "{out}"\nseed = 1\nllm = "sim/vllm-3b"\nclock = "virtual"\nprogress = false\n'
+        'env = ["social_feed"]\nagents = 40\n'
+    )
+    cli = Path(sys.executable).with_name("agentlab")  # the installed console script
+    cmd = [str(cli), "run", str(cfg), "--ticks", "100000"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    step = out / "SOCIETY_STEP.json"
+    deadline = time.monotonic() + 120
+    while not (step.exists() and json.loads(step.read_text() or "{}").get("tick", 0) >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # Ctrl-C in the terminal
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    tick = Society.open(out, progress=False, read_only=True).tick
+    assert f"stopped after tick {tick}; tick {tick + 1} was discarded" in stderr
+    assert "Traceback" not in stderr
+    assert f"interrupted: continue with `agentlab run {cfg} --resume`" in stdout
+    assert main(_args(cfg, resume=True, ticks=1)) == 0
+    assert Society.open(out, progress=False, read_only=True).tick == tick + 1
