@@ -10,6 +10,7 @@ on the real clock: ipykernel delivered the interrupt only when that wait ended) 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -58,6 +59,10 @@ def _press_stop_and_read(page: Any) -> tuple[str, float]:
     page.locator(STOP).first.click()
     page.wait_for_function(f"() => ({OUTPUTS}).includes('RESULT')", timeout=60_000)
     took = time.monotonic() - t
+    # the one-line stop note is stderr, flushed apart from stdout (a worker thread's, with
+    # run_sync): it may be drawn just after the totals
+    with contextlib.suppress(Exception):
+        page.wait_for_function(f"() => ({OUTPUTS}).includes('was discarded')", timeout=5_000)
     text: str = page.evaluate(f"() => {OUTPUTS}")
     return text, took
 
