@@ -11,13 +11,13 @@ on the real clock: ipykernel delivered the interrupt only when that wait ended) 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentlab.store.atomic import read_json
 from tests.browser.conftest import Lab, open_notebook, screenshot, write_notebook
 
 pytestmark = pytest.mark.browser
@@ -29,10 +29,7 @@ OUTPUTS = """Array.from(document.querySelectorAll('.jp-OutputArea-output'))
 
 
 def _json(path: Path, key: str) -> Any:
-    try:
-        return json.loads(path.read_text()).get(key)
-    except (OSError, ValueError):
-        return None
+    return (read_json(path, default=None) or {}).get(key)  # (written atomically)
 
 
 def _wait(cond: Any, timeout: float, what: str) -> None:
@@ -42,9 +39,17 @@ def _wait(cond: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def _start(page: Any, lab: Lab, name: str, cells: list[str]) -> None:
-    """Open the notebook and run all its cells without waiting for them (the command's
-    promise settles only when the last cell ends, as a researcher would not wait)."""
+def _start(page: Any, lab: Lab, name: str, run: Path, create: str, call: str) -> None:
+    """Write a notebook that creates a society in ``run`` (``create``: its arguments), runs
+    it (``call``) and prints ``RESULT status tick``; open it and run all its cells without
+    waiting for them (the command's promise settles only when the last cell ends, as a
+    researcher would not wait)."""
+    cells = [
+        "from agentlab.runtime import Society",
+        f"s = Society.create({str(run)!r}, {create}, progress=False)\n"
+        f"r = {call}\n"
+        "print('RESULT', r['status'], r['tick'])",
+    ]
     write_notebook(lab.root / name, cells)
     open_notebook(page, lab, name)
     page.evaluate(
@@ -69,14 +74,8 @@ def _press_stop_and_read(page: Any) -> tuple[str, float]:
 
 def test_stop_button_stops_an_awaited_run_that_waits(jupyter_lab: Lab, lab_page: Any) -> None:
     run = jupyter_lab.root / "runs" / "slow"
-    cells = [
-        "from agentlab.runtime import Society",
-        f"s = Society.create({str(run)!r}, agents=2, clock='real', seed=1, tick_seconds=30,\n"
-        "                   progress=False)\n"
-        "r = await s.run(ticks=3)\n"
-        "print('RESULT', r['status'], r['tick'])",
-    ]
-    _start(lab_page, jupyter_lab, "stop_await.ipynb", cells)
+    create = "agents=2, clock='real', seed=1, tick_seconds=30"
+    _start(lab_page, jupyter_lab, "stop_await.ipynb", run, create, "await s.run(ticks=3)")
     _wait(lambda: _json(run / "run.json", "status") == "running", 120, "the run to start")
     time.sleep(1.0)  # well inside the first 30 s tick
     text, took = _press_stop_and_read(lab_page)
@@ -90,14 +89,8 @@ def test_stop_button_stops_an_awaited_run_that_waits(jupyter_lab: Lab, lab_page:
 
 def test_stop_button_stops_run_sync(jupyter_lab: Lab, lab_page: Any) -> None:
     run = jupyter_lab.root / "runs" / "sync"
-    cells = [
-        "from agentlab.runtime import Society",
-        f"s = Society.create({str(run)!r}, agents=40, llm='sim/vllm-3b', clock='virtual',\n"
-        "                   seed=1, progress=False)\n"
-        "r = s.run_sync(ticks=100_000)\n"
-        "print('RESULT', r['status'], r['tick'])",
-    ]
-    _start(lab_page, jupyter_lab, "stop_sync.ipynb", cells)
+    create = "agents=40, llm='sim/vllm-3b', clock='virtual', seed=1"
+    _start(lab_page, jupyter_lab, "stop_sync.ipynb", run, create, "s.run_sync(ticks=100_000)")
     step = run / "SOCIETY_STEP.json"
     _wait(lambda: (_json(step, "tick") or 0) >= 2, 120, "tick 2 to commit")
     text, took = _press_stop_and_read(lab_page)

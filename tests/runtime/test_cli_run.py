@@ -13,6 +13,7 @@ import pytest
 from agentlab.errors import ConfigError
 from agentlab.runtime import Society
 from agentlab.runtime.cli_run import load_config, main
+from agentlab.store.atomic import read_json
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -197,7 +198,7 @@ def test_ctrl_c_stops_after_the_committed_tick_and_says_how_to_go_on(tmp_path: P
                             text=True)  # fmt: skip
     step = out / "SOCIETY_STEP.json"
     deadline = time.monotonic() + 120
-    while not (step.exists() and json.loads(step.read_text() or "{}").get("tick", 0) >= 2):
+    while (read_json(step, default=None) or {}).get("tick", 0) < 2:  # (written atomically)
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)  # Ctrl-C in the terminal

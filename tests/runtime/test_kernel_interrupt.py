@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import queue
 import signal
 import threading
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 
 from agentlab.runtime.worker_loop import run_in_worker_loop
+from agentlab.store.atomic import read_json
 
 
 def _interrupt_when(started: threading.Event) -> None:
@@ -133,18 +133,12 @@ def _run_and_interrupt(
     return text, reply, ended - interrupted_at
 
 
-def _tick(run: Path) -> int:
-    try:
-        return int(json.loads((run / "SOCIETY_STEP.json").read_text()).get("tick", 0))
-    except (OSError, ValueError):
-        return 0
+def _tick(run: Path) -> int:  # the committed tick (both files are written atomically)
+    return int((read_json(run / "SOCIETY_STEP.json", default=None) or {}).get("tick", 0))
 
 
 def _status(run: Path) -> str:
-    try:
-        return str(json.loads((run / "run.json").read_text()).get("status"))
-    except (OSError, ValueError):
-        return "missing"
+    return str((read_json(run / "run.json", default=None) or {}).get("status", "missing"))
 
 
 def test_interrupting_run_sync_in_a_real_kernel_stops_the_run(tmp_path: Path) -> None:
