@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from agentlab.store.atomic import read_json
 from tests.browser.conftest import REPO, Lab, open_notebook, screenshot, wait_for
 
 pytestmark = pytest.mark.browser
@@ -31,11 +32,8 @@ def _quickstart_cells() -> list[str]:
     return [PARAMS, code[1], code[2]]
 
 
-def _status(run: Path) -> str:
-    try:
-        return str(json.loads((run / "run.json").read_text()).get("status"))
-    except (OSError, ValueError):
-        return "missing"
+def _status(run: Path) -> str:  # (run.json is written atomically)
+    return str((read_json(run / "run.json", default=None) or {}).get("status", "missing"))
 
 
 def test_rerunning_the_live_cell_while_it_runs_leaves_the_run_intact(
