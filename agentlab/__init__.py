@@ -7,6 +7,7 @@ plotly or Jupyter machinery. Each public name below is imported on first use.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 __version__ = "0.1.0"
@@ -58,3 +59,9 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+if "ipykernel" in sys.modules:  # a notebook: its stop button reaches any await
+    from agentlab.core.kernel_wakeup import wake_cells_in_kernel
+
+    wake_cells_in_kernel()

@@ -35,7 +35,6 @@ from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
 from agentlab.core.ids import validate_agent_id
-from agentlab.core.kernel_wakeup import wake_for_interrupts
 from agentlab.errors import ConfigError, StoreError
 from agentlab.runtime.batch import AgentSpecs, BatchResult, BatchSpec, RetryPolicy
 from agentlab.runtime.config import llm_span_rate
@@ -474,22 +473,20 @@ class Society:
         interrupted = False
         gc_tuning = GCTuning()
         try:
-            # (in a notebook: the stop button lands while paused or waiting, not after)
-            with wake_for_interrupts():
-                while self.tick < target and not self._stop:
-                    if not self._resume.is_set():
-                        self._status = "paused"
-                        self._mark("paused")
-                        await self._resume.wait()
-                        if self._stop:
-                            break
-                        self._status = "running"
-                        self._mark("running")
-                    row = await self.step(publish=self.tick + 1 == target)
-                    for k in ("steps", "llm_calls", "errors", "tokens"):
-                        out[k] += row[k]
-                    out["ticks"] += 1
-                    bar.update(row)
+            while self.tick < target and not self._stop:
+                if not self._resume.is_set():
+                    self._status = "paused"
+                    self._mark("paused")
+                    await self._resume.wait()
+                    if self._stop:
+                        break
+                    self._status = "running"
+                    self._mark("running")
+                row = await self.step(publish=self.tick + 1 == target)
+                for k in ("steps", "llm_calls", "errors", "tokens"):
+                    out[k] += row[k]
+                out["ticks"] += 1
+                bar.update(row)
         except (KeyboardInterrupt, asyncio.CancelledError):
             # the kernel's stop button / Ctrl-C: the tick in progress is dropped (the next
             # step() cuts its rows), the committed run is intact; one line, no traceback

@@ -11,7 +11,6 @@ kernel through ``jupyter_client``, as JupyterLab does.
 from __future__ import annotations
 
 import asyncio
-import functools
 import queue
 import signal
 import threading
@@ -93,14 +92,17 @@ def test_work_that_does_not_handle_the_cancel_raises_it(default_sigint: None) ->
 
 
 def _run_and_interrupt(
-    tmp_path: Path, code: str, ready: Callable[[], bool]
+    tmp_path: Path, code: str, ready: Callable[[], bool], setup: str = ""
 ) -> tuple[str, dict[str, Any], float]:
-    """Run ``code`` in a fresh kernel, interrupt it once ``ready()`` (what the stop button
-    sends), return (its output, the execute reply, seconds from interrupt to idle)."""
+    """Run ``code`` in a fresh kernel (after a cell ``setup``, if given), interrupt it once
+    ``ready()`` (what the stop button sends), return (its output, the execute reply,
+    seconds from interrupt to idle)."""
     from jupyter_client.manager import start_new_kernel
 
     km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
     try:
+        if setup:
+            assert kc.execute_interactive(setup, timeout=60)["content"]["status"] == "ok"
         msg_id = kc.execute(code)
         out: list[str] = []
         deadline = time.monotonic() + 120
@@ -186,29 +188,76 @@ def test_interrupting_an_awaited_run_that_waits_stops_it_at_once(tmp_path: Path)
     assert took < 5, (took, text)
 
 
-def test_the_wakeups_leave_a_simulated_run_unchanged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from agentlab.core import kernel_wakeup
-    from agentlab.runtime import Society
-    from agentlab.runtime import society as society_module
-    from agentlab.store import open_run
+def _after(seconds: float) -> Callable[[], bool]:
+    start: list[float] = []
 
-    def calls(name: str) -> list[tuple[Any, ...]]:
-        s = Society.create(tmp_path / name, agents=30, env=["social_feed"], llm="sim/vllm-3b",
-                           clock="virtual", seed=3, progress=False)  # fmt: skip
-        s.run_sync(ticks=3)
-        s.close()
+    def ready() -> bool:
+        start.append(time.monotonic())
+        return start[-1] - start[0] > seconds
+
+    return ready
+
+
+def test_any_awaiting_cell_takes_the_interrupt_once_agentlab_is_imported(tmp_path: Path) -> None:
+    # ipykernel#881: without the cell timer this waits out the 30 s (measured: 20 s sleep,
+    # interrupt at 3 s, took effect at 20.1 s), here it lands within the wake period
+    setup = "import agentlab\nfrom agentlab.llm import LLMClient"
+    sleep = "import asyncio\nawait asyncio.sleep(30)\nprint('RESULT slept')"
+    text, reply, took = _run_and_interrupt(tmp_path, sleep, _after(1.0), setup)
+    assert reply["status"] == "error" and "RESULT" not in text and took < 5, (took, text)
+    # a long reply awaited on the real clock (~27 s), as from a slow provider
+    complete = (
+        "llm = LLMClient('sim/vllm-3b', seed=1)\n"
+        "r = await llm.complete([{'role': 'user', 'content': 'a long story'}],"
+        " max_tokens=3000, min_tokens=3000)\n"
+        "print('RESULT', r.usage)"
+    )
+    text, reply, took = _run_and_interrupt(tmp_path, complete, _after(1.0), setup)
+    assert reply["status"] == "error" and "RESULT" not in text and took < 5, (took, text)
+
+
+def test_the_wakeups_leave_simulated_runs_unchanged(tmp_path: Path) -> None:
+    # what a cell's timer does to an awaited run on the kernel's loop, woken every
+    # millisecond of wall time instead of every 0.2 s: a society and an experiment
+    from agentlab.core.kernel_wakeup import LoopWaker
+    from agentlab.runtime import Society
+    from agentlab.store import open_run
+    from agentlab.topology import Experiment
+
+    async def rows(name: str, waker: LoopWaker | None) -> tuple[list[Any], list[Any]]:
+        if waker is not None:
+            waker.start()
+        try:
+            s = Society.create(tmp_path / name, agents=30, env=["social_feed"],
+                               llm="sim/vllm-3b", clock="virtual", seed=3, progress=False)  # fmt: skip
+            await s.run(ticks=3)
+            s.close()
+            exp = Experiment(topologies=["sequential", "star", "full_mesh"], runs=4,
+                             llm="sim/vllm-3b", seed=0, clock="virtual",
+                             out=tmp_path / f"{name}-exp", progress=False)  # fmt: skip
+            res = await exp.run()
+        finally:
+            if waker is not None:
+                waker.stop()
         df = open_run(tmp_path / name).llm_calls_df()
         cols = ["agent_id", "start", "end", "prompt_tokens", "completion_tokens"]
-        return [tuple(r) for r in df[cols].itertuples(index=False)]
+        calls = [tuple(r) for r in df[cols].itertuples(index=False)]
+        exp_calls = res.calls_df()[["run_id", "start", "end", "completion_tokens"]]
+        return calls, [tuple(r) for r in exp_calls.itertuples(index=False)]
 
-    plain = calls("plain")
-    monkeypatch.setattr(kernel_wakeup, "in_kernel", lambda: True)
-    often = functools.partial(kernel_wakeup.wake_for_interrupts, period=0.001)
-    monkeypatch.setattr(society_module, "wake_for_interrupts", often)
-    woken = calls("woken")  # the loop woken every millisecond of wall time
-    assert len(plain) > 100 and woken == plain
+    class CountingWaker(LoopWaker):
+        wakes = 0
+
+        def _wake(self, loop: asyncio.AbstractEventLoop) -> None:
+            self.wakes += 1
+            super()._wake(loop)
+
+    plain = asyncio.run(rows("plain", None))
+    waker = CountingWaker(period=0.001)
+    woken = asyncio.run(rows("woken", waker))
+    assert len(plain[0]) > 100 and len(plain[1]) > 100
+    assert waker.wakes > 100  # the loop was woken all along
+    assert woken == plain
 
 
 def test_interrupting_an_awaited_experiment_returns_its_finished_runs(tmp_path: Path) -> None:
