@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from agentlab.sweep.grid import load_params_file, parse_param_args
@@ -32,4 +33,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"point {row['point_id']}: {row['status']}: {row['error']}")
     ok = len(df) - len(bad)
     print(f"{ok}/{len(df)} points ok; sweep directory: {s.out}")
+    if s.status == "stopped":  # Ctrl-C
+        print("interrupted: the same command with --resume runs the points that did not "
+              "finish", file=sys.stderr)  # fmt: skip
+        return 130
     return 1 if len(bad) else 0

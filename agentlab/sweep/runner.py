@@ -28,6 +28,7 @@ SCHEMA_VERSION = 1
 
 # Process groups of running points, so Ctrl-C can stop them all.
 _RUNNING: dict[int, subprocess.Popen[bytes]] = {}
+_STOPPED: set[int] = set()  # ... and those Ctrl-C killed (their status says so)
 _LOCK = threading.Lock()
 
 
@@ -43,6 +44,7 @@ def kill_running() -> int:
     """Kill every running point's process group (Ctrl-C); returns how many were killed."""
     with _LOCK:
         procs = list(_RUNNING.values())
+        _STOPPED.update(_RUNNING)
     for p in procs:
         _killpg(p)
     return len(procs)
@@ -104,6 +106,8 @@ def run_point(
     finally:
         with _LOCK:
             _RUNNING.pop(proc.pid, None)
+            stopped = proc.pid in _STOPPED
+            _STOPPED.discard(proc.pid)
         log.close()
         os.unlink(spec_path)
     error = None
@@ -113,6 +117,8 @@ def run_point(
             error = err_file.read_text()[-4000:]
         elif status == "timeout":
             error = f"point exceeded its timeout of {timeout} s and was killed"
+        elif stopped:
+            error = "stopped: the sweep was interrupted (Ctrl-C or the stop button)"
         else:
             error = (out / "worker.log").read_text(errors="replace")[-4000:]
     result = {

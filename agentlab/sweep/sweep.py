@@ -6,6 +6,7 @@ import concurrent.futures as cf
 import dataclasses
 import hashlib
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -116,6 +117,14 @@ class Sweep:
 
         return sql_over_runs(self.run_dirs(), query)
 
+    @property
+    def status(self) -> str:
+        """``running``, ``done``, ``failed`` (a point did not finish ok), ``stopped``
+        (interrupted) or ``interrupted`` (its driver died)."""
+        from agentlab.store.lifecycle import read_status as read_run_status
+
+        return str(read_run_status(self.out) or "running")
+
     def __repr__(self) -> str:
         return f"Sweep({str(self.out)!r}, points={len(self.points)})"
 
@@ -157,8 +166,10 @@ def sweep(
             first (refused, naming the holder, while another sweep drives it);
             ``False`` refuses an existing sweep.
 
-    A failing point never stops the others. Ctrl-C kills running points, marks nothing as
-    done that is not, and re-raises ``KeyboardInterrupt`` after saving the sweep file.
+    A failing point never stops the others. Ctrl-C (a notebook's stop button) kills the
+    running points, marks nothing as done that is not, marks the sweep ``stopped``, prints
+    one line and returns the :class:`Sweep` (its ``status`` is ``"stopped"``); calling
+    ``sweep`` again (``resume=True``) runs the points that did not finish.
     """
     nb = Path(notebook)
     if not nb.is_file():
@@ -252,7 +263,7 @@ def _drive(run: _SweepRun, entries: list[dict[str, Any]], meta: dict[str, Any]) 
         _finish(outp, result)
         return result
     bar = _progress(len(entries), len(entries) - len(todo), run.progress)
-    finished = False
+    finished = interrupted = False
     try:
         if run.executor == "local":
             parallel = run.max_parallel or os.cpu_count() or 1
@@ -261,12 +272,18 @@ def _drive(run: _SweepRun, entries: list[dict[str, Any]], meta: dict[str, Any]) 
             _run_ray(run.nb, todo, outp, run.max_parallel, run.cpus_per_run, timeout,
                      kernel_name, run.address, bar)  # fmt: skip
         finished = True
+    except KeyboardInterrupt:  # the running points are killed: one line, no traceback
+        interrupted = True
     finally:
         bar.close()
         if finished:
             _finish(outp, result)
         else:
             mark_status(outp, "stopped")
+    if interrupted:
+        ok = int((result.df()["status"] == "ok").sum())
+        print(f"sweep stopped: {ok} of {len(entries)} points ok (in the returned Sweep); "
+              "sweep() again with resume=True runs the rest", file=sys.stderr)  # fmt: skip
     return result
 
 

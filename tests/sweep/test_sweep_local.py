@@ -116,3 +116,72 @@ def test_paper_no_execute_exports_the_notebook_as_saved(tmp_path: Path) -> None:
         main(args)
     with pytest.raises(ConfigError, match="does not exist"):
         export_saved(tmp_path / "missing.ipynb", tmp_path / "o3")
+
+
+def test_an_interrupted_sweep_returns_its_finished_points(
+    tiny_notebook: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ctrl-C / the stop button ended in a KeyboardInterrupt traceback out of papermill's
+    # wait; now the running point is killed and the sweep comes back, marked stopped
+    import signal
+    import threading
+    import time
+
+    from agentlab.store.atomic import read_json
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's default handler here")
+    out = tmp_path / "sw-int"
+    grid = [{"x": 1}, {"x": 2, "sleep": 60.0}]
+    sent: list[float] = []
+
+    def interrupt_once_the_first_point_is_ok() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if any((read_json(p, default=None) or {}).get("status") == "ok"
+                   for p in out.glob("*/status.json")):  # fmt: skip
+                time.sleep(1.0)  # the slow point's kernel is well into its sleep
+                sent.append(time.monotonic())
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+                return
+            time.sleep(0.1)
+
+    threading.Thread(target=interrupt_once_the_first_point_is_ok, daemon=True).start()
+    s = sweep(tiny_notebook, grid, out=out, executor="local", max_parallel=2, progress=False)
+    assert sent and time.monotonic() - sent[0] < 15
+    assert s.status == "stopped"
+    df = s.df().set_index("x")
+    assert df.loc[1, "status"] == "ok" and df.loc[1, "y"] == 2
+    assert df.loc[2, "status"] == "killed"
+    assert df.loc[2, "error"] == "stopped: the sweep was interrupted (Ctrl-C or the stop button)"
+    assert "sweep stopped: 1 of 2 points ok" in capsys.readouterr().err
+
+
+def test_ctrl_c_of_agentlab_sweep_says_how_to_go_on(tiny_notebook: Path, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "sw-cli"
+    cli = Path(sys.executable).with_name("agentlab")  # the installed console script
+    cmd = [str(cli), "sweep", str(tiny_notebook), "-p", "sleep=60.0", "--out", str(out),
+           "--executor", "local"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    notebook: Path | None = None
+    deadline = time.monotonic() + 120
+    while notebook is None:  # the point's kernel has started executing
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        notebook = next(out.glob("*/notebook.ipynb"), None)
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)  # Ctrl-C in the terminal (the point has its own session)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "sweep stopped: 0 of 1 points ok" in stderr
+    assert "interrupted: the same command with --resume runs the points" in stderr
+    assert "0/1 points ok" in stdout
+    status = json.loads(next(out.glob("*/status.json")).read_text())
+    assert status["status"] == "killed" and status["error"].startswith("stopped:")
