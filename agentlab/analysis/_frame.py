@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_ZEROS",
     "ZerosPolicy",
     "as_by",
+    "as_sample",
     "group_ids",
     "iter_groups",
     "percentile",
@@ -95,6 +96,31 @@ def percentile(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if len(x) else math.nan
 
 
+def as_sample(x: Any, what: str = "IATs") -> np.ndarray:
+    """``x`` (an array, Series or list of numbers) as a 1-D float array. A DataFrame or
+    values that are not numbers are refused with what to pass instead: ``fit_iat(calls)``
+    failed deep in numpy on the first request id ("could not convert string to float")."""
+    if isinstance(x, pd.DataFrame):
+        if "iat" in x.columns:
+            hint = "pass its column (df['iat']: one pooled sample) or fit per group: fits_df(df)"
+        elif "start" in x.columns:
+            hint = ("it looks like a calls table: take its IATs first, fit_iat(iat_df(calls)"
+                    "['iat']), or per topology fits_df(iat_df(calls))")  # fmt: skip
+        else:
+            hint = "pass one column of it"
+        cols = list(map(str, x.columns))
+        more = ", ..." if len(cols) > 8 else ""
+        raise ConfigError(
+            f"expected a sample of {what} in seconds (an array, Series or list), got a "
+            f"DataFrame with columns [{', '.join(cols[:8])}{more}]: {hint}"
+        )
+    try:
+        return np.asarray(x, dtype=float).ravel()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"expected {what} as numbers in seconds, got {type(x).__name__}: "
+                          f"{exc}") from None  # fmt: skip
+
+
 def positive_values(
     x: Any, *, zeros: ZerosPolicy = DEFAULT_ZEROS, eps: float = DEFAULT_EPS, what: str = "IATs"
 ) -> np.ndarray:
@@ -110,7 +136,7 @@ def positive_values(
         raise ConfigError(f"zeros={zeros!r} is not valid; choose one of {list(ZEROS_CHOICES)}")
     if not eps > 0:
         raise ConfigError(f"eps must be > 0 seconds, got {eps!r}")
-    arr = np.asarray(x, dtype=float).ravel()
+    arr = as_sample(x, what)
     arr = arr[np.isfinite(arr)]
     if (arr < 0).any():
         raise ConfigError(f"{what} must be >= 0; found minimum {arr.min()!r}")

@@ -34,6 +34,7 @@ from agentlab.analysis._frame import (
     By,
     ZerosPolicy,
     as_by,
+    as_sample,
     iter_groups,
     positive_values,
     require_columns,
@@ -288,7 +289,7 @@ def fit_iat(
         parameters treated as known), ``n_below_eps`` (values floored or dropped).
     """
     names = resolve_dists(dists)
-    raw = np.asarray(x, dtype=float).ravel()
+    raw = as_sample(x)
     raw = raw[np.isfinite(raw)]
     arr = positive_values(raw, zeros=zeros, eps=eps)
     _check_spread(arr)
@@ -338,7 +339,7 @@ def fit_sample(
         The sample, and ``n_positive``, ``fence_s`` (None without fence), ``n_after_fence``,
         ``n_reasoning``, ``clip_s``, ``n``, ``fraction_of_iats`` (of the positive IATs).
     """
-    arr = np.asarray(x, dtype=float).ravel()
+    arr = as_sample(x)
     arr = arr[np.isfinite(arr) & (arr > 0)]
     info: dict[str, Any] = {"n_positive": len(arr), "fence_s": None}
     if fence and len(arr):

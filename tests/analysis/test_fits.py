@@ -95,6 +95,27 @@ def test_bad_inputs():
         fit_iat([1.0, 1.0, 1.0])
 
 
+def test_a_table_passed_for_a_sample_says_what_to_pass() -> None:
+    # fit_iat(calls) failed in numpy on the first request id ("could not convert string
+    # to float: 'v0-1'"): the README's calls table is the natural first thing to hand it
+    import pandas as pd
+
+    from agentlab.analysis import iat_df, subsample_ks_df
+
+    calls = pd.DataFrame({"request_id": ["v0-1", "v0-2", "v0-3"], "run_id": "r",
+                          "stage": "discussion", "start": [0.0, 0.4, 1.5]})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"calls table.*fit_iat\(iat_df\(calls\)\['iat'\]\)"):
+        fit_iat(calls)
+    iats = iat_df(calls, by="run_id")
+    with pytest.raises(ConfigError, match=r"df\['iat'\].*fits_df\(df\)"):
+        fit_iat(iats)
+    assert fit_iat(iats["iat"], "expon")["n"].iloc[0] == 2  # what the message says works
+    with pytest.raises(ConfigError, match="IATs as numbers in seconds, got list"):
+        fit_iat(["v0-1", "v0-2"])
+    with pytest.raises(ConfigError, match="calls table"):  # the same check for every sample
+        subsample_ks_df(calls, "expon")
+
+
 def test_fits_df_per_group():
     import pandas as pd
 
