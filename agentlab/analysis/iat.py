@@ -16,6 +16,7 @@ ON and OFF durations of a run add up to ``last start - first start``.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,6 +100,15 @@ def iat_df(
     keys = as_by(by)
     require_columns(calls, [*keys, start], "calls")
     sel = _select_stage(calls, stage, stage_col)
+    if sel.empty and len(calls):
+        # the default keeps the topology workflow's discussion calls: a society's calls
+        # carry no stage, and an empty table here made every IAT statistic NaN, unexplained
+        present = sorted(map(str, calls[stage_col].dropna().unique()))[:10]
+        warnings.warn(
+            f"iat_df: none of the {len(calls)} calls has {stage_col} {stage!r} "
+            f"({stage_col}s present: {present or 'none'}); stage=None keeps every call",
+            stacklevel=2,
+        )
     sel = sel[np.isfinite(sel[start].to_numpy(dtype=float))]
     keep_id = id_col is not None and id_col in sel.columns
     gid, _ = group_ids(sel, keys)

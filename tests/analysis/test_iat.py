@@ -41,6 +41,18 @@ def test_iat_all_stages_and_missing_columns(timeline_calls):
         iat_df(timeline_calls, start="begin")
 
 
+def test_a_stage_no_call_has_is_said_not_silently_empty(timeline_calls):
+    # a society's calls carry no stage: the default (the workflow's "discussion") kept
+    # none of them and every IAT statistic came out NaN with no word why
+    society = timeline_calls.assign(stage=None)
+    with pytest.warns(UserWarning, match=r"none of the \d+ calls has stage 'discussion' "
+                      r"\(stages present: none\); stage=None keeps every call"):  # fmt: skip
+        assert iat_df(society).empty
+    with pytest.warns(UserWarning, match=r"stages present: \['discussion', 'execution'\]"):
+        iat_df(timeline_calls, stage="discusion")
+    assert len(iat_df(society, stage=None)) > 0
+
+
 def test_burst_threshold_is_strict(timeline_calls):
     iats = iat_df(timeline_calls)
     mesh = _run(iats, "mesh", 1)
