@@ -47,11 +47,18 @@ def as_by(by: By) -> list[str]:
 def require_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     """Raise :class:`ConfigError` naming every column of ``columns`` missing from ``df``."""
     if not isinstance(df, pd.DataFrame):
-        raise ConfigError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
+        hint = ""
+        for method in ("calls_df", "llm_calls_df"):  # experiment results, a Run
+            if hasattr(df, method):
+                hint = f" (its calls: .{method}())"
+        raise ConfigError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}{hint}")
     missing = [c for c in columns if c not in df.columns]
     if missing:
+        hint = ""
+        if what == "iats" and "start" in df.columns and "end" in df.columns:
+            hint = "; this looks like a calls table: take its IATs first, iat_df(calls)"
         raise ConfigError(
-            f"{what}: missing column(s) {missing}; available: {sorted(map(str, df.columns))}"
+            f"{what}: missing column(s) {missing}; available: {sorted(map(str, df.columns))}{hint}"
         )
 
 

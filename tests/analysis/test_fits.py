@@ -114,6 +114,20 @@ def test_a_table_passed_for_a_sample_says_what_to_pass() -> None:
         fit_iat(["v0-1", "v0-2"])
     with pytest.raises(ConfigError, match="calls table"):  # the same check for every sample
         subsample_ks_df(calls, "expon")
+    calls["end"] = calls["start"] + 1.0
+    with pytest.raises(ConfigError, match=r"looks like a calls table.*iat_df\(calls\)"):
+        fits_df(calls)  # (the per-group fits take an IAT table)
+
+
+def test_a_run_passed_for_its_calls_says_which_method_gives_them(tmp_path) -> None:
+    from agentlab.analysis import traffic_summary_df
+    from agentlab.runtime import Society
+    from agentlab.store import open_run
+
+    Society.create(tmp_path / "s", agents=2, llm="sim/instant", seed=0,
+                   progress=False).close()  # fmt: skip
+    with pytest.raises(ConfigError, match=r"got Run \(its calls: \.llm_calls_df\(\)\)"):
+        traffic_summary_df(open_run(tmp_path / "s"))
 
 
 def test_fits_df_per_group():
