@@ -76,10 +76,21 @@ def map_exception(exc: BaseException, model: str) -> LLMError:
         return RateLimitError(msg)
     if isinstance(exc, (lm.Timeout, asyncio.TimeoutError, TimeoutError)) or status == 408:
         return LLMTimeoutError(msg)
+    if any(m in str(exc) for m in _NO_CREDENTIALS):
+        # the provider's SDK refused before sending; litellm reports it as a server error
+        # (500), which the retry policy retried (4 attempts, 6 s for every call)
+        err = ProviderError(f"{msg} -- no API key: set the provider's key variable (e.g. "
+                            "OPENAI_API_KEY) or pass LLMClient(..., api_key_env='NAME')")  # fmt: skip
+        err.retryable = False
+        return err
     err = ProviderError(msg)
     if isinstance(status, int) and 400 <= status < 500:
         err.retryable = False  # bad request, auth, unknown model: retrying cannot help
     return err
+
+
+#: what a provider SDK says when it has no key to send (openai >= 1.x, its older wording)
+_NO_CREDENTIALS = ("Missing credentials", "api_key client option must be set")
 
 
 def _kwargs(
