@@ -20,6 +20,7 @@ import heapq
 import itertools
 import time
 import types
+import weakref
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any, Protocol, runtime_checkable
 
@@ -258,6 +259,17 @@ class VirtualClock:
         return f"VirtualClock(now={self._now:.6f}, sleepers={len(self._heap)})"
 
 
+#: the running drivers of each loop (two virtual clocks can run side by side on one loop)
+_LOOP_DRIVERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Driver]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _only_drivers(ready: Any) -> bool:
+    """Whether every callback ready to run is a virtual-clock driver's round."""
+    return all(type(getattr(h._callback, "__self__", None)) is _Driver for h in ready)
+
+
 class _Driver:
     """:meth:`VirtualClock._drive` on CPython's event loop, as callbacks: the same rounds,
     checks and wake-ups in the same order, without a task.
@@ -266,6 +278,11 @@ class _Driver:
     yield a ``call_soon`` that built a new ``Handle`` and stepped the task's coroutine.
     Here one ``Handle`` is put back on the loop's ready queue each round, where the task's
     next step was queued, so everything else in the loop runs in the same order.
+
+    Clocks of their own on one loop (two societies run side by side in a notebook, a
+    society beside an experiment): each driver takes the others' rounds for idle time, or
+    each saw the other's round as work and both spun at time 0 forever. Each still wakes
+    its sleepers only when nothing but drivers is ready, so its own runs happen as alone.
     """
 
     __slots__ = (
@@ -273,6 +290,7 @@ class _Driver:
         "_done",
         "_loop",
         "_parked",
+        "_peers",
         "_plain_futures",
         "_ready",
         "_round",
@@ -284,6 +302,8 @@ class _Driver:
         self._loop = loop
         self._ready = ready
         self._done = False
+        self._peers = _LOOP_DRIVERS.setdefault(loop, [])
+        self._peers.append(self)
         #: the loop's create_future makes a plain asyncio.Future (sleep makes its own)
         self._plain_futures = type(loop).create_future is asyncio.BaseEventLoop.create_future
         self._parked = False  # held: waiting for unpark() (the task awaited an Event)
@@ -306,13 +326,15 @@ class _Driver:
             heapq.heappop(heap)
         if not heap:
             self._done = True
+            self._peers.remove(self)
             self._clock._release_idle_waiters()
             return
         self._ready.append(self._round)
 
     def _after_round(self) -> None:
         """The task after its yield: wake the earliest sleeper if the loop is idle."""
-        if self._ready:
+        ready = self._ready
+        if ready and (len(self._peers) == 1 or not _only_drivers(ready)):
             self._top()
             return
         clock = self._clock

@@ -78,3 +78,18 @@ async def test_the_callback_driver_is_used_on_cpython_loops() -> None:
     clock = VirtualClock()
     await clock.sleep(1.0)
     assert isinstance(clock._driver, clock_mod._Driver) and clock.now() == 1.0
+
+
+def test_two_clocks_on_one_loop_each_run_as_alone() -> None:
+    # two societies side by side in a notebook: each driver saw the other's round in the
+    # ready queue as work, so neither ever found the loop idle and both spun at time 0
+    alone = asyncio.run(_scenario(VirtualClock()))
+
+    async def side_by_side() -> list[list[tuple[str, float]]]:
+        both = asyncio.gather(_scenario(VirtualClock()), _scenario(VirtualClock(start=7.0)))
+        return list(await asyncio.wait_for(both, 30))
+
+    first, second = asyncio.run(side_by_side())
+    assert first == alone
+    assert second == [(name, t + 7.0) for name, t in alone]
+    assert not any(clock_mod._LOOP_DRIVERS.values())  # each driver left when done

@@ -242,3 +242,28 @@ def test_create_over_an_interrupted_create_warns_at_the_callers_line(tmp_path: P
     assert seen[0].filename == __file__
     assert len(s.agent_ids) == 2 and s.tick == 0
     s.close()
+
+
+async def test_two_virtual_societies_side_by_side_run_as_alone(tmp_path: Path) -> None:
+    # (both spun at virtual time 0 forever: each clock's driver took the other's rounds
+    # for work; tests/core/test_clock_driver.py has the clock-level case)
+    from agentlab.store import open_run
+
+    def make(name: str) -> Society:
+        return Society.create(tmp_path / name, agents=30, env=["social_feed"],
+                              llm="sim/vllm-3b", clock="virtual", seed=3, progress=False)  # fmt: skip
+
+    def calls(name: str) -> list[tuple[object, ...]]:
+        df = open_run(tmp_path / name).llm_calls_df()
+        cols = ["agent_id", "start", "end", "prompt_tokens", "completion_tokens"]
+        return [tuple(r) for r in df[cols].itertuples(index=False)]
+
+    a, b = make("a"), make("b")
+    await asyncio.wait_for(asyncio.gather(a.run(ticks=3), b.run(ticks=3)), 60)
+    a.close()
+    b.close()
+    alone = make("alone")
+    await alone.run(ticks=3)
+    alone.close()
+    assert len(calls("alone")) > 100
+    assert calls("a") == calls("alone") == calls("b")
