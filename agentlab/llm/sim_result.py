@@ -9,6 +9,7 @@ the prompt's KV block hashes (:func:`_block_hashes`) and the check of ``sim_*`` 
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from dataclasses import dataclass, field
@@ -157,11 +158,47 @@ def _lognormal_factor(u: float, sigma: float) -> float:
     return math.exp(sigma * z - sigma * sigma / 2)
 
 
+#: request fields a call may pass (OpenAI chat, vLLM's sampling extras, litellm's call
+#: options): never taken for a misspelling of another (``top_k`` is not ``top_p``)
+REQUEST_FIELDS = frozenset(
+    {
+        "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stop", "seed",
+        "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
+        "user", "metadata", "store", "parallel_tool_calls", "service_tier", "modalities",
+        "audio", "prediction", "reasoning_effort", "stream_options", "web_search_options",
+        "verbosity", "tool_choice", "functions", "function_call", "timeout", "extra_body",
+        "extra_headers", "extra_query", "min_tokens", "ignore_eos", "top_k", "min_p",
+        "repetition_penalty", "length_penalty", "stop_token_ids", "skip_special_tokens",
+        "include_stop_str_in_output", "best_of", "truncate_prompt_tokens",
+        "chat_template_kwargs", "thinking", "num_retries", "api_base", "api_key", "base_url",
+        "api_version", "mock_response", "caching", "drop_params", "max_retries",
+    }
+)  # fmt: skip
+#: other frameworks' names for what a call here takes under another
+_OTHER_NAMES = {"structured_model": "response_format", "max_new_tokens": "max_tokens"}
+_ACCEPTED = SIM_OVERRIDES | REQUEST_FIELDS
+#: the verdict on each other name seen (None: a provider's own field, passed on)
+_VERDICTS: dict[str, str | None] = {}
+
+
 def check_sim_overrides(params: dict[str, Any]) -> None:
-    """Raise ConfigError for an unknown ``sim_*`` override (typos fail loudly)."""
-    unknown = params.keys() - SIM_OVERRIDES  # one set operation: usually empty
+    """Raise ConfigError for an unknown ``sim_*`` override or a misspelt request field
+    (``temprature``; ``structured_model``, AgentScope's name for ``response_format``):
+    passed on, the simulator ignored them and a real provider answered a 400 or ignored
+    them too — typos fail loudly. Other names (a provider's own fields) pass."""
+    unknown = params.keys() - _ACCEPTED  # one set operation: usually empty
     for k in params if unknown else ():  # in the caller's order: the first one is named
-        if k in unknown and k.startswith("sim_"):
+        if k not in unknown:
+            continue
+        if k.startswith("sim_"):
             raise ConfigError(
                 f"unknown simulator override {k!r}; valid: {', '.join(sorted(SIM_OVERRIDES))}"
             )
+        verdict = _VERDICTS.get(k, "")
+        if verdict == "":
+            close = difflib.get_close_matches(k, REQUEST_FIELDS, n=1, cutoff=0.85)
+            verdict = _OTHER_NAMES.get(k) or (close[0] if close else None)
+            if len(_VERDICTS) < 1024:
+                _VERDICTS[k] = verdict
+        if verdict is not None:
+            raise ConfigError(f"unknown request field {k!r}: did you mean {verdict!r}?")

@@ -147,6 +147,22 @@ def test_unknown_profile_and_bad_overrides_name_the_choices() -> None:
         LLMClient("sim/vllm-3b", slots=-1)
 
 
+async def test_a_misspelt_request_field_fails_loudly_and_a_providers_own_field_passes() -> None:
+    # (the simulator ignored them: `temprature` sampled at the default, `structured_model`
+    # — AgentScope's name — returned no structured output, with no word of either)
+    c = LLMClient("sim/vllm-3b", seed=0)
+    for field, meant in [("temprature", "temperature"), ("max_token", "max_tokens"),
+                         ("structured_model", "response_format")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=f"'{field}': did you mean '{meant}'"):
+            await c.complete(_msgs(0), **{field: 1})
+        with pytest.raises(ConfigError, match=f"did you mean '{meant}'"):
+            LLMClient("sim/instant", **{field: 1})  # a request default is checked too
+    for field, value in [("top_k", 5), ("min_p", 0.1), ("thinking", {"type": "enabled"}),
+                         ("reasoning_effort", "low"), ("safety_settings", [])]:  # fmt: skip
+        r = await c.complete(_msgs(0), **{field: value})  # vLLM's or a provider's own
+        assert r.record.outcome == "ok"
+
+
 def test_reply_words_are_one_llama3_token_and_set_chars_per_token() -> None:
     """Text at a chosen characters-per-token: every word one Llama-3 token, so a reply of n
     tokens counts n (give or take the sentence case and the period), and its characters
