@@ -21,6 +21,7 @@ no agent stepped twice — and under the virtual clock the same timings.
 from __future__ import annotations
 
 import asyncio
+import numbers
 import os
 import shutil
 import sys
@@ -453,6 +454,12 @@ class Society:
         """
         if ticks is not None and until is not None:
             raise ConfigError("give at most one of ticks=N or until=T")
+        for name, value in (("ticks", ticks), ("until", until)):
+            # (ticks=-1 ran nothing and ticks=1.5 one tick, without a word; numpy ints pass)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0
+            ):
+                raise ConfigError(f"{name} must be a whole number >= 0, got {value!r}")
         if self._status in ("running", "paused"):
             raise ConfigError(f"this society is already {self._status}; stop() it first")
         if ticks is not None:

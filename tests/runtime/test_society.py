@@ -267,3 +267,17 @@ async def test_two_virtual_societies_side_by_side_run_as_alone(tmp_path: Path) -
     alone.close()
     assert len(calls("alone")) > 100
     assert calls("a") == calls("alone") == calls("b")
+
+
+def test_run_refuses_tick_counts_that_are_not_whole_and_non_negative(run_dir: Path) -> None:
+    import numpy as np
+
+    s = Society.create(run_dir, agents=2, seed=0, progress=False)
+    for bad in (-1, 1.5, "2", True):
+        with pytest.raises(ConfigError, match="ticks must be a whole number >= 0"):
+            s.run_sync(ticks=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="until must be a whole number >= 0"):
+        s.run_sync(until=-2)
+    assert s.run_sync(ticks=np.int64(2))["tick"] == 2  # a sweep's numpy parameter
+    assert s.run_sync(ticks=0)["ticks"] == 0 and s.tick == 2
+    s.close()
