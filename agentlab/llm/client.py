@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentlab.core.clock import Clock, RealClock
@@ -21,6 +21,7 @@ from agentlab.llm.client_retry import _RetryLoop
 from agentlab.llm.client_stream import LLMStream
 from agentlab.llm.sim_backend import check_sim_overrides
 from agentlab.llm.sim_profiles import SimProfile, get_profile, profile_field_names
+from agentlab.llm.sim_result import check_sim_request_values
 from agentlab.llm.structured import output_spec
 
 if TYPE_CHECKING:
@@ -146,6 +147,8 @@ class LLMClient(_RetryLoop):
             else:
                 req[k] = v
         check_sim_overrides(req)
+        if sim_fields:
+            check_sim_request_values(req)
         s(self, "_transport", _pick_transport(model, base_url, req.pop("transport", "auto")))
         if model.startswith("cache:"):
             from agentlab.llm.cache_backend import ReplayTransport
@@ -349,10 +352,14 @@ class LLMClient(_RetryLoop):
                 **overrides,
             )
             return s.collect()
+        if not messages or not isinstance(messages, list):
+            check_messages(messages)
         live = self._live or self._get_live()
         params = {**self._req_defaults, **overrides} if overrides else self._req_defaults
         if overrides:
             check_sim_overrides(overrides)
+            if self._profile is not None:
+                check_sim_request_values(overrides)
         spec = output_spec(response_format) if response_format is not None else None
         return self._call(live, messages, spec, tools, params, agent_id, labels,
                           prior_attempts, None)  # fmt: skip
@@ -417,8 +424,12 @@ class LLMClient(_RetryLoop):
         After iteration ``stream.response`` holds the :class:`LLMResponse` (its record has
         ``stream=True`` and ``first_token`` = arrival of the first non-empty chunk).
         """
+        if not messages or not isinstance(messages, list):
+            check_messages(messages)
         if overrides:
             check_sim_overrides(overrides)
+            if self._profile is not None:
+                check_sim_request_values(overrides)
         spec = output_spec(response_format) if response_format is not None else None
         args = (messages, spec, tools, agent_id, labels, prior_attempts)
         return LLMStream(self, args, overrides)
@@ -457,3 +468,15 @@ def _pick_transport(model: str, base_url: str | None, transport: str) -> Any:
 
 def _rebuild(d: dict[str, Any]) -> LLMClient:
     return LLMClient.from_dict(d)
+
+
+def check_messages(messages: Any) -> None:
+    """Raise ConfigError unless ``messages`` is a non-empty sequence of message dicts (a
+    list, a ``KnownPrefix``, an ``EncodedHistory``): ``complete("hi")`` failed on
+    ``'str' object has no attribute 'get'`` deep in the simulator."""
+    example = "[{'role': 'user', 'content': 'hi'}]"
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        got = type(messages).__name__
+        raise ConfigError(f"messages must be a list of message dicts, e.g. {example}; got {got}")
+    if not messages:
+        raise ConfigError(f"messages is empty: a chat needs at least one, e.g. {example}")

@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from agentlab.llm.sim_result import MAX_SIM_TOKENS, REQUEST_RANGES
+
 __all__ = [
     "MAX_SIM_TOKENS",
     "TEXT_DEFAULT_MAX_TOKENS",
@@ -137,9 +139,11 @@ class StreamOptions(_Strict):
     continuous_usage_stats: bool | None = None  # vLLM: usage in every chunk (guidellm asks)
 
 
-#: the most tokens one reply may be asked for (``max_tokens``, ``sim_completion_tokens``):
-#: above any served context length, below what would make the simulator allocate without bound
-MAX_SIM_TOKENS = 1 << 20
+def _bounded(name: str, default: Any = None) -> Any:
+    """A field with the bounds a simulated call in process is held to too."""
+    lo, hi = REQUEST_RANGES[name]
+    return Field(default=default, ge=lo, le=hi)
+
 
 _Share = Field(default=None, ge=0, le=1)
 
@@ -150,18 +154,18 @@ class SamplingRequest(_Strict):
     overrides (typed here, so a wrongly typed one is a 400 naming it)."""
 
     model: str = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
-    min_tokens: int | None = Field(default=None, ge=0, le=MAX_SIM_TOKENS)
+    max_tokens: int | None = _bounded("max_tokens")
+    min_tokens: int | None = _bounded("min_tokens")
     ignore_eos: bool | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, ge=0, le=1)
+    temperature: float | None = _bounded("temperature")
+    top_p: float | None = _bounded("top_p")
     n: int | None = Field(default=None, ge=1, le=1)  # one choice: what the simulator makes
     stream: bool | None = None
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
     seed: int | None = None
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: float | None = _bounded("presence_penalty")
+    frequency_penalty: float | None = _bounded("frequency_penalty")
     user: str | None = None
     # the simulator's per-call overrides (agentlab.llm.sim_backend.SIM_OVERRIDES)
     sim_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
@@ -195,7 +199,7 @@ class ChatCompletionRequest(SamplingRequest):
     """
 
     messages: list[Message] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
+    max_completion_tokens: int | None = _bounded("max_completion_tokens")
     logprobs: bool | None = None
     top_logprobs: int | None = None
     tools: list[Tool] | None = None
@@ -243,7 +247,7 @@ class TextCompletionRequest(SamplingRequest):
     """
 
     prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = Field(default=TEXT_DEFAULT_MAX_TOKENS, ge=1, le=MAX_SIM_TOKENS)
+    max_tokens: int | None = _bounded("max_tokens", TEXT_DEFAULT_MAX_TOKENS)
     logprobs: int | None = None
     echo: bool | None = None
     suffix: str | None = None

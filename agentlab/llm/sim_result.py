@@ -21,7 +21,14 @@ from agentlab.llm.sim_engine import EngineRequest
 from agentlab.llm.sim_kv import block_bytes, chain_blocks
 from agentlab.llm.sim_profiles import SimProfile
 
-__all__ = ["SIM_OVERRIDES", "SimResult", "check_sim_overrides"]
+__all__ = [
+    "MAX_SIM_TOKENS",
+    "REQUEST_RANGES",
+    "SIM_OVERRIDES",
+    "SimResult",
+    "check_sim_overrides",
+    "check_sim_request_values",
+]
 
 
 #: per-call overrides the simulator understands (everything else ``sim_*`` is an error)
@@ -156,6 +163,38 @@ def _lognormal_factor(u: float, sigma: float) -> float:
         return 1.0
     z = _STD_NORMAL.inv_cdf(min(max(u, 1e-9), 1 - 1e-9))
     return math.exp(sigma * z - sigma * sigma / 2)
+
+
+#: the most tokens one reply may be asked for (``max_tokens``, ``sim_completion_tokens``):
+#: above any served context length, below what would make the simulator allocate without bound
+MAX_SIM_TOKENS = 1 << 20
+#: the values OpenAI and vLLM accept for the sampling fields a simulated call reads; a call
+#: in process is held to them as sim-serve's requests are (``serve_models.SamplingRequest``
+#: declares its fields with these bounds): ``max_tokens=0`` had meant "no cap" here
+REQUEST_RANGES: dict[str, tuple[int | float, int | float]] = {
+    "max_tokens": (1, MAX_SIM_TOKENS),
+    "max_completion_tokens": (1, MAX_SIM_TOKENS),
+    "min_tokens": (0, MAX_SIM_TOKENS),
+    "temperature": (0, 2),
+    "top_p": (0, 1),
+    "presence_penalty": (-2, 2),
+    "frequency_penalty": (-2, 2),
+}
+_WHOLE = frozenset({"max_tokens", "max_completion_tokens", "min_tokens"})
+
+
+def check_sim_request_values(params: dict[str, Any]) -> None:
+    """Raise ConfigError for a sampling field outside what OpenAI and vLLM accept (a 400
+    from a real server, silently taken by the simulator before)."""
+    for k in params.keys() & REQUEST_RANGES.keys():
+        v = params[k]
+        if v is None:
+            continue
+        lo, hi = REQUEST_RANGES[k]
+        kind = int if k in _WHOLE else (int, float)
+        if isinstance(v, bool) or not isinstance(v, kind) or not lo <= v <= hi:
+            what = "a whole number" if k in _WHOLE else "a number"
+            raise ConfigError(f"{k} must be {what} in [{lo}, {hi}], got {v!r}")
 
 
 #: request fields a call may pass (OpenAI chat, vLLM's sampling extras, litellm's call

@@ -163,6 +163,37 @@ async def test_a_misspelt_request_field_fails_loudly_and_a_providers_own_field_p
         assert r.record.outcome == "ok"
 
 
+async def test_bad_messages_and_out_of_range_values_are_refused_as_vllm_refuses_them() -> None:
+    # in process these were taken: complete("hi") died on "'str' object has no attribute
+    # 'get'", max_tokens=0 meant no cap and temperature=-1 was ignored (sim-serve: 400s)
+    c = LLMClient("sim/vllm-3b", seed=0)
+    for messages, match in [("hi", "got str"), ({"role": "user", "content": "hi"}, "got dict"),
+                            ([], "messages is empty")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=match):
+            await c.complete(messages)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match=match):
+            c.stream(messages)  # type: ignore[arg-type]
+    for field, value in [("max_tokens", 0), ("max_tokens", "5"), ("max_completion_tokens", -1),
+                         ("min_tokens", 1.5), ("temperature", -1), ("top_p", 1.5),
+                         ("presence_penalty", 3)]:  # fmt: skip
+        with pytest.raises(ConfigError, match=f"{field} must be a"):
+            await c.complete(_msgs(0), **{field: value})
+    with pytest.raises(ConfigError, match="max_tokens must be a whole number in"):
+        LLMClient("sim/instant", max_tokens=0)
+    ok = await c.complete(_msgs(0), max_tokens=5, temperature=0.0, top_p=1, min_tokens=None)
+    assert ok.record.completion_tokens <= 5
+
+
+def test_sim_serve_holds_the_same_bounds() -> None:
+    # one table (sim_result.REQUEST_RANGES) bounds both paths
+    from agentlab.llm.serve_models import ChatCompletionRequest
+    from agentlab.llm.sim_result import REQUEST_RANGES
+
+    for field, (lo, hi) in REQUEST_RANGES.items():
+        meta = {type(m).__name__: m for m in ChatCompletionRequest.model_fields[field].metadata}
+        assert (meta["Ge"].ge, meta["Le"].le) == (lo, hi), field
+
+
 def test_reply_words_are_one_llama3_token_and_set_chars_per_token() -> None:
     """Text at a chosen characters-per-token: every word one Llama-3 token, so a reply of n
     tokens counts n (give or take the sentence case and the period), and its characters
