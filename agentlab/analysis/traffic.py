@@ -154,6 +154,7 @@ async def replay_traffic(
     speed: float = 1.0,
     timeout: float = 120.0,
     max_retries: int = 0,
+    progress: bool = True,
 ) -> Path:
     """Fire a trace at an OpenAI-compatible endpoint; the calls become run ``out``.
 
@@ -165,9 +166,12 @@ async def replay_traffic(
         mode: ``"open"`` (original arrival times) or ``"closed"`` (dependencies).
         speed: time compression (2.0 replays twice as fast).
         timeout, max_retries: per call, as for :class:`~agentlab.llm.LLMClient`.
+        progress: a bar of the calls answered (and failed) over the trace's span.
 
     Raises:
-        ConfigError: bad ``mode``/``speed``, or ``out`` already holds files.
+        ConfigError: bad ``mode``/``speed``, ``out`` already holds files, or nothing
+            answers at ``base_url`` (checked first: a replay at the trace's own pace runs
+            for as long as the trace, and every call would fail).
     """
     from agentlab.errors import ConfigError, LLMError
     from agentlab.llm import LLMClient
@@ -182,6 +186,7 @@ async def replay_traffic(
     run_dir = Path(out)
     if run_dir.exists() and any(run_dir.iterdir()):
         raise ConfigError(f"{run_dir} is not empty; replay-traffic writes a new run")
+    await asyncio.to_thread(_check_reachable, base_url)
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = {"base_url": base_url, "model": model, "mode": mode, "speed": speed, "calls": len(calls)}
     write_manifest(run_dir, kind="traffic_replay", config=cfg, seed=None)
@@ -197,6 +202,8 @@ async def replay_traffic(
     loop = asyncio.get_running_loop()
     t_start = loop.time()
     done: dict[str, asyncio.Event] = {c["id"]: asyncio.Event() for c in calls}
+    bar = _progress_bar(calls, mode, speed, progress)
+    failed = 0
 
     async def fire(c: dict[str, Any]) -> None:
         parent = c.get("parent") if mode == "closed" else None
@@ -218,16 +225,48 @@ async def replay_traffic(
             record = resp.record
         except LLMError as exc:
             record = exc.record  # type: ignore[attr-defined]
+            nonlocal failed
+            failed += 1
+            bar.set_postfix_str(f"failed={failed}", refresh=False)
         finally:
             done[c["id"]].set()
+            bar.update(1)
         row = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
         row = {k: v for k, v in row.items() if k in _CALL_COLUMNS}
         row |= {"stage": labels.get("stage"), "trace_id": c["id"], "tick": c.get("tick")}
         sink.append("llm_calls", row | {"run_id": run_dir.name})
 
-    await asyncio.gather(*(fire(c) for c in calls))
+    try:
+        await asyncio.gather(*(fire(c) for c in calls))
+    finally:
+        bar.close()
     await sink.aflush()
     return run_dir
+
+
+def _check_reachable(base_url: str, timeout: float = 10.0) -> None:
+    """Refuse a ``base_url`` nothing listens at (any HTTP answer, even a 404, will do)."""
+    import urllib.error
+    import urllib.request
+
+    from agentlab.errors import ConfigError
+
+    url = base_url.rstrip("/") + "/models"
+    try:
+        urllib.request.urlopen(url, timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return  # a server answered
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConfigError(f"nothing answers at {base_url} ({reason}); is the server up?") from None
+
+
+def _progress_bar(calls: list[dict[str, Any]], mode: str, speed: float, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    span = max((float(c.get("t") or 0.0) for c in calls), default=0.0) / speed
+    desc = f"replay ({mode} loop, trace span {span:,.0f} s)" if mode == "open" else "replay"
+    return tqdm(total=len(calls), desc=desc, unit="call", disable=not enabled)
 
 
 def main(args: Any) -> int:

@@ -128,3 +128,16 @@ def test_replay_traffic_where_every_call_fails_exits_non_zero(
         assert f"{n} of {n} calls failed" in err and "no-such-model" in err and "--model" in err
         args.out, args.model = str(tmp_path / "ok"), "openai/instant"
         assert main(args) == 0
+
+
+async def test_replay_traffic_refuses_a_url_nothing_answers_at(source: Path, tmp_path: Path) -> None:
+    # (at the trace's own pace the replay ran for the trace's whole span, silent, and
+    # every call failed: 2 minutes of nothing for a 10-tick society before this check)
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens at
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConfigError, match=rf"nothing answers at http://127.0.0.1:{port}/v1"):
+        await replay_traffic(source, f"http://127.0.0.1:{port}/v1", tmp_path / "r")
+    assert not (tmp_path / "r").exists()  # no half-made run left behind
