@@ -386,8 +386,18 @@ class SocietyView(LiveWidget):
             from agentlab.errors import ConfigError
 
             raise ConfigError(f"the society is already {soc.status}")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a script: the run would be a coroutine nobody awaits
+            from agentlab.errors import ConfigError
+
+            raise ConfigError(
+                "the live view runs the society as a background task of a running event "
+                "loop (a notebook's); in a script use society.run_sync(ticks) or "
+                "`await society.run(ticks)`, then agentlab.show(run_dir)"
+            ) from None
         self.error = ""
-        self.task = asyncio.ensure_future(soc.run(ticks=self._ticks))
+        self.task = loop.create_task(soc.run(ticks=self._ticks))
         self.task.add_done_callback(self._on_done)
         self._follower.coalescer.mark()
         return self.task

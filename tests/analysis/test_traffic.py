@@ -130,7 +130,9 @@ def test_replay_traffic_where_every_call_fails_exits_non_zero(
         assert main(args) == 0
 
 
-async def test_replay_traffic_refuses_a_url_nothing_answers_at(source: Path, tmp_path: Path) -> None:
+async def test_replay_traffic_refuses_a_url_nothing_answers_at(
+    source: Path, tmp_path: Path
+) -> None:
     # (at the trace's own pace the replay ran for the trace's whole span, silent, and
     # every call failed: 2 minutes of nothing for a 10-tick society before this check)
     import socket

@@ -216,6 +216,23 @@ def test_a_view_refuses_an_object_without_the_control_surface(run_dir: Path) -> 
         SocietyView(run_dir, society=NotASociety(), follow=False)  # type: ignore[arg-type]
 
 
+def test_live_in_a_script_says_to_run_the_society_instead(tmp_path: Path) -> None:
+    # (it raised "There is no current event loop" and left a never-awaited run coroutine)
+    import warnings
+
+    from agentlab.errors import ConfigError
+    from agentlab.runtime import Society
+    from agentlab.viz import live
+
+    soc = Society.create(tmp_path / "s", agents=2, seed=0, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine ... was never awaited"
+        with pytest.raises(ConfigError, match=r"in a script use society.run_sync\(ticks\)"):
+            live(soc, ticks=1)
+    assert soc.tick == 0 and soc.status != "running"
+    soc.close()
+
+
 def test_conversation_view_and_span_lookup(run_dir: Path, log: LogWriter) -> None:
     log.write(
         "messages",
