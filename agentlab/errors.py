@@ -141,7 +141,8 @@ class NotARunError(StoreError):
         if os.path.isfile(os.path.join(p, "sweep.json")):
             return cls(
                 f"{shown} is a sweep, not a run: open it with agentlab.open_sweep({shown}) "
-                "(its points are runs: Sweep.run(point_id)), or `agentlab report` it"
+                "(its points' runs: open_run(path) for each path of Sweep.run_dirs()), or "
+                "`agentlab report` it"
             )
         try:
             names = sorted(os.listdir(p))

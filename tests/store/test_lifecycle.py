@@ -207,8 +207,12 @@ def test_open_run_refuses_folders_that_are_not_runs(tmp_path: Path) -> None:
     sweep.mkdir()
     (sweep / "sweep.json").write_text(json.dumps({"points": []}))
     (sweep / "run.json").write_text(json.dumps({"kind": "sweep", "status": "done"}))
-    with pytest.raises(NotARunError, match=r"open_sweep\("):
+    with pytest.raises(NotARunError, match=r"open_sweep\(") as e:
         open_run(sweep)
+    from agentlab.sweep import Sweep
+
+    assert "Sweep.run_dirs()" in str(e.value) and hasattr(Sweep, "run_dirs")  # (it named a
+    # Sweep.run(point_id) that never existed)
     with pytest.raises(NotARunError, match="does not exist"):
         open_run(tmp_path / "nope")
     Society.create(tmp_path / "runs" / "one", agents=2, progress=False).close()
