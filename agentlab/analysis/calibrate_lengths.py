@@ -37,7 +37,7 @@ def fit_stage_lengths(d: pd.DataFrame, stage_col: str) -> dict[str, tuple[float,
     return out
 
 
-#: label columns that qualify a length key (SimProfile.length_keys): column -> prefix
+#: label columns that qualify a length key (sim_lengths.length_keys): column -> prefix
 QUALIFIERS = {"topology": "@", "round": "#", "task_category": "/"}
 
 

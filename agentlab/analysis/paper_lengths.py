@@ -86,7 +86,7 @@ def paper_lengths_df(
     paper's call labels (``labels["call"]``) and round, next to the published ones.
 
     Args:
-        calls: ``llm_calls`` rows (``Run.calls_df()``, ``ExperimentResult.calls_df()``);
+        calls: ``llm_calls`` rows (``Run.llm_calls_df()``, ``ExperimentResults.calls_df()``);
             failed calls are left out where an ``outcome`` column says so.
         by_category: also per task category (``labels["task_category"]``; a ``category``
             column, ``all`` for every category together).
