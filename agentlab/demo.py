@@ -81,11 +81,9 @@ def main(args: argparse.Namespace) -> int:
     )
     try:
         stats = society.run_sync(ticks=args.ticks)
-        host = getattr(society.executor, "host", None)
-        tool_calls = host.calls if host is not None else 0
-        kinds = host.routing.call_errors.most_common(3) if host is not None else []
     finally:
         society.close()
+    tool_calls, kinds = _tool_calls(out)
     states = society.agent_states()
     actions: Counter[str] = Counter()
     for st in states.values():
@@ -122,7 +120,30 @@ def main(args: argparse.Namespace) -> int:
     print(f"run directory: {path}")
     for line in open_hints(path):
         print(line)
+    if stats["status"] == "stopped":  # Ctrl-C: the committed ticks are kept (above)
+        left = args.ticks - int(stats["tick"])
+        print(f"interrupted: the run keeps its committed ticks; continue it in Python with "
+              f"agentlab.Society.open({str(path)!r}).run_sync(ticks={left})")  # fmt: skip
+        return 130
     return 0
+
+
+def _tool_calls(run_dir: Path) -> tuple[int, list[tuple[str, int]]]:
+    """Tool calls and the three commonest ``tool: ErrorType`` failures of the committed run
+    (its ``env.tool`` spans: what ``summarize_run`` counts errors from; the env host's own
+    counters also held the calls of a tick stopped before its commit)."""
+    from agentlab.store import open_run
+
+    df = open_run(run_dir).sql(
+        "select attributes['gen_ai.tool.name'] as tool, status_message from spans "
+        "where name = 'env.tool'"
+    )
+    failed = df[df["status_message"].notna()]
+    kinds = Counter(
+        f"{tool}: {str(msg).split(':', 1)[0]}"
+        for tool, msg in zip(failed["tool"], failed["status_message"], strict=True)
+    )
+    return len(df), kinds.most_common(3)
 
 
 def next_free(prefix: str | Path) -> Path:

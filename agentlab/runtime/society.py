@@ -371,14 +371,11 @@ class Society:
 
     async def step(self, *, publish: bool = True) -> dict[str, Any]:
         """Run and commit one tick; returns its ``timeline`` row."""
-        from agentlab.store.offsets import truncate_log
-
         self._ensure_writer()
         self._ensure_env()
-        if self._failed:
-            # The previous step raised before its commit: its rows may be in the log (the
-            # driver's and, local executor, the batches'). Cut back before running again.
-            truncate_log(self.run_dir, self._step["offsets"], marks=self._step.get("marks"))
+        # The previous step raised or was stopped before its commit: its rows may be in
+        # the log (the driver's and, local executor, the batches'). Cut back first.
+        self._cut_unfinished_tick()
         self._failed = True
         tick = self.tick + 1
         t0 = time.perf_counter()
@@ -510,6 +507,10 @@ class Society:
             else:
                 self._mark(self._status)  # type: ignore[arg-type]
         if interrupted:
+            if self.executor.name == "local":  # (Ray workers may still write: close() cuts)
+                # the discarded tick's rows go now, not at the next step(): a reader of the
+                # stopped run saw its env.tool spans beside no call or step of that tick
+                self._cut_unfinished_tick()
             print(
                 f"stopped after tick {self.tick}; tick {self.tick + 1} was discarded; "
                 "run() continues",
@@ -581,11 +582,22 @@ class Society:
         self._stop = True
         self._resume.set()
 
+    def _cut_unfinished_tick(self) -> None:
+        """Cut the log back to the committed tick when a tick began and never committed
+        (raised, or stopped): what resuming the run would cut first. It stays marked
+        (``_failed``): rows a straggler writes later are cut before the next tick too."""
+        if self._failed and self._lock.held and not self.read_only:
+            from agentlab.store.offsets import truncate_log
+
+            truncate_log(self.run_dir, self._step["offsets"], marks=self._step.get("marks"))
+
     def close(self) -> None:
         """Flush the log, mark the run ``done`` (``stopped`` if the last :meth:`run` was
-        stopped or interrupted) and release the executor's resources and the lock."""
+        stopped or interrupted) and release the executor's resources and the lock; rows of
+        a tick that never committed are cut (they would be at the next resume)."""
         self.proxy.flush()
         self.executor.close()
+        self._cut_unfinished_tick()  # every writer is closed now
         self._started_env = False
         mark_store(self.proxy._live.get("store"), None, close=True)  # SQLite closed
         if self._lock.held and read_status(self.run_dir) in ("running", "paused"):

@@ -210,3 +210,36 @@ def test_ctrl_c_stops_after_the_committed_tick_and_says_how_to_go_on(tmp_path: P
     assert f"interrupted: continue with `agentlab run {cfg} --resume`" in stdout
     assert main(_args(cfg, resume=True, ticks=1)) == 0
     assert Society.open(out, progress=False, read_only=True).tick == tick + 1
+
+
+def test_ctrl_c_of_the_demo_reports_the_committed_run_and_exits_130(tmp_path: Path) -> None:
+    # (it exited 0 and counted the stopped tick's tool calls and errors in its breakdown:
+    # "tool errors 3 of 304 calls ... reply: ToolError 4, post: ToolArgumentError 4, ...")
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from agentlab.store import open_run
+
+    out = tmp_path / "demo"
+    cli = Path(sys.executable).with_name("agentlab")
+    cmd = [str(cli), "demo", "--out", str(out), "--agents", "60", "--ticks", "50"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while (read_json(out / "SOCIETY_STEP.json", default=None) or {}).get("tick", 0) < 1:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)  # into the next tick
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    tick = Society.open(out, progress=False, read_only=True).tick
+    assert f"60 agents x {tick} ticks" in stdout and "status         stopped" in stdout
+    line = next(x for x in stdout.splitlines() if x.startswith("  tool errors"))
+    errors, calls = map(int, re.match(r"  tool errors\s+(\d+)\s+of (\d+) calls", line).groups())  # type: ignore[union-attr]
+    assert sum(int(n) for n in re.findall(r"Error (\d+)", line)) == errors  # one count
+    assert calls == len(open_run(out).sql("select 1 from spans where name = 'env.tool'"))
+    assert f"run_sync(ticks={50 - tick})" in stdout

@@ -332,3 +332,37 @@ def test_writer_alive_when_its_lock_file_was_deleted(tmp_path: Path) -> None:
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=30)
     assert read_status(run) == "interrupted"
+
+
+def test_a_stopped_tick_leaves_no_rows_behind(tmp_path: Path) -> None:
+    # the demo stopped in tick 2 (Ctrl-C) reported "tool errors 3" from the committed log
+    # beside "reply: ToolError 4, post: ToolArgumentError 4, ...": the env host had already
+    # written tick 2's env.tool spans, which open_run showed beside no call or step of
+    # tick 2 until a resume cut them
+    from agentlab.llm import LLMClient
+
+    llm = LLMClient("sim/vllm-3b", seed=1, decode_tps=400)  # real clock: ticks take ~1 s
+    s = Society.create(tmp_path / "t", agents=60, env=["social_feed"], llm=llm, seed=1,
+                       progress=False)  # fmt: skip
+
+    async def stop_inside_the_second_tick() -> None:
+        task = asyncio.ensure_future(s.run(ticks=5))
+        while s.tick < 1:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)  # well into tick 2: its tools have run
+        task.cancel()
+        await task
+
+    asyncio.run(stop_inside_the_second_tick())
+    committed = s.tick
+
+    def ticks_in_log() -> set[int]:
+        run = open_run(tmp_path / "t")
+        spans = run.sql("select distinct attributes['agentlab.tick'] t from spans")["t"]
+        calls = run.sql("select distinct tick from llm_calls")["tick"]
+        return {int(t) for t in [*spans.dropna(), *calls.dropna()]}
+
+    assert ticks_in_log() == set(range(1, committed + 1))  # stopped, not yet closed
+    s.close()
+    assert ticks_in_log() == set(range(1, committed + 1))
+    assert summarize_run(tmp_path / "t").status == "stopped"
