@@ -245,6 +245,18 @@ class VirtualClock:
         finally:  # nobody left to say when the loop is idle: let a waiting hold start
             self._release_idle_waiters()
 
+    def rewind_to(self, t: float) -> bool:
+        """Set ``now()`` back to ``t`` when nobody sleeps any more (every sleeper was
+        cancelled): a run discarding a tick it did not commit goes back to the commit's time,
+        as reopening the run would. Returns False (and changes nothing) while a live sleeper
+        waits: time cannot move back under it."""
+        heap = self._heap
+        if any(not fut.cancelled() for _, _, fut in heap):
+            return False
+        heap.clear()
+        self._now = float(t)
+        return True
+
     def advance_to(self, t: float) -> None:
         """Move time forward to ``t`` (never back) without waking anyone.
 

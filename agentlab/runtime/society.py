@@ -375,7 +375,7 @@ class Society:
         self._ensure_env()
         # The previous step raised or was stopped before its commit: its rows may be in
         # the log (the driver's and, local executor, the batches'). Cut back first.
-        self._cut_unfinished_tick()
+        self._discard_unfinished_tick()
         self._failed = True
         tick = self.tick + 1
         t0 = time.perf_counter()
@@ -510,7 +510,7 @@ class Society:
             if self.executor.name == "local":  # (Ray workers may still write: close() cuts)
                 # the discarded tick's rows go now, not at the next step(): a reader of the
                 # stopped run saw its env.tool spans beside no call or step of that tick
-                self._cut_unfinished_tick()
+                self._discard_unfinished_tick()
             print(
                 f"stopped after tick {self.tick}; tick {self.tick + 1} was discarded; "
                 "run() continues",
@@ -582,14 +582,28 @@ class Society:
         self._stop = True
         self._resume.set()
 
-    def _cut_unfinished_tick(self) -> None:
-        """Cut the log back to the committed tick when a tick began and never committed
-        (raised, or stopped): what resuming the run would cut first. It stays marked
-        (``_failed``): rows a straggler writes later are cut before the next tick too."""
-        if self._failed and self._lock.held and not self.read_only:
-            from agentlab.store.offsets import truncate_log
+    def _discard_unfinished_tick(self) -> None:
+        """Go back to the committed tick when a tick began and never committed (raised, or
+        stopped), as reopening the run would: cut the log back to the commit and, on the
+        virtual clock with the local executor, set the clock and the client's state (limiter,
+        simulated server) back to the commit's, so the tick runs again as it would have run
+        the first time (a stop in tick 3 had shifted every later call by the discarded
+        tick's ~8 s of virtual time). It stays marked (``_failed``): rows a straggler writes
+        later are cut before the next tick too."""
+        if not (self._failed and self._lock.held and not self.read_only):
+            return
+        from agentlab.store.offsets import truncate_log
 
-            truncate_log(self.run_dir, self._step["offsets"], marks=self._step.get("marks"))
+        truncate_log(self.run_dir, self._step["offsets"], marks=self._step.get("marks"))
+        clock = self.clock
+        if (
+            isinstance(clock, VirtualClock)
+            and self.executor.name == "local"
+            # (also when no time passed: calls queued at the tick's first instant)
+            and clock.rewind_to(float(self._step["ts"]))
+            and self._step.get("llm") is not None
+        ):
+            self.proxy.llm.client.restore_state(self._step["llm"])
 
     def close(self) -> None:
         """Flush the log, mark the run ``done`` (``stopped`` if the last :meth:`run` was
@@ -597,7 +611,7 @@ class Society:
         a tick that never committed are cut (they would be at the next resume)."""
         self.proxy.flush()
         self.executor.close()
-        self._cut_unfinished_tick()  # every writer is closed now
+        self._discard_unfinished_tick()  # every writer is closed now
         self._started_env = False
         mark_store(self.proxy._live.get("store"), None, close=True)  # SQLite closed
         if self._lock.held and read_status(self.run_dir) in ("running", "paused"):

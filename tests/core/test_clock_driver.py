@@ -93,3 +93,16 @@ def test_two_clocks_on_one_loop_each_run_as_alone() -> None:
     assert first == alone
     assert second == [(name, t + 7.0) for name, t in alone]
     assert not any(clock_mod._LOOP_DRIVERS.values())  # each driver left when done
+
+
+async def test_rewind_goes_back_only_when_nobody_sleeps() -> None:
+    clock = VirtualClock()
+    await clock.sleep(5.0)
+    sleeper = asyncio.ensure_future(clock.sleep(3.0))
+    await asyncio.sleep(0)  # it sleeps now
+    assert not clock.rewind_to(1.0) and clock.now() == 5.0  # time cannot move back under it
+    sleeper.cancel()
+    await asyncio.gather(sleeper, return_exceptions=True)
+    assert clock.rewind_to(1.0) and clock.now() == 1.0
+    await clock.sleep(0.5)
+    assert clock.now() == 1.5
