@@ -25,7 +25,7 @@ import asyncio
 import sys
 from typing import Any
 
-__all__ = ["WAKE_PERIOD_S", "LoopWaker", "in_kernel", "wake_cells_in_kernel"]
+__all__ = ["WAKE_PERIOD_S", "LoopWaker", "wake_cells_in_kernel"]
 
 #: how often the loop wakes while a cell runs (the stop button's worst-case delay)
 WAKE_PERIOD_S = 0.2
@@ -39,11 +39,6 @@ def _kernel_shell() -> Any:
         return None
     shell = ipython.get_ipython()
     return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
-
-
-def in_kernel() -> bool:
-    """True inside a running IPython kernel (a notebook)."""
-    return _kernel_shell() is not None
 
 
 class LoopWaker:

@@ -492,8 +492,9 @@ class Society:
                 out["ticks"] += 1
                 bar.update(row)
         except (KeyboardInterrupt, asyncio.CancelledError):
-            # the kernel's stop button / Ctrl-C: the tick in progress is dropped (the next
-            # step() cuts its rows), the committed run is intact; one line, no traceback
+            # the kernel's stop button / Ctrl-C: the tick in progress is discarded (below,
+            # or by close() / the next step() on Ray), the committed run is intact; one
+            # line, no traceback
             interrupted = True
         except BaseException as exc:
             error = exc
