@@ -21,7 +21,6 @@ no agent stepped twice — and under the virtual clock the same timings.
 from __future__ import annotations
 
 import asyncio
-import numbers
 import os
 import shutil
 import sys
@@ -53,9 +52,11 @@ from agentlab.runtime.society_files import (
     write_tick_checkpoint,
 )
 from agentlab.runtime.society_tick import (
+    check_tick_counts,
     client_calls,
     client_metrics,
     commit_record,
+    discard_unfinished_tick,
     timeline_row,
     uncancel,
 )
@@ -373,9 +374,7 @@ class Society:
         """Run and commit one tick; returns its ``timeline`` row."""
         self._ensure_writer()
         self._ensure_env()
-        # The previous step raised or was stopped before its commit: its rows may be in
-        # the log (the driver's and, local executor, the batches'). Cut back first.
-        self._discard_unfinished_tick()
+        self._discard_unfinished_tick()  # a tick that raised or was stopped: back first
         self._failed = True
         tick = self.tick + 1
         t0 = time.perf_counter()
@@ -451,12 +450,7 @@ class Society:
         """
         if ticks is not None and until is not None:
             raise ConfigError("give at most one of ticks=N or until=T")
-        for name, value in (("ticks", ticks), ("until", until)):
-            # (ticks=-1 ran nothing and ticks=1.5 one tick, without a word; numpy ints pass)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0
-            ):
-                raise ConfigError(f"{name} must be a whole number >= 0, got {value!r}")
+        check_tick_counts(ticks=ticks, until=until)
         if self._status in ("running", "paused"):
             raise ConfigError(f"this society is already {self._status}; stop() it first")
         if ticks is not None:
@@ -492,9 +486,8 @@ class Society:
                 out["ticks"] += 1
                 bar.update(row)
         except (KeyboardInterrupt, asyncio.CancelledError):
-            # the kernel's stop button / Ctrl-C: the tick in progress is discarded (below,
-            # or by close() / the next step() on Ray), the committed run is intact; one
-            # line, no traceback
+            # the stop button / Ctrl-C: the tick in progress is discarded (below, or by
+            # close() / the next step()), the committed run intact; one line, no traceback
             interrupted = True
         except BaseException as exc:
             error = exc
@@ -508,9 +501,7 @@ class Society:
             else:
                 self._mark(self._status)  # type: ignore[arg-type]
         if interrupted:
-            if self.executor.name == "local":  # (Ray workers may still write: close() cuts)
-                # the discarded tick's rows go now, not at the next step(): a reader of the
-                # stopped run saw its env.tool spans beside no call or step of that tick
+            if self.executor.name == "local":  # now (Ray workers may still write: close())
                 self._discard_unfinished_tick()
             print(
                 f"stopped after tick {self.tick}; tick {self.tick + 1} was discarded; "
@@ -584,27 +575,10 @@ class Society:
         self._resume.set()
 
     def _discard_unfinished_tick(self) -> None:
-        """Go back to the committed tick when a tick began and never committed (raised, or
-        stopped), as reopening the run would: cut the log back to the commit and, on the
-        virtual clock with the local executor, set the clock and the client's state (limiter,
-        simulated server) back to the commit's, so the tick runs again as it would have run
-        the first time (a stop in tick 3 had shifted every later call by the discarded
-        tick's ~8 s of virtual time). It stays marked (``_failed``): rows a straggler writes
-        later are cut before the next tick too."""
-        if not (self._failed and self._lock.held and not self.read_only):
-            return
-        from agentlab.store.offsets import truncate_log
-
-        truncate_log(self.run_dir, self._step["offsets"], marks=self._step.get("marks"))
-        clock = self.clock
-        if (
-            isinstance(clock, VirtualClock)
-            and self.executor.name == "local"
-            # (also when no time passed: calls queued at the tick's first instant)
-            and clock.rewind_to(float(self._step["ts"]))
-            and self._step.get("llm") is not None
-        ):
-            self.proxy.llm.client.restore_state(self._step["llm"])
+        """After a tick that began and never committed (raised, or stopped): back to the
+        commit, as reopening the run would (``society_tick.discard_unfinished_tick``)."""
+        if self._failed and self._lock.held and not self.read_only:
+            discard_unfinished_tick(self)
 
     def close(self) -> None:
         """Flush the log, mark the run ``done`` (``stopped`` if the last :meth:`run` was

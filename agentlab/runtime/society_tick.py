@@ -9,6 +9,7 @@ running totals), plus the best-effort reads of the LLM client a tick makes.
 from __future__ import annotations
 
 import asyncio
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,15 @@ from agentlab.runtime.services import RunServices
 from agentlab.runtime.society_files import SOCIETY_SCHEMA_VERSION
 from agentlab.store.offsets import log_marks
 
-__all__ = ["client_calls", "client_metrics", "commit_record", "timeline_row", "uncancel"]
+__all__ = [
+    "check_tick_counts",
+    "client_calls",
+    "client_metrics",
+    "commit_record",
+    "discard_unfinished_tick",
+    "timeline_row",
+    "uncancel",
+]
 
 
 def timeline_row(
@@ -92,3 +101,38 @@ def client_metrics(proxy: RunServices) -> dict[str, Any]:
         return {"aimd_limit": client.limit, "in_flight": client.in_flight()}
     except Exception:  # metrics are best effort; never fail a tick for them
         return {}
+
+
+def check_tick_counts(**counts: object) -> None:
+    """Refuse ``ticks`` / ``until`` that are not whole numbers >= 0 (``ticks=-1`` ran
+    nothing and ``ticks=1.5`` one tick, without a word; numpy ints pass)."""
+    from agentlab.errors import ConfigError
+
+    for name, value in counts.items():
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0
+        ):
+            raise ConfigError(f"{name} must be a whole number >= 0, got {value!r}")
+
+
+def discard_unfinished_tick(society: Any) -> None:
+    """Go back to ``society``'s committed tick, as reopening the run would: cut the log back
+    to the commit and, on the virtual clock with the local executor, set the clock and the
+    client's state (limiter, simulated server) back to the commit's, so the tick runs again
+    as it would have run the first time (a stop in tick 3 had shifted every later call by
+    the discarded tick's ~8 s of virtual time). The society stays marked (``_failed``):
+    rows a straggler writes later are cut before the next tick too."""
+    from agentlab.core.clock import VirtualClock
+    from agentlab.store.offsets import truncate_log
+
+    step = society._step
+    truncate_log(society.run_dir, step["offsets"], marks=step.get("marks"))
+    clock = society.clock
+    if (
+        isinstance(clock, VirtualClock)
+        and society.executor.name == "local"
+        # (also when no time passed: calls queued at the tick's first instant)
+        and clock.rewind_to(float(step["ts"]))
+        and step.get("llm") is not None
+    ):
+        society.proxy.llm.client.restore_state(step["llm"])
