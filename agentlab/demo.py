@@ -134,10 +134,14 @@ def _tool_calls(run_dir: Path) -> tuple[int, list[tuple[str, int]]]:
     counters also held the calls of a tick stopped before its commit)."""
     from agentlab.store import open_run
 
-    df = open_run(run_dir).sql(
-        "select attributes['gen_ai.tool.name'] as tool, status_message from spans "
-        "where name = 'env.tool'"
-    )
+    run = open_run(run_dir)
+    try:
+        df = run.sql(
+            "select attributes['gen_ai.tool.name'] as tool, status_message from spans "
+            "where name = 'env.tool'"
+        )
+    finally:
+        run.close()  # (its DuckDB connection)
     failed = df[df["status_message"].notna()]
     kinds = Counter(
         f"{tool}: {str(msg).split(':', 1)[0]}"

@@ -352,14 +352,9 @@ class LLMClient(_RetryLoop):
                 **overrides,
             )
             return s.collect()
-        if not messages or not isinstance(messages, list):
-            check_messages(messages)
+        self._check_call(messages, overrides)
         live = self._live or self._get_live()
         params = {**self._req_defaults, **overrides} if overrides else self._req_defaults
-        if overrides:
-            check_sim_overrides(overrides)
-            if self._profile is not None:
-                check_sim_request_values(overrides)
         spec = output_spec(response_format) if response_format is not None else None
         return self._call(live, messages, spec, tools, params, agent_id, labels,
                           prior_attempts, None)  # fmt: skip
@@ -424,15 +419,21 @@ class LLMClient(_RetryLoop):
         After iteration ``stream.response`` holds the :class:`LLMResponse` (its record has
         ``stream=True`` and ``first_token`` = arrival of the first non-empty chunk).
         """
+        self._check_call(messages, overrides)
+        spec = output_spec(response_format) if response_format is not None else None
+        args = (messages, spec, tools, agent_id, labels, prior_attempts)
+        return LLMStream(self, args, overrides)
+
+    def _check_call(self, messages: Any, overrides: dict[str, Any]) -> None:
+        """What :meth:`complete` and :meth:`stream` refuse before anything runs: messages
+        that are not a non-empty sequence of dicts, unknown or misspelt fields and, on a
+        simulated model, sampling values a real server refuses."""
         if not messages or not isinstance(messages, list):
             check_messages(messages)
         if overrides:
             check_sim_overrides(overrides)
             if self._profile is not None:
                 check_sim_request_values(overrides)
-        spec = output_spec(response_format) if response_format is not None else None
-        args = (messages, spec, tools, agent_id, labels, prior_attempts)
-        return LLMStream(self, args, overrides)
 
     def complete_sync(self, messages: list[dict[str, Any]], **kwargs: Any) -> LLMResponse:
         """Blocking :meth:`complete` for scripts.
