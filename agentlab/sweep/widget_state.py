@@ -62,8 +62,8 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     # with this config. A saved notebook holds its widget state (for the reopen), and with
     # it nbconvert draws each widget through a widget manager loaded from a CDN, which is
     # blank offline; the snapshot next to the view needs nothing. (A setting of the user's
-    # own is kept; the plain ``jupyter nbconvert`` CLI reads no server config:
-    # ``agentlab paper NOTEBOOK --no-execute`` is its offline export.)
+    # own is kept; the plain ``jupyter nbconvert`` CLI reads no server config: it gets the
+    # same priority from ``etc/jupyter/jupyter_nbconvert_config.json``, installed with us.)
     section = serverapp.config.WidgetsDataTypeFilter
     if "display_data_priority" not in section:
         section.display_data_priority = list(SNAPSHOT_FIRST)

@@ -92,8 +92,9 @@ def _exports_show_the_snapshot_offline(lab: Lab, page: Any, path: Path) -> None:
     """The saved notebook keeps its widget state (for the reopen below), with which plain
     nbconvert draws widgets through a widget manager from a CDN: blank offline. JupyterLab's
     own export (File > Save and Export Notebook As > HTML: the server's nbconvert, which
-    agentlab's server config tells to prefer the snapshot) and ``agentlab paper
-    --no-execute`` show the final snapshot with no network."""
+    agentlab's server config tells to prefer the snapshot), ``agentlab paper --no-execute``
+    and the plain ``jupyter nbconvert --to html`` CLI (agentlab's nbconvert config) show the
+    final snapshot with no network."""
     folder = path.parent / "exports"
     folder.mkdir(exist_ok=True)
     with urllib.request.urlopen(f"{lab.url}/nbconvert/html/{path.name}?download=false") as r:
@@ -103,9 +104,16 @@ def _exports_show_the_snapshot_offline(lab: Lab, page: Any, path: Path) -> None:
          "--no-execute"], capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    # the plain CLI: nbconvert's priority from etc/jupyter/jupyter_nbconvert_config.json
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(path),
+         "--output-dir", str(folder / "plain")], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
     for html, remote_ok in (
         (folder / "menu.html", True),
         (folder / "cli" / f"{path.stem}.html", False),
+        (folder / "plain" / f"{path.stem}.html", True),
     ):
         net = Offline(page)
         page.goto(html.as_uri(), wait_until="load")

@@ -1,0 +1,81 @@
+"""A notebook executed by nbclient (papermill, nbconvert, nbmake) keeps a live view's final
+snapshot, and the plain ``jupyter nbconvert --to html`` CLI exports that snapshot.
+
+The run of ``live(soc, ticks)`` ends while a *later* cell runs (``await dash.task``): its
+last snapshot must reach the first cell's output. The exported HTML must show it without
+the widget manager nbconvert loads from a CDN (blank offline).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from agentlab.sweep.widget_state import SNAPSHOT_FIRST
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _society_text(html: str) -> str:
+    start = html.index('data-agentlab-static="society"')
+    return re.sub(r"<[^>]+>", " ", html[start : start + 3000])
+
+
+def test_a_run_ending_in_a_later_cell_updates_the_snapshot_and_the_cli_exports_it(
+    tmp_path: Path,
+) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import agentlab\n"
+            "from agentlab.runtime import Society\n"
+            f"soc = Society.create({str(tmp_path / 'run')!r}, agents=4, env=['social_feed'],\n"
+            "                     llm='sim/instant', clock='virtual', seed=1, progress=False)\n"
+            "dash = agentlab.live(soc, ticks=2)\n"
+            "dash"
+        ),
+        nbformat.v4.new_code_cell("await dash.task\nsoc.tick"),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}  # fmt: skip
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()  # fmt: skip
+    assert nb.cells[1].outputs[-1]["data"]["text/plain"] == "2"
+    shown = nb.cells[0].outputs[0]["data"]
+    assert "application/vnd.jupyter.widget-view+json" in shown
+    text = _society_text(shown["text/html"])
+    assert "done" in text and "tick 2 committed" in text, text
+    assert "press start" not in text, "the executed notebook kept the first snapshot"
+
+    path = tmp_path / "executed.ipynb"
+    nbformat.write(nb, path)
+    assert nb.metadata["widgets"]  # nbclient saved the widget state: the CDN case
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "executed.html").read_text()
+    assert "tick 2 committed" in _society_text(html)
+    # the output's view is not drawn through the CDN's widget manager (only the state is kept)
+    assert '<script type="application/vnd.jupyter.widget-view+json">' not in html
+
+
+def test_the_cli_config_is_the_server_extensions_priority() -> None:
+    """``etc/jupyter/jupyter_nbconvert_config.json`` (installed by ``make setup``) holds the
+    same priority the server extension gives JupyterLab's export."""
+    shipped = json.loads(
+        (ROOT / "jupyter-config" / "nbconvert" / "jupyter_nbconvert_config.json").read_text()
+    )
+    assert shipped == {"WidgetsDataTypeFilter": {"display_data_priority": SNAPSHOT_FIRST}}
+    installed = Path(sys.prefix) / "etc" / "jupyter" / "jupyter_nbconvert_config.json"
+    assert json.loads(installed.read_text()) == shipped
