@@ -76,11 +76,34 @@ def _decode(value: Any) -> Any:
     return value
 
 
+#: DuckDB's type of ``sum()`` over integers (and of integer arithmetic that may overflow)
+_WIDE_INTS = ("HUGEINT", "UHUGEINT")
+#: the largest integer a float64 holds exactly
+_EXACT = 2**53
+
+
 def fetch_df(cursor: Any) -> Any:
-    """A DuckDB result as a DataFrame, its ``JSON`` columns decoded to Python objects."""
-    json_cols = [d[0] for d in cursor.description or () if str(d[1]) == "JSON"]
+    """A DuckDB result as a DataFrame, its ``JSON`` columns decoded to Python objects and
+    its 128-bit integer columns (``sum()`` of integers) as integers.
+
+    DuckDB's ``.df()`` turns a ``HUGEINT`` into float64, so ``sum(total_tokens)`` printed
+    ``41915.0``; a column whose values are all whole and below 2**53 (exact in a float64)
+    becomes ``int64``. One with NULLs stays float64 with NaN (pandas' ``Int64`` would hand
+    ``pd.NA`` to code that does ``float(x)`` or numpy math on it), as does a larger one.
+    """
+    desc = cursor.description or ()
+    json_cols = [d[0] for d in desc if str(d[1]) == "JSON"]
+    wide = [d[0] for d in desc if str(d[1]) in _WIDE_INTS]
     out = cursor.df()
     for c in json_cols:
         if c in out:
             out[c] = out[c].map(_decode).astype(object)
+    for c in wide:
+        col = out[c] if c in out and not out.columns.duplicated().any() else None
+        if col is None or col.dtype.kind != "f":
+            continue
+        if col.isna().any():
+            continue
+        if ((col % 1) == 0).all() and (col.abs() < _EXACT).all():
+            out[c] = col.astype("int64")
     return out

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from agentlab.errors import StoreError, UnknownNameError
-from agentlab.store import DirectoryStore, ReplaySink, open_run
+from agentlab.store import DirectoryStore, ReplaySink, open_run, sql_over_runs
 
 
 def _fill(run_dir: Path, n: int = 200, shard: str = "s1", start: int = 0) -> ReplaySink:
@@ -58,6 +58,26 @@ def test_catalog_df_sql_and_helpers(run_dir: Path) -> None:
     # rows appended after the first query are seen by the next one
     _fill(run_dir, 10, start=200)
     assert len(run.df("llm_calls")) == 210
+
+
+def test_sums_of_integers_come_back_as_integers(run_dir: Path) -> None:
+    """DuckDB's ``sum()`` of integers is a HUGEINT, which ``.df()`` makes float64: a table
+    of per-tick tokens printed ``41915.0``. Whole values come back as int64; a column with
+    NULLs, or too large for a float64 to hold exactly, stays float64."""
+    _fill(run_dir)
+    run = open_run(run_dir)
+    got = run.sql(
+        "select tick, sum(prompt_tokens) as pt, count(*) as n, avg(prompt_tokens) as mean, "
+        "sum(prompt_tokens) filter (where tick > 5) as late, "
+        "sum(prompt_tokens) + 2::HUGEINT ** 60 as huge from llm_calls group by tick order by tick"
+    )
+    assert str(got["pt"].dtype) == "int64" and got["pt"].tolist()[:2] == [45, 145]
+    assert str(got["n"].dtype) == "int64" and str(got["mean"].dtype) == "float64"
+    assert str(got["late"].dtype) == "float64" and got["late"].isna().sum() == 6
+    assert str(got["huge"].dtype) == "float64"
+    many = sql_over_runs({"a": run_dir, "b": run_dir}, "select point, sum(tick) s from llm_calls "
+                         "group by point order by point")  # fmt: skip
+    assert str(many["s"].dtype) == "int64" and many["s"].tolist() == [1900, 1900]
 
 
 def test_agent_view(run_dir: Path) -> None:
