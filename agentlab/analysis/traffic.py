@@ -262,11 +262,11 @@ def _check_reachable(base_url: str, timeout: float = 10.0) -> None:
 
 
 def _progress_bar(calls: list[dict[str, Any]], mode: str, speed: float, enabled: bool) -> Any:
-    from tqdm.auto import tqdm
+    from agentlab.core.progress_bar import progress_bar
 
     span = max((float(c.get("t") or 0.0) for c in calls), default=0.0) / speed
     desc = f"replay ({mode} loop, trace span {span:,.0f} s)" if mode == "open" else "replay"
-    return tqdm(total=len(calls), desc=desc, unit="call", disable=not enabled)
+    return progress_bar(len(calls), desc, "call", enabled=enabled)
 
 
 def main(args: Any) -> int:

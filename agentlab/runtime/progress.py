@@ -1,4 +1,4 @@
-"""A per-tick progress bar (tqdm.auto: a widget in notebooks, text in terminals)."""
+"""A per-tick progress bar (`core.progress_bar`: a widget in notebooks, text in terminals)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ class TickProgress:
         self.steps = self.calls = self.errors = 0
         self.t0 = time.perf_counter()
         if enabled and (total is None or total > 0):  # None: open-ended, until stop()
-            from tqdm.auto import tqdm
+            from agentlab.core.progress_bar import progress_bar
 
-            self.bar = tqdm(total=total, unit="tick", desc="society", leave=True)
+            self.bar = progress_bar(total, "society", "tick")
 
     def update(self, row: dict[str, Any]) -> None:
         """Advance by one committed tick (its ``timeline`` row)."""

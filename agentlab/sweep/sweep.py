@@ -304,9 +304,9 @@ def _finish(outp: Path, result: Sweep) -> None:
 
 
 def _progress(total: int, done: int, enabled: bool) -> Any:
-    from tqdm.auto import tqdm
+    from agentlab.core.progress_bar import progress_bar
 
-    return tqdm(total=total, initial=done, desc="sweep", unit="pt", disable=not enabled)
+    return progress_bar(total, "sweep", "pt", initial=done, enabled=enabled)
 
 
 def _tick(bar: Any, status: dict[str, Any]) -> None:

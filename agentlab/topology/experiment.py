@@ -344,6 +344,6 @@ class Experiment:
 def _progress(total: int, enabled: bool) -> Any:
     if not enabled:
         return None
-    from tqdm.auto import tqdm
+    from agentlab.core.progress_bar import progress_bar
 
-    return tqdm(total=total, desc="topology runs", unit="run")
+    return progress_bar(total, "topology runs", "run")

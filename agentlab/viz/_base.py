@@ -14,11 +14,9 @@ state, which any renderer shows without a kernel.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -145,47 +143,10 @@ class StaticForm:
         """Replace the displayed snapshot by the current state (a no-op if not displayed)."""
         if self._display_id is None:
             return
-        from IPython.display import update_display
+        from agentlab.core.kernel_display import update_everywhere
 
-        bundle = self._repr_mimebundle_()
-        update_display(bundle, raw=True, display_id=self._display_id)
-        with _as_running_cell() as other:
-            if other:  # and once more as the cell running now (see _as_running_cell)
-                update_display(bundle, raw=True, display_id=self._display_id)
-
-
-@contextlib.contextmanager
-def _as_running_cell() -> Iterator[bool]:
-    """Publish as the cell the kernel is running now; yields False when that is already so.
-
-    ipykernel 7 keeps a message's parent in a context variable, so an update sent from a
-    run's done callback goes out as the cell that *started* the run (``live(soc, ticks)``),
-    long finished. nbclient (papermill, nbconvert, nbmake) reads only the messages of the
-    cell it is running, so the final snapshot was lost and the executed notebook kept the
-    first one ("idle · ready: press start"), which its exports show. Sent once more as the
-    running cell, nbclient replaces every output with that display id, in any cell.
-    (ipykernel 6 has one global parent: the running cell already; nothing to do.)
-    """
-    try:
-        from IPython import get_ipython
-
-        pub = getattr(get_ipython(), "display_pub", None)
-    except ImportError:
-        pub = None
-    var = getattr(pub, "_parent_header", None)
-    running = getattr(pub, "_parent_header_global", None)
-    if not isinstance(var, contextvars.ContextVar) or not isinstance(running, dict):
-        yield False
-        return
-    mine = var.get({})
-    if not running or running.get("msg_id") == (mine or {}).get("msg_id"):
-        yield False
-        return
-    token = var.set(running)
-    try:
-        yield True
-    finally:
-        var.reset(token)
+        # (also as the cell running now: a run ending in a later cell, see kernel_display)
+        update_everywhere(self._repr_mimebundle_(), self._display_id)
 
 
 class LiveWidget(StaticForm, anywidget.AnyWidget):  # type: ignore[misc]

@@ -25,6 +25,14 @@ from tests.browser.conftest import KERNEL_IDLE, Lab, Offline, open_notebook, scr
 pytestmark = pytest.mark.browser
 
 
+PROGRESS = """() => {
+  const w = [...document.querySelectorAll('.jp-OutputArea-output .widget-hprogress')];
+  const row = w.length ? w[0].closest('.widget-hbox') : null;
+  return {widgets: w.length, text: row ? row.innerText : '',
+          snapshots: document.querySelectorAll('.agentlab-static-progress').length};
+}"""
+
+
 def _delete_all(lab: Lab, what: str) -> None:
     with urllib.request.urlopen(f"{lab.url}/api/{what}", timeout=10) as r:
         items = json.loads(r.read())
@@ -64,12 +72,19 @@ def test_saved_from_the_ui_then_reopened_with_a_fresh_kernel_shows_charts(
         "dash = live(soc, ticks=5)\n"
         "dash",
         "await dash.task\ndash.stop()\nprint('final tick', soc.tick)",
+        # a run with its progress bar (tqdm's notebook widget, with a text snapshot; the
+        # lab's environment turns bars off for the other tests)
+        "import os\nos.environ['AGENTLAB_PROGRESS'] = '1'\n"
+        f"bar = Society.create({str(run) + '_bar'!r}, agents=3, llm='sim/instant', seed=0)\n"
+        "await bar.run(ticks=3)\nbar.close()\nprint('bar done')",
     ]
     open_notebook(lab_page, lab, "saved_ui.ipynb", cells)
-    lab_page.wait_for_function(
-        "() => document.body.innerText.includes('final tick 5')", timeout=90_000
-    )
+    lab_page.wait_for_function("() => document.body.innerText.includes('bar done')", timeout=90_000)
     lab_page.wait_for_timeout(500)
+    # live, JupyterLab draws tqdm's widget, not the text snapshot next to it
+    bars = lab_page.evaluate(PROGRESS)
+    assert bars["widgets"] == 1 and bars["snapshots"] == 0, bars
+    assert "100%" in bars["text"] and "3/3" in bars["text"], bars
     lab_page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
     path = lab.root / "saved_ui.ipynb"
     deadline = time.monotonic() + 20
@@ -126,6 +141,10 @@ def _exports_show_the_snapshot_offline(lab: Lab, page: Any, path: Path) -> None:
             "'.agentlab-static-' + k).length)"
         )
         assert shown == [1, 1], shown
+        bar = page.evaluate(
+            "() => [...document.querySelectorAll('.agentlab-static-progress')].map(e => e.innerText)"
+        )
+        assert len(bar) == 1 and "100%" in bar[0] and "3/3" in bar[0], bar
         # nbconvert's own template still asks CDNs for require.js / MathJax (blocked):
         # nothing shown depends on them; agentlab's export asks for nothing
         assert remote_ok or net.blocked == [], net.blocked
@@ -160,3 +179,5 @@ def _reopen_and_check(lab: Lab, lab_page: Any, shot: str) -> None:
         assert "No answer from the kernel" in note and "saved copy" in note, note
         screenshot(lab_page, shot + "_pressed")
     assert got["iat"] is not None and got["conversation"] is not None, got
+    bars = lab_page.evaluate(PROGRESS)  # the bar: its widget from the saved state, or its text
+    assert bars["widgets"] + bars["snapshots"] == 1, bars

@@ -1,5 +1,6 @@
-"""A notebook executed by nbclient (papermill, nbconvert, nbmake) keeps a live view's final
-snapshot, and the plain ``jupyter nbconvert --to html`` CLI exports that snapshot.
+"""A notebook executed by nbclient (papermill, nbconvert, nbmake) keeps a live view's and a
+progress bar's final snapshot, and the plain ``jupyter nbconvert --to html`` CLI exports
+those snapshots.
 
 The run of ``live(soc, ticks)`` ends while a *later* cell runs (``await dash.task``): its
 last snapshot must reach the first cell's output. The exported HTML must show it without
@@ -44,6 +45,14 @@ def test_a_run_ending_in_a_later_cell_updates_the_snapshot_and_the_cli_exports_i
             "dash"
         ),
         nbformat.v4.new_code_cell("await dash.task\nsoc.tick"),
+        # a progress bar (tqdm's notebook widget) keeps its last line as a snapshot
+        nbformat.v4.new_code_cell(
+            "import os\nos.environ['AGENTLAB_PROGRESS'] = '1'  # (off in some test setups)\n"
+            f"bar = Society.create({str(tmp_path / 'bar')!r}, agents=3, llm='sim/instant',\n"
+            "                     clock='virtual', seed=1)\n"
+            "await bar.run(ticks=3)\n"
+            "bar.close()"
+        ),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}  # fmt: skip
@@ -55,6 +64,10 @@ def test_a_run_ending_in_a_later_cell_updates_the_snapshot_and_the_cli_exports_i
     text = _society_text(shown["text/html"])
     assert "done" in text and "tick 2 committed" in text, text
     assert "press start" not in text, "the executed notebook kept the first snapshot"
+    bar = nb.cells[2].outputs[0]["data"]
+    assert "application/vnd.jupyter.widget-view+json" in bar  # live: tqdm's widget
+    assert "100%" in bar["text/plain"] and "3/3" in bar["text/plain"], bar["text/plain"]
+    assert "3/3" in bar["text/html"] and "tick=3" in bar["text/html"], bar["text/html"]
 
     path = tmp_path / "executed.ipynb"
     nbformat.write(nb, path)
@@ -66,6 +79,7 @@ def test_a_run_ending_in_a_later_cell_updates_the_snapshot_and_the_cli_exports_i
     assert proc.returncode == 0, proc.stderr
     html = (tmp_path / "executed.html").read_text()
     assert "tick 2 committed" in _society_text(html)
+    assert re.search(r'class="agentlab-static-progress"[^>]*>society: 100%[^<]*3/3', html)
     # the output's view is not drawn through the CDN's widget manager (only the state is kept)
     assert '<script type="application/vnd.jupyter.widget-view+json">' not in html
 
