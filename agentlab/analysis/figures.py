@@ -63,12 +63,14 @@ _DASHES = ("dash", "dot", "dashdot", "longdash", "longdashdot")
 # the static SVG snapshots and the live widgets (contract 2)
 
 
-def _log_time_axis(fig: Any, title: str) -> None:
-    """A log x axis with the decade ticks of :func:`log_time_ticks` over the traces' x."""
-    xs = [x for tr in fig.data for x in (() if tr.x is None else tr.x)]
-    pos = [float(x) for x in xs if x is not None and math.isfinite(x) and x > 0]
+def _log_time_axis(fig: Any, title: str, axis: str = "x") -> None:
+    """A log ``axis`` (x or y) with the decade ticks of :func:`log_time_ticks` over the
+    traces' values on it."""
+    vs = [v for tr in fig.data for v in (() if tr[axis] is None else tr[axis])]
+    pos = [float(v) for v in vs if v is not None and math.isfinite(v) and v > 0]
     ticks = log_time_ticks(min(pos), max(pos)) if len(pos) >= 2 else []
-    fig.update_xaxes(
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    update(
         type="log",
         title_text=title,
         tickvals=[v for v, _ in ticks] or None,
@@ -457,7 +459,10 @@ def stage_latency_figure(
             )
         )
     fig.update_xaxes(title_text="stage", categoryorder="array", categoryarray=order)
-    fig.update_yaxes(title_text="latency (s)", type="log" if log_y else "linear")
+    if log_y:  # decade ticks as every log time axis here ("1 s", "10 s"; no minor labels)
+        _log_time_axis(fig, "latency", axis="y")
+    else:
+        fig.update_yaxes(title_text="latency (s)")
     layout: dict[str, Any] = {"title_text": title, "template": "plotly_white"}
     layout["boxmode" if kind == "box" else "violinmode"] = "group"
     fig.update_layout(**layout)

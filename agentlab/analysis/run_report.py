@@ -255,11 +255,28 @@ def _figures(run: Run) -> list[tuple[str, Any]]:
         f.update_yaxes(title="LLM calls")
         figs.append(("LLM call latency", f))
     if len(spans):
-        f = px.box(spans, x="name", y="duration")
-        f.update_yaxes(title="duration (s)", type="log")
-        f.update_xaxes(title="span name")
-        figs.append(("Span duration by name", f))
+        figs.append(_span_durations(spans))
     return figs
+
+
+def _span_durations(spans: Any) -> tuple[str, Any]:
+    """Box plot of span durations per name on a log time axis. Spans that took no time on
+    the run's clock (a virtual clock's tools and env steps) cannot sit on a log axis: they
+    are named in the title with their counts instead of leaving an empty column."""
+    import plotly.express as px
+
+    from agentlab.analysis.figures import _log_time_axis
+
+    timed = spans[spans["duration"] > 0]
+    zero = spans.loc[~(spans["duration"] > 0), "name"].value_counts()
+    f = px.box(timed, x="name", y="duration")
+    _log_time_axis(f, "duration", axis="y")
+    f.update_xaxes(title="span name")
+    title = "Span duration by name"
+    if len(zero):
+        listed = ", ".join(f"{n} ({c:,})" for n, c in zero.items())
+        title += f" (spans of 0 s on the run's clock, not drawn: {listed})"
+    return title, f
 
 
 def _fig_html(figs: list[tuple[str, Any]]) -> list[dict[str, str]]:

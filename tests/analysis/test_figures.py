@@ -59,6 +59,8 @@ def test_inflight_and_stage_latency(timeline_calls):
     violin = stage_latency_figure(timeline_calls, kind="violin", log_y=True)
     assert violin.data[0].type == "violin"
     assert violin.layout.yaxis.type == "log"
+    # the decade labels of every log time axis, not plotly's minor "2 5" labels
+    assert all(t.endswith("s") for t in violin.layout.yaxis.ticktext), violin.layout.yaxis
     with pytest.raises(ConfigError, match="violin"):
         stage_latency_figure(timeline_calls, kind="bar")
 
