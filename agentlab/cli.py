@@ -503,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         result = getattr(importlib.import_module(module), func)(args)
+        sys.stdout.flush()  # (a closed pipe shows here, not at the interpreter's exit)
     except AgentlabError as exc:
         print(f"agentlab {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -517,6 +518,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"agentlab {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`agentlab runs DIR | head`): stop quietly, as a Unix tool
+        # does; stdout goes to devnull so the interpreter's own flush at exit cannot fail
+        # again (the Python docs' recipe for SIGPIPE)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
     return int(result or 0)
 
 

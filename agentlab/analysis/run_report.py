@@ -82,6 +82,8 @@ def _seconds(value: Any) -> str:
         return f"{v * 1e6:.3g} µs"
     if v < 1:
         return f"{v * 1e3:.3g} ms"
+    if v >= 1000:  # "2,934 s", never "2.93e+03 s"
+        return f"{v:,.0f} s"
     return f"{v:.3g} s"
 
 
@@ -153,9 +155,11 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     if (run.path / PACKED_FILE).exists():  # a packed run keeps its agents in one file
         n_agents = len(PackedStore(run.path / PACKED_FILE).agents())
     ticks = 0  # distinct ticks seen (society ticks are numbered from 1)
+    # an experiment's calls carry their run (its "tick" is a workflow round, not a tick)
+    runs = 0 if len(timeline) else _count(calls, "run_id")
     if len(timeline):
         ticks = int(timeline["tick"].nunique())
-    elif "tick" in calls and len(calls) and calls["tick"].notna().any():
+    elif not runs and "tick" in calls and len(calls) and calls["tick"].notna().any():
         ticks = int(calls["tick"].nunique())
     tok = {
         k: int(calls[k].fillna(0).sum()) if k in calls and len(calls) else 0
@@ -195,6 +199,7 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         # status as readers show it (a dead writer's "running" reads "interrupted")
         "manifest": {**{k: m.get(k) for k in ("kind", "seed", "model")}, "status": life.status},
         "ticks": ticks,
+        "runs": runs,
         "steps": life.steps,
         # a paper (or sweep) holds runs of its own; its errors are theirs, summed
         "children": [
@@ -373,7 +378,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         ("kind", f"{m.get('kind')}  seed={m.get('seed')}  model={m.get('model')}"),
         ("status", (summary.get("status") or m.get("status") or "–")
                    + (f"  ({summary['error']})" if summary.get("error") else "")),
-        ("ticks", fmt_num(summary["ticks"])),
+        ("runs", fmt_num(summary["runs"])) if summary.get("runs")
+        else ("ticks", fmt_num(summary["ticks"])),
         ("agents", fmt_num(summary["agents"])),
         ("llm calls", f"{fmt_num(summary['llm_calls'])}  tokens {fmt_num(t['total'])} "
                       f"({fmt_num(t['prompt_tokens'])} prompt)"),

@@ -141,7 +141,32 @@ def test_report_on_an_experiment_has_the_per_topology_table(tmp_path: Path, caps
     asyncio.run(exp.run())
     page = tmp_path / "r.html"
     assert main(["report", str(out), "--html", str(page)]) == 0
-    assert "kind       topology_experiment" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "kind       topology_experiment" in printed
+    # its runs, not "ticks" (its calls' tick column is a workflow round)
+    assert "runs       4\n" in printed and "ticks" not in printed, printed
     html = page.read_text()
+    assert '<div class="v">4</div><div class="l">runs</div>' in html
     table = html[html.index('id="by-topology"') : html.index("</table>", html.index("by-topology"))]
     assert "sequential" in table and "star" in table and "burst_fraction" in table
+
+
+def test_long_durations_read_as_seconds_not_exponents() -> None:
+    from agentlab.analysis.run_report import _seconds
+
+    assert (_seconds(2934.2), _seconds(482.4), _seconds(0.25)) == ("2,934 s", "482 s", "250 ms")
+
+
+def test_a_closed_pipe_ends_the_command_quietly(run_dir: Path) -> None:
+    """``agentlab report RUN | head``: the reader closes its end; the command stops with
+    128 + SIGPIPE and no traceback (it printed a BrokenPipeError traceback)."""
+    import subprocess
+    import sys
+
+    _society_like(run_dir)
+    proc = subprocess.Popen([sys.executable, "-m", "agentlab.cli", "report", str(run_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before it writes a byte
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in err and "Exception" not in err, err
