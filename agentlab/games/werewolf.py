@@ -297,5 +297,10 @@ def _real() -> Clock:
 
 
 def play_werewolf_sync(*args: Any, **kwargs: Any) -> WerewolfResult:
-    """:func:`play_werewolf` for scripts (use ``await`` inside Jupyter)."""
-    return asyncio.run(play_werewolf(*args, **kwargs))
+    """:func:`play_werewolf` for scripts; refuses inside a running loop (use ``await``
+    there), as ``Experiment.run_sync`` does (``asyncio.run`` raised a bare RuntimeError)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(play_werewolf(*args, **kwargs))
+    raise ConfigError("an event loop is running (Jupyter?): use `await play_werewolf(...)`")

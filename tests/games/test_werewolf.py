@@ -73,3 +73,14 @@ async def test_config_errors() -> None:
         await play_werewolf(players=5)
     with pytest.raises(ConfigError, match="on_fault"):
         await play_werewolf(on_fault="crash")  # type: ignore[arg-type]
+
+
+async def test_the_sync_wrapper_refuses_inside_a_running_loop_and_runs_outside() -> None:
+    import asyncio
+
+    from agentlab.games import play_werewolf_sync
+
+    with pytest.raises(ConfigError, match="await play_werewolf"):  # (was a bare RuntimeError)
+        play_werewolf_sync("sim/instant", 7, seed=1)
+    got = await asyncio.to_thread(play_werewolf_sync, "sim/instant", 7, seed=1)  # no loop there
+    assert got.winner == (await play_werewolf("sim/instant", 7, seed=1)).winner
