@@ -39,6 +39,8 @@ def sql_over_runs(
     run_dirs: Mapping[str, str | os.PathLike[str]],
     query: str,
     params: Sequence[Any] | None = None,
+    *,
+    tables: Mapping[str, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
     """Run ``query`` over the union of many runs' datasets.
 
@@ -47,6 +49,8 @@ def sql_over_runs(
         query: DuckDB SQL; each dataset (and ``spans``) is a view over all runs. A run's own
             column named ``point`` is hidden by the key column.
         params: positional ``?`` parameters.
+        tables: more tables for the query, ``{name: DataFrame}`` (a sweep's ``points``:
+            each run's parameters); a name may not be a dataset's.
 
     Returns:
         The query result as a DataFrame (views as in :meth:`Run.sql`: no ``_shard``/``_seq``,
@@ -80,6 +84,10 @@ def sql_over_runs(
                 )
         for name, selects in parts.items():
             con.execute(f"CREATE VIEW {q(name)} AS " + " UNION ALL BY NAME ".join(selects))
+        for name, frame in (tables or {}).items():
+            if name in parts:
+                raise ConfigError(f"table {name!r} would hide the dataset of that name")
+            con.register(name, frame)
         seen: set[str] = set()
         for msg, warn in cache.problems:
             if warn and msg not in seen:

@@ -112,10 +112,27 @@ class Sweep:
         return found
 
     def sql(self, query: str) -> pd.DataFrame:
-        """DuckDB SQL over all points' run logs; each dataset is a view with a ``point`` column."""
+        """DuckDB SQL over all points' run logs; each dataset is a view with a ``point``
+        column (the run: ``point_id``, or ``point_id/sub/dir`` for a run inside a point).
+
+        A ``points`` table maps every ``point`` to its ``point_id`` and the grid's
+        parameters, so results group by parameter rather than by id::
+
+            s.sql("select p.agents, p.seed, count(*) as calls from llm_calls "
+                  "join points p using (point) group by all order by all")
+        """
+        import pandas as pd
+
         from agentlab.store import sql_over_runs
 
-        return sql_over_runs(self.run_dirs(), query)
+        runs = self.run_dirs()
+        params = {p["point_id"]: p["params"] for p in self.points}
+        rows = []
+        for key in runs:
+            pid = key.split("/", 1)[0]
+            rows.append({"point": key, "point_id": pid, **params.get(pid, {})})
+        points = pd.DataFrame(rows, columns=["point", "point_id", *self.params])
+        return sql_over_runs(runs, query, tables={"points": points})
 
     @property
     def status(self) -> str:
