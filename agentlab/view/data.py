@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from agentlab.store.catalog import attempt_kind
 from agentlab.store.run import Run
 from agentlab.store.summary import TOOL_SPANS, summarize_run
-from agentlab.view.files import Entry, change_marker, find_entries
+from agentlab.view.files import Entry, change_marker, find_entries, read_doc
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,7 +95,9 @@ def runs_rows(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     ``parent`` (the sweep or paper holding the run). A run that cannot be read gets
     ``status`` ``unreadable: <error>`` and zeros, and does not hide the others."""
     rows = []
-    for e in find_entries(Path(root)):
+    entries = find_entries(Path(root))
+    points = _sweep_points(entries)
+    for e in entries:
         if e.rel == "" and e.kind not in ("sweep", "paper"):
             name = e.path.name
         else:
@@ -110,7 +112,7 @@ def runs_rows(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 "status": s.get("status"),
                 "created": s.get("created"),
                 "ended": s.get("ended"),
-                "params": s.get("params") or {},
+                "params": s.get("params") or _point_params(e, points),
                 "ticks": s.get("ticks", 0),
                 "steps": s.get("steps", 0),
                 "llm_calls": s.get("llm_calls", 0),
@@ -129,6 +131,29 @@ def runs_rows(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
         row["parent"] = e.parent
         rows.append(row)
     return rows
+
+
+def _sweep_points(entries: list[Entry]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{sweep rel: {point_id: params}}`` for every sweep among ``entries``."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for e in entries:
+        if e.kind == "sweep":
+            pts = read_doc(e.path / "sweep.json").get("points")
+            out[e.rel] = {
+                str(p.get("point_id")): p.get("params") or {}
+                for p in (pts if isinstance(pts, list) else [])
+                if isinstance(p, dict)
+            }
+    return out
+
+
+def _point_params(e: Entry, points: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The grid parameters of the sweep point whose notebook wrote run ``e`` (such a run
+    has none of its own in its manifest), so the runs list shows and filters them."""
+    if e.parent is None or e.parent not in points:
+        return {}
+    rest = e.rel[len(e.parent) + 1 :] if e.parent else e.rel
+    return dict(redact(points[e.parent].get(rest.split("/", 1)[0], {})))
 
 
 # --- one run, paged ------------------------------------------------------------------------

@@ -282,3 +282,24 @@ def test_runs_rows_are_the_index_rows(mixed_folder: Path) -> None:
     assert errors.count("<tr>") - 1 == s.errors.total  # one row per counted error
     text = format_runs(list(rows.values()))
     assert SOCIETY in text and "step_errors" in text
+
+
+def test_a_run_inside_a_sweep_point_shows_the_points_parameters(tmp_path: Path) -> None:
+    """A run a point's notebook wrote has no parameters of its own: the runs list shows the
+    point's grid parameters (and so filters by them), secrets redacted."""
+    from agentlab.store import write_manifest
+    from agentlab.view import runs_rows
+
+    sw = tmp_path / "sw"
+    write_manifest(sw, kind="sweep", config={}, seed=None)
+    pts = [{"point_id": "agents=3-aa", "params": {"agents": 3, "api_key": "sk-1"}},
+           {"point_id": "agents=4-bb", "params": {"agents": 4, "api_key": "sk-1"}}]  # fmt: skip
+    (sw / "sweep.json").write_text(json.dumps({"schema_version": 1, "points": pts}))
+    for p in pts:
+        write_manifest(sw / p["point_id"] / "exp", kind="topology_experiment", config={}, seed=0)
+    write_manifest(sw / "agents=4-bb" / "own", kind="society", config={}, seed=0,
+                   params={"agents": 9})  # fmt: skip
+    rows = {r["run"]: r for r in runs_rows(tmp_path)}
+    assert rows["sw/agents=3-aa/exp"]["params"] == {"agents": 3, "api_key": "[redacted]"}
+    assert rows["sw/agents=4-bb/exp"]["params"]["agents"] == 4
+    assert rows["sw/agents=4-bb/own"]["params"] == {"agents": 9}  # its own win
