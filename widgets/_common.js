@@ -114,6 +114,48 @@ function sender(model, note, root) {
   };
 }
 
+/**
+ * A color of the notebook's theme (a JupyterLab CSS variable) as seen from `el`, or `dflt`
+ * outside JupyterLab. Canvas strokes cannot use CSS variables, so the charts ask at each
+ * draw: a dark theme gets light axes (fixed #555 text was near-invisible on it), and a
+ * theme switch shows at the next frame.
+ * @param {Element | null | undefined} el
+ * @param {string} name
+ * @param {string} dflt
+ * @returns {string}
+ */
+function themeColor(el, name, dflt) {
+  const v = el && el.isConnected ? getComputedStyle(el).getPropertyValue(name).trim() : "";
+  return v || dflt;
+}
+
+/** uPlot axis options in the theme's colors: labels and tick values, grid, tick marks. */
+function themedAxis() {
+  return {
+    stroke: (/** @type {any} */ u) => themeColor(u.root, "--jp-ui-font-color1", "#555"),
+    grid: { stroke: (/** @type {any} */ u) => themeColor(u.root, "--jp-border-color2", "#eee"), width: 1 },
+    ticks: { stroke: (/** @type {any} */ u) => themeColor(u.root, "--jp-border-color1", "#ccc") },
+  };
+}
+
+/**
+ * Call `redraw` whenever JupyterLab switches its theme (it sets `data-jp-theme-name` on
+ * the body): a chart's canvas keeps the colors it was drawn with until it draws again.
+ * @param {() => void} redraw
+ * @returns {() => void} stop watching
+ */
+function onThemeChange(redraw) {
+  if (typeof MutationObserver === "undefined" || !document.body) return () => {};
+  // after the new theme's styles apply (two frames), not while they are being swapped
+  const later = () => requestAnimationFrame(() => requestAnimationFrame(redraw));
+  const obs = new MutationObserver(later);
+  obs.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"] });
+  return () => obs.disconnect();
+}
+
+/** Tick steps of an axis of counts: whole numbers only (no "2.5 gaps" or "1.5 ticks"). */
+const WHOLE_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6];
+
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
 /**
@@ -132,7 +174,7 @@ function lineChart(parent, spec) {
   parent.append(box);
   // @ts-ignore uPlot is the vendored global (widgets/vendor)
   const U = uPlot;
-  const axis = { stroke: "#555", grid: { stroke: "#eee", width: 1 }, ticks: { stroke: "#ccc" } };
+  const axis = themedAxis();
   const opts = {
     title: spec.title,
     width: spec.width || 420,
@@ -141,7 +183,7 @@ function lineChart(parent, spec) {
     axes: [
       { ...axis, label: spec.x,
         // whole ticks get whole steps only (no tick marks between 1 and 2)
-        incrs: spec.xInt ? [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 1e4, 2e4, 5e4, 1e5] : undefined,
+        incrs: spec.xInt ? WHOLE_STEPS : undefined,
         values: spec.xInt
         ? (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map((v) => Number.isInteger(v) ? String(v) : "")
         : undefined },
@@ -157,10 +199,11 @@ function lineChart(parent, spec) {
   };
   const empty = [[], ...spec.series.map(() => [])];
   const chart = new U(opts, empty, box);
+  const unwatch = onThemeChange(() => chart.redraw(false, true));
   const note = h("div", "al-empty");
   note.style.display = "none";
   if (chart.over) chart.over.append(note);
-  box.append(exportButton(() => chart.ctx.canvas, spec.title));
+  box.append(exportButton(() => chart.ctx.canvas, spec.title, () => ({ legend: spec.series })));
   return {
     set: (data) => {
       chart.setData(data);
@@ -170,26 +213,91 @@ function lineChart(parent, spec) {
       note.style.display = msg && most < (spec.minPoints || 2) ? "" : "none";
       box.dataset.empty = note.style.display === "none" ? "" : msg;
     },
-    destroy: () => chart.destroy(),
+    destroy: () => { unwatch(); chart.destroy(); },
   };
 }
 
 /**
- * A small "PNG" button that downloads a chart's canvas (a transient link, removed at once:
- * the widget DOM never holds a link).
+ * A small "PNG" button that downloads a chart (a transient link, removed at once: the
+ * widget DOM never holds a link) as :func:`chartPng` draws it.
  * @param {() => HTMLCanvasElement} canvas
- * @param {string} name
+ * @param {string} title the chart's title (also the file name)
+ * @param {() => PngExtras} [extras] what the page shows around the canvas
  */
-function exportButton(canvas, name) {
+function exportButton(canvas, title, extras) {
   const b = /** @type {HTMLButtonElement} */ (h("button", "al-btn al-export", "PNG"));
   b.title = "download this chart as PNG";
   b.addEventListener("click", () => {
     const a = document.createElement("a");
-    a.href = canvas().toDataURL("image/png");
-    a.download = "agentlab-" + name.toLowerCase().replace(/[^a-z0-9]+/g, "-") + ".png";
+    a.href = chartPng(canvas(), title, extras ? extras() : {});
+    a.download = "agentlab-" + title.toLowerCase().replace(/[^a-z0-9]+/g, "-") + ".png";
     document.body.append(a);
     a.click();
     a.remove();
   });
   return b;
+}
+
+/**
+ * @typedef {{texts?: Element[], legend?: [string, string][]}} PngExtras
+ * `texts`: DOM text shown over the canvas (the IAT axis's decade labels); `legend`: the
+ * series as [label, color] pairs.
+ */
+
+/**
+ * The chart as a PNG data URL that stands alone in a paper: its title above, the canvas on
+ * the theme's background (a bare canvas is transparent: a dark theme's light text vanished
+ * on a white page), the DOM text drawn over it where the page shows it (the IAT chart's PNG
+ * had no x labels) and a legend strip below (the series' names are DOM, so a two-line
+ * chart's PNG did not say which line was which).
+ * @param {HTMLCanvasElement} src
+ * @param {string} title
+ * @param {PngExtras} extras
+ * @returns {string}
+ */
+function chartPng(src, title, extras) {
+  const box = src.getBoundingClientRect();
+  const k = box.width ? src.width / box.width : 1;
+  const legend = extras.legend || [];
+  const head = Math.round(24 * k), foot = legend.length ? Math.round(22 * k) : 0;
+  const out = document.createElement("canvas");
+  out.width = src.width;
+  out.height = src.height + head + foot;
+  const ctx = out.getContext("2d");
+  if (!ctx) return src.toDataURL("image/png");
+  const ink = themeColor(src, "--jp-ui-font-color1", "#222");
+  const font = (/** @type {number} */ px, bold = false) =>
+    `${bold ? "600 " : ""}${px * k}px ${getComputedStyle(src).fontFamily || "sans-serif"}`;
+  ctx.fillStyle = themeColor(src, "--jp-layout-color0", "#fff");
+  ctx.fillRect(0, 0, out.width, out.height);
+  ctx.drawImage(src, 0, head);
+  ctx.textBaseline = "middle";
+  ctx.textAlign = "center";
+  ctx.fillStyle = ink;
+  ctx.font = font(14, true);
+  ctx.fillText(title, out.width / 2, head / 2);
+  (extras.texts || []).forEach((el) => {
+    const r = el.getBoundingClientRect();
+    const css = getComputedStyle(el);
+    ctx.font = `${parseFloat(css.fontSize || "11") * k}px ${css.fontFamily || "sans-serif"}`;
+    ctx.fillStyle = css.color || ink;
+    ctx.fillText(el.textContent || "", (r.left + r.width / 2 - box.left) * k,
+                 head + (r.top + r.height / 2 - box.top) * k);
+  });
+  if (legend.length) {  // swatch + label per series, centred as one row
+    ctx.font = font(12);
+    ctx.textAlign = "left";
+    const gap = 16 * k, sw = 10 * k;
+    const widths = legend.map(([label]) => sw + 4 * k + ctx.measureText(label).width);
+    let x = Math.max(4 * k, (out.width - widths.reduce((a, w) => a + w + gap, -gap)) / 2);
+    const y = src.height + head + foot / 2;
+    legend.forEach(([label, color], i) => {
+      ctx.fillStyle = color;
+      ctx.fillRect(x, y - sw / 2, sw, sw);
+      ctx.fillStyle = ink;
+      ctx.fillText(label, x + sw + 4 * k, y);
+      x += widths[i] + gap;
+    });
+  }
+  return out.toDataURL("image/png");
 }

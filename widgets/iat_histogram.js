@@ -40,6 +40,9 @@ function layoutTicks(u, layer, ticks) {
     return s;
   });
   const boxes = spans.map((s) => s.getBoundingClientRect());
+  // not laid out (a hidden output, a theme's styles being swapped): nothing to measure, so
+  // nothing is dropped; the next draw thins them (it once kept only "100 µs")
+  if (boxes.some((b) => !b.width)) return shown.map(([v]) => v);
   for (let k = 1; k <= spans.length; k++) {
     const keep = spans.map((_, i) => i % k === 0);
     let prev = -1, ok = true;
@@ -100,7 +103,7 @@ function render({ model, el }) {
       fitNames.forEach((f, fi) => series.push({ label: g + " " + f + " fit", stroke: color,
                     width: 1, dash: fi ? [2, 3] : [6, 3], points: { show: false } }));
     });
-    const axis = { stroke: "#555", grid: { stroke: "#eee", width: 1 }, ticks: { stroke: "#ccc" } };
+    const axis = themedAxis();
     chart = new U({
       width: chartWidth(), height: 260,
       scales: { x: { time: false, distr: 3, range: () => xRange },
@@ -110,7 +113,7 @@ function render({ model, el }) {
         { ...axis, label: "gap between LLM call starts", size: 44,
           splits: (/** @type {any} */ u) => decadesIn(u.scales.x.min, u.scales.x.max),
           values: (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map(() => "") },
-        { ...axis, label: "gaps per bin", size: 56 },
+        { ...axis, label: "gaps per bin", size: 56, incrs: WHOLE_STEPS },  // counts: whole ticks
       ],
       series,
       legend: { live: true },
@@ -119,7 +122,8 @@ function render({ model, el }) {
         if (u.over && !tickLayer.isConnected) u.over.append(tickLayer);
         root.dataset.xticks = layoutTicks(u, tickLayer, model.get("x_ticks") || []).join(",");
         const c = u.ctx;
-        c.save(); c.setLineDash([4, 3]); c.strokeStyle = "#555"; c.lineWidth = 1;
+        c.save(); c.setLineDash([4, 3]); c.lineWidth = 1;
+        c.strokeStyle = themeColor(u.root, "--jp-ui-font-color2", "#555");
         thr.forEach((t) => {
           if (typeof t !== "number") return;
           const x = u.valToPos(t, "x", true);
@@ -130,7 +134,10 @@ function render({ model, el }) {
       }] },
     }, [[], ...series.slice(1).map(() => [])], box);
     box.querySelectorAll(".al-export").forEach((b) => b.remove());
-    box.append(exportButton(() => chart.ctx.canvas, "inter-arrival times"));
+    box.append(exportButton(() => chart.ctx.canvas, "Inter-arrival times", () => ({
+      texts: [...tickLayer.querySelectorAll(".al-xtick")],
+      legend: names.map((g, gi) => [g, PALETTE[gi % PALETTE.length]]),
+    })));
   };
 
   const draw = () => {
@@ -174,7 +181,8 @@ function render({ model, el }) {
   };
   const off = onTraits(model, ["counts", "groups", "thresholds", "fit_counts", "edges", "calls"], draw);
   draw();
-  return () => { off(); resize.disconnect(); if (chart) chart.destroy(); root.remove(); };
+  const unwatch = onThemeChange(() => { if (chart) chart.redraw(false, true); });
+  return () => { off(); unwatch(); resize.disconnect(); if (chart) chart.destroy(); root.remove(); };
 }
 
 export default { render };

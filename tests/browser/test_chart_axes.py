@@ -8,8 +8,10 @@ chart and with no two bounding boxes overlapping.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,6 +51,54 @@ def _check(page: Any, width: int) -> list[str]:
     return texts
 
 
+PNG_PROBE = """async (b64) => {
+  const img = new Image();
+  img.src = 'data:image/png;base64,' + b64;
+  await img.decode();
+  const c = document.createElement('canvas');
+  c.width = img.width; c.height = img.height;
+  const ctx = c.getContext('2d');
+  ctx.drawImage(img, 0, 0);
+  const src = document.querySelector('[data-agentlab=iat] .uplot canvas');
+  const box = src.getBoundingClientRect(), k = img.width / box.width;
+  const head = Math.round(24 * k);  // the title band above the canvas (chartPng)
+  const bg = [...ctx.getImageData(0, 0, 1, 1).data];
+  // pixels far from the background and on the far side of mid-grey from it (light ink
+  // on a dark page, dark ink on a light one): readable text, not #555 on #111
+  const dark = bg[0] + bg[1] + bg[2] < 384;
+  const ink = (x0, y0, w, hh) => {
+    const d = ctx.getImageData(Math.round(x0), Math.round(y0), Math.round(w), Math.round(hh)).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) {
+      const far = Math.abs(d[i] - bg[0]) + Math.abs(d[i + 1] - bg[1]) + Math.abs(d[i + 2] - bg[2]) > 150;
+      const sum = d[i] + d[i + 1] + d[i + 2];
+      if (far && (dark ? sum > 480 : sum < 300)) n++;
+    }
+    return n;
+  };
+  // left of the first decade label's centre (its tick mark sits at the centre)
+  const r = document.querySelector('[data-agentlab=iat] .al-xtick').getBoundingClientRect();
+  const label = ink((r.left - box.left) * k, head + (r.top - box.top) * k, (r.width / 2 - 4) * k,
+                    r.height * k);
+  // the y axis's values, left of the plot area (drawn on the canvas by uPlot)
+  const over = document.querySelector('[data-agentlab=iat] .u-over').getBoundingClientRect();
+  const axis = ink(0, head + (over.top - box.top) * k, (over.left - box.left - 4) * k,
+                   over.height * k);
+  const title = ink(0, 0, img.width, head);
+  const legend = ink(0, head + src.height, img.width, img.height - head - src.height);
+  return {bg, label_ink: label, axis_ink: axis, title_ink: title, legend_ink: legend,
+          height: img.height, canvas: src.height};
+}"""
+
+
+def _png(page: Any) -> dict[str, Any]:
+    """What the IAT chart's PNG button saves, looked at pixel by pixel in the page."""
+    with page.expect_download() as dl:
+        page.locator("[data-agentlab=iat] button.al-export").first.click()
+    data = base64.b64encode(Path(dl.value.path()).read_bytes()).decode()
+    return dict(page.evaluate(PNG_PROBE, data))
+
+
 def test_iat_axis_labels_do_not_overlap_at_400_and_1200_px(jupyter_lab: Lab, lab_page: Any) -> None:
     run = jupyter_lab.root / "runs" / "axes"
     run.mkdir(parents=True)
@@ -74,3 +124,29 @@ def test_iat_axis_labels_do_not_overlap_at_400_and_1200_px(jupyter_lab: Lab, lab
     narrow = _check(lab_page, 400)
     assert {"1 ms", "1 s"} <= set(wide), wide  # every decade fits at 1,200 px
     assert len(narrow) <= len(wide)
+    # the PNG button: an opaque background and the decade labels (DOM text, not on the
+    # canvas: its PNG had none), in the light theme and after a switch to the dark one
+    _check(lab_page, 1200)
+    light = _png(lab_page)
+    lab_page.evaluate(
+        "() => window.jupyterapp.commands.execute('apputils:change-theme', "
+        "{theme: 'JupyterLab Dark'})"
+    )
+    lab_page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+    lab_page.wait_for_timeout(1500)
+    screenshot(lab_page, "iat_axis_dark")
+    # redrawn in the new theme with every decade label still there
+    assert [lab["text"] for lab in lab_page.evaluate(LABELS)] == wide
+    dark = _png(lab_page)
+    assert light["bg"][3] == 255 and dark["bg"][3] == 255, (light, dark)
+    assert sum(light["bg"][:3]) > 600 and sum(dark["bg"][:3]) < 200, (light, dark)
+    for got in (light, dark):  # ink of the labels, contrasting with the background
+        assert got["label_ink"] >= 20, got
+        # the canvas's own axis text (the y values) follows the theme: dark theme, light ink
+        assert got["axis_ink"] >= 20, got
+        # the title above and the legend (its series' names) below the canvas
+        assert got["title_ink"] >= 20 and got["legend_ink"] >= 10, got
+    lab_page.evaluate(
+        "() => window.jupyterapp.commands.execute('apputils:change-theme', "
+        "{theme: 'JupyterLab Light'})"
+    )
