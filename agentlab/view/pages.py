@@ -111,12 +111,15 @@ def run_part(site: Site, e: Entry, name: str) -> str | None:
 def _tiles(s: dict[str, Any]) -> dict[str, Any]:
     err = s["errors"]
     failures = err.get("llm_failures") or {}
+    # an experiment's "steps" are its workflow runs and its step errors the runs that
+    # failed (store/summary.py): say so, and it has no ticks ("– ticks, 20 steps")
+    experiment = s.get("kind") == "experiment"
     tiles = [
         {"key": "ticks", "label": "ticks", "value": s.get("ticks", 0)},
-        {"key": "steps", "label": "steps", "value": s.get("steps", 0)},
+        {"key": "steps", "label": "runs" if experiment else "steps", "value": s.get("steps", 0)},
         {"key": "llm_calls", "label": "LLM calls", "value": s.get("llm_calls", 0)},
-        {"key": "step_errors", "label": "step errors", "value": err.get("step_errors", 0),
-         "bad": bool(err.get("step_errors"))},
+        {"key": "step_errors", "label": "failed runs" if experiment else "step errors",
+         "value": err.get("step_errors", 0), "bad": bool(err.get("step_errors"))},
         {"key": "tool_errors", "label": "tool errors", "value": err.get("tool_errors", 0),
          "bad": bool(err.get("tool_errors"))},
         {"key": "llm_failures", "label": "LLM failures", "value": sum(failures.values()),
@@ -124,6 +127,8 @@ def _tiles(s: dict[str, Any]) -> dict[str, Any]:
     ]  # fmt: skip
     tiles += [{"key": f"llm_failures.{k}", "label": f"LLM {k}", "value": v, "bad": True}
               for k, v in sorted(failures.items())]  # fmt: skip
+    if experiment:
+        tiles = tiles[1:]
     return {"type": "tiles", "tiles": tiles, "id": "tiles"}
 
 

@@ -278,6 +278,11 @@ def test_runs_rows_are_the_index_rows(mixed_folder: Path) -> None:
     for key, n in (("step_errors", s.errors.step_errors), ("tool_errors", s.errors.tool_errors),
                    ("llm_failures", sum(s.errors.llm_failures.values()))):  # fmt: skip
         assert re.search(rf'data-key="{key}"><div class="v">{n}</div>', page), key
+    assert 'data-key="ticks"' in page and '<div class="l">steps</div>' in page
+    # an experiment's tiles name its runs (its "steps") and has no ticks
+    xp = render_page(mixed_folder, "r/experiment/index.html") or ""
+    assert re.search(r'data-key="steps"><div class="v">4</div><div class="l">runs</div>', xp)
+    assert 'data-key="ticks"' not in xp and '<div class="l">failed runs</div>' in xp
     errors = render_page(mixed_folder, f"r/{SOCIETY}/errors-1.html") or ""
     assert errors.count("<tr>") - 1 == s.errors.total  # one row per counted error
     text = format_runs(list(rows.values()))
