@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import uuid
+from functools import cache
 from typing import Any
 
 __all__ = ["progress_bar"]
@@ -31,6 +32,7 @@ def progress_bar(
     return kind(total=total, initial=initial, desc=desc, unit=unit, disable=not enabled)
 
 
+@cache  # one class, made on the first bar in a kernel
 def _bar_class() -> type:
     from tqdm.notebook import tqdm as notebook_tqdm
 
