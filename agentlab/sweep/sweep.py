@@ -126,12 +126,17 @@ class Sweep:
         from agentlab.store import sql_over_runs
 
         runs = self.run_dirs()
+        if "points" not in query:  # (built only for a query that can use it)
+            return sql_over_runs(runs, query)
+        keys = ("point", "point_id")  # (a parameter of either name cannot be a column)
         params = {p["point_id"]: p["params"] for p in self.points}
         rows = []
         for key in runs:
             pid = key.split("/", 1)[0]
-            rows.append({"point": key, "point_id": pid, **params.get(pid, {})})
-        points = pd.DataFrame(rows, columns=["point", "point_id", *self.params])
+            own = {k: v for k, v in params.get(pid, {}).items() if k not in keys}
+            rows.append({"point": key, "point_id": pid, **own})
+        columns = [*keys, *(k for k in self.params if k not in keys)]
+        points = pd.DataFrame(rows, columns=columns)
         return sql_over_runs(runs, query, tables={"points": points})
 
     @property
