@@ -84,14 +84,17 @@ class Calibration:
     params: pd.DataFrame
     fit: pd.DataFrame
     predicted: pd.DataFrame = field(repr=False)
+    notes: list[str] = field(default_factory=list)
 
     def report(self) -> str:
-        """A plain-text report (parameters with CIs, then the fit table)."""
+        """A plain-text report (parameters with CIs, the fit table, then what the run
+        could not identify)."""
         with pd.option_context("display.width", 120, "display.max_columns", 20):
-            return (
+            text = (
                 f"profile {self.profile.name}\n{self.params.to_string(index=False)}\n\n"
                 f"{self.fit.to_string(index=False)}"
             )
+        return text + "".join(f"\n\nnote: {n}" for n in self.notes)
 
 
 def _calls_frame(run_or_calls: Any) -> pd.DataFrame:
@@ -346,7 +349,16 @@ def fit_calibration(
     fit = _gof(pred[mask], "train")
     if not mask.all():
         fit += _gof(pred[~mask], "held-out")
-    return Calibration(prof, pd.DataFrame(rows), pd.DataFrame(fit), pred)
+    notes = []
+    if point["prefill_tps"] <= 0:
+        notes.append(
+            "prefill_tps was not identified: the TTFT of the calls that found the server "
+            "idle does not grow with their prompt size, so the profile has no prefill cost "
+            "(TTFT = overhead + one step; see the TTFT rows above). A run with more idle "
+            "calls of varied prompt lengths (a lighter load) identifies it, or set "
+            "prefill_tps in the TOML."
+        )
+    return Calibration(prof, pd.DataFrame(rows), pd.DataFrame(fit), pred, notes)
 
 
 def _sim_spread(

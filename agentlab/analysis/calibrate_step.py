@@ -216,7 +216,10 @@ def _line(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     if len(p) <= 400:  # Theil-Sen: robust to calls slowed by a busy machine
         from scipy.stats import theilslopes
 
-        slope, icept, _, _ = theilslopes(y, p)
+        # (its confidence interval, unused here, takes a sqrt of a negative variance
+        # when prompt sizes repeat: scipy's RuntimeWarning reached the CLI's output)
+        with np.errstate(invalid="ignore"):
+            slope, icept, _, _ = theilslopes(y, p)
         return float(slope), float(icept)
     slope, icept = np.polyfit(p, y, 1)  # many calls: Theil-Sen is quadratic in the count
     return float(slope), float(icept)

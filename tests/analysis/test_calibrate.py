@@ -72,6 +72,7 @@ def test_round_trip_recovers_known_parameters(tmp_path: Path) -> None:
     }
     params = cal.params.set_index("parameter")
     print(cal.report())
+    assert cal.notes == []  # every parameter identified
     for name, want in truth.items():
         row = params.loc[name]
         within5 = abs(row["value"] - want) <= 0.05 * want
@@ -87,6 +88,18 @@ def test_round_trip_recovers_known_parameters(tmp_path: Path) -> None:
     assert agentlab.calibrate(calls, slots=8, n_boot=10).decode_tps == pytest.approx(
         cal.profile.decode_tps, rel=0.02
     )
+
+
+def test_a_prefill_the_run_cannot_identify_is_said_not_silently_zero() -> None:
+    """Idle calls whose TTFT does not grow with the prompt: prefill_tps comes out 0 (no
+    prefill cost in the profile), and the report says why instead of only printing 0."""
+    calls = asyncio.run(_workload(seed=2))
+    ttft = 0.5 - 1e-5 * calls["prompt_tokens"]  # shorter for longer prompts: no prefill law
+    calls["first_token"] = (calls["start"] + ttft).clip(upper=calls["end"] - 0.01)
+    cal = fit_calibration(calls, slots=8, n_boot=5)
+    assert cal.profile.prefill_tps == 0.0
+    assert cal.notes and "prefill_tps was not identified" in cal.notes[0]
+    assert "note: prefill_tps was not identified" in cal.report()
 
 
 def test_held_out_calls_are_reported_separately() -> None:
