@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -499,6 +500,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
     args = build_parser().parse_args(argv)
     module, func = args.target.split(":")
+
+    # a warning on a terminal is one line saying what happened, not Python's
+    # "file.py:115: UserWarning: ..." followed by the source line that raised it
+    python_format = warnings.formatwarning
+    warnings.formatwarning = lambda message, *_a, **_k: (
+        f"agentlab {args.command}: warning: {message}\n"
+    )
+    try:
+        return _run_command(args, module, func)
+    finally:
+        warnings.formatwarning = python_format  # (main() may run inside a test session)
+
+
+def _run_command(args: argparse.Namespace, module: str, func: str) -> int:
+    """Run the command's function; its errors become one line and an exit code."""
     from agentlab.errors import AgentlabError
 
     try:

@@ -170,3 +170,25 @@ def test_a_closed_pipe_ends_the_command_quietly(run_dir: Path) -> None:
     proc.stdout.close()  # before it writes a byte
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141 and "Traceback" not in err and "Exception" not in err, err
+
+
+def test_a_warning_on_the_command_line_is_one_line(run_dir: Path) -> None:
+    """A warning reads ``agentlab report: warning: ...``, not Python's ``file.py:115:
+    UserWarning: ...`` followed by the source line that raised it."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    _society_like(run_dir)
+    shard = next((run_dir / "replay" / "llm_calls").glob("*.jsonl"))
+    with open(shard, "ab") as f:
+        f.write(b'{"agent_id":"a9","tick":99,"sta')  # a crash mid-line: a torn last line
+    old = time.time() - 60
+    os.utime(shard, (old, old))
+    proc = subprocess.run([sys.executable, "-m", "agentlab.cli", "report", str(run_dir)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert lines and all(ln.startswith("agentlab report: warning: ") for ln in lines), lines
+    assert "torn last line" in lines[0] and "UserWarning" not in proc.stderr
