@@ -74,9 +74,12 @@ def read_json_sql(
         else ("[" + ", ".join(quote_str(str(p)) for p in paths) + "]")
     )
     extra = f", filename={quote_str(filename)}" if filename else ""
+    # hive_partitioning off: DuckDB reads a `key=value` folder in the path as a column
+    # (a one-parameter sweep's point folder, `agents=200-1a2b3c4d`, or the user's own
+    # `runs/agents=200`), which made every dataset under it unreadable
     return (
         f"read_json({files}, format='newline_delimited', records=true, "
-        f"ignore_errors={'true' if ignore_errors else 'false'}, "
+        f"hive_partitioning=false, ignore_errors={'true' if ignore_errors else 'false'}, "
         f"maximum_object_size=268435456, columns={columns_literal(columns)}{extra})"
     )
 
@@ -191,7 +194,7 @@ class TableCache:
             src = f"SELECT * FROM {q(st.table)}"
             if st.parquet is not None:
                 src = (
-                    f"SELECT * FROM read_parquet({quote_str(str(st.parquet))}) "
+                    f"SELECT * FROM read_parquet({quote_str(str(st.parquet))}, hive_partitioning=false) "
                     f"UNION ALL BY NAME {src}"
                 )
             self.con.execute(f"CREATE OR REPLACE VIEW {q(st.source)} AS {src}")

@@ -197,3 +197,18 @@ def test_compacted_and_raw_reads_agree(run_dir: Path) -> None:
         ["_shard", "_seq"], ignore_index=True
     )
     pd.testing.assert_frame_equal(raw_rows, pq_rows)
+
+
+def test_a_key_value_folder_in_the_path_is_not_a_column(tmp_path: Path) -> None:
+    """DuckDB reads a ``key=value`` folder as a hive partition column: a one-parameter
+    sweep's point folder (``n-threads=10-7d152a32``) made every dataset of the runs under
+    it unreadable ("does not have a column with name n-threads"); raw and compacted."""
+    run_dir = tmp_path / "n-threads=10-7d152a32" / "agents=4" / "run"
+    _fill(run_dir, 20)
+    run = open_run(run_dir)
+    assert int(run.sql("select count(*) from llm_calls").iloc[0, 0]) == 20
+    run.compact(["llm_calls"])
+    _fill(run_dir, 5, shard="s2", start=20)
+    again = open_run(run_dir)
+    got = again.df("llm_calls")
+    assert len(got) == 25 and "n-threads" not in got.columns and "agents" not in got.columns
