@@ -505,7 +505,7 @@ class Society:
                 self._discard_unfinished_tick()
             print(
                 f"stopped after tick {self.tick}; tick {self.tick + 1} was discarded; "
-                "run() continues",
+                f"running again continues from tick {self.tick + 1}",
                 file=sys.stderr,
             )
             uncancel()

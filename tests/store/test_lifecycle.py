@@ -237,7 +237,10 @@ def test_interrupt_prints_one_line_and_run_continues(
     first, second = asyncio.run(press_stop_then_rerun())
     n = int(first["tick"])  # type: ignore[call-overload]
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"stopped after tick {n}; tick {n + 1} was discarded; run() continues"]
+    assert err == [
+        f"stopped after tick {n}; tick {n + 1} was discarded; running again continues "
+        f"from tick {n + 1}"
+    ]
     assert first["status"] == "stopped"
     assert second["tick"] == n + 2 and second["status"] == "done"
     s.close()
