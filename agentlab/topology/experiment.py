@@ -323,6 +323,16 @@ class Experiment:
             uncancel()
         return results
 
+    def __repr__(self) -> str:
+        r = self._results
+        state = "not run" if r is None else f"{r.status}, {r.runs_done} runs done"
+        llm = self.llm if isinstance(self.llm, str) else getattr(self.llm, "model", self.llm)
+        return (
+            f"Experiment(topologies={self.topologies!r}, agents={self.cfg.agents}, "
+            f"runs={self.runs}, llm={str(llm)!r}, out={str(self.out) if self.out else None!r}: "
+            f"{state})"
+        )
+
     def run_sync(self) -> ExperimentResults:
         """:meth:`run` for scripts; refuses inside a running loop (use ``await`` there).
 

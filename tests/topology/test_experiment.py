@@ -121,3 +121,17 @@ async def test_experiments_one_after_another_in_one_loop(tmp_path: Path) -> None
                          progress=False, out=tmp_path / str(n))  # fmt: skip
         res = await asyncio.wait_for(exp.run(), timeout=60)
         assert res.status == "done" and len(res.runs_df()) == 1
+
+
+def test_an_experiment_shows_what_it_is_in_a_cell(tmp_path: Path) -> None:
+    """A bare ``exp`` at the end of a cell said ``<...Experiment object at 0x...>``."""
+    from agentlab.llm import LLMClient
+
+    exp = Experiment(topologies=["star"], agents=3, runs=2, llm=LLMClient("sim/instant"),
+                     clock="virtual", out=tmp_path / "x", progress=False)  # fmt: skip
+    assert repr(exp) == (
+        f"Experiment(topologies=['star'], agents=3, runs=2, llm='sim/instant', "
+        f"out={str(tmp_path / 'x')!r}: not run)"
+    )
+    exp.run_sync()
+    assert repr(exp).endswith(": done, 2 runs done)")
