@@ -154,9 +154,11 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     n_agents = sum(1 for p in agents_dir.iterdir() if p.is_dir()) if agents_dir.is_dir() else 0
     if (run.path / PACKED_FILE).exists():  # a packed run keeps its agents in one file
         n_agents = len(PackedStore(run.path / PACKED_FILE).agents())
+    life = summarize_dir(run.path)  # status and the one error vocabulary
     ticks = 0  # distinct ticks seen (society ticks are numbered from 1)
-    # an experiment's calls carry their run (its "tick" is a workflow round, not a tick)
-    runs = 0 if len(timeline) else _count(calls, "run_id")
+    # an experiment has runs, not ticks (its calls' "tick" is a workflow round): the count
+    # the run browser shows too, its summary's steps
+    runs = life.steps if life.kind == "experiment" else 0
     if len(timeline):
         ticks = int(timeline["tick"].nunique())
     elif not runs and "tick" in calls and len(calls) and calls["tick"].notna().any():
@@ -185,7 +187,6 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     if {"start", "end"} <= set(calls.columns) and len(calls):
         duration = float(calls["end"].max() - calls["start"].min())
     m = run.manifest
-    life = summarize_dir(run.path)  # status and the one error vocabulary
     if life.ticks is not None:
         ticks = life.ticks
     return {

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from agentlab.core.blocking import refuse_in_running_loop
 from agentlab.core.clock import Clock, VirtualClock
 from agentlab.errors import ConfigError, LLMError
 from agentlab.messaging import (
@@ -299,8 +300,5 @@ def _real() -> Clock:
 def play_werewolf_sync(*args: Any, **kwargs: Any) -> WerewolfResult:
     """:func:`play_werewolf` for scripts; refuses inside a running loop (use ``await``
     there), as ``Experiment.run_sync`` does (``asyncio.run`` raised a bare RuntimeError)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(play_werewolf(*args, **kwargs))
-    raise ConfigError("an event loop is running (Jupyter?): use `await play_werewolf(...)`")
+    refuse_in_running_loop("an event loop is running (Jupyter?): use `await play_werewolf(...)`")
+    return asyncio.run(play_werewolf(*args, **kwargs))

@@ -13,6 +13,7 @@ import json
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentlab.core.blocking import refuse_in_running_loop
 from agentlab.core.clock import Clock, RealClock
 from agentlab.core.records import LLMResponse, Usage
 from agentlab.errors import ConfigError
@@ -442,14 +443,11 @@ class LLMClient(_RetryLoop):
             ConfigError: called while an event loop is running (e.g. in Jupyter) — there,
                 write ``await client.complete(...)`` instead.
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.complete(messages, **kwargs))
-        raise ConfigError(
+        refuse_in_running_loop(
             "complete_sync() cannot run inside a running event loop (Jupyter, async code); "
             "use `await client.complete(...)` instead"
         )
+        return asyncio.run(self.complete(messages, **kwargs))
 
 
 def _pick_transport(model: str, base_url: str | None, transport: str) -> Any:

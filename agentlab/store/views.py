@@ -98,12 +98,11 @@ def fetch_df(cursor: Any) -> Any:
     for c in json_cols:
         if c in out:
             out[c] = out[c].map(_decode).astype(object)
+    if out.columns.duplicated().any():  # (a column by name would be a frame)
+        wide = []
     for c in wide:
-        col = out[c] if c in out and not out.columns.duplicated().any() else None
-        if col is None or col.dtype.kind != "f":
-            continue
-        if col.isna().any():
-            continue
-        if ((col % 1) == 0).all() and (col.abs() < _EXACT).all():
+        col = out[c]
+        whole = col.dtype.kind == "f" and not col.isna().any() and ((col % 1) == 0).all()
+        if whole and (col.abs() < _EXACT).all():
             out[c] = col.astype("int64")
     return out

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentlab.core.blocking import refuse_in_running_loop
 from agentlab.core.clock import Clock, clock_from_name
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.messaging import gather_limited
@@ -338,12 +339,7 @@ class Experiment:
 
         Ctrl-C returns the partial results with a warning instead of a traceback.
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            raise ConfigError("an event loop is running (Jupyter?): use `await exp.run()`")
+        refuse_in_running_loop("an event loop is running (Jupyter?): use `await exp.run()`")
         try:
             return asyncio.run(self.run())
         except KeyboardInterrupt:
