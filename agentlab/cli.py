@@ -339,6 +339,9 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
     ca.add_argument("--length-corr-by", default=None,
                     help="with --by-label, also fit length_corr: how a group's lengths (e.g."
                     " run_id) run long or short together")  # fmt: skip
+    ca.add_argument("--tokenizer", default=None,
+                    help="the tokenizer that counted the run's prompt tokens: llama3 or"
+                    " chars:<characters per token> (default: the run's sim/ profile's)")  # fmt: skip
     ca.set_defaults(target="agentlab.analysis.calibrate:main")
 
 

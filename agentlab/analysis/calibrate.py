@@ -25,9 +25,17 @@ The model fitted is the step model of :mod:`agentlab.llm.sim_engine`:
   ``length_corr``: the intraclass correlation, within the groups that column names, of the
   normal scores of its calls' lengths under their fitted laws (a reply at the output cap
   scores the middle of the law's mass there), as the simulator draws them.
+- **Tool calls**: calls whose ``finish_reason`` is ``tool_calls`` are left out of the
+  length fits (their length is their arguments', which the simulator writes itself; a
+  pooled fit gave a persona society's text replies a median of 43 tokens instead of 121).
 - **Prefix caching**: with a ``cached_tokens`` column (vLLM's
   ``prompt_tokens_details.cached_tokens``) a call's prompt tokens here are the uncached
-  ones, the prefill work, in the fit and in the replay (the fitted profile has no cache).
+  ones, the prefill work, in the fit and in the replay; the fitted profile caches prefixes
+  (``prefix_caching``, unlimited KV) when any call had cached tokens, so a workflow re-run
+  on it prefills what the recorded server did.
+- **Tokenizer**: the fitted profile counts a re-run's prompts as the recorded calls were
+  counted: the run's own ``sim/`` profile's tokenizer, or the one passed (``tokenizer=``,
+  CLI ``--tokenizer``); a real provider's counts need it named (a note says so).
 - **Concurrency** at a call's start counts calls started at the same instant (a fan-out
   sent with no client CPU between the requests) as in flight: none of them found the
   server idle.
@@ -66,6 +74,9 @@ from agentlab.llm.sim_profiles import SimProfile
 
 __all__ = ["Calibration", "calibrate", "fit_calibration", "predict_calls"]
 
+#: what a profile counts tokens with unless told (a real provider's counts need naming)
+_DEFAULT_TOKENIZER = SimProfile.__dataclass_fields__["tokenizer"].default
+
 
 @dataclass
 class Calibration:
@@ -89,12 +100,19 @@ class Calibration:
     def report(self) -> str:
         """A plain-text report (parameters with CIs, the fit table, then what the run
         could not identify)."""
-        with pd.option_context("display.width", 120, "display.max_columns", 20):
+        with pd.option_context("display.width", 120, "display.max_columns", 20,
+                               "display.float_format", _number):  # fmt: skip
             text = (
                 f"profile {self.profile.name}\n{self.params.to_string(index=False)}\n\n"
                 f"{self.fit.to_string(index=False)}"
             )
         return text + "".join(f"\n\nnote: {n}" for n in self.notes)
+
+
+def _number(v: float) -> str:
+    """A report's number: 4 significant digits, large ones whole with separators
+    (``9,110``, not ``9.110000e+03``)."""
+    return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
 
 
 def _calls_frame(run_or_calls: Any) -> pd.DataFrame:
@@ -139,13 +157,53 @@ def _prepare(df: pd.DataFrame, stage_col: str, label_cols: tuple[str, ...] = ())
         d[c] = pd.to_numeric(d[c], errors="coerce").astype(float)
     # attention reads every token of the context, cached or not
     d["context_tokens"] = d["prompt_tokens"]
+    d["cached_tokens_in"] = 0.0
     if "cached_tokens" in d.columns:  # vLLM prefills only the prompt tokens it has not cached
         cached = pd.to_numeric(d["cached_tokens"], errors="coerce").fillna(0.0)
+        d["cached_tokens_in"] = cached
         d["prompt_tokens"] = np.maximum(1.0, d["prompt_tokens"] - cached)
     d = d[np.isfinite(d["start"]) & np.isfinite(d["end"]) & (d["completion_tokens"] >= 1)]
     if len(d) < 3:
         raise ConfigError(f"calibrate: need at least 3 successful calls, got {len(d)}")
     return d.reset_index(drop=True)
+
+
+def _text_replies(d: pd.DataFrame) -> pd.DataFrame:
+    """The calls whose length the profile's laws draw: all but tool calls (a recorded
+    ``finish_reason`` of ``tool_calls``), unless fewer than 3 are left."""
+    if "finish_reason" not in d.columns:
+        return d
+    texts = d[d["finish_reason"].fillna("stop") != "tool_calls"]
+    return texts.reset_index(drop=True) if len(texts) >= 3 else d
+
+
+def _tokenizer_of(d: pd.DataFrame, tokenizer: str | None) -> tuple[dict[str, Any], str]:
+    """The fitted profile's tokenizer fields (``tokenizer`` and, from a recorded ``sim/``
+    profile, its text's characters per token) and a note when the counts' tokenizer is
+    unknown."""
+    from agentlab.llm.sim_profiles import get_profile
+    from agentlab.llm.tokens import check_tokenizer_name
+
+    if tokenizer is not None:
+        return {"tokenizer": check_tokenizer_name(tokenizer)}, ""
+    models = sorted(set(d["model"].dropna())) if "model" in d.columns else []
+    sims = [m for m in models if isinstance(m, str) and m.startswith("sim/")]
+    if sims and len(sims) == len(models):
+        try:
+            profs = [get_profile(m[4:]) for m in sims]
+        except (ConfigError, OSError):  # (a profile file gone since the run: said below)
+            profs = []
+        toks = {(p.tokenizer, p.text_cpt_median, p.text_cpt_sigma) for p in profs}
+        if len(toks) == 1:
+            tok, cpt, sig = toks.pop()
+            return {"tokenizer": tok, "text_cpt_median": cpt, "text_cpt_sigma": sig}, ""
+    said = ", ".join(map(str, models)) or "an unnamed model"
+    return {}, (
+        f"the prompt tokens were counted by {said}'s server; the profile counts a re-run's "
+        f"prompts with {_DEFAULT_TOKENIZER}: name the server's tokenizer (tokenizer="
+        "'llama3' or 'chars:<characters per token>', CLI --tokenizer) so a workflow re-run "
+        "on the profile prefills as much as the recorded one"
+    )
 
 
 def _gof(pred: pd.DataFrame, subset: str) -> list[dict[str, Any]]:
@@ -187,6 +245,7 @@ def fit_calibration(
     step_roofline: bool = False,
     attention: bool = False,
     length_corr_by: str | None = None,
+    tokenizer: str | None = None,
 ) -> Calibration:
     """Fit a profile and report how well it fits; see the module docstring.
 
@@ -222,6 +281,9 @@ def fit_calibration(
             length scores within those groups (:attr:`SimProfile.length_corr`; bootstrap
             interval over groups), and kept where that interval excludes 0 (``params``
             reports 0 otherwise). Default: none fitted (independent draws).
+        tokenizer: how the profile counts prompt tokens (``"llama3"``, ``"chars:4.8"``):
+            the tokenizer that counted the recorded ``prompt_tokens``. Default: the
+            recorded ``sim/`` profile's; for other models ``chars:4``, with a note.
 
     Raises:
         ConfigError: too few usable calls, or no call that reveals prefill/decode speed.
@@ -263,7 +325,8 @@ def fit_calibration(
         sample = tr.iloc[rng.integers(0, len(tr), len(tr))]
         for k, v in fit_lines(sample, step_roofline, attention).items():
             boots[k].append(v)
-    lengths = fit_stage_lengths(tr, stage_col)
+    texts = _text_replies(tr)  # (the length fits: tool calls are sized by their arguments)
+    lengths = fit_stage_lengths(texts, stage_col)
     if slots is None:
         dec = feats[np.isfinite(feats["first_token"])]
         slots = max(1, _max_overlap(dec["first_token"].to_numpy(), dec["end"].to_numpy()))
@@ -292,9 +355,9 @@ def fit_calibration(
     cap = max(1024, int(d["completion_tokens"].max()))  # the profile's max_completion
     corr: list[tuple[str, float]] = []
     if by_label:
-        laws = fit_length_laws(tr, by_label)
+        laws = fit_length_laws(texts, by_label)
         if length_corr_by:
-            for base, (rho, lo, hi, n) in fit_length_corr(tr, by_label, laws,
+            for base, (rho, lo, hi, n) in fit_length_corr(texts, by_label, laws,
                                                            length_corr_by, rng, n_boot).items():  # fmt: skip
                 # kept where the interval excludes independence: with ~100 calls in groups
                 # of 1-3 an independent label's estimate alone reaches 0.1-0.3
@@ -314,11 +377,11 @@ def fit_calibration(
         label = stage or "(all)"
         rows.append(
             {"parameter": f"median[{label}]", "value": med, "n": n, "ci_low": math.nan}
-            | stage_length_ci(tr, stage_col, stage, rng, n_boot, 0)
+            | stage_length_ci(texts, stage_col, stage, rng, n_boot, 0)
         )
         rows.append(
             {"parameter": f"sigma[{label}]", "value": sig, "n": n, "ci_low": math.nan}
-            | stage_length_ci(tr, stage_col, stage, rng, n_boot, 1)
+            | stage_length_ci(texts, stage_col, stage, rng, n_boot, 1)
         )
         if stage:
             stage_lengths.append((stage, LengthDist.lognormal(med, sig)))
@@ -326,6 +389,10 @@ def fit_calibration(
         f"calibrated by agentlab.calibrate from {len(tr)} calls "
         f"(slots={slots}, max_num_batched_tokens={max_num_batched_tokens})"
     )
+    notes = []
+    tok, tok_note = _tokenizer_of(d, tokenizer)
+    if tok_note:
+        notes.append(tok_note)
     prof = SimProfile(
         name=name,
         slots=slots,
@@ -344,20 +411,25 @@ def fit_calibration(
         attention_decode_s=point.get("attention_decode_s", 0.0),
         length_corr=tuple(corr),
         length_corr_by=length_corr_by or "run_id",
+        prefix_caching=bool((d["cached_tokens_in"] > 0).any()),
+        **tok,
     )
     pred = predict_calls(prof, d, by=by, client=client, seed=seed)
     fit = _gof(pred[mask], "train")
     if not mask.all():
         fit += _gof(pred[~mask], "held-out")
-    notes = []
-    if point["prefill_tps"] <= 0:
+    zeros = sum(1 for v in boots.get("prefill_tps", []) if v <= 0)
+    if point["prefill_tps"] <= 0 or zeros > 0.025 * max(1, len(boots.get("prefill_tps", []))):
         notes.append(
             "prefill_tps was not identified: the TTFT of the calls that found the server "
-            "idle does not grow with their prompt size, so the profile has no prefill cost "
-            "(TTFT = overhead + one step; see the TTFT rows above). A run with more idle "
-            "calls of varied prompt lengths (a lighter load) identifies it, or set "
-            "prefill_tps in the TOML."
-        )
+            "idle does not grow clearly with their prompt size ("
+            + ("the profile has no prefill cost: TTFT = overhead + one step"
+               if point["prefill_tps"] <= 0 else
+               f"{zeros} of {len(boots['prefill_tps'])} resamples found none; the "
+               f"{point['prefill_tps']:,.0f} tokens/s fitted is not a measurement")
+            + "; see the TTFT rows above). A run with more idle calls of varied prompt "
+            "lengths (a lighter load) identifies it, or set prefill_tps in the TOML."
+        )  # fmt: skip
     return Calibration(prof, pd.DataFrame(rows), pd.DataFrame(fit), pred, notes)
 
 
@@ -448,6 +520,7 @@ def main(args: Any) -> int:
         step_roofline=bool(getattr(args, "step_roofline", False)),
         attention=bool(getattr(args, "attention", False)),
         length_corr_by=getattr(args, "length_corr_by", None),
+        tokenizer=getattr(args, "tokenizer", None),
     )
     cal.profile.save(out)
     print(cal.report())

@@ -102,6 +102,11 @@ class LLMClient(_RetryLoop):
         max_retries: int = 3,
         **defaults: Any,
     ) -> None:
+        if isinstance(model, SimProfile):  # (a fitted profile, say: it is run by its file)
+            raise ConfigError(
+                f"LLMClient takes a model name, not the SimProfile {model.name!r}: save it"
+                f" (profile.save('{model.name}.toml')) and pass 'sim/{model.name}.toml'"
+            )
         if not isinstance(model, str) or not model:
             raise ConfigError(f"model must be a non-empty string, got {model!r}")
         if timeout <= 0 or max_retries < 0:

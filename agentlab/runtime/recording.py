@@ -218,7 +218,8 @@ class RecordingLLM:
         if counter is not None:
             counter.llm_errors += not ok
             counter.tokens += record.prompt_tokens + record.completion_tokens
-        row = catalog.llm_call_row(record, run_id=services.run_id, tick=tick)
+        row = catalog.llm_call_row(record, run_id=services.run_id, tick=tick,
+                                   finish_reason=finish_reason if ok else None)  # fmt: skip
         attempts = None
         if record.attempts > 1 or not ok:
             # A first-attempt success is its llm_calls row; Run.llm_attempts_df adds it back.

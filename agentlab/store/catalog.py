@@ -91,7 +91,7 @@ CATALOG: dict[str, DatasetSpec] = {
             request_id=_V, model=_V, run_id=_V, tick=_B, agent_id=_V,
             start=_D, end=_D, first_token=_D, latency=_D, ttft=_D, queue_wait=_D,
             prompt_tokens=_B, completion_tokens=_B, total_tokens=_B, cached_tokens=_B,
-            outcome=_V, error=_V, attempts=_B, stream=_F, labels=_J,
+            outcome=_V, finish_reason=_V, error=_V, attempts=_B, stream=_F, labels=_J,
             stage=_V, iteration=_B, round=_B, turn=_B, sender=_V, receiver_role=_V,
             receiver=_V, topology=_V, task_id=_V,
         ),
@@ -259,8 +259,11 @@ def _record_getter(cls: type) -> tuple[tuple[str, ...], Any]:
     return got
 
 
-def llm_call_row(record: Any, *, run_id: str | None, tick: int | None) -> dict[str, Any]:
-    """The ``llm_calls`` row of a ``CallRecord``.
+def llm_call_row(
+    record: Any, *, run_id: str | None, tick: int | None, finish_reason: str | None = None
+) -> dict[str, Any]:
+    """The ``llm_calls`` row of a ``CallRecord``; ``finish_reason``: the reply's (``stop``,
+    ``length``, ``tool_calls``), ``None`` for a call that failed.
 
     Labels are kept as JSON and the ones in :data:`LABEL_COLUMNS` flattened (a label the
     call lacks is left out of the row and reads back as ``NULL``); ``tick`` falls back to
@@ -299,6 +302,7 @@ def llm_call_row(record: Any, *, run_id: str | None, tick: int | None) -> dict[s
             tick = labels.get("tick", labels.get("iteration"))
     row["run_id"] = run_id
     row["tick"] = tick
+    row["finish_reason"] = finish_reason
     row["latency"] = end - start
     row["ttft"] = None if first is None else first - start
     row["total_tokens"] = prompt + completion

@@ -401,3 +401,54 @@ def test_length_corr_round_trip_on_the_paper_workflow(tmp_path: Path) -> None:
     fitted = dict(cal.profile.length_corr)
     for call in ("vertical_solver", "vertical_reviewer"):
         assert fitted[call] == pytest.approx(truth[call], abs=0.15), (call, fitted)
+
+
+def test_a_tool_using_society_reruns_on_its_fitted_profile(tmp_path: Path) -> None:
+    """Persona agents on ``social_feed`` (``sim/vllm-3b``: llama3 counts, prefix caching)
+    fitted, then re-run on the fitted profile: the re-run's prompts, reply lengths and
+    latencies are the recorded run's. Before: the length law pooled the short tool-call
+    replies (~17 tokens) with the text (median 46 tokens, not 110), the profile counted
+    prompts at 4 characters a token (a quarter fewer than llama3) and cached nothing."""
+    from agentlab.runtime import Society
+
+    def run(path: Path, llm: str) -> pd.DataFrame:
+        soc = Society.create(path, agents=24, env=["social_feed"], llm=LLMClient(llm, seed=1),
+                             clock="virtual", seed=1, progress=False)  # fmt: skip
+        soc.run_sync(ticks=4)
+        soc.close()
+        return agentlab.open_run(path).llm_calls_df()
+
+    rec = run(tmp_path / "recorded", "sim/vllm-3b")
+    cal = fit_calibration(rec, n_boot=20, n_sim=0)
+    prof = cal.profile
+    text = rec[rec.finish_reason == "stop"].completion_tokens
+    assert prof.length_of("react")[0] == pytest.approx(text.median(), rel=0.15)
+    assert prof.tokenizer == "llama3" and prof.prefix_caching and cal.notes == []
+    again = run(tmp_path / "rerun", f"sim/{prof.save(tmp_path / 'fitted.toml')}")
+    # per kind of reply (how many of each the agents make is their dynamics, not the fit's)
+    for reason in ("stop", "tool_calls"):
+        a, b = rec[rec.finish_reason == reason], again[again.finish_reason == reason]
+        for col, rel in (("prompt_tokens", 0.1), ("completion_tokens", 0.15), ("latency", 0.2),
+                         ("ttft", 0.2), ("cached_tokens", 0.1)):  # fmt: skip
+            want, got = a[col].median(), b[col].median()
+            assert got == pytest.approx(want, rel=rel), (reason, col, want, got)
+    for col in ("latency", "ttft"):
+        assert again[col].median() == pytest.approx(rec[col].median(), rel=0.2), col
+
+
+def test_the_fitted_profiles_tokenizer_is_the_one_that_counted_the_calls() -> None:
+    calls = asyncio.run(_workload(seed=3))
+    assert fit_calibration(calls, slots=8, n_boot=5, n_sim=0).profile.tokenizer == "llama3"
+    named = fit_calibration(calls, slots=8, n_boot=5, n_sim=0, tokenizer="chars:4.8")
+    assert named.profile.tokenizer == "chars:4.8" and named.notes == []
+    real = calls.assign(model="openai/gpt-4o-mini")  # a provider's own counts
+    cal = fit_calibration(real, slots=8, n_boot=5, n_sim=0)
+    assert cal.profile.tokenizer == "chars:4" and "openai/gpt-4o-mini" in cal.notes[0]
+    assert "--tokenizer" in cal.report()
+    with pytest.raises(ConfigError, match="unknown tokenizer"):
+        fit_calibration(calls, slots=8, n_boot=5, n_sim=0, tokenizer="gpt2")
+    # a fitted profile is run by its file; handing the object over says how
+    with pytest.raises(ConfigError, match=r"save it .*'sim/calibrated.toml'"):
+        LLMClient(named.profile)  # type: ignore[arg-type]
+    # no prompt found in the prefix cache: the fitted server caches nothing either
+    assert not fit_calibration(calls, slots=8, n_boot=5, n_sim=0).profile.prefix_caching

@@ -137,3 +137,28 @@ def test_tool_and_llm_spans_of_a_society_follow_the_genai_conventions(tmp_path: 
     assert llm and all(
         a["gen_ai.operation.name"] == "chat" and a["agentlab.tick"] in (1, 2) for a in llm
     )
+
+
+def test_llm_calls_say_how_each_reply_ended(tmp_path: Path) -> None:
+    """``finish_reason`` in ``llm_calls``: the span's ``gen_ai.response.finish_reasons``
+    of each answered call (``tool_calls`` replies are the short ones), NULL for a call that
+    failed (calibration fits text lengths without the tool calls: test_calibrate)."""
+    llm = LLMClient("sim/vllm-3b", seed=3, max_retries=0, sim_p_timeout=0.2)
+    soc = Society.create(tmp_path, agents=8, env=["social_feed"], llm=llm, seed=3,
+                         clock="virtual", progress=False)  # fmt: skip
+    soc.run_sync(2)
+    run = open_run(tmp_path)
+    calls = run.llm_calls_df().set_index("request_id")
+    spans = run.spans_df()
+    ended = {}
+    for a in spans[spans.name == "llm.call"].attributes:
+        a = json.loads(a) if isinstance(a, str) else a
+        if "gen_ai.response.finish_reasons" in a:
+            ended[a["gen_ai.response.id"]] = a["gen_ai.response.finish_reasons"][0]
+    ok = calls[calls.outcome == "ok"]
+    assert set(ok.finish_reason) == {"stop", "tool_calls"}
+    assert dict(ok.finish_reason) == {r: ended[r] for r in ok.index}
+    failed = calls[calls.outcome != "ok"]
+    assert len(failed) and failed.finish_reason.isna().all()
+    by = ok.groupby("finish_reason").completion_tokens.median()
+    assert by["tool_calls"] < by["stop"]
