@@ -6,6 +6,7 @@ imported only inside the figure functions.
 """
 
 from agentlab.analysis._frame import DEFAULT_EPS, DEFAULT_ZEROS, positive_values
+from agentlab.analysis.calibrate_check import RERUN_METRICS, rerun_comparison_df, rerun_figure
 from agentlab.analysis.figures import (
     STAGES,
     iat_cdf_figure,
@@ -82,6 +83,7 @@ __all__ = [
     "PAPER_GOAL_METRICS",
     "PAPER_ROLES",
     "PAPER_WINDOW",
+    "RERUN_METRICS",
     "STAGES",
     "LogMixture",
     "backend_summary_df",
@@ -125,6 +127,8 @@ __all__ = [
     "published_iat_histogram_df",
     "published_lengths_df",
     "published_paper_df",
+    "rerun_comparison_df",
+    "rerun_figure",
     "stage_latency_figure",
     "subsample_ks_df",
     "sweep_inflight",
