@@ -105,7 +105,7 @@ def _env() -> Any:
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.ChainableUndefined,
     )
-    env.filters.update(num=fmt_num, seconds=_seconds, bytes=_bytes)
+    env.filters.update(num=fmt_num, seconds=_seconds, bytes=_bytes, replies=replies_line)
     return env
 
 
@@ -168,6 +168,9 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         for k in ("prompt_tokens", "completion_tokens")
     }
     call_errors = int((calls["outcome"].fillna("ok") != "ok").sum()) if "outcome" in calls else 0
+    # how the answered calls ended (runs recorded before finish_reason was kept: {})
+    ended = calls["finish_reason"].dropna() if "finish_reason" in calls else pd.Series()
+    replies = {str(k): int(v) for k, v in ended.value_counts().items()}
     failed = spans[spans["status"] == "error"] if len(spans) else spans
     # which spans failed: e.g. env.tool errors are tools refusing bad arguments, not crashes
     by_name = failed["name"].value_counts().to_dict() if len(failed) else {}
@@ -208,6 +211,7 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         ],
         "agents": max(n_agents, _count(calls, "agent_id")),
         "llm_calls": len(calls),
+        "replies": replies,
         "tokens": {**tok, "total": tok["prompt_tokens"] + tok["completion_tokens"]},
         # step_errors / tool_errors / llm_failures / total: the vocabulary every view
         # shows (agentlab.store.summary); the rest is detail of the same run
@@ -386,6 +390,8 @@ def print_summary(summary: dict[str, Any]) -> None:
                       f"({fmt_num(t['prompt_tokens'])} prompt)"),
         ("errors", _errors_line(e)),
     ]  # fmt: skip
+    if summary.get("replies"):  # (under the calls it splits)
+        lines.insert(len(lines) - 1, ("replies", replies_line(summary["replies"])))
     if by_name:
         lines.append(("error spans", by_name))
     if lat["p50"] is not None:
@@ -401,6 +407,17 @@ def print_summary(summary: dict[str, Any]) -> None:
             print(f"  {_seconds(s['duration']):>10}  {s['name']}  [{s['status']}]")
     for p in summary["problems"]:
         print(f"problem    {p}")
+
+
+#: what each finish_reason means to a reader of a report
+REPLY_KINDS = {"stop": "text", "tool_calls": "tool calls", "length": "cut at the output cap"}
+
+
+def replies_line(replies: dict[str, int]) -> str:
+    """``767 text, 734 tool calls`` from a summary's ``replies`` (finish_reason counts),
+    the most first."""
+    most = sorted(replies.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{fmt_num(n)} {REPLY_KINDS.get(k, k)}" for k, n in most)
 
 
 def _errors_line(e: dict[str, Any]) -> str:

@@ -22,7 +22,8 @@ def _society_like(run_dir: Path, ticks: int = 3) -> None:
             sink.extend("llm_calls", [
                 {"agent_id": f"a{i}", "tick": tick, "start": t0 + tick + 0.1 * i,
                  "end": t0 + tick + 0.1 * i + 0.123456789, "prompt_tokens": 1000,
-                 "completion_tokens": 5, "outcome": "ok" if i else "timeout"}
+                 "completion_tokens": 5, "outcome": "ok" if i else "timeout",
+                 "finish_reason": (None, "stop", "tool_calls", "tool_calls")[i]}
                 for i in range(4)
             ])  # fmt: skip
         sink.append("timeline", {"tick": tick, "ts": t0 + tick, "llm_calls": 4})
@@ -39,12 +40,18 @@ def test_run_summary_text_and_html(run_dir: Path, tmp_path: Path, capsys) -> Non
     assert main(["report", str(run_dir), "--html", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "llm calls  12  tokens 12,060 (12,000 prompt)" in printed
+    # how the answered calls ended, the most first, under the calls (none for failures)
+    assert s["replies"] == {"tool_calls": 6, "stop": 3}
+    assert (
+        "llm calls  12  tokens 12,060 (12,000 prompt)\nreplies    6 tool calls, 3 text" in printed
+    )
     assert "p50 123 ms" in printed
     page = out.read_text()
     # offline and small: one shared plotly.min.js next to the page, nothing remote
     assert re.findall(r"<script src=\"([^\"]+)\"", page) == ["plotly.min.js"]
     assert (out.parent / "plotly.min.js").is_file() and len(page) < 200_000
     assert page.count("Plotly.newPlot") >= 3
+    assert "replies: 6 tool calls, 3 text" in page
     assert "12,060" in page and "border=" not in page and "{'" not in page  # no dict reprs
     assert "seconds since the first LLM call" in page and "1.796" not in page
     assert '"tickformat":"d"' in page.replace(" ", "")  # integer ticks
