@@ -423,7 +423,8 @@ def test_a_tool_using_society_reruns_on_its_fitted_profile(tmp_path: Path) -> No
     prof = cal.profile
     text = rec[rec.finish_reason == "stop"].completion_tokens
     assert prof.length_of("react")[0] == pytest.approx(text.median(), rel=0.15)
-    assert prof.tokenizer == "llama3" and prof.prefix_caching and cal.notes == []
+    assert prof.tokenizer == "llama3" and prof.prefix_caching
+    assert len(cal.notes) == 1 and cal.notes[0].startswith("slots = 8 is the most calls seen")
     again = run(tmp_path / "rerun", f"sim/{prof.save(tmp_path / 'fitted.toml')}")
     # per kind of reply (how many of each the agents make is their dynamics, not the fit's)
     for reason in ("stop", "tool_calls"):
@@ -441,6 +442,9 @@ def test_the_fitted_profiles_tokenizer_is_the_one_that_counted_the_calls() -> No
     assert fit_calibration(calls, slots=8, n_boot=5, n_sim=0).profile.tokenizer == "llama3"
     named = fit_calibration(calls, slots=8, n_boot=5, n_sim=0, tokenizer="chars:4.8")
     assert named.profile.tokenizer == "chars:4.8" and named.notes == []
+    # slots not given: the most seen at once, said to be a lower bound
+    seen = fit_calibration(calls, n_boot=5, n_sim=0)
+    assert seen.profile.slots == 8 and "--slots" in seen.notes[0]
     real = calls.assign(model="openai/gpt-4o-mini")  # a provider's own counts
     cal = fit_calibration(real, slots=8, n_boot=5, n_sim=0)
     assert cal.profile.tokenizer == "chars:4" and "openai/gpt-4o-mini" in cal.notes[0]
