@@ -47,9 +47,16 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = ["__version__", *_EXPORTS]
 
+#: subpackages reachable as attributes after a plain ``import agentlab``
+#: (``agentlab.datasets.path("reference_run")``, as the docs write it), imported on first use
+_SUBPACKAGES = frozenset({"agents", "analysis", "core", "datasets", "env", "games", "llm",
+                          "messaging", "runtime", "store", "sweep", "topology", "view", "viz"})  # fmt: skip
+
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
+    if module is None and name in _SUBPACKAGES:
+        return importlib.import_module(f"agentlab.{name}")  # (sets the attribute itself)
     if module is None:
         raise AttributeError(f"module 'agentlab' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -58,7 +65,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted([*__all__, *_SUBPACKAGES])
 
 
 if "ipykernel" in sys.modules:  # a notebook: its stop button reaches any await

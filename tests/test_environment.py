@@ -48,3 +48,18 @@ def test_public_names_resolve() -> None:
         except (ImportError, AttributeError) as exc:  # report all at once
             missing.append(f"{name}: {exc}")
     assert not missing, missing
+
+
+def test_subpackages_are_attributes_after_a_plain_import() -> None:
+    """``agentlab.datasets.path("reference_run")`` after ``import agentlab`` alone, as
+    notebook 05 and the docs write it (it was an AttributeError), each subpackage
+    imported only when first reached."""
+    code = (
+        "import sys, json, agentlab;"
+        "before = 'agentlab.datasets' in sys.modules;"
+        "p = agentlab.datasets.path('reference_run');"
+        "print(json.dumps([before, p.is_dir(), 'datasets' in dir(agentlab),"
+        " agentlab.analysis.__name__]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [False, True, True, "agentlab.analysis"]

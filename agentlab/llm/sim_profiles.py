@@ -165,7 +165,8 @@ class SimProfile:
         return d
 
     def save(self, path: str | Path) -> Path:
-        """Write the profile as TOML (readable by :func:`load_profile`)."""
+        """Write the profile as TOML (readable by :func:`load_profile`), making its folder
+        if need be."""
         path = Path(path)
         flat, lengths = [], []
         engine = []
@@ -187,6 +188,7 @@ class SimProfile:
             text += "".join(f"{_toml_value(k)} = {_toml_value(v)}\n" for k, v in self.length_corr)
         text += "\n[engine]  # vLLM v1 mechanisms (agentlab/llm/sim_engine.py)\n"
         text += "\n".join(engine) + "\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return path
 

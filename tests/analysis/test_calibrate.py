@@ -456,3 +456,9 @@ def test_the_fitted_profiles_tokenizer_is_the_one_that_counted_the_calls() -> No
         LLMClient(named.profile)  # type: ignore[arg-type]
     # no prompt found in the prefix cache: the fitted server caches nothing either
     assert not fit_calibration(calls, slots=8, n_boot=5, n_sim=0).profile.prefix_caching
+
+
+def test_a_profile_saves_into_a_folder_that_does_not_exist_yet(tmp_path: Path) -> None:
+    path = get_profile("vllm-3b").save(tmp_path / "profiles" / "new" / "p.toml")
+    loaded = LLMClient(f"sim/{path}").profile
+    assert loaded is not None and loaded.decode_tps == 107.3 and loaded.tokenizer == "llama3"
