@@ -23,7 +23,7 @@ from agentlab.errors import ConfigError, MissingExtraError
 from agentlab.store import open_run
 from agentlab.store.packed_store import PACKED_FILE, PackedStore
 from agentlab.store.run import Run
-from agentlab.store.summary import ErrorCounts, RunSummary
+from agentlab.store.summary import REPLY_KINDS, ErrorCounts, RunSummary
 from agentlab.store.summary import find_runs as _find_runs
 from agentlab.store.summary import summarize_run as summarize_dir
 
@@ -407,10 +407,6 @@ def print_summary(summary: dict[str, Any]) -> None:
             print(f"  {_seconds(s['duration']):>10}  {s['name']}  [{s['status']}]")
     for p in summary["problems"]:
         print(f"problem    {p}")
-
-
-#: what each finish_reason means to a reader of a report
-REPLY_KINDS = {"stop": "text", "tool_calls": "tool calls", "length": "cut at the output cap"}
 
 
 def replies_line(replies: dict[str, int]) -> str:

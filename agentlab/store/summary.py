@@ -49,13 +49,23 @@ from agentlab.store.layout import REPLAY_DIR, TRACE_DIR, shard_files
 from agentlab.store.lifecycle import STEP_FILE, RunStatus, is_run, normalize_status, read_status
 from agentlab.store.manifest import MANIFEST_NAME
 
-__all__ = ["ErrorCounts", "RunSummary", "children_of", "find_runs", "is_run", "summarize_run"]
+__all__ = [
+    "REPLY_KINDS",
+    "ErrorCounts",
+    "RunSummary",
+    "children_of",
+    "find_runs",
+    "is_run",
+    "summarize_run",
+]
 
 SWEEP_FILE = "sweep.json"
 #: manifest kinds → the summary's kind
 _KINDS = {"topology_experiment": "experiment", "agent_system": "threads"}
 #: span names whose errors are tool errors
 TOOL_SPANS = ("env.tool", "env.ask")
+#: what each ``llm_calls.finish_reason`` means to a reader (the report, the run browser)
+REPLY_KINDS = {"stop": "text", "tool_calls": "tool calls", "length": "cut at the output cap"}
 
 
 @dataclasses.dataclass

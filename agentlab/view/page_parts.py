@@ -10,6 +10,7 @@ import json
 import math
 from typing import Any
 
+from agentlab.store.summary import REPLY_KINDS
 from agentlab.view import data
 from agentlab.view.files import Entry
 from agentlab.view.site_state import SiteState as Site
@@ -142,11 +143,13 @@ def _calls_rows(site: Site, e: Entry, path: str, calls: Any, experiment: bool) -
                       _na(getattr(r, "stage", None)) or "–"]  # fmt: skip
         lat = _na(getattr(r, "latency", None))
         outcome = _na(getattr(r, "outcome", None)) or "?"
+        ended = _na(getattr(r, "finish_reason", None))  # (runs before the column: none)
+        shown = f"ok · {REPLY_KINDS.get(ended, ended)}" if outcome == "ok" and ended else outcome
         cells += [
             None if start is None else round(float(start) - float(t0 or 0), 3),
             None if lat is None else round(float(lat), 3),
             _na(getattr(r, "total_tokens", None)),
-            {"text": outcome, "cls": "ok" if outcome == "ok" else "bad"},
+            {"text": shown, "cls": "ok" if outcome == "ok" else "bad"},
             {"text": "show", "details": io, "id": None} if io else "not recorded",
         ]
         rows.append({"id": f"c-{rid}", "cells": cells})

@@ -308,3 +308,17 @@ def test_a_run_inside_a_sweep_point_shows_the_points_parameters(tmp_path: Path) 
     assert rows["sw/agents=3-aa/exp"]["params"] == {"agents": 3, "api_key": "[redacted]"}
     assert rows["sw/agents=4-bb/exp"]["params"]["agents"] == 4
     assert rows["sw/agents=4-bb/own"]["params"] == {"agents": 9}  # its own win
+
+
+def test_the_calls_page_says_how_each_answered_call_ended(server: int) -> None:
+    """An answered call's outcome reads ``ok · text`` / ``ok · tool calls`` (its
+    ``finish_reason``); a failed one keeps its error code."""
+    _, _, index = get(server, "/")
+    run = next(h for h in hrefs(index) if "my" in h and "run" in h)
+    _, _, page = get(server, resolve("/", run))
+    calls = next(h for h in hrefs(page) if "calls-1.html" in h)
+    status, _, body = get(server, resolve(resolve("/", run), calls))
+    cells = re.findall(r'<td><span class="(?:ok|bad)">([^<]+)</span></td>', body.decode())
+    assert status == 200 and cells, calls
+    assert {"ok · text", "ok · tool calls"} <= set(cells)
+    assert "ok" not in cells and "bad_response" in cells  # (30 % malformed, no retries)
