@@ -154,7 +154,40 @@ def load_params_file(path: str, *, multi: bool = True) -> dict[str, Any]:
 
 
 def notebook_defaults(notebook: Any) -> dict[str, Any]:
-    """The default values of a notebook's ``parameters`` cell (literals evaluated)."""
+    """The default values of a notebook's ``parameters`` cell (literals evaluated, other
+    expressions as their source), read with Python's own parser: papermill's line regex
+    dropped a parameter whose comment held a quote pair (``run_dir = ""  # "" = ...``,
+    notebook 05's first line: ``-p run_dir=...`` was refused as unknown) or whose value
+    spans lines. A cell Python cannot parse (an IPython magic) goes to papermill's."""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])),
+                None)  # fmt: skip
+    if cell is None:
+        return {}
+    try:
+        tree = ast.parse(cell.source)
+    except SyntaxError:
+        return _papermill_defaults(notebook)
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
+        )  # fmt: skip
+        for t in targets:
+            if isinstance(t, ast.Name):
+                value = node.value  # type: ignore[union-attr]
+                try:
+                    out[t.id] = ast.literal_eval(value)
+                except (ValueError, SyntaxError, TypeError):
+                    out[t.id] = ast.get_source_segment(cell.source, value)
+    return out
+
+
+def _papermill_defaults(notebook: Any) -> dict[str, Any]:
     import ast
 
     import papermill
