@@ -17,6 +17,8 @@ import asyncio
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from os import PathLike
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -255,6 +257,7 @@ async def play_werewolf(
     clock: Clock | None = None,
     sink: MessageSink | None = None,
     faults: dict[str, float] | None = None,
+    run_dir: str | PathLike[str] | None = None,
 ) -> WerewolfResult:
     """Play one game to the end.
 
@@ -268,6 +271,11 @@ async def play_werewolf(
         sink: optional message sink (the run log's ``messages`` dataset).
         faults: simulator fault rates applied to every call, e.g.
             ``{"sim_p_malformed": 0.3, "sim_p_rate_limit": 0.1}``.
+        run_dir: a run directory (the caller's, e.g. opened with ``writing_run``) to
+            record the game in, as every driver does: its LLM calls (``llm_calls``,
+            ``llm_attempts``, ``llm.call`` spans; labels ``stage`` and ``day``, the player
+            as ``agent_id``, run id ``game``) and, unless ``sink`` is given, its messages.
+            Without it the game's traffic is not recorded.
     """
     names = list(NAMES[:players]) if isinstance(players, int) else list(players)
     if len(names) < 7 or len(set(names)) != len(names):
@@ -284,8 +292,22 @@ async def play_werewolf(
     if clock is not None and hasattr(client, "with_clock"):
         client = client.with_clock(clock)
     overrides = dict(faults or {}) if simulated else {}
-    game = _Game(client, names, seed, max_days, on_fault, clock or _real(), sink, overrides)
-    winner = await game.play()
+    services = None
+    if run_dir is not None:  # the one recording path (runtime.services)
+        from agentlab.runtime.services import RunServices
+
+        services = RunServices(Path(run_dir), client, seed=seed, run_id="game",
+                               clock="virtual" if clock is not None else "real")  # fmt: skip
+        if clock is not None:
+            services.bind_clock(clock)
+        sink = sink if sink is not None else services.message_sink("game")
+        client = services.llm
+    try:
+        game = _Game(client, names, seed, max_days, on_fault, clock or _real(), sink, overrides)
+        winner = await game.play()
+    finally:
+        if services is not None:  # what was played is on disk, an interrupted game too
+            services.flush()
     game.log("end", "end", detail=winner)
     return WerewolfResult(winner, game.day, dict(game.roles), list(game.alive), game.events,
                           game.faults, seed)  # fmt: skip

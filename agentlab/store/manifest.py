@@ -97,6 +97,8 @@ def _find(config: Any, params: Mapping[str, Any], key: str) -> Any:
     llm = config.get("llm") if isinstance(config, Mapping) else None
     if isinstance(llm, Mapping):
         return llm.get(key)
+    if isinstance(llm, str) and key == "model":  # (``config={"llm": "sim/instant"}``)
+        return llm
     return None
 
 

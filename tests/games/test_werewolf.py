@@ -84,3 +84,31 @@ async def test_the_sync_wrapper_refuses_inside_a_running_loop_and_runs_outside()
         play_werewolf_sync("sim/instant", 7, seed=1)
     got = await asyncio.to_thread(play_werewolf_sync, "sim/instant", 7, seed=1)  # no loop there
     assert got.winner == (await play_werewolf("sim/instant", 7, seed=1)).winner
+
+
+async def test_a_game_in_a_run_directory_records_its_llm_traffic(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``run_dir=``: the game's calls go through the one recording path (its run showed
+    ``llm calls 0`` in ``agentlab report``: only messages were written), the same game
+    as without it."""
+    from agentlab.analysis.run_report import summarize_run
+    from agentlab.store import open_run
+    from agentlab.store.lifecycle import writing_run
+
+    faults = {"sim_p_malformed": 0.3}
+    plain = await play_werewolf(seed=4, llm="sim/vllm-3b", faults=faults)
+    with writing_run(tmp_path / "game", kind="werewolf", config={}, seed=4):
+        r = await play_werewolf(seed=4, llm="sim/vllm-3b", faults=faults, run_dir=tmp_path / "game")
+    assert r.events == plain.events  # recording changes nothing in the game
+    run = open_run(tmp_path / "game")
+    calls, msgs = run.llm_calls_df(), run.messages_df()
+    assert set(calls.agent_id) <= set(r.roles) and len(set(calls.agent_id)) == len(r.roles)
+    assert {"speech", "wolf", "day"} <= set(calls.stage) and set(calls.run_id) == {"game"}
+    assert (calls.day.notna() if "day" in calls else calls.labels.map(lambda x: "day" in x)).all()
+    # each faulty structured reply is a call that failed after its retries, or an attempt
+    assert (calls.outcome != "ok").sum() + len(run.llm_attempts_df()) > len(calls)
+    assert len(msgs) and set(msgs.run_id) == {"game"} and {"day", "wolves"} <= set(msgs.hub)
+    spans = run.spans_df()
+    assert (spans.name == "llm.call").sum() == len(calls)
+    s = summarize_run(tmp_path / "game")
+    assert s["llm_calls"] == len(calls) and s["agents"] == len(r.roles)
+    run.close()

@@ -31,3 +31,13 @@ def test_manifest_contents_and_resume(run_dir: Path) -> None:
     assert again["created"] == doc["created"] and len(again["starts"]) == 2
     done = finish_manifest(run_dir, "ok")
     assert done["status"] == "ok" and done["ended"] and read_manifest(run_dir) == done
+
+
+def test_the_model_of_a_config_naming_its_llm_by_string(tmp_path: Path) -> None:
+    """``config={"llm": "sim/instant"}`` (notebook 03's werewolf run): the manifest's model
+    is that string (the report said ``model=None``); a client's config keeps its key."""
+    doc = write_manifest(tmp_path / "a", kind="werewolf", config={"llm": "sim/instant"}, seed=0)
+    assert doc["model"] == "sim/instant"
+    doc = write_manifest(tmp_path / "b", kind="society", config={"llm": {"model": "sim/x"}},
+                         seed=0)  # fmt: skip
+    assert doc["model"] == "sim/x"
