@@ -204,6 +204,8 @@ def _papermill_defaults(notebook: Any) -> dict[str, Any]:
 def check_params(notebook: Any, names: Iterable[str]) -> None:
     """Refuse parameters the notebook's ``parameters`` cell does not define (papermill
     would inject them silently, and a typo would run the defaults)."""
+    import papermill  # noqa: F401 - what runs the notebook: a missing extra is said first
+
     known = notebook_defaults(notebook)
     unknown = sorted(set(names) - set(known))
     if unknown:
