@@ -427,14 +427,15 @@ def fit_calibration(
     fit = _gof(pred[mask], "train")
     if not mask.all():
         fit += _gof(pred[~mask], "held-out")
-    zeros = sum(1 for v in boots.get("prefill_tps", []) if v <= 0)
-    if point["prefill_tps"] <= 0 or zeros > 0.025 * max(1, len(boots.get("prefill_tps", []))):
+    resampled = boots.get("prefill_tps", [])
+    zeros = sum(1 for v in resampled if v <= 0)
+    if point["prefill_tps"] <= 0 or zeros > 0.025 * max(1, len(resampled)):
         notes.append(
             "prefill_tps was not identified: the TTFT of the calls that found the server "
             "idle does not grow clearly with their prompt size ("
             + ("the profile has no prefill cost: TTFT = overhead + one step"
                if point["prefill_tps"] <= 0 else
-               f"{zeros} of {len(boots['prefill_tps'])} resamples found none; the "
+               f"{zeros} of {len(resampled)} resamples found none; the "
                f"{point['prefill_tps']:,.0f} tokens/s fitted is not a measurement")
             + "; see the TTFT rows above). A run with more idle calls of varied prompt "
             "lengths (a lighter load) identifies it, or set prefill_tps in the TOML."

@@ -169,8 +169,8 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     }
     call_errors = int((calls["outcome"].fillna("ok") != "ok").sum()) if "outcome" in calls else 0
     # how the answered calls ended (runs recorded before finish_reason was kept: {})
-    ended = calls["finish_reason"].dropna() if "finish_reason" in calls else pd.Series()
-    replies = {str(k): int(v) for k, v in ended.value_counts().items()}
+    ended = calls["finish_reason"].value_counts() if "finish_reason" in calls else {}
+    replies = {str(k): int(v) for k, v in ended.items()}
     failed = spans[spans["status"] == "error"] if len(spans) else spans
     # which spans failed: e.g. env.tool errors are tools refusing bad arguments, not crashes
     by_name = failed["name"].value_counts().to_dict() if len(failed) else {}

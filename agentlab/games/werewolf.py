@@ -297,7 +297,8 @@ async def play_werewolf(
         from agentlab.runtime.services import RunServices
 
         services = RunServices(Path(run_dir), client, seed=seed, run_id="game",
-                               clock="virtual" if clock is not None else "real")  # fmt: skip
+                               clock="virtual" if clock is not None and clock.is_virtual
+                               else "real")  # fmt: skip
         if clock is not None:
             services.bind_clock(clock)
         sink = sink if sink is not None else services.message_sink("game")
