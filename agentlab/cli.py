@@ -332,8 +332,9 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         help="fit output lengths per these labels, e.g. call,round or call,round,task_category"
         " (default: per stage)",
     )
-    ca.add_argument("--step-roofline", action="store_true",
-                    help="fit the roofline step (max of weight read and compute), as sim/vllm-3b")  # fmt: skip
+    ca.add_argument("--step-roofline", action=argparse.BooleanOptionalAction, default=None,
+                    help="fit the roofline step (max of weight read and compute), as sim/vllm-3b"
+                    " (default: the run's sim/ profile's, else off)")  # fmt: skip
     ca.add_argument("--attention", action="store_true",
                     help="also fit attention_decode_s (decode slowing with the context)")  # fmt: skip
     ca.add_argument("--length-corr-by", default=None,

@@ -33,9 +33,12 @@ The model fitted is the step model of :mod:`agentlab.llm.sim_engine`:
   ones, the prefill work, in the fit and in the replay; the fitted profile caches prefixes
   (``prefix_caching``, unlimited KV) when any call had cached tokens, so a workflow re-run
   on it prefills what the recorded server did.
-- **Tokenizer**: the fitted profile counts a re-run's prompts as the recorded calls were
-  counted: the run's own ``sim/`` profile's tokenizer, or the one passed (``tokenizer=``,
-  CLI ``--tokenizer``); a real provider's counts need it named (a note says so).
+- **Tokenizer and step**: the fitted profile counts a re-run's prompts as the recorded
+  calls were counted, and fits the step they ran on: the run's own ``sim/`` profile's
+  tokenizer and ``step_roofline`` (with its client's overrides from ``run.json`` when a run
+  is given), or the ones passed (``tokenizer=``, ``step_roofline=``, CLI ``--tokenizer``,
+  ``--[no-]step-roofline``); a real provider's counts need the tokenizer named (a note
+  says so) and get the additive step unless told.
 - **Concurrency** at a call's start counts calls started at the same instant (a fan-out
   sent with no client CPU between the requests) as in flight: none of them found the
   server idle.
@@ -125,6 +128,20 @@ def _calls_frame(run_or_calls: Any) -> pd.DataFrame:
     return open_run(run_or_calls).llm_calls_df()
 
 
+def _recorded_overrides(run_or_calls: Any) -> dict[str, Any]:
+    """The profile overrides the run's client was made with (``run.json``'s
+    ``config.llm.defaults``, e.g. ``LLMClient("sim/vllm-3b", slots=128)``), with the model
+    they apply to under ``"model"``; none for a calls DataFrame (its rows name the model
+    only) or a run that recorded no client."""
+    manifest = getattr(run_or_calls, "manifest", None)  # (a Run's property: run.json)
+    llm = (manifest.get("config") or {}).get("llm") if isinstance(manifest, dict) else None
+    if not isinstance(llm, dict) or not isinstance(llm.get("defaults"), dict):
+        return {}
+    fields = SimProfile.__dataclass_fields__
+    out = {k: v for k, v in llm["defaults"].items() if k in fields and k != "name"}
+    return {"model": llm.get("model"), **out} if out else {}
+
+
 def _label_dict(x: Any) -> dict[str, Any]:
     """A call's ``labels``: a dict, or the JSON text ``llm_calls`` stores."""
     if isinstance(x, dict):
@@ -177,26 +194,39 @@ def _text_replies(d: pd.DataFrame) -> pd.DataFrame:
     return texts.reset_index(drop=True) if len(texts) >= 3 else d
 
 
-def _tokenizer_of(d: pd.DataFrame, tokenizer: str | None) -> tuple[dict[str, Any], str]:
+def _recorded_profiles(d: pd.DataFrame, overrides: dict[str, Any]) -> list[SimProfile]:
+    """The ``sim/`` profiles the recorded calls ran on, with the client's ``overrides``
+    (:func:`_recorded_overrides`) on the model they name; none unless every call ran on a
+    ``sim/`` profile (not a real provider) and every one still loads."""
+    from agentlab.llm.sim_profiles import get_profile
+
+    models = sorted(set(d["model"].dropna())) if "model" in d.columns else []
+    if not models or not all(isinstance(m, str) and m.startswith("sim/") for m in models):
+        return []
+    over = {k: v for k, v in overrides.items() if k != "model"}
+    try:
+        return [get_profile(m[4:], **(over if m == overrides.get("model") else {}))
+                for m in models]  # fmt: skip
+    except (ConfigError, OSError):  # (a profile file gone since the run)
+        return []
+
+
+def _tokenizer_of(
+    d: pd.DataFrame, tokenizer: str | None, overrides: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
     """The fitted profile's tokenizer fields (``tokenizer`` and, from a recorded ``sim/``
     profile, its text's characters per token) and a note when the counts' tokenizer is
     unknown."""
-    from agentlab.llm.sim_profiles import get_profile
     from agentlab.llm.tokens import check_tokenizer_name
 
     if tokenizer is not None:
         return {"tokenizer": check_tokenizer_name(tokenizer)}, ""
+    profs = _recorded_profiles(d, overrides)
+    toks = {(p.tokenizer, p.text_cpt_median, p.text_cpt_sigma) for p in profs}
+    if len(toks) == 1:
+        tok, cpt, sig = toks.pop()
+        return {"tokenizer": tok, "text_cpt_median": cpt, "text_cpt_sigma": sig}, ""
     models = sorted(set(d["model"].dropna())) if "model" in d.columns else []
-    sims = [m for m in models if isinstance(m, str) and m.startswith("sim/")]
-    if sims and len(sims) == len(models):
-        try:
-            profs = [get_profile(m[4:]) for m in sims]
-        except (ConfigError, OSError):  # (a profile file gone since the run: said below)
-            profs = []
-        toks = {(p.tokenizer, p.text_cpt_median, p.text_cpt_sigma) for p in profs}
-        if len(toks) == 1:
-            tok, cpt, sig = toks.pop()
-            return {"tokenizer": tok, "text_cpt_median": cpt, "text_cpt_sigma": sig}, ""
     said = ", ".join(map(str, models)) or "an unnamed model"
     return {}, (
         f"the prompt tokens were counted by {said}'s server; the profile counts a re-run's "
@@ -204,6 +234,17 @@ def _tokenizer_of(d: pd.DataFrame, tokenizer: str | None) -> tuple[dict[str, Any
         "'llama3' or 'chars:<characters per token>', CLI --tokenizer) so a workflow re-run "
         "on the profile prefills as much as the recorded one"
     )
+
+
+def _step_roofline(d: pd.DataFrame, step_roofline: bool | None, overrides: dict[str, Any]) -> bool:
+    """The step fitted: as given, else the recorded ``sim/`` profiles', else additive.
+    The additive line fitted to a roofline server's idle TTFTs falls below one step, so
+    the fit went through the floor: ``sim/vllm-3b``'s persona society came back with
+    ``prefill_tps`` +17-20 % and ``overhead_s`` 0 (now 9,110 and 1.3 ms, as recorded)."""
+    if step_roofline is not None:
+        return step_roofline
+    profs = _recorded_profiles(d, overrides)
+    return bool(profs) and all(p.step_roofline for p in profs)
 
 
 def _gof(pred: pd.DataFrame, subset: str) -> list[dict[str, Any]]:
@@ -242,7 +283,7 @@ def fit_calibration(
     n_sim: int = 20,
     seed: int = 0,
     source: str = "",
-    step_roofline: bool = False,
+    step_roofline: bool | None = None,
     attention: bool = False,
     length_corr_by: str | None = None,
     tokenizer: str | None = None,
@@ -273,9 +314,13 @@ def fit_calibration(
         source: text for the profile's ``source`` (default says what it was fitted on).
         step_roofline: fit (and replay) the roofline step time the profile will run with
             (:attr:`SimProfile.step_roofline`, as ``sim/vllm-3b``); off: the additive step.
+            Default: the recorded ``sim/`` profile's, else off.
         attention: also fit ``attention_decode_s`` (decode steps that slow with the context
             of the calls decoding, as ``sim/vllm-3b``'s); off: ``decode_tps`` and
-            ``decode_degrade`` absorb that cost at the contexts of the fitted calls.
+            ``decode_degrade`` absorb that cost at the contexts of the fitted calls (the
+            default even for ``sim/vllm-3b``'s runs: on two persona societies the term
+            came back +13 % and +52 %, collinear with the batch's growth, and the replay's
+            TTFT p50 +14 %; off, the same runs replay within 3 %).
         length_corr_by: a label column grouping calls (``"run_id"``): with ``lengths_by``,
             each call label's ``length_corr`` is fitted, the intraclass correlation of its
             length scores within those groups (:attr:`SimProfile.length_corr`; bootstrap
@@ -298,7 +343,13 @@ def fit_calibration(
     if length_corr_by and not by_label:
         raise ConfigError("calibrate: length_corr_by needs lengths_by (the laws it scores on)")
     corr_cols = (length_corr_by,) if length_corr_by else ()
+    if not isinstance(run_or_calls, pd.DataFrame) and not hasattr(run_or_calls, "llm_calls_df"):
+        from agentlab.store.run import open_run
+
+        run_or_calls = open_run(run_or_calls)  # (a run directory: its calls and run.json)
     d = _prepare(_calls_frame(run_or_calls), stage_col, (*by_label, *corr_cols))
+    overrides = _recorded_overrides(run_or_calls)
+    step_roofline = _step_roofline(d, step_roofline, overrides)
     group = [by] if isinstance(by, str) else list(by or [])
     mask = np.ones(len(d), dtype=bool)
     if train is not None:
@@ -399,7 +450,7 @@ def fit_calibration(
             "server's max_num_seqs: pass it (slots=, CLI --slots; vLLM's --max-num-seqs) "
             "unless the run kept the server full"
         )
-    tok, tok_note = _tokenizer_of(d, tokenizer)
+    tok, tok_note = _tokenizer_of(d, tokenizer, overrides)
     if tok_note:
         notes.append(tok_note)
     prof = SimProfile(
@@ -527,7 +578,7 @@ def main(args: Any) -> int:
         by=args.by,
         client=args.client,
         lengths_by=args.by_label.split(",") if getattr(args, "by_label", None) else None,
-        step_roofline=bool(getattr(args, "step_roofline", False)),
+        step_roofline=getattr(args, "step_roofline", None),
         attention=bool(getattr(args, "attention", False)),
         length_corr_by=getattr(args, "length_corr_by", None),
         tokenizer=getattr(args, "tokenizer", None),

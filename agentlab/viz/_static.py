@@ -169,15 +169,17 @@ def line_chart_svg(
     min_points: int = 1,
     empty: str = "no data yet",
 ) -> str:
-    """Lines ``{name: (xs, ys)}`` with axes, tick labels, axis titles and a legend; with
-    fewer than ``min_points`` finite points, a chart-sized box saying ``empty``."""
-    pts = [
-        (x, y)
-        for xs, ys in series.values()
-        for x, y in zip(xs, ys, strict=False)
-        if math.isfinite(x) and math.isfinite(y)
-    ]
-    if len(pts) < min_points:
+    """Lines ``{name: (xs, ys)}`` with axes, tick labels, axis titles and a legend; while
+    every series has fewer than ``min_points`` finite points (as the live chart decides), a
+    chart-sized box saying ``empty``. A series of one point is drawn as a dot."""
+    finite = {
+        name: [
+            (x, y) for x, y in zip(xs, ys, strict=False) if math.isfinite(x) and math.isfinite(y)
+        ]
+        for name, (xs, ys) in series.items()
+    }
+    pts = [p for ps in finite.values() for p in ps]
+    if not pts or max(len(ps) for ps in finite.values()) < min_points:
         return empty_svg(empty, width, height)
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = min(0.0, min(p[1] for p in pts)), max(p[1] for p in pts)
@@ -198,14 +200,16 @@ def line_chart_svg(
         [(sy(t), fmt_num(t)) for t in _ticks(y0, y1, 4)],
     )
     legend = []
-    for i, (name, (xs, ys)) in enumerate(series.items()):
+    for i, (name, ps) in enumerate(finite.items()):
         color = PALETTE[i % len(PALETTE)]
-        path = " ".join(
-            f"{sx(x):.1f},{sy(y):.1f}"
-            for x, y in zip(xs, ys, strict=False)
-            if math.isfinite(x) and math.isfinite(y)
-        )
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>')
+        if len(ps) == 1:  # (a one-point polyline draws nothing)
+            cx, cy = ps[0]
+            parts.append(f'<circle cx="{sx(cx):.1f}" cy="{sy(cy):.1f}" r="3" fill="{color}"/>')
+        else:
+            path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in ps)
+            parts.append(
+                f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>'
+            )
         legend.append((name, color))
     parts.extend(_legend(legend, width))
     parts.append("</svg>")

@@ -15,7 +15,9 @@ from agentlab.errors import ConfigError
 from agentlab.llm import LLMClient, get_profile
 
 TRUE = {
-    # the step model calibrate fits: base + prompt / prefill_tps (not sim/vllm-3b's roofline)
+    # the additive step, base + prompt / prefill_tps (not sim/vllm-3b's roofline): a calls
+    # DataFrame does not carry the client's overrides, so the fits below that check the
+    # parameters name it (a run directory's run.json does: see test_the_step_model_...)
     "step_roofline": False,
     "slots": 8,
     "max_num_batched_tokens": 4096,
@@ -58,7 +60,8 @@ async def _workload(seed: int = 0) -> pd.DataFrame:
 
 def test_round_trip_recovers_known_parameters(tmp_path: Path) -> None:
     calls = asyncio.run(_workload())
-    cal = fit_calibration(calls, slots=8, max_num_batched_tokens=4096, n_boot=100)
+    cal = fit_calibration(calls, slots=8, max_num_batched_tokens=4096, n_boot=100,
+                          step_roofline=False)  # fmt: skip
     truth = {
         "prefill_tps": 4000.0,
         "decode_tps": 60.0,
@@ -85,9 +88,9 @@ def test_round_trip_recovers_known_parameters(tmp_path: Path) -> None:
     path = cal.profile.save(tmp_path / "fitted.toml")
     loaded = LLMClient(f"sim/{path}").profile
     assert loaded == cal.profile
-    assert agentlab.calibrate(calls, slots=8, n_boot=10).decode_tps == pytest.approx(
-        cal.profile.decode_tps, rel=0.02
-    )
+    assert agentlab.calibrate(
+        calls, slots=8, n_boot=10, step_roofline=False
+    ).decode_tps == pytest.approx(cal.profile.decode_tps, rel=0.02)
 
 
 def test_a_prefill_the_run_cannot_identify_is_said_not_silently_zero() -> None:
@@ -211,7 +214,8 @@ def test_round_trip_without_client_overhead_within_5_percent() -> None:
         if saved is not None:
             TRUE["client_overhead_s"] = saved
     assert (calls.groupby("start").size() > 1).any()  # the ties are there
-    cal = fit_calibration(calls, slots=8, max_num_batched_tokens=4096, n_boot=20, n_sim=0)
+    cal = fit_calibration(calls, slots=8, max_num_batched_tokens=4096, n_boot=20, n_sim=0,
+                          step_roofline=False)  # fmt: skip
     params = cal.params.set_index("parameter")["value"]
     for name in ("prefill_tps", "decode_tps"):
         assert params[name] == pytest.approx(TRUE[name], rel=0.05), name
@@ -435,6 +439,22 @@ def test_a_tool_using_society_reruns_on_its_fitted_profile(tmp_path: Path) -> No
             assert got == pytest.approx(want, rel=rel), (reason, col, want, got)
     for col in ("latency", "ttft"):
         assert again[col].median() == pytest.approx(rec[col].median(), rel=0.2), col
+    # the recorded server's step (roofline) is the one fitted: its prefill speed and
+    # overhead come back (the additive line went through the floor: +17 % and 0 s)
+    truth = get_profile("vllm-3b")
+    fitted = cal.params.set_index("parameter")["value"]
+    assert (
+        prof.step_roofline
+        and not fit_calibration(rec, n_boot=2, n_sim=0, step_roofline=False).profile.step_roofline
+    )
+    assert fitted["prefill_tps"] == pytest.approx(truth.prefill_tps, rel=0.05)
+    assert fitted["overhead_s"] == pytest.approx(truth.overhead_s, rel=0.2)
+    # the recorded calls replayed on the server's own parameters give back their TTFTs: a
+    # call prefills its uncached tokens and attends to its whole prompt (replayed as the
+    # uncached tokens alone: TTFT p50 -11 %; as the whole prompt prefilled: far above)
+    for pred in (predict_calls(truth, rec), predict_calls(truth, rec, seed=1)):
+        assert pred.ttft_pred.median() == pytest.approx(rec.ttft.median(), rel=0.06)
+        assert pred.latency_pred.median() == pytest.approx(rec.latency.median(), rel=0.06)
 
 
 def test_the_fitted_profiles_tokenizer_is_the_one_that_counted_the_calls() -> None:
@@ -462,3 +482,24 @@ def test_a_profile_saves_into_a_folder_that_does_not_exist_yet(tmp_path: Path) -
     path = get_profile("vllm-3b").save(tmp_path / "profiles" / "new" / "p.toml")
     loaded = LLMClient(f"sim/{path}").profile
     assert loaded is not None and loaded.decode_tps == 107.3 and loaded.tokenizer == "llama3"
+
+
+def test_the_step_model_and_tokenizer_follow_the_recorded_client(tmp_path: Path) -> None:
+    """Fitting a run directory takes the step model and tokenizer of the profile its calls
+    ran on, with the overrides its client was made with (``run.json``): a client that
+    turned ``sim/vllm-3b``'s roofline off, or counted with another tokenizer, is fitted as
+    it ran, not as the profile's name says; a DataFrame of the same calls goes by the name."""
+    from agentlab.runtime import Society
+
+    llm = LLMClient("sim/vllm-3b", seed=2, step_roofline=False, tokenizer="chars:4.8")
+    soc = Society.create(tmp_path / "run", agents=6, env=["social_feed"], llm=llm,
+                         clock="virtual", seed=2, progress=False)  # fmt: skip
+    soc.run_sync(ticks=3)
+    soc.close()
+    run = agentlab.open_run(tmp_path / "run")
+    for given in (run, tmp_path / "run", str(tmp_path / "run")):
+        prof = fit_calibration(given, slots=8, n_boot=2, n_sim=0).profile
+        assert not prof.step_roofline and prof.tokenizer == "chars:4.8", given
+    named = fit_calibration(run.llm_calls_df(), slots=8, n_boot=2, n_sim=0).profile
+    assert named.step_roofline and named.tokenizer == "llama3"
+    run.close()

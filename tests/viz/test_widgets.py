@@ -404,3 +404,32 @@ def test_a_view_of_an_ended_run_says_so_and_notices_the_end(run_dir: Path, log: 
     mark_status(run_dir, "running")  # says running, but no writer holds the lock
     v = SocietyView(run_dir, follow=False)
     assert v.status == "interrupted" and "crash or a kill" in v.state_line
+
+
+def test_the_static_rates_chart_needs_a_line_not_two_lone_points(tmp_path: Path) -> None:
+    """After two ticks each rate has one point (the first tick has none: a rate is measured
+    between two commits). The saved notebook's snapshot drew an empty frame from 1 to 3 for
+    them (two single-point polylines draw nothing) where the live chart says why it is
+    empty; a lone point elsewhere is drawn as a dot."""
+    from agentlab.runtime import Society
+    from agentlab.viz._static import line_chart_svg
+    from agentlab.viz.society_view import RATES_EMPTY
+
+    soc = Society.create(tmp_path / "soc", agents=3, env=["social_feed"], llm="sim/instant",
+                         seed=0, progress=False)  # fmt: skip
+    soc.run_sync(2)
+    soc.close()
+    sv = SocietyView(tmp_path / "soc", follow=False)
+    html = sv._static_html()
+    sv.close()
+    import base64
+    import re
+
+    svgs = [base64.b64decode(b).decode() for b in re.findall(r"base64,([A-Za-z0-9+/=]+)", html)]
+    assert any(RATES_EMPTY in svg for svg in svgs)
+    nan = float("nan")
+    one = line_chart_svg({"a": ([1, 2], [nan, 4.0]), "b": ([1, 2], [nan, 2.0])},
+                         x_label="tick", y_label="n", min_points=2, empty="too few")  # fmt: skip
+    assert "too few" in one
+    dot = line_chart_svg({"a": ([1], [4.0])}, x_label="tick", y_label="n")
+    assert "<circle" in dot
