@@ -332,10 +332,13 @@ def replicates_figure(
             )
         )
     n = sorted({int(v) for v in agg["n"]})
+    # what the bars are goes under the title: as the y-axis title it ran longer than a
+    # 450-px plot is high (cut off, and over the title's first letters)
+    bars = f"mean and {ci:.0%} CI over n = {'/'.join(map(str, n))} replicates"
     fig.update_layout(
-        title=title or f"{metric} by {x}",
+        title={"text": f"{title or f'{metric} by {x}'}<br><sup>{bars}</sup>"},
         xaxis={"title": x, "type": "category"},
-        yaxis_title=f"{metric} (mean, {ci:.0%} CI over n={'/'.join(map(str, n))} replicates)",
+        yaxis_title=metric,
         legend_title_text=color or "",
         template="plotly_white",
     )

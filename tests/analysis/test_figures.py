@@ -68,3 +68,22 @@ def test_inflight_and_stage_latency(timeline_calls):
 def test_histogram_from_iat_df_end_to_end(timeline_calls):
     fig = iat_histogram_figure(iat_df(timeline_calls))
     assert len(fig.data) == 3
+
+
+def test_replicates_figure_says_what_its_bars_are_under_the_title() -> None:
+    """Notebook 04's sweep charts: the y-axis title "calls_per_run (mean, 95% CI over n=3
+    replicates)" ran longer than the plot is high (cut off at the bottom, over the title's
+    first letters in the exported notebook); the axis names the metric and the line under
+    the title what the points and bars are."""
+    from agentlab.analysis.report import replicates_figure
+
+    agg = pd.DataFrame({"agents": [3, 4, 3, 4], "topology": ["seq", "seq", "star", "star"],
+                        "n": 3, "calls_per_run_mean": [16.0, 20.0, 19.7, 19.0],
+                        "calls_per_run_ci_low": [16.0, 20.0, 0.0, 19.0],
+                        "calls_per_run_ci_high": [16.0, 20.0, 39.6, 19.0]})  # fmt: skip
+    fig = replicates_figure(agg, x="agents", metric="calls_per_run", color="topology")
+    assert fig.layout.yaxis.title.text == "calls_per_run"
+    title = fig.layout.title.text
+    assert title.startswith("calls_per_run by agents") and "95% CI over n = 3 replicates" in title
+    assert [t.name for t in fig.data] == ["seq", "star"]
+    assert list(fig.data[1].error_y.array) == pytest.approx([19.9, 0.0])
