@@ -55,7 +55,7 @@ def index_page(site: Site) -> str:
                 r["kind"],
                 {"text": r["status"], "cls": "bad" if r["status"] in ("failed", "interrupted")
                  or str(r["status"]).startswith("unreadable") else ""},
-                created[:19].replace("T", " "),
+                {"text": created[:19].replace("T", " "), "cls": "nowrap"},
                 r["ticks"], r["steps"], r["llm_calls"],
                 r["step_errors"], r["tool_errors"], r["llm_failures"],
                 {"text": r["errors"], "cls": "bad" if r["errors"] else ""},

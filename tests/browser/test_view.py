@@ -318,3 +318,26 @@ def test_the_bundle_opens_offline(mixed_folder: Path, page: Any, tmp_path: Path)
     shoot(page, "bundle_xrun")
     failed = [u for u in net.failed if "/_events" not in u]  # a stream left by navigation
     assert net.blocked == [] and failed == [], (net.blocked, failed)
+
+
+def test_the_runs_list_keeps_dates_on_one_line_and_parameters_readable(
+    mixed_url: str, page: Any
+) -> None:
+    """At 1,200 px the list squeezed its date column to three lines and its parameters to
+    ~130 px, so a paper's row (nine parameters) stood 12 lines tall; the date now keeps
+    one line and the parameters a readable width (the table scrolls sideways instead)."""
+    page.goto(mixed_url)
+    page.wait_for_selector("#runs tbody tr")
+    dims = page.evaluate("""() => [...document.querySelectorAll('#runs tbody tr')].map((tr) => {
+        const td = tr.querySelectorAll('td');
+        const text = document.createRange();
+        text.selectNodeContents(td[3]);  // one client rect per line the date takes
+        const lines = new Set([...text.getClientRects()].map((r) => Math.round(r.top)));
+        return [lines.size, td[11].getBoundingClientRect().width];
+    })""")
+    assert dims and all(lines == 1 for lines, _ in dims), dims
+    assert all(width >= 280 for _, width in dims), dims
+    assert (
+        page.evaluate("() => getComputedStyle(document.querySelector('.scroll')).overflowX")
+        == "auto"
+    )
