@@ -54,7 +54,13 @@ def calls_per_tick_chart(timeline: pd.DataFrame | None) -> dict[str, str] | None
         fig.add_trace(
             go.Bar(x=t["tick"], y=t["errors"], name="step errors", marker_color="#cf222e")
         )
-    fig.update_xaxes(title_text="tick", tickformat="d")
+    # a few ticks are ticked at their values: automatic ticks put 3 bars' axis at 1, 1.5,
+    # 2, ... which "d" printed as "1 1 2 2 3 3 4", off the bars
+    ticks = integer_ticks(t["tick"])
+    if ticks:
+        fig.update_xaxes(title_text="tick", tickmode="array", tickvals=ticks)
+    else:
+        fig.update_xaxes(title_text="tick", tickformat="d")
     fig.update_yaxes(title_text="per tick", rangemode="tozero")
     return {"title": "LLM calls per tick", "html": _html(fig)}
 

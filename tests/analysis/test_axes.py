@@ -80,3 +80,19 @@ def test_an_integer_parameter_is_ticked_at_its_values() -> None:
                         "calls_ci_high": [4.0, 6.0], "n": [2, 2]})  # fmt: skip
     html = sweep_metric_chart(agg, "agents", "calls")["html"]
     assert '"tickvals":[1,2]' in html.replace(" ", "")
+
+
+def test_the_run_browsers_calls_per_tick_bars_are_ticked_at_their_ticks() -> None:
+    """A 3-tick run's bars sat between labels "1 1 2 2 3 3 4" (automatic half steps
+    printed as whole numbers); a few ticks are labelled at their own values."""
+    import json
+    import re
+
+    from agentlab.view.charts import calls_per_tick_chart
+
+    few = calls_per_tick_chart(pd.DataFrame({"tick": [1, 2, 3], "llm_calls": [34, 37, 31]}))
+    assert few is not None
+    xaxis = re.search(r'"xaxis":(\{"title":\{"text":"tick"\}.*?\})', few["html"])
+    assert xaxis is not None and json.loads(xaxis.group(1))["tickvals"] == [1, 2, 3]
+    many = calls_per_tick_chart(pd.DataFrame({"tick": range(40), "llm_calls": 5}))
+    assert many is not None and '"tickvals"' not in many["html"]
