@@ -159,4 +159,11 @@ def recorded_figure_chart(title: str, text: str) -> dict[str, str] | None:
         fig = pio.from_json(text)
     except (ValueError, TypeError):
         return None
-    return {"title": title, "html": _html(fig)}
+    # drawn as the notebook laid it out (its height, legend and margins; only its width
+    # follows the page): squeezed into the browser's 320-px chart cells with their legend
+    # moved under the plot, a paper's figures overlapped their own labels
+    height = int(fig.layout.height or 450)
+    fig.update_layout(width=None, autosize=True)
+    html = fig.to_html(full_html=False, include_plotlyjs=False, config=_CONFIG,
+                       default_width="100%", default_height=f"{height}px")  # fmt: skip
+    return {"title": title, "html": str(html)}

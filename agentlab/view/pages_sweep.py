@@ -127,7 +127,8 @@ def _recorded(folder: Path, blocks: list[dict[str, Any]]) -> bool:
         if fig:
             figs.append(fig)
     if figs:
-        blocks.append({"type": "charts", "heading": "Figures", "charts": figs})
+        # (one a row: each is a notebook's full-width figure)
+        blocks.append({"type": "charts", "heading": "Figures", "charts": figs, "wide": True})
     return bool(figs)
 
 

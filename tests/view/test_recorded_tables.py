@@ -37,3 +37,28 @@ def test_a_recorded_table_shows_its_columns_and_only_a_meaningful_index(
     assert labelled["columns"] == ["index", "calls"]
     assert [r["cells"][0] for r in labelled["rows"]] == ["star", "mesh"]
     assert _table(tmp_path, "own")["columns"] == ["topology", "calls"]
+
+
+def test_a_recorded_figure_keeps_its_notebook_layout_one_a_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paper's figures were squeezed into the page's 320-px chart cells, three a row,
+    with their legends moved under the plot: subplot titles and legends overlapped their
+    axis labels. Each now keeps its height, legend and margins, one a row."""
+    import plotly.graph_objects as go
+
+    from agentlab.sweep import record_figure
+
+    monkeypatch.setenv("AGENTLAB_RUN_DIR", str(tmp_path))
+    fig = go.Figure(go.Bar(x=["a", "b"], y=[1, 2], name="sim"))
+    fig.update_layout(height=500, width=480, legend={"x": 1.02, "y": 1}, margin={"t": 50})
+    record_figure("ratio", fig)
+    record_figure("plain", go.Figure(go.Scatter(x=[1, 2], y=[3, 4])))
+    blocks: list[dict[str, Any]] = []
+    assert _recorded(tmp_path, blocks)
+    figs = next(b for b in blocks if b["type"] == "charts")
+    assert figs["wide"] and [c["title"] for c in figs["charts"]] == ["plain", "ratio"]
+    plain, ratio = (c["html"] for c in figs["charts"])
+    assert "height:500px" in ratio and '"legend":{"x":1.02,"y":1}' in ratio
+    assert '"width":480' not in ratio  # (its width follows the page)
+    assert "height:450px" in plain and '"orientation":"h"' not in plain
