@@ -11,6 +11,7 @@ per combination), so a page stays small whatever the run's size; widths follow t
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Any
 
 from agentlab.core.axes import integer_ticks
@@ -118,12 +119,27 @@ def call_graph_chart(calls: pd.DataFrame | None) -> dict[str, str] | None:
     }
 
 
+def _category(value: object) -> str:
+    """A parameter value as an axis category: a list's items joined (a sweep over
+    ``topologies=[["star"], ["sequential"]]`` read "['star']" on the axis)."""
+    if isinstance(value, str) and value[:1] in "[(" and value[-1:] in "])":
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return value
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
 def sweep_metric_chart(agg: pd.DataFrame, param: str, metric: str) -> dict[str, str]:
     """``metric`` against ``param`` (rows of ``sweep.summary.aggregate_df``): the mean with
     its replicate confidence interval."""
     import plotly.graph_objects as go
+    from pandas.api.types import is_numeric_dtype
 
     a = agg.sort_values(param)
+    numeric = is_numeric_dtype(a[param])  # (pandas 3 keeps text as "str", not object)
     mean = a[f"{metric}_mean"]
     err = {
         "type": "data",
@@ -133,7 +149,7 @@ def sweep_metric_chart(agg: pd.DataFrame, param: str, metric: str) -> dict[str, 
     }
     fig = go.Figure(
         go.Scatter(
-            x=a[param].astype(str) if a[param].dtype == object else a[param],
+            x=a[param] if numeric else a[param].map(_category),
             y=mean,
             error_y=err,
             mode="lines+markers",
@@ -143,7 +159,7 @@ def sweep_metric_chart(agg: pd.DataFrame, param: str, metric: str) -> dict[str, 
         )
     )
     fig.update_xaxes(title_text=param)
-    ticks = integer_ticks(a[param]) if a[param].dtype != object else None
+    ticks = integer_ticks(a[param]) if numeric else None
     if ticks is not None:  # an integer parameter: no ticks at 1.2, 1.4, ...
         fig.update_xaxes(tickmode="array", tickvals=ticks)
     fig.update_yaxes(title_text=f"{metric} (mean, 95% CI)")

@@ -96,3 +96,14 @@ def test_the_run_browsers_calls_per_tick_bars_are_ticked_at_their_ticks() -> Non
     assert xaxis is not None and json.loads(xaxis.group(1))["tickvals"] == [1, 2, 3]
     many = calls_per_tick_chart(pd.DataFrame({"tick": range(40), "llm_calls": 5}))
     assert many is not None and '"tickvals"' not in many["html"]
+
+
+def test_a_list_valued_parameter_reads_as_its_items_on_the_sweep_page() -> None:
+    """A sweep over ``topologies=[["sequential"], ["star"]]`` showed "['sequential']"."""
+    from agentlab.view.charts import sweep_metric_chart
+
+    agg = pd.DataFrame({"topologies": ["['sequential']", "['star', 'full_mesh']"], "n": 3,
+                        "calls_mean": [16.0, 19.0], "calls_ci_low": [15.0, 18.0],
+                        "calls_ci_high": [17.0, 20.0]})  # fmt: skip
+    html = sweep_metric_chart(agg, "topologies", "calls")["html"]
+    assert '"x":["sequential","star, full_mesh"]' in html and "['" not in html
