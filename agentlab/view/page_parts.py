@@ -142,12 +142,14 @@ def _calls_rows(site: Site, e: Entry, path: str, calls: Any, experiment: bool) -
             cells += [{"text": sub, "href": href(base, e.rel, f"xrun-{sub}.html")} if sub else "–",
                       _na(getattr(r, "stage", None)) or "–"]  # fmt: skip
         lat = _na(getattr(r, "latency", None))
+        ttft = _na(getattr(r, "ttft", None))  # (none for a call not streamed)
         outcome = _na(getattr(r, "outcome", None)) or "?"
         ended = _na(getattr(r, "finish_reason", None))  # (runs before the column: none)
         shown = f"ok · {REPLY_KINDS.get(ended, ended)}" if outcome == "ok" and ended else outcome
         cells += [
             None if start is None else round(float(start) - float(t0 or 0), 3),
             None if lat is None else round(float(lat), 3),
+            None if ttft is None else round(float(ttft), 3),
             _na(getattr(r, "total_tokens", None)),
             {"text": shown, "cls": "ok" if outcome == "ok" else "bad"},
             {"text": "show", "details": io, "id": None} if io else "not recorded",
@@ -156,9 +158,13 @@ def _calls_rows(site: Site, e: Entry, path: str, calls: Any, experiment: bool) -
     return rows
 
 
+#: the numeric columns of a calls table (right-aligned)
+CALL_NUMERIC = {"tick", "start (s)", "latency (s)", "TTFT (s)", "tokens"}
+
+
 def _calls_columns(experiment: bool) -> list[str]:
     return ["request", "agent", "tick", *(["run", "stage"] if experiment else []),
-            "start (s)", "latency (s)", "tokens", "outcome", "prompt & reply"]  # fmt: skip
+            "start (s)", "latency (s)", "TTFT (s)", "tokens", "outcome", "prompt & reply"]  # fmt: skip
 
 
 def _io_note(run: Any) -> str | None:

@@ -15,6 +15,7 @@ from typing import Any
 from agentlab.view import charts, data
 from agentlab.view.files import Entry
 from agentlab.view.page_parts import (
+    CALL_NUMERIC,
     _calls_columns,
     _calls_rows,
     _crumbs,
@@ -228,7 +229,7 @@ def _calls_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | N
         return None
     exp = e.kind == "experiment"
     blocks = [{"type": "table", "id": "calls", "columns": _calls_columns(exp),
-               "numeric": {"tick", "start (s)", "latency (s)", "tokens"},
+               "numeric": CALL_NUMERIC,
                "rows": _calls_rows(site, e, path, calls, exp), "note": _io_note(run),
                "pager": _pager(site, e, "calls", page, pages, path) if pages > 1 else None}]  # fmt: skip
     return _render(site, path, e.rel, title=f"LLM calls of {e.path.name}",

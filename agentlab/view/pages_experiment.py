@@ -9,6 +9,7 @@ from typing import Any
 from agentlab.view import charts, data
 from agentlab.view.files import Entry
 from agentlab.view.page_parts import (
+    CALL_NUMERIC,
     TOPO_RUNS_PER_PAGE,
     XRUN_MAX_CALLS,
     _calls_columns,
@@ -112,7 +113,7 @@ def _xrun_page(site: Site, e: Entry, run: Any, path: str, sub: str) -> str | Non
     if calls is not None:
         blocks.append({"type": "table", "id": "calls", "heading": "LLM calls",
                        "columns": _calls_columns(True), "note": _io_note(run),
-                       "numeric": {"tick", "start (s)", "latency (s)", "tokens"},
+                       "numeric": CALL_NUMERIC,
                        "rows": _calls_rows(site, e, path, calls, True)})  # fmt: skip
     if "messages" in have:
         msgs = run.sql("select tick, ts, hub, sender, receivers, content, run_id "

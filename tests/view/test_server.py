@@ -322,3 +322,20 @@ def test_the_calls_page_says_how_each_answered_call_ended(server: int) -> None:
     assert status == 200 and cells, calls
     assert {"ok · text", "ok · tool calls"} <= set(cells)
     assert "ok" not in cells and "bad_response" in cells  # (30 % malformed, no retries)
+
+
+def test_the_calls_page_shows_each_calls_ttft(server: int) -> None:
+    """Time to first token beside each call's latency (the page had latency only)."""
+    _, _, index = get(server, "/")
+    run = next(h for h in hrefs(index) if "my" in h and "run" in h)
+    _, _, page = get(server, resolve("/", run))
+    calls = next(h for h in hrefs(page) if "calls-1.html" in h)
+    body = get(server, resolve(resolve("/", run), calls))[2].decode()
+    head = re.findall(r"<th[^>]*>([^<]+)</th>", body)
+    assert head.index("TTFT (s)") == head.index("latency (s)") + 1
+    col = head.index("TTFT (s)")
+    rows = re.findall(r"<tr id=\"c-[^\"]+\">(.*?)</tr>", body, re.S)
+    ttfts = [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)[col] for r in rows]
+    lats = [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)[col - 1] for r in rows]
+    pairs = [(float(t), float(la)) for t, la in zip(ttfts, lats, strict=True) if t not in ("", "–")]
+    assert pairs and all(0 <= t <= la for t, la in pairs)
