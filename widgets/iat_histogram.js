@@ -154,7 +154,9 @@ function render({ model, el }) {
     root.dataset.iats = String(total);
     root.dataset.groups = String(groups.length);
     const t0 = thr.find((t) => typeof t === "number");
-    info.textContent = (model.get("calls") || 0) + " calls by " + (model.get("group_by") || "")
+    // "by topology" / "by stage"; ungrouped ("all") says nothing ("71 calls by all" read oddly)
+    const by = String(model.get("group_by") || "all");
+    info.textContent = (model.get("calls") || 0) + " calls" + (by === "all" ? "" : " by " + by)
       + (typeof t0 === "number" ? " · burst threshold " + fmt(t0, 3) + " s (dashed)" : "");
     const key = groups.join("\u0000") + "|" + fitNames.join(",");
     if (key !== shape) { build(groups, fitNames); shape = key; }

@@ -57,6 +57,9 @@ def test_society_streams_ticks_and_reload_shows_full_history(lab: Lab, lab_page:
     wait_for(lab_page, "society", "Number(d.tick) >= 15", timeout=90)
     ticks = {int(h["tick"]) for h in history(lab_page, "society") if h.get("tick")}
     assert len(ticks) >= 8, f"page saw only ticks {sorted(ticks)}"
+    # one histogram: its header counts the calls ("71 calls by all" read oddly)
+    head = lab_page.inner_text("[data-agentlab=iat] .al-status")
+    assert " calls" in head and " by " not in head, head
     screenshot(lab_page, "society_live")
 
     # reload mid-run: the saved output re-renders from the kernel's live widget state
@@ -98,6 +101,7 @@ def test_topology_experiment_streams_messages_and_iat(lab: Lab, lab_page: Any) -
     assert len(totals) >= 4, f"messages did not stream: {totals}"
     text = lab_page.inner_text("[data-agentlab=conversation]")
     assert "expert_1" in text and "discussion" in text
+    assert " calls by topology" in lab_page.inner_text("[data-agentlab=iat] .al-status")
     screenshot(lab_page, "topology_live")
 
 
