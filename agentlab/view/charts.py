@@ -126,7 +126,7 @@ def _category(value: object) -> str:
         try:
             value = ast.literal_eval(value)
         except (ValueError, SyntaxError):
-            return value
+            return str(value)
     if isinstance(value, (list, tuple)):
         return ", ".join(map(str, value))
     return str(value)
