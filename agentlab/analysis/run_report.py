@@ -186,6 +186,8 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         latency = (calls["end"] - calls["start"]).dropna()
     else:
         latency = pd.Series(dtype=float)
+    # time to first token of the calls that streamed one (a provider's plain call: none)
+    ttft = calls["ttft"].dropna() if "ttft" in calls else pd.Series(dtype=float)
     duration = None
     if {"start", "end"} <= set(calls.columns) and len(calls):
         duration = float(calls["end"].max() - calls["start"].min())
@@ -224,6 +226,10 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         "latency_s": {
             "p50": float(latency.quantile(0.5)) if len(latency) else None,
             "p95": float(latency.quantile(0.95)) if len(latency) else None,
+        },
+        "ttft_s": {
+            "p50": float(ttft.quantile(0.5)) if len(ttft) else None,
+            "p95": float(ttft.quantile(0.95)) if len(ttft) else None,
         },
         "duration_s": duration,
         "spans": len(spans),
@@ -396,6 +402,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         lines.append(("error spans", by_name))
     if lat["p50"] is not None:
         lines.append(("latency", f"p50 {_seconds(lat['p50'])}  p95 {_seconds(lat['p95'])}"))
+    first = summary.get("ttft_s") or {}
+    if first.get("p50") is not None:
+        lines.append(("TTFT", f"p50 {_seconds(first['p50'])}  p95 {_seconds(first['p95'])}"))
     for k, v in lines:
         print(f"{k:<10} {v}")
     for c in summary.get("children", []):

@@ -22,6 +22,7 @@ def _society_like(run_dir: Path, ticks: int = 3) -> None:
             sink.extend("llm_calls", [
                 {"agent_id": f"a{i}", "tick": tick, "start": t0 + tick + 0.1 * i,
                  "end": t0 + tick + 0.1 * i + 0.123456789, "prompt_tokens": 1000,
+                 "ttft": 0.02 * i if i else None,  # (the failed call streamed nothing)
                  "completion_tokens": 5, "outcome": "ok" if i else "timeout",
                  "finish_reason": (None, "stop", "tool_calls", "tool_calls")[i]}
                 for i in range(4)
@@ -46,7 +47,10 @@ def test_run_summary_text_and_html(run_dir: Path, tmp_path: Path, capsys) -> Non
         "llm calls  12  tokens 12,060 (12,000 prompt)\nreplies    6 tool calls, 3 text" in printed
     )
     assert "p50 123 ms" in printed
+    # time to first token beside the latency (over the calls that streamed one)
+    assert s["ttft_s"]["p50"] == pytest.approx(0.04) and "TTFT       p50 40 ms" in printed
     page = out.read_text()
+    assert "TTFT p50" in page and "40 ms" in page
     # offline and small: one shared plotly.min.js next to the page, nothing remote
     assert re.findall(r"<script src=\"([^\"]+)\"", page) == ["plotly.min.js"]
     assert (out.parent / "plotly.min.js").is_file() and len(page) < 200_000
