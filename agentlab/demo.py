@@ -95,16 +95,16 @@ def main(args: argparse.Namespace) -> int:
     print()
     print(f"demo society: {args.agents} agents x {stats['tick']} ticks on {DEMO_LLM['model']}")
     print(f"  status        {summary.status:>8}")
-    print(f"  agent-steps   {stats['steps']:>8}   ({stats['steps_per_s']:.0f}/s)")
-    print(f"  LLM calls     {stats['llm_calls']:>8}   tokens {stats['tokens']}")
+    print(f"  agent-steps   {stats['steps']:>8,}   ({stats['steps_per_s']:.0f}/s)")
+    print(f"  LLM calls     {stats['llm_calls']:>8,}   tokens {stats['tokens']:,}")
     print(
-        f"  tool calls    {tool_calls:>8}   "
+        f"  tool calls    {tool_calls:>8,}   "
         + ", ".join(f"{k} {v}" for k, v in actions.most_common())
     )
     print(f"  step errors   {e.step_errors:>8}")
     share = e.tool_errors / tool_calls if tool_calls else 0.0
     print(
-        f"  tool errors   {e.tool_errors:>8}   of {tool_calls} calls ({share:.1%})"
+        f"  tool errors   {e.tool_errors:>8}   of {tool_calls:,} calls ({share:.1%})"
         + ("   " + ", ".join(f"{k} {v}" for k, v in kinds) if kinds else "")
     )
     failures = sum(e.llm_failures.values())
@@ -113,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
         + ("   " + ", ".join(f"{k} {v}" for k, v in e.llm_failures.items()) if failures else "")
     )
     if n_posts:
-        print(f"  posts on feed {n_posts:>8}")
+        print(f"  posts on feed {n_posts:>8,}")
     print(f"  wall time     {stats['wall_s']:>8.1f} s")
     print()
     path = out.resolve()

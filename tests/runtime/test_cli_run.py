@@ -86,6 +86,9 @@ def test_demo_main_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     for line in ("status", "step errors", "tool errors", "LLM failures"):
         assert f"  {line}" in text
     assert "agentlab.open_run(" in text and "agentlab report" in text
+    # numbers read as the report prints them ("tokens 1878247" beside its "1,878,247")
+    tokens = re.search(r"LLM calls +[\d,]+ +tokens ([\d,]+)", text)
+    assert tokens is not None and "," in tokens.group(1), text
     assert str((tmp_path / "demo").resolve()) in text
     s = Society.open(tmp_path / "demo", progress=False)
     assert s.tick == 1 and len(s.agent_ids) == 12
