@@ -64,10 +64,25 @@ def points_table(df: pd.DataFrame, params: Sequence[str]) -> pd.DataFrame:
     return df[[c for c in cols if c in df.columns]]
 
 
-def format_table(df: pd.DataFrame, *, width: int = 28) -> str:
-    """An aligned plain-text table (numbers right-aligned, long values cut)."""
+def _cut_middle(text: str, width: int) -> str:
+    """``text`` cut in the middle: names of nested runs differ at their end (a sweep
+    point's hash, the experiment in it), so a cut end made every row read the same."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 3
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
+def format_table(df: pd.DataFrame, *, width: int = 28, names: dict[str, int] | None = None) -> str:
+    """An aligned plain-text table (numbers right-aligned, long values cut); the columns
+    in ``names`` (column -> width) are identifiers, cut in the middle at their width."""
     cols = [str(c) for c in df.columns]
-    cells = [[_cell(v, width) for v in row] for row in df.itertuples(index=False)]
+    names = names or {}
+    cells = [
+        [_cut_middle(str(v), names[c]) if c in names else _cell(v, width)
+         for c, v in zip(cols, row, strict=True)]
+        for row in df.itertuples(index=False)
+    ]  # fmt: skip
     numeric = [
         all(isinstance(v, int | float) and not isinstance(v, bool) for v in df[c].dropna())
         for c in df.columns

@@ -49,7 +49,7 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
     df = pd.DataFrame(rows)
     df["created"] = df["created"].astype(str).str.slice(0, 19).str.replace("T", " ")
     df["params"] = [", ".join(f"{k}={v}" for k, v in p.items()) for p in df["params"]]
-    return str(format_table(df[cols]))
+    return str(format_table(df[cols], names={"run": 60}))
 
 
 def main(args: argparse.Namespace) -> int:

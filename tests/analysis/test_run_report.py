@@ -93,6 +93,20 @@ def test_report_on_a_folder_of_runs_and_runs_command(tmp_path: Path, capsys) -> 
     assert len(lines) == 4 and lines[2].startswith("a ") and lines[3].startswith("b ")
 
 
+def test_the_runs_list_tells_nested_runs_apart(tmp_path: Path, capsys) -> None:
+    """A sweep's points differ at the end of their names (the point's hash, then the
+    experiment in it): cut at the end, every row of ``agentlab runs`` read
+    ``p04/sweep_agent_count/agent…``. Long names are cut in the middle."""
+    point = "sweep/agents=3_runs=1_scaling-agents=3_scaling-runs=1_seed={}-{}/topology_traffic"
+    for seed, tag in ((0, "b9d1fdf0"), (1, "cb1284eb")):
+        _society_like(tmp_path / "runs" / point.format(seed, tag), ticks=1)
+    assert main(["runs", str(tmp_path / "runs")]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    names = [r.split("  ")[0] for r in rows]
+    assert len(set(names)) == 2 and all("…" in n and len(n) == 60 for n in names), names
+    assert "b9d1fdf0/topology_traffic" in names[0] and "cb1284eb/topology_traffic" in names[1]
+
+
 def test_report_on_something_else_is_an_error(tmp_path: Path, capsys) -> None:
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty")]) == 2
