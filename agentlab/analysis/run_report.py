@@ -384,18 +384,28 @@ def print_summary(summary: dict[str, Any]) -> None:
     e = summary["errors"]
     by_name = ", ".join(f"{k} {v}" for k, v in e.get("spans_by_name", {}).items())
     t = summary["tokens"]
+    children = summary.get("children", [])
+    model = f"  model={m.get('model')}" if m.get("model") else ""
     lines = [
         ("run", summary["run"]),
-        ("kind", f"{m.get('kind')}  seed={m.get('seed')}  model={m.get('model')}"),
+        ("kind", f"{m.get('kind')}  seed={m.get('seed')}{model}"),
         ("status", (summary.get("status") or m.get("status") or "–")
                    + (f"  ({summary['error']})" if summary.get("error") else "")),
-        ("runs", fmt_num(summary["runs"])) if summary.get("runs")
-        else ("ticks", fmt_num(summary["ticks"])),
-        ("agents", fmt_num(summary["agents"])),
-        ("llm calls", f"{fmt_num(summary['llm_calls'])}  tokens {fmt_num(t['total'])} "
-                      f"({fmt_num(t['prompt_tokens'])} prompt)"),
-        ("errors", _errors_line(e)),
     ]  # fmt: skip
+    if children and not summary["llm_calls"]:
+        # a paper or sweep: its runs made the calls (a "ticks 0, agents 0, llm calls 0"
+        # over 1,063 calls in its runs read as an empty run)
+        calls = sum(int(c.get("llm_calls") or 0) for c in children)
+        lines.append(("llm calls", f"{fmt_num(calls)} in {len(children)} runs (below)"))
+    else:
+        lines += [
+            ("runs", fmt_num(summary["runs"])) if summary.get("runs")
+            else ("ticks", fmt_num(summary["ticks"])),
+            ("agents", fmt_num(summary["agents"])),
+            ("llm calls", f"{fmt_num(summary['llm_calls'])}  tokens {fmt_num(t['total'])} "
+                          f"({fmt_num(t['prompt_tokens'])} prompt)"),
+        ]  # fmt: skip
+    lines.append(("errors", _errors_line(e)))
     if summary.get("replies"):  # (under the calls it splits)
         lines.insert(len(lines) - 1, ("replies", replies_line(summary["replies"])))
     if by_name:
@@ -407,9 +417,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         lines.append(("TTFT", f"p50 {_seconds(first['p50'])}  p95 {_seconds(first['p95'])}"))
     for k, v in lines:
         print(f"{k:<10} {v}")
-    for c in summary.get("children", []):
-        print(f"  run      {c['run']}  {c['kind']}  {c['status']}  {c['steps']} steps  "
-              f"{c['llm_calls']} llm calls  {c['errors']} errors")  # fmt: skip
+    for c in children:
+        print(f"  run      {c['run']}  {c['kind']}  {c['status']}  {fmt_num(c['steps'])} steps  "
+              f"{fmt_num(c['llm_calls'])} llm calls  {fmt_num(c['errors'])} errors")  # fmt: skip
     if summary["slowest_spans"]:
         print("slowest spans:")
         for s in summary["slowest_spans"]:

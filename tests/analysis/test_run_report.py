@@ -217,3 +217,17 @@ def test_a_warning_on_the_command_line_is_one_line(run_dir: Path) -> None:
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert lines and all(ln.startswith("agentlab report: warning: ") for ln in lines), lines
     assert "torn last line" in lines[0] and "UserWarning" not in proc.stderr
+
+
+def test_a_papers_report_counts_the_calls_of_its_runs(tmp_path: Path, capsys) -> None:
+    """A paper (or sweep) makes no calls itself: its report said ``ticks 0``, ``agents
+    0``, ``llm calls 0`` and ``model=None`` above the runs that made 1,063 calls."""
+    paper = tmp_path / "paper"
+    write_manifest(paper, kind="paper", config={"notebook": "nb.ipynb"}, seed=0)
+    for name, ticks in (("one", 2), ("two", 3)):
+        _society_like(paper / name, ticks=ticks)
+    assert main(["report", str(paper)]) == 0
+    out = capsys.readouterr().out
+    assert "llm calls  20 in 2 runs (below)" in out, out
+    assert "model=None" not in out and "ticks      0" not in out and "agents     0" not in out
+    assert "  run      one  society" in out and "8 llm calls" in out and "12 llm calls" in out
