@@ -231,3 +231,9 @@ def test_a_papers_report_counts_the_calls_of_its_runs(tmp_path: Path, capsys) ->
     assert "llm calls  20 in 2 runs (below)" in out, out
     assert "model=None" not in out and "ticks      0" not in out and "agents     0" not in out
     assert "  run      one  society" in out and "8 llm calls" in out and "12 llm calls" in out
+    page = tmp_path / "html" / "report.html"
+    assert main(["report", str(paper), "--html", str(page)]) == 0
+    tiles = re.findall(
+        r'<div class="v">([^<]*)</div><div class="l">([^<]*)</div>', page.read_text()
+    )
+    assert tiles[:2] == [("2", "runs"), ("20", "LLM calls")], tiles
