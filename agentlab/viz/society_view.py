@@ -499,6 +499,16 @@ class SocietyView(LiveWidget):
             ),
             "AIMD limit and LLM calls in flight at each commit, by tick",
         )
+        # (the live view's third chart: the snapshot shows what the live view showed)
+        tokens = svg_img(
+            line_chart_svg(
+                {"tokens": (ticks, [r[col["tokens"]] for r in rows])},
+                x_label="tick",
+                y_label="tokens per tick",
+                integer_x=True,
+            ),
+            "tokens per tick",
+        )
         status = self._status() if self._society is not None else "finished"
         err = f'<div style="color:#c00">{esc(self.error)}</div>' if self.error else ""
         self._polled_at = -math.inf
@@ -506,5 +516,6 @@ class SocietyView(LiveWidget):
         errs = self._errors_text
         line = f'<div style="color:#555">{esc(self._state_line(status, {}))}'
         line += f"<br>errors: {esc(errs)}</div>" if errs else "</div>"
-        body = f'{line}{tiles}<div style="display:flex;flex-wrap:wrap">{calls}{load}</div>{err}'
+        charts = f'<div style="display:flex;flex-wrap:wrap">{calls}{load}{tokens}</div>'
+        body = f"{line}{tiles}{charts}{err}"
         return card("society", "Society", f"{status} · {self.run_dir}", body)
