@@ -440,13 +440,17 @@ class Society:
         self.last = row
         return row
 
-    async def run(self, ticks: int | None = None, *, until: int | None = None) -> dict[str, Any]:
+    async def run(
+        self, ticks: int | None = None, *, until: int | None = None, progress: bool | None = None
+    ) -> dict[str, Any]:
         """Run ``ticks`` more ticks, until tick ``until`` is committed, or (neither given)
         until :meth:`stop`.
 
         :meth:`pause` holds the loop between ticks (after the tick in progress commits)
         until :meth:`resume`; :meth:`stop` ends it after the tick in progress. Calling
         ``run`` again continues from the last committed tick. Returns totals of this call.
+        ``progress``: this call's tick bar (default: the society's ``progress``); a live
+        view passes ``False``, as its panel shows the ticks.
         """
         if ticks is not None and until is not None:
             raise ConfigError("give at most one of ticks=N or until=T")
@@ -464,7 +468,9 @@ class Society:
         self._status = "running"
         self._mark("running")
         todo = None if target == float("inf") else max(0, int(target) - self.tick)
-        bar = TickProgress(todo, enabled=self.progress)
+        bar = TickProgress(
+            todo, enabled=self.progress if progress is None else progress and self.progress
+        )
         out: dict[str, Any] = {"ticks": 0, "steps": 0, "llm_calls": 0, "errors": 0, "tokens": 0}
         t0 = time.perf_counter()
         error: BaseException | None = None

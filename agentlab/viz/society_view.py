@@ -166,8 +166,9 @@ class Controllable(Protocol):
     def stop(self) -> None:
         """End the run loop after the tick in progress."""
 
-    def run(self, ticks: int | None = None) -> Any:
-        """Coroutine: run ``ticks`` more ticks (``None``: until ``stop()``)."""
+    def run(self, ticks: int | None = None, *, progress: bool | None = None) -> Any:
+        """Coroutine: run ``ticks`` more ticks (``None``: until ``stop()``); ``progress``:
+        its own tick bar (the view turns it off: its panel shows the ticks)."""
 
     def tick_progress(self) -> dict[str, Any]:
         """The tick in progress so far (see ``Society.tick_progress``)."""
@@ -397,7 +398,9 @@ class SocietyView(LiveWidget):
                 "`await society.run(ticks)`, then agentlab.show(run_dir)"
             ) from None
         self.error = ""
-        self.task = loop.create_task(soc.run(ticks=self._ticks))
+        # no tick bar under the panel: the panel shows the ticks and the tick in progress
+        # (a notebook showed both, the bar a second progress display of the same run)
+        self.task = loop.create_task(soc.run(ticks=self._ticks, progress=False))
         self.task.add_done_callback(self._on_done)
         self._follower.coalescer.mark()
         return self.task

@@ -435,3 +435,27 @@ def test_the_static_rates_chart_needs_a_line_not_two_lone_points(tmp_path: Path)
     assert "too few" in one
     dot = line_chart_svg({"a": ([1], [4.0])}, x_label="tick", y_label="n")
     assert "<circle" in dot
+
+
+async def test_the_live_view_runs_its_society_without_a_second_progress_bar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A society made with its tick bar on (the default), run from its live view, drew the
+    bar under the panel that already shows the ticks: two progress displays of one run.
+    The view's runs have none; the society's own runs keep theirs."""
+    import asyncio
+
+    from agentlab.runtime import Society
+
+    monkeypatch.delenv("AGENTLAB_PROGRESS", raising=False)
+    soc = Society.create(tmp_path / "soc", agents=3, llm="sim/instant", seed=0)
+    assert soc.progress
+    await soc.run(ticks=1)
+    assert "society" in capsys.readouterr().err  # its own bar (tqdm, on stderr here)
+    w = SocietyView(soc, society=soc, follow=False, ticks=2)
+    _press(w, "start")
+    assert w.task is not None
+    await asyncio.wait_for(w.task, 20)
+    assert soc.tick == 3 and "society" not in capsys.readouterr().err
+    w.close()
+    soc.close()
