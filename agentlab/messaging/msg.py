@@ -144,6 +144,11 @@ class Msg:
 
     # --- views --------------------------------------------------------------------------
     @property
+    def name(self) -> str:
+        """The sender, under AgentScope's name for it (``Msg.name``)."""
+        return self.sender
+
+    @property
     def content(self) -> str:
         """The text blocks joined by newlines (what a chat transcript shows)."""
         return "\n".join(b.text for b in self.blocks if isinstance(b, TextBlock))

@@ -59,6 +59,7 @@ def test_msg_is_immutable_and_round_trips() -> None:
     assert m.has("tool_call") and not Msg("a", "x").has("thinking")
     assert m.to_dict()["schema_version"] == 1
     assert Msg("a", "x").id != Msg("a", "x").id
+    assert m.name == m.sender == "alice"  # (AgentScope's name for the sender)
 
 
 def test_msg_rejects_bad_role() -> None:

@@ -224,6 +224,13 @@ class AgentSystem:
         """Ids of every stored thread."""
         return self.store.agents()
 
+    def __repr__(self) -> str:
+        # what a notebook cell shows for the system: its model, tools, size and run
+        tools = ", ".join(self.tools) or "none"
+        run = f", run_dir={str(self.run_dir)!r}" if self.run_dir is not None else ""
+        return (f"AgentSystem(model={type(self.model).__name__}, tools=[{tools}], "
+                f"threads={len(self.threads())}, completions={self.completions}{run})")  # fmt: skip
+
     # --- the slice ---------------------------------------------------------------------------
     async def _slice(self, seq: int, d: Delivery, hot: Hot | None = None) -> tuple[str, Hot]:
         """Run one slice; returns the action and the thread's decoded form after it.

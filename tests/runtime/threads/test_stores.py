@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -168,3 +170,19 @@ def test_sqlite_store_reopens_and_pickles(tmp_path) -> None:
     assert s2.read("a", "state") == b"1" and s2.queued() == 1
     with pytest.raises(ConfigError, match="unknown synchronous mode"):
         SQLiteThreadStore(tmp_path / "u.db", synchronous="sometimes")
+
+
+async def test_an_agent_system_says_what_it_is_in_a_notebook(tmp_path: Path) -> None:
+    """A notebook cell ending in the system showed ``<...AgentSystem object at 0x7f...>``."""
+    from agentlab.runtime.threads import AgentSystem, ScriptedModel, Tool
+
+    async def work(ctx: Any, args: dict[str, Any]) -> str:
+        return "done"
+
+    system = AgentSystem(ScriptedModel(), tools=[Tool("work", work)], run_dir=tmp_path / "run")
+    async with system:
+        system.send_user("t0", "hello", dedup_id="u0")
+        await system.drain()
+    text = repr(system)
+    assert text.startswith("AgentSystem(model=ScriptedModel, tools=[work], threads=1, ")
+    assert f"completions={system.completions}" in text and str(tmp_path / "run") in text
