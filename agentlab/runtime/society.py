@@ -290,7 +290,6 @@ class Society:
                             **changes)  # fmt: skip
 
     # --- state -------------------------------------------------------------------------
-
     @property
     def tick(self) -> int:
         """The last committed tick (0 right after create)."""
@@ -449,8 +448,7 @@ class Society:
         :meth:`pause` holds the loop between ticks (after the tick in progress commits)
         until :meth:`resume`; :meth:`stop` ends it after the tick in progress. Calling
         ``run`` again continues from the last committed tick. Returns totals of this call.
-        ``progress``: this call's tick bar (default: the society's ``progress``); a live
-        view passes ``False``, as its panel shows the ticks.
+        ``progress=False``: no tick bar this call (a live view's panel shows the ticks).
         """
         if ticks is not None and until is not None:
             raise ConfigError("give at most one of ticks=N or until=T")
@@ -468,9 +466,7 @@ class Society:
         self._status = "running"
         self._mark("running")
         todo = None if target == float("inf") else max(0, int(target) - self.tick)
-        bar = TickProgress(
-            todo, enabled=self.progress if progress is None else progress and self.progress
-        )
+        bar = TickProgress(todo, enabled=self.progress and progress is not False)
         out: dict[str, Any] = {"ticks": 0, "steps": 0, "llm_calls": 0, "errors": 0, "tokens": 0}
         t0 = time.perf_counter()
         error: BaseException | None = None
@@ -600,7 +596,5 @@ class Society:
         self._lock.release()
 
     def __repr__(self) -> str:
-        return (
-            f"Society({str(self.run_dir)!r}, agents={len(self.agent_specs)}, "
-            f"tick={self.tick}, executor={self.executor.name!r})"
-        )
+        return (f"Society({str(self.run_dir)!r}, agents={len(self.agent_specs)}, "
+                f"tick={self.tick}, executor={self.executor.name!r})")  # fmt: skip

@@ -179,8 +179,7 @@ class AgentSystem:
         """Queue a delivery (durably, in the store); in local mode also start its thread.
 
         Safe to call from tools, callbacks and other threads' slices. New user input for a
-        thread whose completion is streaming cancels that completion (the partial turn is
-        kept).
+        thread whose completion is streaming cancels that completion (the partial turn kept).
         """
         tid = d.thread_id  # a thread with a driver passed validate_agent_id when it started
         if type(tid) is not str or tid not in self._drivers:
@@ -224,11 +223,9 @@ class AgentSystem:
         """Ids of every stored thread."""
         return self.store.agents()
 
-    def __repr__(self) -> str:
-        # what a notebook cell shows for the system: its model, tools, size and run
-        tools = ", ".join(self.tools) or "none"
+    def __repr__(self) -> str:  # (what a notebook cell ending in the system shows)
         run = f", run_dir={str(self.run_dir)!r}" if self.run_dir is not None else ""
-        return (f"AgentSystem(model={type(self.model).__name__}, tools=[{tools}], "
+        return (f"AgentSystem(model={type(self.model).__name__}, tools=[{', '.join(self.tools)}], "
                 f"threads={len(self.threads())}, completions={self.completions}{run})")  # fmt: skip
 
     # --- the slice ---------------------------------------------------------------------------
@@ -550,14 +547,8 @@ class AgentSystem:
         await self.close()
 
     # --- step mode ----------------------------------------------------------------------------------
-    async def step(
-        self,
-        batch: list[tuple[int, Delivery]] | None = None,
-        *,
-        partition: int = 0,
-        partitions: int = 1,
-        limit: int = 1000,
-    ) -> StepResult:
+    async def step(self, batch: list[tuple[int, Delivery]] | None = None, *, partition: int = 0,
+                   partitions: int = 1, limit: int = 1000) -> StepResult:  # fmt: skip
         """Process one batch of queued deliveries and return (step mode).
 
         Args:
