@@ -118,28 +118,26 @@ def _number(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
 
 
-def _calls_frame(run_or_calls: Any) -> pd.DataFrame:
+def _calls_and_overrides(run_or_calls: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The recorded calls, and the profile overrides the run's client was made with
+    (``run.json``'s ``config.llm.defaults``, e.g. ``LLMClient("sim/vllm-3b", slots=128)``)
+    with the model they apply to under ``"model"``; no overrides for a calls DataFrame (its
+    rows name the model only) or a run that recorded no client. A run directory is opened
+    once, for both."""
     if isinstance(run_or_calls, pd.DataFrame):
-        return run_or_calls
-    if hasattr(run_or_calls, "llm_calls_df"):
-        return run_or_calls.llm_calls_df()
-    from agentlab.store.run import open_run
+        return run_or_calls, {}
+    run = run_or_calls
+    if not hasattr(run, "llm_calls_df"):
+        from agentlab.store.run import open_run
 
-    return open_run(run_or_calls).llm_calls_df()
-
-
-def _recorded_overrides(run_or_calls: Any) -> dict[str, Any]:
-    """The profile overrides the run's client was made with (``run.json``'s
-    ``config.llm.defaults``, e.g. ``LLMClient("sim/vllm-3b", slots=128)``), with the model
-    they apply to under ``"model"``; none for a calls DataFrame (its rows name the model
-    only) or a run that recorded no client."""
-    manifest = getattr(run_or_calls, "manifest", None)  # (a Run's property: run.json)
+        run = open_run(run)
+    manifest = getattr(run, "manifest", None)  # (a Run's property: run.json)
     llm = (manifest.get("config") or {}).get("llm") if isinstance(manifest, dict) else None
     if not isinstance(llm, dict) or not isinstance(llm.get("defaults"), dict):
-        return {}
+        return run.llm_calls_df(), {}
     fields = SimProfile.__dataclass_fields__
-    out = {k: v for k, v in llm["defaults"].items() if k in fields and k != "name"}
-    return {"model": llm.get("model"), **out} if out else {}
+    over = {k: v for k, v in llm["defaults"].items() if k in fields and k != "name"}
+    return run.llm_calls_df(), ({"model": llm.get("model"), **over} if over else {})
 
 
 def _label_dict(x: Any) -> dict[str, Any]:
@@ -196,7 +194,7 @@ def _text_replies(d: pd.DataFrame) -> pd.DataFrame:
 
 def _recorded_profiles(d: pd.DataFrame, overrides: dict[str, Any]) -> list[SimProfile]:
     """The ``sim/`` profiles the recorded calls ran on, with the client's ``overrides``
-    (:func:`_recorded_overrides`) on the model they name; none unless every call ran on a
+    (:func:`_calls_and_overrides`) on the model they name; none unless every call ran on a
     ``sim/`` profile (not a real provider) and every one still loads."""
     from agentlab.llm.sim_profiles import get_profile
 
@@ -212,7 +210,7 @@ def _recorded_profiles(d: pd.DataFrame, overrides: dict[str, Any]) -> list[SimPr
 
 
 def _tokenizer_of(
-    d: pd.DataFrame, tokenizer: str | None, overrides: dict[str, Any]
+    d: pd.DataFrame, tokenizer: str | None, profs: list[SimProfile]
 ) -> tuple[dict[str, Any], str]:
     """The fitted profile's tokenizer fields (``tokenizer`` and, from a recorded ``sim/``
     profile, its text's characters per token) and a note when the counts' tokenizer is
@@ -221,7 +219,6 @@ def _tokenizer_of(
 
     if tokenizer is not None:
         return {"tokenizer": check_tokenizer_name(tokenizer)}, ""
-    profs = _recorded_profiles(d, overrides)
     toks = {(p.tokenizer, p.text_cpt_median, p.text_cpt_sigma) for p in profs}
     if len(toks) == 1:
         tok, cpt, sig = toks.pop()
@@ -236,14 +233,13 @@ def _tokenizer_of(
     )
 
 
-def _step_roofline(d: pd.DataFrame, step_roofline: bool | None, overrides: dict[str, Any]) -> bool:
+def _step_roofline(step_roofline: bool | None, profs: list[SimProfile]) -> bool:
     """The step fitted: as given, else the recorded ``sim/`` profiles', else additive.
     The additive line fitted to a roofline server's idle TTFTs falls below one step, so
     the fit went through the floor: ``sim/vllm-3b``'s persona society came back with
     ``prefill_tps`` +17-20 % and ``overhead_s`` 0 (now 9,110 and 1.3 ms, as recorded)."""
     if step_roofline is not None:
         return step_roofline
-    profs = _recorded_profiles(d, overrides)
     return bool(profs) and all(p.step_roofline for p in profs)
 
 
@@ -343,13 +339,10 @@ def fit_calibration(
     if length_corr_by and not by_label:
         raise ConfigError("calibrate: length_corr_by needs lengths_by (the laws it scores on)")
     corr_cols = (length_corr_by,) if length_corr_by else ()
-    if not isinstance(run_or_calls, pd.DataFrame) and not hasattr(run_or_calls, "llm_calls_df"):
-        from agentlab.store.run import open_run
-
-        run_or_calls = open_run(run_or_calls)  # (a run directory: its calls and run.json)
-    d = _prepare(_calls_frame(run_or_calls), stage_col, (*by_label, *corr_cols))
-    overrides = _recorded_overrides(run_or_calls)
-    step_roofline = _step_roofline(d, step_roofline, overrides)
+    calls, overrides = _calls_and_overrides(run_or_calls)
+    d = _prepare(calls, stage_col, (*by_label, *corr_cols))
+    recorded = _recorded_profiles(d, overrides)  # (the step's and the tokenizer's default)
+    step_roofline = _step_roofline(step_roofline, recorded)
     group = [by] if isinstance(by, str) else list(by or [])
     mask = np.ones(len(d), dtype=bool)
     if train is not None:
@@ -450,7 +443,7 @@ def fit_calibration(
             "server's max_num_seqs: pass it (slots=, CLI --slots; vLLM's --max-num-seqs) "
             "unless the run kept the server full"
         )
-    tok, tok_note = _tokenizer_of(d, tokenizer, overrides)
+    tok, tok_note = _tokenizer_of(d, tokenizer, recorded)
     if tok_note:
         notes.append(tok_note)
     prof = SimProfile(
