@@ -192,6 +192,7 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     if {"start", "end"} <= set(calls.columns) and len(calls):
         duration = float(calls["end"].max() - calls["start"].min())
     m = run.manifest
+    children = [{**summary_row(c), "run": str(c.path.relative_to(run.path))} for c in life.children]
     if life.ticks is not None:
         ticks = life.ticks
     return {
@@ -208,9 +209,15 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         "runs": runs,
         "steps": life.steps,
         # a paper (or sweep) holds runs of its own; its errors are theirs, summed
-        "children": [
-            {**summary_row(c), "run": str(c.path.relative_to(run.path))} for c in life.children
-        ],
+        "children": children,
+        # a paper or sweep makes no calls itself: the calls of its runs (None for a run
+        # that made its own); a "ticks 0, agents 0, llm calls 0" over 1,063 calls in its
+        # runs read as an empty run
+        "calls_in_runs": (
+            sum(int(c.get("llm_calls") or 0) for c in children)
+            if children and not len(calls)
+            else None
+        ),
         "agents": max(n_agents, _count(calls, "agent_id")),
         "llm_calls": len(calls),
         "replies": replies,
@@ -392,10 +399,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         ("status", (summary.get("status") or m.get("status") or "–")
                    + (f"  ({summary['error']})" if summary.get("error") else "")),
     ]  # fmt: skip
-    if children and not summary["llm_calls"]:
-        # a paper or sweep: its runs made the calls (a "ticks 0, agents 0, llm calls 0"
-        # over 1,063 calls in its runs read as an empty run)
-        calls = sum(int(c.get("llm_calls") or 0) for c in children)
+    if summary.get("calls_in_runs") is not None:  # a paper or sweep
+        calls = summary["calls_in_runs"]
         lines.append(("llm calls", f"{fmt_num(calls)} in {len(children)} runs (below)"))
     else:
         lines += [
