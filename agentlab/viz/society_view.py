@@ -178,6 +178,17 @@ class Controllable(Protocol):
 #: the Rates chart's empty state: a rate is taken between two commits, a line needs two
 RATES_EMPTY = "rates need ≥ 3 ticks (a rate is measured between two commits)"
 
+#: the static snapshot's charts, the live view's three (``CHARTS`` in
+#: widgets/society_view.js): image text, y-axis title, (series column, legend label)
+#: pairs, the fewest points a line needs and what the chart says with fewer
+STATIC_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...], int, str], ...] = (
+    ("LLM calls and agent-steps per second of clock time, by tick", "per second of clock time",
+     (("calls_per_s", "LLM calls/s"), ("steps_per_s", "agent-steps/s")), 2, RATES_EMPTY),
+    ("AIMD limit and LLM calls in flight at each commit, by tick", "concurrent LLM calls",
+     (("aimd_limit", "AIMD limit"), ("in_flight", "in flight at commit")), 1, "no data yet"),
+    ("tokens per tick", "tokens per tick", (("tokens", "tokens"),), 1, "no data yet"),
+)  # fmt: skip
+
 #: which buttons are enabled in each society status
 ENABLED = {
     "idle": ("start",),
@@ -476,41 +487,19 @@ class SocietyView(LiveWidget):
         rows = list(self._model.journal.items)
         col = {c: i for i, c in enumerate(SERIES_COLUMNS)}
         ticks = [r[col["tick"]] for r in rows]
-        calls = svg_img(
-            line_chart_svg(
-                {
-                    "LLM calls/s": (ticks, [r[col["calls_per_s"]] for r in rows]),
-                    "agent-steps/s": (ticks, [r[col["steps_per_s"]] for r in rows]),
-                },
-                x_label="tick",
-                y_label="per second of clock time",
-                integer_x=True,
-                min_points=2,
-                empty=RATES_EMPTY,
-            ),
-            "LLM calls and agent-steps per second of clock time, by tick",
-        )
-        load = svg_img(
-            line_chart_svg(
-                {
-                    "AIMD limit": (ticks, [r[col["aimd_limit"]] for r in rows]),
-                    "in flight at commit": (ticks, [r[col["in_flight"]] for r in rows]),
-                },
-                x_label="tick",
-                y_label="concurrent LLM calls",
-                integer_x=True,
-            ),
-            "AIMD limit and LLM calls in flight at each commit, by tick",
-        )
-        # (the live view's third chart: the snapshot shows what the live view showed)
-        tokens = svg_img(
-            line_chart_svg(
-                {"tokens": (ticks, [r[col["tokens"]] for r in rows])},
-                x_label="tick",
-                y_label="tokens per tick",
-                integer_x=True,
-            ),
-            "tokens per tick",
+        charts = "".join(
+            svg_img(
+                line_chart_svg(
+                    {label: (ticks, [r[col[key]] for r in rows]) for key, label in series},
+                    x_label="tick",
+                    y_label=y_label,
+                    integer_x=True,
+                    min_points=min_points,
+                    empty=empty,
+                ),
+                alt,
+            )
+            for alt, y_label, series, min_points, empty in STATIC_CHARTS
         )
         status = self._status() if self._society is not None else "finished"
         err = f'<div style="color:#c00">{esc(self.error)}</div>' if self.error else ""
@@ -519,6 +508,5 @@ class SocietyView(LiveWidget):
         errs = self._errors_text
         line = f'<div style="color:#555">{esc(self._state_line(status, {}))}'
         line += f"<br>errors: {esc(errs)}</div>" if errs else "</div>"
-        charts = f'<div style="display:flex;flex-wrap:wrap">{calls}{load}{tokens}</div>'
-        body = f"{line}{tiles}{charts}{err}"
+        body = f'{line}{tiles}<div style="display:flex;flex-wrap:wrap">{charts}</div>{err}'
         return card("society", "Society", f"{status} · {self.run_dir}", body)
