@@ -67,6 +67,28 @@ function fmt(v, digits = 1) {
 }
 
 /**
+ * A short axis label (``fmt_tick`` in agentlab/viz/_static.py, for the static snapshot):
+ * from 10,000 on in k / M / G with at most three significant digits ("12.5k", "250k",
+ * "1.5M"); below, the number itself with thousands separators. Every label stays distinct:
+ * `fmt(v, 0)` rounded to a whole k / M and wrote the ticks 1M, 1.5M, 2M as "1M, 2M, 2M".
+ * @param {number} v
+ * @returns {string}
+ */
+function fmtTick(v) {
+  if (typeof v !== "number" || !Number.isFinite(v)) return "–";
+  if (Math.abs(v) < 1e4) {
+    return Number.isInteger(v) ? v.toLocaleString("en-US") : String(Number(v.toPrecision(3)));
+  }
+  /** @type {[number, string][]} */
+  const units = [[1e3, "k"], [1e6, "M"], [1e9, "G"]];
+  for (const [unit, suffix] of units) {
+    const x = Number((v / unit).toPrecision(3)); // (999,999 rounds to 1000k: the next unit)
+    if (Math.abs(x) < 1000 || suffix === "G") return String(x) + suffix;
+  }
+  return String(v);
+}
+
+/**
  * Subscribe to several traits; returns the unsubscribe function.
  * @param {any} model
  * @param {string[]} names
@@ -189,7 +211,7 @@ function lineChart(parent, spec) {
         : undefined },
       // short tick values (180k, not 180,000) so they never run into the axis title
       { ...axis, label: spec.y, size: 60,
-        values: (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map((v) => fmt(v, 0)) },
+        values: (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map(fmtTick) },
     ],
     series: [{ label: spec.x }].concat(spec.series.map(([label, color]) => ({
       label, stroke: color, width: 1.5, spanGaps: false,

@@ -113,7 +113,9 @@ function render({ model, el }) {
         { ...axis, label: "gap between LLM call starts", size: 44,
           splits: (/** @type {any} */ u) => decadesIn(u.scales.x.min, u.scales.x.max),
           values: (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map(() => "") },
-        { ...axis, label: "gaps per bin", size: 56, incrs: WHOLE_STEPS },  // counts: whole ticks
+        // counts: whole ticks, short labels (150k, not 150,000, which ran into the title)
+        { ...axis, label: "gaps per bin", size: 56, incrs: WHOLE_STEPS,
+          values: (/** @type {any} */ _u, /** @type {number[]} */ vs) => vs.map(fmtTick) },
       ],
       series,
       legend: { live: true },

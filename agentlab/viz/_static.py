@@ -22,6 +22,7 @@ __all__ = [
     "empty_svg",
     "esc",
     "fmt_num",
+    "fmt_tick",
     "line_chart_svg",
     "step_chart_svg",
     "svg_img",
@@ -54,6 +55,20 @@ def fmt_num(value: object, digits: int = 3) -> str:
     if abs(f) >= 10**digits:  # "3,931", never "3.93e+03"
         return f"{f:,.0f}"
     return f"{f:.{digits}g}"
+
+
+def fmt_tick(value: float) -> str:
+    """A short axis label, as the live charts write it (``fmtTick`` in widgets/_common.js):
+    from 10,000 on in k / M / G with at most three significant digits ("12.5k", "250k",
+    "1.5M"); below, :func:`fmt_num`. Every label stays distinct: rounding to a whole k / M
+    wrote the ticks 1M, 1.5M, 2M as "1M, 2M, 2M"."""
+    if not math.isfinite(value) or abs(value) < 1e4:
+        return fmt_num(value)
+    for unit, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "G")):
+        text = f"{value / unit:.3g}"  # (999,999 rounds to "1e+03" k: the next unit, "1M")
+        if abs(float(text)) < 1000 or suffix == "G":
+            break
+    return (text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text) + suffix
 
 
 def svg_img(svg: str, alt: str) -> str:
@@ -105,6 +120,17 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return out
 
 
+def _y_axis(lo: float, hi: float) -> tuple[list[float], list[str], int]:
+    """The y ticks over ``[lo, hi]``, their labels, and the plot's left edge: wide enough
+    that the widest label ends clear of the rotated axis title (which takes x < 20); a
+    fixed 52 px cut "1,000,000" to "000,000" under the title."""
+    ticks = _ticks(lo, hi, 4)
+    labels = [fmt_tick(t) for t in ticks]
+    # ~6 px a digit or letter and ~3 px a comma or point at the 10 px label font
+    widest = max((sum(3 if c in ",." else 6 for c in lab) for lab in labels), default=0)
+    return ticks, labels, max(52, 26 + widest)
+
+
 def _frame_svg(
     width: int,
     height: int,
@@ -112,13 +138,14 @@ def _frame_svg(
     y_label: str,
     x_ticks: Sequence[tuple[float, str]],
     y_ticks: Sequence[tuple[float, str]],
+    L: int,
 ) -> list[str]:
     # plot area: x in [L, width-R], y in [T, height-B]; tick positions are already mapped
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" style="{_FONT};font-size:10px">',
     ]
-    L, B = 52, 34
+    B = 34
     parts.append(
         f'<line x1="{L}" y1="{height - B}" x2="{width - 10}" y2="{height - B}" stroke="#999"/>'
         f'<line x1="{L}" y1="22" x2="{L}" y2="{height - B}" stroke="#999"/>'
@@ -187,7 +214,8 @@ def line_chart_svg(
         x0, x1 = x0 - 1, x1 + 1
     if y1 == y0:
         y1 = y0 + 1
-    L, R, T, B = 52, 10, 22, 34
+    yt, y_labels, L = _y_axis(y0, y1)
+    R, T, B = 10, 22, 34
     sx = lambda v: L + (v - x0) / (x1 - x0) * (width - L - R)  # noqa: E731
     sy = lambda v: height - B - (v - y0) / (y1 - y0) * (height - B - T)  # noqa: E731
     xt = [t for t in _ticks(x0, x1) if not integer_x or float(t).is_integer()]
@@ -197,7 +225,8 @@ def line_chart_svg(
         x_label,
         y_label,
         [(sx(t), fmt_num(t)) for t in xt],
-        [(sy(t), fmt_num(t)) for t in _ticks(y0, y1, 4)],
+        [(sy(t), lab) for t, lab in zip(yt, y_labels, strict=True)],
+        L,
     )
     legend = []
     for i, (name, ps) in enumerate(finite.items()):
@@ -232,7 +261,8 @@ def step_chart_svg(
     if n <= 0 or not rows:
         return empty_svg("no LLM calls yet", width, height)
     ymax = max([max(r) for r in rows.values() if len(r)] + [1.0])
-    L, R, T, B = 52, 10, 22, 34
+    yt, y_labels, L = _y_axis(0.0, ymax)
+    R, T, B = 10, 22, 34
     lx0, lx1 = math.log10(edges[0]), math.log10(edges[-1])
     sx = lambda v: L + (math.log10(v) - lx0) / (lx1 - lx0) * (width - L - R)  # noqa: E731
     sy = lambda v: height - B - v / ymax * (height - B - T)  # noqa: E731
@@ -242,7 +272,8 @@ def step_chart_svg(
         x_label,
         y_label,
         thin_ticks([(sx(v), lab) for v, lab in log_time_ticks(edges[0], edges[-1])]),
-        [(sy(t), fmt_num(t)) for t in _ticks(0.0, ymax, 4)],
+        [(sy(t), lab) for t, lab in zip(yt, y_labels, strict=True)],
+        L,
     )
     legend = []
     for i, (name, counts) in enumerate(rows.items()):

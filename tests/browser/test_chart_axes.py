@@ -150,3 +150,20 @@ def test_iat_axis_labels_do_not_overlap_at_400_and_1200_px(jupyter_lab: Lab, lab
         "() => window.jupyterapp.commands.execute('apputils:change-theme', "
         "{theme: 'JupyterLab Light'})"
     )
+
+
+def test_live_and_static_charts_write_the_same_short_tick_labels(lab_page: Any) -> None:
+    """The live charts' y axes (``fmtTick`` in widgets/_common.js, run in the browser) and
+    the saved snapshot's (``fmt_tick``) label a tick alike; the live axis's ``fmt(v, 0)``
+    wrote the ticks 1M, 1.5M, 2M of a tokens-per-tick chart as "1M, 2M, 2M"."""
+    from agentlab.viz._base import widgets_dir
+    from agentlab.viz._static import fmt_tick
+
+    values = [0, 0.5, 2.25, 7_500, 10_000, 12_500, 250_000, 999_999, 1_000_000, 1_500_000,
+              1_250_000, 2_500_000_000, -15_000]  # fmt: skip
+    common = (widgets_dir() / "_common.js").read_text()  # prepended to every widget module
+    got = lab_page.evaluate(
+        "([src, vs]) => vs.map(new Function(src + '\\nreturn fmtTick;')())", [common, values]
+    )
+    assert got == [fmt_tick(v) for v in values]
+    assert got[8:10] == ["1M", "1.5M"]
