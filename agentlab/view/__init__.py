@@ -49,7 +49,10 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
     df = pd.DataFrame(rows)
     df["created"] = df["created"].astype(str).str.slice(0, 19).str.replace("T", " ")
     df["params"] = [", ".join(f"{k}={v}" for k, v in p.items()) for p in df["params"]]
-    return str(format_table(df[cols], names={"run": 60}))
+    table = str(format_table(df[cols], names={"run": 60}))
+    if (df["kind"] == "experiment").any():  # (the run page labels them "runs")
+        table += "\nan experiment's steps are its workflow runs, its step errors the failed runs"
+    return table
 
 
 def main(args: argparse.Namespace) -> int:

@@ -57,8 +57,13 @@ def index_page(site: Site) -> str:
                 {"text": r["status"], "cls": "bad" if r["status"] in ("failed", "interrupted")
                  or str(r["status"]).startswith("unreadable") else ""},
                 {"text": created[:19].replace("T", " "), "cls": "nowrap"},
-                r["ticks"], r["steps"], r["llm_calls"],
-                r["step_errors"], r["tool_errors"], r["llm_failures"],
+                r["ticks"],
+                # an experiment's steps are its workflow runs, its step errors the failed
+                # runs (its page says "runs", "failed runs"): the cells say so on hover
+                _experiment_cell(r, "steps", "workflow runs"),
+                r["llm_calls"],
+                _experiment_cell(r, "step_errors", "failed workflow runs"),
+                r["tool_errors"], r["llm_failures"],
                 {"text": r["errors"], "cls": "bad" if r["errors"] else ""},
                 {"text": _params_text(r["params"]), "cls": "params",
                  "title": _cut(json.dumps(r["params"], default=str), 2000)},
@@ -77,6 +82,10 @@ def index_page(site: Site) -> str:
         subtitle=f"{len(rows)} runs ({by_kind})" if rows else "no runs here yet",
         crumbs=[{"text": site.title, "href": None}], blocks=blocks,
     )  # fmt: skip
+
+
+def _experiment_cell(r: dict[str, Any], key: str, title: str) -> Any:
+    return {"text": f"{r[key]:,}", "title": title} if r["kind"] == "experiment" else r[key]
 
 
 # --- one run ------------------------------------------------------------------------------

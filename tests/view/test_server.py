@@ -287,6 +287,13 @@ def test_runs_rows_are_the_index_rows(mixed_folder: Path) -> None:
     assert errors.count("<tr>") - 1 == s.errors.total  # one row per counted error
     text = format_runs(list(rows.values()))
     assert SOCIETY in text and "step_errors" in text
+    # the list's "steps" column holds an experiment's runs: the table says so below it,
+    # the page on hovering the cell (a bare "4 steps" read as four agent-steps)
+    assert "an experiment's steps are its workflow runs" in text.splitlines()[-1]
+    index = render_page(mixed_folder, "index.html") or ""
+    row = re.search(r'<tr data-kind="experiment".*?</tr>', index, re.S)
+    assert row and '<span title="workflow runs">4</span>' in row.group(0), row
+    assert '<span title="failed workflow runs">' in row.group(0)
 
 
 def test_a_run_inside_a_sweep_point_shows_the_points_parameters(tmp_path: Path) -> None:
