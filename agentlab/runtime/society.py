@@ -35,7 +35,7 @@ from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
 from agentlab.core.ids import validate_agent_id
-from agentlab.errors import ConfigError, StoreError
+from agentlab.errors import ConfigError
 from agentlab.runtime.batch import AgentSpecs, BatchResult, BatchSpec, RetryPolicy
 from agentlab.runtime.config import llm_span_rate
 from agentlab.runtime.datasets import messages_from_events
@@ -48,7 +48,6 @@ from agentlab.runtime.society_build import create_society, mark_store, open_soci
 from agentlab.runtime.society_files import (
     SOCIETY_SCHEMA_VERSION,
     STEP_FILE,
-    read_doc,
     write_tick_checkpoint,
 )
 from agentlab.runtime.society_tick import (
@@ -57,6 +56,7 @@ from agentlab.runtime.society_tick import (
     client_metrics,
     commit_record,
     discard_unfinished_tick,
+    take_writer_lock,
     timeline_row,
     uncancel,
 )
@@ -129,6 +129,7 @@ class Society:
             check_virtual(self.executor.name, meta)
         self._step = step_state
         self._stop = False
+        self._close_after_run = False  # close() came while run() ran: run() closes at its end
         self._failed = False  # the last step() raised before committing
         # status: idle -> running <-> paused -> (stopped | done); see run()/pause()/resume()
         self._status = "idle"
@@ -319,25 +320,8 @@ class Society:
         return {a: self.agent(a).get_state() for a in self.agent_ids}
 
     def _ensure_writer(self) -> None:
-        if self.read_only:
-            raise StoreError(
-                f"this Society was opened with read_only=True; use "
-                f"Society.open({str(self.run_dir)!r}) to run it"
-            )
-        lock = self._lock
-        if lock.held:
-            return
-        lock.check()  # raises when a later Society object of this process took over
-        # Closed earlier: write again only if nobody advanced the run in the meantime.
-        lock.acquire()
-        on_disk = read_doc(self.run_dir, STEP_FILE) or {}
-        if on_disk.get("tick") != self.tick:
-            lock.release()
-            raise StoreError(
-                f"{self.run_dir} is at tick {on_disk.get('tick')} on disk, this Society object "
-                f"at tick {self.tick}: another writer advanced it after close(); "
-                f"use Society.open({str(self.run_dir)!r})"
-            )
+        if not self._lock.held:
+            take_writer_lock(self)
 
     def _llm_state_kept(self) -> bool:
         # Only under the virtual clock is the client's state a function of the committed
@@ -502,6 +486,9 @@ class Society:
                 self._mark("failed", error=f"{type(error).__name__}: {error}")
             else:
                 self._mark(self._status)  # type: ignore[arg-type]
+            if self._close_after_run:
+                self._close_after_run = False
+                self.close()
         if interrupted:
             if self.executor.name == "local":  # now (Ray workers may still write: close())
                 self._discard_unfinished_tick()
@@ -585,7 +572,17 @@ class Society:
     def close(self) -> None:
         """Flush the log, mark the run ``done`` (``stopped`` if the last :meth:`run` was
         stopped or interrupted) and release the executor's resources and the lock; rows of
-        a tick that never committed are cut (they would be at the next resume)."""
+        a tick that never committed are cut (they would be at the next resume).
+
+        While :meth:`run` runs (a live view's run, a task's) it is stopped after the tick in
+        progress commits and the society closes then: closing under it cut the store of
+        the tick it was running, changed that tick's outcome and let it go on unlocked."""
+        if self._status in ("running", "paused"):
+            self._close_after_run = True
+            self.stop()
+            print(f"{self.run_dir}: a run is in progress; it stops after tick {self.tick + 1} "
+                  "commits, then the society closes", file=sys.stderr)  # fmt: skip
+            return
         self.proxy.flush()
         self.executor.close()
         self._discard_unfinished_tick()  # every writer is closed now

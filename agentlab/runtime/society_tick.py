@@ -136,3 +136,28 @@ def discard_unfinished_tick(society: Any) -> None:
         and step.get("llm") is not None
     ):
         society.proxy.llm.client.restore_state(step["llm"])
+
+
+def take_writer_lock(society: Any) -> None:
+    """Take ``society``'s writer lock again after :meth:`~Society.close` (a later ``run`` or
+    ``step``): only if nobody advanced the run in the meantime; refused read-only."""
+    from agentlab.errors import StoreError
+    from agentlab.runtime.society_files import STEP_FILE, read_doc
+
+    run_dir = society.run_dir
+    if society.read_only:
+        raise StoreError(
+            f"this Society was opened with read_only=True; use Society.open({str(run_dir)!r}) "
+            "to run it"
+        )
+    lock = society._lock
+    lock.check()  # raises when a later Society object of this process took over
+    lock.acquire()
+    on_disk = read_doc(run_dir, STEP_FILE) or {}
+    if on_disk.get("tick") != society.tick:
+        lock.release()
+        raise StoreError(
+            f"{run_dir} is at tick {on_disk.get('tick')} on disk, this Society object at tick "
+            f"{society.tick}: another writer advanced it after close(); "
+            f"use Society.open({str(run_dir)!r})"
+        )

@@ -334,3 +334,46 @@ def test_a_stop_inside_a_tick_then_run_on_equals_the_straight_run(
         s.close()
         assert rows(f"stopped{k}") == rows("straight"), k
     assert any(before > t for before, t in rewinds)  # a stop fell inside a tick's time
+
+
+def test_close_during_a_run_stops_after_the_tick_then_closes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``soc.close()`` in the cell after ``agentlab.live(soc, ticks=N)`` (or beside any run
+    task): close cut the store of the tick in progress while the run went on, took the lock
+    again and finished with other calls than a straight run (1,437 calls for 1,419) and the
+    lock held. It now stops the run after the tick in progress commits and closes then; the
+    run reopens and runs on to the straight run's log."""
+    from agentlab.store import open_run
+    from agentlab.store.lifecycle import read_status
+
+    def make(name: str) -> Society:
+        return Society.create(tmp_path / name, agents=40, env=["social_feed"],
+                              llm="sim/vllm-3b", clock="virtual", seed=3, progress=False)  # fmt: skip
+
+    def rows(name: str) -> list[tuple[object, ...]]:
+        df = open_run(tmp_path / name).llm_calls_df()
+        cols = ["tick", "agent_id", "start", "end", "prompt_tokens", "completion_tokens"]
+        return [tuple(r) for r in df[cols].itertuples(index=False)]
+
+    straight = make("straight")
+    straight.run_sync(ticks=4)
+    straight.close()
+    s = make("closed")
+
+    async def close_inside_tick_2() -> dict[str, object]:
+        task = asyncio.ensure_future(s.run(ticks=4))
+        while s.tick < 1 or s.tick_progress().get("tick") != 2:
+            await asyncio.sleep(0.0005)
+        s.close()  # (from the kernel's loop, as a cell does: the run is a task beside it)
+        assert read_status(tmp_path / "closed") == "running"  # not "done" under a live run
+        return await task
+
+    out = asyncio.run(close_inside_tick_2())
+    assert out["status"] == "stopped" and out["tick"] == 2, out
+    assert "a run is in progress; it stops after tick 2 commits" in capsys.readouterr().err
+    assert read_status(tmp_path / "closed") == "stopped" and not s._lock.held
+    again = Society.open(tmp_path / "closed", progress=False)  # not locked: it closed
+    again.run_sync(until=4)
+    again.close()
+    assert rows("closed") == rows("straight")
