@@ -44,6 +44,10 @@ class EnvBase:
     Attributes:
         env_type: registry name (set by :func:`~agentlab.env.register_env`).
         state_path: where :meth:`to_workspace` writes, relative to the run directory.
+        tick_synchronous: declare ``True`` when the module's tool calls take effect at the
+            tick's end (:meth:`step`) in an order of its own, so the order in which agents
+            call them within a tick changes no tool result: a society on it may then run
+            under ``clock="virtual"`` on Ray (``social_feed`` is; the default is not).
         tick: the tick in progress (``step(t)`` sets it to ``t + 1``; the runtime may set it).
         seed: the seed given to :meth:`init`.
         rng: the module's own random generator.
@@ -51,6 +55,7 @@ class EnvBase:
 
     env_type: ClassVar[str] = ""
     state_path: ClassVar[str] = DEFAULT_STATE_PATH
+    tick_synchronous: ClassVar[bool] = False
 
     def __init__(self, **config: Any) -> None:
         self.config: dict[str, Any] = dict(config)

@@ -46,6 +46,10 @@ class SocialFeed(EnvBase):
         popular_window: ticks a post stays eligible for the "popular" stream.
     """
 
+    # posts, follows and likes take effect at step(): a tick's tool results do not depend
+    # on the order agents call in (so a virtual run on Ray equals the local one)
+    tick_synchronous = True
+
     def __init__(
         self,
         world: str = _DEFAULT_WORLD,

@@ -13,6 +13,7 @@ someone else.
 from __future__ import annotations
 
 import inspect
+import itertools
 import re
 import typing
 import weakref
@@ -34,11 +35,18 @@ _MARK = "__agentlab_tool__"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: numbers the marks in the order ``@tool`` ran: a class's tools keep the order they were
+#: defined in where the class's ``__dict__`` does not (cloudpickle rebuilds a notebook's
+#: class with its attributes sorted by name, so a Ray worker listed its tools otherwise)
+_ORDER = itertools.count()
+
+
 @dataclass(frozen=True, slots=True)
 class _ToolMark:
     name: str | None
     description: str | None
     keywords: tuple[str, ...] = ()
+    order: int = 0
 
 
 @overload
@@ -87,7 +95,7 @@ def tool(
         )
 
     def wrap(f: F) -> F:
-        setattr(f, _MARK, _ToolMark(name, description, tuple(words)))
+        setattr(f, _MARK, _ToolMark(name, description, tuple(words), next(_ORDER)))
         return f
 
     return wrap(fn) if fn is not None else wrap
@@ -303,11 +311,14 @@ def collect_tools(cls: type) -> dict[str, ToolSpec]:
         return cached
     marks: dict[str, _ToolMark] = {}
     for klass in reversed(cls.__mro__):
+        found: list[tuple[str, _ToolMark]] = []
         for attr, value in vars(klass).items():
             fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
             mark = getattr(fn, _MARK, None)
             if isinstance(mark, _ToolMark):
-                marks[attr] = mark
+                found.append((attr, mark))
+        for attr, mark in sorted(found, key=lambda am: am[1].order):  # in definition order
+            marks[attr] = mark
     specs: dict[str, ToolSpec] = {}
     for attr, mark in marks.items():
         fn = inspect.getattr_static(cls, attr, None)

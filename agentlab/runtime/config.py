@@ -49,9 +49,14 @@ def virtual_clock_refusal(executor: str) -> str:
     )
 
 
-#: envs whose tool calls take effect at the tick's end in an order of their own, so the
-#: order in which agents call them within a tick changes nothing (a virtual run on Ray)
-TICK_SYNCHRONOUS_ENVS = frozenset({"social_feed"})
+def _env_class(name: Any) -> type | None:
+    """The env class registered as ``name`` (``None`` when unknown: reported elsewhere)."""
+    from agentlab.env.registry import get_env_class
+
+    try:
+        return get_env_class(str(name))
+    except Exception:
+        return None
 
 
 def ray_virtual_refusal(llm: Any, env: Any, backoff_s: float) -> str | None:
@@ -86,16 +91,16 @@ def ray_virtual_refusal(llm: Any, env: Any, backoff_s: float) -> str | None:
         )
     for m in env or ():
         name = m if isinstance(m, str) else m.get("type") if isinstance(m, dict) else None
+        cls = type(m) if name is None else _env_class(name)
         if name is None:
-            name = getattr(type(m), "env_type", None) or type(m).__name__
-            if type(m).__name__ == "SocialFeed" and type(m).__module__.startswith("agentlab."):
-                name = "social_feed"
+            name = getattr(cls, "env_type", None) or cls.__name__
         router = isinstance(m, dict) and m.get("router")
-        if name not in TICK_SYNCHRONOUS_ENVS or router:
+        if not getattr(cls, "tick_synchronous", False) or router:
             problems.append(
-                f"envs whose tool calls are tick-synchronous, with no language router "
-                f"({', '.join(sorted(TICK_SYNCHRONOUS_ENVS))}), got {name!r}"
-                + (f" with router {router!r}" if router else "")
+                "envs whose tool calls are tick-synchronous (an env class declares "
+                "tick_synchronous = True when its tool calls take effect at the tick's end, "
+                "whatever order agents call in; social_feed does), with no language router, "
+                f"got {name!r}" + (f" with router {router!r}" if router else "")
             )
     if backoff_s:
         problems.append(f"retry.backoff_s = 0 (a sleep in a worker), got {backoff_s!r}")

@@ -191,7 +191,13 @@ def test_notebook_class_travels_to_another_process(tmp_path: Path) -> None:
                 '''Shout something.'''
                 return text.upper() + "!"
 
-        print(json.dumps(env_spec(create_env("nb_feed", seed=3))))
+            @tool
+            def ask_around(self, question: str, agent_id: str) -> str:
+                '''Ask the others (defined after shout: sorted by name it comes first).'''
+                return "nobody knows"
+
+        env = create_env("nb_feed", seed=3)
+        print(json.dumps([env_spec(env), list(env.tool_specs())]))
         """
     )
     use = textwrap.dedent(
@@ -200,16 +206,21 @@ def test_notebook_class_travels_to_another_process(tmp_path: Path) -> None:
         from agentlab.env import env_from_spec, get_env_class
         env = env_from_spec(json.loads(sys.stdin.read()))
         out = asyncio.run(env.call_tool("shout", {"text": "hi"}, agent_id="a"))
-        print(json.dumps([out, sorted(env.tool_specs()), get_env_class("nb_feed").__name__]))
+        print(json.dumps([out, list(env.tool_specs()), get_env_class("nb_feed").__name__]))
         """
     )
-    spec = subprocess.run(
+    made = subprocess.run(
         [sys.executable, "-c", make], capture_output=True, text=True, check=True, timeout=120
     ).stdout
+    spec, order = json.loads(made.strip().splitlines()[-1])
     res = subprocess.run(
-        [sys.executable, "-c", use], input=spec, capture_output=True, text=True, timeout=120
-    )
+        [sys.executable, "-c", use], input=json.dumps(spec), capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     out, tools, name = json.loads(res.stdout.strip().splitlines()[-1])
     assert out == "HI!" and name == "NotebookFeed"
     assert {"post", "read_feed", "shout", "like", "follow", "reply"} <= set(tools)
+    # in the order the notebook defined them (cloudpickle rebuilds the class with its
+    # attributes sorted by name, so a Ray worker's prompts listed "ask_around, shout")
+    assert tools == order and order.index("shout") < order.index("ask_around"), (order, tools)

@@ -101,6 +101,100 @@ def test_a_run_config_is_checked_the_same_way() -> None:
     validate_society_config({"agents": 4, "clock": "virtual", "executor": "local"})
 
 
+#: an env module as a researcher writes it in a notebook cell (its module is __main__):
+#: votes are collected during the tick and counted at its end, so it declares itself
+#: tick-synchronous; the same class without the declaration is refused on Ray
+_BALLOT_CELL = """
+from agentlab.env import EnvBase, register_env, tool
+
+class Ballot(EnvBase):
+    \"\"\"A ballot: agents vote for a colour; the count is published after each tick.\"\"\"
+
+    tick_synchronous = True
+
+    def __init__(self, **config):
+        super().__init__(**config)
+        self.pending, self.counts = [], {}
+
+    @tool
+    def vote(self, agent_id: str, colour: str) -> str:
+        \"\"\"Vote for a colour (counted at the end of the tick).\"\"\"
+        self.pending.append([agent_id, colour[:12]])
+        return "your vote is in the box"
+
+    @tool
+    def results(self, agent_id: str) -> dict:
+        \"\"\"The count published after the last tick.\"\"\"
+        return dict(self.counts)
+
+    def step(self, tick):
+        for _, colour in sorted(self.pending):
+            self.counts[colour] = self.counts.get(colour, 0) + 1
+        self.pending = []
+        super().step(tick)
+
+    def state_dict(self):
+        return {"pending": self.pending, "counts": self.counts}
+
+    def load_state_dict(self, state):
+        self.pending, self.counts = list(state["pending"]), dict(state["counts"])
+
+register_env("nb_ballot")(Ballot)
+register_env("nb_ballot_unsure")(type("Unsure", (Ballot,), {"tick_synchronous": False}))
+"""
+
+
+def _notebook_envs() -> None:
+    ns: dict[str, Any] = {"__name__": "__main__"}
+    exec(_BALLOT_CELL, ns)  # a class whose module is __main__, like a notebook cell
+    assert ns["Ballot"].__module__ == "__main__"
+
+
+def test_an_env_class_declares_itself_tick_synchronous() -> None:
+    """Only ``social_feed`` could run a virtual society on Ray (a list in the package); a
+    researcher's env module declares ``tick_synchronous = True`` and is accepted, and the
+    refusal of one that does not says how to declare it."""
+    from agentlab.env import registry
+
+    _notebook_envs()
+    try:
+        ok = {"agents": 4, "clock": "virtual", "executor": "ray", "llm": "sim/vllm-3b"}
+        validate_society_config({**ok, "env": ["nb_ballot", "social_feed"]})
+        with pytest.raises(ConfigError) as exc:
+            validate_society_config({**ok, "env": ["nb_ballot_unsure"]})
+        assert "got 'nb_ballot_unsure'" in str(exc.value)
+        assert "declares tick_synchronous = True" in str(exc.value)
+        with pytest.raises(ConfigError, match="with router 'react'"):
+            validate_society_config({**ok, "env": [{"type": "nb_ballot", "router": "react"}]})
+    finally:
+        registry._REGISTRY.pop("nb_ballot", None)
+        registry._REGISTRY.pop("nb_ballot_unsure", None)
+
+
+@pytest.mark.ray
+def test_a_notebook_defined_tick_synchronous_env_on_ray_equals_local(
+    ray_session: Any, tmp_path: Path
+) -> None:
+    from agentlab.env import registry
+
+    _notebook_envs()
+    try:
+        for executor in ("local", "ray"):
+            s = Society.create(
+                tmp_path / executor / "run", agents=40, env=["nb_ballot"],
+                llm=LLMClient("sim/vllm-3b", seed=7), clock="virtual", seed=7, batch_size=20,
+                executor=executor, progress=False,
+            )  # fmt: skip
+            assert s.run_sync(ticks=2)["errors"] == 0
+            counts = s.env_state()[0]["state"]["counts"]
+            s.close()
+        assert sum(counts.values()) > 10  # the persona agents voted
+        _assert_equal_runs(tmp_path / "local" / "run", tmp_path / "ray" / "run")
+    finally:
+        registry._REGISTRY.pop("nb_ballot", None)
+        registry._REGISTRY.pop("nb_ballot_unsure", None)
+
+
 def test_reopening_an_unsupported_virtual_run_on_ray_is_refused_and_leaves_it_runnable(
     tmp_path: Path,
 ) -> None:
