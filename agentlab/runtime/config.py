@@ -91,9 +91,11 @@ def ray_virtual_refusal(llm: Any, env: Any, backoff_s: float) -> str | None:
         )
     for m in env or ():
         name = m if isinstance(m, str) else m.get("type") if isinstance(m, dict) else None
-        cls = type(m) if name is None else _env_class(name)
-        if name is None:
-            name = getattr(cls, "env_type", None) or cls.__name__
+        if name is None:  # an env object
+            cls: type | None = type(m)
+            name = getattr(cls, "env_type", None) or type(m).__name__
+        else:
+            cls = _env_class(name)
         router = isinstance(m, dict) and m.get("router")
         if not getattr(cls, "tick_synchronous", False) or router:
             problems.append(
