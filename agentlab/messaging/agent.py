@@ -61,6 +61,18 @@ class Memory:
         """Forget everything."""
         self._items.clear()
 
+    def __repr__(self) -> str:
+        # at the end of a cell: how much, and the last few messages (a memory of hundreds
+        # printed whole would flood the notebook; index or iterate it for the rest)
+        shown = self._items[-5:]
+        head = f"Memory({len(self._items)} messages" + (
+            f", window {self.window})" if self.window is not None else ")"
+        )
+        if not shown:
+            return head
+        more = f"\n  ... {len(self._items) - len(shown)} earlier" if len(self._items) > 5 else ""
+        return head + more + "".join(f"\n  {m!r}" for m in shown)
+
     def to_chat(self, owner: str, sys_prompt: str | None = None) -> list[dict[str, Any]]:
         """Chat messages: the owner's messages as ``assistant``, others prefixed by sender."""
         items = self._items if self.window is None else self._items[-self.window :]
@@ -106,7 +118,10 @@ class HubAgent:
         return out
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, role={self.role!r})"
+        role = f", role={self.role!r}" if self.role else ""  # (an empty role is noise)
+        memory = getattr(self, "memory", None)
+        seen = f", {len(memory)} messages in memory" if isinstance(memory, Memory) else ""
+        return f"{type(self).__name__}({self.name!r}{role}{seen})"
 
 
 class LLMAgent(HubAgent):

@@ -64,6 +64,14 @@ async def test_llm_agent_in_a_hub(scripted) -> None:
     assert c1.calls[0]["agent_id"] == "ann"
     assert a.memory[-1] is m2 or a.memory[-1].content == m2.content
     assert len(hub.history) == 3
+    # at the end of a cell: the agent and its memory say what they hold (the memory read
+    # "<agentlab.messaging.agent.Memory at 0x...>", an agent without a role "role=''")
+    assert repr(a) == "LLMAgent('ann', role='expert', 3 messages in memory)"
+    assert repr(LLMAgent("cy", "s", c1)) == "LLMAgent('cy', 0 messages in memory)"
+    lines = repr(b.memory).splitlines()
+    assert lines[0] == "Memory(3 messages)" and lines[-1] == f"  {m2!r}", lines
+    b.memory.add([m1] * 5)
+    assert repr(b.memory).splitlines()[:2] == ["Memory(8 messages)", "  ... 3 earlier"]
 
 
 async def test_llm_agent_abstention_is_visible_in_the_transcript(scripted) -> None:
