@@ -155,7 +155,9 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     if (run.path / PACKED_FILE).exists():  # a packed run keeps its agents in one file
         n_agents = len(PackedStore(run.path / PACKED_FILE).agents())
     life = summarize_dir(run.path)  # status and the one error vocabulary
-    ticks = 0  # distinct ticks seen (society ticks are numbered from 1)
+    # distinct ticks seen (society ticks are numbered from 1); None for a run that has none
+    # (a werewolf game: days; its report read "ticks 0" over the game's calls)
+    ticks: int | None = 0 if life.kind == "society" else None
     # an experiment has runs, not ticks (its calls' "tick" is a workflow round): the count
     # the run browser shows too, its summary's steps
     runs = life.steps if life.kind == "experiment" else 0

@@ -36,6 +36,8 @@ from agentlab.messaging import (
     fanout,
     majority_vote,
 )
+from agentlab.store.lifecycle import writing_run
+from agentlab.store.writer_lock import held_here
 
 __all__ = ["GameEvent", "WerewolfResult", "play_werewolf", "play_werewolf_sync"]
 
@@ -258,6 +260,7 @@ async def play_werewolf(
     sink: MessageSink | None = None,
     faults: dict[str, float] | None = None,
     run_dir: str | PathLike[str] | None = None,
+    exist_ok: bool | Literal["replace"] = False,
 ) -> WerewolfResult:
     """Play one game to the end.
 
@@ -271,11 +274,15 @@ async def play_werewolf(
         sink: optional message sink (the run log's ``messages`` dataset).
         faults: simulator fault rates applied to every call, e.g.
             ``{"sim_p_malformed": 0.3, "sim_p_rate_limit": 0.1}``.
-        run_dir: a run directory (the caller's, e.g. opened with ``writing_run``) to
-            record the game in, as every driver does: its LLM calls (``llm_calls``,
-            ``llm_attempts``, ``llm.call`` spans; labels ``stage`` and ``day``, the player
-            as ``agent_id``, run id ``game``) and, unless ``sink`` is given, its messages.
-            Without it the game's traffic is not recorded.
+        run_dir: a run directory to record the game in, as every driver does: its LLM
+            calls (``llm_calls``, ``llm_attempts``, ``llm.call`` spans; labels ``stage``
+            and ``day``, the player as ``agent_id``, run id ``game``) and, unless ``sink``
+            is given, its messages. A directory the caller holds (``writing_run``, e.g. to
+            replace an earlier game) is written as it is; any other becomes a new run of
+            kind ``werewolf`` here (``run.json``: config, seed, status ``done`` /
+            ``stopped`` / ``failed``). Without it the game's traffic is not recorded.
+        exist_ok: when ``run_dir`` already holds a run (and the caller does not hold it):
+            ``False`` refuses, ``"replace"`` starts over, ``True`` adds this game to it.
     """
     names = list(NAMES[:players]) if isinstance(players, int) else list(players)
     if len(names) < 7 or len(set(names)) != len(names):
@@ -292,6 +299,15 @@ async def play_werewolf(
     if clock is not None and hasattr(client, "with_clock"):
         client = client.with_clock(clock)
     overrides = dict(faults or {}) if simulated else {}
+    if run_dir is not None and not held_here(run_dir):
+        # a run of its own: without run.json the game's directory read as kind None,
+        # status "interrupted", and `agentlab runs` / the run browser did not list it
+        config = {"players": names, "llm": str(client.model), "max_days": max_days,
+                  "on_fault": on_fault, "faults": overrides}  # fmt: skip
+        with writing_run(run_dir, kind="werewolf", config=config, seed=seed, exist_ok=exist_ok):
+            return await play_werewolf(client, names, seed=seed, max_days=max_days,
+                                       on_fault=on_fault, clock=clock, sink=sink,
+                                       faults=faults, run_dir=run_dir)  # fmt: skip
     services = None
     if run_dir is not None:  # the one recording path (runtime.services)
         from agentlab.runtime.services import RunServices

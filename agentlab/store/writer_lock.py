@@ -62,6 +62,11 @@ def lock_holder(run_dir: str | os.PathLike[str]) -> dict[str, object] | None:
     return doc if isinstance(doc, dict) else None
 
 
+def held_here(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether this process holds ``run_dir``'s writer lock (a driver's ``writing_run``)."""
+    return os.path.realpath(run_dir) in _HELD
+
+
 class WriterLock:
     """The write lock of one run directory, held by one ``Society`` object.
 

@@ -112,3 +112,26 @@ async def test_a_game_in_a_run_directory_records_its_llm_traffic(tmp_path) -> No
     s = summarize_run(tmp_path / "game")
     assert s["llm_calls"] == len(calls) and s["agents"] == len(r.roles)
     run.close()
+
+
+async def test_a_game_given_a_new_directory_makes_it_a_run(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``play_werewolf(run_dir=new)`` without ``writing_run`` around it wrote the log but no
+    ``run.json``: the report read ``kind None``, ``status interrupted``, ``ticks 0`` and
+    ``agentlab runs`` / the run browser did not list the game. It is now a run of its own."""
+    from agentlab.analysis.run_report import print_summary, summarize_run
+    from agentlab.store.lifecycle import read_status
+    from agentlab.view import runs_rows
+
+    out = tmp_path / "ww"
+    r = await play_werewolf(seed=1, run_dir=out)
+    assert read_status(out) == "done"
+    (row,) = runs_rows(tmp_path)
+    assert row["kind"] == "werewolf" and row["status"] == "done" and row["llm_calls"] > 0
+    s = summarize_run(out)
+    assert s["manifest"]["seed"] == 1 and s["manifest"]["model"] == "sim/instant"
+    print_summary(s)
+    assert "ticks      –" in capsys.readouterr().out  # a game has days, not ticks
+    with pytest.raises(ConfigError, match="already holds a run"):
+        await play_werewolf(seed=1, run_dir=out)
+    again = await play_werewolf(seed=1, run_dir=out, exist_ok="replace")
+    assert again.events == r.events and read_status(out) == "done"
