@@ -222,6 +222,9 @@ def errors_df(run: Run) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=cols)
     out = pd.concat(parts, ignore_index=True).reindex(columns=cols)
+    # a column no part had is all-NaN float64, which pandas 3 will not fill with ids (a run
+    # whose only errors were tool errors broke its errors page and the bundle)
+    out["request_id"] = out["request_id"].astype(object)
     # a step error's call: the agent's n-th failed call at that tick for its n-th failed
     # attempt (the one it failed on), else its last call at that tick
     need = out["request_id"].isna() & out["agent"].notna()

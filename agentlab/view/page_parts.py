@@ -121,7 +121,26 @@ def _io_details(r: Any) -> list[tuple[str, str]]:
     return out
 
 
-def _calls_rows(site: Site, e: Entry, path: str, calls: Any, experiment: bool) -> list[Any]:
+def _agent_links(site: Site, e: Entry, run: Any, path: str) -> Any:
+    """``cell(agent)``: an agent's name linked to its page where it has one, else the name
+    (the spans of a tick that never committed, before a resume cuts them, name agents
+    with no page: ``agentlab view --bundle`` refused the folder over those links)."""
+    base = site.base(path)
+    known = set(data.agents_of(run))
+
+    def cell(agent: Any) -> Any:
+        if not agent:
+            return "–"
+        if str(agent) not in known:
+            return str(agent)
+        return {"text": agent, "href": href(base, e.rel, f"agent-{agent}.html")}
+
+    return cell
+
+
+def _calls_rows(
+    site: Site, e: Entry, path: str, calls: Any, experiment: bool, agent_cell: Any
+) -> list[Any]:
     base = site.base(path)
     rows = []
     t0 = None
@@ -134,7 +153,7 @@ def _calls_rows(site: Site, e: Entry, path: str, calls: Any, experiment: bool) -
         rid = str(r.request_id)
         cells: list[Any] = [
             rid,
-            {"text": agent, "href": href(base, e.rel, f"agent-{agent}.html")} if agent else "–",
+            agent_cell(agent),
             _na(getattr(r, "tick", None)),
         ]
         if experiment:
@@ -175,8 +194,9 @@ def _io_note(run: Any) -> str | None:
 
 
 def _message_rows(
-    site: Site, e: Entry, path: str, msgs: Any, idx: Any, link_of: Any, experiment: bool
-) -> list[Any]:
+    site: Site, e: Entry, path: str, msgs: Any, idx: Any, link_of: Any, experiment: bool,
+    agent_cell: Any,
+) -> list[Any]:  # fmt: skip
     base = site.base(path)
     rows = []
     for r in msgs.itertuples(index=False):
@@ -194,7 +214,7 @@ def _message_rows(
 
         cells += [
             _na(r.hub) or "",
-            {"text": sender, "href": href(base, e.rel, f"agent-{sender}.html")} if sender else "–",
+            agent_cell(sender),
             ", ".join(map(str, receivers))
             if isinstance(receivers, list | tuple)
             else str(receivers or ""),

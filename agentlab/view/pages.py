@@ -16,6 +16,7 @@ from agentlab.view import charts, data
 from agentlab.view.files import Entry
 from agentlab.view.page_parts import (
     CALL_NUMERIC,
+    _agent_links,
     _calls_columns,
     _calls_rows,
     _crumbs,
@@ -206,6 +207,7 @@ def _errors_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | 
     if page > pages:
         return None
     _, call_link = _call_links(site, e, run, path)
+    agent_cell = _agent_links(site, e, run, path)
     base = site.base(path)
     rows = []
     for r in part.itertuples(index=False):
@@ -216,7 +218,7 @@ def _errors_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | 
         tb = _na(r.traceback)
         rows.append({"cells": [
             r.kind,
-            {"text": agent, "href": href(base, e.rel, f"agent-{agent}.html")} if agent else "–",
+            agent_cell(agent),
             _na(r.tick),
             {"text": _cut(r.message, 600), "pre": True},
             {"text": "traceback", "details": [("traceback", tb)]} if tb else "–",
@@ -239,7 +241,8 @@ def _calls_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | N
     exp = e.kind == "experiment"
     blocks = [{"type": "table", "id": "calls", "columns": _calls_columns(exp),
                "numeric": CALL_NUMERIC,
-               "rows": _calls_rows(site, e, path, calls, exp), "note": _io_note(run),
+               "rows": _calls_rows(site, e, path, calls, exp, _agent_links(site, e, run, path)),
+               "note": _io_note(run),
                "pager": _pager(site, e, "calls", page, pages, path) if pages > 1 else None}]  # fmt: skip
     return _render(site, path, e.rel, title=f"LLM calls of {e.path.name}",
                    crumbs=_crumbs(site, path, e, ("LLM calls", None)), blocks=blocks)  # fmt: skip
@@ -253,7 +256,8 @@ def _messages_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str 
     idx, link_of = _call_links(site, e, run, path)
     cols = ["tick", *(["run"] if exp else []), "hub", "sender", "to", "content", "LLM call"]
     blocks = [{"type": "table", "id": "messages", "columns": cols, "numeric": {"tick"},
-               "rows": _message_rows(site, e, path, msgs, idx, link_of, exp) if len(msgs) else [],
+               "rows": _message_rows(site, e, path, msgs, idx, link_of, exp,
+                                     _agent_links(site, e, run, path)) if len(msgs) else [],
                "pager": _pager(site, e, "messages", page, pages, path) if pages > 1 else None}]  # fmt: skip
     return _render(site, path, e.rel, title=f"Messages of {e.path.name}",
                    crumbs=_crumbs(site, path, e, ("messages", None)), blocks=blocks)  # fmt: skip
@@ -264,7 +268,7 @@ def _spans_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | N
     if page > pages:
         return None
     idx, link_of = _call_links(site, e, run, path)
-    base = site.base(path)
+    agent_cell = _agent_links(site, e, run, path)
     rows = []
     for r in spans.itertuples(index=False) if len(spans) else []:
         agent, tick = _na(r.agent), _na(r.tick)
@@ -273,7 +277,7 @@ def _spans_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | N
         status = _na(r.status) or ""
         rows.append({"cells": [
             r.name,
-            {"text": agent, "href": href(base, e.rel, f"agent-{agent}.html")} if agent else "–",
+            agent_cell(agent),
             tick,
             None if _na(r.duration) is None else round(float(r.duration), 4),
             {"text": status, "cls": "bad" if status == "error" else ""},

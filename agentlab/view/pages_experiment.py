@@ -12,6 +12,7 @@ from agentlab.view.page_parts import (
     CALL_NUMERIC,
     TOPO_RUNS_PER_PAGE,
     XRUN_MAX_CALLS,
+    _agent_links,
     _calls_columns,
     _calls_rows,
     _crumbs,
@@ -114,7 +115,8 @@ def _xrun_page(site: Site, e: Entry, run: Any, path: str, sub: str) -> str | Non
         blocks.append({"type": "table", "id": "calls", "heading": "LLM calls",
                        "columns": _calls_columns(True), "note": _io_note(run),
                        "numeric": CALL_NUMERIC,
-                       "rows": _calls_rows(site, e, path, calls, True)})  # fmt: skip
+                       "rows": _calls_rows(site, e, path, calls, True,
+                                          _agent_links(site, e, run, path))})  # fmt: skip
     if "messages" in have:
         msgs = run.sql("select tick, ts, hub, sender, receivers, content, run_id "
                        "from internal.messages where run_id = ? order by _seq limit 200",
@@ -128,7 +130,8 @@ def _xrun_page(site: Site, e: Entry, run: Any, path: str, sub: str) -> str | Non
         blocks.append({"type": "table", "id": "messages", "heading": "Messages",
                        "columns": ["tick", "run", "hub", "sender", "to", "content", "LLM call"],
                        "numeric": {"tick"},
-                       "rows": _message_rows(site, e, path, msgs, idx, link_of, True)})  # fmt: skip
+                       "rows": _message_rows(site, e, path, msgs, idx, link_of, True,
+                                            _agent_links(site, e, run, path))})  # fmt: skip
     error = _na(info.get("error"))
     if error:
         blocks.insert(1, {"type": "pre", "heading": "Error", "bad": True, "text": str(error)})
