@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 
 from agentlab.errors import ConfigError
-from agentlab.view.site import Page, Site
+from agentlab.view.site import Page, Site, error_page
 
 __all__ = ["build_site", "crawl"]
 
@@ -64,21 +64,42 @@ def crawl(
 def build_site(root: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
     """Write every page of ``root`` into ``out``; returns the index path.
 
+    A page that fails to render (a damaged run) is written as a page saying why, as the
+    server answers it, and the crawl goes on: one run must not cost the folder its site.
+
     Raises:
-        ConfigError: ``root`` is not a directory, or a page links to one that is missing.
+        ConfigError: ``root`` is not a directory; or, after the rest is written, a page
+            failed to render or links to one that is missing (both listed).
     """
     src, dst = Path(root), Path(out)
     if not src.is_dir():
         raise ConfigError(f"{str(src)!r} is not a directory")
     site = Site(src, bundle=True)
-    dead = []
-    for path, page in crawl(site.render):
+    dead: list[str] = []
+    failed: list[str] = []
+
+    def render(path: str) -> Page | None:
+        try:
+            return site.render(path)
+        except Exception as exc:
+            failed.append(f"{path} ({type(exc).__name__}: {exc})"[:300])
+            home = "../" * path.count("/") + "index.html"
+            why = f"could not show {path!r}: {type(exc).__name__}: {exc}"
+            return Page(error_page("could not render this page", why, home))
+
+    for path, page in crawl(render):
         if page is None:
             dead.append(path)
             continue
         target = dst / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(page.body)
-    if dead:
-        raise ConfigError(f"the bundle has links to pages that do not exist: {dead[:5]}")
+    if failed or dead:
+        raise ConfigError(
+            f"wrote the site to {dst}, but "
+            + "; ".join(
+                [f"{len(failed)} page(s) failed to render: {failed[:3]}"] * bool(failed)
+                + [f"{len(dead)} link(s) lead to pages that do not exist: {dead[:5]}"] * bool(dead)
+            )
+        )
     return dst / "index.html"

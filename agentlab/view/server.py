@@ -18,7 +18,6 @@ what a local browser page should not get.
 
 from __future__ import annotations
 
-import html
 import http.server
 import os
 import sys
@@ -30,7 +29,7 @@ from typing import Any
 
 from agentlab.errors import ConfigError
 from agentlab.view.files import change_marker, marker_token, resolve, tree_marker
-from agentlab.view.site import Site
+from agentlab.view.site import Site, error_page
 
 __all__ = ["POLL_S", "serve"]
 
@@ -116,12 +115,7 @@ def serve(
                 self.wfile.write(body)
 
         def _error(self, code: int, message: str) -> None:
-            body = (
-                "<!doctype html><meta charset=utf-8><title>agentlab view</title>"
-                f"<h1>{code}</h1><pre>{html.escape(message)}</pre>"
-                '<p><a href="/">all runs</a></p>'
-            ).encode()
-            self._send(code, body, "text/html; charset=utf-8")
+            self._send(code, error_page(str(code), message, "/"), "text/html; charset=utf-8")
 
         def do_HEAD(self) -> None:
             self.do_GET()

@@ -44,6 +44,18 @@ class Page:
     raw: bool = False
 
 
+def error_page(title: str, message: str, home: str) -> bytes:
+    """A bare page saying what went wrong (escaped), with a link to the runs list: the
+    server's 404 / 500 answers and a bundle's page that could not be rendered."""
+    import html
+
+    return (
+        "<!doctype html><meta charset=utf-8><title>agentlab view</title>"
+        f"<h1>{html.escape(title)}</h1><pre>{html.escape(message)}</pre>"
+        f'<p><a href="{html.escape(home)}">all runs</a></p>'
+    ).encode()
+
+
 @cache
 def _static(name: str) -> bytes:
     if name == "plotly.min.js":

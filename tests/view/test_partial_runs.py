@@ -58,3 +58,36 @@ def test_agents_of_an_uncommitted_tick_are_named_not_linked(tmp_path: Path) -> N
     assert "llm-00000" in page and "agent-llm-00000.html" not in page
     assert render_page(tmp_path / "runs", "r/killed/agent-llm-00000.html") is None
     assert build_site(tmp_path / "runs", tmp_path / "site").exists()
+
+
+def test_a_page_that_fails_to_render_does_not_cost_the_folder_its_bundle(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """One page raising (as the errors page above did) stopped the crawl with a traceback:
+    no site at all. The page is written saying why (as the server answers it), every other
+    page is written, and the error names it afterwards."""
+    import pytest
+
+    from agentlab.errors import ConfigError
+    from agentlab.view import build_site, data
+
+    for name in ("a", "b"):
+        sink, _ = _run(tmp_path / "runs" / name)
+        sink.extend("llm_calls", [{"request_id": "r0", "agent_id": "a0", "tick": 1,
+                                   "start": 0.0, "end": 1.0, "outcome": "ok", "run_id": name}])  # fmt: skip
+        sink.flush()
+    real = data.errors_df
+
+    def errors_df(run: Any) -> Any:
+        if run.path.name == "b":
+            raise ValueError("damaged")
+        return real(run)
+
+    monkeypatch.setattr(data, "errors_df", errors_df)
+    with pytest.raises(ConfigError, match=r"wrote the site to .*1 page\(s\) failed to render"):
+        build_site(tmp_path / "runs", tmp_path / "site")
+    site = tmp_path / "site"
+    assert "could not render this page" in (site / "r/b/errors-1.html").read_text()
+    assert "ValueError: damaged" in (site / "r/b/errors-1.html").read_text()
+    for page in ("index.html", "r/a/errors-1.html", "r/b/index.html", "r/b/calls-1.html"):
+        assert (site / page).exists(), page
