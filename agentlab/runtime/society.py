@@ -53,10 +53,10 @@ from agentlab.runtime.society_files import (
 from agentlab.runtime.society_tick import (
     check_tick_counts,
     client_calls,
-    client_metrics,
     commit_record,
     discard_unfinished_tick,
     take_writer_lock,
+    tick_progress,
     timeline_row,
     uncancel,
 )
@@ -540,15 +540,7 @@ class Society:
         one being run), ``started`` (epoch seconds), ``llm_calls`` finished and
         ``in_flight`` in this process since it started (0 with the Ray executor, whose
         calls run in workers), ``clock`` (the society clock now)."""
-        p = dict(self._progress)
-        m = client_metrics(self.proxy)
-        calls = client_calls(self.proxy)
-        if "calls0" in p and calls is not None:
-            p["llm_calls"] = calls - p.pop("calls0")
-        p.pop("calls0", None)
-        p["in_flight"] = m.get("in_flight")
-        p["clock"] = self.clock.now()
-        return p
+        return tick_progress(self)
 
     def pause(self) -> None:
         """Hold the run loop after the tick in progress commits, until :meth:`resume`."""
@@ -591,6 +583,13 @@ class Society:
         if self._lock.held and read_status(self.run_dir) in ("running", "paused"):
             self._mark("stopped" if self._status == "stopped" else "done")
         self._lock.release()
+
+    def __enter__(self) -> Society:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """``with Society.create(...) as soc:`` closes it at the block's end (as close())."""
+        self.close()
 
     def __repr__(self) -> str:
         return (f"Society({str(self.run_dir)!r}, agents={len(self.agent_specs)}, "

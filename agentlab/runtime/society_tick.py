@@ -161,3 +161,15 @@ def take_writer_lock(society: Any) -> None:
             f"{society.tick}: another writer advanced it after close(); "
             f"use Society.open({str(run_dir)!r})"
         )
+
+
+def tick_progress(society: Any) -> dict[str, Any]:
+    """``Society.tick_progress``: the tick in progress as this process sees it."""
+    p = dict(society._progress)
+    calls = client_calls(society.proxy)
+    if "calls0" in p and calls is not None:
+        p["llm_calls"] = calls - p.pop("calls0")
+    p.pop("calls0", None)
+    p["in_flight"] = client_metrics(society.proxy).get("in_flight")
+    p["clock"] = society.clock.now()
+    return p

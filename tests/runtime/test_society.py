@@ -377,3 +377,17 @@ def test_close_during_a_run_stops_after_the_tick_then_closes(
     again.run_sync(until=4)
     again.close()
     assert rows("closed") == rows("straight")
+
+
+def test_a_society_closes_at_the_end_of_a_with_block(tmp_path: Path) -> None:
+    """``with Society.create(...) as soc:`` (as ``with open_run(...) as run:``) raised
+    ``AttributeError: __enter__``; it closes the society when the block ends."""
+    from agentlab.store.lifecycle import read_status
+
+    with Society.create(tmp_path / "w", agents=3, llm="sim/instant", seed=0,
+                        progress=False) as soc:  # fmt: skip
+        assert soc.run_sync(ticks=2)["tick"] == 2
+        assert soc._lock.held
+    assert not soc._lock.held and read_status(tmp_path / "w") == "done"
+    with Society.open(tmp_path / "w", progress=False) as again:  # not locked: it closed
+        assert again.tick == 2
