@@ -51,7 +51,8 @@ def index_page(site: Site) -> str:
         created = str(r.get("created") or "")
         table.append({
             "attrs": {"kind": r["kind"], "status": r["status"], "created": created,
-                      "params": json.dumps(r["params"], default=str, sort_keys=True)},
+                      "params": json.dumps(r["params"], default=str, sort_keys=True),
+                      "parent": r.get("parent") or ""},
             "cells": [
                 {"text": r["run"], "href": href("", r["rel"])},
                 r["kind"],
@@ -74,7 +75,8 @@ def index_page(site: Site) -> str:
     statuses = sorted({str(r["status"]) for r in rows})
     by_kind = ", ".join(f"{sum(r['kind'] == k for r in rows)} {k}" for k in kinds)
     blocks = [
-        {"type": "filters", "kinds": kinds, "statuses": statuses},
+        {"type": "filters", "kinds": kinds, "statuses": statuses,
+         "nested": sum(bool(r.get("parent")) for r in rows)},
         {"type": "table", "id": "runs", "columns": cols, "numeric": numeric, "rows": table,
          "sortable": True},
     ]  # fmt: skip

@@ -32,6 +32,11 @@
   function wanted(tr) {
     const q = ($("q") || {}).value || "";
     if (q && !tr.textContent.toLowerCase().includes(q.toLowerCase())) return false;
+    // a sweep's or paper's own runs are listed on its page; here only on request or when
+    // a search or parameter filter looks for them (two papers made 62 rows of 64)
+    const nested = $("f-nested");
+    const looking = q || (($("f-param") || {}).value || "").trim();
+    if (nested && !nested.checked && tr.dataset.parent && !looking) return false;
     const kind = ($("f-kind") || {}).value;
     if (kind && tr.dataset.kind !== kind) return false;
     const status = ($("f-status") || {}).value;
@@ -73,13 +78,17 @@
     $("shown").textContent = `${n} of ${total} shown` + (n > PAGE ? ` (first ${PAGE}; narrow the filter)` : "");
     const state = ["q", "f-kind", "f-status", "f-param", "f-from", "f-to"]
       .map((id) => [id, ($(id) || {}).value || ""]).filter(([, v]) => v);
+    if ($("f-nested") && $("f-nested").checked) state.push(["f-nested", "1"]);
     history.replaceState(null, "", state.length ? "#" + new URLSearchParams(state).toString() : location.pathname);
   }
   if ($("filters")) {
     const saved = new URLSearchParams(location.hash.slice(1));
-    for (const [k, v] of saved) if ($(k)) $(k).value = v;
-    for (const id of ["q", "f-kind", "f-status", "f-param", "f-from", "f-to"]) {
-      if ($(id)) $(id).addEventListener("input", filter);
+    for (const [k, v] of saved) {
+      if (k === "f-nested" && $(k)) $(k).checked = v === "1";
+      else if ($(k)) $(k).value = v;
+    }
+    for (const id of ["q", "f-kind", "f-status", "f-param", "f-from", "f-to", "f-nested"]) {
+      if ($(id)) $(id).addEventListener(id === "f-nested" ? "change" : "input", filter);
     }
     filter();
   }
