@@ -13,6 +13,22 @@ import traceback
 from pathlib import Path
 
 
+def _defaults(notebook: str) -> dict[str, str]:
+    """``kernel_name="python3"`` and ``language="python"`` for a notebook that names no
+    kernel or language (one written by a script or by ``nbformat.v4.new_notebook()``:
+    papermill refused it with "No kernel name found in notebook and no override provided",
+    and given parameters "No language found ..."); a notebook's own are kept."""
+    try:
+        meta = json.loads(Path(notebook).read_text(encoding="utf-8")).get("metadata") or {}
+    except (OSError, ValueError):
+        return {}  # papermill reports an unreadable notebook itself
+    spec = meta.get("kernelspec") or {}
+    out = {} if spec.get("name") else {"kernel_name": "python3"}
+    if not (spec.get("language") or (meta.get("language_info") or {}).get("name")):
+        out["language"] = "python"
+    return out
+
+
 def execute(spec: dict) -> int:
     """Run the notebook described by ``spec``; write ``error.txt`` on failure."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -26,6 +42,7 @@ def execute(spec: dict) -> int:
     from agentlab.sweep.export import drop_snapshot_widget_state
 
     executed = out_dir / spec.get("output_name", "notebook.ipynb")
+    kernel = {"kernel_name": spec["kernel_name"]} if spec.get("kernel_name") else {}
     try:
         for attempt in range(1, KERNEL_START_TRIES + 1):
             try:
@@ -33,10 +50,10 @@ def execute(spec: dict) -> int:
                     spec["notebook"],
                     str(executed),
                     parameters=spec.get("parameters") or {},
-                    kernel_name=spec.get("kernel_name"),
                     progress_bar=False,
                     cwd=str(out_dir),
                     start_timeout=120,
+                    **{**_defaults(spec["notebook"]), **kernel},
                 )
                 break
             except Exception as exc:

@@ -185,3 +185,21 @@ def test_ctrl_c_of_agentlab_sweep_says_how_to_go_on(tiny_notebook: Path, tmp_pat
     assert "0/1 points ok" in stdout
     status = json.loads(next(out.glob("*/status.json")).read_text())
     assert status["status"] == "killed" and status["error"].startswith("stopped:")
+
+
+def test_a_notebook_that_names_no_kernel_runs(tmp_path: Path) -> None:
+    """A notebook written by a script (``nbformat.v4.new_notebook()``, no ``kernelspec`` or
+    ``language_info``) failed every point with papermill's "No kernel name found in
+    notebook and no override provided" (and, given parameters, "No language found"); it
+    runs on the environment's ``python3`` kernel."""
+    import nbformat
+
+    from tests.sweep.conftest import make_notebook
+
+    nb_path = make_notebook(tmp_path / "bare.ipynb")
+    nb = nbformat.read(nb_path, as_version=4)
+    nb.metadata = {}
+    nbformat.write(nb, nb_path)
+    s = sweep(nb_path, {"x": [2, 3]}, out=tmp_path / "bare", executor="local", progress=False)
+    df = s.df()
+    assert list(df["status"]) == ["ok", "ok"] and sorted(df["y"]) == [4, 6], df
