@@ -8,6 +8,7 @@ The artefact a reader can check: ``OUT/<name>.ipynb`` (executed), ``OUT/<name>.h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -66,7 +67,13 @@ def make_paper(
         if status["status"] != "ok":
             lines = (status.get("error") or "").strip().splitlines()
             final_status, error = "failed", f"{status['status']}: {lines[-1] if lines else ''}"
-            raise SweepError(f"{nb.name} failed ({status['status']}): {status['error']}")
+            where = ""
+            if executed.exists():  # as far as it ran, papermill's error banner on top
+                partial = outp / f"{nb.stem}.ipynb"
+                executed.replace(partial)
+                with contextlib.suppress(Exception):  # the failure is the news, not this
+                    where = f"\nthe notebook as far as it ran: {export_html(partial, outp / f'{nb.stem}.html')}"
+            raise SweepError(f"{nb.name} failed ({status['status']}): {status['error']}{where}")
         final = outp / f"{nb.stem}.ipynb"
         executed.replace(final)
         html = export_html(final, outp / f"{nb.stem}.html")

@@ -203,3 +203,21 @@ def test_a_notebook_that_names_no_kernel_runs(tmp_path: Path) -> None:
     s = sweep(nb_path, {"x": [2, 3]}, out=tmp_path / "bare", executor="local", progress=False)
     df = s.df()
     assert list(df["status"]) == ["ok", "ok"] and sorted(df["y"]) == [4, 6], df
+
+
+def test_a_failed_paper_keeps_the_notebook_as_far_as_it_ran(
+    tiny_notebook: Path, tmp_path: Path
+) -> None:
+    """``agentlab paper`` of a notebook that raises wrote no HTML (only the error): the
+    executed notebook, papermill's banner on top and the traceback at the failing cell,
+    is now exported beside it and named in the error; ``run.json`` says ``failed``."""
+    from agentlab.errors import SweepError
+    from agentlab.store import read_manifest
+    from agentlab.sweep.paper import make_paper
+
+    out = tmp_path / "paper"
+    with pytest.raises(SweepError, match=r"the notebook as far as it ran: .*tiny\.html"):
+        make_paper(tiny_notebook, out, {"x": 5, "fail": True})
+    page = (out / "tiny.html").read_text()
+    assert "An Exception was encountered" in page and "boom at x=5" in page
+    assert read_manifest(out)["status"] == "failed"
