@@ -168,8 +168,37 @@ def show(
             histogram for a society run).
         follow: keep following new rows (``False`` for a static view of a finished run).
         panels: panel names (see :data:`PANELS`); default: what the run contains.
+
+    Raises:
+        ConfigError: ``run`` is a sweep or a paper (they hold runs: the message names
+            some), or, with ``follow=False``, no directory at all.
     """
+    _check_showable(run_path(run), follow)
     return Dashboard(run, group_by=group_by, follow=follow, panels=panels)
+
+
+def _check_showable(path: Path, follow: bool) -> None:
+    """Refuse what would show empty panels and say what to open instead: ``show`` of a
+    sweep drew "0 messages" and "0 LLM calls" over one that held four runs."""
+    from agentlab.errors import ConfigError
+    from agentlab.store.manifest import read_manifest
+    from agentlab.store.summary import find_runs
+
+    if not path.is_dir():
+        if not follow:  # (following, it waits for a run another process will write)
+            raise ConfigError(f"no run directory at {str(path)!r}")
+        return
+    kind = read_manifest(path).get("kind")
+    if kind not in ("sweep", "paper"):
+        return
+    inner = [r for sub in sorted(p for p in path.iterdir() if p.is_dir())
+             for r in find_runs(sub, depth=2)]  # fmt: skip
+    hint = (f"; show one of its {len(inner)} runs, e.g. agentlab.show({str(inner[0])!r})"
+            if inner else "; it holds no run to show")  # fmt: skip
+    table = "agentlab.open_sweep(path).df() is its table of points" if kind == "sweep" else (
+        "its HTML is the paper")  # fmt: skip
+    raise ConfigError(f"{str(path)!r} is a {kind}, not a run: {table}, `agentlab view` "
+                      f"browses it{hint}")  # fmt: skip
 
 
 def live(

@@ -459,3 +459,25 @@ async def test_the_live_view_runs_its_society_without_a_second_progress_bar(
     assert soc.tick == 3 and "society" not in capsys.readouterr().err
     w.close()
     soc.close()
+
+
+def test_show_of_a_sweep_or_paper_names_what_to_open(tmp_path: Path) -> None:
+    """``show(sweep_dir)`` drew a conversation panel with "0 messages" and an IAT panel
+    with "0 LLM calls" over a sweep holding runs; it now says what to open instead. A
+    missing directory is refused unless followed (a run another process will write)."""
+    from agentlab.errors import ConfigError
+    from agentlab.store import write_manifest
+
+    write_manifest(tmp_path / "sw", kind="sweep", config={}, seed=None)
+    write_manifest(tmp_path / "sw" / "points" / "x=1" / "topo", kind="experiment", config={},
+                   seed=0)  # fmt: skip
+    with pytest.raises(ConfigError, match=r"is a sweep, not a run: agentlab\.open_sweep") as exc:
+        show(tmp_path / "sw", follow=False)
+    assert str(tmp_path / "sw" / "points" / "x=1" / "topo") in str(exc.value)
+    write_manifest(tmp_path / "pa", kind="paper", config={}, seed=None)
+    with pytest.raises(ConfigError, match=r"is a paper, not a run.*holds no run"):
+        show(tmp_path / "pa", follow=False)
+    with pytest.raises(ConfigError, match="no run directory at"):
+        show(tmp_path / "nope", follow=False)
+    later = show(tmp_path / "nope")  # following: it waits for the run
+    later.stop()
