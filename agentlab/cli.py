@@ -216,6 +216,8 @@ def _add_runs(sub: argparse._SubParsersAction) -> None:
         help="list the runs under a folder with their key figures",
     )
     ru.add_argument("folder", nargs="?", default="runs", help="folder to search (3 levels)")
+    ru.add_argument("--all", action="store_true",
+                    help="also list the runs inside sweeps and papers")  # fmt: skip
     ru.set_defaults(target="agentlab.cli:runs")
 
 
@@ -494,7 +496,12 @@ def runs(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no runs under {args.folder}")
         return 0
-    print(format_runs(rows))
+    # a sweep's or paper's own runs: its row sums them (two papers made 62 rows of 64)
+    inner = 0 if getattr(args, "all", False) else sum(bool(r.get("parent")) for r in rows)
+    print(format_runs([r for r in rows if not r.get("parent")] if inner else rows))
+    if inner:
+        runs_word = "run" if inner == 1 else "runs"
+        print(f"{inner} {runs_word} inside sweeps and papers not listed (--all lists them)")
     return 0
 
 

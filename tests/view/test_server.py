@@ -346,3 +346,20 @@ def test_the_calls_page_shows_each_calls_ttft(server: int) -> None:
     lats = [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)[col - 1] for r in rows]
     pairs = [(float(t), float(la)) for t, la in zip(ttfts, lats, strict=True) if t not in ("", "–")]
     assert pairs and all(0 <= t <= la for t, la in pairs)
+
+
+def test_agentlab_runs_lists_a_papers_own_runs_on_request(
+    mixed_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the browser's list: a paper's and a sweep's own runs are summed in its row and
+    listed with ``--all`` (two papers made a table of 62 rows, 60 of them theirs)."""
+    from agentlab.cli import main as cli
+
+    assert cli(["runs", str(mixed_folder)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    names = [line.split()[0] for line in out[2:-1]]
+    assert "paper" in names and "paper/society" not in names, out
+    assert out[-1] == "1 run inside sweeps and papers not listed (--all lists them)"
+    assert cli(["runs", str(mixed_folder), "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "paper/society" in out and "not listed" not in out
