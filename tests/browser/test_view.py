@@ -370,3 +370,6 @@ def test_the_runs_list_shows_the_runs_inside_sweeps_and_papers_on_request(
     page.uncheck("#f-nested")
     page.fill("#q", "society")
     assert "paper/society" in shown()
+    page.fill("#q", "")
+    page.select_option("#f-kind", "society")  # a kind filter looks inside papers too
+    assert "paper/society" in shown() and "paper" not in shown()

@@ -33,9 +33,11 @@
     const q = ($("q") || {}).value || "";
     if (q && !tr.textContent.toLowerCase().includes(q.toLowerCase())) return false;
     // a sweep's or paper's own runs are listed on its page; here only on request or when
-    // a search or parameter filter looks for them (two papers made 62 rows of 64)
+    // a search, kind, status or parameter filter looks for them (two papers made 62 rows
+    // of 64; filtered to "experiment", the papers' experiments must show)
     const nested = $("f-nested");
-    const looking = q || (($("f-param") || {}).value || "").trim();
+    const looking = q || ($("f-kind") || {}).value || ($("f-status") || {}).value ||
+      (($("f-param") || {}).value || "").trim();
     if (nested && !nested.checked && tr.dataset.parent && !looking) return false;
     const kind = ($("f-kind") || {}).value;
     if (kind && tr.dataset.kind !== kind) return false;
