@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "sweep": "agentlab.sweep",
     "record": "agentlab.sweep",
     "AgentSystem": "agentlab.runtime",
+    "recorded_run": "agentlab.runtime",
     "show": "agentlab.viz",
     "live": "agentlab.viz",
     "LLMAgent": "agentlab.messaging",

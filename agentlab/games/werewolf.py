@@ -18,7 +18,6 @@ import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from os import PathLike
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -36,8 +35,6 @@ from agentlab.messaging import (
     fanout,
     majority_vote,
 )
-from agentlab.store.lifecycle import writing_run
-from agentlab.store.writer_lock import held_here
 
 __all__ = ["GameEvent", "WerewolfResult", "play_werewolf", "play_werewolf_sync"]
 
@@ -299,32 +296,27 @@ async def play_werewolf(
     if clock is not None and hasattr(client, "with_clock"):
         client = client.with_clock(clock)
     overrides = dict(faults or {}) if simulated else {}
-    if run_dir is not None and not held_here(run_dir):
-        # a run of its own: without run.json the game's directory read as kind None,
-        # status "interrupted", and `agentlab runs` / the run browser did not list it
-        config = {"players": names, "llm": str(client.model), "max_days": max_days,
-                  "on_fault": on_fault, "faults": overrides}  # fmt: skip
-        with writing_run(run_dir, kind="werewolf", config=config, seed=seed, exist_ok=exist_ok):
-            return await play_werewolf(client, names, seed=seed, max_days=max_days,
-                                       on_fault=on_fault, clock=clock, sink=sink,
-                                       faults=faults, run_dir=run_dir)  # fmt: skip
-    services = None
-    if run_dir is not None:  # the one recording path (runtime.services)
-        from agentlab.runtime.services import RunServices
+    if run_dir is None:
+        return await _play(client, names, seed, max_days, on_fault, clock or _real(), sink,
+                           overrides)  # fmt: skip
+    from agentlab.runtime.recorded import recorded_run  # the one recording path
 
-        services = RunServices(Path(run_dir), client, seed=seed, run_id="game",
-                               clock="virtual" if clock is not None and clock.is_virtual
-                               else "real")  # fmt: skip
-        if clock is not None:
-            services.bind_clock(clock)
-        sink = sink if sink is not None else services.message_sink("game")
-        client = services.llm
-    try:
-        game = _Game(client, names, seed, max_days, on_fault, clock or _real(), sink, overrides)
-        winner = await game.play()
-    finally:
-        if services is not None:  # what was played is on disk, an interrupted game too
-            services.flush()
+    # an unheld directory becomes a run of its own: without run.json the game's directory
+    # read as kind None, status "interrupted", and `agentlab runs` / the browser missed it
+    config = {"players": names, "max_days": max_days, "on_fault": on_fault,
+              "faults": overrides}  # fmt: skip
+    with recorded_run(run_dir, client, kind="werewolf", config=config, seed=seed,
+                      clock=clock or "real", run_id="game", exist_ok=exist_ok) as rec:  # fmt: skip
+        return await _play(rec.llm, names, seed, max_days, on_fault, clock or _real(),
+                           sink if sink is not None else rec.messages(), overrides)  # fmt: skip
+
+
+async def _play(
+    client: Any, names: list[str], seed: int, max_days: int, on_fault: str, clock: Clock,
+    sink: MessageSink | None, overrides: dict[str, float],
+) -> WerewolfResult:  # fmt: skip
+    game = _Game(client, names, seed, max_days, on_fault, clock, sink, overrides)  # type: ignore[arg-type]
+    winner = await game.play()
     game.log("end", "end", detail=winner)
     return WerewolfResult(winner, game.day, dict(game.roles), list(game.alive), game.events,
                           game.faults, seed)  # fmt: skip

@@ -17,6 +17,7 @@ from agentlab.runtime.batch import (
 )
 from agentlab.runtime.executors import LocalExecutor, RayExecutor, make_executor
 from agentlab.runtime.proxy import ServiceProxy
+from agentlab.runtime.recorded import Recording, recorded_run
 from agentlab.runtime.services import AgentContext, RecordingLLM, RunServices, derive_seed
 from agentlab.runtime.society import Society
 
@@ -29,6 +30,7 @@ __all__ = [
     "BatchSpec",
     "LocalExecutor",
     "RayExecutor",
+    "Recording",
     "RecordingLLM",
     "RetryPolicy",
     "RunServices",
@@ -36,6 +38,7 @@ __all__ = [
     "Society",
     "derive_seed",
     "make_executor",
+    "recorded_run",
     "step_agent_batch",
 ]
 
