@@ -497,7 +497,7 @@ def runs(args: argparse.Namespace) -> int:
         print(f"no runs under {args.folder}")
         return 0
     # a sweep's or paper's own runs: its row sums them (two papers made 62 rows of 64)
-    inner = 0 if getattr(args, "all", False) else sum(bool(r.get("parent")) for r in rows)
+    inner = 0 if args.all else sum(bool(r.get("parent")) for r in rows)
     print(format_runs([r for r in rows if not r.get("parent")] if inner else rows))
     if inner:
         runs_word = "run" if inner == 1 else "runs"

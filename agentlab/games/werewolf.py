@@ -312,10 +312,11 @@ async def play_werewolf(
 
 
 async def _play(
-    client: Any, names: list[str], seed: int, max_days: int, on_fault: str, clock: Clock,
-    sink: MessageSink | None, overrides: dict[str, float],
+    client: Any, names: list[str], seed: int, max_days: int,
+    on_fault: Literal["abstain", "random"], clock: Clock, sink: MessageSink | None,
+    overrides: dict[str, float],
 ) -> WerewolfResult:  # fmt: skip
-    game = _Game(client, names, seed, max_days, on_fault, clock, sink, overrides)  # type: ignore[arg-type]
+    game = _Game(client, names, seed, max_days, on_fault, clock, sink, overrides)
     winner = await game.play()
     game.log("end", "end", detail=winner)
     return WerewolfResult(winner, game.day, dict(game.roles), list(game.alive), game.events,

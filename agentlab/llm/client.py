@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from agentlab.llm.aimd import AIMDLimiter
 
-__all__ = ["LLMClient", "LLMStream"]
+__all__ = ["LLMClient", "LLMStream", "client_on_clock"]
 
 SCHEMA_VERSION = 1
 # client defaults that configure the limiter rather than the request
@@ -484,3 +484,16 @@ def check_messages(messages: Any) -> None:
         raise ConfigError(f"messages must be a list of message dicts, e.g. {example}; got {got}")
     if not messages:
         raise ConfigError(f"messages is empty: a chat needs at least one, e.g. {example}")
+
+
+def client_on_clock(llm: Any, clock: Clock, *, seed: int | None = None) -> Any:
+    """``llm`` (a model string, built with ``seed``, or a client) timed by ``clock``: what
+    every driver that owns its clock does (``Experiment``, ``recorded_run``). A virtual
+    clock needs a simulated model (a real endpoint answers in real time)."""
+    client = LLMClient(llm, seed=seed) if isinstance(llm, str) else llm
+    if clock.is_virtual and not str(getattr(client, "model", "")).startswith("sim/"):
+        raise ConfigError(
+            f"clock='virtual' needs a simulated model ('sim/...'), got {client.model!r}; "
+            "use clock='real' for real endpoints"
+        )
+    return client.with_clock(clock) if hasattr(client, "with_clock") else client

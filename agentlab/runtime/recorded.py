@@ -27,7 +27,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
-from agentlab.core.clock import Clock, VirtualClock
+from agentlab.core.clock import Clock, clock_from_name
 from agentlab.runtime.services import RecordingLLM, RunServices
 from agentlab.store.lifecycle import writing_run
 from agentlab.store.writer_lock import held_here
@@ -41,13 +41,13 @@ class Recording:
     Attributes:
         llm: the recording client (``await rec.llm.complete(messages, ...)``, or give it to
             an ``LLMAgent``): every call lands in the run's ``llm_calls``.
-        clock: the run's clock (a ``VirtualClock`` for a ``sim/`` model by default), or
-            ``None`` for real time.
+        clock: the run's clock (a ``VirtualClock`` for a ``sim/`` model by default, else
+            a ``RealClock``).
         run_dir: the run directory.
         services: the underlying :class:`RunServices`.
     """
 
-    def __init__(self, services: RunServices, clock: Clock | None, model: str) -> None:
+    def __init__(self, services: RunServices, clock: Clock, model: str) -> None:
         self.services = services
         self.clock = clock
         self.run_dir = Path(services.run_dir)
@@ -63,7 +63,7 @@ class Recording:
         return self.services.message_sink(hub)
 
     def __repr__(self) -> str:
-        clock = "virtual" if isinstance(self.clock, VirtualClock) else "real"
+        clock = "virtual" if self.clock.is_virtual else "real"
         return f"Recording({str(self.run_dir)!r}, model={self.model!r}, {clock} clock)"
 
 
@@ -97,21 +97,13 @@ def recorded_run(
     ``run.json``'s status follows the block: ``running``, then ``done``, ``stopped``
     (Ctrl-C, a cancelled cell) or ``failed`` with the error.
     """
-    from agentlab.errors import ConfigError
-    from agentlab.llm import LLMClient
+    from agentlab.llm import client_on_clock
 
-    client = LLMClient(llm, seed=seed) if isinstance(llm, str) else llm
-    simulated = str(getattr(client, "model", "")).startswith("sim/")
     if clock is None:
+        simulated = str(getattr(llm, "model", llm)).startswith("sim/")
         clock = "virtual" if simulated else "real"
-    if clock == "virtual":
-        if not simulated:
-            raise ConfigError(f"clock='virtual' needs a simulated model ('sim/...'), got "
-                              f"{client.model!r}; use clock='real'")  # fmt: skip
-        clock = VirtualClock()
-    live_clock = None if clock == "real" else clock
-    if live_clock is not None and hasattr(client, "with_clock"):
-        client = client.with_clock(live_clock)
+    live_clock = clock_from_name(clock) if isinstance(clock, str) else clock
+    client = client_on_clock(llm, live_clock, seed=seed)  # (refuses virtual on a real model)
     model = str(getattr(client, "model", client))
     settings = {"llm": model, **(config or {})}
     lock = (
@@ -120,11 +112,9 @@ def recorded_run(
         else writing_run(run_dir, kind=kind, config=settings, seed=seed, exist_ok=exist_ok)
     )
     with lock:
-        virtual = isinstance(live_clock, VirtualClock)
         services = RunServices(Path(run_dir), client, seed=seed, run_id=run_id or "",
-                               clock="virtual" if virtual else "real")  # fmt: skip
-        if live_clock is not None:
-            services.bind_clock(live_clock)
+                               clock="virtual" if live_clock.is_virtual else "real")  # fmt: skip
+        services.bind_clock(live_clock)
         try:
             yield Recording(services, live_clock, model)
         finally:  # what ran is on disk, an interrupted block too

@@ -191,17 +191,9 @@ class Experiment:
         }  # fmt: skip
 
     def _client(self, clock: Clock) -> Any:
-        client = self.llm
-        if isinstance(client, str):
-            from agentlab.llm import LLMClient
+        from agentlab.llm import client_on_clock
 
-            client = LLMClient(client, seed=self.seed)
-        if clock.is_virtual and not str(getattr(client, "model", "")).startswith("sim/"):
-            raise ConfigError(
-                f"clock='virtual' needs a simulated model ('sim/...'), got {client.model!r}; "
-                "use clock='real' for real endpoints"
-            )
-        return client.with_clock(clock) if hasattr(client, "with_clock") else client
+        return client_on_clock(self.llm, clock, seed=self.seed)
 
     def _plan(self) -> list[tuple[str, int, dict[str, Any]]]:
         rng = random.Random(self.seed)

@@ -182,7 +182,7 @@ def _check_showable(path: Path, follow: bool) -> None:
     sweep drew "0 messages" and "0 LLM calls" over one that held four runs."""
     from agentlab.errors import ConfigError
     from agentlab.store.manifest import read_manifest
-    from agentlab.store.summary import find_runs
+    from agentlab.store.summary import children_of
 
     if not path.is_dir():
         if not follow:  # (following, it waits for a run another process will write)
@@ -191,8 +191,7 @@ def _check_showable(path: Path, follow: bool) -> None:
     kind = read_manifest(path).get("kind")
     if kind not in ("sweep", "paper"):
         return
-    inner = [r for sub in sorted(p for p in path.iterdir() if p.is_dir())
-             for r in find_runs(sub, depth=2)]  # fmt: skip
+    inner = children_of(path)  # (the runs its report and its page list)
     hint = (f"; show one of its {len(inner)} runs, e.g. agentlab.show({str(inner[0])!r})"
             if inner else "; it holds no run to show")  # fmt: skip
     table = "agentlab.open_sweep(path).df() is its table of points" if kind == "sweep" else (
