@@ -123,7 +123,9 @@ class RunSummary:
         created, ended: ISO times from ``run.json`` (``ended`` is ``None`` until it ends).
         params: the run's parameters (notebook / sweep parameters).
         ticks: committed ticks (society), else ``None``.
-        steps: agent steps (society), workflow runs (experiment), slices (threads).
+        steps: agent steps (society), workflow runs (experiment), slices (threads);
+            ``None`` for a run with no steps of its own (a ``recorded_run`` workflow, a
+            game: its turns are its LLM calls and messages).
         llm_calls: LLM calls recorded.
         errors: :class:`ErrorCounts`.
         error: the message a failed run left in ``run.json``.
@@ -138,7 +140,7 @@ class RunSummary:
     ended: str | None = None
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
     ticks: int | None = None
-    steps: int = 0
+    steps: int | None = 0
     llm_calls: int = 0
     errors: ErrorCounts = dataclasses.field(default_factory=ErrorCounts)
     error: str | None = None
@@ -223,13 +225,14 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
     found = m.get("counters")
     counters: dict[str, Any] = found if isinstance(found, dict) else {}
     if kind in ("sweep", "paper"):
+        out.steps = None  # (until a run inside has steps)
         for child in children_of(p):
             try:
                 c = summarize_run(child)
             except NotARunError:  # pragma: no cover - find_runs only lists runs
                 continue
             out.children.append(c)
-            out.steps += c.steps
+            out.steps = _add(out.steps, c.steps)
             out.llm_calls += c.llm_calls
             out.errors += c.errors
         return out
@@ -256,6 +259,8 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
         if kind == "experiment":
             runs = _scan_dataset(p, f"{REPLAY_DIR}/experiment_runs", "experiment_runs", None)
             out.steps, out.errors.step_errors = runs["rows"], runs["not_ok"]
+        elif not timeline["rows"] and kind not in ("society", "threads"):
+            out.steps = None  # a workflow or game: no steps of its own
         for key in ("ticks", "steps", "step_errors"):
             if isinstance(counters.get(key), int):
                 if key == "step_errors":
@@ -263,6 +268,11 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
                 else:
                     setattr(out, key, counters[key])
     return out
+
+
+def _add(total: int | None, more: int | None) -> int | None:
+    """A sum of step counts where ``None`` (no steps) adds nothing."""
+    return total if more is None else (total or 0) + more
 
 
 def _read(path: Path) -> dict[str, Any] | None:

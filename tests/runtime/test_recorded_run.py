@@ -40,6 +40,10 @@ async def test_a_hub_of_llm_agents_is_recorded_as_a_run(tmp_path: Path) -> None:
     assert run.manifest["config"]["llm"] == "sim/vllm-3b" and read_status(out) == "done"
     rows = {r["run"]: r for r in agentlab.view.runs_rows(tmp_path)}
     assert rows["debate"]["llm_calls"] == 6 and rows["debate"]["status"] == "done"
+    # a workflow has no ticks or steps of its own: "–", not "0 steps" (as before)
+    assert rows["debate"]["ticks"] is None and rows["debate"]["steps"] is None
+    line = agentlab.view.format_runs([rows["debate"]]).splitlines()[-1].split()
+    assert line[5:8] == ["–", "–", "6"]  # ticks, steps, llm_calls
     run.close()
 
 
