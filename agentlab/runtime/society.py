@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import sys
 import time
 import warnings
 import weakref
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,9 +34,8 @@ from agentlab.agents.registry import portable_classes
 from agentlab.core.clock import Clock, RealClock, VirtualClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.errors import ConfigError
-from agentlab.runtime.batch import AgentSpecs, BatchResult, BatchSpec, RetryPolicy
+from agentlab.runtime.batch import AgentSpecs, BatchSpec, RetryPolicy
 from agentlab.runtime.config import llm_span_rate
-from agentlab.runtime.datasets import messages_from_events
 from agentlab.runtime.executors import Executor, check_clock, check_virtual, make_executor
 from agentlab.runtime.fork import fork_society
 from agentlab.runtime.gc_tuning import GCTuning
@@ -47,23 +44,20 @@ from agentlab.runtime.services import RunServices
 from agentlab.runtime.society_build import create_society, mark_store, open_society
 from agentlab.runtime.society_files import (
     SOCIETY_SCHEMA_VERSION,
-    STEP_FILE,
-    write_tick_checkpoint,
 )
 from agentlab.runtime.society_tick import (
     check_tick_counts,
     client_calls,
-    commit_record,
     discard_unfinished_tick,
+    run_tick,
     take_writer_lock,
     tick_progress,
-    timeline_row,
     uncancel,
 )
-from agentlab.runtime.stop_rule import DEFAULT_MAX_ERROR_SHARE, check_tick
+from agentlab.runtime.stop_rule import DEFAULT_MAX_ERROR_SHARE
 from agentlab.runtime.worker_loop import run_in_worker_loop
 from agentlab.store.agent_store import AgentStore
-from agentlab.store.atomic import atomic_write_json, read_json
+from agentlab.store.atomic import read_json
 from agentlab.store.lifecycle import RunStatus, mark_status, read_status
 from agentlab.store.packed_store import open_agent_store
 from agentlab.store.writer_lock import WriterLock
@@ -130,6 +124,7 @@ class Society:
         self._step = step_state
         self._stop = False
         self._close_after_run = False  # close() came while run() ran: run() closes at its end
+        self._started: asyncio.Task[dict[str, Any]] | None = None  # start()'s task
         self._failed = False  # the last step() raised before committing
         # status: idle -> running <-> paused -> (stopped | done); see run()/pause()/resume()
         self._status = "idle"
@@ -369,59 +364,9 @@ class Society:
         span = tracer.start_span("society.tick", **attrs)
         token = tracer.activate(span)  # env steps and routers' calls of this tick go under it
         try:
-            return await self._run_tick(tick, span, t0, tracer, publish)
+            return await run_tick(self, tick, span, t0, tracer, publish)
         finally:
             tracer.deactivate(token)
-
-    async def _run_tick(
-        self, tick: int, span: Any, t0: float, tracer: Any, publish: bool
-    ) -> dict[str, Any]:
-        """The body of :meth:`step` inside its ``society.tick`` span."""
-        total = BatchResult()
-        for r in await self.executor.run_batches(self._batches(tick, span.context), self.proxy):
-            total += r
-        rule = self.meta.get("max_error_share", DEFAULT_MAX_ERROR_SHARE)
-        check_tick(str(self.run_dir), tick, len(self.agent_specs), total.steps, total.failed,
-                   rule, self.proxy.flush)  # fmt: skip
-        with tracer.trace_span("env.step", **{"agentlab.tick": tick}) if self.meta.get(
-            "env") else nullcontext():  # fmt: skip
-            events = await self.executor.env_step(tick)
-        routers = await self.executor.env_router_stats()
-        sink = self.proxy.replay
-        lost = self.executor.lost
-        if lost:  # Ray batch attempts lost to dead workers and run again (executors)
-            sink.extend("batch_failures", lost)
-            lost.clear()
-        if events:
-            sink.extend("env_events", [{**e, "tick": e.get("tick", tick)} for e in events])
-            messages = messages_from_events(events, tick, self.clock.now(), self.proxy.run_id)
-            if messages:
-                sink.extend("messages", messages)
-        if self.tick_seconds:
-            await self.clock.sleep(self.tick_seconds)
-        ckpt = self.executor.env_checkpoint(str(self.run_dir), tick, publish)
-        row = timeline_row(self, tick, total, time.perf_counter() - t0, events, routers)
-        sink.append("timeline", row)
-        tracer.end_span(
-            span, "ok", **{"agentlab.steps": total.steps, "agentlab.errors": total.errors}
-        )
-        self.proxy.flush()
-        step = commit_record(self.run_dir, self._step, row, ckpt)
-        if self._llm_state_kept():
-            step["llm"] = self.proxy.llm.client.export_state()
-        if self.keep_checkpoints:
-            write_tick_checkpoint(self.run_dir, step, self.agent_ids)
-        mark_store(self.proxy.store, tick)
-        # The commit point. Compact: the step holds the simulated server's state (~175 kB at
-        # 300 agents), which ``indent`` would encode in pure Python (46 ms a tick vs 3.6).
-        atomic_write_json(self.run_dir / STEP_FILE, step, compact=True)
-        self._failed = False
-        old = self._step.get("env") or []
-        self._step = step
-        if old and old != ckpt and not self.keep_checkpoints:
-            shutil.rmtree(self.run_dir / Path(old[0]).parent, ignore_errors=True)
-        self.last = row
-        return row
 
     async def run(
         self, ticks: int | None = None, *, until: int | None = None, progress: bool | None = None
@@ -504,6 +449,39 @@ class Society:
         out["status"] = self._status
         return out
 
+    def start(
+        self, ticks: int | None = None, *, until: int | None = None, progress: bool | None = None
+    ) -> asyncio.Task[dict[str, Any]]:
+        """:meth:`run` as a background task of the running loop (a notebook's), returned
+        at once (what a live view's *start* does; ``await`` it for the totals). A
+        :meth:`close` before the task begins (in the same cell) lets it run, then closes."""
+        if self._status in ("running", "paused") or self._pending_start():
+            raise ConfigError(f"this society is already {self._status}; stop() it first")
+        check_tick_counts(ticks=ticks, until=until)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a script: the run would be a coroutine nobody awaits
+            raise ConfigError(
+                "start() (and a live view) runs the society as a background task of a running"
+                " event loop (a notebook's); in a script use society.run_sync(ticks) or "
+                "`await society.run(ticks)`, then agentlab.show(run_dir)"
+            ) from None
+        task = loop.create_task(self.run(ticks, until=until, progress=progress))
+        self._started = task
+        task.add_done_callback(self._start_ended)
+        return task
+
+    def _pending_start(self) -> bool:
+        """A :meth:`start` task whose :meth:`run` has not begun yet."""
+        task = self._started
+        return task is not None and not task.done() and self._status not in ("running", "paused")
+
+    def _start_ended(self, _task: asyncio.Task[dict[str, Any]]) -> None:
+        self._started = None
+        if self._close_after_run:  # cancelled before its run began: close() is still owed
+            self._close_after_run = False
+            self.close()
+
     def _mark(self, status: RunStatus, *, error: str | None = None) -> None:
         """Write the lifecycle status into ``run.json`` while this object is the writer."""
         if self.read_only or not self._lock.held:
@@ -568,12 +546,22 @@ class Society:
 
         While :meth:`run` runs (a live view's run, a task's) it is stopped after the tick in
         progress commits and the society closes then: closing under it cut the store of
-        the tick it was running, changed that tick's outcome and let it go on unlocked."""
+        the tick it was running, changed that tick's outcome and let it go on unlocked. A
+        run :meth:`start` ed in the same cell (``live(soc, ticks=5)``; ``with`` a society)
+        has not begun: it runs its ticks, then the society closes."""
         if self._status in ("running", "paused"):
             self._close_after_run = True
             self.stop()
             print(f"{self.run_dir}: a run is in progress; it stops after tick {self.tick + 1} "
                   "commits, then the society closes", file=sys.stderr)  # fmt: skip
+            return
+        if self._pending_start():  # started in this cell: it has not run a tick yet
+            self._close_after_run = True
+            print(
+                f"{self.run_dir}: the run started in this cell runs first (stop() or the "
+                "stop button ends it sooner), then the society closes",
+                file=sys.stderr,
+            )
             return
         self.proxy.flush()
         self.executor.close()

@@ -1,4 +1,6 @@
-"""What one committed tick of a :class:`~agentlab.runtime.society.Society` writes.
+"""One tick of a :class:`~agentlab.runtime.society.Society`: its walk and what it writes.
+
+:func:`run_tick` walks the tick (the walk in ``society.py``'s docstring) and commits it.
 
 The ``timeline`` row (:func:`timeline_row`: steps, calls, tokens, errors, the client's
 AIMD limit and calls in flight, env events, router stats) and the commit record
@@ -10,12 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import numbers
+import shutil
+import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from agentlab.runtime.batch import BatchResult
+from agentlab.runtime.datasets import messages_from_events
 from agentlab.runtime.services import RunServices
-from agentlab.runtime.society_files import SOCIETY_SCHEMA_VERSION
+from agentlab.runtime.society_build import mark_store
+from agentlab.runtime.society_files import (
+    SOCIETY_SCHEMA_VERSION,
+    STEP_FILE,
+    write_tick_checkpoint,
+)
+from agentlab.runtime.stop_rule import DEFAULT_MAX_ERROR_SHARE, check_tick
+from agentlab.store.atomic import atomic_write_json
 from agentlab.store.offsets import log_marks
 
 __all__ = [
@@ -24,6 +37,7 @@ __all__ = [
     "client_metrics",
     "commit_record",
     "discard_unfinished_tick",
+    "run_tick",
     "timeline_row",
     "uncancel",
 ]
@@ -173,3 +187,57 @@ def tick_progress(society: Any) -> dict[str, Any]:
     p["in_flight"] = client_metrics(society.proxy).get("in_flight")
     p["clock"] = society.clock.now()
     return p
+
+
+async def run_tick(
+    society: Any, tick: int, span: Any, t0: float, tracer: Any, publish: bool
+) -> dict[str, Any]:
+    """The walk of one tick (``Society.step``'s body inside its ``society.tick`` span):
+    batches, the error-share rule, env step, events, clock, checkpoint, the ``timeline``
+    row and the commit (``SOCIETY_STEP.json``, atomic).
+    """
+    total = BatchResult()
+    for r in await society.executor.run_batches(
+        society._batches(tick, span.context), society.proxy
+    ):
+        total += r
+    rule = society.meta.get("max_error_share", DEFAULT_MAX_ERROR_SHARE)
+    check_tick(str(society.run_dir), tick, len(society.agent_specs), total.steps, total.failed,
+               rule, society.proxy.flush)  # fmt: skip
+    with tracer.trace_span("env.step", **{"agentlab.tick": tick}) if society.meta.get(
+        "env") else nullcontext():  # fmt: skip
+        events = await society.executor.env_step(tick)
+    routers = await society.executor.env_router_stats()
+    sink = society.proxy.replay
+    lost = society.executor.lost
+    if lost:  # Ray batch attempts lost to dead workers and run again (executors)
+        sink.extend("batch_failures", lost)
+        lost.clear()
+    if events:
+        sink.extend("env_events", [{**e, "tick": e.get("tick", tick)} for e in events])
+        messages = messages_from_events(events, tick, society.clock.now(), society.proxy.run_id)
+        if messages:
+            sink.extend("messages", messages)
+    if society.tick_seconds:
+        await society.clock.sleep(society.tick_seconds)
+    ckpt = society.executor.env_checkpoint(str(society.run_dir), tick, publish)
+    row = timeline_row(society, tick, total, time.perf_counter() - t0, events, routers)
+    sink.append("timeline", row)
+    tracer.end_span(span, "ok", **{"agentlab.steps": total.steps, "agentlab.errors": total.errors})
+    society.proxy.flush()
+    step = commit_record(society.run_dir, society._step, row, ckpt)
+    if society._llm_state_kept():
+        step["llm"] = society.proxy.llm.client.export_state()
+    if society.keep_checkpoints:
+        write_tick_checkpoint(society.run_dir, step, society.agent_ids)
+    mark_store(society.proxy.store, tick)
+    # The commit point. Compact: the step holds the simulated server's state (~175 kB at
+    # 300 agents), which ``indent`` would encode in pure Python (46 ms a tick vs 3.6).
+    atomic_write_json(society.run_dir / STEP_FILE, step, compact=True)
+    society._failed = False
+    old = society._step.get("env") or []
+    society._step = step
+    if old and old != ckpt and not society.keep_checkpoints:
+        shutil.rmtree(society.run_dir / Path(old[0]).parent, ignore_errors=True)
+    society.last = row
+    return row

@@ -166,9 +166,10 @@ class Controllable(Protocol):
     def stop(self) -> None:
         """End the run loop after the tick in progress."""
 
-    def run(self, ticks: int | None = None, *, progress: bool | None = None) -> Any:
-        """Coroutine: run ``ticks`` more ticks (``None``: until ``stop()``); ``progress``:
-        its own tick bar (the view turns it off: its panel shows the ticks)."""
+    def start(self, ticks: int | None = None, *, progress: bool | None = None) -> Any:
+        """Run ``ticks`` more ticks (``None``: until ``stop()``) as a task of the running
+        loop, returned; ``progress``: its own tick bar (the view turns it off: its panel
+        shows the ticks)."""
 
     def tick_progress(self) -> dict[str, Any]:
         """The tick in progress so far (see ``Society.tick_progress``)."""
@@ -391,27 +392,14 @@ class SocietyView(LiveWidget):
         return changed
 
     def start_run(self) -> asyncio.Future[Any]:
-        """Start ``society.run(ticks)`` in the background (what *start* does); the task is
-        kept as :attr:`task`. Requires a running event loop (Jupyter has one)."""
+        """Start ``society.run(ticks)`` in the background (what *start* does:
+        ``Society.start``, which refuses a society already running); the task is kept as
+        :attr:`task`. Requires a running event loop (Jupyter has one)."""
         soc = self._require_society()
-        if soc.status in ("running", "paused"):
-            from agentlab.errors import ConfigError
-
-            raise ConfigError(f"the society is already {soc.status}")
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # a script: the run would be a coroutine nobody awaits
-            from agentlab.errors import ConfigError
-
-            raise ConfigError(
-                "the live view runs the society as a background task of a running event "
-                "loop (a notebook's); in a script use society.run_sync(ticks) or "
-                "`await society.run(ticks)`, then agentlab.show(run_dir)"
-            ) from None
         self.error = ""
         # no tick bar under the panel: the panel shows the ticks and the tick in progress
         # (a notebook showed both, the bar a second progress display of the same run)
-        self.task = loop.create_task(soc.run(ticks=self._ticks, progress=False))
+        self.task = soc.start(self._ticks, progress=False)
         self.task.add_done_callback(self._on_done)
         self._follower.coalescer.mark()
         return self.task

@@ -379,6 +379,58 @@ def test_close_during_a_run_stops_after_the_tick_then_closes(
     assert rows("closed") == rows("straight")
 
 
+def test_a_live_run_started_in_the_closing_cell_runs_then_closes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``with Society.create(...) as soc: agentlab.live(soc, ticks=3)`` (or ``live`` and
+    ``close()`` in one cell): close() ran before the live run's task began, so it closed
+    an idle society; the run then began, took the lock back, ran and left it held until
+    the kernel ended. Now the run started in that cell runs its ticks, then the society
+    closes; a start cancelled before it began closes it too."""
+    from agentlab.store import open_run
+    from agentlab.store.lifecycle import read_status
+    from agentlab.viz import live
+
+    def make(name: str) -> Society:
+        return Society.create(tmp_path / name, agents=20, env=["social_feed"],
+                              llm="sim/vllm-3b", clock="virtual", seed=5, progress=False)  # fmt: skip
+
+    with make("straight") as straight:
+        straight.run_sync(ticks=3)
+
+    async def one_cell() -> tuple[Society, dict[str, object]]:
+        with make("live") as soc:
+            dash = live(soc, ticks=3)
+            assert dash.task is not None and soc.status == "idle"  # not begun: same cell
+        assert soc._lock.held  # still the run's
+        out = await dash.task
+        return soc, out
+
+    soc, out = asyncio.run(one_cell())
+    assert out["status"] == "done" and out["tick"] == 3, out
+    assert "the run started in this cell runs first" in capsys.readouterr().err
+    assert not soc._lock.held and read_status(tmp_path / "live") == "done"
+    cols = ["tick", "agent_id", "start", "end", "prompt_tokens", "completion_tokens"]
+    calls = [open_run(tmp_path / n).llm_calls_df()[cols] for n in ("live", "straight")]
+    assert len(calls[0]) > 20 and calls[0].equals(calls[1])
+
+    async def cancelled_before_it_began() -> Society:
+        soc = Society.open(tmp_path / "live", progress=False)
+        task = soc.start(ticks=2)
+        soc.close()  # owed until the run ends
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return soc
+
+    soc = asyncio.run(cancelled_before_it_began())
+    assert soc.tick == 3 and not soc._lock.held
+    with (
+        Society.open(tmp_path / "live", progress=False) as late,
+        pytest.raises(ConfigError, match=r"in a script use society.run_sync\(ticks\)"),
+    ):
+        late.start(ticks=1)
+
+
 def test_a_society_closes_at_the_end_of_a_with_block(tmp_path: Path) -> None:
     """``with Society.create(...) as soc:`` (as ``with open_run(...) as run:``) raised
     ``AttributeError: __enter__``; it closes the society when the block ends."""
