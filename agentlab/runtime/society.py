@@ -124,7 +124,7 @@ class Society:
         self._step = step_state
         self._stop = False
         self._close_after_run = False  # close() came while run() ran: run() closes at its end
-        self._started: asyncio.Task[dict[str, Any]] | None = None  # start()'s task
+        self._start_task: asyncio.Task[dict[str, Any]] | None = None  # start()'s task
         self._failed = False  # the last step() raised before committing
         # status: idle -> running <-> paused -> (stopped | done); see run()/pause()/resume()
         self._status = "idle"
@@ -382,16 +382,17 @@ class Society:
         if ticks is not None and until is not None:
             raise ConfigError("give at most one of ticks=N or until=T")
         check_tick_counts(ticks=ticks, until=until)
-        if self._status in ("running", "paused"):
-            raise ConfigError(f"this society is already {self._status}; stop() it first")
+        started = self._pending_start() and asyncio.current_task() is self._start_task
+        self._refuse_a_second_run(started)
         if ticks is not None:
             target: float = self.tick + int(ticks)
         elif until is not None:
             target = int(until)
         else:
             target = float("inf")
-        self._stop = False
+        self._stop = started and self._stop  # a stop() before a start()ed run began holds
         self._resume.set()
+        self._start_task = None  # (a start()'s run has begun: close() now stops it)
         self._status = "running"
         self._mark("running")
         todo = None if target == float("inf") else max(0, int(target) - self.tick)
@@ -455,8 +456,7 @@ class Society:
         """:meth:`run` as a background task of the running loop (a notebook's), returned
         at once (what a live view's *start* does; ``await`` it for the totals). A
         :meth:`close` before the task begins (in the same cell) lets it run, then closes."""
-        if self._status in ("running", "paused") or self._pending_start():
-            raise ConfigError(f"this society is already {self._status}; stop() it first")
+        self._refuse_a_second_run(False)
         check_tick_counts(ticks=ticks, until=until)
         try:
             loop = asyncio.get_running_loop()
@@ -466,18 +466,26 @@ class Society:
                 " event loop (a notebook's); in a script use society.run_sync(ticks) or "
                 "`await society.run(ticks)`, then agentlab.show(run_dir)"
             ) from None
+        self._stop = False
         task = loop.create_task(self.run(ticks, until=until, progress=progress))
-        self._started = task
+        self._start_task = task
         task.add_done_callback(self._start_ended)
         return task
 
+    def _refuse_a_second_run(self, started: bool) -> None:
+        if self._status in ("running", "paused"):
+            raise ConfigError(f"this society is already {self._status}; stop() it first")
+        if self._pending_start() and not started:
+            raise ConfigError("this society has a run starting (start(), a live view's "
+                              "start): await it first (stop() ends it before its first tick)")  # fmt: skip
+
     def _pending_start(self) -> bool:
         """A :meth:`start` task whose :meth:`run` has not begun yet."""
-        task = self._started
-        return task is not None and not task.done() and self._status not in ("running", "paused")
+        return self._start_task is not None and not self._start_task.done()
 
-    def _start_ended(self, _task: asyncio.Task[dict[str, Any]]) -> None:
-        self._started = None
+    def _start_ended(self, task: asyncio.Task[dict[str, Any]]) -> None:
+        if self._start_task is task:
+            self._start_task = None
         if self._close_after_run:  # cancelled before its run began: close() is still owed
             self._close_after_run = False
             self.close()
@@ -529,7 +537,8 @@ class Society:
         self._resume.set()
 
     def stop(self) -> None:
-        """End the run loop after the tick in progress (the run stays resumable)."""
+        """End the run loop after the tick in progress (the run stays resumable); a run
+        :meth:`start` ed that has not begun ends before its first tick."""
         self._stop = True
         self._resume.set()
 

@@ -408,7 +408,7 @@ def test_a_live_run_started_in_the_closing_cell_runs_then_closes(
 
     soc, out = asyncio.run(one_cell())
     assert out["status"] == "done" and out["tick"] == 3, out
-    assert "the run started in this cell runs first" in capsys.readouterr().err
+    assert capsys.readouterr().err.count("the run started in this cell runs first") == 1
     assert not soc._lock.held and read_status(tmp_path / "live") == "done"
     cols = ["tick", "agent_id", "start", "end", "prompt_tokens", "completion_tokens"]
     calls = [open_run(tmp_path / n).llm_calls_df()[cols] for n in ("live", "straight")]
@@ -424,6 +424,17 @@ def test_a_live_run_started_in_the_closing_cell_runs_then_closes(
 
     soc = asyncio.run(cancelled_before_it_began())
     assert soc.tick == 3 and not soc._lock.held
+
+    async def stopped_before_it_began() -> dict[str, object]:
+        with Society.open(tmp_path / "live", progress=False) as soc:
+            task = soc.start(ticks=2)
+            with pytest.raises(ConfigError, match="has a run starting"):
+                await soc.run(ticks=1)  # a second run beside it
+            soc.stop()  # (run() reset the stop request: the run went on)
+        return await task
+
+    out = asyncio.run(stopped_before_it_began())
+    assert out["status"] == "stopped" and out["ticks"] == 0 and out["tick"] == 3
     with (
         Society.open(tmp_path / "live", progress=False) as late,
         pytest.raises(ConfigError, match=r"in a script use society.run_sync\(ticks\)"),
