@@ -194,7 +194,7 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     if {"start", "end"} <= set(calls.columns) and len(calls):
         duration = float(calls["end"].max() - calls["start"].min())
     m = run.manifest
-    children = [{**summary_row(c), "run": str(c.path.relative_to(run.path))} for c in life.children]
+    children = [_child_row(run.path, c) for c in life.children]
     if life.ticks is not None:
         ticks = life.ticks
     return {
@@ -344,6 +344,20 @@ def experiment_table(run: Run) -> dict[str, Any] | None:
     return {"columns": keep, "rows": table[keep].to_dict("records")}
 
 
+def _child_row(parent: Path, child: RunSummary) -> dict[str, Any]:
+    """A run inside a paper or sweep: its :func:`summary_row`, its path below the parent
+    and its latency and TTFT (a paper's page had only "–" tiles for them: a paper makes
+    no calls itself, and pooling its runs' calls would mix runs of different kinds)."""
+    row: dict[str, Any] = {**summary_row(child), "run": str(child.path.relative_to(parent))}
+    try:
+        s = summarize_run(child.path, top=0)
+    except Exception:  # an unreadable log: the row keeps its counts
+        s = {}
+    for key in ("latency_s", "ttft_s"):
+        row[key] = s.get(key) or {"p50": None, "p95": None}
+    return row
+
+
 def write_html_report(
     run: Run,
     summary: dict[str, Any],
@@ -425,8 +439,10 @@ def print_summary(summary: dict[str, Any]) -> None:
     for k, v in lines:
         print(f"{k:<10} {v}")
     for c in children:
+        p50 = (c.get("latency_s") or {}).get("p50")
+        latency = f"  latency p50 {_seconds(p50)}" if p50 is not None else ""
         print(f"  run      {c['run']}  {c['kind']}  {c['status']}  {fmt_num(c['steps'])} steps  "
-              f"{fmt_num(c['llm_calls'])} llm calls  {fmt_num(c['errors'])} errors")  # fmt: skip
+              f"{fmt_num(c['llm_calls'])} llm calls  {fmt_num(c['errors'])} errors{latency}")  # fmt: skip
     if summary["slowest_spans"]:
         print("slowest spans:")
         for s in summary["slowest_spans"]:

@@ -237,3 +237,11 @@ def test_a_papers_report_counts_the_calls_of_its_runs(tmp_path: Path, capsys) ->
         r'<div class="v">([^<]*)</div><div class="l">([^<]*)</div>', page.read_text()
     )
     assert tiles[:2] == [("2", "runs"), ("20", "LLM calls")], tiles
+    # its timings are its runs' (each call 123 ms): a table of them, not five "–" tiles
+    # and an empty Datasets table (as before)
+    assert not {label for _, label in tiles} & {"latency p50", "TTFT p50", "duration"}
+    runs = re.search(r'<table id="runs">(.*?)</table>', page.read_text(), re.S)
+    assert runs is not None and "Datasets" not in page.read_text()
+    rows = re.findall(r"<tr><td>(\w+)</td>.*?</tr>", runs.group(1))
+    assert rows == ["one", "two"] and runs.group(1).count("123 ms") == 4, runs.group(1)
+    assert "12 llm calls  3 errors  latency p50 123 ms" in out, out
