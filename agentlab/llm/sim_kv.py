@@ -278,10 +278,17 @@ class KVCache:
 
     def export_state(self) -> dict[str, Any]:
         """JSON-able state."""
+        free: list[list[int | None]] = []  # (free_queue's pairs as lists, in one pass)
+        for k, h in self.free.items():
+            if h is None:
+                free.extend([j, None] for j in range(k, k + self.runs[k]))
+            else:
+                free.append([k, h])
+        users = self.users
         return {
             "fresh": self.fresh,
-            "free": [list(x) for x in self.free_queue()],
-            "cached": [[h, k, self.users[h]] for h, k in self.cached.items()],
+            "free": free,
+            "cached": [[h, k, users[h]] for h, k in self.cached.items()],
             "key": self._key,
             "evicted_total": self.evicted_total,
             "query_tokens_total": self.query_tokens_total,

@@ -26,6 +26,7 @@ from agentlab.core.blocking import refuse_in_running_loop
 from agentlab.core.clock import Clock, clock_from_name
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.messaging import gather_limited
+from agentlab.runtime.gc_tuning import GCTuning
 from agentlab.topology.protocols import PROTOCOLS
 from agentlab.topology.recorder import sample_metrics
 from agentlab.topology.tasks import load_tasks
@@ -162,6 +163,8 @@ class Experiment:
         self.cfg = WorkflowConfig(agents=agents, **workflow)
         self.runs = runs
         self.tasks = load_tasks(tasks)
+        self._tasks_given = tasks is not None
+        self._continuing = False  # Experiment.open: run() continues the run directory
         self.llm = llm
         self.seed = seed
         self.clock_spec = clock
@@ -188,7 +191,36 @@ class Experiment:
             "clock": clock, "parallel_runs": self.parallel_runs, "tasks": len(self.tasks),
             "metrics_interval": self.metrics_interval, "workflow": self.cfg.to_dict(),
             "model": llm if isinstance(llm, str) else llm.get("model"),
+            # the default tasks are the dataset's; given ones are kept (Experiment.open)
+            "tasks_given": self._tasks_given,
+            **({"task_list": self.tasks} if self._tasks_given else {}),
         }  # fmt: skip
+
+    @classmethod
+    def open(
+        cls,
+        out: str | Path,
+        *,
+        progress: bool = True,
+        clock: str | Clock | None = None,
+        tasks: Sequence[dict[str, Any]] | None = None,
+    ) -> Experiment:
+        """The experiment in ``out`` (from its ``run.json``), to continue: its
+        :meth:`run` keeps the runs that finished, cuts the rows of the one in flight when
+        it was interrupted (stopped, a crash, a kill) and runs the rest. On the virtual
+        clock the result is the uninterrupted run's (see ``continuation.py``).
+
+        Raises:
+            ConfigError: not an experiment, or one that cannot be continued
+                (``parallel_runs > 1``; a clock object or given tasks it did not keep:
+                pass ``clock=`` / ``tasks=``).
+        """
+        from agentlab.topology.continuation import experiment_args
+
+        exp = cls(**experiment_args(out, clock=clock, tasks=tasks), progress=progress,
+                  exist_ok=True)  # fmt: skip
+        exp._continuing = True
+        return exp
 
     def _client(self, clock: Clock) -> Any:
         from agentlab.llm import client_on_clock
@@ -209,7 +241,8 @@ class Experiment:
 
         Interrupting (the stop button, Ctrl-C, cancelling the task) stops cleanly: one
         line says how far it got, the results of the finished runs come back (and stay in
-        ``exp.results``), and ``run.json`` says ``status="stopped"``.
+        ``exp.results``), and ``run.json`` says ``status="stopped"``;
+        ``Experiment.open(out).run()`` runs the rest (after a crash or a kill too).
 
         Raises:
             ConfigError: this object has run before. A second run would repeat its runs
@@ -225,18 +258,32 @@ class Experiment:
                 "with the first run's traffic. To run it again, build a new Experiment "
                 "(exist_ok='replace' writes over that directory; another out= keeps both)"
             )
-        clock = (
-            clock_from_name(self.clock_spec)
-            if isinstance(self.clock_spec, str)
-            else self.clock_spec
-        )
-        client = self._client(clock)
         run_dir = self.out or Path(tempfile.mkdtemp(prefix="agentlab-topology-"))
         lock = self._take(run_dir)
         try:
-            return await self._run(run_dir, clock, client)
+            commit = None
+            if self._continuing:  # Experiment.open: back to the last finished run
+                from agentlab.topology.continuation import cut_to_commit, read_commit
+
+                commit = read_commit(run_dir)
+                cut_to_commit(run_dir, commit)
+            clock = self._clock(commit)
+            client = self._client(clock)
+            if commit is not None and commit.get("llm") is not None and clock.is_virtual:
+                client.restore_state(commit["llm"])  # what the next run's timings depend on
+            return await self._run(run_dir, clock, client, commit)
         finally:
             lock.release()
+
+    def _clock(self, commit: dict[str, Any] | None) -> Clock:
+        """The clock; continuing on a virtual clock: at the last commit's time."""
+        if not isinstance(self.clock_spec, str):
+            return self.clock_spec
+        if commit is not None and self.clock_spec == "virtual":
+            from agentlab.core.clock import VirtualClock
+
+            return VirtualClock(start=float(commit["ts"]))
+        return clock_from_name(self.clock_spec)
 
     def _take(self, run_dir: Path) -> Any:
         """The run's writer lock, then what ``exist_ok`` says about an existing run."""
@@ -244,7 +291,9 @@ class Experiment:
 
         return claim_run_dir(run_dir, self.exist_ok, what="Experiment")
 
-    async def _run(self, run_dir: Path, clock: Clock, client: Any) -> ExperimentResults:
+    async def _run(
+        self, run_dir: Path, clock: Clock, client: Any, commit: dict[str, Any] | None
+    ) -> ExperimentResults:
         self.run_dir = run_dir
         from agentlab.runtime.services import RunServices
         from agentlab.store import catalog, write_manifest
@@ -261,11 +310,23 @@ class Experiment:
         )
         rclient = services.llm
         results = self._results = ExperimentResults(run_dir, "running")
+        done: list[str] = list(commit["done"]) if commit is not None else []
+        results.runs_done = len(done)
+        last = [commit]  # the latest commit (its marks continue into the next)
         state: dict[str, Any] = {"topology": None}
         sampler = asyncio.ensure_future(
-            sample_metrics(client, clock, replay, state, self.metrics_interval)
+            sample_metrics(
+                client,
+                clock,
+                replay,
+                state,
+                self.metrics_interval,
+                first_at=(commit or {}).get("next_sample"),
+            )
         )
         bar = _progress(len(self.topologies) * self.runs, self.progress)
+        if bar is not None and done:
+            bar.update(len(done))
         simulated = str(getattr(client, "model", "")).startswith("sim/")
 
         def job(topo: str, k: int, task: dict[str, Any]) -> Any:
@@ -282,6 +343,20 @@ class Experiment:
                     span.set_attributes(**{"agentlab.status": row["status"]})
                 replay.append("experiment_runs", {**row, "schema_version": 1})
                 results.runs_done += 1
+                done.append(run_id)
+                if self.parallel_runs == 1:  # the log holds exactly the finished runs: commit
+                    from agentlab.topology.continuation import write_commit
+
+                    services.flush()
+                    learned = client.export_state() if clock.is_virtual else None
+                    last[0] = write_commit(
+                        run_dir,
+                        last[0],
+                        done,
+                        clock.now(),
+                        learned,
+                        next_sample=state.get("next_sample"),
+                    )
                 if bar is not None:
                     bar.update(1)
 
@@ -290,8 +365,11 @@ class Experiment:
         status: RunStatus = "stopped"  # interrupted (Ctrl-C, cancelled cell) unless below
         error: str | None = None
         interrupted = False
+        gc_tuning = GCTuning()  # (as a society's run: the heap frozen, gen-1 threshold 100)
         try:
-            await gather_limited([job(*p) for p in self._plan()], self.parallel_runs)
+            finished = set(done)
+            todo = [p for p in self._plan() if f"{p[0]}-{p[1]:04d}" not in finished]
+            await gather_limited([job(*p) for p in todo], self.parallel_runs)
             status = "done"
         except (KeyboardInterrupt, asyncio.CancelledError):
             # the kernel's stop button / Ctrl-C: as Society.run, one line and the results
@@ -300,6 +378,7 @@ class Experiment:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            gc_tuning.restore()
             sampler.cancel()
             await asyncio.gather(sampler, return_exceptions=True)
             if bar is not None:
@@ -309,8 +388,10 @@ class Experiment:
             mark_status(run_dir, status, error=error)
         if interrupted:
             total = len(self.topologies) * self.runs
+            go_on = (f"; Experiment.open({str(run_dir)!r}).run() runs the rest"
+                     if self.parallel_runs == 1 else "")  # fmt: skip
             print(f"experiment stopped after {results.runs_done} of {total} runs; their "
-                  "results are returned (and in exp.results)", file=sys.stderr)  # fmt: skip
+                  f"results are returned (and in exp.results){go_on}", file=sys.stderr)  # fmt: skip
             from agentlab.runtime.society_tick import uncancel
 
             uncancel()

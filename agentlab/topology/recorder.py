@@ -40,11 +40,15 @@ async def sample_metrics(
     state: dict[str, Any],
     interval: float = 1.0,
     process_every_s: float = 0.5,
+    first_at: float | None = None,
 ) -> None:
     """Sample server metrics every ``interval`` clock seconds until cancelled.
 
     ``state["topology"]`` (set by the experiment) is stamped on each row so the backend
-    series can be split per topology.
+    series can be split per topology; ``state["next_sample"]`` is the clock time of the
+    next sample. ``first_at``: the first sample's time (a continued experiment's: the
+    interrupted run's next, so the samples, which advance the simulated server's
+    schedule as they read it, fall where they did; else now).
     """
     import psutil
 
@@ -52,6 +56,12 @@ async def sample_metrics(
     proc = psutil.Process()
     proc.cpu_percent(None)  # first call primes the counter
     last_wall = 0.0
+    if first_at is not None:
+        state["next_sample"] = first_at
+        try:
+            await clock.sleep(first_at - clock.now())
+        except asyncio.CancelledError:
+            return
     while True:
         now = clock.now()
         row = {"ts": now, "topology": state.get("topology"), "schema_version": SCHEMA_VERSION}
@@ -63,6 +73,7 @@ async def sample_metrics(
             prow = {"ts": now, "wall": time.time(), "topology": state.get("topology"),
                     "schema_version": SCHEMA_VERSION, **_process_sample(proc)}  # fmt: skip
             replay.append("process_metrics", prow)
+        state["next_sample"] = clock.now() + interval  # (the deadline the clock computes)
         try:
             await clock.sleep(interval)
         except asyncio.CancelledError:

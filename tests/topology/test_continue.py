@@ -1,0 +1,133 @@
+"""An interrupted Experiment continued with ``Experiment.open(dir).run()``.
+
+An experiment interrupted at run 80 of 150 (a dead kernel, a kill, the stop button) could
+only be run again from the start. It now commits after each finished run
+(``EXPERIMENT_STEP.json``); ``open`` + ``run`` cut the rows of the run in flight and run
+the rest. On the virtual clock the result must be the uninterrupted run's, call for call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from agentlab.errors import ConfigError
+from agentlab.store import open_run
+from agentlab.store.lifecycle import read_status
+from agentlab.topology import Experiment
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+KW = {"topologies": ["sequential", "star", "full_mesh"], "agents": 4, "runs": 4,
+      "llm": "sim/vllm-3b", "clock": "virtual", "seed": 2, "progress": False,
+      "metrics_interval": 0.25}  # fmt: skip
+COLS = ["run_id", "agent_id", "stage", "start", "end", "queue_wait", "prompt_tokens",
+        "completion_tokens", "cached_tokens"]  # fmt: skip
+
+# a real kill -9 of the process running the experiment, a few ms of the loop after its
+# AFTER-th run finished; FLUSH: its log's buffered rows written first (as the sink's flush
+# interval does in a long run), so the run in flight has rows on disk to be cut
+KILLED = """
+import asyncio, json, os, signal, sys
+from agentlab.store.replay import get_replay_sink
+from agentlab.topology import Experiment
+kw = json.loads(sys.argv[2])
+async def main():
+    exp = Experiment(out=sys.argv[1], **kw)
+    task = asyncio.ensure_future(exp.run())
+    while exp._results is None or exp._results.runs_done < int(sys.argv[3]):
+        await asyncio.sleep(0.0005)  # (a sleep(0) poll would starve the virtual clock)
+    for _ in range(int(sys.argv[4])):
+        await asyncio.sleep(0.0005)
+    if sys.argv[5] == "1":
+        get_replay_sink(sys.argv[1]).flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+asyncio.run(main())
+"""
+
+
+def _calls(path: Path) -> pd.DataFrame:
+    df = open_run(path).llm_calls_df()
+    return df[[c for c in COLS if c in df]].sort_values(["start", "run_id"]).reset_index(drop=True)
+
+
+def _runs(path: Path) -> pd.DataFrame:
+    from agentlab.topology.experiment import ExperimentResults
+
+    return ExperimentResults(path).runs_df().sort_values("run_id").reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("straight") / "run"
+    Experiment(out=out, **KW).run_sync()
+    return out
+
+
+@pytest.mark.parametrize(("after", "spins", "flush"), [(3, 4, 1), (6, 20, 0), (8, 2, 1)])
+def test_a_killed_experiment_continues_to_the_uninterrupted_result(
+    straight: Path, tmp_path: Path, after: int, spins: int, flush: int
+) -> None:
+    import json
+
+    from agentlab.topology.continuation import read_commit
+
+    out = tmp_path / "killed"
+    proc = subprocess.run([sys.executable, "-c", KILLED, str(out), json.dumps(KW), str(after),
+                           str(spins), str(flush)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    assert read_status(out) == "interrupted"  # (its writer died)
+    commit = read_commit(out)
+    assert commit is not None and commit["runs_done"] >= after
+    in_flight = set(open_run(out).llm_calls_df().run_id) - set(commit["done"])
+    assert bool(in_flight) == bool(flush), in_flight  # rows of the run in flight: cut below
+    exp = Experiment.open(out, progress=False)
+    res = exp.run_sync()
+    assert res.status == "done" and res.runs_done == 12
+    assert read_status(out) == "done"
+    a, b = _calls(straight), _calls(out)
+    assert len(a) > 100 and a.equals(b), (len(a), len(b))
+    assert _runs(straight).equals(_runs(out))
+
+
+def test_a_stopped_experiment_continues_and_a_finished_one_runs_nothing(
+    straight: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "stopped"
+
+    async def stop_in_run_5() -> None:
+        exp = Experiment(out=out, **KW)
+        task = asyncio.ensure_future(exp.run())
+        while exp._results is None or exp._results.runs_done < 4:
+            await asyncio.sleep(0.0005)
+        for _ in range(10):
+            await asyncio.sleep(0.0005)
+        task.cancel()
+        assert (await task).status == "stopped"
+
+    asyncio.run(stop_in_run_5())
+    from agentlab.topology.continuation import read_commit
+
+    done = read_commit(out)["done"]  # type: ignore[index]
+    assert set(open_run(out).llm_calls_df().run_id) - set(done)  # the stopped run's rows
+    assert "Experiment.open(" in capsys.readouterr().err  # the stop line says how to go on
+    Experiment.open(out, progress=False).run_sync()
+    assert _calls(straight).equals(_calls(out))
+    again = Experiment.open(out, progress=False).run_sync()  # all done: nothing to run
+    assert again.runs_done == 12 and _calls(straight).equals(_calls(out))
+
+
+def test_what_cannot_be_continued_says_why(tmp_path: Path) -> None:
+    Experiment(out=tmp_path / "p2", **{**KW, "runs": 1, "parallel_runs": 2}).run_sync()
+    with pytest.raises(ConfigError, match=r"parallel_runs=2.*cannot be continued"):
+        Experiment.open(tmp_path / "p2")
+    with pytest.raises(ConfigError, match="holds no topology experiment"):
+        Experiment.open(tmp_path / "nothing")
+    tasks = [{"id": "a", "category": "x", "prompt": "sum two numbers"}]
+    Experiment(out=tmp_path / "t", tasks=tasks, **{**KW, "runs": 1}).run_sync()
+    assert Experiment.open(tmp_path / "t").tasks == tasks  # given tasks are kept
