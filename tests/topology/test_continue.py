@@ -131,3 +131,27 @@ def test_what_cannot_be_continued_says_why(tmp_path: Path) -> None:
     tasks = [{"id": "a", "category": "x", "prompt": "sum two numbers"}]
     Experiment(out=tmp_path / "t", tasks=tasks, **{**KW, "runs": 1}).run_sync()
     assert Experiment.open(tmp_path / "t").tasks == tasks  # given tasks are kept
+
+
+def test_a_real_clock_experiment_continues_with_the_finished_runs_kept(tmp_path: Path) -> None:
+    """On a real clock no server state is kept (a real server's is its own): the finished
+    runs stay, the one in flight is cut, the rest run now; each run has its calls once."""
+    kw = {**KW, "llm": "sim/instant", "clock": "real", "topologies": ["star", "full_mesh"],
+          "runs": 3}  # fmt: skip
+    straight = Experiment(out=tmp_path / "straight", **kw).run_sync()
+    out = tmp_path / "cut"
+
+    async def stop_in_run_3() -> None:
+        exp = Experiment(out=out, **kw)
+        task = asyncio.ensure_future(exp.run())
+        while exp._results is None or exp._results.runs_done < 2:
+            await asyncio.sleep(0.0005)
+        task.cancel()
+        assert (await task).status == "stopped"
+
+    asyncio.run(stop_in_run_3())
+    res = Experiment.open(out, progress=False).run_sync()
+    assert res.status == "done" and res.runs_done == 6
+    per_run = res.calls_df().groupby("run_id").size()
+    assert per_run.equals(straight.calls_df().groupby("run_id").size())
+    assert res.calls_df()["request_id"].is_unique
