@@ -32,6 +32,7 @@ import contextlib
 import copy
 import os
 import signal
+import sys
 import time
 import warnings
 from collections import Counter, deque
@@ -330,8 +331,10 @@ class RayExecutor:
             except _TickLost as lost:
                 promoted.rollback()
                 self._drop_time_server()
-                self._record(tick, lost.batch, attempt, lost.cause)
-                if attempt == self.max_attempts or self._env_args is None:
+                last = attempt == self.max_attempts or self._env_args is None
+                self._record(tick, lost.batch, attempt, lost.cause,
+                             None if last else "the tick runs again from its commit")  # fmt: skip
+                if last:
                     kind = (
                         BatchDeadlineError
                         if isinstance(lost.cause, BatchDeadlineError)
@@ -477,7 +480,7 @@ class RayExecutor:
         if self.actor is not None or self._virtual is not None or runs >= self.max_attempts:
             raise _TickLost(i, exc) from exc  # (virtual: every batch of the tick waits on it)
         # No env: batches are independent; only this one runs again.
-        self._record(batches[i].tick, i, runs, exc)
+        self._record(batches[i].tick, i, runs, exc, "the batch runs again")
         todo.appendleft(i)
 
     async def _end(self, token: str) -> None:
@@ -545,7 +548,15 @@ class RayExecutor:
                 stacklevel=2,
             )
 
-    def _record(self, tick: int, batch: int, attempt: int, exc: BaseException) -> None:
+    def _record(
+        self, tick: int, batch: int, attempt: int, exc: BaseException, then: str | None
+    ) -> None:
+        """A lost batch attempt: a ``batch_failures`` row, and (``then``: what happens
+        now) one line in place of Ray's report of a dead worker (``ray_init.py``)."""
+        if then is not None:
+            print(f"tick {tick}: batch {batch} lost its Ray worker on attempt {attempt} "
+                  f"({type(exc).__name__}); {then} (recorded in batch_failures)",
+                  file=sys.stderr)  # fmt: skip
         self.lost.append(
             {
                 "tick": tick,

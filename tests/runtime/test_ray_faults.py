@@ -168,7 +168,11 @@ def kill_mid_batch(s: Society, title: str, *, after_tick: int = 1) -> int:
 
 @pytest.mark.parametrize("society", ["llm_feed", "counter"])
 def test_worker_killed_mid_batch_is_retried_without_duplicates(
-    ray_session: Any, tmp_path: Path, references: dict[str, Any], society: str
+    ray_session: Any,
+    tmp_path: Path,
+    references: dict[str, Any],
+    society: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = tmp_path / "run"
     s = Society.create(path, executor="ray", progress=False, **SOCIETIES[society])
@@ -185,6 +189,9 @@ def test_worker_killed_mid_batch_is_retried_without_duplicates(
     assert lost, "the killed attempt was not recorded in batch_failures"
     assert {r["error_class"] for r in lost} <= {"WorkerCrashedError", "TaskCancelledError"}
     assert all(r["tick"] >= killed_at for r in lost)
+    # one line of agentlab's says what happened and what it did (Ray's own is shortened)
+    err = capsys.readouterr().err
+    assert "lost its Ray worker on attempt 1" in err and "runs again" in err, err[-2000:]
 
 
 @pytest.mark.parametrize("resume", ["open", "in_place"])
