@@ -165,6 +165,7 @@ class Experiment:
         self.tasks = load_tasks(tasks)
         self._tasks_given = tasks is not None
         self._continuing = False  # Experiment.open: run() continues the run directory
+        self._task: asyncio.Task[ExperimentResults] | None = None  # start()'s
         self.llm = llm
         self.seed = seed
         self.clock_spec = clock
@@ -284,6 +285,25 @@ class Experiment:
 
             return VirtualClock(start=float(commit["ts"]))
         return clock_from_name(self.clock_spec)
+
+    def start(self) -> asyncio.Task[ExperimentResults]:
+        """:meth:`run` as a background task of the running loop (a notebook's), returned
+        at once: ``agentlab.live(exp)`` starts it so and follows ``out`` (a temporary
+        directory when none was given); ``await`` the task for the results,
+        ``task.cancel()`` stops it as the stop button stops an awaited run."""
+        if self._results is not None or self._task is not None:
+            raise ConfigError(f"this Experiment already ran into {self.run_dir or self.out}: "
+                              "build a new one, or continue it with Experiment.open(out)")  # fmt: skip
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise ConfigError("start() (and live()) runs the experiment as a background task of "
+                              "a running event loop (a notebook's); in a script use "
+                              "exp.run_sync(), then agentlab.show(out)") from None  # fmt: skip
+        if self.out is None:
+            self.out = Path(tempfile.mkdtemp(prefix="agentlab-topology-"))
+        self._task = loop.create_task(self.run())
+        return self._task
 
     def _take(self, run_dir: Path) -> Any:
         """The run's writer lock, then what ``exist_ok`` says about an existing run."""

@@ -13,7 +13,7 @@ import asyncio
 import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from agentlab.viz._base import StaticForm
 from agentlab.viz._follow import run_path
@@ -66,7 +66,8 @@ class Dashboard(StaticForm):
         society, conversation, iat, human: the parts (``None`` when not shown).
         parts: the shown widgets, in order.
         box: the ``ipywidgets.VBox`` that is displayed.
-        task: the background ``society.run`` task (``live``), else ``None``.
+        task: the background run task (``live``: the society's or the experiment's),
+            else ``None``.
     """
 
     def __init__(
@@ -108,12 +109,16 @@ class Dashboard(StaticForm):
         ]
         self.box = ipywidgets.VBox(self.parts)
         self._display_id = None
+        self._run_task: asyncio.Future[Any] | None = None  # live(experiment)'s
         if self.society is not None:
             self.society.on_done = self._finished  # type: ignore[attr-defined]
 
     @property
     def task(self) -> asyncio.Future[Any] | None:
-        """The background run task started by *start* or by ``live(society, ticks)``."""
+        """The background run task started by *start*, by ``live(society, ticks)`` or by
+        ``live(experiment)``."""
+        if self._run_task is not None:
+            return self._run_task
         return None if self.society is None else self.society.task
 
     def start(self) -> asyncio.Future[Any]:
@@ -151,6 +156,17 @@ class Dashboard(StaticForm):
 
     def __repr__(self) -> str:
         return f"Dashboard(panels={list(self.panels)!r})"
+
+
+@runtime_checkable
+class Startable(Protocol):
+    """What ``live`` drives of an ``Experiment`` (viz does not import topology)."""
+
+    out: Any
+
+    def start(self) -> asyncio.Future[Any]:
+        """Its run as a task of the running loop, returned."""
+        ...
 
 
 def show(
@@ -213,14 +229,21 @@ def live(
     The cell returns at once (the run is a background task on the kernel's loop), so the
     kernel stays free for button presses and human answers.
 
+    An ``Experiment`` (``agentlab.topology``) runs as a background task too, its log
+    followed (conversation, IAT histogram by topology) as the runs finish;
+    ``dash.task.cancel()`` stops it after the run in flight's calls (as the stop button
+    stops an awaited ``exp.run()``), ``await dash.task`` gives its results.
+
     Args:
-        society: a ``Society``.
-        ticks: ticks each *start* runs; ``None`` runs until *stop*.
+        society: a ``Society`` (or an ``Experiment``).
+        ticks: ticks each *start* runs; ``None`` runs until *stop* (a society only).
         group_by: column splitting the IAT histogram (``"auto"``: one histogram).
         start: start running now (default: when ``ticks`` is given); otherwise the run
             starts when *start* is pressed (or ``dash.start()`` is called).
         panels: panel names; default: what the run contains.
     """
+    if not isinstance(society, Controllable) and isinstance(society, Startable):
+        return _live_experiment(society, ticks, group_by, panels)
     if not isinstance(society, Controllable):
         from agentlab.errors import ConfigError
 
@@ -230,4 +253,18 @@ def live(
     dash = Dashboard(society, society=society, ticks=ticks, group_by=group_by, panels=panels)
     if start if start is not None else ticks is not None:
         dash.start()
+    return dash
+
+
+def _live_experiment(exp: Startable, ticks: int | None, group_by: str | None,
+                     panels: Any) -> Dashboard:  # fmt: skip
+    """``live(experiment)``: ``exp.start()`` (its run as a task of the running loop) and a
+    dashboard following the run directory it writes."""
+    if ticks is not None:
+        from agentlab.errors import ConfigError
+
+        raise ConfigError("ticks= is a society's; an Experiment runs its topologies x runs")
+    task = exp.start()
+    dash = Dashboard(exp.out, group_by=group_by, panels=panels or ("conversation", "iat"))
+    dash._run_task = task
     return dash

@@ -136,6 +136,47 @@ async def test_live_without_ticks_waits_for_start_then_runs_until_stop(tmp_path:
     soc.close()
 
 
+async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``live(exp)`` said "live() needs a Society"; it now starts the experiment as a task
+    (``Experiment.start``) and follows its run directory: the IAT histogram by topology
+    and the conversation fill as its runs finish; cancelling the task stops it."""
+    import asyncio
+
+    from agentlab.errors import ConfigError
+    from agentlab.topology import Experiment
+    from agentlab.viz import live
+
+    def exp(name: str, runs: int) -> Experiment:
+        return Experiment(topologies=["sequential", "star"], agents=3, runs=runs,
+                          llm="sim/vllm-3b", seed=0, out=tmp_path / name, progress=False)  # fmt: skip
+
+    e = exp("e", 3)
+    dash = live(e)
+    assert dash.panels == ("conversation", "iat") and dash.task is not None
+    res = await asyncio.wait_for(dash.task, 60)
+    assert res.status == "done" and res.runs_done == 6
+    iat = dash.iat
+    assert iat is not None
+    iat.refresh()
+    assert iat.calls == len(res.calls_df()) > 0 and set(iat.groups) == {"sequential", "star"}
+    dash.stop()
+    with pytest.raises(ConfigError, match="already ran"):
+        live(e)
+    with pytest.raises(ConfigError, match="a society's"):
+        live(exp("t", 1), ticks=3)
+
+    long = exp("long", 200)
+    dash = live(long)
+    await _until(lambda: long._results is not None and long._results.runs_done >= 2)
+    dash.task.cancel()  # type: ignore[union-attr]
+    res = await dash.task  # type: ignore[misc]
+    assert res.status == "stopped" and 2 <= res.runs_done < 400
+    assert "Experiment.open(" in capsys.readouterr().err
+    dash.stop()
+
+
 async def test_a_press_on_another_thread_wakes_the_idle_kernel_loop(tmp_path: Path) -> None:
     # JupyterLab sends comm messages over a kernel subshell: ipykernel 7 runs the handler
     # in that subshell's thread (with its own loop) while the kernel's loop sleeps
