@@ -32,7 +32,6 @@ _EXPORTS: dict[str, str] = {
     "calibrate": "agentlab.analysis.calibrate",
     "fit_calibration": "agentlab.analysis.calibrate",
     "SimProfile": "agentlab.llm",
-    "sweep": "agentlab.sweep",
     "record": "agentlab.sweep",
     "AgentSystem": "agentlab.runtime",
     "recorded_run": "agentlab.runtime",
@@ -46,7 +45,7 @@ _EXPORTS: dict[str, str] = {
     "summarize_run": "agentlab.store",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__version__", *_EXPORTS, "sweep"]  # (sweep: the package, callable as its function)
 
 #: subpackages reachable as attributes after a plain ``import agentlab``
 #: (``agentlab.datasets.path("reference_run")``, as the docs write it), imported on first use
@@ -66,7 +65,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*__all__, *_SUBPACKAGES])
+    return sorted({*__all__, *_SUBPACKAGES})
 
 
 if "ipykernel" in sys.modules:  # a notebook: its stop button reaches any await

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agentlab.errors import ConfigError
@@ -156,3 +158,33 @@ def test_parameters_are_read_as_python_reads_them(tmp_path) -> None:  # type: ig
     # a cell only IPython parses (a magic) goes to papermill's reader
     magic = _notebook(tmp_path, "%matplotlib inline\nticks = 3\n")
     assert notebook_defaults(magic) == {"ticks": 3}
+
+
+@pytest.mark.parametrize(
+    "first",
+    ["", "from agentlab import record", "import agentlab.sweep.summary",
+     "from agentlab.sweep import current_output_dir", "import agentlab; agentlab.sweep"],
+)  # fmt: skip
+def test_agentlab_sweep_is_the_function_and_the_package_whatever_came_first(first: str) -> None:
+    """``agentlab.sweep`` names a package and its function: the first import decided which
+    one the name was. After ``from agentlab import record`` (a notebook's first cell),
+    ``from agentlab import sweep; sweep(...)`` raised "'module' object is not callable";
+    otherwise ``agentlab.sweep.current_output_dir()`` (as the docs write it) was an
+    attribute of a function. Fresh interpreters: import order is the point."""
+    import subprocess
+    import sys
+
+    code = (f"{first}\nimport inspect, agentlab\nfrom agentlab import sweep\n"
+            "assert callable(sweep) and callable(agentlab.sweep)\n"
+            "assert agentlab.sweep.current_output_dir and sweep.Sweep and sweep.open_sweep\n"
+            "assert 'grid' in inspect.signature(sweep).parameters\n"
+            "from agentlab import *\nassert callable(sweep)\n")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-1500:]
+
+
+def test_calling_the_package_runs_a_sweep(tmp_path: Path) -> None:
+    import agentlab
+
+    with pytest.raises(ConfigError, match="does not exist"):  # (the function's own check)
+        agentlab.sweep(tmp_path / "nb.ipynb", {}, out=tmp_path / "out")
