@@ -14,6 +14,8 @@ multi-second latencies finishes in seconds, and the same seed gives the same rec
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import operator
 import random
 import sys
 import tempfile
@@ -148,9 +150,24 @@ class Experiment:
         exist_ok: bool | Literal["replace"] = False,
         **workflow: Any,
     ) -> None:
+        if isinstance(topologies, str):  # topologies="star": one topology, not five letters
+            topologies = [topologies]
+        if not topologies:
+            raise ConfigError(f"no topologies to run; give some of {', '.join(PROTOCOLS)}")
         for t in topologies:
             if t not in PROTOCOLS:
                 raise UnknownNameError("topology", t, list(PROTOCOLS))
+        try:  # (a numpy integer from a DataFrame row too)
+            seed = operator.index(seed)
+        except TypeError:
+            raise ConfigError(f"seed must be an integer, got {seed!r}") from None
+        unknown = sorted(set(workflow) - {f.name for f in dataclasses.fields(WorkflowConfig)})
+        if unknown:
+            options = ", ".join(
+                f.name for f in dataclasses.fields(WorkflowConfig) if f.name != "agents"
+            )
+            raise ConfigError(f"Experiment got unknown option(s) {', '.join(unknown)}; its "
+                              f"workflow options are {options}")  # fmt: skip
         if exist_ok not in (True, False, "replace"):
             raise ConfigError(f"exist_ok must be False, True or 'replace', got {exist_ok!r}")
         self.exist_ok = exist_ok

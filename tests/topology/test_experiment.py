@@ -135,3 +135,21 @@ def test_an_experiment_shows_what_it_is_in_a_cell(tmp_path: Path) -> None:
     )
     exp.run_sync()
     assert repr(exp).endswith(": done, 2 runs done)")
+
+
+def test_common_slips_are_named(tmp_path: Path) -> None:
+    """``topologies="star"`` iterated the letters ("unknown topology 's'"); an empty list
+    ran nothing and said done; ``seed="a"`` was a ValueError from deep inside; a misspelt
+    option a TypeError about ``WorkflowConfig.__init__``."""
+    import numpy as np
+
+    one = Experiment(topologies="star", agents=3, runs=1, progress=False, seed=np.int64(2))
+    assert one.topologies == ["star"] and one.seed == 2
+    with pytest.raises(ConfigError, match="no topologies to run"):
+        Experiment(topologies=[])
+    with pytest.raises(ConfigError, match="seed must be an integer, got 'a'"):
+        Experiment(seed="a")  # type: ignore[arg-type]
+    with pytest.raises(
+        ConfigError, match=r"unknown option\(s\) round; its workflow options are rounds"
+    ):
+        Experiment(round=2)
