@@ -42,9 +42,7 @@ from agentlab.runtime.gc_tuning import GCTuning
 from agentlab.runtime.progress import TickProgress
 from agentlab.runtime.services import RunServices
 from agentlab.runtime.society_build import create_society, mark_store, open_society
-from agentlab.runtime.society_files import (
-    SOCIETY_SCHEMA_VERSION,
-)
+from agentlab.runtime.society_files import SOCIETY_SCHEMA_VERSION
 from agentlab.runtime.society_tick import (
     check_tick_counts,
     client_calls,

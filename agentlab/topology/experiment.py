@@ -369,7 +369,7 @@ class Experiment:
         def job(topo: str, k: int, task: dict[str, Any]) -> Any:
             async def one() -> None:
                 state["topology"] = topo
-                run_id = f"{topo}-{k:04d}"
+                run_id = _run_id(topo, k)
                 tracer = services.trace  # one trace per repetition: experiment.run → stage → call
                 ctx = RunContext(rclient, self.cfg, topo, run_id, task, clock,
                                  services.message_sink(run_id), simulated, tracer=tracer)  # fmt: skip
@@ -405,7 +405,7 @@ class Experiment:
         gc_tuning = GCTuning()  # (as a society's run: the heap frozen, gen-1 threshold 100)
         try:
             finished = set(done)
-            todo = [p for p in self._plan() if f"{p[0]}-{p[1]:04d}" not in finished]
+            todo = [p for p in self._plan() if _run_id(p[0], p[1]) not in finished]
             await gather_limited([job(*p) for p in todo], self.parallel_runs)
             status = "done"
         except (KeyboardInterrupt, asyncio.CancelledError):
@@ -455,6 +455,11 @@ class Experiment:
         except KeyboardInterrupt:
             warnings.warn("experiment interrupted; returning partial results", stacklevel=2)
             return self.results
+
+
+def _run_id(topology: str, k: int) -> str:
+    """A workflow run's id: ``star-0007`` (its rows' ``run_id``, a commit's ``done``)."""
+    return f"{topology}-{k:04d}"
 
 
 def _progress(total: int, enabled: bool) -> Any:
