@@ -205,6 +205,7 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         "ended": life.ended,
         "status": life.status,
         "error": life.error,
+        "go_on": _go_on(run.path, m, life.status),
         # status as readers show it (a dead writer's "running" reads "interrupted")
         "manifest": {**{k: m.get(k) for k in ("kind", "seed", "model")}, "status": life.status},
         "ticks": ticks,
@@ -344,6 +345,19 @@ def experiment_table(run: Run) -> dict[str, Any] | None:
     return {"columns": keep, "rows": table[keep].to_dict("records")}
 
 
+def _go_on(path: Path, manifest: dict[str, Any], status: str) -> str | None:
+    """How to continue an unfinished run of a kind that can be (``None``: nothing to say)."""
+    if status not in ("stopped", "interrupted", "failed"):
+        return None
+    if manifest.get("kind") == "topology_experiment":
+        if int((manifest.get("config") or {}).get("parallel_runs", 1)) != 1:
+            return None
+        return f"Experiment.open({str(path)!r}).run() runs the rest"
+    if manifest.get("kind") == "society":
+        return f"Society.open({str(path)!r}) resumes it from its last committed tick"
+    return None
+
+
 def _child_row(parent: Path, child: RunSummary) -> dict[str, Any]:
     """A run inside a paper or sweep: its :func:`summary_row`, its path below the parent
     and its latency and TTFT (a paper's page had only "–" tiles for them: a paper makes
@@ -413,7 +427,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         ("run", summary["run"]),
         ("kind", f"{m.get('kind')}  seed={m.get('seed')}{model}"),
         ("status", (summary.get("status") or m.get("status") or "–")
-                   + (f"  ({summary['error']})" if summary.get("error") else "")),
+                   + (f"  ({summary['error']})" if summary.get("error") else "")
+                   + (f"; {summary['go_on']}" if summary.get("go_on") else "")),
     ]  # fmt: skip
     if summary.get("calls_in_runs") is not None:  # a paper or sweep
         calls = summary["calls_in_runs"]

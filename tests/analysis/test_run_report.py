@@ -245,3 +245,26 @@ def test_a_papers_report_counts_the_calls_of_its_runs(tmp_path: Path, capsys) ->
     rows = re.findall(r"<tr><td>(\w+)</td>.*?</tr>", runs.group(1))
     assert rows == ["one", "two"] and runs.group(1).count("123 ms") == 4, runs.group(1)
     assert "12 llm calls  3 errors  latency p50 123 ms" in out, out
+
+
+def test_an_unfinished_run_says_how_to_go_on(tmp_path: Path, capsys) -> None:
+    """A stopped or killed experiment (or society) read "status interrupted" and nothing
+    more; the report now names the call that continues it (``Experiment.open``)."""
+    from agentlab.store.lifecycle import mark_status
+
+    exp, par, soc = tmp_path / "exp", tmp_path / "par", tmp_path / "soc"
+    write_manifest(exp, kind="topology_experiment", config={"parallel_runs": 1}, seed=0)
+    write_manifest(par, kind="topology_experiment", config={"parallel_runs": 4}, seed=0)
+    _society_like(soc)
+    for d in (exp, par, soc):
+        mark_status(d, "stopped")
+    assert main(["report", str(exp)]) == 0
+    assert f"status     stopped; Experiment.open({str(exp)!r}).run() runs the rest" in (
+        capsys.readouterr().out)  # fmt: skip
+    assert main(["report", str(par)]) == 0
+    assert "Experiment.open" not in capsys.readouterr().out  # (cannot be continued)
+    assert main(["report", str(soc)]) == 0
+    assert f"Society.open({str(soc)!r}) resumes it" in capsys.readouterr().out
+    page = tmp_path / "r.html"
+    assert main(["report", str(exp), "--html", str(page)]) == 0
+    assert "Experiment.open(" in page.read_text()
