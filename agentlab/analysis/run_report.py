@@ -205,7 +205,7 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         "ended": life.ended,
         "status": life.status,
         "error": life.error,
-        "go_on": _go_on(run.path, m, life.status),
+        "go_on": continue_hint(run.path, m, life.status),
         # status as readers show it (a dead writer's "running" reads "interrupted")
         "manifest": {**{k: m.get(k) for k in ("kind", "seed", "model")}, "status": life.status},
         "ticks": ticks,
@@ -345,8 +345,9 @@ def experiment_table(run: Run) -> dict[str, Any] | None:
     return {"columns": keep, "rows": table[keep].to_dict("records")}
 
 
-def _go_on(path: Path, manifest: dict[str, Any], status: str) -> str | None:
-    """How to continue an unfinished run of a kind that can be (``None``: nothing to say)."""
+def continue_hint(path: Path, manifest: dict[str, Any], status: str) -> str | None:
+    """How to continue an unfinished run of a kind that can be (``None``: nothing to say):
+    the report's status line and the run browser's run page."""
     if status not in ("stopped", "interrupted", "failed"):
         return None
     if manifest.get("kind") == "topology_experiment":

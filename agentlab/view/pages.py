@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from agentlab.analysis.run_report import continue_hint
 from agentlab.view import charts, data
 from agentlab.view.files import Entry
 from agentlab.view.page_parts import (
@@ -159,6 +160,9 @@ def _overview(site: Site, e: Entry, run: Any, path: str) -> str:
         {"text": "Spans (slowest first)", "href": href(base, e.rel, "spans-1.html")},
     ]  # fmt: skip
     blocks: list[dict[str, Any]] = [_tiles(s), {"type": "links", "links": links, "id": "parts"}]
+    hint = continue_hint(e.path, m, str(s.get("status")))
+    if hint:  # a stopped or killed experiment / society: how to go on
+        blocks.insert(1, {"type": "pre", "heading": "Unfinished", "text": hint, "id": "go-on"})
     figs = []
     if "timeline" in have:
         figs.append(charts.calls_per_tick_chart(run.df("timeline")))

@@ -91,3 +91,18 @@ def test_a_page_that_fails_to_render_does_not_cost_the_folder_its_bundle(
     assert "ValueError: damaged" in (site / "r/b/errors-1.html").read_text()
     for page in ("index.html", "r/a/errors-1.html", "r/b/index.html", "r/b/calls-1.html"):
         assert (site / page).exists(), page
+
+
+def test_a_stopped_run_page_says_how_to_go_on(tmp_path: Path) -> None:
+    """A stopped or killed society's page said "stopped" and no more; it names the call that
+    resumes it (the report does too), and a finished run's page says nothing of it."""
+    from agentlab.store.lifecycle import mark_status
+    from agentlab.view import render_page
+
+    for name, status in (("stopped", "stopped"), ("finished", "done")):
+        sink, _ = _run(tmp_path / name)
+        sink.flush()
+        mark_status(tmp_path / name, status)
+    page = render_page(tmp_path, "r/stopped/index.html") or ""
+    assert "<h2>Unfinished</h2>" in page and "Society.open(" in page and "resumes it" in page
+    assert "Unfinished" not in (render_page(tmp_path, "r/finished/index.html") or "x Unfinished")
