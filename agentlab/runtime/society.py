@@ -388,8 +388,9 @@ class Society:
             target = int(until)
         else:
             target = float("inf")
-        self._stop = started and self._stop  # a stop() before a start()ed run began holds
-        self._resume.set()
+        self._stop = started and self._stop  # a stop() before a start()ed run began holds,
+        if not started:  # and so does a pause() (start() cleared both)
+            self._resume.set()
         self._start_task = None  # (a start()'s run has begun: close() now stops it)
         self._status = "running"
         self._mark("running")
@@ -465,6 +466,7 @@ class Society:
                 "`await society.run(ticks)`, then agentlab.show(run_dir)"
             ) from None
         self._stop = False
+        self._resume.set()
         task = loop.create_task(self.run(ticks, until=until, progress=progress))
         self._start_task = task
         task.add_done_callback(self._start_ended)
@@ -527,7 +529,8 @@ class Society:
         return tick_progress(self)
 
     def pause(self) -> None:
-        """Hold the run loop after the tick in progress commits, until :meth:`resume`."""
+        """Hold the run loop after the tick in progress commits, until :meth:`resume` (a
+        run :meth:`start` ed that has not begun: before its first tick)."""
         self._resume.clear()
 
     def resume(self) -> None:

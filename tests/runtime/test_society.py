@@ -435,6 +435,22 @@ def test_a_live_run_started_in_the_closing_cell_runs_then_closes(
 
     out = asyncio.run(stopped_before_it_began())
     assert out["status"] == "stopped" and out["ticks"] == 0 and out["tick"] == 3
+
+    async def paused_before_it_began() -> int:
+        with Society.open(tmp_path / "live", progress=False) as soc:
+            task = soc.start(ticks=2)
+            soc.pause()  # (run() reset it too: the run went on)
+            for _ in range(5000):  # (at most ~5 s)
+                if soc.status == "paused" or task.done():
+                    break
+                await asyncio.sleep(0.001)
+            assert soc.status == "paused", soc.status
+            ticks_while_paused = soc.tick
+            soc.resume()
+            await task
+        return ticks_while_paused
+
+    assert asyncio.run(paused_before_it_began()) == 3
     with (
         Society.open(tmp_path / "live", progress=False) as late,
         pytest.raises(ConfigError, match=r"in a script use society.run_sync\(ticks\)"),
