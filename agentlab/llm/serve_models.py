@@ -195,7 +195,8 @@ class ChatCompletionRequest(SamplingRequest):
     """The body of ``POST /v1/chat/completions`` (the fields sim-serve understands).
 
     ``logprobs`` / ``top_logprobs`` are refused with a 400 naming the field: the simulator
-    has no token probabilities to report.
+    has no token probabilities to report. vLLM's ``echo`` (the last message prepended to a
+    reply of the same role) is refused so too: it was ignored, a reply without the echo.
     """
 
     messages: list[Message] = Field(min_length=1)
@@ -206,6 +207,14 @@ class ChatCompletionRequest(SamplingRequest):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
+    echo: bool | None = None
+
+    @field_validator("echo")
+    @classmethod
+    def _no_echo(cls, v: Any, info: ValidationInfo) -> Any:
+        if v:
+            raise ValueError(f"sim-serve does not serve '{info.field_name}'; send none")
+        return v
 
     @field_validator("logprobs", "top_logprobs")
     @classmethod

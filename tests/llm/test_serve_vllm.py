@@ -148,7 +148,9 @@ async def test_created_is_each_replys_own_time(server: SimServeHandle) -> None:
     assert all(before <= e["created"] <= int(time.time()) for e in events)
 
 
-@pytest.mark.parametrize(("field", "value"), [("logprobs", True), ("top_logprobs", 3)])
+@pytest.mark.parametrize(
+    ("field", "value"), [("logprobs", True), ("top_logprobs", 3), ("echo", True)]
+)  # (echo was ignored: a reply without the echo vLLM would prepend)
 async def test_logprobs_is_a_400_naming_the_field(
     server: SimServeHandle, field: str, value: Any
 ) -> None:
