@@ -225,10 +225,12 @@ def claim_run_dir(
     exist_ok: bool | Literal["replace"] = False,
     *,
     what: str = "writer",
+    keep_means: str = "to add to it",
 ) -> WriterLock:
     """Take ``run_dir``'s writer lock, then apply ``exist_ok`` to a run already there.
 
-    ``False``: refuse an existing run (``ConfigError``); ``True``: keep it (add to it);
+    ``False``: refuse an existing run (``ConfigError``, which says what ``True`` would do:
+    ``keep_means``); ``True``: keep it (add to it);
     ``"replace"``: delete it — only now, under the lock, so a run another process (or a
     running object of this one) writes is never deleted: the lock is refused first with
     ``RunLockedError`` naming the holder. Returns the held lock (release it when done).
@@ -243,7 +245,7 @@ def claim_run_dir(
         elif not exist_ok and is_run(root):
             raise ConfigError(
                 f"{root} already holds a run; pass exist_ok='replace' to start over (or "
-                "exist_ok=True to add to it)"
+                f"exist_ok=True {keep_means})"
             )
     except BaseException:
         lock.release()

