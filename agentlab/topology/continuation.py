@@ -6,7 +6,8 @@ commits ``EXPERIMENT_STEP.json`` (atomic rename, as a society's tick): the ids o
 finished runs, the log's byte marks, the clock, and on the virtual clock the client's
 learned state (AIMD limiter, simulated server: what the next run's timings depend on).
 
-``Experiment.open(dir)`` rebuilds the experiment from ``run.json``; its ``run()`` cuts the
+``Experiment.open(dir)`` rebuilds the experiment from ``run.json`` (the same experiment
+built again with ``exist_ok=True`` does as it does: :func:`continues`); its ``run()`` cuts the
 log back to the commit (the rows of the run that was in flight go, as a society's
 unfinished tick does), restores the clock and the client and runs the plan's remaining
 runs. On the virtual clock the calls are the uninterrupted run's (start, end, tokens:
