@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import uuid
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -202,15 +201,8 @@ def _check_showable(path: Path, follow: bool) -> None:
     from agentlab.store.summary import children_of
 
     if not path.is_dir():
-        if not follow:
+        if not follow:  # (following, it waits for a run another process will write)
             raise ConfigError(f"no run directory at {str(path)!r}")
-        # following, it waits for a run another process (or a task) will write there; a
-        # typo showed empty panels with nothing to say why
-        print(
-            f"{str(path)!r} holds no run yet: the view shows it when one is written there "
-            "(follow=False refuses a missing directory)",
-            file=sys.stderr,
-        )
         return
     kind = read_manifest(path).get("kind")
     if kind not in ("sweep", "paper"):
