@@ -4,7 +4,9 @@ cell, async code) ``asyncio.run`` cannot start, and asyncio's own error ("cannot
 from a running event loop") does not say to ``await`` the coroutine instead.
 
 (``Society.run_sync`` runs its coroutine in a worker thread's loop instead:
-``runtime/worker_loop.py``.)
+``runtime/worker_loop.py``.) The inverse, :func:`require_running_loop`, guards what starts
+a background task (``Society.start``, ``Experiment.start``): in a script that task would
+be a coroutine nobody awaits.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 
 from agentlab.errors import ConfigError
 
-__all__ = ["refuse_in_running_loop"]
+__all__ = ["refuse_in_running_loop", "require_running_loop"]
 
 
 def refuse_in_running_loop(message: str) -> None:
@@ -24,3 +26,12 @@ def refuse_in_running_loop(message: str) -> None:
     except RuntimeError:
         return
     raise ConfigError(message)
+
+
+def require_running_loop(message: str) -> asyncio.AbstractEventLoop:
+    """The event loop running in this thread; :class:`ConfigError` with ``message`` (which
+    says what to call in a script) when none is."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        raise ConfigError(message) from None

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from agentlab.agents.base import AgentBase
 from agentlab.agents.registry import portable_classes
+from agentlab.core.blocking import require_running_loop
 from agentlab.core.clock import Clock, RealClock, VirtualClock
 from agentlab.core.ids import validate_agent_id
 from agentlab.errors import ConfigError
@@ -457,14 +458,11 @@ class Society:
         :meth:`close` before the task begins (in the same cell) lets it run, then closes."""
         self._refuse_a_second_run(False)
         check_tick_counts(ticks=ticks, until=until)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # a script: the run would be a coroutine nobody awaits
-            raise ConfigError(
-                "start() (and a live view) runs the society as a background task of a running"
-                " event loop (a notebook's); in a script use society.run_sync(ticks) or "
-                "`await society.run(ticks)`, then agentlab.show(run_dir)"
-            ) from None
+        loop = require_running_loop(
+            "start() (and a live view) runs the society as a background task of a running"
+            " event loop (a notebook's); in a script use society.run_sync(ticks) or "
+            "`await society.run(ticks)`, then agentlab.show(run_dir)"
+        )
         self._stop = False
         self._resume.set()
         task = loop.create_task(self.run(ticks, until=until, progress=progress))

@@ -29,6 +29,7 @@ import orjson
 from agentlab.errors import ConfigError
 from agentlab.store.atomic import atomic_write_bytes, read_json
 from agentlab.store.layout import REPLAY_DIR
+from agentlab.store.manifest import read_manifest
 from agentlab.store.offsets import log_marks, truncate_log
 
 __all__ = [
@@ -118,8 +119,8 @@ def continues(run_dir: str | os.PathLike[str], config: dict[str, Any]) -> bool:
             that differ are named), or one with ``parallel_runs > 1`` (not continuable).
     """
     p = Path(run_dir)
-    doc = read_json(p / "run.json", default=None)
-    if not isinstance(doc, dict):
+    doc = read_manifest(p)
+    if not doc:
         return False
     if doc.get("kind") != KIND:
         raise ConfigError(f"{str(p)!r} holds a {doc.get('kind')!r} run, not a topology "
@@ -133,9 +134,18 @@ def continues(run_dir: str | os.PathLike[str], config: dict[str, Any]) -> bool:
             "exist_ok=True continues the same experiment; use another out= for this one, "
             "or exist_ok='replace' to write over it"
         )
-    if int(stored.get("parallel_runs", 1)) != 1:
-        experiment_args(p)  # (says why it cannot be continued)
+    _refuse_interleaved(p, stored)
     return True
+
+
+def _refuse_interleaved(path: Path, config: dict[str, Any]) -> None:
+    """Refuse an experiment whose runs interleave in its log (``parallel_runs > 1``)."""
+    if int(config.get("parallel_runs", 1)) != 1:
+        raise ConfigError(
+            f"{str(path)!r} ran with parallel_runs={config['parallel_runs']}: its runs' rows "
+            "interleave in the log, so no run boundary was committed and it cannot be "
+            "continued; run it again (exist_ok='replace'), or with parallel_runs=1"
+        )
 
 
 def experiment_args(
@@ -149,17 +159,12 @@ def experiment_args(
             (``parallel_runs > 1``, a clock object, custom tasks it did not keep).
     """
     p = Path(run_dir)
-    doc = read_json(p / "run.json", default=None)
-    if not isinstance(doc, dict) or doc.get("kind") != KIND:
-        kind = doc.get("kind") if isinstance(doc, dict) else None
-        raise ConfigError(f"{str(p)!r} holds no topology experiment (run.json kind {kind!r})")
+    doc = read_manifest(p)
+    if doc.get("kind") != KIND:
+        raise ConfigError(f"{str(p)!r} holds no topology experiment "
+                          f"(run.json kind {doc.get('kind')!r})")  # fmt: skip
     cfg = dict(doc.get("config") or {})
-    if int(cfg.get("parallel_runs", 1)) != 1:
-        raise ConfigError(
-            f"{str(p)!r} ran with parallel_runs={cfg['parallel_runs']}: its runs' rows "
-            "interleave in the log, so no run boundary was committed and it cannot be "
-            "continued; run it again (exist_ok='replace'), or with parallel_runs=1"
-        )
+    _refuse_interleaved(p, cfg)
     if clock is None and cfg.get("clock") not in ("real", "virtual"):
         raise ConfigError(f"{str(p)!r} ran on a clock object ({cfg.get('clock')}); "
                           "continue it with Experiment.open(path, clock=...)")  # fmt: skip

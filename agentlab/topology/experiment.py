@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentlab.core.blocking import refuse_in_running_loop
+from agentlab.core.blocking import refuse_in_running_loop, require_running_loop
 from agentlab.core.clock import Clock, clock_from_name
 from agentlab.errors import ConfigError, UnknownNameError
 from agentlab.messaging import gather_limited
@@ -317,12 +317,10 @@ class Experiment:
         if self._results is not None or self._task is not None:
             raise ConfigError(f"this Experiment already ran into {self.run_dir or self.out}: "
                               "build a new one, or continue it with Experiment.open(out)")  # fmt: skip
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise ConfigError("start() (and live()) runs the experiment as a background task of "
-                              "a running event loop (a notebook's); in a script use "
-                              "exp.run_sync(), then agentlab.show(out)") from None  # fmt: skip
+        loop = require_running_loop(
+            "start() (and live()) runs the experiment as a background task of a running event "
+            "loop (a notebook's); in a script use exp.run_sync(), then agentlab.show(out)"
+        )
         if self.out is None:
             self.out = Path(tempfile.mkdtemp(prefix="agentlab-topology-"))
         self._task = loop.create_task(self.run())

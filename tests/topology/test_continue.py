@@ -73,6 +73,23 @@ def _runs(path: Path) -> pd.DataFrame:
     return ExperimentResults(path).runs_df().sort_values("run_id").reset_index(drop=True)
 
 
+def _stop_after(out: Path, kw: dict[str, object], runs: int, spins: int = 0) -> None:
+    """Run an experiment into ``out`` and cancel it (the stop button) ``spins`` half
+    milliseconds after its ``runs``-th run finished; it must say ``stopped``."""
+
+    async def go() -> None:
+        exp = Experiment(out=out, **kw)  # type: ignore[arg-type]
+        task = asyncio.ensure_future(exp.run())
+        while exp._results is None or exp._results.runs_done < runs:
+            await asyncio.sleep(0.0005)  # (a sleep(0) poll would starve the virtual clock)
+        for _ in range(spins):
+            await asyncio.sleep(0.0005)
+        task.cancel()
+        assert (await task).status == "stopped"
+
+    asyncio.run(go())
+
+
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("straight") / "run"
@@ -111,17 +128,7 @@ def test_a_stopped_experiment_continues_and_a_finished_one_runs_nothing(
 ) -> None:
     out = tmp_path / "stopped"
 
-    async def stop_in_run_5() -> None:
-        exp = Experiment(out=out, **KW)
-        task = asyncio.ensure_future(exp.run())
-        while exp._results is None or exp._results.runs_done < 4:
-            await asyncio.sleep(0.0005)
-        for _ in range(10):
-            await asyncio.sleep(0.0005)
-        task.cancel()
-        assert (await task).status == "stopped"
-
-    asyncio.run(stop_in_run_5())
+    _stop_after(out, KW, runs=4, spins=10)  # inside run 5
     assert "Experiment.open(" in capsys.readouterr().err  # the stop line says how to go on
     Experiment.open(out, progress=False).run_sync()
     assert _calls(straight).equals(_calls(out))
@@ -148,15 +155,7 @@ def test_a_real_clock_experiment_continues_with_the_finished_runs_kept(tmp_path:
     straight = Experiment(out=tmp_path / "straight", **kw).run_sync()
     out = tmp_path / "cut"
 
-    async def stop_in_run_3() -> None:
-        exp = Experiment(out=out, **kw)
-        task = asyncio.ensure_future(exp.run())
-        while exp._results is None or exp._results.runs_done < 2:
-            await asyncio.sleep(0.0005)
-        task.cancel()
-        assert (await task).status == "stopped"
-
-    asyncio.run(stop_in_run_3())
+    _stop_after(out, kw, runs=2)
     res = Experiment.open(out, progress=False).run_sync()
     assert res.status == "done" and res.runs_done == 6
     per_run = res.calls_df().groupby("run_id").size()
@@ -179,15 +178,7 @@ def test_exist_ok_true_continues_the_same_experiment_and_refuses_another(
     assert res.runs_done == 12 and _calls(out).equals(_calls(straight))
     assert _runs(out).run_id.is_unique
 
-    async def stop_in_run_3() -> None:
-        exp = Experiment(out=tmp_path / "cell", exist_ok="replace", **KW)
-        task = asyncio.ensure_future(exp.run())
-        while exp._results is None or exp._results.runs_done < 2:
-            await asyncio.sleep(0.0005)
-        task.cancel()
-        await task
-
-    asyncio.run(stop_in_run_3())
+    _stop_after(tmp_path / "cell", {**KW, "exist_ok": "replace"}, runs=2)
     Experiment(out=tmp_path / "cell", exist_ok=True, **KW).run_sync()  # the cell re-run
     assert _calls(tmp_path / "cell").equals(_calls(straight))
 
