@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,21 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_under_basetemp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What code under test makes with :mod:`tempfile` in this process (an ``Experiment``
+    without ``out=`` keeps its run in one: up to 100 MB for a 1,000-run test) goes under
+    pytest's base temp, which pytest prunes to its last three sessions; in ``/tmp`` it
+    stayed (4.2 GB after a day of test runs). Subprocesses keep their ``TMPDIR``: Ray's
+    socket paths under a longer one could pass AF_UNIX's 107 bytes."""
+    before = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tempfile"))
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
 
 
 @pytest.fixture(scope="session")
