@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import ConfigError
+from agentlab.store import duck
 from agentlab.store._tables import TableCache, q, quote_str
 from agentlab.store.run import Run
 from agentlab.store.scratch import ScratchDir
@@ -60,14 +61,12 @@ def sql_over_runs(
         StoreError: a run directory does not exist.
         ConfigError: ``run_dirs`` is empty.
     """
-    import duckdb
-
     if not run_dirs:
         raise ConfigError("sql_over_runs needs at least one run directory; got an empty mapping")
     runs = {str(k): Run(v) for k, v in run_dirs.items()}
     words = set(_WORD.findall(query))
     tmp = ScratchDir("agentlab-runs")  # DuckDB's table cache
-    con = duckdb.connect(":memory:")
+    con, catalog = duck.connect()
     try:
         cache = TableCache(con, tmp.path)
         parts: dict[str, list[str]] = {}
@@ -95,7 +94,7 @@ def sql_over_runs(
                 warnings.warn(msg, stacklevel=2)
         return fetch_df(con.execute(query, list(params or [])))
     finally:
-        con.close()
+        duck.release(con, catalog)
         tmp.close()
         for run in runs.values():
             run.close()

@@ -24,11 +24,13 @@ import os
 import re
 import threading
 import warnings
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentlab.errors import NotARunError, UnknownNameError
+from agentlab.store import duck
 from agentlab.store._tables import DatasetState, TableCache, q, quote_str
 from agentlab.store._writer import last_complete_line
 from agentlab.store.agent_view import AgentView
@@ -77,6 +79,7 @@ class Run:
         self._seen: set[str] = set()
         self._lock = threading.RLock()
         self._con: Any = None
+        self._release: weakref.finalize | None = None  # (detaches the connection's catalog)
         self._cache: TableCache | None = None
         self._schema: dict[str, Any] = {}
         self._schema_sig: tuple[int, int] | None = None
@@ -198,9 +201,8 @@ class Run:
     def con(self) -> Any:
         """The DuckDB connection (in memory; views refresh on ``df``/``sql``)."""
         if self._con is None:
-            import duckdb
-
-            self._con = duckdb.connect(":memory:")
+            self._con, name = duck.connect()  # (a cursor of the process's database)
+            self._release = weakref.finalize(self, duck.release, self._con, name)
             if self._scratch is None:
                 self._scratch = ScratchDir("agentlab-run")
             self._cache = TableCache(self._con, self._scratch.path)
@@ -453,9 +455,9 @@ class Run:
     def close(self) -> None:
         """Release the DuckDB connection and temp files."""
         with self._lock:
-            if self._con is not None:
-                self._con.close()
-                self._con, self._cache = None, None
+            if self._release is not None:
+                self._release()
+                self._con, self._cache, self._release = None, None, None
             if self._scratch is not None:
                 self._scratch.close()
                 self._scratch = None
