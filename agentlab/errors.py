@@ -25,6 +25,7 @@ __all__ = [
     "ProviderError",
     "RateLimitError",
     "RunLockedError",
+    "RunsFailedError",
     "StoreError",
     "StructuredOutputError",
     "SweepError",
@@ -207,6 +208,12 @@ class BatchDeadlineError(WorkerLostError):
 class TickFailedError(AgentError):
     """Too many agent steps of a tick failed (every one, by default; see ``Society.create``'s
     ``max_error_share``): the run stopped and the tick was not committed."""
+
+
+class RunsFailedError(AgentlabError):
+    """An experiment's workflow runs kept ending in errors (the last five, by default; see
+    ``Experiment``'s ``max_error_share``): it stopped, status ``failed``; the failed runs
+    since the last that succeeded are not kept, so continuing it runs them again."""
 
 
 class MissingExtraError(AgentlabError, ImportError):

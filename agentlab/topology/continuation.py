@@ -38,6 +38,7 @@ __all__ = [
     "cut_to_commit",
     "experiment_args",
     "read_commit",
+    "restore_commit",
     "write_commit",
 ]
 
@@ -64,12 +65,26 @@ def write_commit(
         "llm": llm_state,
         "next_sample": next_sample,
     }
+    _write(run_dir, doc)
+    return doc
+
+
+def restore_commit(run_dir: Path, commit: dict[str, Any] | None, start: float) -> None:
+    """Make an earlier ``commit`` the experiment's commit again (``None``: before its first
+    run, the clock at ``start``): continuing it cuts the log back there and runs the runs
+    after it again (``run_failures.py``: the failed runs a stop does not keep)."""
+    _write(run_dir, commit if commit is not None else {
+        "schema_version": 1, "runs_done": 0, "done": [], "ts": start, "offsets": {},
+        "marks": {}, "llm": None, "next_sample": None,
+    })  # fmt: skip
+
+
+def _write(run_dir: Path, doc: dict[str, Any]) -> None:
     try:  # (orjson: the simulated server's state is ~240 kB; json's encoder took 3 ms)
         data = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
     except (TypeError, OverflowError):  # a value orjson refuses (an int over 64 bits)
         data = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str).encode()
     atomic_write_bytes(run_dir / COMMIT_FILE, data)
-    return doc
 
 
 def read_commit(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -182,5 +197,6 @@ def experiment_args(
         "topologies": list(cfg["topologies"]), "agents": workflow.pop("agents"),
         "runs": int(cfg["runs"]), "tasks": tasks, "llm": llm, "seed": int(cfg["seed"]),
         "clock": clock if clock is not None else cfg["clock"], "out": p, "parallel_runs": 1,
-        "metrics_interval": float(cfg.get("metrics_interval", 1.0)), **workflow,
+        "metrics_interval": float(cfg.get("metrics_interval", 1.0)),
+        "max_error_share": cfg.get("max_error_share", 1.0), **workflow,
     }  # fmt: skip

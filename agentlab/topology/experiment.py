@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentlab.core.blocking import refuse_in_running_loop, require_running_loop
 from agentlab.core.clock import Clock, clock_from_name
-from agentlab.errors import ConfigError, UnknownNameError
+from agentlab.errors import ConfigError, RunsFailedError, UnknownNameError
 from agentlab.messaging import gather_limited
 from agentlab.runtime.gc_tuning import GCTuning
 from agentlab.topology.protocols import PROTOCOLS
 from agentlab.topology.recorder import sample_metrics
+from agentlab.topology.run_failures import FailureWatch, check_rule
 from agentlab.topology.tasks import load_tasks
 from agentlab.topology.workflow import RunContext, WorkflowConfig, run_workflow
 
@@ -125,6 +126,12 @@ class Experiment:
         parallel_runs: runs in flight at once (1 keeps runs' arrival processes separate).
         metrics_interval: server-metrics sampling period in clock seconds.
         progress: show a tqdm bar (notebook-aware).
+        max_error_share: the stop rule, judged after each finished run over the last five
+            (``run_failures.py``): the experiment stops when none of them succeeded (LLM
+            failures that survived the client's retries), or more than this share of them
+            failed; ``None``: never stops. Stopped so, ``run()`` raises
+            :class:`~agentlab.errors.RunsFailedError`; the failed runs since the last
+            success are not kept, and continuing it runs them again.
         exist_ok: when ``out`` already holds a run: ``False`` (default) refuses,
             ``True`` continues it when it is this experiment (its finished runs are kept,
             the rest run: re-running the cell after a crash; another experiment is
@@ -150,6 +157,7 @@ class Experiment:
         metrics_interval: float = 1.0,
         progress: bool = True,
         exist_ok: bool | Literal["replace"] = False,
+        max_error_share: float | None = 1.0,
         **workflow: Any,
     ) -> None:
         if isinstance(topologies, str):  # topologies="star": one topology, not five letters
@@ -173,6 +181,10 @@ class Experiment:
         if exist_ok not in (True, False, "replace"):
             raise ConfigError(f"exist_ok must be False, True or 'replace', got {exist_ok!r}")
         self.exist_ok = exist_ok
+        try:
+            self.max_error_share = check_rule(max_error_share)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if runs < 1 or parallel_runs < 1 or metrics_interval <= 0:
             raise ConfigError(
                 f"need runs>=1, parallel_runs>=1, metrics_interval>0; got {runs}, "
@@ -210,6 +222,7 @@ class Experiment:
             "topologies": self.topologies, "runs": self.runs, "llm": llm, "seed": self.seed,
             "clock": clock, "parallel_runs": self.parallel_runs, "tasks": len(self.tasks),
             "metrics_interval": self.metrics_interval, "workflow": self.cfg.to_dict(),
+            "max_error_share": self.max_error_share,
             "model": llm if isinstance(llm, str) else llm.get("model"),
             # the default tasks are the dataset's; given ones are kept (Experiment.open)
             "tasks_given": self._tasks_given,
@@ -367,10 +380,13 @@ class Experiment:
                 first_at=(commit or {}).get("next_sample"),
             )
         )
-        bar = _progress(len(self.topologies) * self.runs, self.progress)
+        total = len(self.topologies) * self.runs
+        bar = _progress(total, self.progress)
         if bar is not None and done:
             bar.update(len(done))
         simulated = str(getattr(client, "model", "")).startswith("sim/")
+        watch = FailureWatch(self.max_error_share, total, commit)
+        start = clock.now()  # (where a continuation of no kept run starts its clock)
 
         def job(topo: str, k: int, task: dict[str, Any]) -> Any:
             async def one() -> None:
@@ -402,6 +418,9 @@ class Experiment:
                     )
                 if bar is not None:
                     bar.update(1)
+                why = watch.finished(row, last[0])
+                if why is not None:
+                    self._stop_failing(run_dir, watch, why, start, results.runs_done, total)
 
             return one
 
@@ -430,7 +449,6 @@ class Experiment:
             results.status = status
             mark_status(run_dir, status, error=error)
         if interrupted:
-            total = len(self.topologies) * self.runs
             go_on = (f"; Experiment.open({str(run_dir)!r}).run() runs the rest"
                      if self.parallel_runs == 1 else "")  # fmt: skip
             print(f"experiment stopped after {results.runs_done} of {total} runs; their "
@@ -439,6 +457,24 @@ class Experiment:
 
             uncancel()
         return results
+
+    def _stop_failing(
+        self, run_dir: Path, watch: FailureWatch, why: str, start: float, done: int, total: int
+    ) -> None:
+        """Raise :class:`RunsFailedError` for the stop rule, the commit back before the
+        failed runs since the last success (``run_failures.py``)."""
+        again = ""
+        if self.parallel_runs == 1:
+            from agentlab.topology.continuation import restore_commit
+
+            restore_commit(run_dir, watch.keep, start)
+            again = (f" The {watch.streak} failed run(s) since the last that succeeded are not "
+                     f"kept: fix the cause, then Experiment.open({str(run_dir)!r}).run() runs "
+                     "them with the rest.")  # fmt: skip
+        raise RunsFailedError(
+            f"{run_dir}: the experiment stopped after {done} of {total} runs: {why}.{again} "
+            "Experiment(..., max_error_share=None) never stops for failed runs"
+        )
 
     def __repr__(self) -> str:
         r = self._results
