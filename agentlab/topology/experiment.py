@@ -337,6 +337,7 @@ class Experiment:
         if self.out is None:
             self.out = Path(tempfile.mkdtemp(prefix="agentlab-topology-"))
         self._task = loop.create_task(self.run())
+        self._task.add_done_callback(_say_failure)
         return self._task
 
     def _take(self, run_dir: Path) -> Any:
@@ -497,6 +498,14 @@ class Experiment:
         except KeyboardInterrupt:
             warnings.warn("experiment interrupted; returning partial results", stacklevel=2)
             return self.results
+
+
+def _say_failure(task: asyncio.Task[ExperimentResults]) -> None:
+    """A background run's failure, said under the cell that started it: ``live(exp)`` draws
+    no status, and an exception nobody awaits was only logged when the task was collected
+    (if ever). Awaiting the task still raises it."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        print(f"experiment failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _run_id(topology: str, k: int) -> str:

@@ -9,6 +9,7 @@ runs them again (their rows are cut then, as an interrupted run's are).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,19 @@ def test_scattered_failures_do_not_stop_it_and_the_share_can_be_set(tmp_path: Pa
     for bad in ("all", True, 1.5, -0.1):
         with pytest.raises(ConfigError, match="max_error_share"):
             _experiment(tmp_path / "d", 0.0, max_error_share=bad)
+
+
+def test_a_background_run_that_stops_says_so(tmp_path: Path, capsys: Any) -> None:
+    # live(exp) starts it so: no status panel, and nobody may await the task
+    async def go() -> asyncio.Task[Any]:
+        task = _experiment(tmp_path / "e", 1.0).start()
+        await asyncio.wait([task])
+        return task
+
+    task = asyncio.run(go())
+    err = capsys.readouterr().err
+    assert err.startswith("experiment failed: RunsFailedError: ") and "none of the last 5" in err
+    assert isinstance(task.exception(), RunsFailedError)  # (awaiting it raises it still)
 
 
 def test_the_rule_by_hand() -> None:
