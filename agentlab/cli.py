@@ -422,6 +422,7 @@ def report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agentlab.analysis import run_report as rr
+    from agentlab.analysis.report_figures import require_plotly
     from agentlab.errors import ConfigError
 
     path = Path(args.path)
@@ -447,7 +448,7 @@ def report(args: argparse.Namespace) -> int:
         return 0
     if (path / "run.json").is_file() or (path / "replay").is_dir():
         if args.html:
-            rr.require_plotly()  # before the summary: fail early, with the install command
+            require_plotly()  # before the summary: fail early, with the install command
         summary = rr.summarize_run(path)
         rr.print_summary(summary)
         if args.html:
@@ -462,7 +463,7 @@ def report(args: argparse.Namespace) -> int:
                 run.close()
             print(f"html       {out}")
         return 0
-    df = rr.runs_df(path)
+    df = rr.runs_df(path, progress=sys.stderr.isatty())
     if not len(df):
         raise ConfigError(
             f"{str(path)!r} holds no run (run.json), sweep (sweep.json) or runs below it"

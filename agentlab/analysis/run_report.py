@@ -19,7 +19,14 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentlab.errors import ConfigError, MissingExtraError
+from agentlab.analysis.report_figures import (
+    fig_html,
+    plotly_inline,
+    require_plotly,
+    run_figures,
+    write_plotly_js,
+)
+from agentlab.errors import ConfigError
 from agentlab.store import open_run
 from agentlab.store.packed_store import PACKED_FILE, PackedStore
 from agentlab.store.run import Run
@@ -31,13 +38,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "PLOTLY_JS",
     "experiment_table",
-    "figures_html",
     "find_runs",
     "fmt_num",
     "print_summary",
-    "require_plotly",
     "runs_df",
     "summarize",
     "summarize_run",
@@ -46,8 +50,6 @@ __all__ = [
     "write_html_report",
     "write_table_report",
 ]
-
-PLOTLY_JS = "plotly.min.js"
 
 
 def fmt_num(value: Any, digits: int = 3) -> str:
@@ -135,11 +137,6 @@ def summarize_run(path: str | os.PathLike[str], *, top: int = 10) -> dict[str, A
 def summarize(run: Run, top: int = 10) -> dict[str, Any]:
     """:func:`summarize_run` of an open :class:`~agentlab.store.run.Run`."""
     return _summarize(run, top)
-
-
-def figures_html(run: Run) -> list[dict[str, str]]:
-    """The report's figures of ``run`` as ``{"title", "html"}`` (plotly.js not included)."""
-    return _fig_html(_figures(run))
 
 
 def _count(frame: Any, col: str) -> int:
@@ -278,85 +275,6 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     }
 
 
-def require_plotly(what: str = "agentlab report --html") -> None:
-    """Raise :class:`MissingExtraError` (with the install command) when plotly is missing."""
-    try:
-        import plotly  # noqa: F401
-    except ModuleNotFoundError as exc:
-        raise MissingExtraError(what, "viz", exc.name) from None
-
-
-def _figures(run: Run) -> list[tuple[str, Any]]:
-    import plotly.express as px
-
-    figs: list[tuple[str, Any]] = []
-    calls, spans, timeline = run.llm_calls_df(), run.spans_df(), run.timeline_df()
-    if len(timeline) and "llm_calls" in timeline:
-        f = px.line(timeline, x="tick", y="llm_calls", markers=True)
-        f.update_xaxes(title="tick", tickformat="d", dtick=max(1, len(timeline) // 12))
-        f.update_yaxes(title="LLM calls", rangemode="tozero", tickformat=",d")
-        if timeline["llm_calls"].max() <= 10:
-            f.update_yaxes(dtick=1)  # counts: no 2.5-call gridlines
-        figs.append(("LLM calls per tick", f))
-    if len(calls) and {"start", "end"} <= set(calls.columns):
-        t0 = float(calls["start"].min())
-        rel = calls.assign(t=calls["start"] - t0, latency_s=calls["end"] - calls["start"])
-        f = px.histogram(rel, x="t", nbins=60)
-        f.update_xaxes(title="seconds since the first LLM call")
-        f.update_yaxes(title="LLM calls started")
-        figs.append(("LLM calls over time", f))
-        f = px.histogram(rel, x="latency_s", nbins=50)
-        f.update_xaxes(title="latency (s)")
-        f.update_yaxes(title="LLM calls")
-        figs.append(("LLM call latency", f))
-    if len(spans):
-        figs.append(_span_durations(spans))
-    return figs
-
-
-def _span_durations(spans: Any) -> tuple[str, Any]:
-    """Box plot of span durations per name on a log time axis. Spans that took no time on
-    the run's clock (a virtual clock's tools and env steps) cannot sit on a log axis: they
-    are named in the title with their counts instead of leaving an empty column."""
-    import plotly.express as px
-
-    from agentlab.analysis.figures import _log_time_axis
-
-    timed = spans[spans["duration"] > 0]
-    zero = spans.loc[~(spans["duration"] > 0), "name"].value_counts()
-    f = px.box(timed, x="name", y="duration")
-    _log_time_axis(f, "duration", axis="y")
-    f.update_xaxes(title="span name")
-    title = "Span duration by name"
-    if len(zero):
-        listed = ", ".join(f"{n} ({c:,})" for n, c in zero.items())
-        title += f" (spans of 0 s on the run's clock, not drawn: {listed})"
-    return title, f
-
-
-def _fig_html(figs: list[tuple[str, Any]]) -> list[dict[str, str]]:
-    out = []
-    for title, fig in figs:
-        fig.update_layout(margin={"l": 60, "r": 20, "t": 20, "b": 50}, height=340)
-        out.append({"title": title, "html": fig.to_html(full_html=False, include_plotlyjs=False)})
-    return out
-
-
-def _write_plotly_js(folder: Path) -> str:
-    path = folder / PLOTLY_JS
-    if not path.is_file():
-        from plotly.offline import get_plotlyjs
-
-        path.write_text(get_plotlyjs())
-    return PLOTLY_JS
-
-
-def _plotly_inline() -> str:
-    from plotly.offline import get_plotlyjs
-
-    return get_plotlyjs().replace("</script", "<\\/script")
-
-
 def experiment_table(run: Run) -> dict[str, Any] | None:
     """For a topology experiment: the per-topology traffic table (the paper's), as
     ``{"columns", "rows"}``; ``None`` for other runs."""
@@ -426,9 +344,9 @@ def write_html_report(
     require_plotly()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    figures = _fig_html(_figures(run))
-    inline = _plotly_inline() if figures and self_contained else None
-    js = _write_plotly_js(out.parent) if figures and not self_contained else None
+    figures = fig_html(run_figures(run))
+    inline = plotly_inline() if figures and self_contained else None
+    js = write_plotly_js(out.parent) if figures and not self_contained else None
     page = (
         _env()
         .get_template("run_report.html.j2")
@@ -543,15 +461,22 @@ def summary_row(s: RunSummary) -> dict[str, Any]:
     }
 
 
-def runs_df(folder: str | os.PathLike[str], *, detail: bool = True) -> pd.DataFrame:
+def runs_df(
+    folder: str | os.PathLike[str], *, detail: bool = True, progress: bool = False
+) -> pd.DataFrame:
     """One row per run under ``folder``: kind, status, ticks, steps, LLM calls, the error
     counts (step / tool / LLM failures / total, as :func:`agentlab.store.summarize_run`
     gives them) and size on disk; with ``detail`` also agents, tokens and latency p50
     (those read each run's calls with DuckDB: ~20 ms a small run)."""
     import pandas as pd
 
+    from agentlab.core.progress_bar import progress_bar
+
     rows = []
-    for d in find_runs(folder):
+    found = find_runs(folder)
+    bar = progress_bar(len(found), "runs", "run", enabled=progress and detail)
+    for d in found:
+        bar.update(1)
         row: dict[str, Any] = {"run": str(d.relative_to(folder)) if d != Path(folder) else d.name}
         try:
             life = summarize_dir(d)
@@ -567,6 +492,7 @@ def runs_df(folder: str | os.PathLike[str], *, detail: bool = True) -> pd.DataFr
                 row["problem"] = f"unreadable log: {type(e).__name__}"
         row["size_bytes"] = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
         rows.append(row)
+    bar.close()
     return pd.DataFrame(rows)
 
 
@@ -581,7 +507,7 @@ def write_table_report(
     """An HTML page with ``df`` as a readable table and optional figures."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    figs = _fig_html(figures or [])
+    figs = fig_html(figures or [])
     numeric = {c for c in df.columns if str(df[c].dtype) not in ("object", "str", "string")}
     page = (
         _env()
@@ -593,7 +519,7 @@ def write_table_report(
             numeric=numeric,
             rows=df.to_dict("records"),
             figures=figs,
-            plotly_js=_write_plotly_js(out.parent) if figs else None,
+            plotly_js=write_plotly_js(out.parent) if figs else None,
         )
     )
     out.write_text(page, encoding="utf-8")

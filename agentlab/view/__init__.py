@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
 def main(args: argparse.Namespace) -> int:
     """CLI: ``agentlab view [DIR] [--bundle OUT] [--host H] [--port N]``."""
     if args.bundle:
-        index = build_site(args.dir, args.bundle)
+        index = build_site(args.dir, args.bundle, progress=sys.stderr.isatty())
         print(f"static site written: {index}")
         return 0
     server = serve(args.dir, host=args.host, port=args.port)

@@ -67,16 +67,16 @@ def test_span_durations_on_decade_ticks_and_zero_spans_named(tmp_path: Path) -> 
     instead of an empty column."""
     import pandas as pd
 
-    from agentlab.analysis.run_report import _span_durations
+    from agentlab.analysis.report_figures import span_durations
 
     spans = pd.DataFrame({"name": ["llm.call"] * 3 + ["agent.step"] * 2 + ["env.tool"] * 4,
                           "duration": [0.2, 1.5, 3.0, 2.0, 4.0, 0.0, 0.0, 0.0, 0.0]})  # fmt: skip
-    title, fig = _span_durations(spans)
+    title, fig = span_durations(spans)
     assert title.endswith("not drawn: env.tool (4))"), title
     assert set(fig.data[0].x) == {"llm.call", "agent.step"}
     y = fig.layout.yaxis
     assert y.type == "log" and list(y.ticktext) == ["1 s"] and list(y.tickvals) == [1.0]
-    assert _span_durations(spans[spans["duration"] > 0])[0] == "Span duration by name"
+    assert span_durations(spans[spans["duration"] > 0])[0] == "Span duration by name"
 
 
 def test_report_on_a_folder_of_runs_and_runs_command(tmp_path: Path, capsys) -> None:

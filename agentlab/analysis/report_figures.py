@@ -1,0 +1,110 @@
+"""The figures of a run's HTML report (plotly), and the plotly.js they load: written once
+next to the page (no CDN; one copy shared by every report in a folder) or inlined in a
+self-contained page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentlab.errors import MissingExtraError
+
+if TYPE_CHECKING:
+    from agentlab.store.run import Run
+
+__all__ = [
+    "PLOTLY_JS",
+    "fig_html",
+    "figures_html",
+    "plotly_inline",
+    "require_plotly",
+    "run_figures",
+    "span_durations",
+    "write_plotly_js",
+]
+
+PLOTLY_JS = "plotly.min.js"
+
+
+def figures_html(run: Run) -> list[dict[str, str]]:
+    """The report's figures of ``run`` as ``{"title", "html"}`` (plotly.js not included)."""
+    return fig_html(run_figures(run))
+
+
+def require_plotly(what: str = "agentlab report --html") -> None:
+    """Raise :class:`MissingExtraError` (with the install command) when plotly is missing."""
+    try:
+        import plotly  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise MissingExtraError(what, "viz", exc.name) from None
+
+
+def run_figures(run: Run) -> list[tuple[str, Any]]:
+    import plotly.express as px
+
+    figs: list[tuple[str, Any]] = []
+    calls, spans, timeline = run.llm_calls_df(), run.spans_df(), run.timeline_df()
+    if len(timeline) and "llm_calls" in timeline:
+        f = px.line(timeline, x="tick", y="llm_calls", markers=True)
+        f.update_xaxes(title="tick", tickformat="d", dtick=max(1, len(timeline) // 12))
+        f.update_yaxes(title="LLM calls", rangemode="tozero", tickformat=",d")
+        if timeline["llm_calls"].max() <= 10:
+            f.update_yaxes(dtick=1)  # counts: no 2.5-call gridlines
+        figs.append(("LLM calls per tick", f))
+    if len(calls) and {"start", "end"} <= set(calls.columns):
+        t0 = float(calls["start"].min())
+        rel = calls.assign(t=calls["start"] - t0, latency_s=calls["end"] - calls["start"])
+        f = px.histogram(rel, x="t", nbins=60)
+        f.update_xaxes(title="seconds since the first LLM call")
+        f.update_yaxes(title="LLM calls started")
+        figs.append(("LLM calls over time", f))
+        f = px.histogram(rel, x="latency_s", nbins=50)
+        f.update_xaxes(title="latency (s)")
+        f.update_yaxes(title="LLM calls")
+        figs.append(("LLM call latency", f))
+    if len(spans):
+        figs.append(span_durations(spans))
+    return figs
+
+
+def span_durations(spans: Any) -> tuple[str, Any]:
+    """Box plot of span durations per name on a log time axis. Spans that took no time on
+    the run's clock (a virtual clock's tools and env steps) cannot sit on a log axis: they
+    are named in the title with their counts instead of leaving an empty column."""
+    import plotly.express as px
+
+    from agentlab.analysis.figures import _log_time_axis
+
+    timed = spans[spans["duration"] > 0]
+    zero = spans.loc[~(spans["duration"] > 0), "name"].value_counts()
+    f = px.box(timed, x="name", y="duration")
+    _log_time_axis(f, "duration", axis="y")
+    f.update_xaxes(title="span name")
+    title = "Span duration by name"
+    if len(zero):
+        listed = ", ".join(f"{n} ({c:,})" for n, c in zero.items())
+        title += f" (spans of 0 s on the run's clock, not drawn: {listed})"
+    return title, f
+
+
+def fig_html(figs: list[tuple[str, Any]]) -> list[dict[str, str]]:
+    out = []
+    for title, fig in figs:
+        fig.update_layout(margin={"l": 60, "r": 20, "t": 20, "b": 50}, height=340)
+        out.append({"title": title, "html": fig.to_html(full_html=False, include_plotlyjs=False)})
+    return out
+
+
+def write_plotly_js(folder: Path) -> str:
+    path = folder / PLOTLY_JS
+    if not path.is_file():
+        from plotly.offline import get_plotlyjs
+
+        path.write_text(get_plotlyjs())
+    return PLOTLY_JS
+
+
+def plotly_inline() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs().replace("</script", "<\\/script")
