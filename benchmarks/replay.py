@@ -17,6 +17,12 @@ For each size it measures, side by side on the same files:
 * ``jsonl warm``: the same ``Run`` again (only new bytes would be parsed);
 * ``parquet``: a fresh ``open_run`` after ``run.compact()``.
 
+And over a folder of small runs (what ``agentlab report FOLDER``, the run browser and a
+sweep's table do per run), CPU per run, min / median of interleaved repeats: a run opened,
+its calls read and closed; next to the DuckDB part alone, a database per run (what each
+``open_run`` started before ``store/duck.py``) and a catalog of the process's one database
+(what it attaches now).
+
 Targets (issue 4): writes ≥ 200k rows/s per process; group-by over 10M compacted rows
 ≤ 2 s; JSONL scan ≥ 1M rows/s.
 """
@@ -177,6 +183,49 @@ def queries(run_dir: Path, rows: int) -> dict[str, Any]:
     return out
 
 
+def small_runs(root: Path, n: int, rows: int, k: int = REPEATS) -> dict[str, Any]:
+    """CPU per run over ``n`` runs of ``rows`` calls each (see the module docstring)."""
+    import duckdb
+
+    from agentlab.store import duck
+
+    dirs = []
+    for i in range(n):
+        d = root / f"small-{i:03d}"
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        sink = ReplaySink(d, shard="bench")
+        sink.register("llm_calls", COLUMNS, description="benchmark rows", module=__name__)
+        sink.extend("llm_calls", _rows(rows, 0))
+        sink.flush()
+        dirs.append(d)
+
+    def read_all() -> None:
+        for d in dirs:
+            run = open_run(d)
+            run.llm_calls_df()
+            run.close()
+
+    def databases() -> None:
+        for _ in dirs:
+            duckdb.connect(":memory:").close()
+
+    def catalogs() -> None:
+        for _ in dirs:
+            duck.release(*duck.connect())
+
+    fns = {"open_read_close": read_all, "database_per_run": databases, "catalog_per_run": catalogs}
+    got: dict[str, list[float]] = {name: [] for name in fns}
+    read_all()  # (imports and the first database outside the timings)
+    for _ in range(k):
+        for name, fn in fns.items():
+            c = time.process_time()
+            fn()
+            got[name].append((time.process_time() - c) / n)
+    return {"runs": n, "rows": rows, **{f"{name}_cpu_s": min(v) for name, v in got.items()},
+            **{f"{name}_cpu_s.median": statistics.median(v) for name, v in got.items()}}  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -213,6 +262,7 @@ def main() -> int:
             )
             written = size
         results["per_size"].append(queries(run_dir, size))
+    small = results["small_runs"] = small_runs(root, 40 if args.quick else 200, 50)
     shutil.rmtree(root, ignore_errors=True)
 
     print(f"write, one process (best of {rounds} interleaved rounds of {per_round:,} rows)")
@@ -258,6 +308,16 @@ def main() -> int:
                 cells.append(f"{v:>23.3f}s")
         print(f"{k:<26}" + "".join(cells))
     print(load_line())
+    print(f"\nmany small runs ({small['runs']} runs of {small['rows']} calls): CPU ms per run, "
+          f"min / median of {REPEATS} interleaved repeats")  # fmt: skip
+    labels = {"open_read_close": "open_run, llm_calls_df, close",
+              "database_per_run": "  duckdb.connect(':memory:') + close",
+              "catalog_per_run": "  store.duck connect + release"}  # fmt: skip
+    for name, label in labels.items():
+        print(f"  {label:<38}{small[f'{name}_cpu_s'] * 1e3:>8.2f} / "
+              f"{small[f'{name}_cpu_s.median'] * 1e3:.2f}")  # fmt: skip
+    print("  (a run opens one of the two below: a database of its own before store/duck.py, "
+          f"a catalog of the process's database now); {load_line()}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
