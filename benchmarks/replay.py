@@ -316,8 +316,10 @@ def main() -> int:
     for name, label in labels.items():
         print(f"  {label:<38}{small[f'{name}_cpu_s'] * 1e3:>8.2f} / "
               f"{small[f'{name}_cpu_s.median'] * 1e3:.2f}")  # fmt: skip
-    print("  (a run opens one of the two below: a database of its own before store/duck.py, "
-          f"a catalog of the process's database now); {load_line()}")
+    print(
+        "  (a run opens one of the two below: a database of its own before store/duck.py, "
+        f"a catalog of the process's database now); {load_line()}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
