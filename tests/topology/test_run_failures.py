@@ -10,6 +10,12 @@ runs them again (their rows are cut then, as an interrupted run's are).
 from __future__ import annotations
 
 import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,7 @@ from agentlab.store.lifecycle import read_status
 from agentlab.topology import Experiment
 from agentlab.topology.continuation import read_commit
 from agentlab.topology.run_failures import FailureWatch
+from tests.llm.serve_helpers import free_port
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -99,6 +106,56 @@ def test_a_background_run_that_stops_says_so(tmp_path: Path, capsys: Any) -> Non
     err = capsys.readouterr().err
     assert err.startswith("experiment failed: RunsFailedError: ") and "none of the last 5" in err
     assert isinstance(task.exception(), RunsFailedError)  # (awaiting it raises it still)
+
+
+def _serve(port: int) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "agentlab.cli", "sim-serve", "--profile", "sim/instant",
+           "--port", str(port)]  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return p
+        except OSError:
+            time.sleep(0.1)
+    p.kill()
+    raise RuntimeError("sim-serve did not start")
+
+
+@pytest.mark.slow
+def test_an_endpoint_gone_down_stops_it_and_it_continues_when_back(tmp_path: Path) -> None:
+    """Real clock, real HTTP: the server is killed (SIGKILL) after four runs; the
+    experiment stops on the five runs that then fail (connection refused), keeping the four;
+    the server comes back and ``Experiment.open`` runs the rest: every run once, all ok."""
+    out, port = tmp_path / "e", free_port()
+    server = _serve(port)
+    llm = LLMClient("hosted_vllm/sim/instant", base_url=f"http://127.0.0.1:{port}/v1",
+                    max_retries=1, timeout=10)  # fmt: skip
+
+    def kill_after_four() -> None:
+        while len((read_commit(out) or {}).get("done", [])) < 4:
+            time.sleep(0.005)
+        server.send_signal(signal.SIGKILL)
+
+    threading.Thread(target=kill_after_four, daemon=True).start()
+    try:
+        with pytest.raises(RunsFailedError, match="none of the last 5 runs succeeded") as err:
+            Experiment(topologies=["star"], agents=3, runs=12, llm=llm, clock="real", out=out,
+                       progress=False).run_sync()  # fmt: skip
+        server.wait(10)
+        assert "ConnectionRefusedError" in str(err.value)
+        kept = read_commit(out)["done"]
+        assert len(kept) >= 4 and [s for _, s in _runs(out)[len(kept) :]] == ["error"] * 5
+        server = _serve(port)
+        res = Experiment.open(out, progress=False).run_sync()
+    finally:
+        server.kill()
+        server.wait(10)
+    runs = _runs(out)
+    assert res.status == "done" and [r for r, _ in runs] == [f"star-{k:04d}" for k in range(12)]
+    assert {s for _, s in runs} == {"ok"}
+    assert (open_run(out).llm_calls_df()["outcome"] == "ok").all()  # the failed runs' calls cut
 
 
 def test_the_rule_by_hand() -> None:
