@@ -10,6 +10,7 @@ and a static HTML snapshot of every panel (see :class:`~agentlab.viz._base.Stati
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import uuid
 from pathlib import Path
@@ -80,6 +81,7 @@ class Dashboard(StaticForm):
         follow: bool = True,
         max_fps: float = 20.0,
         panels: tuple[str, ...] | list[str] | None = None,
+        starting: bool = False,
     ) -> None:
         import ipywidgets
 
@@ -91,6 +93,7 @@ class Dashboard(StaticForm):
             from agentlab.errors import ConfigError
 
             raise ConfigError(f"unknown panels {bad!r}; valid: {', '.join(PANELS)}")
+        self._run = run
         kw: dict[str, Any] = {"follow": follow, "max_fps": max_fps}
         self.society = (
             SocietyView(run, society=society, ticks=ticks, **kw) if "society" in chosen else None
@@ -107,7 +110,10 @@ class Dashboard(StaticForm):
         self.parts: list[Any] = [
             w for w in (self.society, self.human, self.conversation, self.iat) if w is not None
         ]
-        self.box = ipywidgets.VBox(self.parts)
+        # (``starting``: live() of a run it starts there itself: nothing to say meanwhile)
+        self._waiting = None if starting else _waiting_note(run_path(run), follow, self.parts)
+        shown = [self._waiting] if self._waiting is not None else []
+        self.box = ipywidgets.VBox([*shown, *self.parts])
         self._display_id = None
         self._run_task: asyncio.Future[Any] | None = None  # live(experiment)'s
         if self.society is not None:
@@ -149,10 +155,15 @@ class Dashboard(StaticForm):
         for w in self.parts:
             w.refresh()  # read what is new so the snapshot is the current state
         inner = "".join(w._static_html() for w in self.parts)
+        if self._waiting is not None and self._waiting.layout.display != "none":
+            inner = self._waiting.value + inner
         return f'<div data-agentlab-static="dashboard" id="al-{uuid.uuid4().hex[:8]}">{inner}</div>'
 
     def _text(self) -> str:
-        return "\n".join(w._text() for w in self.parts)
+        text = "\n".join(w._text() for w in self.parts)
+        if self._waiting is not None and self._waiting.layout.display != "none":
+            text = f"waiting for a run at {str(run_path(self._run))!r}\n{text}"
+        return text
 
     def __repr__(self) -> str:
         return f"Dashboard(panels={list(self.panels)!r})"
@@ -167,6 +178,36 @@ class Startable(Protocol):
     def start(self) -> asyncio.Future[Any]:
         """Its run as a task of the running loop, returned."""
         ...
+
+
+def _waiting_note(path: Path, follow: bool, parts: list[Any]) -> Any:
+    """A line above the panels while ``path`` holds no run yet: ``show("runs/typo")``
+    followed an empty directory with empty panels, which a mistyped path and a run about to
+    start there look alike in. The line names the directory and goes when a run appears
+    (the first panel's follower looks on each poll); no stderr line, which the common
+    ``show(out)`` before the run starts would print as well. ``None``: a run is there."""
+    import ipywidgets
+
+    from agentlab.store.summary import is_run
+
+    if not follow or not parts or is_run(path):
+        return None
+    where = html.escape(str(path))
+    note = ipywidgets.HTML(
+        f'<div class="agentlab-waiting" style="color:#666;font-size:12px;margin:2px 0 4px">'
+        f"waiting for a run at <code>{where}</code>: nothing there yet (a run started "
+        "there shows here as it writes; check the path if none is coming)</div>"
+    )
+    follower = parts[0]._follower
+    before = follower.watch
+
+    def watch() -> bool:
+        if note.layout.display != "none" and is_run(path):
+            note.layout.display = "none"  # (once: the run is there for good)
+        return before() if before is not None else False
+
+    follower.watch = watch
+    return note
 
 
 def show(
@@ -265,6 +306,7 @@ def _live_experiment(exp: Startable, ticks: int | None, group_by: str | None,
 
         raise ConfigError("ticks= is a society's; an Experiment runs its topologies x runs")
     task = exp.start()
-    dash = Dashboard(exp.out, group_by=group_by, panels=panels or ("conversation", "iat"))
+    dash = Dashboard(exp.out, group_by=group_by, panels=panels or ("conversation", "iat"),
+                     starting=True)  # fmt: skip
     dash._run_task = task
     return dash

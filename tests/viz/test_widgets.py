@@ -155,6 +155,7 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
     e = exp("e", 3)
     dash = live(e)
     assert dash.panels == ("conversation", "iat") and dash.task is not None
+    assert dash._waiting is None  # (its run is starting: no "waiting for a run" line)
     res = await asyncio.wait_for(dash.task, 60)
     assert res.status == "done" and res.runs_done == 6
     iat = dash.iat
@@ -522,3 +523,28 @@ def test_show_of_a_sweep_or_paper_names_what_to_open(tmp_path: Path) -> None:
         show(tmp_path / "nope", follow=False)
     later = show(tmp_path / "nope")  # following: it waits for the run
     later.stop()
+
+
+def test_show_of_a_directory_with_no_run_says_it_waits_for_one(tmp_path: Path) -> None:
+    """``show("runs/typo")`` followed an empty directory with empty panels, a mistyped path
+    looking like a run about to start. A line above the panels names the directory while
+    no run is there (and in the saved snapshot and text), and goes when a run appears; a
+    directory holding a run, and ``live`` of a run it starts itself, show no such line."""
+    from agentlab.store import write_manifest
+
+    d = tmp_path / "typo"
+    dash = show(d)
+    try:
+        note = dash.box.children[0]
+        assert note is dash._waiting and note.layout.display != "none"
+        assert f"waiting for a run at <code>{d}</code>" in note.value
+        assert "waiting for a run at" in dash._static_html() and str(d) in dash._text()
+        write_manifest(d, kind="society", config={}, seed=0)
+        dash.parts[0].refresh()  # (the follower's next poll)
+        assert note.layout.display == "none"
+        assert "waiting for a run" not in dash._static_html() + dash._text()
+    finally:
+        dash.stop()
+    there = show(d)
+    assert there._waiting is None and there.box.children[0] is there.parts[0]
+    there.stop()
