@@ -8,7 +8,9 @@ keeps what a run creates apart as well: tables, views and schemas live in its ca
 view binds to its own catalog's tables), registered frames and settings such as
 ``TimeZone`` belong to its connection. Releasing it detaches the catalog, which frees its
 memory; a run left unclosed is released when it is collected (``weakref.finalize``), as a
-connection of its own would have been.
+connection of its own would have been. What a run's queries and ``SHOW TABLES`` see is its
+own catalog; DuckDB's catalog listings (``duckdb_tables()``, ``information_schema``) name
+the other open runs' catalogs too.
 """
 
 from __future__ import annotations
