@@ -9,10 +9,7 @@ import importlib.util
 import json
 import os
 import re
-import socket
 import statistics
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +21,7 @@ import pytest
 from agentlab.llm import LLMClient
 from agentlab.runtime import Society
 from agentlab.store import open_run
+from tests.llm.serve_helpers import sim_serve_process
 
 if importlib.util.find_spec("litellm") is None:
     pytest.skip("litellm not installed", allow_module_level=True)
@@ -35,18 +33,10 @@ RECOVERY_TICKS = 5
 AGENTS = int(os.environ.get("AGENTLAB_HTTP_FAULT_AGENTS", "60"))
 
 
-def _free_port() -> int:
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return int(sk.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def faulty_server() -> Iterator[str]:
     """``agentlab sim-serve`` in its own process (its own core), faults set by CLI flags."""
-    port = _free_port()
-    cmd = [sys.executable, "-m", "agentlab.cli", "sim-serve", "--profile", "vllm-3b"]
-    cmd += ["--port", str(port), "--seed", "7", "--rate-limit-rate", "0.10"]
+    cmd = ["--seed", "7", "--rate-limit-rate", "0.10"]
     cmd += ["--timeout-rate", "0.05", "--malformed-rate", "0.02"]
     # A faster vllm-3b (decode 300 tok/s, prefill 20,000 tok/s: 3x and 2x the profile's)
     # keeps the test short with the profile's shape: 8 slots are its capacity, and replies
@@ -55,17 +45,8 @@ def faulty_server() -> Iterator[str]:
     # measured in process, 3.3 req/s at 2 in flight and 3.6 at 8 (latency 0.60 -> 2.19 s).
     cmd += ["--set", f"slots={SLOTS}", "--set", "decode_tps=300", "--set", "prefill_tps=20000"]
     cmd += ["--set", "overhead_s=0.01", "--fault-control"]  # the test ends the fault phase
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = sim_serve_process("vllm-3b", *cmd)
     try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2)
-                break
-            except (urllib.error.URLError, ConnectionError):
-                time.sleep(0.1)
-        else:
-            pytest.fail("sim-serve did not start")
         yield url
     finally:
         proc.terminate()

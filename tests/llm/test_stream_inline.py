@@ -14,9 +14,6 @@ import asyncio
 import gc
 import importlib.util
 import re
-import subprocess
-import sys
-import time
 import urllib.request
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -27,7 +24,7 @@ import pytest
 from agentlab.core.clock import VirtualClock
 from agentlab.errors import LLMTimeoutError, RateLimitError
 from agentlab.llm import LLMClient, LLMStream
-from tests.llm.serve_helpers import free_port
+from tests.llm.serve_helpers import sim_serve_process
 
 MSGS = [{"role": "user", "content": "tell me a long story"}]
 # a long free-text answer in many pieces: 400 tokens at 200 tokens/s, 40 SSE events (~2 s)
@@ -40,26 +37,10 @@ needs_litellm = pytest.mark.skipif(
 )
 
 
-def _serve(*extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "agentlab.cli", "sim-serve", "--profile", "vllm-3b"]
-    cmd += ["--port", str(port), "--seed", "0", *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=1).read()
-            return proc, url
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"sim-serve did not start on {url}")
-
-
 @pytest.fixture(scope="module")
 def long_server() -> Iterator[str]:
     """``agentlab sim-serve`` in its own process, answering with long streams."""
-    proc, url = _serve(*LONG)
+    proc, url = sim_serve_process("vllm-3b", "--seed", "0", *LONG)
     try:
         yield url
     finally:
@@ -70,7 +51,7 @@ def long_server() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def limited_server() -> Iterator[str]:
     """A sim-serve that answers every request with HTTP 429 (before any text)."""
-    proc, url = _serve("--rate-limit-rate", "1.0")
+    proc, url = sim_serve_process("vllm-3b", "--seed", "0", "--rate-limit-rate", "1.0")
     try:
         yield url
     finally:

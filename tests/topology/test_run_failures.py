@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -28,7 +25,7 @@ from agentlab.store.lifecycle import read_status
 from agentlab.topology import Experiment
 from agentlab.topology.continuation import read_commit
 from agentlab.topology.run_failures import FailureWatch
-from tests.llm.serve_helpers import free_port
+from tests.llm.serve_helpers import free_port, sim_serve_process
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -108,30 +105,14 @@ def test_a_background_run_that_stops_says_so(tmp_path: Path, capsys: Any) -> Non
     assert isinstance(task.exception(), RunsFailedError)  # (awaiting it raises it still)
 
 
-def _serve(port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "agentlab.cli", "sim-serve", "--profile", "sim/instant",
-           "--port", str(port)]  # fmt: skip
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return p
-        except OSError:
-            time.sleep(0.1)
-    p.kill()
-    raise RuntimeError("sim-serve did not start")
-
-
 @pytest.mark.slow
 def test_an_endpoint_gone_down_stops_it_and_it_continues_when_back(tmp_path: Path) -> None:
     """Real clock, real HTTP: the server is killed (SIGKILL) after four runs; the
     experiment stops on the five runs that then fail (connection refused), keeping the four;
     the server comes back and ``Experiment.open`` runs the rest: every run once, all ok."""
     out, port = tmp_path / "e", free_port()
-    server = _serve(port)
-    llm = LLMClient("hosted_vllm/sim/instant", base_url=f"http://127.0.0.1:{port}/v1",
-                    max_retries=1, timeout=10)  # fmt: skip
+    server, url = sim_serve_process("sim/instant", port=port)
+    llm = LLMClient("hosted_vllm/sim/instant", base_url=f"{url}/v1", max_retries=1, timeout=10)
 
     def kill_after_four() -> None:
         while len((read_commit(out) or {}).get("done", [])) < 4:
@@ -147,7 +128,7 @@ def test_an_endpoint_gone_down_stops_it_and_it_continues_when_back(tmp_path: Pat
         assert "ConnectionRefusedError" in str(err.value)
         kept = read_commit(out)["done"]
         assert len(kept) >= 4 and [s for _, s in _runs(out)[len(kept) :]] == ["error"] * 5
-        server = _serve(port)
+        server, _ = sim_serve_process("sim/instant", port=port)
         res = Experiment.open(out, progress=False).run_sync()
     finally:
         server.kill()
