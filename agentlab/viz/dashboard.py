@@ -93,7 +93,6 @@ class Dashboard(StaticForm):
             from agentlab.errors import ConfigError
 
             raise ConfigError(f"unknown panels {bad!r}; valid: {', '.join(PANELS)}")
-        self._run = run
         kw: dict[str, Any] = {"follow": follow, "max_fps": max_fps}
         self.society = (
             SocietyView(run, society=society, ticks=ticks, **kw) if "society" in chosen else None
@@ -155,15 +154,19 @@ class Dashboard(StaticForm):
         for w in self.parts:
             w.refresh()  # read what is new so the snapshot is the current state
         inner = "".join(w._static_html() for w in self.parts)
-        if self._waiting is not None and self._waiting.layout.display != "none":
-            inner = self._waiting.value + inner
+        if self._waiting_shown():
+            inner = self._waiting.value + inner  # type: ignore[union-attr]
         return f'<div data-agentlab-static="dashboard" id="al-{uuid.uuid4().hex[:8]}">{inner}</div>'
 
     def _text(self) -> str:
         text = "\n".join(w._text() for w in self.parts)
-        if self._waiting is not None and self._waiting.layout.display != "none":
-            text = f"waiting for a run at {str(run_path(self._run))!r}\n{text}"
+        if self._waiting_shown():
+            text = f"waiting for a run at {self.parts[0].run_dir!r}\n{text}"
         return text
+
+    def _waiting_shown(self) -> bool:
+        """Whether the "waiting for a run" line is up (``show`` of a directory with no run)."""
+        return self._waiting is not None and self._waiting.layout.display != "none"
 
     def __repr__(self) -> str:
         return f"Dashboard(panels={list(self.panels)!r})"
