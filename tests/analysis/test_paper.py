@@ -149,6 +149,12 @@ def test_comparison_with_the_published_file(calls: pd.DataFrame) -> None:
     assert burst.paper == 0.0 and burst.role == "prediction" and np.isnan(burst.ratio)
     calls_row = cmp[cmp.metric == "disc_calls_per_run"].iloc[0]
     assert calls_row.ratio == pytest.approx(3.5 / 14.03)
+    # a study total is not compared with the paper's ~500-run total (a 4-run study read
+    # "-99 %, not within 15 %"): its per-run form is, and the note says why
+    total = cmp[cmp.metric == "disc_calls"].iloc[0]
+    assert np.isnan(total.ratio) and np.isnan(total["diff"]) and total.within_15 is None
+    assert total.paper == pytest.approx(7013) and "paper's ~500 runs" in total.note
+    assert f"this study's {paper_summary_df(calls).iloc[0]['runs']:.0f}" in total.note
 
 
 def test_mesh_median_pieces_by_hand():

@@ -106,6 +106,26 @@ def test_code_cells_are_thin_and_valid_python(path: Path) -> None:
         )
 
 
+def _figure_call(node: ast.stmt) -> bool:
+    """``record_figure(...)`` / ``x_figure(...)`` as a bare statement (a value dropped)."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return False
+    fn = node.value.func
+    name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+    return name.endswith("_figure")
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.name)
+def test_a_figure_made_in_a_cell_is_shown(path: Path) -> None:
+    """A figure built as a statement before a cell's last line is recorded but never drawn:
+    notebook 02's prose pointed readers at a lengths figure its paper did not show."""
+    for cell in _code_cells(_load(path)):
+        tree = compile(_source(cell), path.name, "exec",
+                       flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)  # fmt: skip
+        dropped = [ast.unparse(n) for n in tree.body[:-1] if _figure_call(n)]  # type: ignore[attr-defined]
+        assert not dropped, f"{path.name} cell {cell.get('id')}: shown nowhere: {dropped}"
+
+
 def test_readme_lists_every_notebook() -> None:
     text = (NOTEBOOKS_DIR / "README.md").read_text()
     for path in _notebooks():
