@@ -136,6 +136,43 @@ function sender(model, note, root) {
   };
 }
 
+/** what a view restored from a saved notebook says (no kernel object behind it) */
+const SAVED_NOTE = "a saved view: it shows what it showed when the notebook was saved; no "
+  + "kernel object is behind it (a reopened notebook, or a restarted kernel). Run the cell "
+  + "again to follow or control a run.";
+
+/**
+ * `watchSaved(el, head, onChange)`: mark a view that ipywidgets restored from a saved
+ * notebook. Such a view's model has no comm (`comm_live` false), which ipywidgets shows by
+ * the class `jupyter-widgets-disconnected` on the view's element — a red broken-link icon
+ * that widgets/agentlab.css hides on agentlab's views (`.al-view`, four above a dashboard).
+ * Instead `head` gets a grey "saved view" label (its title says what that means),
+ * `root.dataset.saved` is set, and `onChange(saved)` runs now and whenever the class comes
+ * or goes (a kernel restart disconnects a live view).
+ * @param {HTMLElement} el
+ * @param {HTMLElement} head
+ * @param {HTMLElement} root
+ * @param {(saved: boolean) => void} [onChange]
+ * @returns {() => void} stops watching
+ */
+function watchSaved(el, head, root, onChange) {
+  const label = h("span", "al-saved", "saved view");
+  label.title = SAVED_NOTE;
+  let was = /** @type {boolean | null} */ (null);
+  const look = () => {
+    const saved = el.classList.contains("jupyter-widgets-disconnected");
+    if (saved === was) return;
+    was = saved;
+    if (saved) { head.insertBefore(label, head.querySelector(".al-buttons")); root.dataset.saved = "1"; }
+    else { label.remove(); delete root.dataset.saved; }
+    if (onChange) onChange(saved);
+  };
+  const obs = new MutationObserver(look);
+  obs.observe(el, { attributes: true, attributeFilter: ["class"] });
+  look();
+  return () => obs.disconnect();
+}
+
 /**
  * A color of the notebook's theme (a JupyterLab CSS variable) as seen from `el`, or `dflt`
  * outside JupyterLab. Canvas strokes cannot use CSS variables, so the charts ask at each

@@ -154,7 +154,8 @@ function render({ model, el }) {
   const offSpan = onTraits(model, ["span_detail"], showSpan);
   update();
   showSpan();
-  return () => { off(); offSpan(); root.remove(); };
+  const unwatch = watchSaved(el, head, root);
+  return () => { off(); offSpan(); unwatch(); root.remove(); };
 }
 
 export default { render };

@@ -108,7 +108,8 @@ function render({ model, el }) {
   };
   const off = onTraits(model, ["pending", "answered", "error"], update);
   update();
-  return () => { off(); root.remove(); };
+  const unwatch = watchSaved(el, head, root);
+  return () => { off(); unwatch(); root.remove(); };
 }
 
 export default { render };

@@ -186,7 +186,8 @@ function render({ model, el }) {
   const off = onTraits(model, ["counts", "groups", "thresholds", "fit_counts", "edges", "calls"], draw);
   draw();
   const unwatch = onThemeChange(() => { if (chart) chart.redraw(false, true); });
-  return () => { off(); unwatch(); resize.disconnect(); if (chart) chart.destroy(); root.remove(); };
+  const unsaved = watchSaved(el, head, root);
+  return () => { off(); unwatch(); unsaved(); resize.disconnect(); if (chart) chart.destroy(); root.remove(); };
 }
 
 export default { render };

@@ -54,8 +54,10 @@ function render({ model, el }) {
   const errline = h("div", "al-errline");
   const prog = h("div", "al-progress");
   const err = h("div", "al-error");
-  root.append(head, noAnswer, state, prog, tiles, errline, sparks, err);
+  const savedNote = h("div", "al-note al-savednote");
+  root.append(head, noAnswer, savedNote, state, prog, tiles, errline, sparks, err);
   el.append(root);
+  let saved = false;  // a copy restored from a saved notebook (watchSaved below)
   const charts = CHARTS.map(([title, y, series]) => lineChart(sparks, {
     title, x: "tick", y, xInt: true,
     empty: () => (title === "Rates" ? String(model.get("rates_empty") || "") : "no ticks yet"),
@@ -78,7 +80,7 @@ function render({ model, el }) {
     const controls = !!model.get("controls");
     const enabled = new Set(model.get("enabled") || []);
     buttons.style.display = controls ? "" : "none";
-    for (const [action, b] of Object.entries(btn)) b.disabled = !enabled.has(action);
+    for (const [action, b] of Object.entries(btn)) b.disabled = saved || !enabled.has(action);
     root.dataset.status = String(model.get("status") || "");
     root.dataset.enabled = [...enabled].join(",");
     const p = model.get("progress") || {};
@@ -112,8 +114,14 @@ function render({ model, el }) {
      "error", "state_line", "errors_line"],
     update,
   );
+  // a saved copy's buttons have no kernel object behind them: say so before any press
+  // (a press would only time out: sender's "No answer" note)
+  const unwatch = watchSaved(el, head, root, (now) => {
+    saved = now;
+    savedNote.textContent = now ? SAVED_NOTE : "";
+  });
   update();
-  return () => { off(); charts.forEach((c) => c.destroy()); root.remove(); };
+  return () => { off(); unwatch(); charts.forEach((c) => c.destroy()); root.remove(); };
 }
 
 export default { render };

@@ -27,6 +27,7 @@ import traitlets as t
 from agentlab.viz._follow import Follower, make_source, run_path
 
 __all__ = [
+    "VIEW_CLASS",
     "LiveWidget",
     "StaticForm",
     "call_on_loop",
@@ -104,6 +105,13 @@ def call_on_loop(loop: asyncio.AbstractEventLoop | None, fn: Callable[[], Any]) 
         loop.call_soon_threadsafe(fn)
 
 
+#: the DOM class of every agentlab view (its panels and the dashboard's box): a copy restored
+#: from a saved notebook, with no kernel object behind it, shows agentlab's own "saved view"
+#: mark (widgets/_common.js, ``watchSaved``) instead of ipywidgets' red broken-link icon on
+#: each of them (four above one dashboard)
+VIEW_CLASS = "al-view"
+
+
 class StaticForm:
     """Mixin: a mimebundle with a live view *and* a static snapshot, refreshed in place.
 
@@ -177,6 +185,7 @@ class LiveWidget(StaticForm, anywidget.AnyWidget):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.add_class(VIEW_CLASS)  # (widgets/agentlab.css: a saved copy's marks are ours)
         self._run = run
         self.run_dir = os.fspath(run_path(run))
         self._follower = Follower(

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from agentlab.viz._base import StaticForm
+from agentlab.viz._base import VIEW_CLASS, StaticForm
 from agentlab.viz._follow import run_path
 from agentlab.viz.conversation import ConversationView
 from agentlab.viz.human_input import HumanInput
@@ -113,6 +113,7 @@ class Dashboard(StaticForm):
         self._waiting = None if starting else _waiting_note(run_path(run), follow, self.parts)
         shown = [self._waiting] if self._waiting is not None else []
         self.box = ipywidgets.VBox([*shown, *self.parts])
+        self.box.add_class(VIEW_CLASS)
         self._display_id = None
         self._run_task: asyncio.Future[Any] | None = None  # live(experiment)'s
         if self.society is not None:
