@@ -171,7 +171,9 @@ def topology_conclusions(
     runs = summary["runs"].astype(int)
     n_runs = f"{runs.min()}" if runs.min() == runs.max() else f"{runs.min()}–{runs.max()}"
     groups = ", ".join(str(g) for g in summary[by])
-    out.append(f"{n_runs} runs per {by} were analysed ({groups}).")
+    one_run = runs.max() == 1  # (it read "1 runs per topology were analysed")
+    out.append(f"{n_runs} run{'' if one_run else 's'} per {by} "
+               f"{'was' if one_run else 'were'} analysed ({groups}).")  # fmt: skip
     one = lambda v: f"{float(v):.1f}"  # noqa: E731 - tiny formatter
     out.append(_extremes_sentence(
         summary, "calls_per_run", by, one,

@@ -66,6 +66,10 @@ def test_best_fits_picks_lowest_aic_per_group() -> None:
 def test_conclusions_quote_the_tables() -> None:
     sentences = topology_conclusions(_summary(), _fits(), threshold=0.05)
     text = " ".join(sentences)
+    assert sentences[0] == "4 runs per topology were analysed (full_mesh, sequential, star)."
+    one_run = topology_conclusions(_summary(runs=[1, 1, 1]))[0]  # (it read "1 runs ... were")
+    assert one_run == "1 run per topology was analysed (full_mesh, sequential, star)."
+    assert topology_conclusions(_summary(runs=[1, 2, 2]))[0].startswith("1–2 runs per")
     assert "full_mesh makes the most LLM calls per run (40.0), sequential the fewest (10.0)" in text
     assert "a ratio of 4.0" in text
     assert "burstiest under full_mesh: 70% of inter-arrival times are shorter than 50 ms" in text
