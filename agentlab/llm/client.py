@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -113,11 +114,16 @@ class LLMClient(_RetryLoop):
             raise ConfigError(
                 f"need timeout > 0 and max_retries >= 0, got {timeout}, {max_retries}"
             )
+        if seed is not None:
+            try:  # (a numpy integer too; "3" or 2.5 were taken as 3 and 2)
+                seed = operator.index(seed)
+            except TypeError:
+                raise ConfigError(f"seed must be an integer or None, got {seed!r}") from None
         s = object.__setattr__
         s(self, "model", model)
         s(self, "base_url", base_url)
         s(self, "api_key_env", api_key_env)
-        s(self, "seed", None if seed is None else int(seed))
+        s(self, "seed", seed)
         s(self, "timeout", float(timeout))
         s(self, "max_retries", int(max_retries))
         s(self, "_defaults", dict(defaults))

@@ -24,7 +24,7 @@ from agentlab.store import duck
 from agentlab.store._tables import TableCache, q, quote_str
 from agentlab.store.run import Run
 from agentlab.store.scratch import ScratchDir
-from agentlab.store.views import fetch_df
+from agentlab.store.views import fetch_df, name_datasets
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,7 +92,12 @@ def sql_over_runs(
             if warn and msg not in seen:
                 seen.add(msg)
                 warnings.warn(msg, stacklevel=2)
-        return fetch_df(con.execute(query, list(params or [])))
+        try:
+            return fetch_df(con.execute(query, list(params or [])))
+        except Exception as exc:  # (a misspelt dataset: DuckDB's CatalogException)
+            names = {n for run in runs.values() for n in run.dataset_names()}
+            name_datasets(exc, names | set(tables or {}))
+            raise
     finally:
         duck.release(con, catalog)
         tmp.close()

@@ -41,7 +41,7 @@ from agentlab.store.schema import infer_type, load_schema, merge_columns, schema
 from agentlab.store.scratch import ScratchDir
 from agentlab.store.summary import is_run
 from agentlab.store.tail import _incomplete, read_tail
-from agentlab.store.views import INTERNAL_SCHEMA, derived_columns, fetch_df
+from agentlab.store.views import INTERNAL_SCHEMA, derived_columns, fetch_df, name_datasets
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -237,7 +237,11 @@ class Run:
         with self._lock:
             known = set(self.dataset_names())
             self._refresh([w for w in dict.fromkeys(_WORD.findall(query)) if w in known])
-            return fetch_df(self.con.execute(query, list(params or [])))
+            try:
+                return fetch_df(self.con.execute(query, list(params or [])))
+            except Exception as exc:  # (DuckDB's CatalogException: duckdb loads lazily)
+                name_datasets(exc, known)
+                raise
 
     def df(
         self,

@@ -16,12 +16,22 @@ type in SQL; :func:`fetch_df` turns them into Python objects (dicts, lists) in p
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
-__all__ = ["EPOCH_MIN", "INTERNAL_SCHEMA", "TIME_COLUMNS", "fetch_df", "view_sql"]
+__all__ = [
+    "EPOCH_MIN",
+    "INTERNAL_SCHEMA",
+    "TIME_COLUMNS",
+    "fetch_df",
+    "name_datasets",
+    "view_sql",
+]
 
 #: epoch-second columns that get a ``<name>_at TIMESTAMPTZ`` twin (when typed ``DOUBLE``)
 TIME_COLUMNS = ("start", "end", "first_token", "ts")
@@ -106,3 +116,22 @@ def fetch_df(cursor: Any) -> Any:
         if whole and (col.abs() < _EXACT).all():
             out[c] = col.astype("int64")
     return out
+
+
+_MISSING = re.compile(r"Table with name (\S+) does not exist")
+
+
+def name_datasets(exc: BaseException, names: Iterable[str]) -> None:
+    """Add a note naming the datasets to DuckDB's error for a table that is not there.
+
+    The views of a run are made for the dataset names a query mentions (so a query reads
+    only those), so DuckDB's own suggestion for a misspelt one comes from its system
+    catalog: ``select * from llm_callz`` said ``Did you mean "pg_class"?``. The note names
+    the closest dataset and lists them all; the exception is DuckDB's, unchanged."""
+    m = _MISSING.search(str(exc))
+    if m is None:
+        return
+    known = sorted(set(names))
+    close = difflib.get_close_matches(m.group(1).strip('"'), known, n=1)
+    near = f"did you mean {close[0]!r}? " if close else ""
+    exc.add_note(f"{near}datasets to query: {', '.join(known) or 'none'}")

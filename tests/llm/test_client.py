@@ -6,6 +6,7 @@ import asyncio
 import json
 import pickle
 
+import numpy as np
 import pytest
 from pydantic import BaseModel
 
@@ -42,6 +43,10 @@ def test_config_is_frozen_picklable_and_json_round_trips() -> None:
     assert isinstance(pickle.loads(pickle.dumps(v)).clock, RealClock)  # virtual clocks stay
     with pytest.raises(ConfigError):
         LLMClient("sim/instant", bad=object())
+    for bad in ("x", "3", 2.5):  # (int() took "3" and 2.5 as 3 and 2, "x" as a ValueError)
+        with pytest.raises(ConfigError, match="seed must be an integer"):
+            LLMClient("sim/instant", seed=bad)  # type: ignore[arg-type]
+    assert LLMClient("sim/instant", seed=np.int64(4)).seed == 4
 
 
 async def test_rate_limit_fault_is_retried_until_success() -> None:

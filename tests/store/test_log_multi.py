@@ -59,6 +59,24 @@ def test_sql_over_runs_unions_datasets_with_point(tmp_path: Path) -> None:
         sql_over_runs({}, "select 1")
 
 
+def test_a_misspelt_dataset_is_named(tmp_path: Path) -> None:
+    """DuckDB's own suggestion for a table that is not there came from its system catalog
+    (``from llm_callz``: "Did you mean pg_class?"): the datasets are named in a note."""
+    import duckdb
+
+    a = _run(tmp_path, "a", [{"agent_id": "x", "yes": True}], extra={"k": 1})
+    for query in (lambda q: open_run(a).sql(q), lambda q: sql_over_runs({"p": a}, q)):
+        with pytest.raises(duckdb.CatalogException) as got:  # DuckDB's error, unchanged
+            query("select * from vote")
+        assert got.value.__notes__ == ["did you mean 'votes'? datasets to query: only_here, votes"]
+        with pytest.raises(duckdb.CatalogException) as got:
+            query("select * from zzz")
+        assert got.value.__notes__ == ["datasets to query: only_here, votes"]
+        with pytest.raises(duckdb.BinderException) as other:  # other errors: no note
+            query("select nope from votes")
+        assert not getattr(other.value, "__notes__", None)
+
+
 def test_sql_over_runs_reports_torn_lines(tmp_path: Path) -> None:
     a = _run(tmp_path, "a", [{"v": i} for i in range(3)])
     shard = a / "replay/votes/w.jsonl"
