@@ -268,6 +268,9 @@ class Run:
             _, cols = self._dir_and_columns(dataset)
             cols = derived_columns(cols)
             self._refresh([dataset])
+            for c in columns or ():  # (as where's keys: DuckDB's BinderException said less)
+                if c not in cols:
+                    raise UnknownNameError(f"column of {dataset!r}", c, list(cols))
             sel = ", ".join(q(c) for c in columns) if columns else "*"
             view = f"{INTERNAL_SCHEMA}.{q(dataset)}" if internal else q(dataset)
             query, params = f"SELECT {sel} FROM {view}", []

@@ -232,7 +232,7 @@ def show(
 
     Raises:
         ConfigError: ``run`` is a sweep or a paper (they hold runs: the message names
-            some), or, with ``follow=False``, no directory at all.
+            some), a file, or, with ``follow=False``, no directory at all.
     """
     _check_showable(run_path(run), follow)
     return Dashboard(run, group_by=group_by, follow=follow, panels=panels)
@@ -245,6 +245,9 @@ def _check_showable(path: Path, follow: bool) -> None:
     from agentlab.store.manifest import read_manifest
     from agentlab.store.summary import children_of
 
+    if path.is_file():  # ("show(run_dir / 'run.json')": a file is never a run's directory)
+        raise ConfigError(f"{str(path)!r} is a file, not a run directory: show its folder,"
+                          f" agentlab.show({str(path.parent)!r})")  # fmt: skip
     if not path.is_dir():
         if not follow:  # (following, it waits for a run another process will write)
             raise ConfigError(f"no run directory at {str(path)!r}")

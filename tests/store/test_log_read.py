@@ -53,6 +53,9 @@ def test_catalog_df_sql_and_helpers(run_dir: Path) -> None:
     assert run.timeline_df().empty
     with pytest.raises(UnknownNameError, match="llm_calls"):
         run.df("nope")
+    with pytest.raises(UnknownNameError, match="column of 'llm_calls' 'tik'"):
+        run.df("llm_calls", columns=["agent_id", "tik"])  # (as a where= key is)
+    assert list(run.df("llm_calls", columns=["_seq"], internal=True, limit=1).columns) == ["_seq"]
     with pytest.raises(StoreError):
         open_run(run_dir / "missing")
     # rows appended after the first query are seen by the next one

@@ -523,6 +523,10 @@ def test_show_of_a_sweep_or_paper_names_what_to_open(tmp_path: Path) -> None:
         show(tmp_path / "nope", follow=False)
     later = show(tmp_path / "nope")  # following: it waits for the run
     later.stop()
+    # a file (run.json, say) is no run's directory, followed or not: its folder is named
+    for follow in (True, False):
+        with pytest.raises(ConfigError, match=r"run\.json' is a file.*agentlab\.show\("):
+            show(tmp_path / "sw" / "run.json", follow=follow)
 
 
 def test_show_of_a_directory_with_no_run_says_it_waits_for_one(tmp_path: Path) -> None:
