@@ -142,7 +142,7 @@ const SAVED_NOTE = "a saved view: it shows what it showed when the notebook was 
   + "again to follow or control a run.";
 
 /**
- * `watchSaved(el, head, onChange)`: mark a view that ipywidgets restored from a saved
+ * `watchSaved(el, head, root, onChange)`: mark a view that ipywidgets restored from a saved
  * notebook. Such a view's model has no comm (`comm_live` false), which ipywidgets shows by
  * the class `jupyter-widgets-disconnected` on the view's element — a red broken-link icon
  * that widgets/agentlab.css hides on agentlab's views (`.al-view`, four above a dashboard).
