@@ -119,6 +119,7 @@ function render({ model, el }) {
   const unwatch = watchSaved(el, head, root, (now) => {
     saved = now;
     savedNote.textContent = now ? SAVED_NOTE : "";
+    update();
   });
   update();
   return () => { off(); unwatch(); charts.forEach((c) => c.destroy()); root.remove(); };

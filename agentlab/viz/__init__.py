@@ -1,7 +1,8 @@
 """Live notebook widgets over a run log (layer 7): anywidget classes that read the log.
 
-``show(run)`` / ``live(society)`` compose :class:`SocietyView`, :class:`ConversationView`,
-:class:`IATHistogram` and :class:`HumanInput`. Importing this package imports anywidget;
+``show(run)`` / ``live(society)`` / ``live(experiment)`` compose :class:`SocietyView`,
+:class:`ExperimentView`, :class:`ConversationView`, :class:`IATHistogram` and
+:class:`HumanInput`. Importing this package imports anywidget;
 without the ``viz`` extra it raises :class:`~agentlab.errors.MissingExtraError` (an
 ``ImportError``) saying how to install it.
 """
@@ -9,6 +10,7 @@ without the ``viz`` extra it raises :class:`~agentlab.errors.MissingExtraError` 
 try:
     from agentlab.viz.conversation import ConversationView
     from agentlab.viz.dashboard import Dashboard, live, show
+    from agentlab.viz.experiment_view import ExperimentView
     from agentlab.viz.human_input import HumanInput
     from agentlab.viz.iat import IATHistogram
     from agentlab.viz.society_view import SocietyView
@@ -23,6 +25,7 @@ except ModuleNotFoundError as exc:
 __all__ = [
     "ConversationView",
     "Dashboard",
+    "ExperimentView",
     "HumanInput",
     "IATHistogram",
     "SocietyView",

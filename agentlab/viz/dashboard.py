@@ -1,7 +1,8 @@
 """``show(run)`` and ``live(society)``: the panels a run has, composed in one box.
 
 Which panels: a society run gets the society panel, its conversation and the IAT
-histogram; a topology experiment its conversation and the IAT histogram by topology; an
+histogram; a topology experiment its experiment panel (runs done, a stop button under
+``live``), its conversation and the IAT histogram by topology; an
 ``AgentSystem`` run its threads; the human-input panel only where the run has human
 requests. ``panels=`` overrides the choice. The box's mimebundle carries the live view
 and a static HTML snapshot of every panel (see :class:`~agentlab.viz._base.StaticForm`).
@@ -19,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from agentlab.viz._base import VIEW_CLASS, StaticForm
 from agentlab.viz._follow import run_path
 from agentlab.viz.conversation import ConversationView
+from agentlab.viz.experiment_view import ExperimentView
 from agentlab.viz.human_input import HumanInput
 from agentlab.viz.iat import IATHistogram
 from agentlab.viz.society_view import Controllable, SocietyView
@@ -26,7 +28,7 @@ from agentlab.viz.society_view import Controllable, SocietyView
 __all__ = ["PANELS", "Dashboard", "live", "panels_for", "show"]
 
 #: every panel name, in display order
-PANELS = ("society", "human", "conversation", "threads", "iat")
+PANELS = ("society", "experiment", "human", "conversation", "threads", "iat")
 
 
 def _kind(run_dir: Path) -> str | None:
@@ -50,6 +52,8 @@ def panels_for(run: Any) -> tuple[str, ...]:
     out: list[str] = []
     if kind == "society" or "timeline" in have or isinstance(run, Controllable):
         out.append("society")
+    if kind == "topology_experiment" or "experiment_runs" in have:
+        out.append("experiment")
     if "human_requests" in have:
         out.append("human")
     if "thread_events" in have and "messages" not in have:
@@ -64,7 +68,8 @@ class Dashboard(StaticForm):
     """The composed widgets; displays as one ``VBox``; ``stop()`` stops them all.
 
     Attributes:
-        society, conversation, iat, human: the parts (``None`` when not shown).
+        society, experiment, conversation, iat, human: the parts (``None`` when not
+            shown).
         parts: the shown widgets, in order.
         box: the ``ipywidgets.VBox`` that is displayed.
         task: the background run task (``live``: the society's or the experiment's),
@@ -82,6 +87,7 @@ class Dashboard(StaticForm):
         max_fps: float = 20.0,
         panels: tuple[str, ...] | list[str] | None = None,
         starting: bool = False,
+        task: asyncio.Future[Any] | None = None,
     ) -> None:
         import ipywidgets
 
@@ -97,6 +103,7 @@ class Dashboard(StaticForm):
         self.society = (
             SocietyView(run, society=society, ticks=ticks, **kw) if "society" in chosen else None
         )
+        self.experiment = ExperimentView(run, task=task, **kw) if "experiment" in chosen else None
         self.human = HumanInput(run, **kw) if "human" in chosen else None
         conv: ConversationView | None = None
         if "conversation" in chosen:
@@ -107,7 +114,9 @@ class Dashboard(StaticForm):
         self.iat = IATHistogram(run, group_by=group_by, **kw) if "iat" in chosen else None
         self.panels = chosen
         self.parts: list[Any] = [
-            w for w in (self.society, self.human, self.conversation, self.iat) if w is not None
+            w
+            for w in (self.society, self.experiment, self.human, self.conversation, self.iat)
+            if w is not None
         ]
         # (``starting``: live() of a run it starts there itself: nothing to say meanwhile)
         self._waiting = None if starting else _waiting_note(run_path(run), follow, self.parts)
@@ -115,7 +124,7 @@ class Dashboard(StaticForm):
         self.box = ipywidgets.VBox([*shown, *self.parts])
         self.box.add_class(VIEW_CLASS)
         self._display_id = None
-        self._run_task: asyncio.Future[Any] | None = None  # live(experiment)'s
+        self._run_task: asyncio.Future[Any] | None = task  # live(experiment)'s
         if self.society is not None:
             self.society.on_done = self._finished  # type: ignore[attr-defined]
 
@@ -313,7 +322,5 @@ def _live_experiment(exp: Startable, ticks: int | None, group_by: str | None,
 
         raise ConfigError("ticks= is a society's; an Experiment runs its topologies x runs")
     task = exp.start()
-    dash = Dashboard(exp.out, group_by=group_by, panels=panels or ("conversation", "iat"),
-                     starting=True)  # fmt: skip
-    dash._run_task = task
-    return dash
+    return Dashboard(exp.out, group_by=group_by, starting=True, task=task,
+                     panels=panels or ("experiment", "conversation", "iat"))  # fmt: skip

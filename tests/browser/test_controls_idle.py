@@ -149,3 +149,46 @@ def test_pause_and_resume_while_a_cell_awaits_the_run(lab: Lab, lab_page: Any) -
     )
     wait_for(lab_page, "society", "d.status === 'done' && d.tick === '60'", timeout=20)
     screenshot(lab_page, "run_all_paused_resumed")
+
+
+def test_a_background_experiment_stops_from_its_panel_with_an_idle_kernel(
+    lab: Lab, lab_page: Any
+) -> None:
+    """``live(exp)`` runs the experiment in the background: the cell returns and the kernel
+    is idle, so the kernel's stop button (which interrupts a cell) cannot stop it; it took
+    ``dash.task.cancel()`` typed in a new cell. The experiment panel counts its runs and its
+    *stop* ends it after the run in flight, as the stop button ends an awaited run."""
+    run = lab.root / "runs" / "exp_stop"
+    cells = [
+        f"RUN = {str(run)!r}",
+        "from agentlab.llm import LLMClient\n"
+        "from agentlab.topology import Experiment\n"
+        "from agentlab.viz import live\n"
+        "llm = LLMClient('sim/instant', overhead_s=0.02)  # 20 ms a call: a run in ~0.5 s\n"
+        "exp = Experiment(topologies=['sequential', 'star'], agents=3, runs=100, llm=llm,\n"
+        "                 clock='real', seed=0, out=RUN, progress=False)\n"
+        "dash = live(exp)\n"
+        "dash",
+    ]
+    open_notebook(lab_page, lab, "exp_stop.ipynb", cells)
+    lab_page.wait_for_function(
+        "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status"
+        " === 'idle'",
+        timeout=30_000,
+    )
+    root = "[data-agentlab=experiment]"
+    wait_for(lab_page, "experiment", "d.status === 'running' && Number(d.runsDone) >= 2",
+             timeout=90)  # fmt: skip
+    assert lab_page.locator(f"{root} button[data-action=stop]").is_enabled()
+    lab_page.locator(f"{root} button[data-action=stop]").click()
+    last = wait_for(lab_page, "experiment", "d.status === 'stopped'", timeout=30)
+    done = int(last["runsDone"])
+    assert 2 <= done < 200, last
+    state = lab_page.inner_text(f"{root} .al-state")
+    assert f"stopped after {done} of 200 runs" in state and "Experiment.open(" in state, state
+    assert not lab_page.locator(f"{root} button[data-action=stop]").is_enabled()
+    assert "No answer" not in lab_page.inner_text(root)  # the press was answered
+    time.sleep(1.0)  # nothing runs after the stop
+    assert int(history(lab_page, "experiment")[-1]["runsDone"]) == done
+    assert json.loads((run / "run.json").read_text())["status"] == "stopped"
+    screenshot(lab_page, "experiment_stopped")

@@ -154,7 +154,7 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
 
     e = exp("e", 3)
     dash = live(e)
-    assert dash.panels == ("conversation", "iat") and dash.task is not None
+    assert dash.panels == ("experiment", "conversation", "iat") and dash.task is not None
     assert dash._waiting is None  # (its run is starting: no "waiting for a run" line)
     res = await asyncio.wait_for(dash.task, 60)
     assert res.status == "done" and res.runs_done == 6
@@ -168,14 +168,41 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
     with pytest.raises(ConfigError, match="a society's"):
         live(exp("t", 1), ticks=3)
 
+    panel = dash.experiment
+    assert panel is not None
+    panel.refresh()
+    assert panel.status == "done" and panel.enabled == [] and panel.controls
+    assert panel.summary["runs_done"] == panel.summary["runs_planned"] == 6
+    assert panel.summary["llm_calls"] == len(res.calls_df())
+    assert panel.state_line == "done: 6 of 6 runs"
+
+    # the panel's stop button: the kernel's stop button interrupts a cell, and a
+    # background experiment runs in none (it was dash.task.cancel() typed in a new cell)
     long = exp("long", 200)
     dash = live(long)
+    panel = dash.experiment
+    assert panel is not None
     await _until(lambda: long._results is not None and long._results.runs_done >= 2)
-    dash.task.cancel()  # type: ignore[union-attr]
+    panel.refresh()
+    assert panel.status == "running" and panel.enabled == ["stop"]
+    assert panel.state_line.startswith("running: ") and "of 400 runs" in panel.state_line
+    panel._on_front_msg({"type": "control", "action": "stop"})  # what the press sends
+    assert panel.status == "stopping" or panel._stopping
     res = await dash.task  # type: ignore[misc]
     assert res.status == "stopped" and 2 <= res.runs_done < 400
     assert "Experiment.open(" in capsys.readouterr().err
+    panel.refresh()
+    assert panel.status == "stopped" and panel.enabled == []
+    assert panel.summary["runs_done"] == res.runs_done
+    assert f"stopped after {res.runs_done} of 400 runs; Experiment.open(" in panel.state_line
+    assert "stopped after" in panel._static_html() and "Experiment" in panel._text()
     dash.stop()
+    # shown later (another kernel): the status run.json records, no button
+    again = show(tmp_path / "long", follow=False)
+    assert again.panels == ("experiment", "conversation", "iat")
+    assert again.experiment is not None and not again.experiment.controls
+    assert again.experiment.status == "stopped" and again.experiment.enabled == []
+    assert again.experiment.summary["runs_done"] == res.runs_done
 
 
 async def test_a_press_on_another_thread_wakes_the_idle_kernel_loop(tmp_path: Path) -> None:
@@ -357,7 +384,9 @@ def test_show_on_an_experiment_and_on_threads(tmp_path: Path) -> None:
     )
     (exp / "run.json").write_text('{"kind": "topology_experiment"}')
     dash = show(exp, follow=False)
-    assert dash.panels == ("conversation", "iat") and dash.society is None
+    assert dash.panels == ("experiment", "conversation", "iat") and dash.society is None
+    assert dash.experiment is not None and not dash.experiment.controls  # (no task here)
+    assert dash.experiment.summary["runs_planned"] is None  # (its run.json names no plan)
     text = dash.conversation.msgs_base[0]["content"]  # type: ignore[union-attr]
     assert text == "answer: 42\nconfidence: 0.9"  # structured content as readable text
     thr = tmp_path / "threads"

@@ -1,0 +1,211 @@
+"""ExperimentView: a topology experiment's runs as they finish, and a stop button.
+
+``live(experiment)`` runs the experiment as a background task of the notebook's loop (the
+cell returns, the kernel stays free): the conversation and IAT panels follow its log, a
+tqdm bar counted its runs, and the only way to stop it was ``dash.task.cancel()`` typed in
+another cell — the kernel's stop button interrupts a cell, and no cell is running. This
+panel counts the runs (done of planned, failed), the LLM calls, tokens and failed calls
+from the run log, says what the experiment is doing, and its *stop* button does what the
+stop button does to an awaited ``exp.run()``: the run in flight's calls finish, the
+experiment is marked ``stopped`` and ``Experiment.open(dir).run()`` runs the rest.
+
+Shown over an experiment's directory with no task in this kernel (``show(dir)``), it
+reads the status ``run.json`` records and has no button.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Any
+
+import traitlets as t
+
+from agentlab.viz._base import LiveWidget, call_on_loop, load_css, load_esm, owner_loop
+from agentlab.viz._static import card, esc, fmt_num, tiles_html
+
+__all__ = ["ExperimentView"]
+
+#: what each status lets the panel's button do
+ENABLED = {"running": ("stop",)}
+#: statuses ``run.json`` records for an experiment that has ended
+RUN_ENDED = ("done", "stopped", "failed", "interrupted")
+
+
+class ExperimentView(LiveWidget):
+    """Runs done of planned, failed runs, LLM calls, tokens, failed calls; *stop*.
+
+    Args:
+        run: the experiment's run directory (or a store ``Run``).
+        task: the experiment's background task (``Experiment.start()``): the panel's status
+            and its *stop* button (``task.cancel()``); ``None``: the status ``run.json``
+            records, no button.
+        **kwargs: see :class:`~agentlab.viz._base.LiveWidget`.
+    """
+
+    _esm = load_esm("experiment_view.js")
+    _css = load_css()
+
+    datasets = ("experiment_runs", "llm_calls")
+    summary = t.Dict().tag(sync=True)
+    status = t.Unicode("following").tag(sync=True)
+    controls = t.Bool(False).tag(sync=True)
+    enabled = t.List(t.Unicode()).tag(sync=True)
+    state_line = t.Unicode("").tag(sync=True)
+    error = t.Unicode("").tag(sync=True)
+
+    def __init__(self, run: Any, *, task: asyncio.Future[Any] | None = None, **kwargs: Any):
+        self.task = task
+        self._stopping = False
+        self._loop = owner_loop()  # the task's loop: presses arrive on another thread
+        self._runs = {"done": 0, "failed": 0}
+        self._calls = {"calls": 0, "tokens": 0, "failed": 0}
+        self._planned: int | None = None
+        self._recorded, self._polled_at = "", -math.inf
+        self._seen: tuple[Any, ...] = ()
+        super().__init__(run, **kwargs)
+        self.controls = task is not None
+        if task is not None:
+            task.add_done_callback(self._on_done)
+
+    # --- reading the log ---------------------------------------------------------------
+
+    def _ingest(self, dataset: str, rows: list[dict[str, Any]]) -> bool:
+        if dataset == "experiment_runs":
+            for r in rows:
+                self._runs["done"] += 1
+                self._runs["failed"] += r.get("status") != "ok"
+        else:
+            for r in rows:
+                self._calls["calls"] += 1
+                self._calls["tokens"] += int(r.get("prompt_tokens") or 0) + int(
+                    r.get("completion_tokens") or 0
+                )
+                self._calls["failed"] += r.get("outcome") != "ok"
+        return bool(rows)
+
+    def _poll_run(self, every_s: float = 1.0) -> None:
+        """``run.json``, at most every ``every_s``: the runs it plans (topologies x runs,
+        written when the experiment starts) and the status it records."""
+        now = time.monotonic()
+        if now - self._polled_at < every_s and self._planned is not None:
+            return  # (until run.json names the plan, every frame looks: it is written first)
+        self._polled_at = now
+        from agentlab.store.manifest import read_manifest
+
+        try:
+            doc = read_manifest(self.run_dir)
+        except Exception:  # not written yet, or torn: the counts still show
+            return
+        cfg = doc.get("config") or {}
+        try:
+            self._planned = len(cfg["topologies"]) * int(cfg["runs"])
+        except (KeyError, TypeError, ValueError):
+            pass
+        self._recorded = str(doc.get("status") or "")
+
+    def _status(self) -> str:
+        task = self.task
+        if task is None:
+            self._poll_run()
+            if self._recorded in RUN_ENDED:
+                return self._recorded
+            return "following" if self._follower.running else "static"
+        if not task.done():
+            return "stopping" if self._stopping else "running"
+        if task.cancelled():
+            return "stopped"
+        exc = task.exception()
+        if exc is not None:
+            self.error = f"{type(exc).__name__}: {exc}"
+            return "failed"
+        return str(getattr(task.result(), "status", "") or "done")
+
+    def _state_line(self, status: str) -> str:
+        done, planned = self._runs["done"], self._planned
+        of = f"{done} of {planned}" if planned is not None else f"{done}"
+        lines = {
+            "running": f"running: {of} runs finished; stop ends it after the run in flight",
+            "stopping": f"stopping: the run in flight finishes first ({of} runs finished)",
+            "stopped": f"stopped after {of} runs; Experiment.open({self.run_dir!r}).run() "
+            "runs the rest",
+            "done": f"done: {of} runs",
+            "failed": f"failed after {of} runs: {self.error}" if self.error else
+            f"failed after {of} runs (its error is in run.json)",
+            "interrupted": f"interrupted after {of} runs: its writer ended without marking "
+            f"the run ended (a crash or a kill); Experiment.open({self.run_dir!r}).run() "
+            "runs the rest",
+            "following": f"following the run log ({of} runs finished)",
+            "static": f"snapshot of the run log ({of} runs finished)",
+        }  # fmt: skip
+        return lines.get(status, status)
+
+    def _frame(self) -> dict[str, Any]:
+        self._poll_run()
+        status = self._status()
+        return {
+            "summary": {
+                "runs_done": self._runs["done"],
+                "runs_planned": self._planned,
+                "runs_failed": self._runs["failed"],
+                "llm_calls": self._calls["calls"],
+                "tokens": self._calls["tokens"],
+                "failed_calls": self._calls["failed"],
+            },
+            "status": status,
+            "enabled": list(ENABLED.get(status, ())) if self.task is not None else [],
+            "state_line": self._state_line(status),
+        }
+
+    def _watch(self) -> bool:
+        # the status changes between rows (a stop pressed, the task ending, run.json)
+        seen = (self._status(), self._planned)
+        changed = seen != self._seen
+        self._seen = seen
+        return changed
+
+    def _on_done(self, _task: asyncio.Future[Any]) -> None:
+        self._polled_at = -math.inf  # (run.json has the final status now)
+        self._watch()
+        self.refresh()  # the last rows and the final status, now
+        self.update_static()
+
+    # --- the stop button ---------------------------------------------------------------
+
+    def _on_front_msg(self, msg: dict[str, Any]) -> None:
+        if msg.get("type") == "control" and msg.get("action") == "stop":
+            call_on_loop(self._loop, self.stop_run)
+
+    def stop_run(self) -> None:
+        """What *stop* does: cancel the experiment's task, which ends it after the run in
+        flight (as the kernel's stop button ends an awaited ``exp.run()``)."""
+        task = self.task
+        if task is None or task.done() or self._stopping:
+            return
+        self._stopping = True
+        task.cancel()
+        self._follower.coalescer.mark()
+
+    # --- static form -------------------------------------------------------------------
+
+    def _tiles(self) -> list[tuple[str, str]]:
+        planned = "–" if self._planned is None else fmt_num(self._planned)
+        return [
+            (f"{fmt_num(self._runs['done'])} / {planned}", "runs done / planned"),
+            (fmt_num(self._runs["failed"]), "failed runs"),
+            (fmt_num(self._calls["calls"]), "LLM calls"),
+            (fmt_num(self._calls["tokens"]), "tokens"),
+            (fmt_num(self._calls["failed"]), "failed calls"),
+        ]
+
+    def _text(self) -> str:
+        tiles = ", ".join(f"{label} {value}" for value, label in self._tiles())
+        return f"ExperimentView {self.run_dir}: {self._status()}; {tiles}"
+
+    def _static_html(self) -> str:
+        self._polled_at = -math.inf  # (the snapshot reads run.json afresh)
+        status = self._status()
+        line = f'<div style="color:#555">{esc(self._state_line(status))}</div>'
+        body = line + tiles_html(self._tiles())
+        return card("experiment", "Experiment", f"{status} · {self.run_dir}", body)
