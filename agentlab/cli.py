@@ -17,6 +17,7 @@ examples:
   agentlab demo --agents 50 --ticks 3          a society on the simulated backend
   agentlab run society.toml --resume --ticks 2 two more ticks of a configured society
   agentlab run --fork runs/demo@3 --out runs/b  a new run from tick 3 of another
+  agentlab experiment --out runs/topo --runs 200  the topology traffic study (virtual clock)
   agentlab report runs/demo --html report.html summary and figures of one run
   agentlab report runs/                        a table of every run under runs/
   agentlab runs runs/                          list runs with their key figures
@@ -377,9 +378,21 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 #: one function per subcommand, in help order; add yours here (set ``target`` to
 #: ``"module:function"``, imported only when the command runs)
+def _add_experiment(sub: argparse._SubParsersAction) -> None:
+    from agentlab.experiment_cli import add_arguments  # (argparse only: --help stays fast)
+
+    e = _command(sub, "experiment", help="run a coordination-topology traffic experiment",
+                 description="Run the AgentVerse workflow under each coordination topology "
+                 "(topology.Experiment) and print its traffic per topology. Ctrl-C stops "
+                 "after the run in flight; --resume runs the rest.")  # fmt: skip
+    add_arguments(e, _profiles())
+    e.set_defaults(target="agentlab.experiment_cli:main")
+
+
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_demo,
     _add_run,
+    _add_experiment,
     _add_report,
     _add_runs,
     _add_view,
