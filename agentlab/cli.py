@@ -384,7 +384,7 @@ def _add_experiment(sub: argparse._SubParsersAction) -> None:
     e = _command(sub, "experiment", help="run a coordination-topology traffic experiment",
                  description="Run the AgentVerse workflow under each coordination topology "
                  "(topology.Experiment) and print its traffic per topology. Ctrl-C stops "
-                 "after the run in flight; --resume runs the rest.")  # fmt: skip
+                 "it (the run in flight is dropped); --resume runs the rest.")  # fmt: skip
     add_arguments(e, _profiles())
     e.set_defaults(target="agentlab.experiment_cli:main")
 

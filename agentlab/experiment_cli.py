@@ -10,7 +10,7 @@ a batch job) rather than a notebook. Before this command it took a Python script
 
 It prints a progress bar, then the traffic table per topology (calls per run, burst
 fraction, IAT median, latency and TTFT medians, mean in flight: ``traffic_summary_df``).
-Ctrl-C stops after the run in flight (exit 130) and ``--resume`` runs the rest, as
+Ctrl-C stops it (exit 130; the run in flight is dropped) and ``--resume`` runs the rest, as
 ``Experiment.open(out).run()`` does; an experiment whose runs keep failing stops with
 :class:`~agentlab.errors.RunsFailedError` (exit 1).
 

@@ -288,7 +288,7 @@ def live(
 
     An ``Experiment`` (``agentlab.topology``) runs as a background task too, its log
     followed (conversation, IAT histogram by topology) as the runs finish;
-    ``dash.task.cancel()`` stops it after the run in flight's calls (as the stop button
+    ``dash.task.cancel()`` (or its panel's *stop*) stops it, dropping the run in flight (as the stop button
     stops an awaited ``exp.run()``), ``await dash.task`` gives its results.
 
     Args:

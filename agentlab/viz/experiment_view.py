@@ -6,7 +6,7 @@ tqdm bar counted its runs, and the only way to stop it was ``dash.task.cancel()`
 another cell — the kernel's stop button interrupts a cell, and no cell is running. This
 panel counts the runs (done of planned, failed), the LLM calls, tokens and failed calls
 from the run log, says what the experiment is doing, and its *stop* button does what the
-stop button does to an awaited ``exp.run()``: the run in flight's calls finish, the
+stop button does to an awaited ``exp.run()``: the run in flight is dropped (its calls cut), the
 experiment is marked ``stopped`` and ``Experiment.open(dir).run()`` runs the rest.
 
 Shown over an experiment's directory with no task in this kernel (``show(dir)``), it
@@ -126,8 +126,8 @@ class ExperimentView(LiveWidget):
         done, planned = self._runs["done"], self._planned
         of = f"{done} of {planned}" if planned is not None else f"{done}"
         lines = {
-            "running": f"running: {of} runs finished; stop ends it after the run in flight",
-            "stopping": f"stopping: the run in flight finishes first ({of} runs finished)",
+            "running": f"running: {of} runs finished; stop ends it (the run in flight is dropped)",
+            "stopping": f"stopping: the run in flight is cut short ({of} runs finished)",
             "stopped": f"stopped after {of} runs; Experiment.open({self.run_dir!r}).run() "
             "runs the rest",
             "done": f"done: {of} runs",
@@ -178,8 +178,8 @@ class ExperimentView(LiveWidget):
             call_on_loop(self._loop, self.stop_run)
 
     def stop_run(self) -> None:
-        """What *stop* does: cancel the experiment's task, which ends it after the run in
-        flight (as the kernel's stop button ends an awaited ``exp.run()``)."""
+        """What *stop* does: cancel the experiment's task, which ends it at once, the run
+        in flight dropped (as the kernel's stop button ends an awaited ``exp.run()``)."""
         task = self.task
         if task is None or task.done() or self._stopping:
             return

@@ -157,7 +157,7 @@ def test_a_background_experiment_stops_from_its_panel_with_an_idle_kernel(
     """``live(exp)`` runs the experiment in the background: the cell returns and the kernel
     is idle, so the kernel's stop button (which interrupts a cell) cannot stop it; it took
     ``dash.task.cancel()`` typed in a new cell. The experiment panel counts its runs and its
-    *stop* ends it after the run in flight, as the stop button ends an awaited run."""
+    *stop* ends it (the run in flight dropped), as the stop button ends an awaited run."""
     run = lab.root / "runs" / "exp_stop"
     cells = [
         f"RUN = {str(run)!r}",

@@ -2,7 +2,7 @@
 
 A study of hundreds of runs against a real endpoint runs for hours, in a terminal or a
 batch job; it took a Python script around ``Experiment(...).run()``. A real SIGINT stops it
-after the run in flight (exit 130); ``--resume`` runs the rest, and on the virtual clock
+(exit 130; the run in flight is dropped); ``--resume`` runs the rest, and on the virtual clock
 the calls are the uninterrupted study's.
 """
 
