@@ -61,7 +61,12 @@ def test_bad_options_say_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["experiment", "--out", out, "--resume", "--runs", "3"]) == 2
     assert "drop --runs" in capsys.readouterr().err
     assert main(["experiment", "--out", out, "--resume"]) == 2  # nothing there to continue
-    assert capsys.readouterr().err.strip()
+    assert "holds no topology experiment" in capsys.readouterr().err
+    par = str(tmp_path / "par")
+    assert main(["experiment", "--out", par, "--runs", "1", "--parallel-runs", "2", *ARGS]) == 0
+    capsys.readouterr()
+    assert main(["experiment", "--out", par, "--resume"]) == 2
+    assert "--parallel-runs 2" in (err := capsys.readouterr().err) and "--overwrite" in err
 
 
 @pytest.mark.slow
