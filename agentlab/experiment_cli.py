@@ -103,10 +103,10 @@ def _experiment(args: argparse.Namespace) -> Any:
         kwargs["llm"] = LLMClient(args.llm or "sim/vllm-3b", base_url=args.base_url)
     sim = str(args.llm or "sim/").startswith("sim/")  # (a real endpoint needs the real clock)
     kwargs["clock"] = args.clock or ("virtual" if sim and not args.base_url else "real")
-    if args.max_error_share is not None:
-        share = args.max_error_share
-        kwargs["max_error_share"] = None if share == "none" else _share(share)
     given_kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    if args.max_error_share is not None:  # (after the filter: "none" is None, never stop)
+        share = args.max_error_share
+        given_kwargs["max_error_share"] = None if share == "none" else _share(share)
     return Experiment(out=args.out, exist_ok="replace" if args.overwrite else False,
                       **given_kwargs)  # fmt: skip
 

@@ -45,6 +45,12 @@ def test_a_study_runs_and_prints_its_traffic_table(
     assert json.loads((out / "run.json").read_text())["status"] == "done"
     cfg = json.loads((out / "run.json").read_text())["config"]
     assert cfg["topologies"] == ["sequential", "star"] and cfg["clock"] == "virtual"
+    assert cfg["max_error_share"] == 1.0  # (Experiment's default)
+    never = tmp_path / "never"
+    assert main(["experiment", "--out", str(never), "--runs", "1", *ARGS,
+                 "--max-error-share", "none"]) == 0  # fmt: skip
+    assert json.loads((never / "run.json").read_text())["config"]["max_error_share"] is None
+    capsys.readouterr()
     # the same out again is refused (not appended to), --overwrite replaces it
     assert main(["experiment", "--out", str(out), "--runs", "3", *ARGS]) == 2
     assert "already holds a run: --resume continues it" in capsys.readouterr().err
