@@ -125,8 +125,9 @@ class Dashboard(StaticForm):
         self.box.add_class(VIEW_CLASS)
         self._display_id = None
         self._run_task: asyncio.Future[Any] | None = task  # live(experiment)'s
-        if self.society is not None:
-            self.society.on_done = self._finished  # type: ignore[attr-defined]
+        for part in (self.society, self.experiment):  # the end of a run started here
+            if part is not None:
+                part.on_done = self._finished
 
     @property
     def task(self) -> asyncio.Future[Any] | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import traitlets as t
@@ -64,6 +65,9 @@ class ExperimentView(LiveWidget):
         self._planned: int | None = None
         self._recorded, self._polled_at = "", -math.inf
         self._seen: tuple[Any, ...] = ()
+        #: called (on the event loop) when the task ends: the dashboard refreshes its
+        #: snapshot then, so an executed or saved notebook keeps the final state
+        self.on_done: Callable[[], None] | None = None
         super().__init__(run, **kwargs)
         self.controls = task is not None
         if task is not None:
@@ -170,6 +174,8 @@ class ExperimentView(LiveWidget):
         self._watch()
         self.refresh()  # the last rows and the final status, now
         self.update_static()
+        if self.on_done is not None:
+            self.on_done()
 
     # --- the stop button ---------------------------------------------------------------
 

@@ -45,6 +45,15 @@ def test_a_run_ending_in_a_later_cell_updates_the_snapshot_and_the_cli_exports_i
             "dash"
         ),
         nbformat.v4.new_code_cell("await dash.task\nsoc.tick"),
+        # live(exp): the experiment ends while a later cell awaits it, as the society does
+        nbformat.v4.new_code_cell(
+            "from agentlab.topology import Experiment\n"
+            f"exp = Experiment(topologies=['star'], agents=3, runs=2, out={str(tmp_path / 'exp')!r},\n"
+            "                 progress=False)\n"
+            "dash2 = agentlab.live(exp)\n"
+            "dash2"
+        ),
+        nbformat.v4.new_code_cell("res = await dash2.task\nres.runs_done"),
         # a progress bar (tqdm's notebook widget) keeps its last line as a snapshot
         nbformat.v4.new_code_cell(
             "import os\nos.environ['AGENTLAB_PROGRESS'] = '1'  # (off in some test setups)\n"
@@ -64,7 +73,12 @@ def test_a_run_ending_in_a_later_cell_updates_the_snapshot_and_the_cli_exports_i
     text = _society_text(shown["text/html"])
     assert "done" in text and "tick 2 committed" in text, text
     assert "press start" not in text, "the executed notebook kept the first snapshot"
-    bar = nb.cells[2].outputs[0]["data"]
+    assert nb.cells[3].outputs[-1]["data"]["text/plain"] == "2"
+    exp_html = nb.cells[2].outputs[0]["data"]["text/html"]
+    start = exp_html.index('data-agentlab-static="experiment"')
+    exp_text = re.sub(r"<[^>]+>", " ", exp_html[start : start + 3000])
+    assert "done: 2 of 2 runs" in exp_text, exp_text  # (it kept its first frame: 0 runs)
+    bar = nb.cells[4].outputs[0]["data"]
     assert "application/vnd.jupyter.widget-view+json" in bar  # live: tqdm's widget
     assert "100%" in bar["text/plain"] and "3/3" in bar["text/plain"], bar["text/plain"]
     assert "3/3" in bar["text/html"] and "tick=3" in bar["text/html"], bar["text/html"]
