@@ -335,11 +335,13 @@ class Experiment:
             return VirtualClock(start=float(commit["ts"]))
         return clock_from_name(self.clock_spec)
 
-    def start(self) -> asyncio.Task[ExperimentResults]:
+    def start(self, *, progress: bool | None = None) -> asyncio.Task[ExperimentResults]:
         """:meth:`run` as a background task of the running loop (a notebook's), returned
         at once: ``agentlab.live(exp)`` starts it so and follows ``out`` (a temporary
         directory when none was given); ``await`` the task for the results,
-        ``task.cancel()`` stops it as the stop button stops an awaited run."""
+        ``task.cancel()`` stops it as the stop button stops an awaited run.
+        ``progress``: its progress bar (``None``: as built; ``live`` passes ``False``, its
+        panel counting the runs)."""
         if self._results is not None or self._task is not None:
             raise ConfigError(f"this Experiment already ran into {self.run_dir or self.out}: "
                               "build a new one, or continue it with Experiment.open(out)")  # fmt: skip
@@ -349,6 +351,8 @@ class Experiment:
         )
         if self.out is None:
             self.out = Path(tempfile.mkdtemp(prefix="agentlab-topology-"))
+        if progress is not None:
+            self.progress = progress
         self._task = loop.create_task(self.run())
         self._task.add_done_callback(_say_failure)
         return self._task

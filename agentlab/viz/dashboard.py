@@ -189,8 +189,8 @@ class Startable(Protocol):
 
     out: Any
 
-    def start(self) -> asyncio.Future[Any]:
-        """Its run as a task of the running loop, returned."""
+    def start(self, *, progress: bool | None = None) -> asyncio.Future[Any]:
+        """Its run as a task of the running loop, returned (``progress``: its bar)."""
         ...
 
 
@@ -322,6 +322,8 @@ def _live_experiment(exp: Startable, ticks: int | None, group_by: str | None,
         from agentlab.errors import ConfigError
 
         raise ConfigError("ticks= is a society's; an Experiment runs its topologies x runs")
-    task = exp.start()
+    # no bar under the panels: the experiment panel counts the runs (as live(society)'s
+    # society panel counts the ticks, with no tick bar)
+    task = exp.start(progress=False)
     return Dashboard(exp.out, group_by=group_by, starting=True, task=task,
                      panels=panels or ("experiment", "conversation", "iat"))  # fmt: skip

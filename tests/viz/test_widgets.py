@@ -179,7 +179,9 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
     # the panel's stop button: the kernel's stop button interrupts a cell, and a
     # background experiment runs in none (it was dash.task.cancel() typed in a new cell)
     long = exp("long", 200)
+    long.progress = True  # (as built by default): live draws no bar, its panel counts runs
     dash = live(long)
+    assert long.progress is False
     panel = dash.experiment
     assert panel is not None
     await _until(lambda: long._results is not None and long._results.runs_done >= 2)
