@@ -135,8 +135,8 @@ class ExperimentView(LiveWidget):
             "stopped": f"stopped after {of} runs; Experiment.open({self.run_dir!r}).run() "
             "runs the rest",
             "done": f"done: {of} runs",
-            "failed": f"failed after {of} runs: {self.error}" if self.error else
-            f"failed after {of} runs (its error is in run.json)",
+            "failed": f"failed after {of} runs" + (
+                " (the error below)" if self.error else " (its error is in run.json)"),
             "interrupted": f"interrupted after {of} runs: its writer ended without marking "
             f"the run ended (a crash or a kill); Experiment.open({self.run_dir!r}).run() "
             "runs the rest",
@@ -213,5 +213,6 @@ class ExperimentView(LiveWidget):
         self._polled_at = -math.inf  # (the snapshot reads run.json afresh)
         status = self._status()
         line = f'<div style="color:#555">{esc(self._state_line(status))}</div>'
-        body = line + tiles_html(self._tiles())
+        err = f'<div style="color:#c00">{esc(self.error)}</div>' if self.error else ""
+        body = line + tiles_html(self._tiles()) + err
         return card("experiment", "Experiment", f"{status} · {self.run_dir}", body)

@@ -199,6 +199,24 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
     assert f"stopped after {res.runs_done} of 400 runs; Experiment.open(" in panel.state_line
     assert "stopped after" in panel._static_html() and "Experiment" in panel._text()
     dash.stop()
+    # a study whose runs keep failing: the panel says failed, the error in red below
+    from agentlab.errors import RunsFailedError
+    from agentlab.llm import LLMClient
+
+    bad = LLMClient("sim/instant", seed=0, sim_p_timeout=1.0, max_retries=0)
+    failing = Experiment(topologies=["star"], agents=3, runs=20, llm=bad, seed=0,
+                         out=tmp_path / "failing", progress=False)  # fmt: skip
+    fdash = live(failing)
+    with pytest.raises(RunsFailedError):
+        await fdash.task  # type: ignore[misc]
+    fp = fdash.experiment
+    assert fp is not None
+    fp.refresh()
+    assert fp.status == "failed" and fp.error.startswith("RunsFailedError: ")
+    assert fp.state_line == "failed after 5 of 20 runs (the error below)"
+    assert fp.summary["runs_failed"] == 5 and "RunsFailedError" in fp._static_html()
+    fdash.stop()
+    capsys.readouterr()
     # shown later (another kernel): the status run.json records, no button
     again = show(tmp_path / "long", follow=False)
     assert again.panels == ("experiment", "conversation", "iat")
