@@ -9,6 +9,13 @@ lost and the executed notebook kept the first form ("idle · ready: press start"
 exports show. :func:`update_everywhere` sends it once more as the running cell; nbclient
 replaces every output with that display id, in any cell. (ipykernel 6 has one global
 parent, the running cell already: one message.)
+
+A run can also end *between* cells: nbclient has finished the starting cell and not yet
+sent the next, so no cell is running to send it as, and the executed notebook kept the
+first form (``tests/viz/test_executed_snapshot.py`` failed so under load; a 2 s pause
+between the cells fails it every time). Such an update is kept and sent again as the next
+cell that runs (IPython's ``pre_run_cell`` event), the latest one per display id.
+JupyterLab applies the first message whatever its cell: the second changes nothing there.
 """
 
 from __future__ import annotations
@@ -30,6 +37,37 @@ def update_everywhere(bundle: dict[str, Any], display_id: str) -> None:
     with _as_running_cell() as other:
         if other:
             update_display(bundle, raw=True, display_id=display_id)
+            return
+    _send_at_next_cell(bundle, display_id)
+
+
+#: updates sent when no other cell was running: sent again as the next cell that runs
+_PENDING: dict[str, dict[str, Any]] = {}
+
+
+def _send_at_next_cell(bundle: dict[str, Any], display_id: str) -> None:
+    try:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+    except ImportError:
+        return
+    events = getattr(ip, "events", None)
+    if events is None:  # (not in IPython: nothing reads display ids)
+        return
+    if not _PENDING and _resend not in events.callbacks.get("pre_run_cell", []):
+        events.register("pre_run_cell", _resend)
+    _PENDING[display_id] = bundle
+
+
+def _resend(*_info: Any) -> None:
+    """``pre_run_cell``: the kept updates, as the cell starting now (its parent)."""
+    from IPython.display import update_display
+
+    pending = list(_PENDING.items())
+    _PENDING.clear()
+    for display_id, bundle in pending:
+        update_display(bundle, raw=True, display_id=display_id)
 
 
 @contextlib.contextmanager

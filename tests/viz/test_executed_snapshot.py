@@ -107,3 +107,35 @@ def test_the_cli_config_is_the_server_extensions_priority() -> None:
     assert shipped == {"WidgetsDataTypeFilter": {"display_data_priority": SNAPSHOT_FIRST}}
     installed = Path(sys.prefix) / "etc" / "jupyter" / "jupyter_nbconvert_config.json"
     assert json.loads(installed.read_text()) == shipped
+
+
+def test_a_run_ending_between_two_cells_still_updates_the_snapshot(tmp_path: Path) -> None:
+    """nbclient had finished the starting cell and not yet sent the next one when the run
+    ended: the update went out as the finished cell, which nbclient no longer reads, and
+    the executed notebook kept the first form. (It failed so under load; a pause between
+    the cells, as here, failed it every time.) The update is sent again as the next cell."""
+    import time
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import agentlab\n"
+            "from agentlab.runtime import Society\n"
+            f"soc = Society.create({str(tmp_path / 'run')!r}, agents=4, env=['social_feed'],\n"
+            "                     llm='sim/instant', clock='virtual', seed=1, progress=False)\n"
+            "dash = agentlab.live(soc, ticks=2)\n"
+            "dash"
+        ),
+        nbformat.v4.new_code_cell("soc.tick"),  # the run is over before this cell starts
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}  # fmt: skip
+    client = NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})  # fmt: skip
+    with client.setup_kernel():
+        client.execute_cell(nb.cells[0], 0)
+        time.sleep(2.0)  # the run ends while no cell runs
+        client.execute_cell(nb.cells[1], 1)
+    assert nb.cells[1].outputs[-1]["data"]["text/plain"] == "2"
+    text = _society_text(nb.cells[0].outputs[0]["data"]["text/html"])
+    assert "done" in text and "tick 2 committed" in text, text
