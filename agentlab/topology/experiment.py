@@ -210,6 +210,7 @@ class Experiment:
         self._tasks_given = tasks is not None
         self._continuing = False  # Experiment.open: run() continues the run directory
         self._task: asyncio.Task[ExperimentResults] | None = None  # start()'s
+        self._say_stop = True  # stop(say=False): its caller (a panel) says so itself
         self.llm = llm
         self.seed = seed
         self.clock_spec = clock
@@ -357,6 +358,18 @@ class Experiment:
         self._task.add_done_callback(_say_failure)
         return self._task
 
+    def stop(self, *, say: bool = True) -> None:
+        """End a run :meth:`start` began, as the kernel's stop button ends an awaited
+        :meth:`run`: at once, the run in flight dropped (status ``stopped``;
+        ``Experiment.open(out).run()`` runs it with the rest). Returns at once; await the
+        task for the results. ``say=False``: no line of its own under the cell (the
+        experiment panel of ``live``, whose *stop* this is, says it)."""
+        task = self._task
+        if task is None or task.done():
+            return
+        self._say_stop = say
+        task.cancel()
+
     def _take(self, run_dir: Path) -> Any:
         """The run's writer lock, then what ``exist_ok`` says about an existing run."""
         from agentlab.store.lifecycle import claim_run_dir
@@ -469,8 +482,9 @@ class Experiment:
         if interrupted:
             go_on = (f"; Experiment.open({str(run_dir)!r}).run() runs the rest"
                      if self.parallel_runs == 1 else "")  # fmt: skip
-            print(f"experiment stopped after {results.runs_done} of {total} runs; their "
-                  f"results are returned (and in exp.results){go_on}", file=sys.stderr)  # fmt: skip
+            if self._say_stop:  # (a panel's stop: the panel says it, once)
+                print(f"experiment stopped after {results.runs_done} of {total} runs; their "
+                      f"results are returned (and in exp.results){go_on}", file=sys.stderr)  # fmt: skip
             from agentlab.runtime.society_tick import uncancel
 
             uncancel()

@@ -14,6 +14,7 @@ import asyncio
 import html
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -88,6 +89,7 @@ class Dashboard(StaticForm):
         panels: tuple[str, ...] | list[str] | None = None,
         starting: bool = False,
         task: asyncio.Future[Any] | None = None,
+        stop: Callable[[], None] | None = None,
     ) -> None:
         import ipywidgets
 
@@ -103,7 +105,9 @@ class Dashboard(StaticForm):
         self.society = (
             SocietyView(run, society=society, ticks=ticks, **kw) if "society" in chosen else None
         )
-        self.experiment = ExperimentView(run, task=task, **kw) if "experiment" in chosen else None
+        self.experiment = (
+            ExperimentView(run, task=task, stop=stop, **kw) if "experiment" in chosen else None
+        )
         self.human = HumanInput(run, **kw) if "human" in chosen else None
         conv: ConversationView | None = None
         if "conversation" in chosen:
@@ -191,6 +195,10 @@ class Startable(Protocol):
 
     def start(self, *, progress: bool | None = None) -> asyncio.Future[Any]:
         """Its run as a task of the running loop, returned (``progress``: its bar)."""
+        ...
+
+    def stop(self, *, say: bool = True) -> None:
+        """End the run :meth:`start` began (``say=False``: no line of its own)."""
         ...
 
 
@@ -326,4 +334,5 @@ def _live_experiment(exp: Startable, ticks: int | None, group_by: str | None,
     # society panel counts the ticks, with no tick bar)
     task = exp.start(progress=False)
     return Dashboard(exp.out, group_by=group_by, starting=True, task=task,
+                     stop=lambda: exp.stop(say=False),
                      panels=panels or ("experiment", "conversation", "iat"))  # fmt: skip

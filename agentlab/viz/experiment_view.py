@@ -42,6 +42,9 @@ class ExperimentView(LiveWidget):
         task: the experiment's background task (``Experiment.start()``): the panel's status
             and its *stop* button (``task.cancel()``); ``None``: the status ``run.json``
             records, no button.
+        stop: what *stop* calls instead of ``task.cancel()`` (``live`` passes the
+            experiment's ``stop(say=False)``: the panel says it stopped, the experiment
+            prints no second line under the cell).
         **kwargs: see :class:`~agentlab.viz._base.LiveWidget`.
     """
 
@@ -56,8 +59,16 @@ class ExperimentView(LiveWidget):
     state_line = t.Unicode("").tag(sync=True)
     error = t.Unicode("").tag(sync=True)
 
-    def __init__(self, run: Any, *, task: asyncio.Future[Any] | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        run: Any,
+        *,
+        task: asyncio.Future[Any] | None = None,
+        stop: Callable[[], None] | None = None,
+        **kwargs: Any,
+    ):
         self.task = task
+        self._stop = stop  # (the experiment's own stop, quiet: this panel says it)
         self._stopping = False
         self._loop = owner_loop()  # the task's loop: presses arrive on another thread
         self._runs = {"done": 0, "failed": 0}
@@ -190,7 +201,10 @@ class ExperimentView(LiveWidget):
         if task is None or task.done() or self._stopping:
             return
         self._stopping = True
-        task.cancel()
+        if self._stop is not None:
+            self._stop()
+        else:
+            task.cancel()
         self._follower.coalescer.mark()
 
     # --- static form -------------------------------------------------------------------

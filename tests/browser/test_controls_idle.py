@@ -188,6 +188,8 @@ def test_a_background_experiment_stops_from_its_panel_with_an_idle_kernel(
     assert f"stopped after {done} of 200 runs" in state and "Experiment.open(" in state, state
     assert not lab_page.locator(f"{root} button[data-action=stop]").is_enabled()
     assert "No answer" not in lab_page.inner_text(root)  # the press was answered
+    # the panel says it; the experiment's own stderr line would say it twice
+    assert "experiment stopped after" not in lab_page.inner_text("body")
     time.sleep(1.0)  # nothing runs after the stop
     assert int(history(lab_page, "experiment")[-1]["runsDone"]) == done
     assert json.loads((run / "run.json").read_text())["status"] == "stopped"

@@ -192,13 +192,22 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
     assert panel.status == "stopping" or panel._stopping
     res = await dash.task  # type: ignore[misc]
     assert res.status == "stopped" and 2 <= res.runs_done < 400
-    assert "Experiment.open(" in capsys.readouterr().err
+    # the panel says it stopped: the experiment prints no second line under the cell
+    assert "experiment stopped after" not in capsys.readouterr().err
     panel.refresh()
     assert panel.status == "stopped" and panel.enabled == []
     assert panel.summary["runs_done"] == res.runs_done
     assert f"stopped after {res.runs_done} of 400 runs; Experiment.open(" in panel.state_line
     assert "stopped after" in panel._static_html() and "Experiment" in panel._text()
     dash.stop()
+    # Experiment.stop() typed in a cell says so in its line, as the kernel's stop button
+    other = exp("other", 200)
+    odash = live(other)
+    await _until(lambda: other._results is not None and other._results.runs_done >= 1)
+    other.stop()
+    assert (await odash.task).status == "stopped"  # type: ignore[misc]
+    assert "experiment stopped after" in capsys.readouterr().err
+    odash.stop()
     # a study whose runs keep failing: the panel says failed, the error in red below
     from agentlab.errors import RunsFailedError
     from agentlab.llm import LLMClient
