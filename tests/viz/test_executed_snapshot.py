@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -31,19 +32,32 @@ def _society_text(html: str) -> str:
     return re.sub(r"<[^>]+>", " ", html[start : start + 3000])
 
 
+def _live_society_cell(tmp_path: Path) -> Any:
+    """A cell that shows ``live(soc, ticks=2)``: the run ends after the cell does."""
+    return nbformat.v4.new_code_cell(
+        "import agentlab\n"
+        "from agentlab.runtime import Society\n"
+        f"soc = Society.create({str(tmp_path / 'run')!r}, agents=4, env=['social_feed'],\n"
+        "                     llm='sim/instant', clock='virtual', seed=1, progress=False)\n"
+        "dash = agentlab.live(soc, ticks=2)\n"
+        "dash"
+    )
+
+
+def _client(nb: Any, tmp_path: Path) -> NotebookClient:
+    """nbclient (as papermill, nbconvert and nbmake run it) on a python3 kernel."""
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}  # fmt: skip
+    return NotebookClient(nb, timeout=120, kernel_name="python3",
+                          resources={"metadata": {"path": str(tmp_path)}})  # fmt: skip
+
+
 def test_a_run_ending_in_a_later_cell_updates_the_snapshot_and_the_cli_exports_it(
     tmp_path: Path,
 ) -> None:
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_code_cell(
-            "import agentlab\n"
-            "from agentlab.runtime import Society\n"
-            f"soc = Society.create({str(tmp_path / 'run')!r}, agents=4, env=['social_feed'],\n"
-            "                     llm='sim/instant', clock='virtual', seed=1, progress=False)\n"
-            "dash = agentlab.live(soc, ticks=2)\n"
-            "dash"
-        ),
+        _live_society_cell(tmp_path),
         nbformat.v4.new_code_cell("await dash.task\nsoc.tick"),
         # live(exp): the experiment ends while a later cell awaits it, as the society does
         nbformat.v4.new_code_cell(
@@ -63,10 +77,7 @@ def test_a_run_ending_in_a_later_cell_updates_the_snapshot_and_the_cli_exports_i
             "bar.close()"
         ),
     ]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}  # fmt: skip
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()  # fmt: skip
+    _client(nb, tmp_path).execute()
     assert nb.cells[1].outputs[-1]["data"]["text/plain"] == "2"
     shown = nb.cells[0].outputs[0]["data"]
     assert "application/vnd.jupyter.widget-view+json" in shown
@@ -118,20 +129,10 @@ def test_a_run_ending_between_two_cells_still_updates_the_snapshot(tmp_path: Pat
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_code_cell(
-            "import agentlab\n"
-            "from agentlab.runtime import Society\n"
-            f"soc = Society.create({str(tmp_path / 'run')!r}, agents=4, env=['social_feed'],\n"
-            "                     llm='sim/instant', clock='virtual', seed=1, progress=False)\n"
-            "dash = agentlab.live(soc, ticks=2)\n"
-            "dash"
-        ),
+        _live_society_cell(tmp_path),
         nbformat.v4.new_code_cell("soc.tick"),  # the run is over before this cell starts
     ]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}  # fmt: skip
-    client = NotebookClient(nb, timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})  # fmt: skip
+    client = _client(nb, tmp_path)
     with client.setup_kernel():
         client.execute_cell(nb.cells[0], 0)
         time.sleep(2.0)  # the run ends while no cell runs
