@@ -376,8 +376,6 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     ex.set_defaults(target="agentlab.cli:export")
 
 
-#: one function per subcommand, in help order; add yours here (set ``target`` to
-#: ``"module:function"``, imported only when the command runs)
 def _add_experiment(sub: argparse._SubParsersAction) -> None:
     from agentlab.experiment_cli import add_arguments  # (argparse only: --help stays fast)
 
@@ -389,6 +387,8 @@ def _add_experiment(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(target="agentlab.experiment_cli:main")
 
 
+#: one function per subcommand, in help order; add yours here (set ``target`` to
+#: ``"module:function"``, imported only when the command runs)
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_demo,
     _add_run,

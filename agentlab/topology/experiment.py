@@ -101,7 +101,7 @@ class ExperimentResults:
     def runs_df(self) -> pd.DataFrame:
         """One row per run: topology, task, iterations, rounds, score, calls, tokens."""
         df = self._df("experiment_runs")
-        calls = self.calls_df()
+        calls = self.run.llm_calls_df()  # (the join keeps the finished runs': no _finished)
         if len(df) and len(calls):
             agg = calls.groupby("run_id").agg(
                 calls=("request_id", "size"),

@@ -296,9 +296,10 @@ def live(
     kernel stays free for button presses and human answers.
 
     An ``Experiment`` (``agentlab.topology``) runs as a background task too, its log
-    followed (conversation, IAT histogram by topology) as the runs finish;
-    ``dash.task.cancel()`` (or its panel's *stop*) stops it, dropping the run in flight (as the stop button
-    stops an awaited ``exp.run()``), ``await dash.task`` gives its results.
+    followed (its experiment panel, the conversation, the IAT histogram by topology) as
+    the runs finish; the panel's *stop* (or ``dash.task.cancel()``) stops it, dropping the
+    run in flight (as the stop button stops an awaited ``exp.run()``), ``await dash.task``
+    gives its results.
 
     Args:
         society: a ``Society`` (or an ``Experiment``).
