@@ -81,9 +81,10 @@ def _experiment(args: argparse.Namespace) -> Any:
                               "settings its run.json holds; drop "
                               f"{', '.join(given or ['--overwrite'])}")  # fmt: skip
         from agentlab.store.manifest import read_manifest
+        from agentlab.topology.continuation import interleaved
 
-        ran = (read_manifest(args.out).get("config") or {}).get("parallel_runs", 1)
-        if int(ran or 1) != 1:  # (open() says so in its Python terms, exist_ok=...)
+        ran = interleaved(read_manifest(args.out).get("config") or {})
+        if ran is not None:  # (open() refuses it too, in its Python terms: exist_ok=...)
             raise ConfigError(f"{args.out!r} ran with --parallel-runs {ran}: its runs' rows "
                               "interleave in the log, so it cannot be resumed; --overwrite "
                               "runs it again (--parallel-runs 1 can be resumed)")  # fmt: skip

@@ -37,6 +37,7 @@ __all__ = [
     "continues",
     "cut_to_commit",
     "experiment_args",
+    "interleaved",
     "read_commit",
     "restore_commit",
     "write_commit",
@@ -153,9 +154,16 @@ def continues(run_dir: str | os.PathLike[str], config: dict[str, Any]) -> bool:
     return True
 
 
+def interleaved(config: dict[str, Any]) -> int | None:
+    """``parallel_runs`` of an experiment config (``run.json``) whose runs interleave in its
+    log, so that it cannot be continued; ``None`` for one run at a time."""
+    n = int(config.get("parallel_runs") or 1)
+    return n if n != 1 else None
+
+
 def _refuse_interleaved(path: Path, config: dict[str, Any]) -> None:
     """Refuse an experiment whose runs interleave in its log (``parallel_runs > 1``)."""
-    if int(config.get("parallel_runs", 1)) != 1:
+    if interleaved(config) is not None:
         raise ConfigError(
             f"{str(path)!r} ran with parallel_runs={config['parallel_runs']}: its runs' rows "
             "interleave in the log, so no run boundary was committed and it cannot be "
