@@ -100,6 +100,27 @@ function onTraits(model, names, cb) {
   return () => { for (const n of names) model.off("change:" + n, cb); };
 }
 
+/**
+ * A row of stat tiles: for each `[key, label]` a value cell ("–" until set, `data-stat` =
+ * key) over its label. Returns the row and the value cells by key.
+ * @param {ReadonlyArray<ReadonlyArray<unknown>>} specs
+ * @returns {{row: HTMLElement, val: Record<string, HTMLElement>}}
+ */
+function statTiles(specs) {
+  const row = h("div", "al-tiles");
+  /** @type {Record<string, HTMLElement>} */
+  const val = {};
+  for (const [key, label] of specs) {
+    const tile = h("div", "al-tile");
+    const v = h("div", "al-value", "–");
+    v.dataset.stat = String(key);
+    val[String(key)] = v;
+    tile.append(v, h("div", "al-label", label));
+    row.append(tile);
+  }
+  return { row, val };
+}
+
 /** ms a press waits for the kernel's ack before the view says nothing answered */
 const NO_ANSWER_MS = 4000;
 

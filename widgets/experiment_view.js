@@ -24,17 +24,7 @@ function render({ model, el }) {
   buttons.append(stop);
   const savedNote = h("div", "al-note al-savednote");
   const state = h("div", "al-state");
-  const tiles = h("div", "al-tiles");
-  /** @type {Record<string, HTMLElement>} */
-  const val = {};
-  for (const [key, label] of TILES) {
-    const tile = h("div", "al-tile");
-    const v = h("div", "al-value", "–");
-    v.dataset.stat = key;
-    val[key] = v;
-    tile.append(v, h("div", "al-label", label));
-    tiles.append(tile);
-  }
+  const { row: tiles, val } = statTiles(TILES);
   const err = h("div", "al-error");
   root.append(head, noAnswer, savedNote, state, tiles, err);
   el.append(root);

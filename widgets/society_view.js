@@ -38,17 +38,7 @@ function render({ model, el }) {
     btn[action] = b;
     buttons.append(b);
   }
-  const tiles = h("div", "al-tiles");
-  /** @type {Record<string, HTMLElement>} */
-  const val = {};
-  for (const [key, label] of STATS) {
-    const tile = h("div", "al-tile");
-    const v = h("div", "al-value", "–");
-    v.dataset.stat = String(key);
-    val[key] = v;
-    tile.append(v, h("div", "al-label", label));
-    tiles.append(tile);
-  }
+  const { row: tiles, val } = statTiles(STATS);
   const sparks = h("div", "al-sparks");
   const state = h("div", "al-state");
   const errline = h("div", "al-errline");
