@@ -60,7 +60,7 @@ def add_arguments(e: argparse.ArgumentParser, profiles: str) -> None:
     e.add_argument("--seed", type=int, default=None, help="root seed (default 0)")
     e.add_argument("--parallel-runs", type=int, default=None,
                    help="runs in flight at once (default 1: each run's calls one arrival "
-                   "process, as the paper; more cannot be resumed)")  # fmt: skip
+                   "process, as the paper)")  # fmt: skip
     e.add_argument("--max-error-share", default=None, metavar="X",
                    help="stop when more than this share of the last five runs failed "
                    "(default 1.0: when none succeeded; 'none': never)")  # fmt: skip
@@ -80,14 +80,6 @@ def _experiment(args: argparse.Namespace) -> Any:
             raise ConfigError(f"--resume continues the experiment in {args.out!r} with the "
                               "settings its run.json holds; drop "
                               f"{', '.join(given or ['--overwrite'])}")  # fmt: skip
-        from agentlab.store.manifest import read_manifest
-        from agentlab.topology.continuation import interleaved
-
-        ran = interleaved(read_manifest(args.out).get("config") or {})
-        if ran is not None:  # (open() refuses it too, in its Python terms: exist_ok=...)
-            raise ConfigError(f"{args.out!r} ran with --parallel-runs {ran}: its runs' rows "
-                              "interleave in the log, so it cannot be resumed; --overwrite "
-                              "runs it again (--parallel-runs 1 can be resumed)")  # fmt: skip
         return Experiment.open(args.out)
     from agentlab.store.summary import is_run
 

@@ -298,8 +298,6 @@ def continue_hint(path: Path, manifest: dict[str, Any], status: str) -> str | No
     if status not in ("stopped", "interrupted", "failed"):
         return None
     if manifest.get("kind") == "topology_experiment":
-        if int((manifest.get("config") or {}).get("parallel_runs", 1)) != 1:
-            return None
         return f"Experiment.open({str(path)!r}).run() runs the rest"
     if manifest.get("kind") == "society":
         return f"Society.open({str(path)!r}) resumes it from its last committed tick"

@@ -253,14 +253,14 @@ class Experiment:
         tasks: Sequence[dict[str, Any]] | None = None,
     ) -> Experiment:
         """The experiment in ``out`` (from its ``run.json``), to continue: its
-        :meth:`run` keeps the runs that finished, cuts the rows of the one in flight when
+        :meth:`run` keeps the runs that finished, cuts the rows of those in flight when
         it was interrupted (stopped, a crash, a kill) and runs the rest. On the virtual
-        clock the result is the uninterrupted run's (see ``continuation.py``).
+        clock with ``parallel_runs=1`` the result is the uninterrupted run's (see
+        ``continuation.py``).
 
         Raises:
-            ConfigError: not an experiment, or one that cannot be continued
-                (``parallel_runs > 1``; a clock object or given tasks it did not keep:
-                pass ``clock=`` / ``tasks=``).
+            ConfigError: not an experiment, or one that cannot be continued (a clock
+                object or given tasks it did not keep: pass ``clock=`` / ``tasks=``).
         """
         from agentlab.topology.continuation import experiment_args
 
@@ -434,19 +434,20 @@ class Experiment:
                 replay.append("experiment_runs", {**row, "schema_version": 1})
                 results.runs_done += 1
                 done.append(run_id)
-                if self.parallel_runs == 1:  # the log holds exactly the finished runs: commit
-                    from agentlab.topology.continuation import write_commit
+                from agentlab.topology.continuation import write_commit
 
-                    services.flush()
-                    learned = client.export_state() if clock.is_virtual else None
-                    last[0] = write_commit(
-                        run_dir,
-                        last[0],
-                        done,
-                        clock.now(),
-                        learned,
-                        next_sample=state.get("next_sample"),
-                    )
+                services.flush()  # (a commit names only runs whose every row is on disk)
+                alone = self.parallel_runs == 1  # the log holds exactly the finished runs
+                learned = client.export_state() if alone and clock.is_virtual else None
+                last[0] = write_commit(
+                    run_dir,
+                    last[0],
+                    done,
+                    clock.now(),
+                    learned,
+                    next_sample=state.get("next_sample"),
+                    interleaved=not alone,
+                )
                 if bar is not None:
                     bar.update(1)
                 why = watch.finished(row, last[0])
@@ -480,11 +481,10 @@ class Experiment:
             results.status = status
             mark_status(run_dir, status, error=error)
         if interrupted:
-            go_on = (f"; Experiment.open({str(run_dir)!r}).run() runs the rest"
-                     if self.parallel_runs == 1 else "")  # fmt: skip
             if self._say_stop:  # (a panel's stop: the panel says it, once)
                 print(f"experiment stopped after {results.runs_done} of {total} runs; their "
-                      f"results are returned (and in exp.results){go_on}", file=sys.stderr)  # fmt: skip
+                      "results are returned (and in exp.results); Experiment.open("
+                      f"{str(run_dir)!r}).run() runs the rest", file=sys.stderr)  # fmt: skip
             from agentlab.runtime.society_tick import uncancel
 
             uncancel()
@@ -495,14 +495,12 @@ class Experiment:
     ) -> None:
         """Raise :class:`RunsFailedError` for the stop rule, the commit back before the
         failed runs since the last success (``run_failures.py``)."""
-        again = ""
-        if self.parallel_runs == 1:
-            from agentlab.topology.continuation import restore_commit
+        from agentlab.topology.continuation import restore_commit
 
-            restore_commit(run_dir, watch.keep, start)
-            again = (f" The {watch.streak} failed run(s) since the last that succeeded are not "
-                     f"kept: fix the cause, then Experiment.open({str(run_dir)!r}).run() runs "
-                     "them with the rest.")  # fmt: skip
+        restore_commit(run_dir, watch.keep, start, interleaved=self.parallel_runs != 1)
+        again = (f" The {watch.streak} failed run(s) since the last that succeeded are not "
+                 f"kept: fix the cause, then Experiment.open({str(run_dir)!r}).run() runs "
+                 "them with the rest.")  # fmt: skip
         raise RunsFailedError(
             f"{run_dir}: the experiment stopped after {done} of {total} runs: {why}.{again} "
             "Experiment(..., max_error_share=None) never stops for failed runs"

@@ -8,8 +8,8 @@ society judges each tick's agent steps (``runtime/stop_rule.py``), an experiment
 last five finished runs (:data:`WINDOW`, or all of them when it plans fewer): it stops when
 none of them succeeded, or, with ``max_error_share=x`` below 1, when more than ``x`` of them
 failed; ``None`` never stops. It then raises :class:`~agentlab.errors.RunsFailedError`
-(status ``failed``) naming the first error of the window. With ``parallel_runs=1`` its
-commit goes back to before the first failed run since the last one that succeeded: those
+(status ``failed``) naming the first error of the window. Its commit goes back to before
+the first failed run since the last one that succeeded (in the order runs finished): those
 runs are not kept (their rows stay readable until the experiment is continued), so fixing
 the cause and continuing it (``Experiment.open(out).run()``) runs them again with the rest.
 """

@@ -137,9 +137,6 @@ def test_a_stopped_experiment_continues_and_a_finished_one_runs_nothing(
 
 
 def test_what_cannot_be_continued_says_why(tmp_path: Path) -> None:
-    Experiment(out=tmp_path / "p2", **{**KW, "runs": 1, "parallel_runs": 2}).run_sync()
-    with pytest.raises(ConfigError, match=r"parallel_runs=2.*cannot be continued"):
-        Experiment.open(tmp_path / "p2")
     with pytest.raises(ConfigError, match="holds no topology experiment"):
         Experiment.open(tmp_path / "nothing")
     tasks = [{"id": "a", "category": "x", "prompt": "sum two numbers"}]

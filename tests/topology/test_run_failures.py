@@ -60,6 +60,21 @@ def test_an_experiment_whose_every_run_fails_stops_after_five(tmp_path: Path) ->
     assert [r for r, _ in _runs(out)] == [f"star-{k:04d}" for k in range(5)]
 
 
+def test_runs_in_parallel_that_keep_failing_stop_and_continue_once_each(tmp_path: Path) -> None:
+    out = tmp_path / "e"
+    with pytest.raises(RunsFailedError, match="none of the last 5 runs succeeded"):
+        _experiment(out, 1.0, parallel_runs=3).run_sync()
+    commit = read_commit(out)
+    assert commit["done"] == [] and commit["interleaved"]  # none kept
+    first = open_run(out).llm_calls_df().groupby("run_id").size()
+    with pytest.raises(RunsFailedError, match="stopped after 5 of 30 runs"):
+        Experiment.open(out, progress=False).run_sync()
+    runs = [r for r, _ in _runs(out)]
+    assert len(runs) == 5 == len(set(runs))  # the first stop's runs were cut, not kept
+    per_run = open_run(out).llm_calls_df().groupby("run_id").size()
+    assert per_run[runs].eq(first[runs]).all(), (first, per_run)  # no run's calls twice
+
+
 def test_the_failed_runs_since_the_last_success_are_not_kept(tmp_path: Path) -> None:
     out = tmp_path / "e"
     with pytest.raises(RunsFailedError, match="none of the last 5 runs succeeded") as err:
