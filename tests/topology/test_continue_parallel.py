@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from agentlab.analysis.inflight import inflight_summary_df
 from agentlab.store import open_run
 from agentlab.store.layout import REPLAY_DIR, TRACE_DIR
 from agentlab.store.lifecycle import read_status
@@ -68,13 +69,8 @@ def _check_log(out: Path, planned: int) -> None:
 
 
 def _most_at_once(runs: pd.DataFrame) -> int:
-    """The most runs in flight at one time."""
-    edges = sorted([(t, 1) for t in runs.start] + [(t, -1) for t in runs.end])
-    now = most = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
+    """The most runs in flight at one time (each run a "call" from its start to its end)."""
+    return int(inflight_summary_df(runs.assign(all=0), by="all").peak_in_flight.iloc[0])
 
 
 @pytest.mark.parametrize(("after", "spins"), [(2, 6), (7, 30)])
