@@ -74,6 +74,7 @@ class ExperimentView(LiveWidget):
         self._runs = {"done": 0, "failed": 0}
         self._calls = {"calls": 0, "tokens": 0, "failed": 0}
         self._planned: int | None = None
+        self._parallel = 1  # runs at a time (run.json)
         self._recorded, self._polled_at = "", -math.inf
         self._seen: tuple[Any, ...] = ()
         #: called (on the event loop) when the task ends: the dashboard refreshes its
@@ -116,6 +117,7 @@ class ExperimentView(LiveWidget):
         cfg = doc.get("config") or {}
         try:
             self._planned = len(cfg["topologies"]) * int(cfg["runs"])
+            self._parallel = int(cfg.get("parallel_runs") or 1)
         except (KeyError, TypeError, ValueError):
             pass
         self._recorded = str(doc.get("status") or "")
@@ -140,9 +142,11 @@ class ExperimentView(LiveWidget):
     def _state_line(self, status: str) -> str:
         done, planned = self._runs["done"], self._planned
         of = f"{done} of {planned}" if planned is not None else f"{done}"
+        n = self._parallel
+        flight = "the run in flight is" if n == 1 else f"the runs in flight ({n} at a time) are"
         lines = {
-            "running": f"running: {of} runs finished; stop ends it (the run in flight is dropped)",
-            "stopping": f"stopping: the run in flight is cut short ({of} runs finished)",
+            "running": f"running: {of} runs finished; stop ends it ({flight} dropped)",
+            "stopping": f"stopping: {flight} cut short ({of} runs finished)",
             "stopped": f"stopped after {of} runs; Experiment.open({self.run_dir!r}).run() "
             "runs the rest",
             "done": f"done: {of} runs",

@@ -148,9 +148,10 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
     from agentlab.topology import Experiment
     from agentlab.viz import live
 
-    def exp(name: str, runs: int) -> Experiment:
+    def exp(name: str, runs: int, parallel: int = 1) -> Experiment:
         return Experiment(topologies=["sequential", "star"], agents=3, runs=runs,
-                          llm="sim/vllm-3b", seed=0, out=tmp_path / name, progress=False)  # fmt: skip
+                          llm="sim/vllm-3b", seed=0, out=tmp_path / name, progress=False,
+                          parallel_runs=parallel)  # fmt: skip
 
     e = exp("e", 3)
     dash = live(e)
@@ -188,6 +189,7 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
     panel.refresh()
     assert panel.status == "running" and panel.enabled == ["stop"]
     assert panel.state_line.startswith("running: ") and "of 400 runs" in panel.state_line
+    assert "(the run in flight is dropped)" in panel.state_line
     panel._on_front_msg({"type": "control", "action": "stop"})  # what the press sends
     assert panel.status == "stopping" or panel._stopping
     res = await dash.task  # type: ignore[misc]
@@ -201,9 +203,12 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
     assert "stopped after" in panel._static_html() and "Experiment" in panel._text()
     dash.stop()
     # Experiment.stop() typed in a cell says so in its line, as the kernel's stop button
-    other = exp("other", 200)
+    other = exp("other", 200, parallel=3)
     odash = live(other)
     await _until(lambda: other._results is not None and other._results.runs_done >= 1)
+    assert odash.experiment is not None
+    odash.experiment.refresh()
+    assert "(the runs in flight (3 at a time) are dropped)" in odash.experiment.state_line
     other.stop()
     assert (await odash.task).status == "stopped"  # type: ignore[misc]
     assert "experiment stopped after" in capsys.readouterr().err
