@@ -72,7 +72,10 @@ class ExperimentView(LiveWidget):
         self._stopping = False
         self._loop = owner_loop()  # the task's loop: presses arrive on another thread
         self._runs = {"done": 0, "failed": 0}
-        self._calls = {"calls": 0, "tokens": 0, "failed": 0}
+        self._finished: set[Any] = set()  # run ids with an experiment_runs row
+        #: calls, tokens, failed calls per run id: an ended experiment counts its finished
+        #: runs' (a run a stop cut short is not in its results; a continuation cuts its rows)
+        self._per_run: dict[Any, list[int]] = {}
         self._planned: int | None = None
         self._parallel = 1  # runs at a time (run.json)
         self._recorded, self._polled_at = "", -math.inf
@@ -92,14 +95,22 @@ class ExperimentView(LiveWidget):
             for r in rows:
                 self._runs["done"] += 1
                 self._runs["failed"] += r.get("status") != "ok"
+                self._finished.add(r.get("run_id"))
         else:
             for r in rows:
-                self._calls["calls"] += 1
-                self._calls["tokens"] += int(r.get("prompt_tokens") or 0) + int(
-                    r.get("completion_tokens") or 0
-                )
-                self._calls["failed"] += r.get("outcome") != "ok"
+                tally = self._per_run.setdefault(r.get("run_id"), [0, 0, 0])
+                tally[0] += 1
+                tally[1] += int(r.get("prompt_tokens") or 0) + int(r.get("completion_tokens") or 0)
+                tally[2] += r.get("outcome") != "ok"
         return bool(rows)
+
+    def _calls(self, status: str) -> dict[str, int]:
+        """LLM calls, tokens and failed calls: of every run while it runs, of the finished
+        runs once it has ended (as ``exp.results.calls_df()``)."""
+        ended = status in RUN_ENDED or (self.task is None and self._recorded in RUN_ENDED)
+        runs = [t for k, t in self._per_run.items() if not ended or k in self._finished]
+        return {"calls": sum(t[0] for t in runs), "tokens": sum(t[1] for t in runs),
+                "failed": sum(t[2] for t in runs)}  # fmt: skip
 
     def _poll_run(self, every_s: float = 1.0) -> None:
         """``run.json``, at most every ``every_s``: the runs it plans (topologies x runs,
@@ -163,14 +174,15 @@ class ExperimentView(LiveWidget):
     def _frame(self) -> dict[str, Any]:
         self._poll_run()
         status = self._status()
+        calls = self._calls(status)
         return {
             "summary": {
                 "runs_done": self._runs["done"],
                 "runs_planned": self._planned,
                 "runs_failed": self._runs["failed"],
-                "llm_calls": self._calls["calls"],
-                "tokens": self._calls["tokens"],
-                "failed_calls": self._calls["failed"],
+                "llm_calls": calls["calls"],
+                "tokens": calls["tokens"],
+                "failed_calls": calls["failed"],
             },
             "status": status,
             "enabled": list(ENABLED.get(status, ())) if self.task is not None else [],
@@ -215,12 +227,13 @@ class ExperimentView(LiveWidget):
 
     def _tiles(self) -> list[tuple[str, str]]:
         planned = "–" if self._planned is None else fmt_num(self._planned)
+        calls = self._calls(self._status())
         return [
             (f"{fmt_num(self._runs['done'])} / {planned}", "runs done / planned"),
             (fmt_num(self._runs["failed"]), "failed runs"),
-            (fmt_num(self._calls["calls"]), "LLM calls"),
-            (fmt_num(self._calls["tokens"]), "tokens"),
-            (fmt_num(self._calls["failed"]), "failed calls"),
+            (fmt_num(calls["calls"]), "LLM calls"),
+            (fmt_num(calls["tokens"]), "tokens"),
+            (fmt_num(calls["failed"]), "failed calls"),
         ]
 
     def _text(self) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agentlab.store import open_run
 from agentlab.viz import ConversationView, IATHistogram, SocietyView, show
 from agentlab.viz.society_view import decode_series
 from tests.viz.conftest import LogWriter, timeline_row
@@ -200,6 +201,9 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
     assert panel.status == "stopped" and panel.enabled == []
     assert panel.summary["runs_done"] == res.runs_done
     assert f"stopped after {res.runs_done} of 400 runs; Experiment.open(" in panel.state_line
+    # the run the stop cut short is not counted, as the results leave it out
+    in_log = len(open_run(long.out).llm_calls_df())
+    assert panel.summary["llm_calls"] == len(res.calls_df()) < in_log
     assert "stopped after" in panel._static_html() and "Experiment" in panel._text()
     dash.stop()
     # Experiment.stop() typed in a cell says so in its line, as the kernel's stop button
