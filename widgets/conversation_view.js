@@ -5,7 +5,7 @@ const MAX_DOM = 400;
 
 /**
  * @typedef {{k: number, msg_id: string, sender: string, receivers: string[], hub: string,
- *   role: string, content: string, blocks: {kind: string, name: string, text: string}[],
+ *   run: string, role: string, content: string, blocks: {kind: string, name: string, text: string}[],
  *   tick: number|null, ts: number|null, span_id: string, trace_id: string}} Message
  */
 
@@ -43,8 +43,8 @@ function render({ model, el }) {
     (!f.hub || m.hub === f.hub) &&
     (!f.sender || m.sender === f.sender || (m.receivers || []).includes(f.sender)) &&
     (!f.role || m.role === f.role) &&
-    (!f.q || (m.content + " " + m.sender + " " + m.blocks.map((b) => b.text).join(" "))
-      .toLowerCase().includes(f.q));
+    (!f.q || (m.content + " " + m.sender + " " + (m.run || "") + " " +
+      m.blocks.map((b) => b.text).join(" ")).toLowerCase().includes(f.q));
 
   /** @param {Message} m */
   const card = (m) => {
@@ -52,6 +52,8 @@ function render({ model, el }) {
     c.dataset.k = String(m.k);
     c.dataset.role = m.role;
     const meta = h("div", "al-meta");
+    // an experiment's runs (interleaved when several run at a time): whose message it is
+    if (m.run && ((model.get("facets") || {}).runs || 0) > 1) meta.append(h("span", "al-run", m.run));
     meta.append(
       h("span", "al-tick", m.tick === null || m.tick === undefined ? "" : "t" + m.tick),
       h("span", "al-sender", m.sender),

@@ -117,6 +117,9 @@ class ConversationModel:
         self.hubs: Counter[str] = Counter()
         self.senders: Counter[str] = Counter()
         self.roles: Counter[str] = Counter()
+        #: the run ids seen (an experiment's messages name their run: with more than one,
+        #: each message says whose it is, as the runs of a parallel study interleave)
+        self.runs: set[str] = set()
 
     def normalise_thread_event(self, row: dict[str, Any], key: int) -> dict[str, Any]:
         """One ``thread_events`` row (an ``AgentSystem`` step) → a message-like dict."""
@@ -128,6 +131,7 @@ class ConversationModel:
             "sender": str(who),
             "receivers": [],
             "hub": str(row.get("thread_id") or "(thread)"),
+            "run": "",
             "role": str(row.get("event") or ""),
             "content": _text(detail if detail not in ({}, None) else ""),
             "blocks": [],
@@ -163,6 +167,7 @@ class ConversationModel:
             "sender": str(row.get("sender") or ""),
             "receivers": [str(r) for r in receivers][:20],
             "hub": str(row.get("hub") or row.get("thread") or "(direct)"),
+            "run": str(row.get("run_id") or ""),
             "role": str(row.get("role") or ""),
             "content": _text(row.get("content")),
             "blocks": blocks,
@@ -191,14 +196,18 @@ class ConversationModel:
             self.hubs[m["hub"]] += 1
             self.senders[m["sender"]] += 1
             self.roles[m["role"]] += 1
+            self.runs.add(m["run"])
+        self.runs.discard("")
         return self.journal.extend(msgs) > 0
 
     def facets(self) -> dict[str, Any]:
-        """Counts per hub, sender and role (for the filter controls)."""
+        """Counts per hub, sender and role (for the filter controls), and how many runs
+        the messages come from."""
         return {
             "hubs": dict(self.hubs.most_common(200)),
             "senders": sorted(self.senders)[:500],
             "roles": sorted(self.roles),
+            "runs": len(self.runs),
         }
 
     def frame(self, force_snapshot: bool = False) -> dict[str, Any]:
@@ -346,16 +355,20 @@ class ConversationView(LiveWidget):
 
     def _text(self) -> str:
         hubs = ", ".join(f"{h} ({n})" for h, n in list(self._model.hubs.most_common())[:5])
-        return f"ConversationView {self.run_dir}: {self.total} messages; hubs: {hubs or '–'}"
+        runs = f" from {len(self._model.runs)} runs" if len(self._model.runs) > 1 else ""
+        return (f"ConversationView {self.run_dir}: {self.total} messages{runs}; "
+                f"hubs: {hubs or '–'}")  # fmt: skip
 
     def _static_html(self, last: int = 40) -> str:
         msgs = list(self._model.journal.items)[-last:]
+        runs = len(self._model.runs) > 1
         rows = []
         for m in msgs:
             to = ", ".join(m["receivers"][:5])
             meta = " · ".join(
                 x
                 for x in (
+                    m["run"] if runs else "",
                     m["hub"],
                     f"tick {m['tick']}" if m["tick"] is not None else "",
                     m["role"],

@@ -368,6 +368,31 @@ def test_conversation_view_and_span_lookup(run_dir: Path, log: LogWriter) -> Non
     w.close()
 
 
+def test_messages_of_several_runs_say_whose_they_are(tmp_path: Path) -> None:
+    """An experiment's runs (interleaved when several run at a time) all speak in the one
+    ``discussion`` hub: each message said expert_2 · discussion · tick 1, of which run not
+    said. With more than one run, each says its run (and the search finds it)."""
+    from agentlab.topology import Experiment
+
+    out = tmp_path / "par"
+    Experiment(topologies=["star"], agents=3, runs=2, llm="sim/vllm-3b", seed=0, out=out,
+               progress=False, parallel_runs=2).run_sync()  # fmt: skip
+    conv = show(out, follow=False).conversation
+    assert conv is not None
+    runs = {m["run"] for m in conv.msgs_base}
+    assert runs == {"star-0000", "star-0001"} and conv.facets["runs"] == 2
+    assert " from 2 runs; hubs: discussion" in conv._text()
+    html = conv._static_html()
+    assert "star-0000 · discussion · tick" in html and "star-0001 · discussion" in html
+    one = tmp_path / "one"  # one run: nothing more to say
+    LogWriter(one).write("messages", [{"msg_id": "m", "sender": "a", "hub": "h",
+                                       "content": "hi", "run_id": "r"}])  # fmt: skip
+    conv = ConversationView(one, follow=False)
+    assert conv.facets["runs"] == 1 and "r · h" not in conv._static_html()
+    assert "from" not in conv._text()
+    conv.close()
+
+
 def test_every_message_from_the_page_is_acked(
     run_dir: Path, log: LogWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
