@@ -57,3 +57,41 @@ def test_a_corrupt_row_inside_a_shard_changes_nothing(run_dir: Path) -> None:
         prune_log(run_dir, _keep_a)
     assert shard.read_bytes() == b"".join(lines)
     assert not list(shard.parent.glob(".*.prune"))  # no temporary file left behind
+
+
+def test_a_crash_between_two_shards_and_the_same_pruning_again_give_the_same_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each shard is replaced by its own rename: a crash after the first leaves one shard
+    pruned and one not; the continuation prunes again (the commit has not changed)."""
+    import os
+
+    from agentlab.store import prune
+
+    logs = {}
+    for name in ("once", "crashed"):
+        run_dir = tmp_path / name
+        sink = ReplaySink(run_dir, shard="w1")
+        for ds in ("a", "b"):
+            sink.extend(ds, [{"run_id": r, "k": k} for k in range(3) for r in ("a", "b")])
+        sink.flush()
+        logs[name] = run_dir
+    prune_log(logs["once"], _keep_a)
+    replaced: list[str] = []
+
+    def replace_once(src: str, dst: str) -> None:
+        if replaced:
+            raise KeyboardInterrupt  # (the process dies here)
+        replaced.append(dst)
+        os.rename(src, dst)
+
+    monkeypatch.setattr(prune.os, "replace", replace_once)
+    with pytest.raises(KeyboardInterrupt):
+        prune_log(logs["crashed"], _keep_a)
+    monkeypatch.undo()
+    assert len(replaced) == 1
+    prune_log(logs["crashed"], _keep_a)
+    for ds in ("a", "b"):
+        once, again = (p / "replay" / ds / "w1.jsonl" for p in (logs["once"], logs["crashed"]))
+        assert once.read_bytes() == again.read_bytes()
+    assert not list(logs["crashed"].rglob(".*.prune"))
