@@ -156,6 +156,13 @@ class Dashboard(StaticForm):
         self.update_static()
 
     def _finished(self) -> None:
+        if self._run_task is not None and self._run_task.done():
+            # live(experiment)'s run has ended and an Experiment runs once: nothing more of
+            # it will be written. A continuation (Experiment.open(out).run()) rewrites the
+            # rows of the runs this view saw cut and runs them again; still following, the
+            # view counted them twice and said "stopped after 200 of 200 runs".
+            self.stop()
+            return
         self.update_static()
 
     # --- static form -------------------------------------------------------------------

@@ -87,9 +87,18 @@ def start_lab(base: Path, extra: list[str] | None = None) -> Iterator[Lab]:
         pytest.skip("Debian chromium not installed (apt-get install -y chromium)")
     root = base / "notebooks"
     root.mkdir(parents=True)
+    # no "Would you like to get notified about official Jupyter news?" toast: it sat over
+    # the page's lower right, where a click (Playwright waits for the target to receive
+    # it) could time out under it
+    notes = base / "settings" / "@jupyterlab" / "apputils-extension"
+    notes.mkdir(parents=True)
+    (notes / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
     port = _free_port()
     env = {
         **os.environ,
+        "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
         "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
         "JUPYTER_CONFIG_DIR": str(base / "config"),
         "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),

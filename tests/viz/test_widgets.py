@@ -204,6 +204,9 @@ async def test_live_on_an_experiment_runs_it_in_the_background_and_follows_it(
     # the run the stop cut short is not counted, as the results leave it out
     in_log = len(open_run(long.out).llm_calls_df())
     assert panel.summary["llm_calls"] == len(res.calls_df()) < in_log
+    # its run has ended: the view no longer follows the directory, which a continuation
+    # rewrites (it counted the cut run twice and said "stopped after 400 of 400 runs")
+    assert not any(part._follower.running for part in dash.parts)
     assert "stopped after" in panel._static_html() and "Experiment" in panel._text()
     dash.stop()
     # Experiment.stop() typed in a cell says so in its line, as the kernel's stop button
