@@ -107,7 +107,7 @@ class ExperimentView(LiveWidget):
     def _calls(self, status: str) -> dict[str, int]:
         """LLM calls, tokens and failed calls: of every run while it runs, of the finished
         runs once it has ended (as ``exp.results.calls_df()``)."""
-        ended = status in RUN_ENDED or (self.task is None and self._recorded in RUN_ENDED)
+        ended = status in RUN_ENDED
         runs = [t for k, t in self._per_run.items() if not ended or k in self._finished]
         return {"calls": sum(t[0] for t in runs), "tokens": sum(t[1] for t in runs),
                 "failed": sum(t[2] for t in runs)}  # fmt: skip
