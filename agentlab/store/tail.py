@@ -4,8 +4,10 @@ A cursor is a plain dict ``{shard_file_name: byte_offset}`` (JSON-serialisable, 
 widget can keep it in a traitlet). The offset always sits just past a ``\\n``: a reader
 consumes only complete, newline-terminated lines, so a line a writer is still writing is
 picked up whole by a later call. Rows are therefore never skipped and never repeated while
-writers append. A shard that shrank below its cursor (``truncate_log``) resumes at its new
-end; a shard that appeared since the last call starts at 0.
+writers append. A shard that shrank below its cursor (``truncate_log``, ``prune_log``)
+resumes at its new end; a shard that appeared since the last call starts at 0. Either, or a
+shard the cursor names gone, sets :attr:`TailResult.rewritten`: rows read before may no
+longer be in the log (a reader that counted them is out of date).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ class TailResult:
     rows: list[dict[str, Any]]
     cursor: dict[str, int]
     problems: list[tuple[str, bool]] = field(default_factory=list)  # (message, warn?)
+    #: a shard shrank below its cursor or is gone: the log was cut or rewritten under the
+    #: cursor (a resume, a continuation, the run replaced)
+    rewritten: bool = False
 
 
 def _incomplete(path: Path, end: int, size: int, mtime: float) -> tuple[str, bool]:
@@ -45,7 +50,12 @@ def read_tail(
     """Rows from every ``*.jsonl`` in ``directory`` past ``cursor``, in shard-name order."""
     cur = dict(cursor or {})
     out = TailResult([], cur)
-    for path in shard_files(directory):
+    shards = shard_files(directory)
+    names = {p.name for p in shards}
+    for n in [n for n, off in cur.items() if off and n not in names]:
+        out.problems.append((f"{directory / n}: gone after {cur.pop(n)} bytes were read", False))
+        out.rewritten = True
+    for path in shards:
         if limit is not None and len(out.rows) >= limit:
             break
         name = path.name
@@ -56,6 +66,7 @@ def read_tail(
             continue
         if st.st_size < off:
             out.problems.append((f"{path}: shrank below the cursor ({off} > {st.st_size})", False))
+            out.rewritten = True
             cur[name] = off = st.st_size
         if st.st_size == off:
             continue

@@ -18,6 +18,7 @@ import os
 import uuid
 from collections.abc import Callable
 from functools import cache
+from html import escape
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,6 +34,7 @@ __all__ = [
     "call_on_loop",
     "load_css",
     "load_esm",
+    "outdated_note",
     "owner_loop",
     "widgets_dir",
 ]
@@ -112,6 +114,14 @@ def call_on_loop(loop: asyncio.AbstractEventLoop | None, fn: Callable[[], Any]) 
 VIEW_CLASS = "al-view"
 
 
+def outdated_note(run_dir: str) -> str:
+    """What a view says when the log it read was rewritten under it (:class:`RunSource`)."""
+    return (f"The run log in {run_dir} was rewritten after this view read it (the run "
+            "replaced with exist_ok='replace', continued or resumed): the view stopped "
+            "there and may count rows no longer in the log. "
+            f"agentlab.show({run_dir!r}) draws the run as it is now.")  # fmt: skip
+
+
 class StaticForm:
     """Mixin: a mimebundle with a live view *and* a static snapshot, refreshed in place.
 
@@ -136,8 +146,10 @@ class StaticForm:
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         """Live widget view + ``text/html`` snapshot + readable ``text/plain``."""
         data = self._live_bundle()
-        data["text/html"] = self._static_html()
-        data["text/plain"] = self._text()
+        note = getattr(self, "outdated", "")  # (the log rewritten under it: said first)
+        html = self._static_html()
+        data["text/html"] = f'<div style="color:#a60">{escape(note)}</div>{html}' if note else html
+        data["text/plain"] = f"{note}\n{self._text()}" if note else self._text()
         return data
 
     def _ipython_display_(self) -> None:
@@ -166,6 +178,8 @@ class LiveWidget(StaticForm, anywidget.AnyWidget):  # type: ignore[misc]
             once (a static view of a finished run).
         max_fps: frame cap.
         poll_interval: seconds between looks at the log.
+        ready: read nothing while it returns False (``live`` of a run it starts itself:
+            the directory may hold the run that one replaces until it starts).
     """
 
     run_dir = t.Unicode("").tag(sync=True)
@@ -182,12 +196,18 @@ class LiveWidget(StaticForm, anywidget.AnyWidget):  # type: ignore[misc]
         follow: bool = True,
         max_fps: float = 20.0,
         poll_interval: float = 0.05,
+        ready: Callable[[], bool] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.add_class(VIEW_CLASS)  # (widgets/agentlab.css: a saved copy's marks are ours)
         self._run = run
         self.run_dir = os.fspath(run_path(run))
+        #: what to say when the log was rewritten under this view ("" until then) and
+        #: who to tell (a dashboard shows it above its panels)
+        self.outdated = ""
+        self.on_outdated: Callable[[str], None] | None = None
+        self._home_loop = owner_loop()
         self._follower = Follower(
             make_source(run),
             self.datasets,
@@ -196,6 +216,8 @@ class LiveWidget(StaticForm, anywidget.AnyWidget):  # type: ignore[misc]
             max_fps=max_fps,
             poll_interval=poll_interval,
             watch=self._watch,
+            on_rewritten=self._on_rewritten,
+            ready=ready,
         )
         self.on_msg(self._dispatch_msg)
         if follow:
@@ -227,6 +249,16 @@ class LiveWidget(StaticForm, anywidget.AnyWidget):  # type: ignore[misc]
         if follower is not None:
             follower.stop()
         super().close()
+
+    def _on_rewritten(self) -> None:
+        """The follower saw the log rewritten under it (the follower thread): stop there and
+        say so; a dashboard says it once above its panels."""
+        self.outdated = outdated_note(self.run_dir)
+        self.following = False
+        if self.on_outdated is not None:
+            self.on_outdated(self.outdated)
+        else:
+            call_on_loop(self._home_loop, self.update_static)
 
     # --- subclass hooks ----------------------------------------------------------------
 

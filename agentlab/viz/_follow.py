@@ -21,9 +21,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from agentlab.store.tail import tail_rows
+from agentlab.store.atomic import read_json
+from agentlab.store.layout import REPLAY_DIR
+from agentlab.store.manifest import MANIFEST_NAME
+from agentlab.store.tail import read_tail
 
-__all__ = ["Coalescer", "Follower", "Journal", "make_source", "run_path"]
+__all__ = ["Coalescer", "Follower", "Journal", "RunSource", "make_source", "run_path"]
 
 T = TypeVar("T")
 
@@ -45,14 +48,56 @@ def run_path(run: Any) -> Path:
     )
 
 
-def make_source(run: Any) -> Tail:
-    """A ``tail(dataset, cursor) -> (rows, cursor)`` function for ``run``.
+class RunSource:
+    """``tail(dataset, cursor) -> (rows, cursor)`` over a run directory, and whether the log
+    it read was rewritten since (:meth:`moved`).
 
-    Reads through :func:`agentlab.store.tail.tail_rows` (byte-offset cursors over the
-    JSONL shards, so each poll costs only the new bytes, and works from any process).
+    Reads through :func:`agentlab.store.tail.read_tail` (byte-offset cursors over the JSONL
+    shards, so each poll costs only the new bytes, and works from any process). A view that
+    counted rows is out of date when the log is rewritten under it: the run replaced
+    (``exist_ok="replace"``: another ``run.json`` ``created``), an experiment continued
+    (another start in ``run.json``'s ``starts``: the rows of the runs in flight went and
+    are written again), or a shard cut back or gone under the cursor (a society resumed).
+    Still following, it counted those rows twice and read the new run's rows into the old
+    one's (a society view said 100 steps for runs of 60 and 80).
     """
-    path = run_path(run)
-    return lambda ds, cur: tail_rows(path, ds, cur)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rewritten = False  # a shard shrank below its cursor or went
+        self._run: tuple[str, int] | None = None  # run.json's created and starts, first seen
+        self._stat: tuple[int, int, int] | None = None  # run.json's, when last parsed
+
+    def __call__(self, dataset: str, cursor: Any) -> tuple[list[dict[str, Any]], Any]:
+        res = read_tail(self.path / REPLAY_DIR / dataset, cursor)
+        self.rewritten = self.rewritten or res.rewritten
+        return res.rows, res.cursor
+
+    def moved(self) -> bool:
+        """Whether the log was rewritten since this source first read it."""
+        if self.rewritten:
+            return True
+        try:
+            st = os.stat(self.path / MANIFEST_NAME)
+        except OSError:  # none yet, or the run being replaced: its new run.json decides
+            return False
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if key == self._stat:
+            return False
+        self._stat = key
+        doc = read_json(self.path / MANIFEST_NAME, default=None)
+        if not isinstance(doc, dict) or doc.get("created") is None:
+            return False
+        starts = doc.get("starts")
+        run = (str(doc["created"]), len(starts) if isinstance(starts, list) else 0)
+        if self._run is None:
+            self._run = run
+        return run != self._run
+
+
+def make_source(run: Any) -> RunSource:
+    """The :class:`RunSource` of ``run`` (a path, a store ``Run`` or a ``Society``)."""
+    return RunSource(run_path(run))
 
 
 class Coalescer:
@@ -158,6 +203,10 @@ class Follower:
             ``4 * poll_interval``.
         watch: called on every poll; returning True marks a frame due even without new
             rows (a society's status changing between ticks, say).
+        on_rewritten: called once when the source's log was rewritten under it
+            (:meth:`RunSource.moved`); the follower then reads no more.
+        ready: while it returns False, polls read nothing (``live`` of a run it starts:
+            the directory may still hold the run that run replaces).
     """
 
     def __init__(
@@ -170,9 +219,14 @@ class Follower:
         max_fps: float = 20.0,
         poll_interval: float = 0.05,
         watch: Callable[[], bool] | None = None,
+        on_rewritten: Callable[[], None] | None = None,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
         self.tail = tail
+        self.ready = ready
         self.watch = watch
+        self.on_rewritten = on_rewritten
+        self.rewritten = False  # the log was rewritten under it: it reads no more
         self.datasets = list(datasets)
         self.cursors: dict[str, Any] = dict.fromkeys(self.datasets)
         self.ingest = ingest
@@ -189,6 +243,12 @@ class Follower:
         """One pass over every dataset; returns the number of new rows."""
         n = 0
         with self.lock:
+            if self.ready is not None:
+                if not self.ready():
+                    return 0
+                self.ready = None
+            if self.rewritten or self._moved():  # (before reading: not the new run's rows)
+                return 0
             for ds in self.datasets:
                 try:
                     rows, self.cursors[ds] = self.tail(ds, self.cursors[ds])
@@ -201,6 +261,7 @@ class Follower:
                     if self.ingest(ds, rows):
                         self.coalescer.mark()
             self.rows_seen += n
+            self._moved()  # (a cut seen while reading: what it counted may be gone)
             if self.watch is not None:
                 try:
                     if self.watch():
@@ -209,6 +270,32 @@ class Follower:
                     self.errors.append(f"watch: {e!r}")
                     del self.errors[:-20]
         return n
+
+    def halt(self) -> None:
+        """Read no more (another panel's source saw the log rewritten); no join."""
+        self.rewritten = True
+        self._stop.set()
+
+    def _moved(self) -> bool:
+        """Whether the log was rewritten under it; the first time, stop and say so."""
+        moved = getattr(self.tail, "moved", None)
+        try:
+            if moved is None or not moved():
+                return False
+        except Exception as e:  # a reader hiccup must not kill the widget
+            self.errors.append(f"moved: {e!r}")
+            del self.errors[:-20]
+            return False
+        self.rewritten = True
+        self._stop.set()
+        self.coalescer.mark()
+        if self.on_rewritten is not None:
+            try:
+                self.on_rewritten()
+            except Exception as e:
+                self.errors.append(f"on_rewritten: {e!r}")
+                del self.errors[:-20]
+        return True
 
     def step(self, force: bool = False) -> bool:
         """Poll once and emit a frame if one is due; returns whether a frame went out."""

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from agentlab.viz._base import VIEW_CLASS, StaticForm
+from agentlab.viz._base import VIEW_CLASS, StaticForm, call_on_loop, owner_loop
 from agentlab.viz._follow import run_path
 from agentlab.viz.conversation import ConversationView
 from agentlab.viz.experiment_view import ExperimentView
@@ -90,10 +91,34 @@ class Dashboard(StaticForm):
         starting: bool = False,
         task: asyncio.Future[Any] | None = None,
         stop: Callable[[], None] | None = None,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
         import ipywidgets
 
-        chosen = tuple(panels) if panels is not None else panels_for(society or run)
+        self._run, self._follow, self._max_fps = run, follow, max_fps
+        self._given = (tuple(panels) if panels is not None else None, group_by)
+        self._make_parts(society=society, ticks=ticks, task=task, stop=stop, ready=ready)
+        # (``starting``: live() of a run it starts there itself: nothing to say meanwhile)
+        self._waiting = None if starting else _waiting_note(run_path(run), follow, self.parts)
+        shown = [self._waiting] if self._waiting is not None else []
+        self.box = ipywidgets.VBox([*shown, *self.parts])
+        self.box.add_class(VIEW_CLASS)
+        self._display_id = None
+        self._run_task: asyncio.Future[Any] | None = task  # live(experiment)'s
+        #: a view of a directory (show: no society to drive, no task) follows the run that
+        #: replaces or continues the one it read; one driving a run stops and says so
+        self._drives = society is not None or task is not None
+        self.outdated = ""  # (the log rewritten under the panels: what the line above says)
+        self.redrawn = 0  # times a view of a directory drew the run there anew
+        self._outdated_lock = threading.Lock()
+        self._home_loop = owner_loop()
+
+    def _make_parts(self, **given: Any) -> None:
+        """Build the panels (``given``: the society, ticks, task, stop and ready that the
+        society and experiment panels and the followers take)."""
+        run, society = self._run, given["society"]
+        panels, group_by = self._given
+        chosen = panels if panels is not None else panels_for(society or run)
         if group_by == "auto":  # society calls carry no topology: one histogram
             group_by = None if "society" in chosen else "topology"
         bad = [p for p in chosen if p not in PANELS]
@@ -101,12 +126,17 @@ class Dashboard(StaticForm):
             from agentlab.errors import ConfigError
 
             raise ConfigError(f"unknown panels {bad!r}; valid: {', '.join(PANELS)}")
-        kw: dict[str, Any] = {"follow": follow, "max_fps": max_fps}
+        kw: dict[str, Any] = {"follow": self._follow, "max_fps": self._max_fps,
+                              "ready": given["ready"]}  # fmt: skip
         self.society = (
-            SocietyView(run, society=society, ticks=ticks, **kw) if "society" in chosen else None
+            SocietyView(run, society=society, ticks=given["ticks"], **kw)
+            if "society" in chosen
+            else None
         )
         self.experiment = (
-            ExperimentView(run, task=task, stop=stop, **kw) if "experiment" in chosen else None
+            ExperimentView(run, task=given["task"], stop=given["stop"], **kw)
+            if "experiment" in chosen
+            else None
         )
         self.human = HumanInput(run, **kw) if "human" in chosen else None
         conv: ConversationView | None = None
@@ -122,16 +152,11 @@ class Dashboard(StaticForm):
             for w in (self.society, self.experiment, self.human, self.conversation, self.iat)
             if w is not None
         ]
-        # (``starting``: live() of a run it starts there itself: nothing to say meanwhile)
-        self._waiting = None if starting else _waiting_note(run_path(run), follow, self.parts)
-        shown = [self._waiting] if self._waiting is not None else []
-        self.box = ipywidgets.VBox([*shown, *self.parts])
-        self.box.add_class(VIEW_CLASS)
-        self._display_id = None
-        self._run_task: asyncio.Future[Any] | None = task  # live(experiment)'s
         for part in (self.society, self.experiment):  # the end of a run started here
             if part is not None:
                 part.on_done = self._finished
+        for w in self.parts:
+            w.on_outdated = self._outdated
 
     @property
     def task(self) -> asyncio.Future[Any] | None:
@@ -153,6 +178,41 @@ class Dashboard(StaticForm):
         """Stop following (last frames stay visible; the static snapshot is refreshed)."""
         for w in self.parts:
             w.stop()
+        self.update_static()
+
+    def _outdated(self, note: str) -> None:
+        """A panel saw the log rewritten under it (on its follower thread): the run was
+        replaced, continued or resumed. Every panel stops reading. A view of a directory
+        (``show``) then draws the run there anew, as ``show`` again would; one driving a run
+        (``live``: its buttons and task are the old run's) keeps what it read and says so
+        in a line above the panels (``_base.outdated_note``)."""
+        with self._outdated_lock:
+            if self.outdated:
+                return
+            self.outdated = note
+        for w in self.parts:
+            w._follower.halt()
+            w.outdated, w.following = note, False
+        if not self._drives:
+            call_on_loop(self._home_loop, self._redraw)
+            return
+        import ipywidgets
+
+        line = ipywidgets.HTML(f'<div style="color:#a60">{html.escape(note)}</div>')
+        self.box.children = (line, *self.box.children)
+        call_on_loop(self._home_loop, self.update_static)
+
+    def _redraw(self) -> None:
+        """New panels over the run now in the directory, in place of those that read the
+        one before (their counts cannot be taken back row by row)."""
+        old = self.parts
+        self._make_parts(society=None, ticks=None, task=None, stop=None, ready=None)
+        shown = [w for w in self.box.children if w is self._waiting]
+        self.box.children = (*shown, *self.parts)
+        for w in old:
+            w.close()
+        self.outdated = ""
+        self.redrawn += 1
         self.update_static()
 
     def _finished(self) -> None:
@@ -341,6 +401,9 @@ def _live_experiment(exp: Startable, ticks: int | None, group_by: str | None,
     # no bar under the panels: the experiment panel counts the runs (as live(society)'s
     # society panel counts the ticks, with no tick bar)
     task = exp.start(progress=False)
+    # (the panels read once the run has claimed its directory: with exist_ok="replace" it
+    # holds the run this one replaces until then, which they counted, then saw replaced)
     return Dashboard(exp.out, group_by=group_by, starting=True, task=task,
                      stop=lambda: exp.stop(say=False),
+                     ready=lambda: getattr(exp, "run_dir", None) is not None or task.done(),
                      panels=panels or ("experiment", "conversation", "iat"))  # fmt: skip

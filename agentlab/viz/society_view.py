@@ -274,7 +274,9 @@ class SocietyView(LiveWidget):
         traits = self._model.frame()
         status = self._status()
         traits["status"] = status
-        traits["enabled"] = list(ENABLED.get(status, ())) if self._society is not None else []
+        # (buttons off once the directory holds another run: they would drive the old one)
+        drives = self._society is not None and not self.outdated
+        traits["enabled"] = list(ENABLED.get(status, ())) if drives else []
         traits["progress"] = self._progress(status)
         traits["state_line"] = self._state_line(status, traits["progress"])
         self._poll_run()

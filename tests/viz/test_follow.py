@@ -123,3 +123,47 @@ def test_run_path_accepts_objects(run_dir: Path) -> None:
     assert run_path(soc) == run_dir
     with pytest.raises(ConfigError, match="run directory"):
         run_path(object())
+
+
+@pytest.mark.parametrize("how", ["replaced", "continued", "cut", "gone"])
+def test_a_follower_stops_when_the_log_is_rewritten_under_it(
+    run_dir: Path, log: LogWriter, how: str
+) -> None:
+    """A view that counted rows is out of date once they may be gone: the run replaced
+    (another run.json ``created``), an experiment continued (another start: the runs in
+    flight cut and run again), a shard cut back (a resume) or gone. Still following, it
+    read the new run's rows into the old run's counts."""
+    import json
+    import shutil
+
+    created = "2026-12-07T10:00:00.000+00:00"
+    (run_dir / "run.json").write_text(json.dumps({"created": created, "starts": [created]}))
+    log.write("timeline", [{"tick": 0}, {"tick": 1}])
+    seen: list[int] = []
+    told: list[bool] = []
+    f = Follower(make_source(run_dir), ["timeline"], lambda ds, rows: bool(seen.extend(
+        r["tick"] for r in rows)) or True, lambda: None, max_fps=1000,
+        on_rewritten=lambda: told.append(True))  # fmt: skip
+    f.step()
+    assert seen == [0, 1] and not f.rewritten
+    f.step()  # (nothing new: still following)
+    shard = run_dir / "replay" / "timeline" / "test-1.jsonl"
+    if how == "replaced":
+        shutil.rmtree(run_dir / "replay")
+        (run_dir / "run.json").write_text(json.dumps({"created": "2026-12-07T10:05:00.000+00:00"}))
+        LogWriter(run_dir).write("timeline", [{"tick": 0}, {"tick": 1}, {"tick": 2}])
+    elif how == "continued":  # its cut regrown to the cursor: only run.json tells
+        shard.write_text(shard.read_text().splitlines(keepends=True)[0])
+        (run_dir / "run.json").write_text(json.dumps({"created": created,
+                                                      "starts": [created, "later"]}))  # fmt: skip
+        log.write("timeline", [{"tick": 5}])  # the continuation's row, not read
+    elif how == "cut":
+        shard.write_text(shard.read_text().splitlines(keepends=True)[0])
+    else:
+        shard.unlink()
+    f.step()
+    assert f.rewritten and told == [True]
+    log.write("timeline", [{"tick": 9}])
+    f.step()
+    assert told == [True] and not {2, 5, 9} & set(seen)  # it reads no more
+    assert seen[:2] == [0, 1]
