@@ -97,6 +97,13 @@ class Dashboard(StaticForm):
 
         self._run, self._follow, self._max_fps = run, follow, max_fps
         self._given = (tuple(panels) if panels is not None else None, group_by)
+        #: a view of a directory (show: no society to drive, no task) follows the run that
+        #: replaces or continues the one it read; one driving a run stops and says so
+        self._drives = society is not None or task is not None
+        self.outdated = ""  # (the log rewritten under the panels: what the line above says)
+        self.redrawn = 0  # times a view of a directory drew the run there anew
+        self._outdated_lock = threading.Lock()
+        self._home_loop = owner_loop()
         self._make_parts(society=society, ticks=ticks, task=task, stop=stop, ready=ready)
         # (``starting``: live() of a run it starts there itself: nothing to say meanwhile)
         self._waiting = None if starting else _waiting_note(run_path(run), follow, self.parts)
@@ -105,13 +112,6 @@ class Dashboard(StaticForm):
         self.box.add_class(VIEW_CLASS)
         self._display_id = None
         self._run_task: asyncio.Future[Any] | None = task  # live(experiment)'s
-        #: a view of a directory (show: no society to drive, no task) follows the run that
-        #: replaces or continues the one it read; one driving a run stops and says so
-        self._drives = society is not None or task is not None
-        self.outdated = ""  # (the log rewritten under the panels: what the line above says)
-        self.redrawn = 0  # times a view of a directory drew the run there anew
-        self._outdated_lock = threading.Lock()
-        self._home_loop = owner_loop()
 
     def _make_parts(self, **given: Any) -> None:
         """Build the panels (``given``: the society, ticks, task, stop and ready that the
@@ -193,14 +193,16 @@ class Dashboard(StaticForm):
         for w in self.parts:
             w._follower.halt()
             w.outdated, w.following = note, False
-        if not self._drives:
-            call_on_loop(self._home_loop, self._redraw)
-            return
+        # (on the kernel's loop, as the cell that built the dashboard: not mid-__init__)
+        call_on_loop(self._home_loop, self._say_outdated if self._drives else self._redraw)
+
+    def _say_outdated(self) -> None:
+        """The line above the panels of a view driving a run whose log was rewritten."""
         import ipywidgets
 
-        line = ipywidgets.HTML(f'<div style="color:#a60">{html.escape(note)}</div>')
+        line = ipywidgets.HTML(f'<div style="color:#a60">{html.escape(self.outdated)}</div>')
         self.box.children = (line, *self.box.children)
-        call_on_loop(self._home_loop, self.update_static)
+        self.update_static()
 
     def _redraw(self) -> None:
         """New panels over the run now in the directory, in place of those that read the
