@@ -152,6 +152,15 @@ def _agents(run: Run, calls: pd.DataFrame) -> int:
     return max(n_agents, _count(calls, "agent_id"))
 
 
+def _agents_note(manifest: dict[str, Any]) -> str | None:
+    """Who a topology experiment's agents are: N experts per run (``agents=N``) and the
+    orchestrator that recruits and scores them; its "agents 5" read as five experts."""
+    if manifest.get("kind") != "topology_experiment":
+        return None
+    experts = ((manifest.get("config") or {}).get("workflow") or {}).get("agents")
+    return f"{experts} experts per run and the orchestrator" if experts else None
+
+
 def _tokens(calls: pd.DataFrame) -> dict[str, int]:
     return {
         k: int(calls[k].fillna(0).sum()) if k in calls and len(calls) else 0
@@ -248,6 +257,7 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
             else None
         ),
         "agents": _agents(run, calls),
+        "agents_note": _agents_note(m),
         "llm_calls": len(calls),
         "replies": replies,
         "tokens": {**tok, "total": tok["prompt_tokens"] + tok["completion_tokens"]},
@@ -383,7 +393,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         lines += [
             ("runs", fmt_num(summary["runs"])) if summary.get("runs")
             else ("ticks", fmt_num(summary["ticks"])),
-            ("agents", fmt_num(summary["agents"])),
+            ("agents", fmt_num(summary["agents"])
+                       + (f" ({summary['agents_note']})" if summary.get("agents_note") else "")),
             ("llm calls", f"{fmt_num(summary['llm_calls'])}  tokens {fmt_num(t['total'])} "
                           f"({fmt_num(t['prompt_tokens'])} prompt)"),
         ]  # fmt: skip

@@ -170,8 +170,11 @@ def test_report_on_an_experiment_has_the_per_topology_table(tmp_path: Path, caps
     assert "kind       topology_experiment" in printed
     # its runs, not "ticks" (its calls' tick column is a workflow round)
     assert "runs       4\n" in printed and "ticks" not in printed, printed
+    # its callers are the experts and the orchestrator ("agents 4" read as four experts)
+    assert "agents     4 (3 experts per run and the orchestrator)\n" in printed, printed
     html = page.read_text()
     assert '<div class="v">4</div><div class="l">runs</div>' in html
+    assert "agents (3 experts per run and the orchestrator)</div>" in html
     table = html[html.index('id="by-topology"') : html.index("</table>", html.index("by-topology"))]
     assert "sequential" in table and "star" in table and "burst_fraction" in table
 
