@@ -310,6 +310,8 @@ class SocietyView(LiveWidget):
             self._society.tick if self._society is not None else self._model.summary().get("tick")
         )
         n = "–" if tick is None else f"{int(tick)}"
+        if self.outdated:  # (the line above the panels says why; the buttons are off)
+            return f"tick {n} of this view's run; its directory now holds another: buttons off"
         if self._society is None and status in RUN_ENDED:
             # a run written elsewhere (or before this kernel): what its run.json says
             return {

@@ -468,6 +468,7 @@ async def test_a_live_view_keeps_its_run_and_says_when_it_is_replaced(tmp_path: 
     assert dash._text() == before and dash.redrawn == 0  # what it read, nothing of the new
     dash.society.refresh()
     assert dash.society.enabled == []  # (its buttons would drive the closed society)
+    assert dash.society.state_line.startswith("tick 3 of this view's run; its directory")
     assert bundle["text/plain"].startswith("The run log in ") and "agentlab.show(" in (
         bundle["text/plain"])  # fmt: skip
     assert "was rewritten after this view read it" in bundle["text/html"]
