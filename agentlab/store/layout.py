@@ -26,6 +26,7 @@ __all__ = [
     "SPANS",
     "TRACE_DIR",
     "default_shard_name",
+    "log_shards",
     "shard_files",
     "validate_dataset",
     "validate_shard",
@@ -78,3 +79,15 @@ def shard_files(directory: Path) -> list[Path]:
     except FileNotFoundError:
         return []
     return [directory / n for n in sorted(names) if n.endswith(".jsonl") and n[0] != "."]
+
+
+def log_shards(run_dir: Path) -> list[tuple[str, Path]]:
+    """``(dataset, shard)`` for every shard of a run's log: the trace's (as :data:`SPANS`),
+    then each replay dataset's, each sorted by name."""
+    out = [(SPANS, p) for p in shard_files(run_dir / TRACE_DIR)]
+    replay = run_dir / REPLAY_DIR
+    if replay.is_dir():
+        for d in sorted(replay.iterdir()):
+            if d.is_dir():
+                out.extend((d.name, p) for p in shard_files(d))
+    return out

@@ -37,7 +37,7 @@ from typing import BinaryIO
 
 from agentlab.errors import CorruptRecordError
 from agentlab.store._writer import _LogWriter, writers_for
-from agentlab.store.layout import COMPACT_NAME, REPLAY_DIR, TRACE_DIR, shard_files
+from agentlab.store.layout import COMPACT_NAME, log_shards
 
 __all__ = ["log_marks", "log_offsets", "truncate_log"]
 
@@ -47,13 +47,7 @@ _CHUNK = 1 << 22
 
 
 def _shards(root: Path) -> list[Path]:
-    out = shard_files(root / TRACE_DIR)
-    replay = root / REPLAY_DIR
-    if replay.is_dir():
-        for d in sorted(replay.iterdir()):
-            if d.is_dir():
-                out.extend(shard_files(d))
-    return out
+    return [p for _, p in log_shards(root)]
 
 
 def log_offsets(run_dir: str | os.PathLike[str]) -> dict[str, int]:

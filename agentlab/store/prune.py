@@ -29,7 +29,7 @@ import orjson
 
 from agentlab.errors import CorruptRecordError
 from agentlab.store._writer import writers_for
-from agentlab.store.layout import COMPACT_NAME, REPLAY_DIR, SPANS, TRACE_DIR, shard_files
+from agentlab.store.layout import COMPACT_NAME, log_shards
 
 __all__ = ["prune_log", "read_rows"]
 
@@ -37,21 +37,9 @@ __all__ = ["prune_log", "read_rows"]
 _SEQ_END = re.compile(rb',"_seq":\d+}\n\Z')
 
 
-def _datasets(root: Path) -> Iterator[tuple[str, Path]]:
-    """``(dataset, shard)`` for every shard of the log (trace shards as ``spans``)."""
-    for p in shard_files(root / TRACE_DIR):
-        yield SPANS, p
-    replay = root / REPLAY_DIR
-    if replay.is_dir():
-        for d in sorted(replay.iterdir()):
-            if d.is_dir():
-                for p in shard_files(d):
-                    yield d.name, p
-
-
 def read_rows(run_dir: str | os.PathLike[str], dataset: str) -> Iterator[dict[str, Any]]:
     """The parsed rows of one dataset's shards (``spans``: the trace), torn lines skipped."""
-    for name, p in _datasets(Path(run_dir)):
+    for name, p in log_shards(Path(run_dir)):
         if name == dataset:
             for _, row in _lines(p):
                 if row is not None:
@@ -95,7 +83,7 @@ def prune_log(
     root = Path(run_dir)
     plans: list[tuple[Path, Path, int]] = []
     try:
-        for dataset, p in _datasets(root):
+        for dataset, p in log_shards(root):
             kept: list[bytes] = []
             dropped = 0
             for line, row in _lines(p):
