@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PLOTLY_JS",
+    "experiment_figures",
     "fig_html",
     "figures_html",
     "plotly_inline",
@@ -44,6 +45,8 @@ def run_figures(run: Run) -> list[tuple[str, Any]]:
 
     figs: list[tuple[str, Any]] = []
     calls, spans, timeline = run.llm_calls_df(), run.spans_df(), run.timeline_df()
+    if run.manifest.get("kind") == "topology_experiment" and "topology" in calls:
+        figs += experiment_figures(calls)
     if len(timeline) and "llm_calls" in timeline:
         f = px.line(timeline, x="tick", y="llm_calls", markers=True)
         f.update_xaxes(title="tick", tickformat="d", dtick=max(1, len(timeline) // 12))
@@ -64,6 +67,31 @@ def run_figures(run: Run) -> list[tuple[str, Any]]:
         figs.append(("LLM call latency", f))
     if len(spans):
         figs.append(span_durations(spans))
+    return figs
+
+
+def experiment_figures(calls: Any) -> list[tuple[str, Any]]:
+    """A topology study's own figures, the paper's: the discussion's inter-arrival times
+    per topology (log bins, the burst threshold drawn) and the latency of each workflow
+    stage per topology. Its report showed only the figures of any run (calls over time,
+    latency pooled over topologies), none comparing the topologies it was run to compare."""
+    import warnings
+
+    from agentlab.analysis.figures import iat_histogram_figure, stage_latency_figure
+    from agentlab.analysis.iat import iat_df
+
+    figs: list[tuple[str, Any]] = []
+    with warnings.catch_warnings():  # a workflow without a discussion stage: no IAT figure
+        warnings.simplefilter("ignore")
+        iats = iat_df(calls)
+    iats = iats[iats["iat"] > 0]  # ties (a fan-out's simultaneous sends) have no log bin
+    if iats["topology"].nunique() and len(iats) >= 2:
+        f = iat_histogram_figure(iats, title="")
+        figs.append(("Discussion inter-arrival times by topology", f))
+    if "stage" in calls and calls["stage"].notna().any():
+        timed = calls[calls["end"] > calls["start"]]
+        f = stage_latency_figure(timed, log_y=True, title="")
+        figs.append(("LLM call latency by stage and topology", f))
     return figs
 
 

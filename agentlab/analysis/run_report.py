@@ -219,9 +219,8 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     slow = []
     if len(spans):
         for _, r in spans.nlargest(top, "duration").iterrows():
-            slow.append(
-                {"name": r["name"], "duration": float(r["duration"]), "status": r["status"]}
-            )
+            slow.append({"name": r["name"], "duration": float(r["duration"]),
+                         "status": r["status"], "where": span_where(r["attributes"])})  # fmt: skip
     latency = _latency(calls)
     # time to first token of the calls that streamed one (a provider's plain call: none)
     ttft = calls["ttft"].dropna() if "ttft" in calls else pd.Series(dtype=float)
@@ -285,6 +284,22 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
     }
 
 
+#: span attributes that say where a span ran, in the order named: ten "experiment.run"
+#: rows of a study's slowest spans said nothing of which runs they were
+_WHERE = (("agentlab.run_id", "{}"), ("agentlab.stage", "{}"), ("agentlab.iteration", "round {}"),
+          ("gen_ai.agent.id", "agent {}"), ("gen_ai.tool.name", "tool {}"),
+          ("agentlab.tick", "tick {}"))  # fmt: skip
+
+
+def span_where(attributes: Any) -> str:
+    """Where a span ran, from its attributes: run, stage and round, agent, tool, tick
+    (e.g. ``"star-0012"``, ``"agent a7 · tick 3"``); ``""`` when none is named."""
+    if not isinstance(attributes, dict):
+        return ""
+    named = [(fmt, attributes.get(key)) for key, fmt in _WHERE]
+    return " · ".join(fmt.format(v) for fmt, v in named if v is not None and v != "")
+
+
 def experiment_table(run: Run) -> dict[str, Any] | None:
     """For a topology experiment: the per-topology traffic table (the paper's), as
     ``{"columns", "rows"}``; ``None`` for other runs."""
@@ -297,7 +312,7 @@ def experiment_table(run: Run) -> dict[str, Any] | None:
         return None
     table = traffic_summary_df(calls)
     wanted = ("topology", "runs", "calls_per_run", "tokens_per_run", "burst_fraction",
-              "iat_median", "latency_p50", "mean_in_flight")  # fmt: skip
+              "iat_median", "latency_p50", "ttft_p50", "mean_in_flight")  # fmt: skip
     keep = [c for c in wanted if c in table]
     return {"columns": keep, "rows": table[keep].to_dict("records")}
 
@@ -418,7 +433,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     if summary["slowest_spans"]:
         print("slowest spans:")
         for s in summary["slowest_spans"]:
-            print(f"  {_seconds(s['duration']):>10}  {s['name']}  [{s['status']}]")
+            where = f"  {s['where']}" if s.get("where") else ""
+            print(f"  {_seconds(s['duration']):>10}  {s['name']}  [{s['status']}]{where}")
     for p in summary["problems"]:
         print(f"problem    {p}")
 

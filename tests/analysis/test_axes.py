@@ -17,8 +17,19 @@ def test_decades_get_short_labels() -> None:
 def test_ticks_cover_the_range_at_decades_only() -> None:
     assert log_time_ticks(0.002, 20) == [(0.01, "10 ms"), (0.1, "100 ms"), (1.0, "1 s"),
                                          (10.0, "10 s")]  # fmt: skip
-    assert log_time_ticks(0.02, 0.05) == [(0.01, "10 ms"), (0.1, "100 ms")]  # none inside
+    assert log_time_ticks(0.3, 0.4) == [(0.1, "100 ms"), (1.0, "1 s")]  # none inside
     assert log_time_ticks(0, 1) == [] and log_time_ticks(2, 1) == []
+
+
+def test_a_short_range_gets_its_2x_and_5x_steps() -> None:
+    """A study's latencies per stage span 1.5-80 s: one decade inside, and the axis read
+    "10 s" alone. Under two decades, the 2x and 5x steps inside are ticked too."""
+    assert [lab for _, lab in log_time_ticks(1.5, 80)] == ["2 s", "5 s", "10 s", "20 s", "50 s"]
+    assert log_time_ticks(0.02, 0.05) == [(0.02, "20 ms"), (0.05, "50 ms")]  # no decade inside
+    assert [lab for _, lab in log_time_ticks(4e-4, 3e-3)] == ["500 µs", "1 ms", "2 ms"]
+    assert [lab for _, lab in log_time_ticks(2e-7, 5e-7)] == ["2e-07 s", "5e-07 s"]
+    for d in range(-7, 5):  # a decade's label is the one it had
+        assert decade_label(10.0**d) == log_time_ticks(10.0**d * 0.99, 10.0**d * 1.01)[0][1]
 
 
 def test_plotly_iat_figure_uses_the_same_ticks() -> None:

@@ -75,7 +75,9 @@ def test_span_durations_on_decade_ticks_and_zero_spans_named(tmp_path: Path) -> 
     assert title.endswith("not drawn: env.tool (4))"), title
     assert set(fig.data[0].x) == {"llm.call", "agent.step"}
     y = fig.layout.yaxis
-    assert y.type == "log" and list(y.ticktext) == ["1 s"] and list(y.tickvals) == [1.0]
+    # 0.2-4 s holds one decade: its 2x and 5x steps are ticked too ("1 s" alone read poorly)
+    assert y.type == "log" and list(y.ticktext) == ["200 ms", "500 ms", "1 s", "2 s"]
+    assert list(y.tickvals) == [0.2, 0.5, 1.0, 2.0]
     assert span_durations(spans[spans["duration"] > 0])[0] == "Span duration by name"
 
 
@@ -154,7 +156,8 @@ def test_readable_numbers(value: object, text: str) -> None:
     assert fmt_num(value) == text
 
 
-def test_report_on_an_experiment_has_the_per_topology_table(tmp_path: Path, capsys) -> None:
+def _report_of_a_study(tmp_path: Path, capsys, model: str) -> tuple[str, str]:
+    """``agentlab report --html`` of a 2-topology, 2-run study on ``model``: (text, page)."""
     import asyncio
 
     from agentlab.llm import LLMClient
@@ -162,21 +165,45 @@ def test_report_on_an_experiment_has_the_per_topology_table(tmp_path: Path, caps
 
     out = tmp_path / "exp"
     exp = Experiment(topologies=["sequential", "star"], agents=3, runs=2, seed=0,
-                     llm=LLMClient("sim/instant"), clock="virtual", out=out, progress=False)  # fmt: skip
+                     llm=LLMClient(model), clock="virtual", out=out, progress=False)  # fmt: skip
     asyncio.run(exp.run())
     page = tmp_path / "r.html"
     assert main(["report", str(out), "--html", str(page)]) == 0
-    printed = capsys.readouterr().out
+    return capsys.readouterr().out, page.read_text()
+
+
+def test_report_on_an_experiment_has_the_per_topology_table(tmp_path: Path, capsys) -> None:
+    printed, html = _report_of_a_study(tmp_path, capsys, "sim/instant")
     assert "kind       topology_experiment" in printed
     # its runs, not "ticks" (its calls' tick column is a workflow round)
     assert "runs       4\n" in printed and "ticks" not in printed, printed
     # its callers are the experts and the orchestrator ("agents 4" read as four experts)
     assert "agents     4 (3 experts per run and the orchestrator)\n" in printed, printed
-    html = page.read_text()
     assert '<div class="v">4</div><div class="l">runs</div>' in html
     assert "agents (3 experts per run and the orchestrator)</div>" in html
     table = html[html.index('id="by-topology"') : html.index("</table>", html.index("by-topology"))]
     assert "sequential" in table and "star" in table and "burst_fraction" in table
+    assert "ttft_p50" in table  # as the printed table has it
+
+
+def test_an_experiments_report_compares_its_topologies_and_names_its_slowest_runs(
+    tmp_path: Path, capsys
+) -> None:
+    """A study's report drew only what any run's does (calls over time, latency pooled over
+    topologies), and its slowest spans were ten rows of "experiment.run" naming no run.
+    Now: the discussion's IATs by topology and the latency per stage by topology, and
+    each slow span says where it ran."""
+    printed, html = _report_of_a_study(tmp_path, capsys, "sim/vllm-3b")
+    slow = printed[printed.index("slowest spans:") :].splitlines()[1:]
+    runs = {f"{t}-{i:04d}" for t in ("sequential", "star") for i in range(2)}
+    assert any(line.split()[-1] in runs for line in slow if "experiment.run" in line), slow
+    heads = [h.split("</h2>")[0] for h in html.split("<h2>")[1:]]
+    assert "Discussion inter-arrival times by topology" in heads, heads
+    assert "LLM call latency by stage and topology" in heads, heads
+    section = html[html.index("Discussion inter-arrival times by topology") :]
+    assert '"name":"sequential"' in section and '"name":"star"' in section
+    spans = html[html.index('id="slowest-spans"') :]
+    assert "<th>where</th>" in spans and any(r in spans for r in runs)
 
 
 def test_long_durations_read_as_seconds_not_exponents() -> None:
