@@ -366,18 +366,35 @@ def agent_timeline_df(run: Run, agent: str) -> pd.DataFrame:
 
 def spans_df(run: Run, page: int) -> tuple[Any, int]:
     """One page of spans, slowest first: ``name``, ``agent``, ``tick``, ``start``,
-    ``duration``, ``status``, ``message``; and the number of pages."""
+    ``duration``, ``status``, ``message``, ``run_id`` and ``stage`` (an experiment's run and
+    stage with its round), ``request_id`` (an ``llm.call`` span's own call); and the number
+    of pages."""
     import pandas as pd
 
     if "spans" not in _names(run):
         return pd.DataFrame(), 1
     n = int(_one(run, "select count(*) from spans") or 0)
+    # a span's run: its own ``agentlab.run_id`` or its trace's (an experiment's run is one
+    # trace: its stages name the run, the LLM calls under them do not); its stage: its
+    # own or its parent's (a call under a stage span)
+    stage = "nullif(concat_ws(' round ', {0}.attributes->>'agentlab.stage', " \
+        "{0}.attributes->>'agentlab.iteration'), '')"  # fmt: skip
     df = run.sql(
-        "select name, coalesce(attributes->>'agent_id', attributes->>'gen_ai.agent.id') agent, "
-        "try_cast(coalesce(attributes->>'agentlab.tick', attributes->>'tick') as bigint) tick, "
-        "start, \"end\" - start duration, status, coalesce(status_message, attributes->>'error', "
-        "attributes->>'gen_ai.tool.name', attributes->>'tool') message from spans "
-        f"order by duration desc nulls last, start limit {ROWS_PER_PAGE} "
+        "with traces as (select trace_id, min(attributes->>'agentlab.run_id') run_id from spans "
+        "where attributes->>'agentlab.run_id' is not null group by trace_id), "
+        # one row per span id: a parent written twice must not double its children's rows
+        "parents as (select distinct on (trace_id, span_id) trace_id, span_id, attributes "
+        "from spans) "
+        "select s.name, coalesce(s.attributes->>'agent_id', s.attributes->>'gen_ai.agent.id') agent, "
+        "try_cast(coalesce(s.attributes->>'agentlab.tick', s.attributes->>'tick') as bigint) tick, "
+        's.start, s."end" - s.start duration, s.status, coalesce(s.status_message, '
+        "s.attributes->>'error', s.attributes->>'gen_ai.tool.name', s.attributes->>'tool') message, "
+        "coalesce(s.attributes->>'agentlab.run_id', t.run_id) run_id, "
+        "s.attributes->>'gen_ai.response.id' request_id, "
+        f"coalesce({stage.format('s')}, {stage.format('p')}) stage from spans s "
+        "left join traces t on t.trace_id = s.trace_id "
+        "left join parents p on p.trace_id = s.trace_id and p.span_id = s.parent "
+        f"order by duration desc nulls last, s.start, s.span_id limit {ROWS_PER_PAGE} "
         f"offset {(page - 1) * ROWS_PER_PAGE}"
     )
     return df, max(1, -(-n // ROWS_PER_PAGE))

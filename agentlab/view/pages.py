@@ -275,14 +275,27 @@ def _spans_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | N
         return None
     idx, link_of = _call_links(site, e, run, path)
     agent_cell = _agent_links(site, e, run, path)
+    base = site.base(path)
+    # an experiment's spans name their run and stage: its list was rows of "experiment.run"
+    # with agent and tick "–", saying nothing of which of its runs took 771 s
+    runs = e.kind == "experiment"
     rows = []
     for r in spans.itertuples(index=False) if len(spans) else []:
         agent, tick = _na(r.agent), _na(r.tick)
-        rid = data.span_call(idx, agent, tick, _na(r.start))
-        link = link_of(rid) if rid else None
+        # an llm.call span names its call; another span, the call its agent made last (by
+        # agent and time alone, an experiment's "expert_1" call could be another run's)
+        own = _na(r.request_id)
+        link = link_of(own) if own else None
+        if link is None:
+            rid = data.span_call(idx, agent, tick, _na(r.start))
+            link = link_of(rid) if rid else None
         status = _na(r.status) or ""
+        sub = _na(r.run_id)
+        place = [{"text": sub, "href": href(base, e.rel, f"xrun-{sub}.html")} if sub else "–",
+                 _na(r.stage) or "–"] if runs else []  # fmt: skip
         rows.append({"cells": [
             r.name,
+            *place,
             agent_cell(agent),
             tick,
             None if _na(r.duration) is None else round(float(r.duration), 4),
@@ -290,8 +303,8 @@ def _spans_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | N
             _cut(_na(r.message), 300),
             {"text": "prompt & reply", "href": link} if link else "–",
         ]})  # fmt: skip
-    blocks = [{"type": "table", "id": "spans", "columns": ["span", "agent", "tick",
-               "duration (s)", "status", "message", "LLM call"],
+    blocks = [{"type": "table", "id": "spans", "columns": ["span", *(["run", "stage"] if runs else []),
+               "agent", "tick", "duration (s)", "status", "message", "LLM call"],
                "numeric": {"tick", "duration (s)"}, "rows": rows,
                "pager": _pager(site, e, "spans", page, pages, path) if pages > 1 else None}]  # fmt: skip
     return _render(site, path, e.rel, title=f"Spans of {e.path.name}",

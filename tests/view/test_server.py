@@ -296,6 +296,34 @@ def test_runs_rows_are_the_index_rows(mixed_folder: Path) -> None:
     assert '<span title="failed workflow runs">' in row.group(0)
 
 
+def test_an_experiments_spans_name_their_run_and_stage(mixed_folder: Path) -> None:
+    """An experiment's spans page was rows of "experiment.run" with agent and tick "–":
+    which of its runs took longest was not on the page. Each span now names its run (a
+    link to the run's page; an LLM call's from its trace) and its stage and round (a call's
+    from its parent), and an LLM call's "prompt & reply" is its own call (by agent and time
+    alone, "expert_1" matched whichever run's expert_1 called last)."""
+    from agentlab.store.run import open_run
+    from agentlab.view import render_page
+
+    page = render_page(mixed_folder, "r/experiment/spans-1.html") or ""
+    head = re.search(r'<table id="spans".*?</tr>', page, re.S)
+    assert head and ">run<" in head.group(0) and ">stage<" in head.group(0), page[:2000]
+    rows = re.findall(r"<tr>(.*?)</tr>", page[head.end() :], re.S)
+    runs = [r for r in rows if "experiment.run" in r]
+    assert runs and all(re.search(r'href="[^"]*xrun-(star|sequential)-000[01]\.html"', r)
+                        for r in runs)  # fmt: skip
+    calls = [r for r in rows if "llm.call" in r]
+    assert calls and all("xrun-" in r and " round " in r for r in calls), calls[:2]
+    run = open_run(mixed_folder / "experiment")
+    try:
+        owner = dict(run.sql("select request_id, run_id from llm_calls").itertuples(index=False))
+    finally:
+        run.close()
+    for r in calls:
+        rid = urllib.parse.unquote(re.search(r'#c-([^"]+)"', r).group(1))  # type: ignore[union-attr]
+        assert f"xrun-{owner[rid]}.html" in r, r
+
+
 def test_a_run_inside_a_sweep_point_shows_the_points_parameters(tmp_path: Path) -> None:
     """A run a point's notebook wrote has no parameters of its own: the runs list shows the
     point's grid parameters (and so filters by them), secrets redacted."""
