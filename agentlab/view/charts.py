@@ -67,20 +67,27 @@ def calls_per_tick_chart(timeline: pd.DataFrame | None) -> dict[str, str] | None
 
 
 def iat_chart(calls: pd.DataFrame | None, by: str | None) -> dict[str, str] | None:
-    """Inter-arrival times of the run's LLM calls (log-binned; per topology for an
-    experiment), the shared :func:`~agentlab.analysis.figures.iat_histogram_figure`."""
+    """Inter-arrival times of the run's LLM calls (log-binned; for an experiment, of its
+    discussion stage per topology), the shared
+    :func:`~agentlab.analysis.figures.iat_histogram_figure`."""
     from agentlab.analysis.figures import iat_histogram_figure
-    from agentlab.analysis.iat import iat_df
+    from agentlab.analysis.iat import DEFAULT_STAGE, iat_df
 
     if calls is None or len(calls) < 3 or "start" not in calls:
         return None
     groups = [c for c in ("topology", "run_id") if by == "topology" and c in calls]
-    iats = iat_df(calls, stage=None, by=groups or None)
+    title = "LLM call inter-arrival times"
+    # an experiment's: the discussion's, as its table's IAT median and burst fraction and
+    # the paper's (all stages pooled, a chart beside that table drew other IATs)
+    discussion = groups and "stage" in calls and (calls["stage"] == DEFAULT_STAGE).any()
+    if discussion:
+        title = f"{DEFAULT_STAGE.capitalize()} inter-arrival times by topology"
+    iats = iat_df(calls, stage=DEFAULT_STAGE if discussion else None, by=groups or None)
     iats = iats[iats["iat"] > 0]
     if len(iats) < 2:
         return None
     fig = iat_histogram_figure(iats, by="topology" if groups else None, title="")
-    return {"title": "LLM call inter-arrival times", "html": _html(fig)}
+    return {"title": title, "html": _html(fig)}
 
 
 def call_graph_chart(calls: pd.DataFrame | None) -> dict[str, str] | None:

@@ -166,13 +166,15 @@ def _overview(site: Site, e: Entry, run: Any, path: str) -> str:
     figs = []
     if "timeline" in have:
         figs.append(charts.calls_per_tick_chart(run.df("timeline")))
+    calls = None
     if "llm_calls" in have:
-        cols = "start, stage, topology, run_id" if e.kind == "experiment" else "start"
+        cols = ('start, "end", first_token, prompt_tokens, completion_tokens, stage, topology, '
+                "run_id") if e.kind == "experiment" else "start"  # fmt: skip
         calls = run.sql(f"select {cols} from llm_calls where start is not null")
         figs.append(charts.iat_chart(calls, "topology" if e.kind == "experiment" else None))
     figs = [f for f in figs if f]
     if e.kind == "experiment":
-        blocks.append(_topologies_block(site, e, run, path))
+        blocks.append(_topologies_block(site, e, run, path, calls))
     if figs:
         blocks.append({"type": "charts", "heading": "Charts", "charts": figs})
     params = s.get("params") or {}

@@ -42,21 +42,66 @@ def _exp_runs(run: Any) -> Any:
     return runs.sort_values("run_id")
 
 
-def _topologies_block(site: Site, e: Entry, run: Any, path: str) -> dict[str, Any]:
+def _traffic(calls: Any) -> dict[str, dict[str, Any]]:
+    """Per topology, the study's traffic as ``agentlab report`` shows it (its
+    ``EXPERIMENT_TRAFFIC`` columns; ``{}`` without calls to read)."""
+    from agentlab.analysis.report import format_seconds
+    from agentlab.analysis.run_report import EXPERIMENT_TRAFFIC, EXPERIMENT_TRAFFIC_SECONDS
+    from agentlab.analysis.summary import traffic_summary_df
+
+    if calls is None or not len(calls) or "topology" not in calls:
+        return {}
+    table = traffic_summary_df(calls)
+    out: dict[str, dict[str, Any]] = {}
+    for r in table.to_dict("records"):
+        out[str(r["topology"])] = {
+            _heading(col): format_seconds(r.get(col))
+            if col in EXPERIMENT_TRAFFIC_SECONDS
+            else _round(r.get(col))
+            for col in EXPERIMENT_TRAFFIC
+        }
+    return out
+
+
+def _heading(col: str) -> str:
+    """``"ttft_p50"`` → ``"TTFT p50"``, ``"calls_per_run"`` → ``"calls per run"``."""
+    return " ".join(w.upper() if w in ("iat", "ttft") else w for w in col.split("_"))
+
+
+def _round(x: Any) -> Any:
+    """A mean to read: whole above 100 (tokens per run), else three decimals."""
+    v = _na(x)
+    if v is None or v != v:
+        return None
+    return round(float(v)) if abs(float(v)) >= 100 else round(float(v), 3)
+
+
+def _topologies_block(
+    site: Site, e: Entry, run: Any, path: str, calls: Any = None
+) -> dict[str, Any]:
+    """The topologies of an experiment: runs, runs ok, calls and mean score, and the
+    study's traffic per topology (the table ``agentlab report`` prints: burst fraction,
+    IAT median, latency and TTFT p50, mean in flight; the page showed none of it)."""
     runs = _exp_runs(run)
+    traffic = _traffic(calls)
+    heads = list(next(iter(traffic.values()))) if traffic else []
     base = site.base(path)
     rows = []
     for topo, g in runs.groupby("topology", sort=True):
         ok = int((g["status"] == "ok").sum()) if "status" in g else 0
         score = g["score"].mean() if "score" in g else None
+        t = traffic.get(str(topo)) or dict.fromkeys(heads)  # (a topology without calls)
         rows.append({"cells": [
             {"text": topo, "href": href(base, e.rel, f"topology-{topo}-1.html")},
             len(g), ok, _na(g["calls"].sum()) if "calls" in g else None,
             None if score is None or score != score else round(float(score), 2),
+            *t.values(),
         ]})  # fmt: skip
     return {"type": "table", "id": "topologies", "heading": "Topologies",
-            "columns": ["topology", "runs", "ok", "LLM calls", "mean score"],
-            "numeric": {"runs", "ok", "LLM calls", "mean score"}, "rows": rows}  # fmt: skip
+            "columns": ["topology", "runs", "ok", "LLM calls", "mean score", *heads],
+            "numeric": {"runs", "ok", "LLM calls", "mean score", *heads}, "rows": rows,
+            "note": "traffic as agentlab report computes it: IATs and bursts over the "
+                    "discussion stage, latency and TTFT over every call" if traffic else None}  # fmt: skip
 
 
 def _topology_page(site: Site, e: Entry, run: Any, path: str, topo: str, page: int) -> str | None:

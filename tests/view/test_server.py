@@ -324,6 +324,34 @@ def test_an_experiments_spans_name_their_run_and_stage(mixed_folder: Path) -> No
         assert f"xrun-{owner[rid]}.html" in r, r
 
 
+def test_an_experiments_page_shows_its_traffic_by_topology(mixed_folder: Path) -> None:
+    """The browser's experiment page listed runs, calls and scores per topology and none of
+    the traffic the study is run for; its IAT chart pooled every stage beside a report
+    whose IATs are the discussion's. Now its table has the report's traffic columns, the
+    numbers ``traffic_summary_df`` gives, and the chart is the discussion's."""
+    from agentlab.analysis.report import format_seconds
+    from agentlab.analysis.summary import traffic_summary_df
+    from agentlab.store.run import open_run
+    from agentlab.view import render_page
+
+    page = render_page(mixed_folder, "r/experiment/index.html") or ""
+    table = page[page.index('id="topologies"') :]
+    table = table[: table.index("</table>")]
+    for head in ("burst fraction", "IAT median", "latency p50", "TTFT p50", "mean in flight"):
+        assert f">{head}<" in table, head
+    run = open_run(mixed_folder / "experiment")
+    try:
+        want = traffic_summary_df(run.llm_calls_df()).set_index("topology")
+    finally:
+        run.close()
+    for topo in ("star", "sequential"):
+        row = re.search(rf"topology-{topo}-1\.html.*?</tr>", table, re.S)
+        assert row, topo
+        for col in ("latency_p50", "ttft_p50"):
+            assert f">{format_seconds(want.loc[topo, col])}<" in row.group(0), (topo, col)
+    assert "Discussion inter-arrival times by topology" in page
+
+
 def test_a_run_inside_a_sweep_point_shows_the_points_parameters(tmp_path: Path) -> None:
     """A run a point's notebook wrote has no parameters of its own: the runs list shows the
     point's grid parameters (and so filters by them), secrets redacted."""
