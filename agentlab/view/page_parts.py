@@ -198,12 +198,13 @@ def _message_rows(
     agent_cell: Any,
 ) -> list[Any]:  # fmt: skip
     base = site.base(path)
+    call_of = data.message_calls(idx)
     rows = []
     for r in msgs.itertuples(index=False):
         receivers = _na(r.receivers) if not hasattr(r.receivers, "tolist") else r.receivers.tolist()
         sender = _na(r.sender)
         sub = _na(getattr(r, "run_id", None)) if experiment else None
-        rid = data.message_call(idx, sender, sub, _na(r.ts), _na(r.tick)) if sender else None
+        rid = call_of(sender, sub, _na(r.ts), _na(r.tick)) if sender else None
         link = link_of(rid) if rid else None
         cells: list[Any] = [_na(r.tick)]
         if experiment:

@@ -276,6 +276,7 @@ def _spans_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | N
     if page > pages:
         return None
     idx, link_of = _call_links(site, e, run, path)
+    call_of = data.span_calls(idx)
     agent_cell = _agent_links(site, e, run, path)
     base = site.base(path)
     # an experiment's spans name their run and stage: its list was rows of "experiment.run"
@@ -289,7 +290,7 @@ def _spans_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | N
         own = _na(r.request_id)
         link = link_of(own) if own else None
         if link is None:
-            rid = data.span_call(idx, agent, tick, _na(r.start))
+            rid = call_of(agent, tick, _na(r.start))
             link = link_of(rid) if rid else None
         status = _na(r.status) or ""
         sub = _na(r.run_id)
