@@ -88,8 +88,8 @@ def experiment_figures(calls: Any) -> list[tuple[str, Any]]:
     if iats["topology"].nunique() and len(iats) >= 2:
         f = iat_histogram_figure(iats, title="")
         figs.append(("Discussion inter-arrival times by topology", f))
-    if "stage" in calls and calls["stage"].notna().any():
-        timed = calls[calls["end"] > calls["start"]]
+    timed = calls[calls["end"] > calls["start"]] if {"start", "end"} <= set(calls) else calls[:0]
+    if "stage" in timed and timed["stage"].notna().any():
         f = stage_latency_figure(timed, log_y=True, title="")
         figs.append(("LLM call latency by stage and topology", f))
     return figs
