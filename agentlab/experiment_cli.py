@@ -26,11 +26,8 @@ from typing import Any
 
 __all__ = ["add_arguments", "main"]
 
+
 #: the traffic table's columns (``traffic_summary_df``), as printed
-COLUMNS = ("runs", "calls_per_run", "burst_fraction", "iat_median", "latency_p50", "ttft_p50",
-           "mean_in_flight")  # fmt: skip
-
-
 def add_arguments(e: argparse.ArgumentParser, profiles: str) -> None:
     """The ``agentlab experiment`` options (``profiles``: the ``sim/`` names, for help)."""
     e.add_argument("--out", required=True, help="run directory")
@@ -131,13 +128,13 @@ def main(args: argparse.Namespace) -> int:
     print(f"{args.out}: {res.status}, {res.runs_done} runs")
     calls = res.calls_df()
     if len(calls):
-        from agentlab.analysis import traffic_summary_df
+        from agentlab.analysis.summary import STUDY_TRAFFIC, traffic_summary_df
         from agentlab.sweep.summary import format_table
 
         table = traffic_summary_df(calls)
         print("traffic per topology (calls over every stage; IATs and bursts over the "
               "discussion stage; seconds):")  # fmt: skip
-        print(format_table(table[["topology", *COLUMNS]].round(4)))
+        print(format_table(table[["topology", "runs", *STUDY_TRAFFIC]].round(4)))
     print(f"more: agentlab report {args.out} [--html report.html]; "
           f"in Python: agentlab.open_run({args.out!r})")  # fmt: skip
     if res.status == "stopped":

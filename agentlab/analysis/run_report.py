@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "EXPERIMENT_TRAFFIC",
-    "EXPERIMENT_TRAFFIC_SECONDS",
     "experiment_table",
     "find_runs",
     "fmt_num",
@@ -302,25 +300,18 @@ def span_where(attributes: Any) -> str:
     return " · ".join(fmt.format(v) for fmt, v in named if v is not None and v != "")
 
 
-#: the columns of ``traffic_summary_df`` a study's report and its run browser page show
-#: per topology (those in seconds: :data:`EXPERIMENT_TRAFFIC_SECONDS`)
-EXPERIMENT_TRAFFIC = ("calls_per_run", "tokens_per_run", "burst_fraction", "iat_median",
-                      "latency_p50", "ttft_p50", "mean_in_flight")  # fmt: skip
-EXPERIMENT_TRAFFIC_SECONDS = frozenset({"iat_median", "latency_p50", "ttft_p50"})
-
-
 def experiment_table(run: Run) -> dict[str, Any] | None:
     """For a topology experiment: the per-topology traffic table (the paper's), as
     ``{"columns", "rows"}``; ``None`` for other runs."""
     if run.manifest.get("kind") != "topology_experiment":
         return None
-    from agentlab.analysis.summary import traffic_summary_df
+    from agentlab.analysis.summary import STUDY_TRAFFIC, traffic_summary_df
 
     calls = run.llm_calls_df()
     if not len(calls) or "topology" not in calls:
         return None
     table = traffic_summary_df(calls)
-    keep = [c for c in ("topology", "runs", *EXPERIMENT_TRAFFIC) if c in table]
+    keep = [c for c in ("topology", "runs", *STUDY_TRAFFIC) if c in table]
     return {"columns": keep, "rows": table[keep].to_dict("records")}
 
 

@@ -28,7 +28,15 @@ from agentlab.analysis.iat import (
 from agentlab.analysis.inflight import inflight_summary_df
 from agentlab.errors import ConfigError
 
-__all__ = ["traffic_summary_df"]
+__all__ = ["STUDY_TRAFFIC", "STUDY_TRAFFIC_SECONDS", "traffic_summary_df"]
+
+
+#: the columns of :func:`traffic_summary_df` a study's summary shows per topology: the
+#: table ``agentlab experiment`` prints at its end, ``agentlab report`` and the run
+#: browser's experiment page (those in seconds: :data:`STUDY_TRAFFIC_SECONDS`)
+STUDY_TRAFFIC = ("calls_per_run", "tokens_per_run", "burst_fraction", "iat_median",
+                 "latency_p50", "ttft_p50", "mean_in_flight")  # fmt: skip
+STUDY_TRAFFIC_SECONDS = frozenset({"iat_median", "latency_p50", "ttft_p50"})
 
 
 def traffic_summary_df(

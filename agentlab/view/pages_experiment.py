@@ -43,11 +43,10 @@ def _exp_runs(run: Any) -> Any:
 
 
 def _traffic(calls: Any) -> dict[str, dict[str, Any]]:
-    """Per topology, the study's traffic as ``agentlab report`` shows it (its
-    ``EXPERIMENT_TRAFFIC`` columns; ``{}`` without calls to read)."""
+    """Per topology, the study's traffic as ``agentlab report`` shows it (the
+    ``STUDY_TRAFFIC`` columns; ``{}`` without calls to read)."""
     from agentlab.analysis.report import format_seconds
-    from agentlab.analysis.run_report import EXPERIMENT_TRAFFIC, EXPERIMENT_TRAFFIC_SECONDS
-    from agentlab.analysis.summary import traffic_summary_df
+    from agentlab.analysis.summary import STUDY_TRAFFIC, STUDY_TRAFFIC_SECONDS, traffic_summary_df
 
     if calls is None or not len(calls) or "topology" not in calls:
         return {}
@@ -56,9 +55,9 @@ def _traffic(calls: Any) -> dict[str, dict[str, Any]]:
     for r in table.to_dict("records"):
         out[str(r["topology"])] = {
             _heading(col): format_seconds(r.get(col))
-            if col in EXPERIMENT_TRAFFIC_SECONDS
+            if col in STUDY_TRAFFIC_SECONDS
             else _round(r.get(col))
-            for col in EXPERIMENT_TRAFFIC
+            for col in STUDY_TRAFFIC
         }
     return out
 
