@@ -178,11 +178,17 @@ def _calls_rows(
 
 
 #: the numeric columns of a calls table (right-aligned)
-CALL_NUMERIC = {"tick", "start (s)", "latency (s)", "TTFT (s)", "tokens"}
+CALL_NUMERIC = {"tick", "round", "start (s)", "latency (s)", "TTFT (s)", "tokens"}
+
+
+def tick_heading(experiment: bool) -> str:
+    """An experiment's calls and messages carry the workflow round in ``tick``: its
+    tables say "round" (a column "tick" of 1, 2, 3 read as a society's ticks)."""
+    return "round" if experiment else "tick"
 
 
 def _calls_columns(experiment: bool) -> list[str]:
-    return ["request", "agent", "tick", *(["run", "stage"] if experiment else []),
+    return ["request", "agent", tick_heading(experiment), *(["run", "stage"] if experiment else []),
             "start (s)", "latency (s)", "TTFT (s)", "tokens", "outcome", "prompt & reply"]  # fmt: skip
 
 

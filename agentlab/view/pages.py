@@ -28,6 +28,7 @@ from agentlab.view.page_parts import (
     _pager,
     _params_text,
     _render,
+    tick_heading,
 )
 from agentlab.view.pages_experiment import _topologies_block, _topology_page, _xrun_page
 from agentlab.view.pages_sweep import _paper_page, _sweep_part
@@ -262,8 +263,9 @@ def _messages_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str 
         return None
     exp = e.kind == "experiment"
     idx, link_of = _call_links(site, e, run, path)
-    cols = ["tick", *(["run"] if exp else []), "hub", "sender", "to", "content", "LLM call"]
-    blocks = [{"type": "table", "id": "messages", "columns": cols, "numeric": {"tick"},
+    cols = [tick_heading(exp), *(["run"] if exp else []), "hub", "sender", "to", "content",
+            "LLM call"]  # fmt: skip
+    blocks = [{"type": "table", "id": "messages", "columns": cols, "numeric": {"tick", "round"},
                "rows": _message_rows(site, e, path, msgs, idx, link_of, exp,
                                      _agent_links(site, e, run, path)) if len(msgs) else [],
                "pager": _pager(site, e, "messages", page, pages, path) if pages > 1 else None}]  # fmt: skip

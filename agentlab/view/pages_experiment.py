@@ -172,8 +172,8 @@ def _xrun_page(site: Site, e: Entry, run: Any, path: str, sub: str) -> str | Non
             return "#" + quote(f"c-{rid}")
 
         blocks.append({"type": "table", "id": "messages", "heading": "Messages",
-                       "columns": ["tick", "run", "hub", "sender", "to", "content", "LLM call"],
-                       "numeric": {"tick"},
+                       "columns": ["round", "run", "hub", "sender", "to", "content", "LLM call"],
+                       "numeric": {"round"},
                        "rows": _message_rows(site, e, path, msgs, idx, link_of, True,
                                             _agent_links(site, e, run, path))})  # fmt: skip
     error = _na(info.get("error"))

@@ -350,6 +350,13 @@ def test_an_experiments_page_shows_its_traffic_by_topology(mixed_folder: Path) -
         for col in ("latency_p50", "ttft_p50"):
             assert f">{format_seconds(want.loc[topo, col])}<" in row.group(0), (topo, col)
     assert "Discussion inter-arrival times by topology" in page
+    # its calls' and messages' "tick" is the workflow round, and their tables say so
+    for name in ("calls-1.html", "messages-1.html", "xrun-star-0000.html"):
+        sub = render_page(mixed_folder, f"r/experiment/{name}") or ""
+        heads = re.findall(r"<tr><th.*?</tr>", sub, re.S)
+        assert heads and all(">round<" in h and ">tick<" not in h for h in heads), (name, heads)
+    society = render_page(mixed_folder, f"r/{SOCIETY}/calls-1.html") or ""
+    assert '<th class="num">tick</th>' in society
 
 
 def test_a_run_inside_a_sweep_point_shows_the_points_parameters(tmp_path: Path) -> None:
