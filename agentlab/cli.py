@@ -442,9 +442,9 @@ def report(args: argparse.Namespace) -> int:
     if not path.is_dir():
         raise ConfigError(f"{str(path)!r} is not a directory (give a run, sweep or folder)")
     if (path / "sweep.json").is_file():
+        from agentlab.core.text_table import format_table
         from agentlab.store import summarize_run
         from agentlab.sweep import Sweep
-        from agentlab.sweep.summary import format_table
 
         s = Sweep(path)
         table = s.table()
@@ -481,7 +481,7 @@ def report(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{str(path)!r} holds no run (run.json), sweep (sweep.json) or runs below it"
         )
-    from agentlab.sweep.summary import format_table
+    from agentlab.core.text_table import format_table
 
     print(format_table(df))
     if args.html:

@@ -126,15 +126,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"failed: {exc}", file=sys.stderr)
         return 1
     print(f"{args.out}: {res.status}, {res.runs_done} runs")
-    calls = res.calls_df()
-    if len(calls):
-        from agentlab.analysis.summary import STUDY_TRAFFIC, traffic_summary_df
-        from agentlab.sweep.summary import format_table
+    from agentlab.analysis.run_report import study_table_text, study_traffic
 
-        table = traffic_summary_df(calls)
-        print("traffic per topology (calls over every stage; IATs and bursts over the "
-              "discussion stage; seconds):")  # fmt: skip
-        print(format_table(table[["topology", "runs", *STUDY_TRAFFIC]].round(4)))
+    traffic = study_traffic(res.run, res.run.llm_calls_df())  # (its finished runs')
+    if traffic:
+        print(study_table_text(traffic["rows"], traffic["columns"]))
     print(f"more: agentlab report {args.out} [--html report.html]; "
           f"in Python: agentlab.open_run({args.out!r})")  # fmt: skip
     if res.status == "stopped":

@@ -38,11 +38,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "experiment_table",
     "find_runs",
     "fmt_num",
     "print_summary",
     "runs_df",
+    "study_traffic",
     "summarize",
     "summarize_run",
     "summary_row",
@@ -279,6 +279,7 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         "duration_s": duration,
         "spans": len(spans),
         "slowest_spans": slow,
+        "traffic": study_traffic(run, calls),
         "datasets": {r["name"]: int(r["bytes"]) for _, r in run.datasets.iterrows()},
         "problems": list(run.problems),
     }
@@ -300,14 +301,16 @@ def span_where(attributes: Any) -> str:
     return " · ".join(fmt.format(v) for fmt, v in named if v is not None and v != "")
 
 
-def experiment_table(run: Run) -> dict[str, Any] | None:
-    """For a topology experiment: the per-topology traffic table (the paper's), as
-    ``{"columns", "rows"}``; ``None`` for other runs."""
+def study_traffic(run: Run, calls: pd.DataFrame) -> dict[str, Any] | None:
+    """For a topology experiment: the per-topology traffic table (the paper's) over its
+    finished runs' ``calls`` (:meth:`~agentlab.store.run.Run.of_finished_runs`: a run a
+    stop cut short is not one of its runs), as ``{"columns", "rows"}``; ``None`` for
+    other runs."""
     if run.manifest.get("kind") != "topology_experiment":
         return None
     from agentlab.analysis.summary import STUDY_TRAFFIC, traffic_summary_df
 
-    calls = run.llm_calls_df()
+    calls = run.of_finished_runs(calls)
     if not len(calls) or "topology" not in calls:
         return None
     table = traffic_summary_df(calls)
@@ -349,7 +352,7 @@ def write_html_report(
     self_contained: bool = False,
 ) -> Path:
     """Render the run report to ``path``; a topology experiment also gets its per-topology
-    traffic table.
+    traffic table (``summary["traffic"]``) and figures.
 
     Args:
         run: the open run.
@@ -376,11 +379,22 @@ def write_html_report(
             figures=figures,
             plotly_js=js,
             plotly_inline=inline,
-            experiment=experiment_table(run),
         )
     )
     out.write_text(page, encoding="utf-8")
     return out
+
+
+def study_table_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """A study's traffic table as text with the line saying what it is computed over: what
+    ``agentlab report`` of a study and ``agentlab experiment`` at its end print."""
+    import pandas as pd
+
+    from agentlab.core.text_table import format_table
+
+    table = pd.DataFrame(rows, columns=columns).round(4)
+    return ("traffic per topology (calls over every stage; IATs and bursts over the "
+            "discussion stage; seconds):\n" + format_table(table))  # fmt: skip
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -428,6 +442,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         latency = f"  latency p50 {_seconds(p50)}" if p50 is not None else ""
         print(f"  run      {c['run']}  {c['kind']}  {c['status']}  {fmt_num(c['steps'])} steps  "
               f"{fmt_num(c['llm_calls'])} llm calls  {fmt_num(c['errors'])} errors{latency}")  # fmt: skip
+    traffic = summary.get("traffic")
+    if traffic:
+        print(study_table_text(traffic["rows"], traffic["columns"]))
     if summary["slowest_spans"]:
         print("slowest spans:")
         for s in summary["slowest_spans"]:

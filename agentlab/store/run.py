@@ -338,6 +338,19 @@ class Run:
             first += f" UNION ALL SELECT {cols} FROM llm_attempts"
         return self.sql(f"SELECT {cols} FROM ({first}) ORDER BY request_id, attempt")
 
+    def of_finished_runs(self, df: pd.DataFrame) -> pd.DataFrame:
+        """``df``'s rows of the sub-runs an experiment finished (the ``run_id`` values its
+        ``experiment_runs`` records) and rows of no sub-run: the rows of a run a stop cut
+        short stay in the log until the experiment is continued, and a study's tables
+        counted that run, with its few calls, among its runs. ``df`` as it is when it has no
+        ``run_id`` column."""
+        if not len(df) or "run_id" not in df.columns:
+            return df
+        done = self._std("experiment_runs")
+        ids = set(done["run_id"]) if "run_id" in done.columns else set()
+        keep = df["run_id"].isna() | df["run_id"].isin(ids)
+        return df if bool(keep.all()) else df[keep].reset_index(drop=True)
+
     def messages_df(self) -> pd.DataFrame:
         """The ``messages`` dataset (empty frame with the standard columns if absent)."""
         return self._std("messages")

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from agentlab.core.text_table import format_table
 from agentlab.sweep.grid import load_params_file, parse_param_args
-from agentlab.sweep.summary import format_table
 from agentlab.sweep.sweep import sweep
 
 __all__ = ["main"]

@@ -19,25 +19,9 @@ from agentlab.errors import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["aggregate_df", "format_table", "points_table", "swept_columns"]
+__all__ = ["aggregate_df", "points_table", "swept_columns"]
 
 _PATHS = ("tables/", "figures/")
-
-
-def _cell(value: Any, width: int = 28) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, bool):
-        text = str(value)
-    elif isinstance(value, int):
-        text = f"{value:,}"
-    elif isinstance(value, float):
-        text = f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
-    elif isinstance(value, list | dict):
-        text = json.dumps(value, separators=(",", ":"))
-    else:
-        text = str(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def swept_columns(df: pd.DataFrame, params: Sequence[str]) -> list[str]:
@@ -62,42 +46,6 @@ def points_table(df: pd.DataFrame, params: Sequence[str]) -> pd.DataFrame:
     ]
     cols = [*swept, "status", "duration_s", *metrics]
     return df[[c for c in cols if c in df.columns]]
-
-
-def _cut_middle(text: str, width: int) -> str:
-    """``text`` cut in the middle: names of nested runs differ at their end (a sweep
-    point's hash, the experiment in it), so a cut end made every row read the same."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 3
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
-
-
-def format_table(df: pd.DataFrame, *, width: int = 28, names: dict[str, int] | None = None) -> str:
-    """An aligned plain-text table (numbers right-aligned, long values cut); the columns
-    in ``names`` (column -> width) are identifiers, cut in the middle at their width."""
-    cols = [str(c) for c in df.columns]
-    names = names or {}
-    cells = [
-        [_cut_middle(str(v), names[c]) if c in names else _cell(v, width)
-         for c, v in zip(cols, row, strict=True)]
-        for row in df.itertuples(index=False)
-    ]  # fmt: skip
-    numeric = [
-        all(isinstance(v, int | float) and not isinstance(v, bool) for v in df[c].dropna())
-        for c in df.columns
-    ]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
-
-    def line(values: list[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if num else v.ljust(w)
-            for v, w, num in zip(values, widths, numeric, strict=True)
-        ).rstrip()
-
-    out = [line(cols), "  ".join("-" * w for w in widths)]
-    out += [line(r) for r in cells]
-    return "\n".join(out)
 
 
 def aggregate_df(

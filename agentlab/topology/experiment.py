@@ -78,7 +78,7 @@ class ExperimentResults:
         flattened labels. The calls of a run cut short by a stop (or still in flight) are
         left out: a stopped study's table counted that run, with its few calls, among the
         runs (its rows go when the experiment is continued)."""
-        return self._finished(self.run.llm_calls_df())
+        return self.run.of_finished_runs(self.run.llm_calls_df())
 
     def attempts_df(self) -> pd.DataFrame:
         """One row per LLM attempt (``llm_attempts``) with its kind."""
@@ -87,21 +87,12 @@ class ExperimentResults:
     def messages_df(self) -> pd.DataFrame:
         """One row per delivered message of a finished run (sender, receivers, hub, tick,
         run_id, bytes); as :meth:`calls_df`."""
-        return self._finished(self.run.messages_df())
-
-    def _finished(self, df: pd.DataFrame) -> pd.DataFrame:
-        """``df``'s rows of the runs ``experiment_runs`` records (and rows of no run)."""
-        if not len(df) or "run_id" not in df.columns:
-            return df
-        done = self._df("experiment_runs")
-        ids = set(done["run_id"]) if "run_id" in done.columns else set()
-        keep = df["run_id"].isna() | df["run_id"].isin(ids)
-        return df if bool(keep.all()) else df[keep].reset_index(drop=True)
+        return self.run.of_finished_runs(self.run.messages_df())
 
     def runs_df(self) -> pd.DataFrame:
         """One row per run: topology, task, iterations, rounds, score, calls, tokens."""
         df = self._df("experiment_runs")
-        calls = self.run.llm_calls_df()  # (the join keeps the finished runs': no _finished)
+        calls = self.run.llm_calls_df()  # (the join keeps the finished runs')
         if len(df) and len(calls):
             agg = calls.groupby("run_id").agg(
                 calls=("request_id", "size"),

@@ -41,7 +41,7 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
     """The rows of :func:`runs_rows` as an aligned text table (``agentlab runs``)."""
     import pandas as pd
 
-    from agentlab.sweep.summary import format_table
+    from agentlab.core.text_table import format_table
 
     if not rows:
         return "no runs"

@@ -42,17 +42,17 @@ def _exp_runs(run: Any) -> Any:
     return runs.sort_values("run_id")
 
 
-def _traffic(calls: Any) -> dict[str, dict[str, Any]]:
-    """Per topology, the study's traffic as ``agentlab report`` shows it (the
-    ``STUDY_TRAFFIC`` columns; ``{}`` without calls to read)."""
+def _traffic(run: Any, calls: Any) -> dict[str, dict[str, Any]]:
+    """Per topology, the study's traffic as ``agentlab report`` shows it
+    (``run_report.study_traffic``: its finished runs, the ``STUDY_TRAFFIC`` columns),
+    readable; ``{}`` without calls to read."""
     from agentlab.analysis.report import format_seconds
-    from agentlab.analysis.summary import STUDY_TRAFFIC, STUDY_TRAFFIC_SECONDS, traffic_summary_df
+    from agentlab.analysis.run_report import study_traffic
+    from agentlab.analysis.summary import STUDY_TRAFFIC, STUDY_TRAFFIC_SECONDS
 
-    if calls is None or not len(calls) or "topology" not in calls:
-        return {}
-    table = traffic_summary_df(calls)
+    traffic = study_traffic(run, calls) if calls is not None and len(calls) else None
     out: dict[str, dict[str, Any]] = {}
-    for r in table.to_dict("records"):
+    for r in traffic["rows"] if traffic else []:
         out[str(r["topology"])] = {
             _heading(col): format_seconds(r.get(col))
             if col in STUDY_TRAFFIC_SECONDS
@@ -82,7 +82,7 @@ def _topologies_block(
     study's traffic per topology (the table ``agentlab report`` prints: burst fraction,
     IAT median, latency and TTFT p50, mean in flight; the page showed none of it)."""
     runs = _exp_runs(run)
-    traffic = _traffic(calls)
+    traffic = _traffic(run, calls)
     heads = list(next(iter(traffic.values()))) if traffic else []
     base = site.base(path)
     rows = []

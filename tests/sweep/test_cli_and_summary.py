@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from agentlab.cli import build_parser, main
+from agentlab.core.text_table import format_table
 from agentlab.errors import ConfigError
-from agentlab.sweep.summary import aggregate_df, format_table, points_table
+from agentlab.sweep.summary import aggregate_df, points_table
 
 
 def test_version_and_every_option_documented(capsys) -> None:

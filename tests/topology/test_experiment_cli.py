@@ -9,6 +9,7 @@ the calls are the uninterrupted study's.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -112,10 +113,13 @@ def test_ctrl_c_stops_after_the_run_in_flight_and_resume_runs_the_rest(tmp_path:
     pd.testing.assert_frame_equal(_calls(out), _calls(straight))  # the uninterrupted calls
 
 
-def test_results_leave_out_the_calls_of_a_run_cut_short(tmp_path: Path) -> None:
+def test_results_leave_out_the_calls_of_a_run_cut_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A stop cancels the run in flight: its first calls are in the log (they go when the
     experiment is continued), and ``results.calls_df()`` counted that run among the runs
-    (``traffic_summary_df`` read 239 runs of a study stopped after 238)."""
+    (``traffic_summary_df`` read 239 runs of a study stopped after 238); so did the
+    traffic table of ``agentlab report`` and of the run browser's experiment page."""
     import asyncio
 
     from agentlab.store import ReplaySink
@@ -135,3 +139,16 @@ def test_results_leave_out_the_calls_of_a_run_cut_short(tmp_path: Path) -> None:
     assert set(res.calls_df()["run_id"]) == {"star-0000", "star-0001"}  # not in the results
     assert set(res.messages_df()["run_id"]) == {"star-0000", "star-0001"}
     assert len(res.calls_df()) == len(open_run(out).llm_calls_df()) - 1
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = lines[lines.index(next(x for x in lines if x.startswith("traffic per topology"))) + 3]
+    assert row.split()[:2] == ["star", "2"], lines  # its 2 finished runs, not 3
+    from agentlab.analysis import traffic_summary_df
+    from agentlab.view import render_page
+
+    page = render_page(tmp_path, "r/e/index.html") or ""
+    star = page[page.index("topology-star-1.html") :]
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", star[: star.index("</tr>")])
+    per_run = round(float(traffic_summary_df(res.calls_df())["calls_per_run"].iloc[0]), 3)
+    assert cells[4] == f"{per_run:g}", cells  # runs, ok, calls, score, then calls per run
