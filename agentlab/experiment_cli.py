@@ -27,7 +27,6 @@ from typing import Any
 __all__ = ["add_arguments", "main"]
 
 
-#: the traffic table's columns (``traffic_summary_df``), as printed
 def add_arguments(e: argparse.ArgumentParser, profiles: str) -> None:
     """The ``agentlab experiment`` options (``profiles``: the ``sim/`` names, for help)."""
     e.add_argument("--out", required=True, help="run directory")

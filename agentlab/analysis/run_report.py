@@ -120,16 +120,20 @@ def template_env() -> Any:
 # --- one run -------------------------------------------------------------------------
 
 
-def summarize_run(path: str | os.PathLike[str], *, top: int = 10) -> dict[str, Any]:
+def summarize_run(
+    path: str | os.PathLike[str], *, top: int = 10, traffic: bool = True
+) -> dict[str, Any]:
     """Headline numbers of a run (JSON-serialisable).
 
     Args:
         path: the run directory.
         top: how many of the slowest spans to list.
+        traffic: compute a study's per-topology table (``summary["traffic"]``); a paper's
+            or sweep's row of a child run needs only its latencies.
     """
     run = open_run(path)
     try:
-        return _summarize(run, top)
+        return _summarize(run, top, traffic=traffic)
     finally:
         run.close()
 
@@ -193,7 +197,7 @@ def _call_figures(path: str | os.PathLike[str]) -> dict[str, Any]:
         }
 
 
-def _summarize(run: Run, top: int) -> dict[str, Any]:
+def _summarize(run: Run, top: int, *, traffic: bool = True) -> dict[str, Any]:
     import pandas as pd
 
     calls, spans, timeline = run.llm_calls_df(), run.spans_df(), run.timeline_df()
@@ -279,7 +283,7 @@ def _summarize(run: Run, top: int) -> dict[str, Any]:
         "duration_s": duration,
         "spans": len(spans),
         "slowest_spans": slow,
-        "traffic": study_traffic(run, calls),
+        "traffic": study_traffic(run, calls) if traffic else None,
         "datasets": {r["name"]: int(r["bytes"]) for _, r in run.datasets.iterrows()},
         "problems": list(run.problems),
     }
@@ -336,7 +340,7 @@ def _child_row(parent: Path, child: RunSummary) -> dict[str, Any]:
     no calls itself, and pooling its runs' calls would mix runs of different kinds)."""
     row: dict[str, Any] = {**summary_row(child), "run": str(child.path.relative_to(parent))}
     try:
-        s = summarize_run(child.path, top=0)
+        s = summarize_run(child.path, top=0, traffic=False)  # (its latencies only)
     except Exception:  # an unreadable log: the row keeps its counts
         s = {}
     for key in ("latency_s", "ttft_s"):
