@@ -23,6 +23,7 @@ import pandas as pd
 from agentlab.analysis._frame import iter_groups, require_columns
 from agentlab.analysis.iat import DEFAULT_THRESHOLD
 from agentlab.core.axes import integer_ticks
+from agentlab.core.text_table import format_seconds
 from agentlab.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -45,20 +46,6 @@ def _finite(x: Any) -> bool:
         return math.isfinite(float(x))
     except (TypeError, ValueError):
         return False
-
-
-def format_seconds(x: Any) -> str:
-    """A duration with a readable unit: ``0.0123`` → ``"12.3 ms"``; NaN → ``"n/a"``."""
-    if not _finite(x):
-        return "n/a"
-    v = float(x)
-    if v == 0:
-        return "0 s"
-    if abs(v) < 1e-3:
-        return f"{v * 1e6:.3g} µs"
-    if abs(v) < 1:
-        return f"{v * 1e3:.3g} ms"
-    return f"{v:.3g} s"
 
 
 def readable_number(x: Any, digits: int = 4) -> str:

@@ -26,6 +26,7 @@ from agentlab.analysis.report_figures import (
     run_figures,
     write_plotly_js,
 )
+from agentlab.core.text_table import format_seconds
 from agentlab.errors import ConfigError
 from agentlab.store import open_run
 from agentlab.store.packed_store import PACKED_FILE, PackedStore
@@ -77,16 +78,7 @@ def fmt_num(value: Any, digits: int = 3) -> str:
 
 
 def _seconds(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    v = float(value)
-    if v < 1e-3:
-        return f"{v * 1e6:.3g} µs"
-    if v < 1:
-        return f"{v * 1e3:.3g} ms"
-    if v >= 1000:  # "2,934 s", never "2.93e+03 s"
-        return f"{v:,.0f} s"
-    return f"{v:.3g} s"
+    return format_seconds(value, missing="–")
 
 
 def _bytes(value: Any) -> str:

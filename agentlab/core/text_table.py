@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["format_table"]
+__all__ = ["format_seconds", "format_table"]
 
 
 def _cell(value: Any, width: int = 28) -> str:
@@ -64,3 +64,23 @@ def format_table(df: pd.DataFrame, *, width: int = 28, names: dict[str, int] | N
     out = [line(cols), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in cells]
     return "\n".join(out)
+
+
+def format_seconds(x: Any, missing: str = "n/a") -> str:
+    """A duration with a readable unit: ``0.0123`` → ``"12.3 ms"``, ``2934`` → ``"2,934 s"``
+    (never ``"2.93e+03 s"``); None or NaN → ``missing``."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return missing
+    if not math.isfinite(v):
+        return missing
+    if v == 0:
+        return "0 s"
+    if abs(v) < 1e-3:
+        return f"{v * 1e6:.3g} µs"
+    if abs(v) < 1:
+        return f"{v * 1e3:.3g} ms"
+    if abs(v) >= 1000:
+        return f"{v:,.0f} s"
+    return f"{v:.3g} s"

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from agentlab.analysis.run_report import continue_hint
+from agentlab.core.text_table import format_seconds
 from agentlab.view import charts, data
 from agentlab.view.files import Entry
 from agentlab.view.page_parts import (
@@ -147,6 +148,22 @@ def _tiles(s: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tiles", "tiles": tiles, "id": "tiles"}
 
 
+def _call_tiles(calls: Any) -> list[dict[str, Any]]:
+    """Tokens, latency p50 / p95 and (of streamed calls) TTFT p50 / p95 of a run's calls:
+    the figures its report leads with."""
+    tokens = calls["prompt_tokens"].fillna(0).sum() + calls["completion_tokens"].fillna(0).sum()
+    tiles: list[dict[str, Any]] = [{"key": "tokens", "label": "tokens", "value": int(tokens)}]
+    for key, label, values in (
+        ("latency", "latency", calls["end"] - calls["start"]),
+        ("ttft", "TTFT", calls["first_token"] - calls["start"]),
+    ):
+        values = values.dropna()
+        if len(values):
+            tiles += [{"key": f"{key}_p{q}", "label": f"{label} p{q}",
+                       "value": format_seconds(values.quantile(q / 100))} for q in (50, 95)]  # fmt: skip
+    return tiles
+
+
 def _overview(site: Site, e: Entry, run: Any, path: str) -> str:
     s = data.run_summary(e)
     base = site.base(path)
@@ -169,10 +186,12 @@ def _overview(site: Site, e: Entry, run: Any, path: str) -> str:
         figs.append(charts.calls_per_tick_chart(run.df("timeline")))
     calls = None
     if "llm_calls" in have:
-        cols = ('start, "end", first_token, prompt_tokens, completion_tokens, stage, topology, '
-                "run_id") if e.kind == "experiment" else "start"  # fmt: skip
-        calls = run.sql(f"select {cols} from llm_calls where start is not null")
+        extra = ", stage, topology, run_id" if e.kind == "experiment" else ""
+        calls = run.sql('select start, "end", first_token, prompt_tokens, completion_tokens'
+                        f"{extra} from llm_calls where start is not null")  # fmt: skip
         figs.append(charts.iat_chart(calls, "topology" if e.kind == "experiment" else None))
+        if e.kind != "experiment":  # (an experiment's are per topology, in its table)
+            blocks[0]["tiles"] += _call_tiles(calls)
     figs = [f for f in figs if f]
     if e.kind == "experiment":
         blocks.append(_topologies_block(site, e, run, path, calls))

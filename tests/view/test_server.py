@@ -296,6 +296,30 @@ def test_runs_rows_are_the_index_rows(mixed_folder: Path) -> None:
     assert '<span title="failed workflow runs">' in row.group(0)
 
 
+def test_a_societys_tiles_carry_its_reports_latency_and_tokens(mixed_folder: Path) -> None:
+    """A society's page had counts only; its report leads with tokens, latency and TTFT:
+    the same figures, from the same calls, head the page."""
+    from agentlab.analysis.run_report import summarize_run
+    from agentlab.core.text_table import format_seconds
+    from agentlab.view import render_page
+
+    rep = summarize_run(mixed_folder / SOCIETY)
+    page = render_page(mixed_folder, f"r/{SOCIETY}/index.html") or ""
+
+    def tile(key: str) -> str:
+        m = re.search(rf'data-key="{key}"><div class="v">([^<]*)</div>', page)
+        assert m, key
+        return m.group(1)
+
+    assert tile("tokens") == f"{rep['tokens']['total']:,}"
+    for q in ("p50", "p95"):
+        assert tile(f"latency_{q}") == format_seconds(rep["latency_s"][q])
+        assert tile(f"ttft_{q}") == format_seconds(rep["ttft_s"][q])
+    # an experiment's latencies are per topology, in its table: no pooled tiles
+    xp = render_page(mixed_folder, "r/experiment/index.html") or ""
+    assert 'data-key="latency_p50"' not in xp
+
+
 def test_an_experiments_spans_name_their_run_and_stage(mixed_folder: Path) -> None:
     """An experiment's spans page was rows of "experiment.run" with agent and tick "–":
     which of its runs took longest was not on the page. Each span now names its run (a
