@@ -46,7 +46,7 @@ def run_figures(run: Run) -> list[tuple[str, Any]]:
     figs: list[tuple[str, Any]] = []
     calls, spans, timeline = run.llm_calls_df(), run.spans_df(), run.timeline_df()
     if run.manifest.get("kind") == "topology_experiment" and "topology" in calls:
-        figs += experiment_figures(calls)
+        figs += experiment_figures(run.of_finished_runs(calls))  # as its traffic table
     if len(timeline) and "llm_calls" in timeline:
         f = px.line(timeline, x="tick", y="llm_calls", markers=True)
         f.update_xaxes(title="tick", tickformat="d", dtick=max(1, len(timeline) // 12))

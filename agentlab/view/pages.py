@@ -189,6 +189,8 @@ def _overview(site: Site, e: Entry, run: Any, path: str) -> str:
         extra = ", stage, topology, run_id" if e.kind == "experiment" else ""
         calls = run.sql('select start, "end", first_token, prompt_tokens, completion_tokens'
                         f"{extra} from llm_calls where start is not null")  # fmt: skip
+        if e.kind == "experiment":  # its finished runs', as its traffic table (a stop's cut
+            calls = run.of_finished_runs(calls)  # run stays in the log until continued)
         figs.append(charts.iat_chart(calls, "topology" if e.kind == "experiment" else None))
         if e.kind != "experiment":  # (an experiment's are per topology, in its table)
             blocks[0]["tiles"] += _call_tiles(calls)

@@ -132,7 +132,8 @@ def test_results_leave_out_the_calls_of_a_run_cut_short(
     msg = open_run(out).messages_df().iloc[0].to_dict()
     sink = ReplaySink(out, shard="cut")  # what the run in flight had written at the stop
     sink.append("llm_calls", {**{k: first[k] for k in ("request_id", "start", "end",
-                              "agent_id", "outcome")}, "run_id": "star-0002"})  # fmt: skip
+                              "agent_id", "outcome", "stage", "topology")},
+                              "run_id": "star-0002"})  # fmt: skip
     sink.append("messages", {"msg_id": "cut", "sender": msg["sender"], "run_id": "star-0002"})
     sink.flush()
     assert "star-0002" in set(open_run(out).llm_calls_df()["run_id"])  # in the log
@@ -152,3 +153,10 @@ def test_results_leave_out_the_calls_of_a_run_cut_short(
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", star[: star.index("</tr>")])
     per_run = round(float(traffic_summary_df(res.calls_df())["calls_per_run"].iloc[0]), 3)
     assert cells[4] == f"{per_run:g}", cells  # runs, ok, calls, score, then calls per run
+    # the figures comparing the topologies hold the finished runs' calls, as the table
+    from agentlab.analysis.report_figures import run_figures
+
+    figs = dict(run_figures(open_run(out)))
+    stages = figs["LLM call latency by stage and topology"]
+    kept = res.calls_df()
+    assert sum(len(t.y) for t in stages.data) == int((kept["end"] > kept["start"]).sum())
