@@ -45,8 +45,10 @@ def run_figures(run: Run) -> list[tuple[str, Any]]:
 
     figs: list[tuple[str, Any]] = []
     calls, spans, timeline = run.llm_calls_df(), run.spans_df(), run.timeline_df()
-    if run.manifest.get("kind") == "topology_experiment" and "topology" in calls:
-        figs += experiment_figures(run.of_finished_runs(calls))  # as its traffic table
+    study = run.manifest.get("kind") == "topology_experiment" and "topology" in calls
+    if study:
+        calls = run.of_finished_runs(calls)  # as its traffic table
+        figs += experiment_figures(calls)
     if len(timeline) and "llm_calls" in timeline:
         f = px.line(timeline, x="tick", y="llm_calls", markers=True)
         f.update_xaxes(title="tick", tickformat="d", dtick=max(1, len(timeline) // 12))
@@ -54,7 +56,12 @@ def run_figures(run: Run) -> list[tuple[str, Any]]:
         if timeline["llm_calls"].max() <= 10:
             f.update_yaxes(dtick=1)  # counts: no 2.5-call gridlines
         figs.append(("LLM calls per tick", f))
-    if len(calls) and {"start", "end"} <= set(calls.columns):
+    timed = len(calls) and {"start", "end"} <= set(calls.columns)
+    if timed and study and "run_id" in calls:
+        # on its runs' own time (on the log's clock they lie end to end); its latency is
+        # drawn per stage and topology above
+        figs.append(("LLM calls over a run, by topology", calls_over_a_run(calls)))
+    elif timed:
         t0 = float(calls["start"].min())
         rel = calls.assign(t=calls["start"] - t0, latency_s=calls["end"] - calls["start"])
         f = px.histogram(rel, x="t", nbins=60)
@@ -93,6 +100,24 @@ def experiment_figures(calls: Any) -> list[tuple[str, Any]]:
         f = stage_latency_figure(timed, log_y=True, title="")
         figs.append(("LLM call latency by stage and topology", f))
     return figs
+
+
+def calls_over_a_run(calls: Any) -> Any:
+    """When a study's calls start within their run (seconds since the run's first call),
+    per run of each topology: the shape of one workflow run (its stages, the discussion's
+    bursts), which the log's clock, laying runs end to end, hides."""
+    import plotly.express as px
+
+    calls = calls.dropna(subset=["start", "run_id"])
+    t = calls["start"] - calls.groupby("run_id")["start"].transform("min")
+    runs = calls.groupby("topology")["run_id"].transform("nunique")
+    rel = calls.assign(t=t, per_run=1.0 / runs)
+    f = px.histogram(rel, x="t", y="per_run", color="topology", histfunc="sum", nbins=80,
+                     barmode="overlay", opacity=0.6,  # colours in the order of the IAT figure's
+                     category_orders={"topology": sorted(rel["topology"].unique())})  # fmt: skip
+    f.update_xaxes(title="seconds since the run's first LLM call")
+    f.update_yaxes(title="LLM calls started per run")
+    return f
 
 
 def span_durations(spans: Any) -> tuple[str, Any]:

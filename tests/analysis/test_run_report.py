@@ -204,6 +204,27 @@ def test_an_experiments_report_compares_its_topologies_and_names_its_slowest_run
     assert '"name":"sequential"' in section and '"name":"star"' in section
     spans = html[html.index('id="slowest-spans"') :]
     assert "<th>where</th>" in spans and any(r in spans for r in runs)
+    # calls over time on each run's own clock, per run of a topology: the log's clock laid
+    # the runs end to end, one long "run"; the latency pooled over topologies is gone
+    assert "LLM calls over a run, by topology" in heads, heads
+    assert "LLM calls over time" not in heads and "LLM call latency" not in heads, heads
+
+
+def test_calls_over_a_run_start_each_run_at_zero_and_count_per_run() -> None:
+    import pandas as pd
+
+    from agentlab.analysis.report_figures import calls_over_a_run
+
+    calls = pd.DataFrame({  # star: two runs of 2 calls, a day apart; mesh: one run of 4
+        "run_id": ["s0", "s0", "s1", "s1", "m0", "m0", "m0", "m0"],
+        "topology": ["star"] * 4 + ["full_mesh"] * 4,
+        "start": [100.0, 105.0, 86_500.0, 86_505.0, 50.0, 50.5, 51.0, 55.0],
+    })  # fmt: skip
+    fig = calls_over_a_run(calls)
+    by = {t.name: t for t in fig.data}
+    assert sorted(by["star"].x) == [0.0, 0.0, 5.0, 5.0]  # each run from its first call
+    assert sum(by["star"].y) == 2 and sum(by["full_mesh"].y) == 4  # calls per run
+    assert fig.layout.xaxis.title.text == "seconds since the run's first LLM call"
 
 
 def test_long_durations_read_as_seconds_not_exponents() -> None:
