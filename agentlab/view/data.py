@@ -35,6 +35,7 @@ __all__ = [
     "CALLS_PER_PAGE",
     "ROWS_PER_PAGE",
     "agent_timeline_df",
+    "agents_df",
     "call_page",
     "calls_df",
     "errors_df",
@@ -385,44 +386,82 @@ def span_calls(calls: pd.DataFrame) -> Callable[[Any, Any, Any], str | None]:
     return find
 
 
-def agent_timeline_df(run: Run, agent: str) -> pd.DataFrame:
-    """Per tick, what ``agent`` did: ``steps`` (ok), ``llm_calls``, ``llm_failures``,
-    ``tool_calls``, ``tool_errors``, ``messages`` sent, ``step_errors``,
-    ``first_call`` (a request id to open)."""
+#: what an agent did, the columns of its timeline (per tick) and of the agents page (totals)
+ACTIVITY = ("steps", "llm_calls", "llm_failures", "tokens", "tool_calls", "tool_errors",
+            "messages", "step_errors")  # fmt: skip
+
+
+def _activity(run: Run, agent: str | None) -> pd.DataFrame:
+    """:data:`ACTIVITY` counts, ``latency_p50`` and ``first_call`` (a request id to open)
+    per tick of ``agent``, or per agent (``agent`` None); one set of queries for both."""
     import pandas as pd
 
     have = _names(run)
     frames = []
+    key = "tick" if agent else "agent"
 
-    def add(sql: str, params: list[Any]) -> None:
-        frames.append(run.sql(sql, params).set_index("tick"))
+    def add(cols: str, table: str, who: str, tick: str = "tick", cond: str = "true") -> None:
+        # who: the SQL of a row's agent: one agent's rows by tick, or all rows by agent
+        where = f"{who} = ?" if agent else f"{who} is not null"
+        frames.append(run.sql(f"select {tick if agent else who} {key}, {cols} from {table} "
+                              f"where {cond} and {where} group by 1",
+                              [agent] if agent else None).set_index(key))  # fmt: skip
 
     if "agent_states" in have:
-        add("select tick, count(*) filter (where ok) steps, "
-            "cast(last(summary order by _seq) as varchar) state from internal.agent_states "
-            "where agent_id = ? group by 1", [agent])  # fmt: skip
+        state = ", cast(last(summary order by _seq) as varchar) state" if agent else ""
+        add(f"count(*) filter (where ok) steps{state}", "internal.agent_states", "agent_id")
     if "llm_calls" in have:
-        add("select tick, count(*) llm_calls, count(*) filter (where outcome <> 'ok') "
-            "llm_failures, min(request_id) first_call from llm_calls where agent_id = ? "
-            "group by 1", [agent])  # fmt: skip
+        add("count(*) llm_calls, count(*) filter (where outcome <> 'ok') llm_failures, "
+            "sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) tokens, "
+            'median("end" - start) latency_p50, min(request_id) first_call',
+            "llm_calls", "agent_id")  # fmt: skip
     if "spans" in have:
-        add("select try_cast(coalesce(attributes->>'agentlab.tick', attributes->>'tick') "
-            "as bigint) tick, count(*) tool_calls, count(*) filter (where status = 'error') "
-            "tool_errors from spans where name = 'env.tool' and coalesce(attributes->>"
-            "'gen_ai.agent.id', attributes->>'agent_id') = ? group by 1", [agent])  # fmt: skip
+        add("count(*) tool_calls, count(*) filter (where status = 'error') tool_errors", "spans",
+            "coalesce(attributes->>'gen_ai.agent.id', attributes->>'agent_id')",
+            "try_cast(coalesce(attributes->>'agentlab.tick', attributes->>'tick') as bigint)",
+            "name = 'env.tool'")  # fmt: skip
     if "messages" in have:
-        add("select tick, count(*) messages from messages where sender = ? group by 1", [agent])
+        add("count(*) messages", "messages", "sender")
     if "agent_errors" in have:
-        add("select tick, count(*) step_errors from agent_errors where agent_id = ? group by 1",
-            [agent])  # fmt: skip
+        add("count(*) step_errors", "agent_errors", "agent_id")
     if not frames:
         return pd.DataFrame()
     out = pd.concat(frames, axis=1).sort_index()
-    for c in ("steps", "llm_calls", "llm_failures", "tool_calls", "tool_errors", "messages",
-              "step_errors"):  # fmt: skip
+    out.index.name = key
+    for c in ACTIVITY:
         if c in out:
             out[c] = out[c].fillna(0).astype(int)
     return out.reset_index()
+
+
+def agent_timeline_df(run: Run, agent: str) -> pd.DataFrame:
+    """Per tick, what ``agent`` did: ``steps`` (ok), ``llm_calls``, ``llm_failures``,
+    ``tokens``, ``tool_calls``, ``tool_errors``, ``messages`` sent, ``step_errors``,
+    ``latency_p50``, ``first_call`` (a request id to open), ``state``."""
+    return _activity(run, agent)
+
+
+def agents_df(e: Entry, run: Run) -> pd.DataFrame:
+    """One row per agent of the run (:func:`agents_of`, by name): the totals of what it
+    did (the columns of :func:`agent_timeline_df` summed over ticks) and its calls'
+    latency median; cached until the run's change marker moves (every page of the
+    agents list reads it)."""
+    import pandas as pd
+
+    k = (f"agents of {e.path}", change_marker(e.path))
+    with _LOCK:
+        hit = _CACHE.get(k)
+    if hit is not None:
+        return hit["df"]
+    names = pd.DataFrame({"agent": agents_of(run)})
+    act = _activity(run, None)
+    df = names.merge(act, on="agent", how="left") if len(act) else names
+    for c in ACTIVITY:
+        if c in df:
+            df[c] = df[c].fillna(0).astype(int)
+    with _LOCK:
+        _CACHE[k] = {"df": df}
+    return df
 
 
 def spans_df(run: Run, page: int) -> tuple[Any, int]:

@@ -338,17 +338,27 @@ def _spans_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | N
 
 
 def _agents_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | None:
-    import pandas as pd
-
-    agents = pd.DataFrame({"agent": data.agents_of(run)})
+    agents = data.agents_df(e, run)
     part, pages = data._page(agents, page, data.ROWS_PER_PAGE)
     if page > pages:
         return None
     base = site.base(path)
-    rows = [{"cells": [{"text": a, "href": href(base, e.rel, f"agent-{a}.html")}]}
-            for a in part["agent"]]  # fmt: skip
-    blocks: list[dict[str, Any]] = [{"type": "table", "id": "agents", "columns": ["agent"], "numeric": set(),
-               "rows": rows, "note": f"{len(agents):,} agents",
+    cols = [c for c in data.ACTIVITY if c in agents]
+    lat = "latency_p50" in agents
+    rows = []
+    for r in part.to_dict("records"):
+        a = r["agent"]
+        cells: list[Any] = [{"text": a, "href": href(base, e.rel, f"agent-{a}.html")}]
+        cells += [r[c] for c in cols]
+        if lat:
+            p50 = _na(r["latency_p50"])
+            cells.append(None if p50 is None else round(float(p50), 3))
+        bad = any(r.get(k) for k in ("llm_failures", "tool_errors", "step_errors"))
+        rows.append({"cells": cells, "attrs": {"bad": int(bad)}})
+    heads = [*cols, *(["latency p50 (s)"] if lat else [])]
+    blocks: list[dict[str, Any]] = [{"type": "table", "id": "agents", "columns": ["agent", *heads],
+               "numeric": set(heads), "rows": rows,
+               "note": f"{len(agents):,} agents: what each did over the run (its page: by tick)",
                "pager": _pager(site, e, "agents", page, pages, path) if pages > 1 else None}]  # fmt: skip
     return _render(site, path, e.rel, title=f"Agents of {e.path.name}",
                    crumbs=_crumbs(site, path, e, ("agents", None)), blocks=blocks)  # fmt: skip
@@ -359,8 +369,7 @@ def _agent_page(site: Site, e: Entry, run: Any, path: str, agent: str) -> str | 
         return None
     tl = data.agent_timeline_df(run, agent)
     _, link_of = _call_links(site, e, run, path)
-    cols = ["tick", "steps", "llm_calls", "llm_failures", "tool_calls", "tool_errors",
-            "messages", "step_errors"]  # fmt: skip
+    cols = ["tick", *data.ACTIVITY]
     rows = []
     for r in tl.head(2000).to_dict("records"):
         cells: list[Any] = [_na(r.get(c)) if c in r else 0 for c in cols]

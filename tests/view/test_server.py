@@ -320,6 +320,42 @@ def test_a_societys_tiles_carry_its_reports_latency_and_tokens(mixed_folder: Pat
     assert 'data-key="latency_p50"' not in xp
 
 
+def test_the_agents_page_shows_what_each_agent_did(mixed_folder: Path) -> None:
+    """The agents page was a list of names: which agent failed, called most or waited
+    longest meant opening each. Each row now holds its agent's totals, the sums of the
+    agent's own page's rows, adding up to the run's counts."""
+    import pandas as pd
+
+    from agentlab.store import open_run
+    from agentlab.view import render_page
+
+    page = render_page(mixed_folder, f"r/{SOCIETY}/agents-1.html") or ""
+    head = re.findall(r"<th[^>]*>([^<]+)</th>", page)
+    assert head[:5] == ["agent", "steps", "llm_calls", "llm_failures", "tokens"], head
+    assert head[-1] == "latency p50 (s)", head
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", page, re.S)[1:]
+
+    def cells(row: str) -> list[str]:
+        return [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+
+    table = pd.DataFrame([cells(r) for r in rows], columns=head)
+    run = open_run(mixed_folder / SOCIETY)
+    calls = run.llm_calls_df()
+    assert table["llm_calls"].str.replace(",", "").astype(int).sum() == len(calls)
+    tokens = int(calls["prompt_tokens"].sum() + calls["completion_tokens"].sum())
+    assert table["tokens"].str.replace(",", "").astype(int).sum() == tokens
+    one = table.iloc[0]
+    own = render_page(mixed_folder, f"r/{SOCIETY}/agent-{one['agent']}.html") or ""
+    own_head = re.findall(r"<th[^>]*>([^<]+)</th>", own)
+    by_tick = pd.DataFrame([cells(r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", own, re.S)[1:]],
+                           columns=own_head)  # fmt: skip
+    for col in ("steps", "llm_calls", "tool_calls", "messages", "tokens"):
+        total = by_tick[col].str.replace(",", "").astype(int).sum()
+        assert int(one[col].replace(",", "")) == total, col
+    mine = calls[calls["agent_id"] == one["agent"]]
+    assert float(one["latency p50 (s)"]) == round(float((mine["end"] - mine["start"]).median()), 3)
+
+
 def test_an_experiments_spans_name_their_run_and_stage(mixed_folder: Path) -> None:
     """An experiment's spans page was rows of "experiment.run" with agent and tick "–":
     which of its runs took longest was not on the page. Each span now names its run (a
