@@ -23,6 +23,7 @@ __all__ = [
     "call_graph_chart",
     "calls_per_tick_chart",
     "iat_chart",
+    "latency_per_tick_chart",
     "recorded_figure_chart",
     "sweep_metric_chart",
 ]
@@ -43,6 +44,16 @@ def _html(fig: Any, height: int = 320) -> str:
     )
 
 
+def _tick_axis(fig: Any, ticks: Any) -> None:
+    # a few ticks are ticked at their values: automatic ticks put 3 bars' axis at 1, 1.5,
+    # 2, ... which "d" printed as "1 1 2 2 3 3 4", off the bars
+    values = integer_ticks(ticks)
+    if values:
+        fig.update_xaxes(title_text="tick", tickmode="array", tickvals=values)
+    else:
+        fig.update_xaxes(title_text="tick", tickformat="d")
+
+
 def calls_per_tick_chart(timeline: pd.DataFrame | None) -> dict[str, str] | None:
     """LLM calls (and errors) per committed tick, from the ``timeline`` dataset."""
     if timeline is None or not len(timeline) or "llm_calls" not in timeline:
@@ -55,15 +66,34 @@ def calls_per_tick_chart(timeline: pd.DataFrame | None) -> dict[str, str] | None
         fig.add_trace(
             go.Bar(x=t["tick"], y=t["errors"], name="step errors", marker_color="#cf222e")
         )
-    # a few ticks are ticked at their values: automatic ticks put 3 bars' axis at 1, 1.5,
-    # 2, ... which "d" printed as "1 1 2 2 3 3 4", off the bars
-    ticks = integer_ticks(t["tick"])
-    if ticks:
-        fig.update_xaxes(title_text="tick", tickmode="array", tickvals=ticks)
-    else:
-        fig.update_xaxes(title_text="tick", tickformat="d")
+    _tick_axis(fig, t["tick"])
     fig.update_yaxes(title_text="per tick", rangemode="tozero")
     return {"title": "LLM calls per tick", "html": _html(fig)}
+
+
+def latency_per_tick_chart(calls: pd.DataFrame | None) -> dict[str, str] | None:
+    """Latency p50 / p95 and TTFT p50 of the calls started in each tick: how waits grow
+    with the load a tick puts on the server (none for a run whose calls took no time)."""
+    if calls is None or not len(calls) or "tick" not in calls:
+        return None
+    c = calls.dropna(subset=["tick", "start", "end"])
+    c = c.assign(latency=c["end"] - c["start"], ttft=c["first_token"] - c["start"])
+    if not len(c) or not (c["latency"] > 0).any():
+        return None
+    import plotly.graph_objects as go
+
+    by = c.groupby("tick", sort=True)
+    fig = go.Figure()
+    for name, col, q, line in (("latency p50", "latency", 0.5, {"color": "#636efa"}),
+                               ("latency p95", "latency", 0.95, {"color": "#636efa", "dash": "dot"}),
+                               ("TTFT p50", "ttft", 0.5, {"color": "#00cc96"})):  # fmt: skip
+        y = by[col].quantile(q)
+        if y.notna().any():
+            fig.add_trace(go.Scatter(x=y.index, y=y.values, name=name, mode="lines+markers",
+                                     line=line))  # fmt: skip
+    _tick_axis(fig, c["tick"])
+    fig.update_yaxes(title_text="seconds", rangemode="tozero")
+    return {"title": "LLM call latency per tick", "html": _html(fig)}
 
 
 def iat_chart(calls: pd.DataFrame | None, by: str | None) -> dict[str, str] | None:

@@ -186,7 +186,7 @@ def _overview(site: Site, e: Entry, run: Any, path: str) -> str:
         figs.append(charts.calls_per_tick_chart(run.df("timeline")))
     calls = None
     if "llm_calls" in have:
-        extra = ", stage, topology, run_id" if e.kind == "experiment" else ""
+        extra = ", stage, topology, run_id" if e.kind == "experiment" else ", tick"
         calls = run.sql('select start, "end", first_token, prompt_tokens, completion_tokens'
                         f"{extra} from llm_calls where start is not null")  # fmt: skip
         if e.kind == "experiment":  # its finished runs', as its traffic table (a stop's cut
@@ -194,6 +194,7 @@ def _overview(site: Site, e: Entry, run: Any, path: str) -> str:
         figs.append(charts.iat_chart(calls, "topology" if e.kind == "experiment" else None))
         if e.kind != "experiment":  # (an experiment's are per topology, in its table)
             blocks[0]["tiles"] += _call_tiles(calls)
+            figs.append(charts.latency_per_tick_chart(calls))
     figs = [f for f in figs if f]
     if e.kind == "experiment":
         blocks.append(_topologies_block(site, e, run, path, calls))
