@@ -11,7 +11,7 @@ timestamps each request when it has been read whole.
 (the paper's client is not published; the SDK is what OpenAI-compatible vLLM clients use),
 see ``datasets/make_vllm_3b_profile.py``.
 
-    python benchmarks/client_fanout.py [--fanouts 100] [--k 3] [--json PATH]
+    python benchmarks/client_fanout.py [--quick] [--fanouts 100] [--k 3] [--json PATH]
 """
 
 from __future__ import annotations
@@ -122,11 +122,13 @@ def measure(kind: str, fanouts: int = 100, k: int = 3) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--fanouts", type=int, default=100)
+    ap.add_argument("--quick", action="store_true", help="20 fan-outs (a few seconds)")
+    ap.add_argument("--fanouts", type=int, default=None, help="fan-outs per client (100)")
     ap.add_argument("--k", type=int, default=3, help="requests per fan-out (Star: 3 reviewers)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    rows = [measure(kind, args.fanouts, args.k) for kind in ("httpx", "openai")]
+    fanouts = args.fanouts or (20 if args.quick else 100)
+    rows = [measure(kind, fanouts, args.k) for kind in ("httpx", "openai")]
     print(
         f"{'client':8s} {'gaps':>5s} {'mean ms':>8s} {'median ms':>9s} {'p05 ms':>7s} {'p95 ms':>7s}"
     )

@@ -427,9 +427,11 @@ def main() -> int:
         return 0
     k = 1 if args.quick else 5
     counts = {"lean": 600 * k, "litellm": 60 * k, "sdk": 300 * k}
-    proc, base = start_server()
-    # vLLM's framing: one SSE event per token (sim-serve's default is ~12 chunks a reply)
-    proc_t, base_t = start_server("--set", "stream_chunks=1000000")
+    # a coarse stream (3 tokens an SSE event: ~12 a reply) and vLLM's framing, one event
+    # per token (sim-serve's default since it streams as vLLM: both were one event per
+    # token, and the per-event figure divided by zero)
+    proc, base = start_server("--tokens-per-chunk", "3")
+    proc_t, base_t = start_server()
     saved = os.environ.get(HTTP)
     try:
         events, events_t = _events_per_stream(base), _events_per_stream(base_t)
@@ -482,11 +484,12 @@ def main() -> int:
     print(f"lean above its HTTP client alone: plain +{over_p:.0f} us, stream +{over_s:.0f} us")
     lean_t, floor_t = per_token[0], per_token[-1]
     ev = events_t - events
-    print(
-        f"per SSE event ({events} -> {events_t} events): lean "
-        f"{(lean_t['stream_us'] - lean['stream_us']) / ev:.1f} us, httptools alone "
-        f"{(floor_t['stream_us'] - floor['stream_us']) / ev:.1f} us"
-    )
+    if ev > 0:
+        print(
+            f"per SSE event ({events} -> {events_t} events): lean "
+            f"{(lean_t['stream_us'] - lean['stream_us']) / ev:.1f} us, httptools alone "
+            f"{(floor_t['stream_us'] - floor['stream_us']) / ev:.1f} us"
+        )
     print("\n".join(side))
     if args.json:
         out = {"rows": rows, "in_flight_32": wide, "sse_events_per_stream": events}

@@ -11,6 +11,7 @@ overhead behind), ``--ticks`` ticks, batches of ``N / 8`` agents. Configurations
   run's parent hidden under an empty tmpfs (needs root and ``unshare``).
 
     python benchmarks/ray_nodes.py                 # N = 2000, 3 ticks
+    python benchmarks/ray_nodes.py --quick         # N = 500, 2 ticks
     python benchmarks/ray_nodes.py --agents 500 --ticks 2
     python benchmarks/ray_nodes.py --json out.json
 
@@ -77,10 +78,13 @@ def _drive(path: Path, address: str, cfg: dict[str, Any], env: dict[str, str] | 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--agents", type=int, default=2000)
-    ap.add_argument("--ticks", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="N = 500, 2 ticks")
+    ap.add_argument("--agents", type=int, default=None, help="agents (2000)")
+    ap.add_argument("--ticks", type=int, default=None, help="ticks (3)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    args.agents = args.agents or (500 if args.quick else 2000)
+    args.ticks = args.ticks or (2 if args.quick else 3)
     from tests.runtime.ray_cluster import can_isolate, two_node_cluster
 
     base: dict[str, Any] = {

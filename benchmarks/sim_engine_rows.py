@@ -104,13 +104,16 @@ def compare(a: dict[str, Any], b: dict[str, Any], tol: float) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--out", default=None)
-    ap.add_argument("--runs", type=int, default=6)
-    ap.add_argument("--agents", type=int, default=60)
+    ap.add_argument("--quick", action="store_true", help="2 runs per topology, 20 agents")
+    ap.add_argument("--runs", type=int, default=None, help="runs per topology (6)")
+    ap.add_argument("--agents", type=int, default=None, help="society agents (60)")
     ap.add_argument("--ticks", type=int, default=2)
     ap.add_argument("--set", action="append", default=[], help="profile override k=v")
     ap.add_argument("--compare", nargs=2, default=None)
     ap.add_argument("--tol", type=float, default=1e-6)
     args = ap.parse_args(argv)
+    args.runs = args.runs or (2 if args.quick else 6)
+    args.agents = args.agents or (20 if args.quick else 60)
     if args.compare:
         a, b = (json.loads(Path(p).read_text()) for p in args.compare)
         return 1 if compare(a, b, args.tol) else 0

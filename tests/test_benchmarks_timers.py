@@ -226,3 +226,23 @@ def test_replay_write_ratios_are_cpu_over_cpu(
     assert rates["extend"] < 10  # wall rows/s under a 1000 s-per-read clock
     for name in ("orjson", "orjson_kept", "append", "extend"):
         assert rates[f"{name}_cpu"] > 10_000, name  # CPU rows/s: untouched
+
+
+def test_every_benchmark_offers_quick_and_json() -> None:
+    """``python benchmarks/NAME.py --quick`` (under a minute) and ``--json PATH`` are the
+    house's benchmark contract; ``client_fanout.py``, ``ray_nodes.py`` and
+    ``sim_engine_rows.py`` refused ``--quick``. Read from each one's ``--help``."""
+    import subprocess
+
+    names = sorted(p.stem for p in BENCH.glob("*.py") if not p.stem.startswith("_"))
+    missing = {}
+    for name in names:
+        out = subprocess.run([sys.executable, str(BENCH / f"{name}.py"), "--help"],
+                             capture_output=True, text=True, timeout=120,
+                             cwd=BENCH.parent)  # fmt: skip
+        assert out.returncode == 0, (name, out.stderr[-500:])
+        lacks = [flag for flag in ("--quick", "--json", "--out") if flag not in out.stdout]
+        # --json PATH, or (sim_engine_rows, whose product is the rows file) --out PATH
+        if "--quick" in lacks or ("--json" in lacks and "--out" in lacks):
+            missing[name] = lacks
+    assert not missing, missing

@@ -29,7 +29,7 @@ from tests.llm.serve_helpers import sim_serve_process
 MSGS = [{"role": "user", "content": "tell me a long story"}]
 # a long free-text answer in many pieces: 400 tokens at 200 tokens/s, 40 SSE events (~2 s)
 LONG = ["--set", "completion_median=400", "--set", "completion_sigma=0.01"]
-LONG += ["--set", "decode_tps=200", "--set", "tool_call_p=0", "--set", "stream_chunks=40"]
+LONG += ["--set", "decode_tps=200", "--set", "tool_call_p=0", "--tokens-per-chunk", "10"]
 # background tasks that live as long as their loop, by design (connection pools, clocks)
 KEEPERS = ("agentlab-lean-http", "agentlab-virtual-clock")
 needs_litellm = pytest.mark.skipif(
