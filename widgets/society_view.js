@@ -16,6 +16,7 @@ const CHARTS = [
   ["Rates", "per clock second", [["calls_per_s", "LLM calls/s"], ["steps_per_s", "agent-steps/s"]]],
   ["Concurrency", "LLM calls", [["aimd_limit", "AIMD limit"], ["in_flight", "in flight at commit"]]],
   ["Tokens", "tokens per tick", [["tokens", "tokens"]]],
+  ["Latency", "seconds", [["latency_mean_s", "mean LLM call latency"]]],
 ];
 
 /** @param {{model: any, el: HTMLElement}} ctx */

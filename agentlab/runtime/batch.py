@@ -146,6 +146,7 @@ class BatchResult:
     llm_calls: int = 0
     llm_errors: int = 0
     tokens: int = 0
+    latency_us: int = 0  # the answered calls' latencies summed, whole µs (exact in any order)
     wall_s: float = 0.0
 
     def __iadd__(self, other: BatchResult) -> BatchResult:
@@ -155,6 +156,7 @@ class BatchResult:
         self.llm_calls += other.llm_calls
         self.llm_errors += other.llm_errors
         self.tokens += other.tokens
+        self.latency_us += other.latency_us
         self.wall_s = max(self.wall_s, other.wall_s)
         return self
 
@@ -192,6 +194,7 @@ def _count(result: BatchResult, ctx: AgentContext) -> None:
     result.llm_calls += ctx.llm_calls
     result.llm_errors += ctx.llm_errors
     result.tokens += ctx.tokens
+    result.latency_us += ctx.latency_us
 
 
 def _state_row(agent_id: str, type_name: str, tick: int, ok: bool, attempt: int,

@@ -44,6 +44,7 @@ class _Counter:
 
     llm_calls: int = 0
     llm_errors: int = 0
+    latency_us: int = 0
     tokens: int = 0
 
 

@@ -57,6 +57,7 @@ class CallCounter(Protocol):
     llm_calls: int
     llm_errors: int
     tokens: int
+    latency_us: int  # the answered calls' latencies, whole µs (sums in any order alike)
 
 
 class RecordingLLM:
@@ -218,6 +219,8 @@ class RecordingLLM:
         if counter is not None:
             counter.llm_errors += not ok
             counter.tokens += record.prompt_tokens + record.completion_tokens
+            if ok:
+                counter.latency_us += round((record.end - record.start) * 1e6)
         row = catalog.llm_call_row(record, run_id=services.run_id, tick=tick,
                                    finish_reason=finish_reason if ok else None)  # fmt: skip
         attempts = None

@@ -385,6 +385,7 @@ class AgentContext:
         "agent_id",
         "attempt",
         "env",
+        "latency_us",
         "llm",
         "llm_calls",
         "llm_errors",
@@ -414,7 +415,7 @@ class AgentContext:
         self.env = None if proxy.env is None else _AgentEnv(self, proxy.env)
         self._rng: StepRandom | None = None
         self._asks = 0
-        self.llm_calls = self.llm_errors = self.tokens = 0
+        self.llm_calls = self.llm_errors = self.tokens = self.latency_us = 0
 
     async def ask_user(
         self, question: str, schema: Any = None, *, timeout: float | None = None

@@ -53,6 +53,7 @@ def timeline_row(
 ) -> dict[str, Any]:
     """The ``timeline`` row of ``tick`` (``society``: the Society committing it)."""
     metrics = client_metrics(society.proxy)
+    answered = total.llm_calls - total.llm_errors
     return {
         "schema_version": SOCIETY_SCHEMA_VERSION,
         "tick": tick,
@@ -65,6 +66,8 @@ def timeline_row(
         "wall_s": wall_s,
         "aimd_limit": metrics.get("aimd_limit"),
         "in_flight": metrics.get("in_flight"),
+        # the mean latency of the tick's answered calls (a live view's latency chart)
+        "latency_mean_s": total.latency_us / answered / 1e6 if answered > 0 else None,
         "env_events": len(events),
         "routers": routers or None,
     }

@@ -138,9 +138,11 @@ CATALOG: dict[str, DatasetSpec] = {
         ),
         _spec(
             "timeline",
-            "one row per committed tick: counts, tokens, errors, wall time, limiter state",
+            "one row per committed tick: counts, tokens, errors, wall time, limiter state, "
+            "the mean latency of its answered LLM calls",
             tick=_B, ts=_D, agents=_B, steps=_B, llm_calls=_B, tokens=_B, errors=_B,
-            wall_s=_D, aimd_limit=_B, in_flight=_B, env_events=_B, routers=_J,
+            wall_s=_D, aimd_limit=_B, in_flight=_B, latency_mean_s=_D, env_events=_B,
+            routers=_J,
         ),
         _spec(
             "env_requests",

@@ -39,10 +39,13 @@ SERIES_COLUMNS = (
     "wall_s",
     "aimd_limit",
     "in_flight",
+    "latency_mean_s",
     "steps_per_s",
     "calls_per_s",
 )
 _SUMMED = ("steps", "llm_calls", "tokens", "errors", "wall_s")
+#: the columns read from a timeline row (the rest, rates, are derived from them)
+_FROM_ROW = tuple(c for c in SERIES_COLUMNS[1:] if c not in ("steps_per_s", "calls_per_s"))
 
 
 def _num(value: Any) -> float:
@@ -74,7 +77,7 @@ class SocietyModel:
         """Add timeline rows; returns whether anything changed."""
         out: list[list[float]] = []
         for r in rows:
-            vals = {c: _num(r.get(c)) for c in SERIES_COLUMNS[1:11]}
+            vals = {c: _num(r.get(c)) for c in _FROM_ROW}
             # seconds of the society's clock this tick took: the gap to the previous
             # commit (simulated seconds under the virtual clock). The first tick seen has
             # no previous commit: its rate is unknown (NaN), never a wall-clock stand-in
@@ -188,6 +191,8 @@ STATIC_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...], int, str], ...
     ("AIMD limit and LLM calls in flight at each commit, by tick", "concurrent LLM calls",
      (("aimd_limit", "AIMD limit"), ("in_flight", "in flight at commit")), 1, "no data yet"),
     ("tokens per tick", "tokens per tick", (("tokens", "tokens"),), 1, "no data yet"),
+    ("mean LLM call latency, by tick", "seconds",
+     (("latency_mean_s", "mean LLM call latency"),), 1, "no answered LLM calls yet"),
 )  # fmt: skip
 
 #: which buttons are enabled in each society status

@@ -277,7 +277,8 @@ def test_buttons_start_pause_resume_stop_a_real_society(lab: Lab, lab_page: Any)
     screenshot(lab_page, "controls_stopped")
     # charts (axis titles with units are drawn on the canvas) have legends and export
     text = lab_page.inner_text(root)
-    for label in ("Rates", "LLM calls/s", "agent-steps/s", "AIMD limit", "Tokens"):
+    labels = ("Rates", "LLM calls/s", "agent-steps/s", "AIMD limit", "Tokens", "Latency")
+    for label in (*labels, "mean LLM call latency"):
         assert label in text, label
     with lab_page.expect_download() as dl:
         lab_page.locator(f"{root} button.al-export").first.click()

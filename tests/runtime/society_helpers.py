@@ -26,6 +26,7 @@ VOLATILE = {
     "in_flight",
     "latency",
     "ttft",
+    "latency_mean_s",  # (a timeline row's: its calls' latencies, real time on a real clock)
     # which prompt blocks the simulated server still holds depends on arrival order, which
     # a real clock does not fix (a virtual clock does: those tests compare it)
     "cached_tokens",

@@ -20,7 +20,7 @@ from agentlab.runtime.config import llm_span_rate, llm_spans_name, validate_soci
 from agentlab.store import open_run
 
 _WALL = {"start", "end", "first_token", "latency", "ttft", "queue_wait", "request_id", "_seq", "run_id",
-         "_shard", "ts", "wall_s"}  # fmt: skip
+         "_shard", "ts", "wall_s", "latency_mean_s"}  # fmt: skip
 
 
 def _rows(run: Path, dataset: str) -> list[dict[str, Any]]:

@@ -470,3 +470,23 @@ def test_a_society_closes_at_the_end_of_a_with_block(tmp_path: Path) -> None:
     assert not soc._lock.held and read_status(tmp_path / "w") == "done"
     with Society.open(tmp_path / "w", progress=False) as again:  # not locked: it closed
         assert again.tick == 2
+
+
+def test_the_timeline_carries_each_ticks_mean_call_latency(run_dir: Path) -> None:
+    """The live society view's latency chart reads the timeline: each row's
+    ``latency_mean_s`` is the mean latency of the tick's answered calls (persona agents on
+    ``social_feed``, ``sim/vllm-3b``, virtual clock; summed as whole µs, so any order of
+    batches gives the same row)."""
+    from agentlab.store import open_run
+
+    s = Society.create(run_dir, agents=12, env=["social_feed"], llm="sim/vllm-3b",
+                       clock="virtual", seed=3, batch_size=4, progress=False)  # fmt: skip
+    s.run_sync(ticks=3)
+    s.close()
+    run = open_run(run_dir)
+    calls = run.llm_calls_df()
+    ok = calls[calls["outcome"] == "ok"]
+    want = ok.assign(lat=ok["end"] - ok["start"]).groupby("tick")["lat"].mean()
+    got = run.timeline_df().set_index("tick")["latency_mean_s"]
+    assert list(got.index) == [1, 2, 3] and (want > 0.1).all()
+    assert got.to_numpy() == pytest.approx(want.loc[got.index].to_numpy(), abs=1e-6)

@@ -41,6 +41,20 @@ def test_society_model_rates_totals_and_binary_series() -> None:
     assert list(decode_series(frame["series_delta"])[:, 1]) == [5]
 
 
+def test_society_model_carries_each_ticks_mean_latency() -> None:
+    """The live view's latency chart: the timeline's ``latency_mean_s``, tick by tick, in the
+    binary series and the last tick's in the summary; a tick without it is NaN (an older
+    run's rows)."""
+    m = SocietyModel()
+    rows = [{**timeline_row(t), "latency_mean_s": 1.5 + t} for t in range(3)]
+    m.ingest([*rows, timeline_row(3)])
+    arr = decode_series(m.frame(force_snapshot=True)["series_base"])
+    lat = arr[:, SERIES_COLUMNS.index("latency_mean_s")]
+    assert list(lat[:3]) == [1.5, 2.5, 3.5] and math.isnan(lat[3])
+    m.ingest([{**timeline_row(4), "latency_mean_s": 0.25}])
+    assert m.summary()["latency_mean_s"] == 0.25
+
+
 def test_society_model_tolerates_missing_columns() -> None:
     m = SocietyModel()
     m.ingest([{"tick": 1}])

@@ -653,8 +653,9 @@ def test_the_static_rates_chart_needs_a_line_not_two_lone_points(tmp_path: Path)
 
     svgs = [base64.b64decode(b).decode() for b in re.findall(r"base64,([A-Za-z0-9+/=]+)", html)]
     assert any(RATES_EMPTY in svg for svg in svgs)
-    # the live view's three charts: rates, concurrency and tokens per tick
-    assert len(svgs) == 3 and "tokens per tick" in svgs[2] and "<polyline" in svgs[2]
+    # the live view's four charts: rates, concurrency, tokens and mean latency per tick
+    assert len(svgs) == 4 and "tokens per tick" in svgs[2] and "<polyline" in svgs[2]
+    assert "mean LLM call latency" in svgs[3] and "<polyline" in svgs[3]
     nan = float("nan")
     one = line_chart_svg({"a": ([1, 2], [nan, 4.0]), "b": ([1, 2], [nan, 2.0])},
                          x_label="tick", y_label="n", min_points=2, empty="too few")  # fmt: skip
