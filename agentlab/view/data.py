@@ -398,17 +398,18 @@ def _activity(run: Run, agent: str | None) -> pd.DataFrame:
 
     have = _names(run)
     frames = []
-    key = "tick" if agent else "agent"
+    one = agent is not None
+    key = "tick" if one else "agent"
 
     def add(cols: str, table: str, who: str, tick: str = "tick", cond: str = "true") -> None:
         # who: the SQL of a row's agent: one agent's rows by tick, or all rows by agent
-        where = f"{who} = ?" if agent else f"{who} is not null"
-        frames.append(run.sql(f"select {tick if agent else who} {key}, {cols} from {table} "
+        where = f"{who} = ?" if one else f"{who} is not null"
+        frames.append(run.sql(f"select {tick if one else who} {key}, {cols} from {table} "
                               f"where {cond} and {where} group by 1",
-                              [agent] if agent else None).set_index(key))  # fmt: skip
+                              [agent] if one else None).set_index(key))  # fmt: skip
 
     if "agent_states" in have:
-        state = ", cast(last(summary order by _seq) as varchar) state" if agent else ""
+        state = ", cast(last(summary order by _seq) as varchar) state" if one else ""
         add(f"count(*) filter (where ok) steps{state}", "internal.agent_states", "agent_id")
     if "llm_calls" in have:
         add("count(*) llm_calls, count(*) filter (where outcome <> 'ok') llm_failures, "
@@ -459,7 +460,9 @@ def agents_df(e: Entry, run: Run) -> pd.DataFrame:
     for c in ACTIVITY:
         if c in df:
             df[c] = df[c].fillna(0).astype(int)
-    with _LOCK:
+    with _LOCK:  # (one table per run: a live run's earlier ones go)
+        for old in [c for c in _CACHE if c[0] == k[0]]:
+            del _CACHE[old]
         _CACHE[k] = {"df": df}
     return df
 
