@@ -278,6 +278,13 @@ def main() -> int:
     ap.add_argument("--model", default="gpt-4o-mini", help="model name (openai/ prefix implied)")
     ap.add_argument("--calls", type=int, default=0, help="only time N bare LLMClient.call s")
     ap.add_argument(
+        "--calls-after",
+        type=int,
+        default=0,
+        help="after the run, in the same process, also time N bare LLMClient.call s (the "
+        "row's llm_call_us: one AS2 import fewer, for --quick)",
+    )
+    ap.add_argument(
         "--agentlab-settings",
         action="store_true",
         help="apply agentlab's litellm settings (import_litellm's, incl. gc.freeze) after import",
@@ -338,6 +345,8 @@ def main() -> int:
         import_s=import_s,
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
+    if args.calls_after:
+        out["llm_call_us"] = asyncio.run(_call_cpu(args.calls_after))["llm_call_us"]
     print(json.dumps(out))
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+ALL_CLIENTS = "guidellm,guidellm-completions,aiperf,aiperf-completions,sdk,litellm"
+QUICK_CLIENTS = "guidellm,aiperf,sdk,litellm"  # (the /v1/completions runs: full run only)
 MODEL = "llama-3.2-3b"  # the served name (clients are given the tokenizer directory)
 
 
@@ -350,25 +352,38 @@ def _fmt(d: dict[str, float]) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="8 requests per client")
-    p.add_argument("--requests", type=int, default=16)
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="under a minute: the chat API only (guidellm, aiperf, openai SDK, litellm), "
+        "4 requests of 64 output tokens per client (each client's own start is ~15 s)",
+    )
+    p.add_argument("--requests", type=int, default=None, help="per client (16; --quick 4)")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--prompt-tokens", type=int, default=1024)
-    p.add_argument("--output-tokens", type=int, default=256)
+    p.add_argument("--output-tokens", type=int, default=None, help="asked (256; --quick 64)")
     p.add_argument("--profile", default="vllm-3b")
     p.add_argument("--set", action="append", default=[], help="sim-serve --set FIELD=VALUE")
     p.add_argument(
         "--clients",
-        default="guidellm,guidellm-completions,aiperf,aiperf-completions,sdk,litellm",
+        default=None,
+        help="comma-separated (all six; --quick: guidellm,aiperf,sdk,litellm)",
     )
     p.add_argument("--guidellm-workers", type=int, default=2, help="its worker processes")
     p.add_argument("--json", default=None, help="write the rows here")
     p.add_argument("--keep", default=None, help="keep the clients' reports in this directory")
     a = p.parse_args()
-    if a.quick:
-        a.requests = min(a.requests, 8)
+    if a.requests is None:
+        a.requests = 4 if a.quick else 16
+    if a.output_tokens is None:
+        a.output_tokens = 64 if a.quick else 256
+    if a.clients is None:
+        a.clients = QUICK_CLIENTS if a.quick else ALL_CLIENTS
     paths = peer_paths()
     wanted = a.clients.split(",")
+    unknown = sorted(set(wanted) - set(ALL_CLIENTS.split(",")))
+    if unknown:
+        p.error(f"unknown client(s) {', '.join(unknown)}; valid: {ALL_CLIENTS}")
     out = Path(a.keep or tempfile.mkdtemp(prefix="peer-clients-"))
     out.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -25,7 +25,7 @@ Three measurements, side by side in one run:
    to the same society local, wall per tick, the server's windows per tick, rows equal.
 
     python benchmarks/ray_vclock.py            # K = 1, 2; M = 100; E = 20
-    python benchmarks/ray_vclock.py --quick    # fewer events
+    python benchmarks/ray_vclock.py --quick    # under a minute: fewer events, K = 2
     python benchmarks/ray_vclock.py --json out.json
     python benchmarks/ray_vclock.py --quick --society 1000 --split-agents 0
     python benchmarks/ray_vclock.py --quick --built-only --built 1000
@@ -738,9 +738,13 @@ def built_table(n: int, ticks: int, reps: int, workers: int = 2) -> list[dict[st
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="under a minute: fewer events, K = 2 only, 100 agents in the society tables",
+    )
     ap.add_argument("--json", default=None)
-    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--workers", default=None, help="worker counts K (1,2; --quick 2)")
     ap.add_argument("--agents", type=int, default=None, help="agents per worker (M)")
     ap.add_argument("--events", type=int, default=None, help="sleeps per agent (E)")
     ap.add_argument("--windows-only", action="store_true", help="skip per-event barriers")
@@ -748,18 +752,23 @@ def main() -> None:
         "--society",
         type=int,
         default=None,
-        help="agents of the real-stream table (default 200; 0 skips it)",
+        help="agents of the real-stream table (200; --quick 100; 0 skips it)",
     )
     ap.add_argument(
-        "--split-agents", type=int, default=200,
-        help="agents of the local batch-split check (0 skips it)",
+        "--split-agents", type=int, default=None,
+        help="agents of the local batch-split check (200; --quick 100; 0 skips it)",
     )  # fmt: skip
     ap.add_argument(
-        "--built", type=int, default=200,
-        help="agents of the built time server's table (0 skips it)",
+        "--built", type=int, default=None,
+        help="agents of the built time server's table (200; --quick 100; 0 skips it)",
     )  # fmt: skip
     ap.add_argument("--built-only", action="store_true", help="only the built time server")
     args = ap.parse_args()
+    size = 100 if args.quick else 200  # (a table's agents unless given)
+    args.society = size if args.society is None else args.society
+    args.split_agents = size if args.split_agents is None else args.split_agents
+    args.built = size if args.built is None else args.built
+    args.workers = args.workers or ("2" if args.quick else "1,2")
     import ray
 
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
@@ -836,9 +845,8 @@ def main() -> None:
         print(f"| {kind} | {r['workers']} | {r['events']} | {r['advances']} | "
               f"{r['us_per_event']:.0f} | {r['us_per_advance']:.0f} | "
               f"{r['local_us_per_event']:.1f} |")  # fmt: skip
-    n_soc = args.society if args.society is not None else 200
-    if n_soc:
-        out["society"] = stream_table(ray, workers, n_soc, reps)
+    if args.society:
+        out["society"] = stream_table(ray, workers, args.society, reps)
     out["engine_granularity"] = engine_granularity()
     print("\nthe engine's float times depend on when it is advanced (same 40 arrivals):")
     for g in out["engine_granularity"]:

@@ -64,7 +64,7 @@ the others are -4% to +22% (within noise or dearer), so none is set. AS2 Ray mod
 here too (AS2's own ``ray.init``, its env-router actor, one task per 256 agents), without
 the settings row: they reach only AS2's driver, not its Ray workers. Last round's Ray
 figures (before this round's changes): AS2 6.09/6.33, agentlab 3.31/3.29 ms per step at
-N = 1k/5k. ``--quick`` takes ~1.8 min at load 7 (AS2's import alone is 11-36 s here).
+N = 1k/5k. ``--quick`` runs in under a minute at load ~1: AS2's import alone is 11-36 s here, so its per-call rows are timed in the two run processes, after their runs.
 
 AS2's interpreter: ``$AS2_PYTHON``, else ``.venv-as2/bin/python``, created on first use with
 ``.venv/bin/uv venv .venv-as2`` and ``uv pip install agentsociety2==2.9.3`` (git-ignored).
@@ -352,6 +352,7 @@ def _run_json(cmd: list[str], what: str) -> list[dict] | None:
 
 
 SETTINGS_PATH = "Router mock, agentlab settings"
+QUICK_CALLS = 400  # --quick: AS2 LLMClient.call s timed after each local run
 
 
 def _table(rows: list[dict]) -> None:
@@ -389,7 +390,11 @@ def _table(rows: list[dict]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="N = 100, local only (about a minute)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="N = 100, local only, AS2's per-call rows timed in its run processes (under a minute)",
+    )
     ap.add_argument("--ticks", type=int, default=3)
     ap.add_argument("--sizes", default=None, help="comma-separated N (default 1000,5000)")
     ap.add_argument("--no-ray", action="store_true", help="skip the Ray executor")
@@ -422,10 +427,14 @@ def main() -> int:
             prof = spy_dir if (spy_dir and mode == "local" and n == sizes[0]) else None
             cmd = [py, str(HERE / "_as2_harness.py"), "--n", str(n), "--ticks", str(args.ticks)]
             cmd += ["--mode", mode, "--model", args.model]
-            got = _run_json(_spy_cmd(cmd, prof and prof / "as2.raw"), f"AS2 N={n} {mode}")
-            rows += got or []
+            # --quick: AS2's per-call rows come from the local runs' processes (each AS2
+            # import costs 11-36 s here); the full run times them in fresh processes
+            after = ["--calls-after", str(QUICK_CALLS)] if args.quick and mode == "local" else []
+            spied = _spy_cmd([*cmd, *after], prof and prof / "as2.raw")
+            rows += _run_json(spied, f"AS2 N={n} {mode}") or []
             if mode == "local":  # the same litellm settings as agentlab's (driver process only)
-                rows += _run_json([*cmd, "--agentlab-settings"], f"AS2+settings N={n}") or []
+                setting = [*cmd, *after, "--agentlab-settings"]
+                rows += _run_json(setting, f"AS2+settings N={n}") or []
             me = [sys.executable, __file__, "--ticks", str(args.ticks), "--model", args.model]
             if args.before and mode == "local":
                 env = {**os.environ, "PYTHONPATH": str(Path(args.before).resolve())}
@@ -448,7 +457,7 @@ def main() -> int:
     )
     print(f"{args.ticks} timed ticks after one warm-up; load avg {os.getloadavg()[0]:.1f}")
     _table(rows)
-    per_call_n = 400 if args.quick else 4000
+    per_call_n = QUICK_CALLS if args.quick else 4000
     per_call = litellm_per_call(args.model, per_call_n, 2 if args.quick else 6)
     print(
         f"litellm.acompletion + mock_response alone: {per_call['total_us']:.0f} us CPU per call "
@@ -462,11 +471,19 @@ def main() -> int:
         print(f"  {k:<38} {v:>6.0f} / {med:>6.0f}  ({(v - best) / best * 100:+.0f}% vs default)")
     for s, shares in spy.items():
         print(f"py-spy {s}: " + ", ".join(f"{k} {v}%" for k, v in shares.items()))
-    cmd = [py, str(HERE / "_as2_harness.py"), "--n", "1", "--model", args.model]
-    as2_call = (_run_json([*cmd, "--calls", str(per_call_n)], "AS2 LLMClient.call") or [{}])[0]
-    as2_us = as2_call.get("llm_call_us")
-    cmd_s = [*cmd, "--calls", str(per_call_n), "--agentlab-settings"]
-    as2_us_s = (_run_json(cmd_s, "AS2 LLMClient.call, settings") or [{}])[0].get("llm_call_us")
+    if args.quick:  # timed after the local runs, in their processes
+        local_as2 = {
+            r["path"]: r.get("llm_call_us") for r in rows if r["system"] == "agentsociety2"
+        }
+        as2_us = local_as2.get("litellm Router mock_response")
+        as2_us_s = local_as2.get(SETTINGS_PATH)
+    else:
+        cmd = [py, str(HERE / "_as2_harness.py"), "--n", "1", "--model", args.model]
+        got = _run_json([*cmd, "--calls", str(per_call_n)], "AS2 LLMClient.call")
+        as2_us = (got or [{}])[0].get("llm_call_us")
+        cmd_s = [*cmd, "--calls", str(per_call_n), "--agentlab-settings"]
+        got = _run_json(cmd_s, "AS2 LLMClient.call, settings")
+        as2_us_s = (got or [{}])[0].get("llm_call_us")
     if as2_us:
         print(
             f"AS2's LLM path alone (LLMClient.call: AIMD semaphore + litellm Router + mock): "

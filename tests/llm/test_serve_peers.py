@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(1200)
 def test_peer_clients_get_the_lengths_they_ask_for(tmp_path: Path) -> None:
     out = tmp_path / "peers.json"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "peer_clients.py"), "--quick"]
+    # all six clients (--quick runs four), 8 requests of 256 tokens each
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "peer_clients.py"), "--requests", "8"]
     cmd += ["--json", str(out), "--keep", str(tmp_path / "reports")]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1100)
     print(proc.stdout)
