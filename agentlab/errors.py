@@ -7,8 +7,14 @@ what would have been valid.
 
 from __future__ import annotations
 
+import os
+import sys
+import types
+from typing import Any
+
 __all__ = [
     "EXTRA_MODULES",
+    "TRACEBACK_ENV",
     "AgentError",
     "AgentlabError",
     "BadResponseError",
@@ -35,11 +41,31 @@ __all__ = [
     "UnsafeCodeError",
     "WorkerLostError",
     "install_hint",
+    "short_traceback",
 ]
 
 
+#: ``AGENTLAB_TRACEBACK=full``: notebooks show agentlab's errors with all their frames
+TRACEBACK_ENV = "AGENTLAB_TRACEBACK"
+
+
 class AgentlabError(Exception):
-    """Base class of every error agentlab raises on purpose."""
+    """Base class of every error agentlab raises on purpose.
+
+    In IPython (a notebook), its traceback leaves out the frames inside agentlab and the
+    standard library: a typo'd env name read as 59 lines through the society's builder above
+    the one line that said what was wrong. The user's own frames (cells, their modules) and
+    the message stay, and a cause that is not an agentlab error (a bug in an agent class
+    defined in a cell, say) is shown whole. ``AGENTLAB_TRACEBACK=full`` shows every frame.
+    """
+
+    @property
+    def _render_traceback_(self) -> Any:
+        # IPython's hook (``InteractiveShell.showtraceback``); hasattr() is False when the
+        # property raises AttributeError, so IPython draws its own traceback instead
+        if os.environ.get(TRACEBACK_ENV, "").lower() == "full":
+            raise AttributeError("_render_traceback_")
+        return lambda: short_traceback(self)
 
 
 class ConfigError(AgentlabError, ValueError):
@@ -256,3 +282,61 @@ def install_hint(extra: str) -> str:
     if (root / "pyproject.toml").is_file() and (root / "agentlab").is_dir():
         return f"pip install -e '{root}[{extra}]'"
     return f"pip install 'agentlab[{extra}]'"
+
+
+def short_traceback(exc: BaseException) -> list[str]:
+    """The lines of ``exc``'s traceback without agentlab's and the standard library's frames
+    (and IPython's), its causes first as Python prints them, for ``_render_traceback_``."""
+    chain: list[tuple[BaseException, str]] = []
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    note = ""
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        chain.append((e, note))
+        if e.__cause__ is not None:
+            e, note = e.__cause__, "The above exception was the direct cause of the following:"
+        elif e.__context__ is not None and not e.__suppress_context__:
+            e, note = e.__context__, "During handling of the above exception, another occurred:"
+        else:
+            e = None
+    lines: list[str] = []
+    for i, (e, _) in enumerate(reversed(chain)):
+        if i:
+            lines += ["", chain[len(chain) - i][1], ""]
+        # a cause that agentlab did not raise on purpose may be a bug anywhere: all frames
+        frames = _frames(e.__traceback__, hide=isinstance(e, AgentlabError))
+        lines += ["Traceback (most recent call last):", *frames] if frames else []
+        lines.append(f"{type(e).__name__}: {e}")
+    lines.append(f"(agentlab's own frames are hidden; {TRACEBACK_ENV}=full shows them)")
+    return lines
+
+
+def _frames(tb: types.TracebackType | None, hide: bool) -> list[str]:
+    import linecache
+    import sysconfig
+
+    hidden = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
+              sysconfig.get_paths()["stdlib"] + os.sep)  # fmt: skip
+    shell = sys.modules.get("IPython")
+    lines: list[str] = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        name = os.path.abspath(code.co_filename)
+        if hide and (name.startswith(hidden) or "/IPython/" in name or "/ipykernel/" in name):
+            tb = tb.tb_next
+            continue
+        where = f'File "{code.co_filename}"'
+        ip = shell.get_ipython() if shell is not None else None  # type: ignore[attr-defined]
+        if ip is not None and hasattr(ip, "compile"):
+            try:  # a cell: "Cell In[3]", as IPython names it
+                kind, label = ip.compile.format_code_name(code.co_filename) or ("", "")
+                where = f"{kind} {label}" if label else where
+            except Exception:  # an older IPython: the file name
+                pass
+        lines.append(f"{where}, line {tb.tb_lineno}, in {code.co_name}")
+        src = linecache.getline(code.co_filename, tb.tb_lineno).strip()
+        if src:
+            lines.append(f"    {src}")
+        tb = tb.tb_next
+    return lines

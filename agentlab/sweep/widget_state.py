@@ -13,7 +13,8 @@ notebook being saved still shows (``application/vnd.jupyter.widget-view+json``) 
 new state lacks is taken from the file being replaced, with the models it refers to
 (``IPY_MODEL_<id>``: layouts, styles, children). A re-run cell shows a new model, so its
 old one is not kept; a notebook without widget outputs is saved untouched and costs one
-scan of its outputs. Installed enabled (``etc/jupyter/jupyter_server_config.d/agentlab.json``);
+scan of its outputs. A model with no state anywhere (a notebook first saved after a kernel
+restart) loses its view in the saved output, which then shows its ``text/html`` snapshot. Installed enabled (``etc/jupyter/jupyter_server_config.d/agentlab.json``);
 turn it off with ``jupyter server extension disable agentlab.sweep.widget_state``.
 
 The extension also makes JupyterLab's HTML export (the server's nbconvert) prefer an
@@ -70,7 +71,15 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
 
 def keep_widget_state(model: dict[str, Any], path: str, contents_manager: Any, **_: Any) -> None:
-    """Pre-save hook: put back the saved state of widget models the notebook still shows.
+    """Pre-save hook: put back the saved state of widget models the notebook still shows,
+    and let an output whose model has no state left show its other forms.
+
+    A model that neither the front end nor the file being replaced has a state for (the
+    notebook first saved after a kernel restart, or after its kernel died: restored models
+    have no comm, and no earlier save holds them) would reopen as "Error displaying widget:
+    model not found", the widget view outranking everything else in the output. Its view is
+    dropped from the saved output when the output has another form (agentlab's views: the
+    ``text/html`` snapshot), which JupyterLab then shows; the open notebook is untouched.
 
     Args:
         model: the contents model being saved (``content`` is the notebook as a dict).
@@ -88,19 +97,35 @@ def keep_widget_state(model: dict[str, Any], path: str, contents_manager: Any, *
         return
     old = _state(_saved(path, contents_manager))
     keep = _referenced(shown - state.keys(), old) - state.keys()
-    if not keep:
-        return
-    meta = nb.setdefault("metadata", {})
-    widgets = meta.get("widgets")
-    if not isinstance(widgets, dict):
-        widgets = meta["widgets"] = {}
-    doc = widgets.get(STATE)
-    if not isinstance(doc, dict):
-        doc = widgets[STATE] = {"version_major": 2, "version_minor": 0}
-    if not isinstance(doc.get("state"), dict):
-        doc["state"] = {}
-    for key in sorted(keep):
-        doc["state"][key] = old[key]
+    if keep:
+        meta = nb.setdefault("metadata", {})
+        widgets = meta.get("widgets")
+        if not isinstance(widgets, dict):
+            widgets = meta["widgets"] = {}
+        doc = widgets.get(STATE)
+        if not isinstance(doc, dict):
+            doc = widgets[STATE] = {"version_major": 2, "version_minor": 0}
+        if not isinstance(doc.get("state"), dict):
+            doc["state"] = {}
+        for key in sorted(keep):
+            doc["state"][key] = old[key]
+    lost = shown - state.keys() - keep
+    if lost:
+        _drop_views(nb, lost)
+
+
+def _drop_views(nb: dict[str, Any], lost: set[str]) -> None:
+    """Take the widget view out of each output showing a model in ``lost`` that has another
+    form to show (an output with the view alone keeps it: JupyterLab's error says what
+    is missing, an empty output would not)."""
+    for cell in nb.get("cells") or ():
+        for o in cell.get("outputs") or ():
+            data = o.get("data") if isinstance(o, dict) else None
+            if not isinstance(data, dict):
+                continue
+            view = data.get(VIEW)
+            if isinstance(view, dict) and str(view.get("model_id")) in lost and len(data) > 1:
+                del data[VIEW]
 
 
 def shown_models(nb: dict[str, Any]) -> set[str]:

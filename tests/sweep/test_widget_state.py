@@ -78,7 +78,33 @@ def test_no_widget_outputs_no_change_and_a_new_file_is_left_alone(tmp_path: Path
     model = {"type": "notebook", "content": new}
     keep_widget_state(model, "new.ipynb", cm)
     assert model["content"]["metadata"]["widgets"][STATE]["state"] == {}
+    # ... so its view goes and the output shows its other form, not "model not found"
+    assert model["content"]["cells"][0]["outputs"][0]["data"] == {"text/plain": "View"}
     keep_widget_state({"type": "file", "content": "text"}, "a.txt", cm)  # not a notebook
+
+
+def test_a_notebook_first_saved_after_a_kernel_restart_shows_its_snapshots(
+    tmp_path: Path,
+) -> None:
+    """The restart's restored models have no comm, so the front end saves no state, and no
+    earlier save holds one: JupyterLab would reopen each view as "Error displaying widget:
+    model not found" (the view outranks the snapshot beside it)."""
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+
+    cm = FileContentsManager(root_dir=str(tmp_path))
+    cm.register_pre_save_hook(keep_widget_state)
+    nb = _nb(["live", "other", "bare"], {"other": _model("other", "l1"), "l1": {}})
+    outputs = nb["cells"][0]["outputs"]
+    outputs[0]["data"]["text/html"] = "<div>SocietyView: done, tick 5</div>"
+    del outputs[2]["data"]["text/plain"]  # a view with nothing else to show
+    cm.save({"type": "notebook", "format": "json", "content": nb}, "restarted.ipynb")
+    saved = json.loads((tmp_path / "restarted.ipynb").read_text())
+    data = [o["data"] for o in saved["cells"][0]["outputs"]]
+    joined = {k: "".join(v) for k, v in data[0].items()}  # (nbformat splits text in lines)
+    assert joined == {"text/plain": "View", "text/html": "<div>SocietyView: done, tick 5</div>"}
+    assert VIEW in data[1] and set(_saved_state(tmp_path / "restarted.ipynb")) == {"other", "l1"}
+    assert set(data[2]) == {VIEW}  # kept: JupyterLab's error names what is missing
+    assert shown_models(saved) == {"other", "bare"}
 
 
 def test_the_extension_is_installed_enabled() -> None:
