@@ -91,6 +91,15 @@ def main(args: argparse.Namespace) -> int:
         print(f"resuming {out} at tick {society.tick}; running {_say(how)}")
     else:
         from agentlab.runtime.config import CLI_KEYS, SocietyConfig
+        from agentlab.runtime.society_files import STEP_FILE
+
+        if (Path(out) / STEP_FILE).exists() and cfg.get("exist_ok") in (None, False):
+            # (Society.create's own message names its Python API, not these flags)
+            again = f"agentlab run {args.config}" if args.config else "agentlab run CONFIG"
+            raise ConfigError(
+                f"{out} already holds a society: `{again} --resume` continues it; "
+                'exist_ok = "replace" in the config starts it over'
+            )
 
         # every Society.create argument the config model knows (one list, never a copy)
         kwargs = {k: v for k, v in cfg.items() if k in SocietyConfig.model_fields}

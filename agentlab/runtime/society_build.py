@@ -116,6 +116,15 @@ def create_society(
             run_dir, executor=executor, batch_size=batch_size, progress=progress,
             executor_options=executor_options,
         )  # fmt: skip
+    model = llm if isinstance(llm, str) else (llm.get("model") if isinstance(llm, dict)
+                                              else getattr(llm, "model", ""))  # fmt: skip
+    if clock == "virtual" and not str(model).startswith(("sim/", "cache:")):
+        # a real endpoint answers in real time, which the virtual clock does not see: every
+        # call would be recorded as taking no time (Experiment refuses it alike)
+        raise ConfigError(
+            f"clock='virtual' needs a simulated model ('sim/...') or a recorded one "
+            f"('cache:RUN'), got {model!r}; use clock='real' for real endpoints"
+        )
     lock = WriterLock(run_dir).acquire()  # before anything is removed or written
     with unlock_on_error(lock):
         if exist_ok == "replace":

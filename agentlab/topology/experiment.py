@@ -214,10 +214,22 @@ class Experiment:
 
     @property
     def results(self) -> ExperimentResults:
-        """DataFrames of the last (possibly interrupted) run."""
+        """DataFrames of the last (possibly interrupted) run; of an experiment opened with
+        :meth:`open` and not run since, what its directory holds (its finished runs)."""
         if self._results is None:
+            if self._continuing and self.out is not None:
+                return self._results_on_disk(self.out)
             raise ConfigError("no results yet: call `await exp.run()` (or exp.run_sync()) first")
         return self._results
+
+    @staticmethod
+    def _results_on_disk(run_dir: Path) -> ExperimentResults:
+        from agentlab.store.manifest import read_manifest
+        from agentlab.topology.continuation import read_commit
+
+        res = ExperimentResults(run_dir, str(read_manifest(run_dir).get("status", "stopped")))
+        res.runs_done = int((read_commit(run_dir) or {}).get("runs_done", 0))
+        return res
 
     def config(self) -> dict[str, Any]:
         """The experiment's configuration (stored in ``run.json``)."""

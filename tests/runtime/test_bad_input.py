@@ -207,6 +207,18 @@ def test_society_create_validates_with_the_same_model(
     assert not (tmp_path / "run" / "SOCIETY.json").exists()
 
 
+@pytest.mark.parametrize("llm", ["openai/gpt-4o", {"model": "hosted_vllm/x"}])
+def test_a_real_endpoint_on_the_virtual_clock_is_refused_before_anything_is_written(
+    tmp_path: Path, llm: object
+) -> None:
+    """Its calls answer in real time, which the virtual clock does not see: every latency
+    would be recorded as 0 (``Experiment`` refuses it alike)."""
+    with pytest.raises(ConfigError, match="clock='virtual' needs a simulated model"):
+        Society.create(tmp_path / "run", agents=2, env=["social_feed"], llm=llm,  # type: ignore[arg-type]
+                       clock="virtual", progress=False)  # fmt: skip
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_valid_config_file_still_runs(tmp_path: Path) -> None:
     p = _toml(
         tmp_path,

@@ -47,6 +47,11 @@ def test_toml_run_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert Society.open(out, progress=False).tick == 7
     with pytest.raises(ConfigError, match="give one"):
         main(_args(cfg, resume=True, ticks=1, until=9))
+    # the same config run again without --resume: the flag that continues it, not the API
+    with pytest.raises(ConfigError) as info:
+        main(_args(cfg))
+    assert f"agentlab run {cfg} --resume` continues it" in str(info.value)
+    assert "Society.open" not in str(info.value)
     meta = json.loads((out / "SOCIETY.json").read_text())
     assert meta["batch_size"] == 2 and meta["env"][0]["type"] == "social_feed"
 

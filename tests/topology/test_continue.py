@@ -130,8 +130,15 @@ def test_a_stopped_experiment_continues_and_a_finished_one_runs_nothing(
 
     _stop_after(out, KW, runs=4, spins=10)  # inside run 5
     assert "Experiment.open(" in capsys.readouterr().err  # the stop line says how to go on
+    # opened, not run: its results are what the directory holds (the four finished runs)
+    held = Experiment.open(out, progress=False).results
+    assert (held.status, held.runs_done) == ("stopped", 4)
+    assert held.calls_df()["run_id"].nunique() == 4
     Experiment.open(out, progress=False).run_sync()
     assert _calls(straight).equals(_calls(out))
+    done = Experiment.open(out, progress=False)
+    assert (done.results.status, done.results.runs_done) == ("done", 12)  # read, not run
+    assert done.results.calls_df().equals(done.run_sync().calls_df())
     again = Experiment.open(out, progress=False).run_sync()  # all done: nothing to run
     assert again.runs_done == 12 and _calls(straight).equals(_calls(out))
 
