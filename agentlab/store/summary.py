@@ -22,6 +22,12 @@ The error vocabulary (the same names everywhere):
 - **LLM failures**: LLM calls that failed after their retries, by kind (``rate_limit``,
   ``timeout``, ``malformed``, ``error``; see ``catalog.attempt_kind``).
 
+The **total** counts each failure once: an LLM failure that made an agent step attempt
+(or a workflow run) fail is that step error, not a second error beside it
+(``ErrorCounts.llm_in_steps``; the run browser's errors page lists it once, as the step
+error, linked to the call). A society whose 6 calls all failed, failing its 6 step
+attempts, has 6 errors, not 12.
+
 A sweep or a paper sums the counts of the runs it holds (``children``).
 
 Cost: ``run.json`` and ``SOCIETY_STEP.json`` are read whole; the log is read only for the
@@ -53,6 +59,7 @@ __all__ = [
     "REPLY_KINDS",
     "ErrorCounts",
     "RunSummary",
+    "caused_by_llm",
     "children_of",
     "find_runs",
     "is_run",
@@ -75,15 +82,25 @@ class ErrorCounts:
     step_errors: int = 0
     tool_errors: int = 0
     llm_failures: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: LLM failures that are the cause of one of the step errors (a failed agent-step
+    #: attempt or workflow run): counted in ``llm_failures`` and, once, in ``total``
+    llm_in_steps: int = 0
 
     @property
     def total(self) -> int:
-        """Step errors + tool errors + every LLM failure."""
-        return self.step_errors + self.tool_errors + sum(self.llm_failures.values())
+        """Step errors + tool errors + the LLM failures that did not fail a step.
+
+        An LLM failure that made a step attempt fail is one error, the step error: adding
+        both counted a run whose 6 calls all failed its 6 steps as 12 errors, twice the
+        rows its errors page lists.
+        """
+        llm = sum(self.llm_failures.values()) - self.llm_in_steps
+        return self.step_errors + self.tool_errors + max(0, llm)
 
     def __iadd__(self, other: ErrorCounts) -> ErrorCounts:
         self.step_errors += other.step_errors
         self.tool_errors += other.tool_errors
+        self.llm_in_steps += other.llm_in_steps
         merged = Counter(self.llm_failures)
         merged.update(other.llm_failures)
         self.llm_failures = dict(sorted(merged.items()))
@@ -94,6 +111,7 @@ class ErrorCounts:
             "step_errors": self.step_errors,
             "tool_errors": self.tool_errors,
             "llm_failures": dict(self.llm_failures),
+            "llm_in_steps": self.llm_in_steps,
             "total": self.total,
         }
 
@@ -250,6 +268,7 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
     out.errors.llm_failures = dict(
         sorted((k[5:], v) for k, v in llm.items() if k.startswith("fail:") and v)
     )
+    steps = _scan_dataset(p, f"{REPLAY_DIR}/agent_errors", "agent_errors", limits)
     if step is None:
         out.llm_calls = llm["rows"]
         timeline = _scan_dataset(p, f"{REPLAY_DIR}/timeline", "timeline", None)
@@ -259,6 +278,7 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
         if kind == "experiment":
             runs = _scan_dataset(p, f"{REPLAY_DIR}/experiment_runs", "experiment_runs", None)
             out.steps, out.errors.step_errors = runs["rows"], runs["not_ok"]
+            steps.update(runs)
         elif not timeline["rows"] and kind not in ("society", "threads"):
             out.steps = None  # a workflow or game: no steps of its own
         for key in ("ticks", "steps", "step_errors"):
@@ -267,7 +287,31 @@ def summarize_run(path: str | os.PathLike[str]) -> RunSummary:
                     out.errors.step_errors = counters[key]
                 else:
                     setattr(out, key, counters[key])
+    out.errors.llm_in_steps = _llm_in_steps(llm, steps)
     return out
+
+
+def caused_by_llm(error_class: object) -> bool:
+    """Whether a step error's class (``agent_errors.error_class``, or the name before the
+    first ``:`` of a failed workflow run's ``error``) is an LLM failure's
+    (:class:`~agentlab.errors.LLMError` or a subclass)."""
+    from agentlab.errors import LLMError
+
+    if not isinstance(error_class, str) or not error_class:
+        return False
+    todo, names = [LLMError], set()
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return error_class in names
+
+
+def _llm_in_steps(llm: Counter[str], steps: Counter[str]) -> int:
+    """LLM failures that failed a step: per agent and tick (per workflow run), as many as
+    the step errors there an LLM failure caused, at most the failed calls there (the
+    run browser's ``errors_df`` pairs them the same way)."""
+    return sum(min(n, llm[k]) for k, n in steps.items() if k.startswith(("at:", "in:")))
 
 
 def _add(total: int | None, more: int | None) -> int | None:
@@ -337,8 +381,12 @@ def _count_lines(data: bytes, what: str, counts: Counter[str]) -> None:
                 continue
             row = _loads(line)
             outcome = row.get("outcome") if row else None
-            if isinstance(outcome, str) and outcome != "ok":
+            if row and isinstance(outcome, str) and outcome != "ok":
                 counts["fail:" + attempt_kind(outcome)] += 1
+                # where it failed, to pair it with the step error it caused
+                counts[_at(row.get("agent_id"), row.get("tick"))] += 1
+                if row.get("run_id"):
+                    counts[f"in:{row['run_id']}"] += 1
     elif what == "spans":
         counts["tool_errors"] += 0
         if b'"status":"error"' not in data:
@@ -368,6 +416,21 @@ def _count_lines(data: bytes, what: str, counts: Counter[str]) -> None:
                 continue
             counts["rows"] += 1
             counts["not_ok"] += int(row.get("status") != "ok")
+            # a failed run's error is "<class>: <message>" (topology/workflow.py)
+            error = row.get("error")
+            failed = row.get("status") != "ok" and isinstance(error, str) and row.get("run_id")
+            if failed and caused_by_llm(str(error).partition(":")[0].strip()):
+                counts[f"in:{row['run_id']}"] += 1
+    elif what == "agent_errors":
+        for line in data.splitlines():
+            row = _loads(line)
+            if row is not None and caused_by_llm(row.get("error_class")):
+                counts[_at(row.get("agent_id"), row.get("tick"))] += 1
+
+
+def _at(agent: object, tick: object) -> str:
+    """The counter key of an agent's tick (failed calls and the step errors they caused)."""
+    return f"at:{agent}\x1f{tick}"
 
 
 def _loads(line: bytes) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ It reads run directories and calls analysis functions; it never calls an LLM or 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import threading
@@ -62,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
         index = build_site(args.dir, args.bundle, progress=sys.stderr.isatty())
         print(f"static site written: {index}")
         return 0
-    server = serve(args.dir, host=args.host, port=args.port)
+    server = _listen(args.dir, args.host, args.port)
     print(f"agentlab view: http://{args.host}:{server.server_address[1]}/ (Ctrl-C to stop)")
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
@@ -72,3 +73,27 @@ def main(args: argparse.Namespace) -> int:
         server.shutdown()
         server.server_close()
     return 0
+
+
+def _listen(root: str, host: str, port: int) -> Any:
+    """:func:`serve` on ``host:port`` for the CLI; a port it cannot have is one line.
+
+    Raises:
+        ConfigError: the port is taken (a second ``agentlab view`` on the default 8700
+            printed a 23-line traceback ending in ``OSError: [Errno 98]``), not ours to
+            take, or the host is not an address of this machine; the message says
+            which and what to pass instead.
+    """
+    from agentlab.errors import ConfigError
+
+    try:
+        return serve(root, host=host, port=port)
+    except OSError as exc:
+        other = "pick another with --port N, or --port 0 for any free port"
+        if exc.errno == errno.EADDRINUSE:
+            why = f"port {port} is in use (another agentlab view, or another server?): {other}"
+        elif exc.errno == errno.EACCES:
+            why = f"port {port} needs privileges this user lacks: {other}"
+        else:  # (a --host that is no address of this machine)
+            why = f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host"
+        raise ConfigError(why) from None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentlab.store.catalog import attempt_kind
 from agentlab.store.run import Run
-from agentlab.store.summary import TOOL_SPANS, summarize_run
+from agentlab.store.summary import TOOL_SPANS, caused_by_llm, summarize_run
 from agentlab.view.files import Entry, change_marker, find_entries, read_doc
 
 if TYPE_CHECKING:
@@ -175,12 +175,17 @@ def errors_df(run: Run) -> pd.DataFrame:
 
     Step errors are failed agent-step attempts (a society) or failed runs (an
     experiment); tool errors are ``env.tool`` / ``env.ask`` spans that failed; LLM
-    failures are calls that failed after their retries (``llm_calls.outcome``)."""
+    failures are calls that failed after their retries (``llm_calls.outcome``). An LLM
+    failure that made a step attempt (a run) fail is listed once, as that step error with
+    the call as its ``request_id``, as the header's total counts it
+    (``ErrorCounts.llm_in_steps``)."""
     import pandas as pd
 
     have = _names(run)
     parts = []
     calls = calls_index(run)
+    failed = _failed_calls(calls)
+    claimed: set[Any] = set()
     if "agent_errors" in have:
         ae = run.df("agent_errors")
         tb = ae["traceback"] if "traceback" in ae else pd.Series([None] * len(ae))
@@ -190,6 +195,11 @@ def errors_df(run: Run) -> pd.DataFrame:
             "tick": ae["tick"],
             "message": ae["error_class"].fillna("") + ": " + ae["error"].fillna(""),
             "traceback": tb.values,
+            # an attempt an LLM failure ended: its agent's n-th failed call at that tick
+            "request_id": _claim(failed, claimed, [
+                (a, t) if caused_by_llm(c) else None
+                for a, t, c in zip(ae["agent_id"], ae["tick"], ae["error_class"], strict=True)
+            ]),
         }))  # fmt: skip
     if "experiment_runs" in have:
         xr = run.sql("select run_id, error from experiment_runs where status <> 'ok'")
@@ -197,6 +207,10 @@ def errors_df(run: Run) -> pd.DataFrame:
             "kind": "step error (run failed)", "agent": None, "tick": None,
             "message": xr["run_id"] + ": " + xr["error"].fillna(""), "traceback": None,
             "run_id": xr["run_id"],
+            "request_id": _claim(failed, claimed, [
+                r if caused_by_llm(str(err or "").partition(":")[0].strip()) else None
+                for r, err in zip(xr["run_id"], xr["error"], strict=True)
+            ]),
         }))  # fmt: skip
     if "spans" in have:
         names = ", ".join(f"'{n}'" for n in TOOL_SPANS)
@@ -213,6 +227,7 @@ def errors_df(run: Run) -> pd.DataFrame:
             "select request_id, agent_id, tick, outcome, error from llm_calls "
             "where outcome is not null and outcome <> 'ok'"
         )
+        lc = lc[~lc["request_id"].isin(claimed)]  # (listed as the step error it caused)
         parts.append(pd.DataFrame({
             "kind": ["LLM failure: " + attempt_kind(o) for o in lc["outcome"]],
             "agent": lc["agent_id"],
@@ -229,35 +244,62 @@ def errors_df(run: Run) -> pd.DataFrame:
     # a column no part had is all-NaN float64, which pandas 3 will not fill with ids (a run
     # whose only errors were tool errors broke its errors page and the bundle)
     out["request_id"] = out["request_id"].astype(object)
-    # a step error's call: the agent's n-th failed call at that tick for its n-th failed
-    # attempt (the one it failed on), else its last call at that tick
+    # a step error no LLM failure caused (or with none left to pair): the agent's last
+    # call at that tick, the one it was working on
     need = out["request_id"].isna() & out["agent"].notna()
     if need.any() and len(calls):
         c = calls.dropna(subset=["agent_id"])
         last = c.groupby(["agent_id", "tick"])["request_id"].last()
-        bad = c[c["outcome"].fillna("ok") != "ok"].groupby(["agent_id", "tick"])["request_id"]
-        failed = {k: list(v) for k, v in bad}
-        used: dict[Any, int] = {}
-        ids = []
-        for agent, tick in zip(out.loc[need, "agent"], out.loc[need, "tick"], strict=True):
-            k = (agent, tick)
-            n = used[k] = used.get(k, -1) + 1
-            fails = failed.get(k, [])
-            ids.append(fails[n] if n < len(fails) else last.get(k))
-        out.loc[need, "request_id"] = ids
+        out.loc[need, "request_id"] = [
+            last.get((a, t)) for a, t in zip(out.loc[need, "agent"], out.loc[need, "tick"],
+                                             strict=True)
+        ]  # fmt: skip
     return out.sort_values(["tick", "agent"], na_position="last", kind="stable")
 
 
+def _failed_calls(calls: pd.DataFrame) -> dict[Any, list[Any]]:
+    """The failed calls in :func:`calls_index` order, by ``(agent, tick)`` and by
+    ``run_id`` (the keys ``summarize_run`` pairs step errors with them by)."""
+    out: dict[Any, list[Any]] = {}
+    if not len(calls):
+        return out
+    bad = calls[calls["outcome"].fillna("ok") != "ok"]
+    for rid, agent, tick, sub in zip(bad["request_id"], bad["agent_id"], bad["tick"],
+                                     bad["run_id"], strict=True):  # fmt: skip
+        out.setdefault((agent, tick), []).append(rid)
+        if isinstance(sub, str) and sub:
+            out.setdefault(sub, []).append(rid)
+    return out
+
+
+def _claim(failed: dict[Any, list[Any]], claimed: set[Any], keys: list[Any]) -> list[Any]:
+    """For each step error's key (None: no LLM failure caused it), the next unclaimed
+    failed call there, or None; the calls taken go into ``claimed``."""
+    out = []
+    for key in keys:
+        rid = None
+        for cand in failed.get(key, []) if key is not None else []:
+            if cand not in claimed:
+                rid = cand
+                break
+        if rid is not None:
+            claimed.add(rid)
+        out.append(rid)
+    return out
+
+
 def calls_index(run: Run) -> pd.DataFrame:
-    """``request_id, agent_id, tick, run_id, start, end, outcome`` of every call, in the
-    order of the calls pages."""
+    """``request_id, agent_id, tick, run_id, start, end, outcome, stage, topology, round``
+    of every call, in the order of the calls pages (``round``: an experiment's discussion
+    round, what its messages tables show for the message a call wrote)."""
     import pandas as pd
 
     if "llm_calls" not in _names(run):
-        return pd.DataFrame(columns=["request_id", "agent_id", "tick", "run_id", "start", "end"])
+        return pd.DataFrame(columns=["request_id", "agent_id", "tick", "run_id", "start", "end",
+                                     "outcome", "round"])  # fmt: skip
     return run.sql(
         'select request_id, agent_id, tick, run_id, start, "end", outcome, stage, '
-        "topology from llm_calls order by start, request_id"
+        'topology, "round" from llm_calls order by start, request_id'
     )
 
 
@@ -470,7 +512,7 @@ def agents_df(e: Entry, run: Run) -> pd.DataFrame:
 def spans_df(run: Run, page: int) -> tuple[Any, int]:
     """One page of spans, slowest first: ``name``, ``agent``, ``tick``, ``start``,
     ``duration``, ``status``, ``message``, ``run_id`` and ``stage`` (an experiment's run and
-    stage with its round), ``request_id`` (an ``llm.call`` span's own call); and the number
+    stage with its iteration), ``request_id`` (an ``llm.call`` span's own call); and the number
     of pages."""
     import pandas as pd
 
@@ -480,7 +522,9 @@ def spans_df(run: Run, page: int) -> tuple[Any, int]:
     # a span's run: its own ``agentlab.run_id`` or its trace's (an experiment's run is one
     # trace: its stages name the run, the LLM calls under them do not); its stage: its
     # own or its parent's (a call under a stage span)
-    stage = "nullif(concat_ws(' round ', {0}.attributes->>'agentlab.stage', " \
+    # (``agentlab.iteration`` is the workflow iteration: "discussion round 1" read as
+    # the discussion's first round)
+    stage = "nullif(concat_ws(', iteration ', {0}.attributes->>'agentlab.stage', " \
         "{0}.attributes->>'agentlab.iteration'), '')"  # fmt: skip
     df = run.sql(
         "with traces as (select trace_id, min(attributes->>'agentlab.run_id') run_id from spans "

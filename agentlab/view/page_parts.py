@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from agentlab.store.summary import REPLY_KINDS
@@ -53,6 +54,18 @@ def _na(v: Any) -> Any:
     except TypeError:
         pass
     return v.item() if hasattr(v, "item") else v
+
+
+def counted(n: int, noun: str) -> str:
+    """``"1 run"``, ``"2 runs"``, ``"1,200 societies"``: a count and its noun, plural
+    unless one ("1 runs" headed a folder of one run). Only the head of a label is
+    pluralised: ``"step error (retried)"`` → ``"step errors (retried)"``, ``"LLM failure:
+    timeout"`` → ``"LLM failures: timeout"``; a noun already plural (``"threads"``) stays."""
+    cut = min((i for i in (noun.find(" ("), noun.find(":")) if i >= 0), default=len(noun))
+    head, tail = noun[:cut], noun[cut:]
+    if n != 1 and not head.endswith("s"):
+        head = head[:-1] + "ies" if re.search(r"[^aeiou]y$", head) else head + "s"
+    return f"{n:,} {head}{tail}"
 
 
 def _params_text(params: dict[str, Any], n: int = 160) -> str:
@@ -155,6 +168,7 @@ def _calls_rows(
             rid,
             agent_cell(agent),
             _na(getattr(r, "tick", None)),
+            *([_round_cell(getattr(r, "round", None))] if experiment else []),
         ]
         if experiment:
             sub = _na(getattr(r, "run_id", None))
@@ -178,17 +192,27 @@ def _calls_rows(
 
 
 #: the numeric columns of a calls table (right-aligned)
-CALL_NUMERIC = {"tick", "round", "start (s)", "latency (s)", "TTFT (s)", "tokens"}
+CALL_NUMERIC = {"tick", "iteration", "round", "start (s)", "latency (s)", "TTFT (s)", "tokens"}
 
 
-def tick_heading(experiment: bool) -> str:
-    """An experiment's calls and messages carry the workflow round in ``tick``: its
-    tables say "round" (a column "tick" of 1, 2, 3 read as a society's ticks)."""
-    return "round" if experiment else "tick"
+def tick_headings(experiment: bool) -> list[str]:
+    """The headings of the ``tick`` column and what follows it in a calls or messages
+    table. An experiment's ``tick`` holds the workflow iteration, not a society's tick:
+    "iteration", then the discussion ``round`` (titling the iteration "round" showed a
+    round-2 discussion call, and every recruitment call, as round 1)."""
+    return ["iteration", "round"] if experiment else ["tick"]
+
+
+def _round_cell(value: Any) -> Any:
+    """A call's discussion round; "–" for a call outside the discussion (recruitment,
+    execution, evaluation: no round)."""
+    v = _na(value)
+    return "–" if v is None else v
 
 
 def _calls_columns(experiment: bool) -> list[str]:
-    return ["request", "agent", tick_heading(experiment), *(["run", "stage"] if experiment else []),
+    return ["request", "agent", *tick_headings(experiment),
+            *(["run", "stage"] if experiment else []),
             "start (s)", "latency (s)", "TTFT (s)", "tokens", "outcome", "prompt & reply"]  # fmt: skip
 
 
@@ -205,6 +229,8 @@ def _message_rows(
 ) -> list[Any]:  # fmt: skip
     base = site.base(path)
     call_of = data.message_calls(idx)
+    # a message has no round of its own: the round of the call that wrote it
+    rounds = dict(zip(idx["request_id"], idx["round"], strict=True)) if "round" in idx else {}
     rows = []
     for r in msgs.itertuples(index=False):
         receivers = _na(r.receivers) if not hasattr(r.receivers, "tolist") else r.receivers.tolist()
@@ -214,6 +240,7 @@ def _message_rows(
         link = link_of(rid) if rid else None
         cells: list[Any] = [_na(r.tick)]
         if experiment:
+            cells.append(_round_cell(rounds.get(rid)))
             cells.append(
                 {"text": sub, "href": href(base, e.rel, f"xrun-{sub}.html")} if sub else "–"
             )

@@ -29,7 +29,8 @@ from agentlab.view.page_parts import (
     _pager,
     _params_text,
     _render,
-    tick_heading,
+    counted,
+    tick_headings,
 )
 from agentlab.view.pages_experiment import _topologies_block, _topology_page, _xrun_page
 from agentlab.view.pages_sweep import _paper_page, _sweep_part
@@ -76,7 +77,7 @@ def index_page(site: Site) -> str:
         })  # fmt: skip
     kinds = sorted({r["kind"] for r in rows})
     statuses = sorted({str(r["status"]) for r in rows})
-    by_kind = ", ".join(f"{sum(r['kind'] == k for r in rows)} {k}" for k in kinds)
+    by_kind = ", ".join(counted(sum(r["kind"] == k for r in rows), k) for k in kinds)
     blocks = [
         {"type": "filters", "kinds": kinds, "statuses": statuses,
          "nested": sum(bool(r.get("parent")) for r in rows)},
@@ -85,7 +86,7 @@ def index_page(site: Site) -> str:
     ]  # fmt: skip
     return _render(
         site, "index.html", None, title=f"Runs in {site.title}",
-        subtitle=f"{len(rows)} runs ({by_kind})" if rows else "no runs here yet",
+        subtitle=f"{counted(len(rows), 'run')} ({by_kind})" if rows else "no runs here yet",
         crumbs=[{"text": site.title, "href": None}], blocks=blocks,
     )  # fmt: skip
 
@@ -257,7 +258,9 @@ def _errors_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | 
                 {"text": f"run {sub}", "href": href(base, e.rel, f"xrun-{sub}.html")} if sub else "–"),
         ]})  # fmt: skip
     counts = errs["kind"].value_counts().to_dict() if len(errs) else {}
-    note = ", ".join(f"{v:,} {k}" for k, v in counts.items()) or "no errors"
+    note = ", ".join(counted(v, k) for k, v in counts.items()) or "no errors"
+    if data.run_summary(e)["errors"].get("llm_in_steps"):  # (the header's LLM failures)
+        note += "; an LLM failure that made a step fail is listed once, as that step error"
     blocks = [{"type": "table", "id": "errors", "columns": ["kind", "agent", "tick", "message",
                "traceback", "LLM call"], "numeric": {"tick"}, "rows": rows, "note": note,
                "pager": _pager(site, e, "errors", page, pages, path) if pages > 1 else None}]  # fmt: skip
@@ -285,9 +288,9 @@ def _messages_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str 
         return None
     exp = e.kind == "experiment"
     idx, link_of = _call_links(site, e, run, path)
-    cols = [tick_heading(exp), *(["run"] if exp else []), "hub", "sender", "to", "content",
+    cols = [*tick_headings(exp), *(["run"] if exp else []), "hub", "sender", "to", "content",
             "LLM call"]  # fmt: skip
-    blocks = [{"type": "table", "id": "messages", "columns": cols, "numeric": {"tick", "round"},
+    blocks = [{"type": "table", "id": "messages", "columns": cols, "numeric": CALL_NUMERIC,
                "rows": _message_rows(site, e, path, msgs, idx, link_of, exp,
                                      _agent_links(site, e, run, path)) if len(msgs) else [],
                "pager": _pager(site, e, "messages", page, pages, path) if pages > 1 else None}]  # fmt: skip
@@ -359,7 +362,7 @@ def _agents_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | 
     heads = [*cols, *(["latency p50 (s)"] if lat else [])]
     blocks: list[dict[str, Any]] = [{"type": "table", "id": "agents", "columns": ["agent", *heads],
                "numeric": set(heads), "rows": rows,
-               "note": f"{len(agents):,} agents: what each did over the run (its page: by tick)",
+               "note": f"{counted(len(agents), 'agent')}: what each did over the run (its page: by tick)",
                "pager": _pager(site, e, "agents", page, pages, path) if pages > 1 else None}]  # fmt: skip
     return _render(site, path, e.rel, title=f"Agents of {e.path.name}",
                    crumbs=_crumbs(site, path, e, ("agents", None)), blocks=blocks)  # fmt: skip

@@ -21,6 +21,8 @@ from agentlab.view.page_parts import (
     _na,
     _pager,
     _render,
+    counted,
+    tick_headings,
 )
 from agentlab.view.site_state import SiteState as Site
 from agentlab.view.site_state import href, quote
@@ -124,7 +126,7 @@ def _topology_page(site: Site, e: Entry, run: Any, path: str, topo: str, page: i
         ]})  # fmt: skip
     blocks = [{"type": "table", "id": "xruns", "columns": cols, "rows": rows,
                "numeric": {"score", "iterations", "LLM calls", "tokens", "failures"},
-               "note": f"{len(runs):,} runs", "sortable": True,
+               "note": counted(len(runs), "run"), "sortable": True,
                "pager": _pager(site, e, f"topology-{topo}", page, pages, path) if pages > 1 else None}]  # fmt: skip
     return _render(site, path, e.rel, title=f"{topo}: runs",
                    crumbs=_crumbs(site, path, e, (topo, None)), blocks=blocks)  # fmt: skip
@@ -172,8 +174,9 @@ def _xrun_page(site: Site, e: Entry, run: Any, path: str, sub: str) -> str | Non
             return "#" + quote(f"c-{rid}")
 
         blocks.append({"type": "table", "id": "messages", "heading": "Messages",
-                       "columns": ["round", "run", "hub", "sender", "to", "content", "LLM call"],
-                       "numeric": {"round"},
+                       "columns": [*tick_headings(True), "run", "hub", "sender", "to",
+                                   "content", "LLM call"],
+                       "numeric": CALL_NUMERIC,
                        "rows": _message_rows(site, e, path, msgs, idx, link_of, True,
                                             _agent_links(site, e, run, path))})  # fmt: skip
     error = _na(info.get("error"))

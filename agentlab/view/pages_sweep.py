@@ -19,6 +19,7 @@ from agentlab.view.page_parts import (
     _na,
     _params_text,
     _render,
+    counted,
 )
 from agentlab.view.site_state import SiteState as Site
 from agentlab.view.site_state import href, quote
@@ -206,7 +207,7 @@ def _sweep_page(site: Site, e: Entry, sw: Any, path: str) -> str:
     ok = int((df["status"] == "ok").sum()) if len(df) else 0
     nb = Path(str(sw.meta.get("notebook", ""))).name
     return _render(site, path, e.rel, title=e.rel or e.path.name,
-                   subtitle=f"sweep of {nb} · {len(df)} points, {ok} ok",
+                   subtitle=f"sweep of {nb} · {counted(len(df), 'point')}, {ok} ok",
                    crumbs=_crumbs(site, path, e), blocks=blocks, plotly_js=bool(figs))  # fmt: skip
 
 

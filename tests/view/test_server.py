@@ -266,7 +266,9 @@ def test_runs_rows_are_the_index_rows(mixed_folder: Path) -> None:
     soc = rows[SOCIETY]
     assert soc["kind"] == "society" and soc["ticks"] == 3 and soc["llm_calls"] > 0
     assert soc["step_errors"] > 0 and soc["llm_failures"] > 0
-    assert soc["errors"] == soc["step_errors"] + soc["tool_errors"] + soc["llm_failures"]
+    # an LLM failure that failed a step attempt is one error, that step error
+    in_steps = summarize_run(mixed_folder / SOCIETY).errors.llm_in_steps
+    assert soc["errors"] == soc["step_errors"] + soc["tool_errors"] + soc["llm_failures"] - in_steps
     assert rows["sweep"]["kind"] == "sweep" and rows["paper"]["kind"] == "paper"
     assert rows["paper/society"]["parent"] == "paper"
     # the one error vocabulary: the same counts as summarize_run (runs, report, widgets),
@@ -359,8 +361,8 @@ def test_the_agents_page_shows_what_each_agent_did(mixed_folder: Path) -> None:
 def test_an_experiments_spans_name_their_run_and_stage(mixed_folder: Path) -> None:
     """An experiment's spans page was rows of "experiment.run" with agent and tick "–":
     which of its runs took longest was not on the page. Each span now names its run (a
-    link to the run's page; an LLM call's from its trace) and its stage and round (a call's
-    from its parent), and an LLM call's "prompt & reply" is its own call (by agent and time
+    link to the run's page; an LLM call's from its trace) and its stage and iteration (a
+    call's from its parent), and an LLM call's "prompt & reply" is its own call (by agent and time
     alone, "expert_1" matched whichever run's expert_1 called last)."""
     from agentlab.store.run import open_run
     from agentlab.view import render_page
@@ -373,7 +375,7 @@ def test_an_experiments_spans_name_their_run_and_stage(mixed_folder: Path) -> No
     assert runs and all(re.search(r'href="[^"]*xrun-(star|sequential)-000[01]\.html"', r)
                         for r in runs)  # fmt: skip
     calls = [r for r in rows if "llm.call" in r]
-    assert calls and all("xrun-" in r and " round " in r for r in calls), calls[:2]
+    assert calls and all("xrun-" in r and ", iteration " in r for r in calls), calls[:2]
     run = open_run(mixed_folder / "experiment")
     try:
         owner = dict(run.sql("select request_id, run_id from llm_calls").itertuples(index=False))
@@ -410,11 +412,12 @@ def test_an_experiments_page_shows_its_traffic_by_topology(mixed_folder: Path) -
         for col in ("latency_p50", "ttft_p50"):
             assert f">{format_seconds(want.loc[topo, col])}<" in row.group(0), (topo, col)
     assert "Discussion inter-arrival times by topology" in page
-    # its calls' and messages' "tick" is the workflow round, and their tables say so
+    # its calls' and messages' "tick" is the workflow iteration, and their tables say so
+    # (beside the discussion round: test_counts_and_columns)
     for name in ("calls-1.html", "messages-1.html", "xrun-star-0000.html"):
         sub = render_page(mixed_folder, f"r/experiment/{name}") or ""
         heads = re.findall(r"<tr><th.*?</tr>", sub, re.S)
-        assert heads and all(">round<" in h and ">tick<" not in h for h in heads), (name, heads)
+        assert heads and all(">iteration<" in h and ">tick<" not in h for h in heads), (name, heads)
     society = render_page(mixed_folder, f"r/{SOCIETY}/calls-1.html") or ""
     assert '<th class="num">tick</th>' in society
 
