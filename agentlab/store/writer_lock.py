@@ -90,7 +90,8 @@ class WriterLock:
                 raise RunLockedError(
                     f"{self.run_dir} is being written by a running {held.owner.what} in this "
                     f"process (pid {os.getpid()}); stop() it (or wait for it to return) before "
-                    "opening it again"
+                    "opening it again. The run goes on: a new cell holding its live view's "
+                    "name (e.g. `dash`) shows the view and its buttons again"
                 )
             held.owner = self  # same process: the newest Society object writes
             return self
