@@ -387,6 +387,12 @@ class Society:
             target: float = self.tick + int(ticks)
         elif until is not None:
             target = int(until)
+            if target < self.tick:  # (until=T is "up to tick T": T itself is a no-op)
+                warnings.warn(
+                    f"until={target}: the society is at tick {self.tick} already, so nothing "
+                    "runs (until=T runs up to tick T; ticks=N runs N more)",
+                    stacklevel=2,
+                )
         else:
             target = float("inf")
         self._stop = started and self._stop  # a stop() before a start()ed run began holds,

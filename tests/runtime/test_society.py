@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,12 @@ def test_open_continues_and_run_until(run_dir: Path) -> None:
     s2.run_sync(until=3)
     assert s2.tick == 3
     assert all(len(v["history"]) == 3 for v in s2.agent_states().values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert s2.run_sync(until=3)["ticks"] == 0  # up to tick 3: there already, quietly
+    with pytest.warns(UserWarning, match="until=2: the society is at tick 3 already"):
+        assert s2.run_sync(until=2)["ticks"] == 0  # a tick passed: said, not silent
+    assert s2.tick == 3
     with pytest.raises(ConfigError, match="at most one"):
         s2.run_sync(ticks=1, until=5)
 
