@@ -129,7 +129,9 @@ const NO_ANSWER_MS = 4000;
  * acked by the kernel (`LiveWidget._dispatch_msg`); if no ack comes within NO_ANSWER_MS,
  * `note` says so and `root.dataset.noAnswer` names the press — a saved copy of the view in
  * a reopened notebook has no kernel object behind it, so its buttons would otherwise do
- * nothing, silently. A late ack (a busy kernel) clears the note.
+ * nothing, silently. A send that throws says so at once: after a kernel restart the old
+ * comm throws ("Cannot send") before the timer started, and the press showed nothing. A
+ * late ack (a busy kernel) clears the note.
  * @param {any} model
  * @param {HTMLElement} note
  * @param {HTMLElement} root
@@ -147,13 +149,19 @@ function sender(model, note, root) {
   model.on("msg:custom", (/** @type {any} */ m) => { if (m && m.type === "ack") clear(); });
   return (content, what) => {
     clear();
-    model.send(content);
-    timer = setTimeout(() => {
+    const say = () => {
       timer = null;
       note.textContent = "No answer from the kernel to " + what + ": it is busy or gone, or "
         + "this view is a saved copy (a reopened notebook). Run the cell again to control a run.";
       root.dataset.noAnswer = what;
-    }, NO_ANSWER_MS);
+    };
+    try {
+      model.send(content);
+    } catch (_e) {
+      say();
+      return;
+    }
+    timer = setTimeout(say, NO_ANSWER_MS);
   };
 }
 
@@ -162,36 +170,62 @@ const SAVED_NOTE = "a saved view: it shows what it showed when the notebook was 
   + "kernel object is behind it (a reopened notebook, or a restarted kernel). Run the cell "
   + "again to follow or control a run.";
 
+/** what a drawn view says once its kernel restarted under it (its model's comm is gone) */
+const GONE_NOTE = "disconnected: the kernel restarted, so no kernel object is behind this "
+  + "view; it shows what it showed then, and a run it drove ended with that kernel. Run the "
+  + "cell again to follow or control a run.";
+
 /**
- * `watchSaved(el, head, root, onChange)`: mark a view that ipywidgets restored from a saved
- * notebook. Such a view's model has no comm (`comm_live` false), which ipywidgets shows by
- * the class `jupyter-widgets-disconnected` on the view's element — a red broken-link icon
- * that widgets/agentlab.css hides on agentlab's views (`.al-view`, four above a dashboard).
- * Instead `head` gets a grey "saved view" label (its title says what that means),
- * `root.dataset.saved` is set, and `onChange(saved)` runs now and whenever the class comes
- * or goes (a kernel restart disconnects a live view).
+ * `watchSaved(el, head, root, model, onChange)`: mark a view with no kernel object behind
+ * it. A view that ipywidgets restored from a saved notebook has a model with no comm
+ * (`comm_live` false), which ipywidgets shows by the class `jupyter-widgets-disconnected`
+ * on the view's element — a red broken-link icon that widgets/agentlab.css hides on
+ * agentlab's views (`.al-view`, four above a dashboard). Instead `head` gets a grey "saved
+ * view" label (its title says what that means), `root.dataset.saved` is set, and
+ * `onChange(saved, note, gone)` runs now and whenever the class comes or goes.
+ *
+ * A kernel restart disconnects a drawn view: the widget manager sets `comm_live` false on
+ * every model, and ipywidgets' own listener on the model (`comm_live_update`) would add the
+ * class. anywidget drops every model listener keyed to the view when it renders
+ * (`model.off(null, null, view)`), that one included, so agentlab's views kept saying
+ * "running" with pause and stop on. `comm_live` is set true only when a model is built,
+ * before any view, so that event after render means the comm is gone: the class is set
+ * here, the label says "disconnected", `root.dataset.disconnected` is set and `note` is
+ * GONE_NOTE (`gone` true).
  * @param {HTMLElement} el
  * @param {HTMLElement} head
  * @param {HTMLElement} root
- * @param {(saved: boolean) => void} [onChange]
+ * @param {any} model
+ * @param {(saved: boolean, note: string, gone: boolean) => void} [onChange]
  * @returns {() => void} stops watching
  */
-function watchSaved(el, head, root, onChange) {
+function watchSaved(el, head, root, model, onChange) {
   const label = h("span", "al-saved", "saved view");
   label.title = SAVED_NOTE;
   let was = /** @type {boolean | null} */ (null);
+  let gone = false;  // disconnected after it was drawn (a kernel restart), not restored so
   const look = () => {
     const saved = el.classList.contains("jupyter-widgets-disconnected");
     if (saved === was) return;
     was = saved;
+    label.textContent = gone ? "disconnected" : "saved view";
+    label.title = gone ? GONE_NOTE : SAVED_NOTE;
     if (saved) { head.insertBefore(label, head.querySelector(".al-buttons")); root.dataset.saved = "1"; }
     else { label.remove(); delete root.dataset.saved; }
-    if (onChange) onChange(saved);
+    if (saved && gone) root.dataset.disconnected = "1";
+    else delete root.dataset.disconnected;
+    if (onChange) onChange(saved, gone ? GONE_NOTE : SAVED_NOTE, gone);
   };
+  const onGone = () => {
+    if (el.classList.contains("jupyter-widgets-disconnected")) return;
+    gone = true;
+    el.classList.add("jupyter-widgets-disconnected");
+  };
+  if (model) model.on("comm_live_update", onGone);
   const obs = new MutationObserver(look);
   obs.observe(el, { attributes: true, attributeFilter: ["class"] });
   look();
-  return () => obs.disconnect();
+  return () => { obs.disconnect(); if (model) model.off("comm_live_update", onGone); };
 }
 
 /**
@@ -243,7 +277,8 @@ const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b
  * hovered values. `series` are [label, color] pairs; data is [xs, ...ys].
  * @param {HTMLElement} parent
  * With `empty`, the chart shows that sentence over the plot while it has fewer than
- * `minPoints` (default 2) finite points in every series: an empty state, not a blank box.
+ * `minPoints` (default 1: one point is drawn) finite points in every series: an empty
+ * state, not a blank box.
  * @param {{title: string, x: string, y: string, series: [string, string][], width?: number,
  *          height?: number, xInt?: boolean, empty?: () => string, minPoints?: number}} spec
  * @returns {{set: (data: number[][]) => void, destroy: () => void}}
@@ -290,7 +325,7 @@ function lineChart(parent, spec) {
       const most = Math.max(0, ...data.slice(1).map((ys) => ys.filter((v) => v !== null && Number.isFinite(v)).length));
       const msg = spec.empty ? spec.empty() : "";
       note.textContent = msg;
-      note.style.display = msg && most < (spec.minPoints || 2) ? "" : "none";
+      note.style.display = msg && most < (spec.minPoints || 1) ? "" : "none";
       box.dataset.empty = note.style.display === "none" ? "" : msg;
     },
     destroy: () => { unwatch(); chart.destroy(); },

@@ -156,7 +156,7 @@ function render({ model, el }) {
   const offSpan = onTraits(model, ["span_detail"], showSpan);
   update();
   showSpan();
-  const unwatch = watchSaved(el, head, root);
+  const unwatch = watchSaved(el, head, root, model);
   return () => { off(); offSpan(); unwatch(); root.remove(); };
 }
 

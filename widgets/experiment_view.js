@@ -28,7 +28,7 @@ function render({ model, el }) {
   const err = h("div", "al-error");
   root.append(head, noAnswer, savedNote, state, tiles, err);
   el.append(root);
-  let saved = false;  // a copy restored from a saved notebook (watchSaved below)
+  let saved = false;  // no kernel object behind it: a saved copy, a restart (watchSaved below)
 
   const update = () => {
     const s = model.get("summary") || {};
@@ -51,9 +51,9 @@ function render({ model, el }) {
   const off = onTraits(model, ["summary", "status", "controls", "enabled", "state_line", "error"],
     update);
   // a saved copy's button has no kernel object behind it: say so before any press
-  const unwatch = watchSaved(el, head, root, (now) => {
+  const unwatch = watchSaved(el, head, root, model, (now, note) => {
     saved = now;
-    savedNote.textContent = now ? SAVED_NOTE : "";
+    savedNote.textContent = now ? note : "";
     update();
   });
   update();

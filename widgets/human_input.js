@@ -108,7 +108,7 @@ function render({ model, el }) {
   };
   const off = onTraits(model, ["pending", "answered", "error"], update);
   update();
-  const unwatch = watchSaved(el, head, root);
+  const unwatch = watchSaved(el, head, root, model);
   return () => { off(); unwatch(); root.remove(); };
 }
 

@@ -186,7 +186,7 @@ function render({ model, el }) {
   const off = onTraits(model, ["counts", "groups", "thresholds", "fit_counts", "edges", "calls"], draw);
   draw();
   const unwatch = onThemeChange(() => { if (chart) chart.redraw(false, true); });
-  const unsaved = watchSaved(el, head, root);
+  const unsaved = watchSaved(el, head, root, model);
   return () => { off(); unwatch(); unsaved(); resize.disconnect(); if (chart) chart.destroy(); root.remove(); };
 }
 

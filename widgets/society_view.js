@@ -10,7 +10,9 @@ const STATS = [
   ["aimd_limit", "AIMD limit", 0],
   ["in_flight", "in flight", 0],
 ];
-// charts: [title, y-axis title with unit, [[series column, legend label], ...]]
+// charts: [title, y-axis title with unit, [[series column, legend label], ...]], in the
+// order of STATIC_CHARTS (agentlab/viz/_society_model.py), whose empty states the
+// `chart_empty` trait carries
 /** @type {[string, string, [string, string][]][]} */
 const CHARTS = [
   ["Rates", "per clock second", [["calls_per_s", "LLM calls/s"], ["steps_per_s", "agent-steps/s"]]],
@@ -48,10 +50,13 @@ function render({ model, el }) {
   const savedNote = h("div", "al-note al-savednote");
   root.append(head, noAnswer, savedNote, state, prog, tiles, errline, sparks, err);
   el.append(root);
-  let saved = false;  // a copy restored from a saved notebook (watchSaved below)
-  const charts = CHARTS.map(([title, y, series]) => lineChart(sparks, {
-    title, x: "tick", y, xInt: true,
-    empty: () => (title === "Rates" ? String(model.get("rates_empty") || "") : "no ticks yet"),
+  let saved = false;  // no kernel object behind it: a saved copy, a restart (watchSaved below)
+  let gone = false;  // the kernel restarted under the drawn view
+  // one tick is a point (drawn as a dot): a chart is empty only with none, and says why
+  // (the Python snapshot's words: "no ticks yet" over the tick-1 point was wrong)
+  const charts = CHARTS.map(([title, y, series], ci) => lineChart(sparks, {
+    title, x: "tick", y, xInt: true, minPoints: 1,
+    empty: () => String((model.get("chart_empty") || [])[ci] || "no ticks yet"),
     series: series.map(([, label], i) => /** @type {[string, string]} */ ([label, PALETTE[i]])),
   }));
 
@@ -66,7 +71,8 @@ function render({ model, el }) {
     );
     const s = model.get("summary") || {};
     for (const [key, , digits] of STATS) val[key].textContent = fmt(s[key], Number(digits));
-    status.textContent = String(model.get("status") || "");
+    // (the status the kernel last sent is stale once it is gone: "running" with no run)
+    status.textContent = gone ? "disconnected" : String(model.get("status") || "");
     status.dataset.status = String(model.get("status") || "");
     const controls = !!model.get("controls");
     const enabled = new Set(model.get("enabled") || []);
@@ -75,7 +81,7 @@ function render({ model, el }) {
     root.dataset.status = String(model.get("status") || "");
     root.dataset.enabled = [...enabled].join(",");
     const p = model.get("progress") || {};
-    if (p.tick !== undefined) {
+    if (p.tick !== undefined && !saved) {
       prog.textContent = "tick " + p.tick + " in progress: " + fmt(p.llm_calls ?? null, 0)
         + " LLM calls done, " + fmt(p.in_flight ?? null, 0) + " in flight, "
         + fmt(p.elapsed_s ?? null, 1) + " s";
@@ -84,7 +90,8 @@ function render({ model, el }) {
       prog.textContent = "";
     }
     err.textContent = String(model.get("error") || "");
-    state.textContent = String(model.get("state_line") || "");
+    const line = String(model.get("state_line") || "");
+    state.textContent = gone && line ? "last heard from the kernel: " + line : line;
     const errs = String(model.get("errors_line") || "");
     errline.textContent = errs ? "errors: " + errs : "";
     root.dataset.points = String(rows.length);
@@ -107,9 +114,10 @@ function render({ model, el }) {
   );
   // a saved copy's buttons have no kernel object behind them: say so before any press
   // (a press would only time out: sender's "No answer" note)
-  const unwatch = watchSaved(el, head, root, (now) => {
+  const unwatch = watchSaved(el, head, root, model, (now, note, lost) => {
     saved = now;
-    savedNote.textContent = now ? SAVED_NOTE : "";
+    gone = now && lost;
+    savedNote.textContent = now ? note : "";
     update();
   });
   update();

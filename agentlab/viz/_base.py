@@ -7,8 +7,9 @@ inside ``hold_sync`` so one frame is one comm message.
 Every widget also has a *static form* (``_static_html``): its mimebundle carries a
 self-contained HTML/SVG snapshot next to the live view, and a readable ``text/plain``.
 Displayed with a display id, the snapshot is refreshed in place when the widget stops
-(``stop()``), so a notebook executed by papermill/nbconvert and saved keeps the final
-state, which any renderer shows without a kernel.
+(``stop()``) and, by a society view, once per run end (``SocietyView._after_run``), so a
+notebook executed by papermill/nbconvert and saved keeps the final state, which any
+renderer shows without a kernel.
 """
 
 from __future__ import annotations

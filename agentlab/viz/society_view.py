@@ -2,11 +2,14 @@
 
 It follows the ``timeline`` dataset (one row per committed tick). The numbers per tick go
 to the browser as float64 binary buffers (snapshot + delta, see ``_follow.Journal``); the
-headline figures travel as a small JSON dict. Rates are per second of the *society's*
-clock (``ts`` of consecutive ticks), so under the virtual clock they are simulated-time
-rates. Start / pause / resume / stop drive the attached ``Society`` through its control
-surface (``status``, ``pause()``, ``resume()``, ``stop()``, ``run()``), which acts between
-ticks; the tick in progress is shown from ``Society.tick_progress()``.
+headline figures travel as a small JSON dict. Rates are per second of the society's clock
+that the tick's work took (:meth:`SocietyModel.tick_seconds`): its own wall time under the
+real clock, its simulated time under the virtual clock; the time between ticks when nothing
+ran (paused, stopped, a resume the next day) is no tick's. Start / pause / resume / stop
+drive the attached ``Society`` through its control surface (``status``, ``pause()``,
+``resume()``, ``stop()``, ``run()``), which acts between ticks; the tick in progress is
+shown from ``Society.tick_progress()``. The static snapshot is refreshed once per run end,
+whoever started the run (:meth:`SocietyView._after_run`).
 """
 
 from __future__ import annotations
@@ -17,127 +20,31 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
 import traitlets as t
 
 from agentlab.viz._base import LiveWidget, call_on_loop, load_css, load_esm, owner_loop
-from agentlab.viz._follow import Journal
+from agentlab.viz._cells import cell_running, follow_cells, forget_cells
+from agentlab.viz._society_model import (
+    NO_TICKS,
+    RATES_EMPTY,
+    SERIES_COLUMNS,
+    STATIC_CHARTS,
+    SocietyModel,
+    decode_series,
+    empty_states,
+)
 from agentlab.viz._static import card, esc, fmt_num, line_chart_svg, svg_img, tiles_html
 
-__all__ = ["RATES_EMPTY", "SERIES_COLUMNS", "Controllable", "SocietyModel", "SocietyView"]
-
-#: columns of the binary series, in order (``k`` is the journal index, the merge key)
-SERIES_COLUMNS = (
-    "k",
-    "tick",
-    "ts",
-    "agents",
-    "steps",
-    "llm_calls",
-    "tokens",
-    "errors",
-    "wall_s",
-    "aimd_limit",
-    "in_flight",
-    "latency_mean_s",
-    "steps_per_s",
-    "calls_per_s",
-)
-_SUMMED = ("steps", "llm_calls", "tokens", "errors", "wall_s")
-#: the columns read from a timeline row (the rest, rates, are derived from them)
-_FROM_ROW = tuple(c for c in SERIES_COLUMNS[1:] if c not in ("steps_per_s", "calls_per_s"))
-
-
-def _num(value: Any) -> float:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return f
-
-
-class SocietyModel:
-    """Folds ``timeline`` rows into per-tick series and running totals (no widget code).
-
-    Args:
-        max_points: ticks kept for the charts.
-        snapshot_interval: seconds between full series snapshots.
-    """
-
-    def __init__(self, max_points: int = 2000, snapshot_interval: float = 1.0) -> None:
-        self.journal: Journal[list[float]] = Journal(max_points, snapshot_interval, max_delta=400)
-        self.totals = dict.fromkeys(_SUMMED, 0.0)
-        self.last: dict[str, float] = {}
-        self.ticks = 0
-        self._prev_ts = math.nan
-        self.clock_s = 0.0  # clock seconds of the ticks whose duration is known
-        self.timed = {"steps": 0.0, "llm_calls": 0.0}  # their steps and calls
-
-    def ingest(self, rows: list[dict[str, Any]]) -> bool:
-        """Add timeline rows; returns whether anything changed."""
-        out: list[list[float]] = []
-        for r in rows:
-            vals = {c: _num(r.get(c)) for c in _FROM_ROW}
-            # seconds of the society's clock this tick took: the gap to the previous
-            # commit (simulated seconds under the virtual clock). The first tick seen has
-            # no previous commit: its rate is unknown (NaN), never a wall-clock stand-in
-            dt = vals["ts"] - self._prev_ts
-            self._prev_ts = vals["ts"]
-            ok = dt > 0 and not math.isnan(dt)
-            vals["steps_per_s"] = vals["steps"] / dt if ok else math.nan
-            vals["calls_per_s"] = vals["llm_calls"] / dt if ok else math.nan
-            if ok:
-                self.clock_s += dt
-                self.timed["steps"] += vals["steps"]
-                self.timed["llm_calls"] += vals["llm_calls"]
-            for c in _SUMMED:
-                if not math.isnan(vals[c]):
-                    self.totals[c] += vals[c]
-            self.last = vals
-            out.append(
-                [float(self.journal.count + len(out))] + [vals[c] for c in SERIES_COLUMNS[1:]]
-            )
-            self.ticks += 1
-        self.journal.extend(out)
-        return bool(out)
-
-    def summary(self) -> dict[str, Any]:
-        """Headline figures: last tick's values, totals and whole-run rates (JSON-safe)."""
-        clean = {k: (None if math.isnan(v) else v) for k, v in self.last.items()}
-        wall = self.totals["wall_s"]
-        clock_s = self.clock_s or None
-        return {
-            **clean,
-            "ticks": self.ticks,
-            "total_steps": self.totals["steps"],
-            "total_llm_calls": self.totals["llm_calls"],
-            "total_tokens": self.totals["tokens"],
-            "total_errors": self.totals["errors"],
-            "total_wall_s": wall,
-            "clock_s": clock_s,
-            "mean_steps_per_s": self.timed["steps"] / clock_s if clock_s else None,
-            "mean_calls_per_s": self.timed["llm_calls"] / clock_s if clock_s else None,
-        }
-
-    def frame(self, force_snapshot: bool = False) -> dict[str, Any]:
-        """Trait values of one frame: the summary plus series snapshot and/or delta."""
-        base, delta = self.journal.frame(force_snapshot)
-        traits: dict[str, Any] = {"summary": self.summary(), "series_delta": _encode(delta)}
-        if base is not None:
-            traits["series_base"] = _encode(base)
-        return traits
-
-
-def _encode(rows: list[list[float]]) -> bytes:
-    """Rows → little-endian float64 bytes (NaN for missing); sent as a binary buffer."""
-    if not rows:
-        return b""
-    return np.asarray(rows, dtype="<f8").tobytes()
-
-
-def decode_series(data: bytes) -> np.ndarray:
-    """Inverse of the wire encoding: an ``(n, len(SERIES_COLUMNS))`` float64 array."""
-    return np.frombuffer(data, dtype="<f8").reshape(-1, len(SERIES_COLUMNS))
+__all__ = [
+    "NO_TICKS",
+    "RATES_EMPTY",
+    "SERIES_COLUMNS",
+    "Controllable",
+    "SocietyModel",
+    "SocietyView",
+    "decode_series",
+    "empty_states",
+]
 
 
 @runtime_checkable
@@ -179,22 +86,6 @@ class Controllable(Protocol):
         ...
 
 
-#: the Rates chart's empty state: a rate is taken between two commits, a line needs two
-RATES_EMPTY = "rates need ≥ 3 ticks (a rate is measured between two commits)"
-
-#: the static snapshot's charts, the live view's three (``CHARTS`` in
-#: widgets/society_view.js): image text, y-axis title, (series column, legend label)
-#: pairs, the fewest points a line needs and what the chart says with fewer
-STATIC_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...], int, str], ...] = (
-    ("LLM calls and agent-steps per second of clock time, by tick", "per second of clock time",
-     (("calls_per_s", "LLM calls/s"), ("steps_per_s", "agent-steps/s")), 2, RATES_EMPTY),
-    ("AIMD limit and LLM calls in flight at each commit, by tick", "concurrent LLM calls",
-     (("aimd_limit", "AIMD limit"), ("in_flight", "in flight at commit")), 1, "no data yet"),
-    ("tokens per tick", "tokens per tick", (("tokens", "tokens"),), 1, "no data yet"),
-    ("mean LLM call latency, by tick", "seconds",
-     (("latency_mean_s", "mean LLM call latency"),), 1, "no answered LLM calls yet"),
-)  # fmt: skip
-
 #: which buttons are enabled in each society status
 ENABLED = {
     "idle": ("start",),
@@ -209,6 +100,9 @@ ENABLED = {
 
 #: the run statuses (``store.lifecycle``) a view with no society shows as they are
 RUN_ENDED = ("done", "stopped", "failed", "interrupted")
+
+#: ``SocietyView._snapped`` while the view is being built (no run end is new yet)
+_UNSET = object()
 
 
 class SocietyView(LiveWidget):
@@ -236,7 +130,8 @@ class SocietyView(LiveWidget):
     last_action = t.Unicode("").tag(sync=True)
     error = t.Unicode("").tag(sync=True)
     state_line = t.Unicode("").tag(sync=True)
-    rates_empty = t.Unicode(RATES_EMPTY).tag(sync=True)
+    #: what each chart says while it has no point (:func:`empty_states`)
+    chart_empty = t.List(t.Unicode(), default_value=empty_states(0)).tag(sync=True)
     #: the run's errors in the one vocabulary (``ErrorCounts.describe()`` of
     #: ``agentlab.store.summary.summarize_run``: what ``report`` and ``runs`` print)
     errors_line = t.Unicode("").tag(sync=True)
@@ -267,16 +162,37 @@ class SocietyView(LiveWidget):
         # and, for a view with no society here, the status run.json records
         self._polled_at, self._errors_text, self._run_ended = -math.inf, "", ""
         self._seen: tuple[Any, ...] = ()
-        #: called (on the event loop) when a run started here ends
+        #: called (on the event loop) when a run of the society ends, whoever started it
         self.on_done: Callable[[], None] | None = None
+        #: the run end the snapshot was last refreshed for (``_after_run``); ``_UNSET``
+        #: while building, and ``_resend``: sent while no cell ran, again at the next cell
+        self._snapped: Any = _UNSET
+        self._resend = self._in_after_run = False
         super().__init__(run, **kwargs)
         self.controls = society is not None
+        with self._follower.lock:  # (the follower thread reads run.json too)
+            self._snapped = self._end_key()  # (what it shows now is in the first snapshot)
+        follow_cells(self)
 
     def _ingest(self, dataset: str, rows: list[dict[str, Any]]) -> bool:
+        if not self._model.ticks:  # the rates' clock: known before the first rows
+            self._model.virtual = self._virtual_clock()
         return self._model.ingest(rows)
+
+    def _virtual_clock(self) -> bool:
+        """Whether the society runs on the virtual clock: its clock's word, else what its
+        ``run.json`` config says (a run written elsewhere)."""
+        clock = getattr(self._society, "clock", None)
+        if clock is not None:
+            return bool(getattr(clock, "is_virtual", False))
+        from agentlab.store.manifest import read_manifest
+
+        config = read_manifest(self.run_dir).get("config")
+        return isinstance(config, dict) and config.get("clock") == "virtual"
 
     def _frame(self) -> dict[str, Any]:
         traits = self._model.frame()
+        traits["chart_empty"] = empty_states(self._model.ticks)
         status = self._status()
         traits["status"] = status
         # (buttons off once the directory holds another run: they would drive the old one)
@@ -385,12 +301,20 @@ class SocietyView(LiveWidget):
         # status, and the tick in progress, change between the rows of the log
         soc = self._society
         if soc is None:  # a run followed from its log: its end is in run.json, not a row
-            ended = (self._run_status(),)
+            ticks = self._model.ticks
+            if self._seen and self._seen[1] != ticks:
+                # new ticks: their run's status now, not up to a second old (a run that
+                # began and ended between two looks would read "done" all along)
+                self._polled_at = -math.inf
+            ended = (self._run_status(), ticks)
             changed = ended != self._seen
             self._seen = ended
+            if changed and ended[0] is not None:
+                call_on_loop(self._home_loop, self._after_run)
             return changed
         p = soc.tick_progress() if soc.status == "running" else {}
-        seen = (soc.status, soc.paused, p.get("tick"), p.get("llm_calls"), p.get("in_flight"))
+        seen = (soc.status, soc.paused, soc.tick, p.get("tick"), p.get("llm_calls"),
+                p.get("in_flight"))  # fmt: skip
         task = self.task
         if task is not None and task.done() and not self.error:
             exc = None if task.cancelled() else task.exception()
@@ -398,6 +322,8 @@ class SocietyView(LiveWidget):
                 self.error = f"{type(exc).__name__}: {exc}"
         changed = seen != self._seen
         self._seen = seen
+        if changed and soc.status in RUN_ENDED:  # a run ended (whoever started it)
+            call_on_loop(self._loop, self._after_run)
         return changed
 
     def start_run(self) -> asyncio.Future[Any]:
@@ -417,9 +343,67 @@ class SocietyView(LiveWidget):
         # the run loop ended (done, stopped or failed): one last frame now, on the loop
         self._watch()
         self.refresh()
+        self._after_run()
+
+    # --- the static snapshot at each run end -------------------------------------------
+
+    def _end_key(self) -> tuple[str, Any] | None:
+        """``(status, tick)`` once the society's run has ended (``None`` while one runs or
+        none has): a new key is a run end the snapshot has not shown."""
+        status = self._status()
+        if status not in RUN_ENDED:
+            return None
+        soc = self._society
+        return status, soc.tick if soc is not None else self._model.summary().get("tick")
+
+    def _after_run(self) -> None:
+        """On the kernel's loop: refresh the static snapshot if a run ended since it was
+        last refreshed. Once per run end (and on ``stop()``), never per tick: an update
+        replaces the output, and JupyterLab then draws the widget view anew.
+
+        Called when a run this view started ends (its task's done callback), when the
+        follower sees the society's status end (a run started by ``society.run()`` in a
+        cell, a kernel interrupt's stop, a run written elsewhere), and after every cell
+        (``_cells``), which catches a run that ended inside the cell before nbclient reads
+        the cell's reply. Sent while no cell runs, it goes out again as the next cell.
+        """
+        if self._snapped is _UNSET or self._in_after_run:
+            return  # (building; or called again from the refresh below, by the follower)
+        if self.task is not None and not self.task.done():
+            return  # (a run started here ends in its task's done callback, as its cell)
+        key = self._end_key()
+        if key is None or key == self._snapped:
+            return
+        self._in_after_run = True
+        try:
+            self.refresh()  # (the last rows: the tick and the status of the same moment)
+        finally:
+            self._in_after_run = False
+        self._snapped = self._end_key() or key
+        self._resend = cell_running() is False
+        self._publish()
+
+    def _publish(self) -> None:
         self.update_static()
-        if self.on_done is not None:
+        if self.on_done is not None:  # (a dashboard: its snapshot holds this one)
             self.on_done()
+
+    def _cell_starts(self) -> None:
+        """A cell starts: a snapshot sent while no cell ran goes out again, as this cell
+        (nbclient reads only the messages of the cell it runs)."""
+        if self._resend:
+            self._resend = False
+            self._publish()
+
+    def _cell_ends(self) -> None:
+        """A cell has run: a run that ended inside it is sent as it, before its reply."""
+        if self.following:  # (stop(): the view stopped following, its snapshot with it)
+            self._after_run()
+
+    def close(self) -> None:
+        """Stop the thread, close the comm and hear no more cells."""
+        forget_cells(self)
+        super().close()
 
     def _require_society(self) -> Controllable:
         if self._society is None:
@@ -478,7 +462,7 @@ class SocietyView(LiveWidget):
                 (fmt_num(s.get("total_tokens")), "tokens"),
                 (fmt_num(s.get("total_errors")), "step errors"),
                 (fmt_num(s.get("mean_calls_per_s")), "LLM calls/s (clock)"),
-                (fmt_num(s.get("clock_s")), "clock s"),
+                (fmt_num(s.get("clock_s")), "clock s in ticks"),
             ]
         )
         rows = list(self._model.journal.items)
@@ -491,12 +475,13 @@ class SocietyView(LiveWidget):
                     x_label="tick",
                     y_label=y_label,
                     integer_x=True,
-                    min_points=min_points,
                     empty=empty,
                 ),
                 alt,
             )
-            for alt, y_label, series, min_points, empty in STATIC_CHARTS
+            for (alt, y_label, series, _), empty in zip(
+                STATIC_CHARTS, empty_states(self._model.ticks), strict=True
+            )
         )
         status = self._status() if self._society is not None else "finished"
         err = f'<div style="color:#c00">{esc(self.error)}</div>' if self.error else ""

@@ -143,6 +143,22 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield lab
 
 
+def shutdown_kernels(lab: Lab) -> None:
+    """Shut down every kernel of ``lab`` (a finished test must not keep a society running)."""
+    with urllib.request.urlopen(lab.url + "/api/kernels", timeout=10) as r:
+        kernels = json.loads(r.read())
+    for k in kernels:
+        req = urllib.request.Request(f"{lab.url}/api/kernels/{k['id']}", method="DELETE")
+        urllib.request.urlopen(req, timeout=10).close()
+
+
+@pytest.fixture()
+def lab(jupyter_lab: Lab) -> Iterator[Lab]:
+    """The module's JupyterLab, its kernels shut down after the test."""
+    yield jupyter_lab
+    shutdown_kernels(jupyter_lab)
+
+
 @pytest.fixture(scope="module")
 def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     sync_api = pytest.importorskip("playwright.sync_api")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,20 +26,6 @@ from tests.browser.conftest import (
 pytestmark = pytest.mark.browser
 
 ROOT = "[data-agentlab=society]"
-
-
-def _shutdown_kernels(lab: Lab) -> None:
-    with urllib.request.urlopen(lab.url + "/api/kernels", timeout=10) as r:
-        kernels = json.loads(r.read())
-    for k in kernels:
-        req = urllib.request.Request(f"{lab.url}/api/kernels/{k['id']}", method="DELETE")
-        urllib.request.urlopen(req, timeout=10).close()
-
-
-@pytest.fixture()
-def lab(jupyter_lab: Lab) -> Iterator[Lab]:
-    yield jupyter_lab
-    _shutdown_kernels(jupyter_lab)
 
 
 def _press(page: Any, action: str) -> None:

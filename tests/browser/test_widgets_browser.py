@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +16,6 @@ import pytest
 from tests.browser.conftest import Lab, history, open_notebook, screenshot, wait_for
 
 pytestmark = pytest.mark.browser
-
-
-def _shutdown_kernels(lab: Lab) -> None:
-    with urllib.request.urlopen(lab.url + "/api/kernels", timeout=10) as r:
-        kernels = json.loads(r.read())
-    for k in kernels:
-        req = urllib.request.Request(f"{lab.url}/api/kernels/{k['id']}", method="DELETE")
-        urllib.request.urlopen(req, timeout=10).close()
-
-
-@pytest.fixture()
-def lab(jupyter_lab: Lab) -> Iterator[Lab]:
-    yield jupyter_lab
-    _shutdown_kernels(jupyter_lab)  # a finished test must not keep a society running
 
 
 def _run(lab: Lab, name: str) -> str:

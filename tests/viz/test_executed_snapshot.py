@@ -109,6 +109,25 @@ def test_a_run_ending_in_a_later_cell_updates_the_snapshot_and_the_cli_exports_i
     assert '<script type="application/vnd.jupyter.widget-view+json">' not in html
 
 
+def test_a_run_the_view_did_not_start_reaches_the_executed_snapshot(tmp_path: Path) -> None:
+    """``await soc.run(ticks=3)`` in the notebook's last cell, after the view's own run: the
+    snapshot kept "done: tick 2 committed" (refreshed only when a run the view started
+    ended), which the HTML export and ``agentlab paper`` showed while the widget state said
+    tick 5. The run ends inside that cell and goes out as it, before its reply."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        _live_society_cell(tmp_path),
+        nbformat.v4.new_code_cell("await dash.task"),
+        nbformat.v4.new_code_cell("await soc.run(ticks=3)\nsoc.tick"),
+    ]
+    _client(nb, tmp_path).execute()
+    assert nb.cells[2].outputs[-1]["data"]["text/plain"] == "5"
+    shown = nb.cells[0].outputs[0]["data"]
+    text = _society_text(shown["text/html"])
+    assert "done: tick 5 committed" in text, text
+    assert "tick 5," in shown["text/plain"], shown["text/plain"]
+
+
 def test_the_cli_config_is_the_server_extensions_priority() -> None:
     """``etc/jupyter/jupyter_nbconvert_config.json`` (installed by ``make setup``) holds the
     same priority the server extension gives JupyterLab's export."""

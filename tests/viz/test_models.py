@@ -22,13 +22,11 @@ def test_society_model_rates_totals_and_binary_series() -> None:
     s = m.summary()
     assert s["tick"] == 4 and s["ticks"] == 5
     assert s["total_llm_calls"] == sum(20 + t for t in range(5))
-    # rates are per second of the society's clock (ts 1 s apart), not of wall time
-    # (0.5 s a tick): under the virtual clock that is simulated time
-    assert s["calls_per_s"] == pytest.approx((20 + 4) / 1.0)
-    # the first tick has no earlier commit: its clock duration (and rate) is unknown
-    assert s["clock_s"] == pytest.approx(4.0)
-    assert s["mean_steps_per_s"] == pytest.approx(40 / 4.0)
-    assert math.isnan(m.journal.items[0][SERIES_COLUMNS.index("calls_per_s")])
+    # real clock: per second of the tick's own wall time (0.5 s a tick), every tick
+    assert s["calls_per_s"] == pytest.approx((20 + 4) / 0.5)
+    assert s["clock_s"] == pytest.approx(2.5)
+    assert s["mean_steps_per_s"] == pytest.approx(50 / 2.5)
+    assert m.journal.items[0][SERIES_COLUMNS.index("calls_per_s")] == pytest.approx(20 / 0.5)
     frame = m.frame()
     arr = decode_series(frame["series_base"])
     assert arr.shape == (5, len(SERIES_COLUMNS))
@@ -39,6 +37,43 @@ def test_society_model_rates_totals_and_binary_series() -> None:
     frame = m.frame()
     assert "series_base" not in frame
     assert list(decode_series(frame["series_delta"])[:, 1]) == [5]
+
+
+def test_rates_leave_out_the_time_between_runs() -> None:
+    """A real-clock society ran 3 ticks, sat 30 s (paused, stopped, before *start* was
+    pressed again, or reopened the next day), then ran 2 more. The rates took each tick's
+    duration from the gap between commits, idle time included: tick 4 read 0.12
+    agent-steps/s for 2 steps/s of work, the headline mean 0.42 for 1.87. A tick's rate
+    is its work's: ``wall_s``."""
+    ts, rows = 1000.0, []
+    for tick, (wall, idle) in enumerate([(2.0, 0), (2.0, 0), (2.1, 0), (2.0, 30), (1.9, 0)], 1):
+        ts += idle + wall + 0.01
+        rows.append(timeline_row(tick, ts=ts, wall_s=wall, steps=4, llm_calls=8))
+    m = SocietyModel()
+    m.ingest(rows)
+    arr = decode_series(m.frame(force_snapshot=True)["series_base"])
+    steps_s = arr[:, SERIES_COLUMNS.index("steps_per_s")]
+    assert list(steps_s) == pytest.approx([4 / 2.0, 4 / 2.0, 4 / 2.1, 4 / 2.0, 4 / 1.9])
+    s = m.summary()
+    assert s["clock_s"] == pytest.approx(10.0)
+    assert s["mean_steps_per_s"] == pytest.approx(20 / 10.0)
+    assert s["mean_calls_per_s"] == pytest.approx(40 / 10.0)
+
+
+def test_virtual_clock_rates_are_per_simulated_second_from_tick_one() -> None:
+    """Under the virtual clock ``wall_s`` is the host's time to compute a tick; its rate is
+    per simulated second: the gap to the previous commit (the clock passes only while a
+    tick runs), tick 1's from the clock's start, 0."""
+    m = SocietyModel(virtual=True)
+    m.ingest([timeline_row(t, ts=2.0 * t, wall_s=0.01, steps=4) for t in (1, 2, 3)])
+    arr = decode_series(m.frame(force_snapshot=True)["series_base"])
+    assert list(arr[:, SERIES_COLUMNS.index("steps_per_s")]) == pytest.approx([2.0] * 3)
+    assert m.summary()["clock_s"] == pytest.approx(6.0)
+    # ticks that took no clock time have no rate (and the chart says why)
+    flat = SocietyModel(virtual=True)
+    flat.ingest([timeline_row(t, ts=0.0) for t in (1, 2)])
+    assert all(math.isnan(v) for v in decode_series(flat.frame()["series_base"])[:, -1])
+    assert flat.summary()["mean_calls_per_s"] is None
 
 
 def test_society_model_carries_each_ticks_mean_latency() -> None:
