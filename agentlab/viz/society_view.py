@@ -250,7 +250,10 @@ class SocietyView(LiveWidget):
             "run holds",
             "paused": f"paused after tick {n}: press resume or stop (a cell awaiting "
             "dash.task waits until then)",
-            "stopped": f"stopped after tick {n}: start continues from tick {n}",
+            # (the tick start runs next, as the stop's own line says: "continues from tick
+            # n + 1"; "from tick n" read as tick n run again)
+            "stopped": f"stopped after tick {n}: start continues with tick "
+            f"{'–' if tick is None else int(tick) + 1}",
             "done": f"done: tick {n} committed; start runs more ticks",
             "failed": f"failed after tick {n}: {self.error}",
             "following": f"following the run log (tick {n})",

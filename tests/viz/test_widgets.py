@@ -290,7 +290,9 @@ async def test_a_press_on_another_thread_wakes_the_idle_kernel_loop(tmp_path: Pa
     assert done, "stop pressed while paused did not wake the loop"
     w.refresh()
     assert soc.status == "stopped" and w.status == "stopped"
-    assert w.state_line.startswith("stopped after tick")
+    assert (
+        w.state_line == f"stopped after tick {soc.tick}: start continues with tick {soc.tick + 1}"
+    )
     w.close()
     soc.close()
 
