@@ -319,6 +319,8 @@ def _frames(tb: types.TracebackType | None, hide: bool) -> list[str]:
     hidden = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
               sysconfig.get_paths()["stdlib"] + os.sep)  # fmt: skip
     shell = sys.modules.get("IPython")
+    ip = shell.get_ipython() if shell is not None else None  # (one shell for every frame)
+    names = getattr(ip, "compile", None)
     lines: list[str] = []
     while tb is not None:
         code = tb.tb_frame.f_code
@@ -327,10 +329,9 @@ def _frames(tb: types.TracebackType | None, hide: bool) -> list[str]:
             tb = tb.tb_next
             continue
         where = f'File "{code.co_filename}"'
-        ip = shell.get_ipython() if shell is not None else None  # type: ignore[attr-defined]
-        if ip is not None and hasattr(ip, "compile"):
+        if names is not None:
             try:  # a cell: "Cell In[3]", as IPython names it
-                kind, label = ip.compile.format_code_name(code.co_filename) or ("", "")
+                kind, label = names.format_code_name(code.co_filename) or ("", "")
                 where = f"{kind} {label}" if label else where
             except Exception:  # an older IPython: the file name
                 pass

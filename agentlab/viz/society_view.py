@@ -227,9 +227,7 @@ class SocietyView(LiveWidget):
 
     def _state_line(self, status: str, progress: dict[str, Any]) -> str:
         """One sentence: what the society is doing and what the buttons will do."""
-        tick = (
-            self._society.tick if self._society is not None else self._model.summary().get("tick")
-        )
+        tick = self._tick()
         n = "–" if tick is None else f"{int(tick)}"
         if self.outdated:  # (the line above the panels says why; the buttons are off)
             return f"tick {n} of this view's run; its directory now holds another: buttons off"
@@ -356,8 +354,14 @@ class SocietyView(LiveWidget):
         status = self._status()
         if status not in RUN_ENDED:
             return None
-        soc = self._society
-        return status, soc.tick if soc is not None else self._model.summary().get("tick")
+        return status, self._tick()
+
+    def _tick(self) -> Any:
+        """The last committed tick: the society's, else the log's last row (None: none)."""
+        if self._society is not None:
+            return self._society.tick
+        tick = self._model.last.get("tick")  # (NaN: a row without one, as summary() says)
+        return None if tick is None or math.isnan(tick) else tick
 
     def _after_run(self) -> None:
         """On the kernel's loop: refresh the static snapshot if a run ended since it was
