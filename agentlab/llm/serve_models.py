@@ -133,10 +133,12 @@ class ResponseFormat(_Strict):
 
 
 class StreamOptions(_Strict):
-    """``stream_options``."""
+    """``stream_options``, with vLLM's defaults: a stream that sends the object at all gets
+    the final usage chunk unless it says ``include_usage: false`` (or null), and
+    ``continuous_usage_stats`` (usage in every chunk, which guidellm asks for) only with it."""
 
-    include_usage: bool | None = None
-    continuous_usage_stats: bool | None = None  # vLLM: usage in every chunk (guidellm asks)
+    include_usage: bool | None = True
+    continuous_usage_stats: bool | None = None
 
 
 def _bounded(name: str, default: Any = None) -> Any:
@@ -177,6 +179,14 @@ class SamplingRequest(_Strict):
     sim_p_timeout: float | None = _Share
     sim_p_malformed: float | None = _Share
     sim_p_invalid_args: float | None = _Share
+
+    @field_validator("stream_options", mode="before")
+    @classmethod
+    def _only_when_streaming(cls, v: Any, info: ValidationInfo) -> Any:
+        # vLLM's validate_stream_options (a 400): only a non-empty object counts, as there
+        if v and not info.data.get("stream"):
+            raise ValueError("Stream options can only be defined when `stream=True`")
+        return v
 
     def max_new_tokens(self) -> int | None:
         """The completion cap the request asks for."""

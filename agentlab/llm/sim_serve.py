@@ -283,8 +283,10 @@ def build_app(
     def reply_of(req: SamplingRequest, rid: str, named: bool, cap: int | None) -> _Reply:
         opts = req.stream_options
         stamp = int(time.time())  # each reply's own creation time, as vLLM's
-        return _Reply(rid, stamp, req.model, named, bool(opts and opts.include_usage),
-                      bool(opts and opts.continuous_usage_stats), cap, tokens_per_chunk)  # fmt: skip
+        # vLLM's should_include_usage: continuous usage only along with the final chunk
+        usage = bool(opts and opts.include_usage)
+        every = usage and bool(opts and opts.continuous_usage_stats)
+        return _Reply(rid, stamp, req.model, named, usage, every, cap, tokens_per_chunk)
 
     async def receive(
         request: web.Request, model: type[Body]

@@ -62,7 +62,11 @@ async def _stream(
                     delta: dict[str, Any] = {"tool_calls": [deltas[i]]}
                     if i == 0:
                         delta = {"role": "assistant", "content": None, **delta}
-                    await send({**base, "choices": [{"index": 0, "delta": delta}]})
+                    event = {**base, "choices": [{"index": 0, "delta": delta}]}
+                    if reply.continuous_usage:  # vLLM: in every chunk, tool calls' too
+                        n = res.completion_tokens
+                        event["usage"] = _usage(res, min(n, round(n * (i + 1) / len(deltas))))
+                    await send(event)
             finally:  # a client gone mid-send: the clock's generator closes with the stream
                 await due.aclose()
         else:
@@ -79,7 +83,10 @@ async def _stream(
     except Exception:  # a simulated fault mid-stream: end the stream without [DONE]
         return resp
     finish = _finish_reason(res, reply.named_tool)
-    await send({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    last = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+    if reply.continuous_usage:  # vLLM's finish chunk carries the usage too
+        last["usage"] = _usage(res)
+    await send(last)
     return await _close_sse(resp, send, base, res, reply, metrics)
 
 
