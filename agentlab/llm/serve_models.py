@@ -169,6 +169,7 @@ class SamplingRequest(_Strict):
     presence_penalty: float | None = _bounded("presence_penalty")
     frequency_penalty: float | None = _bounded("frequency_penalty")
     user: str | None = None
+    response_format: ResponseFormat | None = None  # vLLM honours it on both endpoints
     # the simulator's per-call overrides (agentlab.llm.sim_backend.SIM_OVERRIDES)
     sim_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_SIM_TOKENS)
     sim_bool_p: float | None = _Share
@@ -216,7 +217,6 @@ class ChatCompletionRequest(SamplingRequest):
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
-    response_format: ResponseFormat | None = None
     echo: bool | None = None
 
     @field_validator("echo")

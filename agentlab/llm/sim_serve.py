@@ -14,7 +14,7 @@ Endpoints (127.0.0.1 by default):
 - ``POST /v1/completions`` — vLLM's text completions (what ``vllm bench serve`` sends):
   one prompt, a text or token ids, counted without the chat template (a text with the
   tokenizer's ``<|begin_of_text|>``, as vLLM encodes it); ``max_tokens`` 16 unless given;
-  the same sampling extras, streaming and usage as chat, the finish reason on the last
+  the same sampling extras, ``response_format``, streaming and usage as chat, the finish reason on the last
   text chunk; ``logprobs``, ``echo``, ``suffix`` and several prompts get a 400 naming the
   field;
 - ``POST /tokenize``, ``POST /detokenize`` — vLLM's: a prompt's or a chat's token ids and
@@ -304,33 +304,42 @@ def build_app(
             return admitted
         return (req, body, *admitted)
 
+    def planned(
+        body: dict[str, Any],
+        messages: list[dict[str, Any]],
+        attempt: int,
+        params: dict[str, Any],
+        prompt_tokens: int | None,
+        tools: list[dict[str, Any]] | None,
+    ) -> SimResult | web.Response:
+        """The request queued on the simulator with its ``response_format`` (a JSON reply,
+        on either endpoint, as vLLM's structured output) and a chat's ``tools``; or the 400 of
+        a schema the simulator refuses, naming the field that holds it."""
+        rf = body.get("response_format")
+        spec = output_spec(rf) if rf and rf.get("type") != "text" else None
+        try:
+            return server.plan(messages, attempt=attempt, spec=spec, tools=tools,
+                               params=params, timeout=_MAX_HANG_S, prompt_tokens=prompt_tokens)  # fmt: skip
+        except SchemaError as exc:
+            bad_param = schema_param(spec.schema if spec else None, tools)
+            msg = f"Invalid schema for '{bad_param}': {exc}."
+            return web.json_response(
+                error_body(msg, param=bad_param, code="invalid_value"), status=400
+            )
+
     async def chat(request: web.Request) -> web.StreamResponse:
         got = await receive(request, ChatCompletionRequest)
         if isinstance(got, web.Response):
             return got
         req, body, seq, attempt = got
-        rf = body.get("response_format")
-        spec = output_spec(rf) if rf and rf.get("type") != "text" else None
         params = sim_params(req, body, server.profile.max_completion)
         tokens = server.chat_prompt_tokens(body["messages"], body.get("tools"))
         too_long = prompt_over_context(tokens, req.max_new_tokens(), max_model_len, "messages")
         if too_long is not None:
             return web.json_response(too_long, status=400)
-        try:
-            res = server.plan(
-                body["messages"],
-                attempt=attempt,
-                spec=spec,
-                tools=body.get("tools"),
-                params=params,
-                timeout=_MAX_HANG_S,
-            )
-        except SchemaError as exc:
-            bad_param = schema_param(spec.schema if spec else None, body.get("tools"))
-            msg = f"Invalid schema for '{bad_param}': {exc}."
-            return web.json_response(
-                error_body(msg, param=bad_param, code="invalid_value"), status=400
-            )
+        res = planned(body, body["messages"], attempt, params, None, body.get("tools"))
+        if isinstance(res, web.Response):
+            return res
         named = isinstance(req.tool_choice, NamedToolChoice)
         reply = reply_of(req, f"chatcmpl-{seq}", named, params.get("max_tokens"))
 
@@ -350,13 +359,10 @@ def build_app(
         if too_long is not None:
             return web.json_response(too_long, status=400)
         params = sim_params(req, body, server.profile.max_completion)
-        res = server.plan(
-            [{"role": RAW_PROMPT_ROLE, "content": prompt}],
-            attempt=attempt,
-            params=params,
-            timeout=_MAX_HANG_S,
-            prompt_tokens=tokens,
-        )
+        raw = [{"role": RAW_PROMPT_ROLE, "content": prompt}]
+        res = planned(body, raw, attempt, params, tokens, None)
+        if isinstance(res, web.Response):
+            return res
         reply = reply_of(req, f"cmpl-{seq}", False, params.get("max_tokens"))
 
         def whole(r: SimResult) -> dict[str, Any]:

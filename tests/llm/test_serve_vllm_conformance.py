@@ -1,5 +1,6 @@
 """sim-serve against what vLLM's OpenAI server (0.12) does with a request, over real HTTP:
-``stream_options`` (vLLM's defaults, usage in every chunk, its 400 without ``stream``)."""
+``stream_options`` (vLLM's defaults, usage in every chunk, its 400 without ``stream``),
+``response_format`` on ``/v1/completions`` (structured output there too)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ import pytest
 
 from agentlab.llm.sim_serve import SimServeHandle, start_sim_server
 from tests.llm.serve_helpers import MSGS, TOOLS
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
+    "required": ["city", "days"],
+    "additionalProperties": False,
+}
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +95,37 @@ async def test_stream_options_take_vllms_defaults(server: SimServeHandle, path: 
     # no stream_options: no usage (vLLM's default without --enable-force-include-usage)
     events = await _events(server, path, max_tokens=4)
     assert all("usage" not in e for e in events)
+
+
+def _matches(value: Any) -> None:
+    assert isinstance(value, dict) and set(value) == {"city", "days"}
+    assert isinstance(value["city"], str)
+    assert isinstance(value["days"], int) and value["days"] >= 1
+
+
+async def test_text_completion_honours_response_format(server: SimServeHandle) -> None:
+    # vLLM's CompletionRequest takes response_format (structured output): the text is JSON
+    # of the schema, as on chat (it was ignored: plain words)
+    fmt = {"type": "json_schema", "json_schema": {"name": "trip", "schema": SCHEMA}}
+    status, r = await _post(server, "/completions", max_tokens=200, response_format=fmt)
+    assert status == 200, r
+    _matches(json.loads(r["choices"][0]["text"]))
+    assert r["choices"][0]["finish_reason"] == "stop"
+    events = await _events(server, "/completions", max_tokens=200, response_format=fmt)
+    _matches(json.loads("".join(e["choices"][0]["text"] for e in events if e["choices"])))
+    status, r = await _post(server, "/completions", max_tokens=200,
+                            response_format={"type": "json_object"})  # fmt: skip
+    assert status == 200, r
+    assert isinstance(json.loads(r["choices"][0]["text"]), dict)
+    status, r = await _post(server, "/completions", max_tokens=20,
+                            response_format={"type": "text"})  # fmt: skip
+    assert status == 200, r
+    # a schema the simulator cannot generate is refused naming the field, as on chat
+    cyclic = {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}}
+    bad = {"type": "json_schema", "json_schema": {"name": "loop", "schema": cyclic}}
+    status, r = await _post(server, "/completions", max_tokens=20, response_format=bad)
+    assert status == 400, r
+    assert r["error"]["param"] == "response_format"
 
 
 async def test_continuous_usage_is_in_every_chat_chunk(server: SimServeHandle) -> None:
