@@ -94,6 +94,7 @@ ENABLED = {
     "failed": ("start",),
     "running": ("pause", "stop"),
     "pausing": ("resume", "stop"),
+    "stopping": (),
     "paused": ("resume", "stop"),
 }
 
@@ -162,6 +163,11 @@ class SocietyView(LiveWidget):
         # and, for a view with no society here, the status run.json records
         self._polled_at, self._errors_text, self._run_ended = -math.inf, "", ""
         self._seen: tuple[Any, ...] = ()
+        # the tick a stop pressed here ends the run after (None: none pressed). The run
+        # loop stops only once the tick in progress commits, many seconds on a real
+        # clock; till then the view said "running" with pause and stop on, as if the press
+        # was lost. Society has no public word for a pending stop, so the view keeps it
+        self._stop_after: int | None = None
         #: called (on the event loop) when a run of the society ends, whoever started it
         self.on_done: Callable[[], None] | None = None
         #: the run end the snapshot was last refreshed for (``_after_run``); ``_UNSET``
@@ -246,6 +252,8 @@ class SocietyView(LiveWidget):
             "pause and stop act after the tick in progress",
             "pausing": f"pausing: tick {progress.get('tick', '–')} finishes first, then the "
             "run holds",
+            "stopping": f"stopping: tick {progress.get('tick', '–')} finishes first, then the "
+            "run stops (start continues it)",
             "paused": f"paused after tick {n}: press resume or stop (a cell awaiting "
             "dash.task waits until then)",
             # (the tick start runs next, as the stop's own line says: "continues from tick
@@ -276,9 +284,21 @@ class SocietyView(LiveWidget):
             and task.exception() is not None
         ):
             return "failed"
+        if self._stopping(status):
+            return "stopping"  # stop pressed: ends once the tick in progress commits
         if status == "running" and soc.paused:
             return "pausing"  # pause requested: holds once the tick in progress commits
         return status
+
+    def _stopping(self, status: str) -> bool:
+        """A stop pressed here has not ended the run yet. Bounded by its tick too: a run
+        a cell starts right after the stopped one (before the follower saw it end) is not
+        the one stopped."""
+        soc = self._society
+        after = self._stop_after
+        return (
+            soc is not None and after is not None and status == "running" and soc.tick < after
+        )  # fmt: skip
 
     def _run_status(self) -> str | None:
         """The run's status when ``run.json`` says it has ended (``done``, ``stopped``,
@@ -290,7 +310,7 @@ class SocietyView(LiveWidget):
 
     def _progress(self, status: str) -> dict[str, Any]:
         soc = self._society
-        if soc is None or status not in ("running", "pausing"):
+        if soc is None or status not in ("running", "pausing", "stopping"):
             return {}
         p = dict(soc.tick_progress())
         started = p.get("started")
@@ -313,9 +333,11 @@ class SocietyView(LiveWidget):
             if changed and ended[0] is not None:
                 call_on_loop(self._home_loop, self._after_run)
             return changed
+        if soc.status not in ("running", "paused"):
+            self._stop_after = None  # (the stopped run has ended: the next is not stopping)
         p = soc.tick_progress() if soc.status == "running" else {}
         seen = (soc.status, soc.paused, soc.tick, p.get("tick"), p.get("llm_calls"),
-                p.get("in_flight"))  # fmt: skip
+                p.get("in_flight"), self._stop_after)  # fmt: skip
         task = self.task
         if task is not None and task.done() and not self.error:
             exc = None if task.cancelled() else task.exception()
@@ -333,6 +355,7 @@ class SocietyView(LiveWidget):
         :attr:`task`. Requires a running event loop (Jupyter has one)."""
         soc = self._require_society()
         self.error = ""
+        self._stop_after = None
         # no tick bar under the panel: the panel shows the ticks and the tick in progress
         # (a notebook showed both, the bar a second progress display of the same run)
         self.task = soc.start(self._ticks, progress=False)
@@ -443,6 +466,8 @@ class SocietyView(LiveWidget):
         elif action == "resume":
             soc.resume()
         elif action == "stop":
+            if soc.status == "running":  # (a paused run ends at once)
+                self._stop_after = soc.tick + 1  # the tick in progress
             soc.stop()
         self.last_action = action
         self._follower.coalescer.mark()
