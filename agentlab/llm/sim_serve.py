@@ -22,7 +22,7 @@ Endpoints (127.0.0.1 by default):
   (:mod:`agentlab.llm.sim_serve_tokens`);
 - ``GET /v1/models``, ``GET /v1/models/{id}`` — vLLM's model cards (``owned_by``
   ``vllm``, ``root``: the first served name, ``max_model_len``, ``permission``);
-  ``GET /health``, ``GET`` / ``POST /ping`` (200, as vLLM's), ``GET /version``
+  ``GET /health``, ``GET`` / ``POST /ping`` (200, an empty body, as vLLM's), ``GET /version``
   (agentlab's version: this is not a vLLM release);
 - ``POST /sim/faults`` ``{"p_rate_limit": .., "p_timeout": .., "p_malformed": ..}`` — not
   OpenAI, off unless the server was started with ``fault_control=True``
@@ -204,9 +204,7 @@ def build_app(
         return web.json_response(model_card(m))
 
     async def health(_: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
-
-    async def ping(_: web.Request) -> web.Response:  # vLLM's (SageMaker's) liveness probe
+        # vLLM answers 200 with an empty body (503 once its engine is dead)
         return web.Response(status=200)
 
     async def version(_: web.Request) -> web.Response:
@@ -391,8 +389,8 @@ def build_app(
     app.router.add_get("/v1/models", models)
     app.router.add_get("/v1/models/{model:.+}", one_model)
     app.router.add_get("/health", health)
-    app.router.add_get("/ping", ping)
-    app.router.add_post("/ping", ping)
+    app.router.add_get("/ping", health)  # vLLM's (SageMaker's) liveness probe, the same
+    app.router.add_post("/ping", health)
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics_page)
     app.router.add_post("/v1/chat/completions", chat)

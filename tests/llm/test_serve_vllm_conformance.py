@@ -1,6 +1,7 @@
 """sim-serve against what vLLM's OpenAI server (0.12) does with a request, over real HTTP:
 ``stream_options`` (vLLM's defaults, usage in every chunk, its 400 without ``stream``),
-``response_format`` on ``/v1/completions`` (structured output there too)."""
+``response_format`` on ``/v1/completions`` (structured output there too), ``/health``'s
+empty body."""
 
 from __future__ import annotations
 
@@ -141,3 +142,12 @@ async def test_continuous_usage_is_in_every_chat_chunk(server: SimServeHandle) -
         assert events[-2]["choices"][0]["finish_reason"] in ("stop", "length", "tool_calls")
         if extra:
             assert any(e["choices"] and e["choices"][0]["delta"].get("tool_calls") for e in events)
+
+
+async def test_health_answers_an_empty_body(server: SimServeHandle) -> None:
+    # vLLM's /health (and /ping): 200 and no body; it was a JSON object
+    async with aiohttp.ClientSession() as s:
+        for method, path in (("GET", "/health"), ("GET", "/ping"), ("POST", "/ping")):
+            async with s.request(method, f"http://{server.host}:{server.port}{path}") as r:
+                assert r.status == 200
+                assert await r.read() == b""
