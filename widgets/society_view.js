@@ -1,10 +1,13 @@
 // SocietyView front end: stat tiles, charts, start/pause/resume/stop, the tick in progress.
 
+// the rates are whole-run means (ticks' work over their clock seconds), as the static
+// snapshot's tiles: the last tick's rate here made an export read other numbers under the
+// same label (that rate is the Rates chart's last point)
 const STATS = [
   ["tick", "tick", 0],
   ["agents", "agents", 0],
-  ["steps_per_s", "agent-steps/s (clock)", 1],
-  ["calls_per_s", "LLM calls/s (clock)", 1],
+  ["mean_steps_per_s", "agent-steps/s (clock)", 1],
+  ["mean_calls_per_s", "LLM calls/s (clock)", 1],
   ["total_tokens", "tokens", 1],
   ["total_errors", "step errors", 0],
   ["aimd_limit", "AIMD limit", 0],
