@@ -352,7 +352,12 @@ def build_app(
         if isinstance(got, web.Response):
             return got
         req, body, seq, attempt = got
-        prompt, tokens = raw_prompt(req.prompt, server)
+        try:
+            prompt, tokens = raw_prompt(req.prompt, server)
+        except ValueError as exc:
+            return web.json_response(
+                error_body(str(exc), param="prompt", code="invalid_value"), status=400
+            )
         too_long = prompt_over_context(tokens, req.max_new_tokens(), max_model_len, "prompt")
         if too_long is not None:
             return web.json_response(too_long, status=400)

@@ -17,9 +17,11 @@ from typing import Any
 
 from aiohttp import web
 
+from agentlab.errors import ConfigError
 from agentlab.llm.serve_models import SamplingRequest, error_body
 from agentlab.llm.sim_backend import SimServer
 from agentlab.llm.sim_content import Rng, SchemaError, gen_value
+from agentlab.llm.token_ids import decode_ids
 
 __all__ = [
     "LOOPBACK",
@@ -52,9 +54,21 @@ def raw_prompt(prompt: Any, server: SimServer) -> tuple[str, int]:
     """A validated ``/v1/completions`` prompt (:class:`TextCompletionRequest`: a text or a
     list of token ids) as the text the simulator plans on (its hash seeds the reply, its
     blocks are the prefix cache's) and its tokens: a text as the profile's tokenizer counts
-    it with the server's special tokens, token ids one each (vLLM adds none to them)."""
+    it with the server's special tokens, token ids one each (vLLM adds none to them).
+
+    Raises:
+        ValueError: a token id past the tokenizer's vocabulary, with vLLM's message (its
+            engine refuses the prompt with a 400); an estimating tokenizer (``chars:R``)
+            has no vocabulary to hold ids to.
+    """
     if isinstance(prompt, str):
         return prompt, server.raw_prompt_tokens(prompt)
+    try:
+        decode_ids(server.tokenizer, prompt)
+    except ConfigError:
+        pass
+    except ValueError:
+        raise ValueError(f"Token id {max(prompt)} is out of vocabulary") from None
     return " ".join(map(str, prompt)), len(prompt)
 
 

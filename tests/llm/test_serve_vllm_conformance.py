@@ -1,7 +1,7 @@
 """sim-serve against what vLLM's OpenAI server (0.12) does with a request, over real HTTP:
 ``stream_options`` (vLLM's defaults, usage in every chunk, its 400 without ``stream``),
 ``response_format`` on ``/v1/completions`` (structured output there too), ``/health``'s
-empty body."""
+empty body, token ids past the vocabulary."""
 
 from __future__ import annotations
 
@@ -151,3 +151,15 @@ async def test_health_answers_an_empty_body(server: SimServeHandle) -> None:
             async with s.request(method, f"http://{server.host}:{server.port}{path}") as r:
                 assert r.status == 200
                 assert await r.read() == b""
+
+
+async def test_a_token_id_past_the_vocabulary_is_refused(server: SimServeHandle) -> None:
+    # vLLM's engine refuses an out-of-vocabulary prompt id with a 400 (it was served);
+    # Llama-3's ids run 0..128255
+    status, r = await _post(server, "/completions", max_tokens=2, prompt=[128_000, 128_255])
+    assert status == 200, r
+    for prompt in ([5, 128_256], [[999_999, 5]]):
+        status, r = await _post(server, "/completions", max_tokens=2, prompt=prompt)
+        assert status == 400, r
+        assert r["error"]["param"] == "prompt"
+        assert "out of vocabulary" in r["error"]["message"]
