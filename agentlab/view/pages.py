@@ -361,7 +361,7 @@ def _agents_page(site: Site, e: Entry, run: Any, path: str, page: int) -> str | 
         rows.append({"cells": cells, "attrs": {"bad": int(bad)}})
     heads = [*cols, *(["latency p50 (s)"] if lat else [])]
     blocks: list[dict[str, Any]] = [{"type": "table", "id": "agents", "columns": ["agent", *heads],
-               "numeric": set(heads), "rows": rows,
+               "numeric": set(heads), "rows": rows, "sortable": True,  # (who failed, called most)
                "note": f"{counted(len(agents), 'agent')}: what each did over the run (its page: by tick)",
                "pager": _pager(site, e, "agents", page, pages, path) if pages > 1 else None}]  # fmt: skip
     return _render(site, path, e.rel, title=f"Agents of {e.path.name}",

@@ -101,6 +101,7 @@ def _topologies_block(
     return {"type": "table", "id": "topologies", "heading": "Topologies",
             "columns": ["topology", "runs", "ok", "LLM calls", "mean score", *heads],
             "numeric": {"runs", "ok", "LLM calls", "mean score", *heads}, "rows": rows,
+            "sortable": True,
             "note": "traffic as agentlab report computes it: IATs and bursts over the "
                     "discussion stage, latency and TTFT over every call" if traffic else None}  # fmt: skip
 
