@@ -17,7 +17,7 @@ from typing import Any
 from agentlab.errors import ConfigError, SweepError
 from agentlab.sweep.export import export_html
 from agentlab.sweep.grid import check_params, load_params_file, notebook_defaults, parse_param_args
-from agentlab.sweep.runner import run_point
+from agentlab.sweep.runner import error_line, run_point
 
 __all__ = ["export_html", "export_saved", "main", "make_paper", "notebook_defaults"]
 
@@ -65,8 +65,8 @@ def make_paper(
         _update_config(outp, status=status["status"], duration_s=status["duration_s"])
         executed = outp / "notebook.ipynb"
         if status["status"] != "ok":
-            lines = (status.get("error") or "").strip().splitlines()
-            final_status, error = "failed", f"{status['status']}: {lines[-1] if lines else ''}"
+            final_status = "failed"
+            error = f"{status['status']}: {error_line(status.get('error')) or ''}"
             where = ""
             if executed.exists():  # as far as it ran, papermill's error banner on top
                 partial = outp / f"{nb.stem}.ipynb"

@@ -40,6 +40,22 @@ def read_status(point_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None
 
 
+#: how the note that ends agentlab's short tracebacks (``agentlab.errors``) begins: a line
+#: below the exception, so the last line of a point's error was the note, not the error
+_HIDDEN_FRAMES_NOTE = "(agentlab's own frames are hidden"
+
+
+def error_line(error: str | None) -> str | None:
+    """The exception line (``Type: message``) of a point's recorded error: its last line
+    other than the short traceback's note; ``None`` for no error."""
+    lines = [
+        line
+        for line in (error or "").strip().splitlines()
+        if line.strip() and not line.startswith(_HIDDEN_FRAMES_NOTE)
+    ]
+    return lines[-1] if lines else None
+
+
 def kill_running() -> int:
     """Kill every running point's process group (Ctrl-C); returns how many were killed."""
     with _LOCK:

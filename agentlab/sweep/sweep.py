@@ -17,7 +17,7 @@ from agentlab.store.atomic import atomic_write_json, read_json
 from agentlab.store.lifecycle import mark_status
 from agentlab.sweep.grid import Grid, check_params, expand_grid, point_id
 from agentlab.sweep.results import read_results
-from agentlab.sweep.runner import kill_running, read_status, run_point
+from agentlab.sweep.runner import error_line, kill_running, read_status, run_point
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,8 +61,7 @@ class Sweep:
             row: dict[str, Any] = {"point_id": p["point_id"], **p["params"]}
             row["status"] = st.get("status", "pending")
             row["duration_s"] = st.get("duration_s")
-            lines = (st.get("error") or "").strip().splitlines()
-            row["error"] = lines[-1] if lines else None  # the exception line
+            row["error"] = error_line(st.get("error"))
             for k, v in read_results(self.point_dir(p["point_id"])).items():
                 row[k] = v
             rows.append(row)
