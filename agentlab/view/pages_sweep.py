@@ -184,7 +184,9 @@ def _sweep_page(site: Site, e: Entry, sw: Any, path: str) -> str:
     base = site.base(path)
     metrics = [c for c in df.columns if c not in {"point_id", "status", "duration_s", "error", *params}
                and pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]  # fmt: skip
-    cols = ["point", *params, "status", "seconds", *metrics]
+    # why a point failed, on the page that lists it (it took a click per failed point)
+    errors = "error" in df and bool(df["error"].notna().any())
+    cols = ["point", *params, "status", "seconds", *metrics, *(["error"] if errors else [])]
     rows = []
     for r in df.to_dict("records"):
         rows.append({"attrs": {"status": r.get("status")}, "cells": [
@@ -194,6 +196,7 @@ def _sweep_page(site: Site, e: Entry, sw: Any, path: str) -> str:
             {"text": r.get("status"), "cls": "ok" if r.get("status") == "ok" else "bad"},
             _na(r.get("duration_s")),
             *[_na(r.get(c)) for c in metrics],
+            *([_cut(r.get("error"), 300)] if errors else []),
         ]})  # fmt: skip
     figs = _sweep_charts(df, params, metrics)
     blocks: list[dict[str, Any]] = []
