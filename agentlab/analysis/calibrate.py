@@ -237,7 +237,7 @@ def _step_roofline(step_roofline: bool | None, profs: list[SimProfile]) -> bool:
     """The step fitted: as given, else the recorded ``sim/`` profiles', else additive.
     The additive line fitted to a roofline server's idle TTFTs falls below one step, so
     the fit went through the floor: ``sim/vllm-3b``'s persona society came back with
-    ``prefill_tps`` +17-20 % and ``overhead_s`` 0 (now 9,110 and 1.3 ms, as recorded)."""
+    ``prefill_tps`` +17-20 % and ``overhead_s`` 0 (now the profile's, as recorded)."""
     if step_roofline is not None:
         return step_roofline
     return bool(profs) and all(p.step_roofline for p in profs)

@@ -204,6 +204,7 @@ class SimServer(AttemptRunner, ServerState):
         if tools:
             extra += "|" + ",".join([str(t.get("function", t).get("name")) for t in tools])
         h, counted = self._digest(messages, extra, tools)
+        raw = prompt_tokens is not None  # counted by the caller: a raw-text prompt
         prompt_tokens = counted if prompt_tokens is None else prompt_tokens
         if p.truncate_to_len:
             prompt_tokens = self._cut(prompt_tokens, params)
@@ -260,7 +261,9 @@ class SimServer(AttemptRunner, ServerState):
         )
         if p.slots > 0:
             hashes = (
-                _block_hashes(messages, tools, extra, prompt_tokens, p) if p.prefix_caching else ()
+                _block_hashes(messages, tools, prompt_tokens, p, self._tokenizer, raw)
+                if p.prefix_caching
+                else ()
             )
             self._enqueue(res, now, timeout, speed, hashes)
         else:

@@ -17,9 +17,11 @@ A model of vLLM v1's ``KVCacheManager`` / ``BlockPool`` at the level that change
   cache hit on a free cached block takes it out of the queue. So cached prefixes are
   evicted least-recently-freed first (LRU), and only when memory is needed.
 
-The engine passes token identities as block hashes: ``EngineRequest.hashes``, computed by
-:func:`prompt_block_hashes` from the prompt text (the seam with token counting: a real
-tokenizer only has to give block boundaries; see the function).
+The engine passes token identities as block hashes: ``EngineRequest.hashes``. A server
+computes them with :func:`chain_segments` from its prompt laid out as the chat template lays
+it out, in pieces of known token counts (``Tokenizer.block_segments``), so block ``i`` covers
+tokens ``[i * block_size, (i + 1) * block_size)`` as it does in vLLM; :func:`prompt_block_hashes`
+is the same chain over one piece of text (engine tests).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 
 from agentlab.errors import ConfigError
 
-__all__ = ["KVCache", "block_bytes", "chain_blocks", "prompt_block_hashes"]
+__all__ = ["KVCache", "block_bytes", "chain_blocks", "chain_segments", "prompt_block_hashes"]
 
 
 def block_bytes(block_size: int, chars_per_token: float = 4.0) -> int:
@@ -80,6 +82,64 @@ def chain_blocks(data: bytes, w: int, count: int, start: int = 0, crc: int = 0) 
     return [
         (crc := f(data[i : i + w], crc)) | t for i, t in zip(offsets, tags[start:end], strict=True)
     ]
+
+
+def chain_segments(
+    segments: Sequence[tuple[bytes, int]],
+    block_size: int,
+    count: int,
+    start: tuple[int, int, int] = (0, 0, 0),
+    bytes_per_token: float = 4.0,
+) -> tuple[list[int], tuple[int, int, int]]:
+    """The block hashes of a prompt given as pieces ``(data, tokens)`` in token order, and
+    the chain's state after the last piece (to continue from, as a kept head).
+
+    Block ``i`` ends at token ``(i + 1) * block_size``: block ends sit where the tokenizer's
+    counts put them, whatever the bytes per token of a piece (JSON schemas, code, prose). A
+    block end ``e`` tokens into a piece of ``L`` bytes cuts it after byte
+    ``min(L, int(e * bytes_per_token))``: a cut depends on the piece's bytes before it only,
+    so two prompts whose pieces agree up to a point agree on every block before it (a cut at
+    ``L * e // t``, tokens spread evenly over the piece, would move with the piece's end: a
+    conversation's single long message then shared no block with its next version). Each
+    hash is the CRC-32 of every byte before its block's cut, chained as in
+    :func:`prompt_block_hashes` (index above bit 32); the bytes of a piece past its last
+    cut join the next block. At most ``count`` hashes; pieces after the ``count``-th block
+    end are not read (and the returned state is then not to be continued).
+
+    ``start``: ``(tokens before the first piece, blocks ended before it, CRC of the bytes
+    before it)``, e.g. a previous call's returned state; the returned state has that form.
+    """
+    pos, j, crc = start
+    tags = _TAGS
+    if count > len(tags):
+        tags = _grow_tags(count)
+    f = zlib.crc32
+    out: list[int] = []
+    append = out.append
+    r = bytes_per_token
+    end = (j + 1) * block_size  # the token at which the next block ends
+    for data, t in segments:
+        if j >= count:
+            break
+        top = pos + t
+        if end > top or t <= 0:  # no block ends in it: its bytes join the next block
+            crc = f(data, crc)
+            pos = top
+            continue
+        cut = 0
+        n = len(data)
+        while end <= top and j < count:
+            at = int((end - pos) * r)
+            if at > n:
+                at = n
+            crc = f(data[cut:at], crc)
+            append(crc | tags[j])
+            cut = at
+            j += 1
+            end += block_size
+        crc = f(data[cut:], crc)
+        pos = top
+    return out, (pos, j, crc)
 
 
 #: ``j << 32`` for each block index ``j`` (a block hash's index bits), built once

@@ -18,8 +18,9 @@ from typing import Any, NamedTuple
 
 from agentlab.errors import ConfigError
 from agentlab.llm.sim_engine import EngineRequest
-from agentlab.llm.sim_kv import block_bytes, chain_blocks
+from agentlab.llm.sim_kv import chain_segments
 from agentlab.llm.sim_profiles import SimProfile
+from agentlab.llm.tokens import Tokenizer
 
 __all__ = [
     "MAX_SIM_TOKENS",
@@ -82,60 +83,90 @@ def _fault_u(h: int, attempt: int) -> float:
     return ((z ^ (z >> 31)) >> 11) * 2.0**-53
 
 
+#: bytes a token inside one piece of a Llama 3 prompt, for the cuts of its blocks (what the
+#: text-only layout used throughout, so a discussion's shared head keeps its blocks: 112
+#: cached tokens, datasets/make_vllm_3b_profile.py ANCHOR_CACHED_TOKENS); English prose runs
+#: ~4.8, JSON and numbers fewer (a piece's cuts stop at its end)
+PIECE_BYTES_PER_TOKEN = 4.0
+
+
 def _block_hashes(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
-    extra: str,
     prompt_tokens: int,
     p: SimProfile,
+    tokenizer: Tokenizer,
+    raw: bool = False,
 ) -> tuple[int, ...]:
-    """The prompt's KV block hashes for the engine's prefix cache (the token-identity seam:
-    the prompt's text in the order a chat template lays it out, tools first):
-    ``prompt_block_hashes("\x1f".join([tools JSON, extra, role, text, ...]), ...)``.
+    """The prompt's KV block hashes for the engine's prefix cache (the token-identity seam):
+    :func:`~agentlab.llm.sim_kv.chain_segments` over the prompt as ``tokenizer`` lays it
+    out (``Tokenizer.block_segments``: template, system text, tools, messages, each with its
+    token count), the tools as their JSON; at most ``prompt_tokens // block_size`` blocks.
+    Inside a piece a block's cut is ``bytes_per_token`` bytes a token on: the estimating
+    tokenizer's own ratio, else :data:`PIECE_BYTES_PER_TOKEN`.
+    ``raw``: a ``/v1/completions`` text prompt, one piece of ``prompt_tokens`` tokens.
 
-    The head (tools JSON and extra: the same on every call of an agent) is hashed once
-    (:func:`_head`); a call hashes its messages' bytes only (issue 22: the tools were ~2/3
-    of the bytes hashed per call on the realistic path)."""
-    w = block_bytes(p.block_size)
-    head = _head(_tools_text(tools) if tools else "", extra, w)
-    parts = [""]  # the separator before the first role
-    for m in messages:
-        c = m.get("content")
-        parts.append(str(m.get("role", "")))
-        parts.append(c if isinstance(c, str) else repr(c))
-    body = "\x1f".join(parts).encode("utf-8", "surrogatepass")
-    n = min(prompt_tokens // p.block_size, (head.size + len(body)) // w)
-    known = len(head.hashes)
-    if n <= known:
-        return head.hashes[:n]
-    return head.hashes + tuple(chain_blocks(head.tail + body, w, n - known, known, head.crc))
+    The pieces an agent sends on every call (the template's fixed lines, its system text,
+    the tools: all before the first user text) are hashed once per agent and kept
+    (:func:`_head`): a call hashes the rest only (issue 22: the tools were ~2/3 of the
+    bytes hashed per call on the realistic path)."""
+    bs = p.block_size
+    r = getattr(tokenizer, "chars_per_token", PIECE_BYTES_PER_TOKEN)
+    if raw:
+        m = messages[0] if messages else {}
+        data = f"{m.get('role', '')}\x1f{m.get('content')}".encode("utf-8", "surrogatepass")
+        hashes, _ = chain_segments([(data, prompt_tokens)], bs, prompt_tokens // bs, (0, 0, 0), r)
+        return tuple(hashes)
+    segments = tokenizer.block_segments(messages, tools)
+    lead = 0  # the pieces before the first user text: the agent's head
+    for text, _ in segments:
+        if text is not None and text.startswith("user\x1f"):
+            break
+        lead += 1
+    total = sum([t for _, t in segments])
+    count = min(prompt_tokens, total) // bs
+    head = _head(segments[:lead], tools, bs, tokenizer.name, r)
+    known = head.hashes
+    if count <= len(known):
+        return known[:count]
+    rest = [(t.encode("utf-8", "surrogatepass"), n) for t, n in segments[lead:] if t is not None]
+    more, _ = chain_segments(rest, bs, count, head.state, r)
+    return known + tuple(more)
 
 
 class _Head(NamedTuple):
-    """:func:`~agentlab.llm.sim_kv.prompt_block_hashes`' chain over a prompt's head, to continue from."""
+    """The chain over a prompt's head pieces (:func:`_block_hashes`), to continue from."""
 
-    hashes: tuple[int, ...]  # of the head's full blocks
-    crc: int  # the chain after them
-    tail: bytes  # the head's bytes after them
-    size: int  # the head's bytes
+    hashes: tuple[int, ...]  # of the blocks that end inside the head
+    state: tuple[int, int, int]  # chain_segments' state after the head
 
 
-_HEADS: dict[tuple[str, str, int], _Head] = {}
+_HEADS: dict[tuple[Any, ...], _Head] = {}
+_HEADS_MAX = 4096  # an entry per agent (its system text) and tools list: ~1 KB each
 
 
-def _head(tools_text: str, extra: str, w: int) -> _Head:
-    """The chain of ``tools_text + "\x1f" + extra`` in blocks of ``w`` bytes, kept per
-    (tools, extra, w): a society's agents all offer one tools list."""
-    key = (tools_text, extra, w)
+def _head(
+    segments: list[tuple[str | None, int]],
+    tools: list[dict[str, Any]] | None,
+    bs: int,
+    tok: str,
+    r: float,
+) -> _Head:
+    """The chain over ``segments`` (``None``: the tools' JSON), kept per pieces, tools,
+    block size and tokenizer: a society's agents all offer one tools list."""
+    tools_text = _tools_text(tools) if tools else ""
+    key = (tok, bs, r, tools_text, *segments)
     head = _HEADS.get(key)
     if head is None:
-        data = f"{tools_text}\x1f{extra}".encode("utf-8", "surrogatepass")
-        known = len(data) // w
-        hashes = tuple(chain_blocks(data, w, known))
-        if len(_HEADS) >= 64:
+        pieces = [
+            ((tools_text if t is None else t).encode("utf-8", "surrogatepass"), n)
+            for t, n in segments
+        ]
+        tokens = sum([n for _, n in segments])
+        hashes, state = chain_segments(pieces, bs, tokens // bs + 1, (0, 0, 0), r)
+        if len(_HEADS) >= _HEADS_MAX:
             _HEADS.clear()
-        crc = hashes[-1] & 0xFFFFFFFF if hashes else 0
-        head = _HEADS[key] = _Head(hashes, crc, data[known * w :], len(data))
+        head = _HEADS[key] = _Head(tuple(hashes), state)
     return head
 
 

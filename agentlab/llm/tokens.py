@@ -74,6 +74,15 @@ class Tokenizer(Protocol):
         text and the special tokens the server adds in front of it."""
         ...
 
+    def block_segments(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
+    ) -> list[tuple[str | None, int]]:
+        """The rendered chat prompt as pieces ``(identity text, tokens)`` in the order the
+        template lays them out, tokens summing to :meth:`prompt_tokens`: where the prefix
+        cache's blocks begin and end (``sim_kv.chain_segments``). ``None`` stands for the
+        tools list (the caller names it)."""
+        ...
+
 
 def message_text(content: Any) -> str:
     """The text a text-only model sees for one message's ``content``.
@@ -228,6 +237,24 @@ class CharsTokenizer:
             return 0
         return _per_tools(self._tools, tools, lambda t: self.prompt_tokens((), t))
 
+    def block_segments(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
+    ) -> list[tuple[str | None, int]]:
+        """See :meth:`Tokenizer.block_segments`: the tools first (no template is known:
+        where templates that put them in the system prompt have them), then each message."""
+        r = self.chars_per_token
+        out: list[tuple[str | None, int]] = [(None, self.tools_delta((), tools))] if tools else []
+        for m in messages:
+            c = m.get("content")
+            text = c if type(c) is str else message_text(c)
+            n = self.PER_MESSAGE + int(len(text) / r)
+            if m.get("tool_calls"):
+                calls = tool_calls_text(m["tool_calls"])
+                n += int(len(calls) / r)
+                text += "\x1f" + calls
+            out.append((f"{m.get('role', '')}\x1f{text}", n))
+        return out
+
 
 class Llama3Tokenizer:
     """The exact Llama-3 vocabulary and the Llama 3.1 / 3.2 Instruct chat template."""
@@ -295,7 +322,13 @@ class Llama3Tokenizer:
         if n is None:
             if len(self._cache) >= _CACHE_MAX:
                 self._cache.clear()
-            n = self._cache[key] = self._enc.count(text)
+            try:
+                n = self._enc.count(text)
+            except TypeError:  # a lone surrogate (a JSON "\\ud83d"): counted as U+FFFD
+                n = self._enc.count(
+                    text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+                )
+            self._cache[key] = n
         return n
 
     def raw_prompt_tokens(self, text: str) -> int:
@@ -342,24 +375,53 @@ class Llama3Tokenizer:
 
     def _body(self, msgs: Sequence[dict[str, Any]]) -> int:
         """Tokens of messages laid out each in its own header and ``<|eot_id|>``."""
+        part = self._part
+        return sum([part(m)[2] for m in msgs])
+
+    def _part(self, m: dict[str, Any]) -> tuple[str, str, int]:
+        """One message in its header and ``<|eot_id|>``: ``(role, text as counted, tokens)``."""
         count = self.count
-        n = 0
+        if m.get("tool_calls"):
+            text = tool_calls_text(m["tool_calls"])
+            return "assistant", text, self._header["assistant"] + count(text) + 1
+        role = str(m.get("role", "user"))
+        c = m.get("content")
+        if role in ("tool", "ipython"):
+            text = c if isinstance(c, str) else json.dumps(c, ensure_ascii=False, default=str)
+            if text[:1].isspace():  # not stripped: joins the header's "\n\n" token
+                return role, text, self._header["ipython"] - 1 + count("\n\n" + text) + 1
+            return role, text, self._header["ipython"] + count(text) + 1
+        text = c.strip() if type(c) is str else message_text(c).strip()
+        return role, text, self._header_of(role) + count(text) + 1
+
+    def block_segments(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
+    ) -> list[tuple[str | None, int]]:
+        """See :meth:`Tokenizer.block_segments`, in :meth:`prompt_tokens`' order: the system
+        block (its fixed lines), the system text, the first user message's header and tool
+        block (Llama 3.1 / 3.2 put the tools there, after the system text: prompts that
+        differ in their system message share no block past the fixed lines), its text, every
+        later message, the generation prompt."""
+        count = self.count
+        msgs = list(messages)
+        head = (self._system_tools if tools else self._system) - 1  # (its eot: with the text)
+        out: list[tuple[str | None, int]] = [("\x00llama3|tools" if tools else "\x00llama3", head)]
+        text = ""
+        if msgs and msgs[0].get("role") == "system":
+            text = message_text(msgs[0].get("content")).strip()
+            msgs = msgs[1:]
+        out.append(("system\x1f" + text, count(text) + 1))
+        if tools:
+            first = message_text(msgs[0].get("content")).strip() if msgs else ""
+            msgs = msgs[1:]
+            out.append((None, self._header["user"] + self._tools_tokens(tools)))
+            out.append(("user\x1f" + first, count(first) + 1))
+        part = self._part
         for m in msgs:
-            role = str(m.get("role", "user"))
-            if m.get("tool_calls"):
-                n += self._header["assistant"] + count(tool_calls_text(m["tool_calls"])) + 1
-            elif role in ("tool", "ipython"):
-                c = m.get("content")
-                text = c if isinstance(c, str) else json.dumps(c, ensure_ascii=False, default=str)
-                if text[:1].isspace():  # not stripped: joins the header's "\n\n" token
-                    n += self._header["ipython"] - 1 + count("\n\n" + text) + 1
-                else:
-                    n += self._header["ipython"] + count(text) + 1
-            else:
-                c = m.get("content")
-                text = c.strip() if type(c) is str else message_text(c).strip()
-                n += self._header_of(role) + count(text) + 1
-        return n
+            role, text, n = part(m)
+            out.append((f"{role}\x1f{text}", n))
+        out.append(("assistant\x1f", self._header["assistant"]))
+        return out
 
     def extend_tokens(self, messages: Sequence[dict[str, Any]], k: int) -> int:
         """What ``messages[k:]`` add to the count of ``messages[:k]`` (no tools):

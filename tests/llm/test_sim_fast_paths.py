@@ -160,36 +160,6 @@ def test_holds_separator_equals_the_character_class(seed: int) -> None:
         assert holds_separator(text) == (re.search("[\x1d-\x1f]", text) is not None), text
 
 
-def test_block_hashes_equal_hashing_the_whole_prompt() -> None:
-    """``_block_hashes`` continues the chain of a kept head (tools JSON, extra); the whole
-    prompt's text hashed from its first byte gives the same hashes, including when the
-    prompt ends inside the head, with no tools, non-ASCII text and lone surrogates."""
-    from agentlab.llm.sim_kv import prompt_block_hashes
-    from agentlab.llm.sim_profiles import get_profile
-    from agentlab.llm.sim_result import _block_hashes, _tools_text
-
-    tools = [{"type": "function", "function": {"name": "like", "description": "Like \u00e9.",
-              "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}}]  # fmt: skip
-    rng = random.Random(5)
-    for block_size in (1, 3, 16):
-        p = get_profile("vllm-3b", block_size=block_size)
-        for i, text in enumerate(_texts(400, block_size)):
-            messages: list[dict[str, Any]] = [
-                {"role": "system", "content": text},
-                {"role": "user", "content": text[::-1] + "\ud83d"},
-                {"role": "assistant", "content": None, "tool_calls": []},
-            ][: rng.randint(0, 3)]
-            offered = tools if i % 3 else None
-            extra = "|like" if offered else ["", "spec\u00fc"][i % 2]
-            prompt_tokens = rng.randint(0, 2000)
-            parts = [_tools_text(offered) if offered else "", extra]
-            for m in messages:
-                c = m.get("content")
-                parts += [str(m.get("role", "")), c if isinstance(c, str) else repr(c)]
-            want = prompt_block_hashes("\x1f".join(parts), prompt_tokens, block_size=block_size)
-            assert _block_hashes(messages, offered, extra, prompt_tokens, p) == want, i
-
-
 def _pick_before(
     ctx: Any, fns: list[dict[str, Any]], rng: Rng, invalid_p: float, *, reads: bool = False
 ) -> dict[str, Any]:

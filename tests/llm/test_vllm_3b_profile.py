@@ -317,7 +317,8 @@ def test_the_prefill_anchor_reproduces_its_published_ttft_with_the_cache_on() ->
     d = d[d["stage"] == "discussion"]
     later = d[d["round"] >= 2]
     assert later["cached_tokens"].median() == derivation.ANCHOR_CACHED_TOKENS
-    assert d[d["round"] == 1]["cached_tokens"].median() == 0
+    # round 1: the template's fixed lines and the opening words, as in every prompt
+    assert d[d["round"] == 1]["cached_tokens"].median() == derivation.ROUND1_CACHED_TOKENS
     # 0.117 vs 0.1218 s: the engine's pooled prompt median is 1,172 tokens, the published
     # quartiles' 1,210 (the rest of the gap); fitted to whole prompts it was 0.105 (-14 %)
     published = EXTRACT["load"]["discussion"]["horizontal"]["queue_wait_p50_s"]
@@ -351,13 +352,13 @@ def test_the_decode_jitter_gives_lone_calls_the_published_speed_spread() -> None
     spread by JITTER_SWEEP's first sigma with no factor, and reach the published
     ms_per_token spread with the profile's (taking that spread as the factor counted the
     engine's part twice: sigma 0.079). The engine alone falls short of the published
-    spread (0.0544 of 0.0598), so the factor is positive and small."""
+    spread (0.0535 of 0.0598), so the factor is positive and small."""
     from agentlab.llm import LLMClient
 
     derivation = _derivation()
     q = EXTRACT["load"]["horizontal_inflight_1"]["ms_per_token"]
     published = derivation.sigma_from_quartiles(q[0], q[2])
     assert _lone_call_sigma("sim/vllm-3b") == pytest.approx(published, rel=0.05)  # 0.0598
-    none = _lone_call_sigma(LLMClient("sim/vllm-3b", decode_jitter=0.0))  # 0.0544
+    none = _lone_call_sigma(LLMClient("sim/vllm-3b", decode_jitter=0.0))  # 0.0535
     assert none == pytest.approx(derivation.JITTER_SWEEP[0][1], rel=0.05)
     assert none < published
