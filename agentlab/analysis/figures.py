@@ -88,6 +88,35 @@ def _colors() -> list[str]:
     return list(plotly.colors.qualitative.Plotly)
 
 
+#: each topology's colour in every figure: a group's colour follows its name, not its place
+#: in one figure's order (Sequential was red in the IAT histogram and blue in the paper's)
+_TOPOLOGY_COLOR = {"full_mesh": 0, "sequential": 1, "star": 2}
+
+
+def _color(colors: list[str], head: Any, i: int) -> str:
+    """The colour of a group whose first key value is ``head``, ``i``-th in its figure."""
+    k = _TOPOLOGY_COLOR.get(head) if isinstance(head, str) else None
+    return colors[(i if k is None else k) % len(colors)]
+
+
+def _family_keys(fig: go.Figure, families: Sequence[str]) -> None:
+    """One legend entry per fitted family (its dash, in grey): the fitted curves take their
+    group's colour and the family's dash without an entry each, so a legend of 3 groups
+    and 3 families holds 6 entries, not 12 that scroll out of a notebook-sized figure."""
+    import plotly.graph_objects as go
+
+    for j, dname in enumerate(families):
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                line={"color": "#555555", "dash": _DASHES[j % len(_DASHES)], "width": 1},
+                name=f"fit: {dname}",
+            )
+        )
+
+
 def _fit_curves(x: np.ndarray, dists: Sequence[str]) -> dict[str, Any]:
     """Frozen fitted laws for ``x`` (families that cannot be fitted are skipped)."""
     if not dists or len(x) < 2 or np.ptp(x) == 0:
@@ -121,7 +150,8 @@ def iat_histogram_figure(
 
     Returns:
         A ``plotly.graph_objects.Figure`` with one histogram trace per group, one
-        trace per (group, family) and one threshold trace.
+        trace per (group, family) (not in the legend), one legend key per family and one
+        threshold trace.
     """
     import plotly.graph_objects as go
 
@@ -139,7 +169,7 @@ def iat_histogram_figure(
             h = h[h[col] == val]
         if h.empty:
             continue
-        color, name = colors[i % len(colors)], _label(key)
+        color, name = _color(colors, next(iter(key.values()), None), i), _label(key)
         y = h["density_per_decade"].to_numpy()
         fig.add_trace(
             go.Scatter(
@@ -164,8 +194,11 @@ def iat_histogram_figure(
                         line={"color": color, "dash": _DASHES[j % len(_DASHES)], "width": 1},
                         name=f"{name} {dname}",
                         legendgroup=name,
+                        showlegend=False,
                     )
                 )
+    if dists:
+        _family_keys(fig, resolve_dists(dists))
     if threshold is not None:
         fig.add_trace(
             go.Scatter(
@@ -223,7 +256,7 @@ def paper_iat_figure(
         x = np.append(h["left"].to_numpy(), h["right"].iloc[-1])
         for col, name, style in (
             ("published_density", "published", {"color": "#7f7f7f", "dash": "dot"}),
-            ("simulated_density", "simulated", {"color": colors[i % len(colors)]}),
+            ("simulated_density", "simulated", {"color": _color(colors, topology, i)}),
         ):
             y = h[col].to_numpy()
             trace = go.Scatter(x=x, y=np.append(y, y[-1]), mode="lines",
@@ -292,7 +325,7 @@ def paper_lengths_figure(
                 strict=True,
             )
         ]  # fmt: skip
-        bar_colors = [colors[order[t] % len(colors)] for t in d["topology"]]
+        bar_colors = [_color(colors, t, order[t]) for t in d["topology"]]
         fig.add_trace(go.Bar(x=x, y=d["mean"], marker_color=bar_colors, name="simulated",
                              hovertext=hover, hoverinfo="text", showlegend=row == 1),
                       row=row, col=1)  # fmt: skip
@@ -322,7 +355,8 @@ def iat_cdf_figure(
     large pooled samples stay light in a notebook.
 
     Returns:
-        A figure with ``groups * (1 + len(dists))`` traces.
+        A figure with ``groups * (1 + len(dists))`` traces (the fitted ones not in the
+        legend) and one legend key per family.
     """
     import plotly.graph_objects as go
 
@@ -334,7 +368,7 @@ def iat_cdf_figure(
         x = np.sort(positive_values(sub[value], zeros=zeros, eps=eps))
         if not len(x):
             continue
-        color, name = colors[i % len(colors)], _label(key)
+        color, name = _color(colors, next(iter(key.values()), None), i), _label(key)
         n = len(x)
         idx = np.unique(np.linspace(0, n - 1, min(n, max_points)).round().astype(int))
         fig.add_trace(
@@ -357,8 +391,11 @@ def iat_cdf_figure(
                     line={"color": color, "dash": _DASHES[j % len(_DASHES)], "width": 1},
                     name=f"{name} {dname}",
                     legendgroup=name,
+                    showlegend=False,
                 )
             )
+    if dists:
+        _family_keys(fig, resolve_dists(dists))
     _log_time_axis(fig, "inter-arrival time")
     fig.update_yaxes(title_text="P(IAT <= x)", range=[0, 1.02])
     fig.update_layout(title_text=title, template="plotly_white")
@@ -395,7 +432,7 @@ def inflight_figure(
         if shown.get(head, 0) >= max_runs:
             continue
         shown[head] = shown.get(head, 0) + 1
-        color = palette.setdefault(head, colors[len(palette) % len(colors)])
+        color = palette.setdefault(head, _color(colors, head, len(palette)))
         fig.add_trace(
             go.Scatter(
                 x=sub["t_rel"],

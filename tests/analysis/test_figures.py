@@ -35,13 +35,32 @@ def test_histogram_traces_log_axis_and_threshold(iats):
     assert names == ["mesh", "star", "threshold 50 ms"]
     assert list(fig.data[-1].x) == [0.05, 0.05]
     fitted = iat_histogram_figure(iats, dists=["lognorm", "expon"], threshold=None)
-    assert len(fitted.data) == 2 * (1 + 2)
+    assert len(fitted.data) == 2 * (1 + 2) + 2  # + a legend key per family
     assert "star lognorm" in [t.name for t in fitted.data]
+    # the legend: a group's histogram and a family's key, not every (group, family) curve
+    shown = [t.name for t in fitted.data if t.showlegend is not False]
+    assert shown == ["mesh", "star", "fit: lognorm", "fit: expon"]
+
+
+def test_a_topology_has_one_colour_in_every_figure(iats):
+    # by its name, not its place in a figure's order: star alone, or after full_mesh
+    def colour(fig, name):
+        return next(t.line.color for t in fig.data if t.name == name)
+
+    both = iats.assign(topology=iats["topology"].replace({"mesh": "full_mesh"}))
+    alone = both[both["topology"] == "star"]
+    assert colour(iat_histogram_figure(both), "star") == colour(iat_histogram_figure(alone), "star")
+    assert colour(iat_cdf_figure(both), "star empirical") == colour(
+        iat_cdf_figure(alone), "star empirical"
+    )
+    assert colour(iat_histogram_figure(both), "full_mesh") != colour(
+        iat_histogram_figure(both), "star"
+    )
 
 
 def test_cdf_traces(iats):
     fig = iat_cdf_figure(iats, max_points=50)
-    assert len(fig.data) == 2 * (1 + 4)
+    assert len(fig.data) == 2 * (1 + 4) + 4  # + a legend key per family
     assert fig.layout.xaxis.type == "log"
     ecdf = fig.data[0]
     assert len(ecdf.x) <= 50
