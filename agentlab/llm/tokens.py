@@ -357,21 +357,8 @@ class Llama3Tokenizer:
     def prompt_tokens(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
     ) -> int:
-        count = self.count
-        msgs = list(messages)
-        n = self._system_tools if tools else self._system
-        if msgs and msgs[0].get("role") == "system":
-            n += count(message_text(msgs[0].get("content")).strip())
-            msgs = msgs[1:]
-        if tools:
-            # the block ends in "\n\n" and the stripped text after it starts with no
-            # whitespace: no pre-token of Llama 3's splitter spans the seam, so the count
-            # of block + text is the sum of the two counts
-            first = message_text(msgs[0].get("content")).strip() if msgs else ""
-            msgs = msgs[1:]
-            n += self._header["user"] + self._tools_tokens(tools) + count(first) + 1
-        n += self._body(msgs)
-        return n + self._header["assistant"]  # the generation prompt
+        # the template is laid out in one place, block_segments (the prefix cache's pieces)
+        return sum([n for _, n in self.block_segments(messages, tools)])
 
     def _body(self, msgs: Sequence[dict[str, Any]]) -> int:
         """Tokens of messages laid out each in its own header and ``<|eot_id|>``."""
@@ -412,6 +399,9 @@ class Llama3Tokenizer:
             msgs = msgs[1:]
         out.append(("system\x1f" + text, count(text) + 1))
         if tools:
+            # the block ends in "\n\n" and the stripped text after it starts with no
+            # whitespace: no pre-token of Llama 3's splitter spans the seam, so the count
+            # of block + text is the sum of the two counts
             first = message_text(msgs[0].get("content")).strip() if msgs else ""
             msgs = msgs[1:]
             out.append((None, self._header["user"] + self._tools_tokens(tools)))
